@@ -1,0 +1,94 @@
+/* Status: the one error type of the whole project.
+ *
+ * A function that can fail returns a nimble_status_t. NULL means success
+ * (nimble_ok()); anything else is a heap object holding a code and a message
+ * that names the thing at fault. Results come back through out-parameters.
+ *
+ *   nimble_status_t s = nimble_digest_parse(text, &d);
+ *   if (s) return nimble_status_annotate(s, "while reading manifest %s", path);
+ *
+ * The caller owns a returned status: it either returns it (optionally
+ * annotated) or handles it and calls nimble_status_free(). Printing and
+ * exiting is the business of a program's main(), never a library.
+ *
+ * This module has no dependencies beyond libc, so the thin runtime links it.
+ */
+#ifndef NIMBLE_STATUS_H
+#define NIMBLE_STATUS_H
+
+#include <stdarg.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum nimble_status_code {
+  NIMBLE_OK = 0,
+  NIMBLE_INVALID_ARGUMENT = 1,  /* bad input: malformed file, bad option */
+  NIMBLE_NOT_FOUND = 2,         /* a named thing does not exist */
+  NIMBLE_ALREADY_EXISTS = 3,
+  NIMBLE_PERMISSION_DENIED = 4, /* authenticated but not allowed */
+  NIMBLE_UNAUTHENTICATED = 5,   /* missing or wrong token */
+  NIMBLE_RESOURCE_EXHAUSTED = 6,/* out of memory, over a cap or a limit */
+  NIMBLE_FAILED_PRECONDITION = 7,
+  NIMBLE_OUT_OF_RANGE = 8,      /* index or offset outside its bounds */
+  NIMBLE_UNIMPLEMENTED = 9,     /* unsupported operator, option, version */
+  NIMBLE_INTERNAL = 10,         /* a bug: an invariant did not hold */
+  NIMBLE_UNAVAILABLE = 11,      /* a service did not answer; retry may help */
+  NIMBLE_DATA_LOSS = 12,        /* digest mismatch, truncated data */
+  NIMBLE_DEADLINE_EXCEEDED = 13,
+  NIMBLE_CANCELLED = 14,
+  NIMBLE_IO_ERROR = 15,         /* the file system said no */
+} nimble_status_code_t;
+
+typedef struct nimble_status *nimble_status_t;
+
+/* Success. */
+#define nimble_ok() ((nimble_status_t)0)
+
+/* Creates a status with a printf-style message. Caller owns the result.
+ * With code NIMBLE_OK it returns nimble_ok(). Never returns NULL for a
+ * non-OK code: when memory is short it returns a static out-of-memory
+ * status that nimble_status_free() knows not to free. */
+nimble_status_t nimble_status_make(nimble_status_code_t code, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+nimble_status_t nimble_status_makev(nimble_status_code_t code, const char *fmt, va_list ap);
+
+/* Prepends context: "CONTEXT: old message". Takes ownership of `status` and
+ * returns the status to pass on (possibly a new object). OK stays OK. */
+nimble_status_t nimble_status_annotate(nimble_status_t status, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* The code; NIMBLE_OK for nimble_ok(). */
+nimble_status_code_t nimble_status_code(nimble_status_t status);
+
+/* The message, borrowed from the status; "" for OK. */
+const char *nimble_status_message(nimble_status_t status);
+
+/* A short stable name for a code, e.g. "INVALID_ARGUMENT". */
+const char *nimble_status_code_name(nimble_status_code_t code);
+
+/* Frees a status; nimble_ok() is fine. */
+void nimble_status_free(nimble_status_t status);
+
+/* Returns the code and frees the status: for callers that only branch. */
+nimble_status_code_t nimble_status_consume(nimble_status_t status);
+
+#define NIMBLE_RETURN_IF_ERROR(expr)          \
+  do {                                        \
+    nimble_status_t nimble_status_tmp_ = (expr); \
+    if (nimble_status_tmp_) return nimble_status_tmp_; \
+  } while (0)
+
+/* Returns the annotated status on failure; the format names the context. */
+#define NIMBLE_RETURN_IF_ERROR_CTX(expr, ...)  \
+  do {                                         \
+    nimble_status_t nimble_status_tmp_ = (expr);  \
+    if (nimble_status_tmp_)                    \
+      return nimble_status_annotate(nimble_status_tmp_, __VA_ARGS__); \
+  } while (0)
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* NIMBLE_STATUS_H */

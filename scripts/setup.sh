@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs every Debian package Nimble needs to build, test and run its
+# local farm. Idempotent and non-interactive: safe to run on every CI run.
+set -euo pipefail
+
+PACKAGES=(
+  # toolchain
+  build-essential cmake pkg-config git ca-certificates
+  # libraries named in DESIGN.md
+  libcurl4-openssl-dev libjansson-dev libzmq3-dev libsodium-dev
+  libhiredis-dev libopenblas-dev check libprotobuf-c-dev protobuf-c-compiler
+  libonnx-dev libdlpack-dev libmicrohttpd-dev llvm-16-dev lld-16 clang-16
+  # services the tests start on loopback
+  redis-server docker-registry skopeo docker-compose
+  # cross target: aarch64 runtime under qemu
+  qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross
+  # fixture generators (ONNX conformance cases, reference models)
+  python3 python3-onnx python3-numpy
+  # tools the tests call
+  curl
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ "${#missing[@]}" -eq 0 ]; then
+  echo "setup: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+
+echo "setup: installing ${#missing[@]} packages: ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -o DPkg::Lock::Timeout=600 -qq
+$SUDO apt-get install -y -qq -o DPkg::Lock::Timeout=600 --no-install-recommends "${missing[@]}"
+echo "setup: done"

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The test command (README quick start, CI): installs what it needs, builds
+# Nimble twice (release, and AddressSanitizer + UndefinedBehaviorSanitizer),
+# and runs every suite in both. Integration suites start their own servers
+# (nimble-store, docker-registry, redis-server, ...) on loopback as ctest
+# fixtures and stop them by pid.
+#
+#   NIMBLE_TEST_STAGES="release asan cross"   which stages to run (default: all)
+#   NIMBLE_TEST_JOBS=N                         build and ctest parallelism
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+
+STAGES=${NIMBLE_TEST_STAGES:-release asan cross}
+JOBS=${NIMBLE_TEST_JOBS:-$(nproc)}
+
+bash scripts/setup.sh
+
+run_stage() { # NAME BUILD_DIR CMAKE_ARGS...
+  local name=$1 dir=$2; shift 2
+  echo "== stage $name: configure and build in $dir"
+  cmake -S "$ROOT" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >"$dir.configure.log" 2>&1 \
+    || { cat "$dir.configure.log"; return 1; }
+  cmake --build "$dir" -j"$JOBS"
+  echo "== stage $name: tests"
+  ctest --test-dir "$dir" --output-on-failure -j"$JOBS"
+}
+
+for stage in $STAGES; do
+  case $stage in
+    release) run_stage release "$ROOT/build" ;;
+    asan)
+      # halt_on_error keeps a sanitizer report from passing as a mere log line.
+      ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:halt_on_error=1:abort_on_error=1} \
+      UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1} \
+        run_stage asan "$ROOT/build-asan" -DNIMBLE_SANITIZE=ON ;;
+    cross)
+      if [ -f "$ROOT/scripts/test-cross.sh" ]; then bash "$ROOT/scripts/test-cross.sh"; fi ;;
+    *) echo "unknown stage '$stage' (release, asan, cross)" >&2; exit 2 ;;
+  esac
+done
+echo "== all stages passed: $STAGES"
