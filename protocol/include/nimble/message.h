@@ -1,0 +1,89 @@
+/* Wire messages between clients, the scheduler and workers (ZeroMQ).
+ *
+ * Every message is ONE ZeroMQ frame holding canonical JSON:
+ *
+ *   {"body":{...},"type":"SUBMIT","v":1}
+ *
+ * (ROUTER/DEALER identity frames are the transport's business and come
+ * before it.) `v` is the protocol version; a decoder refuses any other
+ * version (UNIMPLEMENTED) rather than guess. `type` is one of the names
+ * below, and `body` an object whose required members are checked by type;
+ * members a type does not define are ignored, so a later minor addition does
+ * not break older peers. Body members use snake_case. docs/protocol.md lists
+ * every body with an example.
+ *
+ *   client → scheduler     SUBMIT, STATUS, CANCEL
+ *   scheduler → client     ACCEPTED, JOB_STATUS, ERROR (and PROGRESS events)
+ *   worker → scheduler     READY, HEARTBEAT, PROGRESS, RESULT, FAILURE
+ *   scheduler → worker     TASK, CANCEL, ERROR
+ *
+ * Bodies are jansson objects (json_t); protocol links jansson publicly.
+ */
+#ifndef NIMBLE_MESSAGE_H
+#define NIMBLE_MESSAGE_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "nimble/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define NIMBLE_PROTOCOL_VERSION 1
+/* A message larger than this is refused before parsing. */
+#define NIMBLE_MESSAGE_MAX_SIZE ((size_t)4 << 20)
+
+typedef enum nimble_msg_type {
+  NIMBLE_MSG_SUBMIT = 0, /* client: compile a model for targets */
+  NIMBLE_MSG_STATUS,     /* client: how is job J doing? */
+  NIMBLE_MSG_CANCEL,     /* client: cancel job J; scheduler: stop task T */
+  NIMBLE_MSG_READY,      /* worker: I can compile for these targets */
+  NIMBLE_MSG_HEARTBEAT,  /* worker: alive; with a task, renews its lease */
+  NIMBLE_MSG_PROGRESS,   /* worker: task T is in phase P, N percent */
+  NIMBLE_MSG_RESULT,     /* worker: task T produced manifest M */
+  NIMBLE_MSG_FAILURE,    /* worker: task T failed, with the reason */
+  NIMBLE_MSG_ACCEPTED,   /* scheduler: your job is J */
+  NIMBLE_MSG_JOB_STATUS, /* scheduler: state of job J and each target */
+  NIMBLE_MSG_TASK,       /* scheduler: worker, compile this */
+  NIMBLE_MSG_ERROR,      /* scheduler: your request failed */
+  NIMBLE_MSG_TYPE_COUNT_
+} nimble_msg_type_t;
+
+/* "SUBMIT", "JOB_STATUS", ...; "UNKNOWN" out of range. Static string. */
+const char *nimble_message_type_name(nimble_msg_type_t type);
+
+/* Parses a type name (exact, uppercase); UNIMPLEMENTED naming it if unknown. */
+nimble_status_t nimble_message_type_parse(const char *name, nimble_msg_type_t *out_type);
+
+/* Checks a body against its type's schema (docs/protocol.md). Errors are
+ * INVALID_ARGUMENT and name the member ("targets[1]: ..."). */
+nimble_status_t nimble_message_validate_body(nimble_msg_type_t type, const json_t *body);
+
+/* Validates body (borrowed), then writes the envelope's canonical bytes.
+ * Caller frees *out with free(); *out is also NUL-terminated. */
+nimble_status_t nimble_message_encode(nimble_msg_type_t type, const json_t *body, char **out,
+                                      size_t *out_size);
+
+/* Parses one frame. On success *out_body is a new reference the caller
+ * releases with json_decref(). Errors: over NIMBLE_MESSAGE_MAX_SIZE is
+ * RESOURCE_EXHAUSTED; another protocol version or an unknown type is
+ * UNIMPLEMENTED; anything malformed is INVALID_ARGUMENT with the reason. */
+nimble_status_t nimble_message_decode(const void *data, size_t size, nimble_msg_type_t *out_type,
+                                      json_t **out_body);
+
+/* Builds and encodes an ERROR message from a failed status (code name and
+ * message); job may be NULL. Does not take ownership of `error`. */
+nimble_status_t nimble_message_encode_error(nimble_status_t error, const char *job, char **out,
+                                            size_t *out_size);
+
+/* Turns the body of an ERROR or FAILURE message back into a status (code
+ * from "code", INTERNAL when absent; message from "message" or "error").
+ * Caller owns the result, which is never nimble_ok(). */
+nimble_status_t nimble_message_body_to_status(const json_t *body);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* NIMBLE_MESSAGE_H */
