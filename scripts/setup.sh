@@ -15,7 +15,7 @@ PACKAGES=(
   # cross target: aarch64 runtime under qemu
   qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross
   # fixture generators (ONNX conformance cases, reference models)
-  python3 python3-onnx python3-numpy
+  python3 python3-onnx python3-numpy python3-torch python3-torchvision
   # tools the tests call
   curl
 )
