@@ -1,0 +1,677 @@
+/* Type inference over a module (see nimble/typing.h for the rules).
+ *
+ * One pass per global function, in module order. Each global first gets a
+ * signature from its annotations (fresh variables where one is missing);
+ * uses of a global instantiate the signature's type parameters and
+ * symbolic dims afresh, so recursion and polymorphic ADT functions check.
+ * The type of every expression goes into a pointer-keyed hash table; at the
+ * end every recorded type has the final substitution applied. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ir/print_internal.h"
+#include "nimble/typing.h"
+
+typedef struct type_entry {
+  const nimble_expr *key;
+  const nimble_type *type;
+} type_entry;
+
+typedef struct global_sig {
+  const char *name;
+  const nimble_type *type; /* a function type; type_params as declared */
+  size_t num_dim_vars;     /* symbolic dims of the annotations, generalized */
+  uint32_t *dim_vars;
+  const char **dim_names;
+} global_sig;
+
+struct nimble_typing {
+  nimble_arena *arena;
+  type_entry *table;
+  size_t cap, count;
+  global_sig *globals;
+  size_t num_globals;
+};
+
+typedef struct infer_ctx {
+  const nimble_module *m;
+  nimble_arena *arena;
+  nimble_subst *s;
+  nimble_typing *t;
+} infer_ctx;
+
+static nimble_status_t oom(void) {
+  return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory during type inference");
+}
+
+/* ---- the expression -> type table ---------------------------------------- */
+
+static size_t hash_ptr(const void *p) {
+  uint64_t x = (uint64_t)(uintptr_t)p;
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  return (size_t)x;
+}
+
+static type_entry *table_slot(type_entry *table, size_t cap, const nimble_expr *key) {
+  size_t i = hash_ptr(key) & (cap - 1);
+  while (table[i].key && table[i].key != key) i = (i + 1) & (cap - 1);
+  return &table[i];
+}
+
+static nimble_status_t record(infer_ctx *c, const nimble_expr *e, const nimble_type *ty) {
+  nimble_typing *t = c->t;
+  if ((t->count + 1) * 10 >= t->cap * 7) {
+    size_t ncap = t->cap ? t->cap * 2 : 256;
+    type_entry *nt = nimble_arena_calloc(c->arena, ncap, sizeof(*nt));
+    if (!nt) return oom();
+    for (size_t i = 0; i < t->cap; i++)
+      if (t->table[i].key) *table_slot(nt, ncap, t->table[i].key) = t->table[i];
+    t->table = nt;
+    t->cap = ncap;
+  }
+  type_entry *slot = table_slot(t->table, t->cap, e);
+  if (!slot->key) t->count++;
+  slot->key = e;
+  slot->type = ty;
+  return nimble_ok();
+}
+
+const nimble_type *nimble_typing_type_of(const nimble_typing *t, const nimble_expr *e) {
+  if (!t->cap) return NULL;
+  type_entry *slot = table_slot(t->table, t->cap, e);
+  return slot->key ? slot->type : NULL;
+}
+
+const nimble_type *nimble_typing_global_type(const nimble_typing *t, const char *name) {
+  for (size_t i = 0; i < t->num_globals; i++)
+    if (strcmp(t->globals[i].name, name) == 0) return t->globals[i].type;
+  return NULL;
+}
+
+/* ---- messages ------------------------------------------------------------- */
+
+static const char *loc_str(const nimble_src_loc_t *loc, char *buf, size_t size) {
+  if (loc->line == 0) snprintf(buf, size, "%s", loc->file ? loc->file : "<built IR>");
+  else snprintf(buf, size, "%s:%u:%u", loc->file ? loc->file : "<built IR>", loc->line, loc->col);
+  return buf;
+}
+
+/* Prefixes a failure with the construct, its place and a brief print. */
+static nimble_status_t at_expr(nimble_status_t st, const char *what, const nimble_expr *e) {
+  if (!st) return st;
+  char loc[256], brief[96];
+  loc_str(&e->loc, loc, sizeof loc);
+  nimble_ir_expr_brief(e, brief, sizeof brief);
+  return nimble_status_annotate(st, "in %s at %s (%s)", what, loc, brief);
+}
+
+/* ---- instantiation ---------------------------------------------------------- */
+
+typedef struct renaming {
+  size_t num_types;
+  const uint32_t *type_ids;
+  const nimble_type *const *types;
+  size_t num_dims;
+  const uint32_t *dim_ids;
+  const nimble_dim_t *dims;
+} renaming;
+
+static const nimble_type *rename_type(nimble_arena *a, const renaming *r, const nimble_type *t);
+
+static bool rename_list(nimble_arena *a, const renaming *r, size_t n, const nimble_type *const *in,
+                        const nimble_type ***out) {
+  *out = NULL;
+  if (!n) return true;
+  const nimble_type **arr = nimble_arena_calloc(a, n, sizeof(*arr));
+  if (!arr) return false;
+  for (size_t i = 0; i < n; i++)
+    if (!(arr[i] = rename_type(a, r, in[i]))) return false;
+  *out = arr;
+  return true;
+}
+
+static const nimble_type *rename_type(nimble_arena *a, const renaming *r, const nimble_type *t) {
+  switch (t->kind) {
+    case NIMBLE_TYPE_VAR:
+      for (size_t i = 0; i < r->num_types; i++)
+        if (r->type_ids[i] == t->u.var.id) return r->types[i];
+      return t;
+    case NIMBLE_TYPE_TENSOR: {
+      size_t rank = t->u.tensor.rank;
+      if (!r->num_dims || rank > 64) return t;
+      nimble_dim_t dims[64];
+      for (size_t i = 0; i < rank; i++) {
+        dims[i] = t->u.tensor.dims[i];
+        if (dims[i].kind != NIMBLE_DIM_VAR) continue;
+        for (size_t k = 0; k < r->num_dims; k++)
+          if (r->dim_ids[k] == dims[i].var_id) dims[i] = r->dims[k];
+      }
+      return nimble_type_tensor(a, t->u.tensor.dtype, rank, dims);
+    }
+    case NIMBLE_TYPE_TUPLE: {
+      const nimble_type **f;
+      if (!rename_list(a, r, t->u.tuple.count, t->u.tuple.fields, &f)) return NULL;
+      return nimble_type_tuple(a, t->u.tuple.count, f);
+    }
+    case NIMBLE_TYPE_ADT: {
+      const nimble_type **args;
+      if (!rename_list(a, r, t->u.adt.num_args, t->u.adt.args, &args)) return NULL;
+      return nimble_type_adt(a, t->u.adt.name, t->u.adt.num_args, args);
+    }
+    case NIMBLE_TYPE_FUNC: {
+      const nimble_type **p, *ret;
+      if (!rename_list(a, r, t->u.func.num_params, t->u.func.params, &p)) return NULL;
+      if (!(ret = rename_type(a, r, t->u.func.ret))) return NULL;
+      return nimble_type_func(a, 0, NULL, t->u.func.num_params, p, ret);
+    }
+  }
+  return t;
+}
+
+/* A global's signature with fresh type parameters and symbolic dims. */
+static nimble_status_t instantiate_global(infer_ctx *c, const global_sig *g,
+                                          const nimble_type **out) {
+  const nimble_type *f = g->type;
+  size_t nt = f->u.func.num_type_params;
+  uint32_t tids[64];
+  const nimble_type *fresh[64];
+  if (nt > 64 || g->num_dim_vars > 256)
+    return nimble_status_make(NIMBLE_UNIMPLEMENTED, "'@%s' has too many type parameters", g->name);
+  for (size_t i = 0; i < nt; i++) {
+    tids[i] = f->u.func.type_params[i]->u.var.id;
+    fresh[i] = nimble_subst_fresh_type_var(c->s, f->u.func.type_params[i]->u.var.name);
+    if (!fresh[i]) return oom();
+  }
+  nimble_dim_t dims[256];
+  for (size_t i = 0; i < g->num_dim_vars; i++)
+    dims[i] = nimble_subst_fresh_dim_var(c->s, g->dim_names[i]);
+  renaming r = {nt, tids, fresh, g->num_dim_vars, g->dim_vars, dims};
+  *out = rename_type(c->arena, &r, f);
+  return *out ? nimble_ok() : oom();
+}
+
+static void collect_dims(const nimble_type *t, uint32_t *ids, const char **names, size_t *n, size_t cap);
+
+/* Constructor field types and the ADT type, with fresh type arguments. */
+static nimble_status_t instantiate_ctor(infer_ctx *c, const nimble_constructor *ctor,
+                                        const nimble_type ***fields, const nimble_type **adt) {
+  const nimble_typedef *td = ctor->owner;
+  if (td->num_params > 64)
+    return nimble_status_make(NIMBLE_UNIMPLEMENTED, "type '%s' has too many parameters", td->name);
+  uint32_t ids[64];
+  const nimble_type *fresh[64];
+  for (size_t i = 0; i < td->num_params; i++) {
+    ids[i] = td->params[i]->u.var.id;
+    fresh[i] = nimble_subst_fresh_type_var(c->s, td->params[i]->u.var.name);
+    if (!fresh[i]) return oom();
+  }
+  /* Symbolic dims in field types are per value, like type parameters. */
+  uint32_t dim_ids[64];
+  const char *dim_names[64];
+  nimble_dim_t dims[64];
+  size_t nd = 0;
+  for (size_t k = 0; k < td->num_ctors; k++)
+    for (size_t f = 0; f < td->ctors[k]->num_fields; f++)
+      collect_dims(td->ctors[k]->fields[f], dim_ids, dim_names, &nd, 64);
+  for (size_t i = 0; i < nd; i++) dims[i] = nimble_subst_fresh_dim_var(c->s, dim_names[i]);
+  renaming r = {td->num_params, ids, fresh, nd, dim_ids, dims};
+  if (!rename_list(c->arena, &r, ctor->num_fields, ctor->fields, fields)) return oom();
+  *adt = nimble_type_adt(c->arena, td->name, td->num_params, fresh);
+  return *adt ? nimble_ok() : oom();
+}
+
+static const global_sig *find_global(infer_ctx *c, const char *name) {
+  for (size_t i = 0; i < c->t->num_globals; i++)
+    if (strcmp(c->t->globals[i].name, name) == 0) return &c->t->globals[i];
+  return NULL;
+}
+
+/* ---- expressions ------------------------------------------------------------ */
+
+static nimble_status_t infer(infer_ctx *c, const nimble_expr *e, const nimble_type **out);
+
+static nimble_status_t unify_at(infer_ctx *c, const nimble_type *a, const nimble_type *b,
+                                const nimble_type **out) {
+  return nimble_type_unify(c->s, a, b, out);
+}
+
+static nimble_status_t to_sig(infer_ctx *c, const nimble_type *t, size_t i, const nimble_op *op,
+                              nimble_tensor_sig_t *sig) {
+  t = nimble_subst_apply(c->s, t);
+  if (!t) return oom();
+  char buf[160];
+  if (t->kind != NIMBLE_TYPE_TENSOR) {
+    if (t->kind == NIMBLE_TYPE_VAR)
+      return nimble_status_make(NIMBLE_INVALID_ARGUMENT,
+                                "argument %zu has a type not known here (%s): annotate it", i,
+                                nimble_type_format(t, buf, sizeof buf));
+    return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "argument %zu must be a tensor, got %s", i,
+                              nimble_type_format(t, buf, sizeof buf));
+  }
+  if (t->u.tensor.rank > NIMBLE_MAX_RANK)
+    return nimble_status_make(NIMBLE_UNIMPLEMENTED, "argument %zu has rank %zu; '%s' handles up to %d",
+                              i, t->u.tensor.rank, op->name, NIMBLE_MAX_RANK);
+  memset(sig, 0, sizeof *sig);
+  sig->dtype = t->u.tensor.dtype;
+  sig->rank = t->u.tensor.rank;
+  for (size_t d = 0; d < sig->rank; d++) sig->dims[d] = t->u.tensor.dims[d];
+  return nimble_ok();
+}
+
+static nimble_status_t infer_op_call(infer_ctx *c, const nimble_expr *e, const nimble_type **out) {
+  const nimble_op *op = e->u.call.callee->u.op.op;
+  size_t n = e->u.call.num_args;
+  if ((int64_t)n < op->min_inputs || (op->max_inputs >= 0 && (int64_t)n > op->max_inputs)) {
+    if (op->max_inputs < 0)
+      return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "'%s' takes at least %d inputs, got %zu",
+                                op->name, op->min_inputs, n);
+    return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "'%s' takes %d to %d inputs, got %zu",
+                              op->name, op->min_inputs, op->max_inputs, n);
+  }
+  if (n > 64) return nimble_status_make(NIMBLE_UNIMPLEMENTED, "more than 64 operator inputs");
+  /* Built IR may carry no attributes (all defaults) or a full list. */
+  const nimble_attrs_t *attrs = &e->u.call.attrs;
+  if (attrs->count == 0) {
+    nimble_attrs_t none;
+    NIMBLE_RETURN_IF_ERROR(nimble_attrs_defaults(op, &none));
+  } else if (attrs->count != op->num_attrs) {
+    return nimble_status_make(NIMBLE_INVALID_ARGUMENT,
+                              "'%s' has %zu attributes, the call carries %zu (build calls with "
+                              "nimble_ir_call_op)",
+                              op->name, op->num_attrs, attrs->count);
+  }
+  nimble_tensor_sig_t sigs[64];
+  nimble_input_value_t values[64];
+  for (size_t i = 0; i < n; i++) {
+    const nimble_type *t;
+    const nimble_expr *arg = e->u.call.args[i];
+    NIMBLE_RETURN_IF_ERROR(infer(c, arg, &t));
+    NIMBLE_RETURN_IF_ERROR(to_sig(c, t, i, op, &sigs[i]));
+    memset(&values[i], 0, sizeof values[i]);
+    if (arg->kind == NIMBLE_EXPR_CONSTANT) {
+      /* Relations may read constant arguments (a reshape's shape). */
+      values[i].dtype = arg->u.constant.dtype;
+      values[i].num_elements = arg->u.constant.num_elements;
+      values[i].data = arg->u.constant.data;
+    }
+  }
+  nimble_dim_ctx ctx = {c->s};
+  nimble_rel_call_t call = {op, &ctx, attrs, n, sigs, values};
+  nimble_tensor_sig_t res[NIMBLE_MAX_OUTPUTS];
+  size_t nres = 0;
+  NIMBLE_RETURN_IF_ERROR(op->relation(&call, res, &nres));
+  const nimble_type *types[NIMBLE_MAX_OUTPUTS];
+  for (size_t k = 0; k < nres; k++) {
+    types[k] = nimble_type_tensor(c->arena, res[k].dtype, res[k].rank, res[k].dims);
+    if (!types[k]) return oom();
+  }
+  if (op->tuple_output) *out = nimble_type_tuple(c->arena, nres, types);
+  else if (nres == 1) *out = types[0];
+  else return nimble_status_make(NIMBLE_INTERNAL, "'%s' gave %zu outputs", op->name, nres);
+  return *out ? nimble_ok() : oom();
+}
+
+static nimble_status_t infer_call(infer_ctx *c, const nimble_expr *e, const nimble_type **out) {
+  const nimble_expr *callee = e->u.call.callee;
+  if (callee->kind == NIMBLE_EXPR_OP) {
+    char what[96];
+    snprintf(what, sizeof what, "call '%s'", callee->u.op.op->name);
+    return at_expr(infer_op_call(c, e, out), what, e);
+  }
+  const nimble_type *ft;
+  NIMBLE_RETURN_IF_ERROR(infer(c, callee, &ft));
+  ft = nimble_subst_apply(c->s, ft);
+  if (!ft) return oom();
+  size_t n = e->u.call.num_args;
+  char what[128];
+  if (callee->kind == NIMBLE_EXPR_GLOBAL) snprintf(what, sizeof what, "call to '@%s'", callee->u.global.name);
+  else if (callee->kind == NIMBLE_EXPR_CONSTRUCTOR) snprintf(what, sizeof what, "constructor '%s'", callee->u.ctor.ctor->name);
+  else snprintf(what, sizeof what, "call");
+  if (ft->kind == NIMBLE_TYPE_VAR) {
+    /* Calling something not yet known: it must be a function. */
+    const nimble_type **ps = n ? nimble_arena_calloc(c->arena, n, sizeof(*ps)) : NULL;
+    if (n && !ps) return oom();
+    for (size_t i = 0; i < n; i++)
+      if (!(ps[i] = nimble_subst_fresh_type_var(c->s, "A"))) return oom();
+    const nimble_type *ret = nimble_subst_fresh_type_var(c->s, "R"), *fn, *u;
+    if (!ret || !(fn = nimble_type_func(c->arena, 0, NULL, n, ps, ret))) return oom();
+    NIMBLE_RETURN_IF_ERROR(at_expr(unify_at(c, ft, fn, &u), what, e));
+    ft = fn;
+  }
+  if (ft->kind != NIMBLE_TYPE_FUNC) {
+    char buf[160];
+    return at_expr(nimble_status_make(NIMBLE_INVALID_ARGUMENT, "the callee is not a function: %s",
+                                      nimble_type_format(ft, buf, sizeof buf)),
+                   what, e);
+  }
+  if (ft->u.func.num_params != n)
+    return at_expr(nimble_status_make(NIMBLE_INVALID_ARGUMENT, "expected %zu arguments, got %zu",
+                                      ft->u.func.num_params, n),
+                   what, e);
+  for (size_t i = 0; i < n; i++) {
+    const nimble_type *at, *u;
+    NIMBLE_RETURN_IF_ERROR(infer(c, e->u.call.args[i], &at));
+    nimble_status_t st = unify_at(c, ft->u.func.params[i], at, &u);
+    if (st) return at_expr(nimble_status_annotate(st, "argument %zu", i + 1), what, e);
+  }
+  *out = ft->u.func.ret;
+  return nimble_ok();
+}
+
+static nimble_status_t bind_var(infer_ctx *c, const nimble_expr *var, const nimble_type *t,
+                                const nimble_type **out) {
+  const nimble_type *u = t;
+  if (var->u.var.annotation) {
+    nimble_status_t st = unify_at(c, var->u.var.annotation, t, &u);
+    if (st) {
+      char loc[256];
+      return nimble_status_annotate(st, "variable %%%s at %s", var->u.var.name,
+                                    loc_str(&var->loc, loc, sizeof loc));
+    }
+    /* The annotation states the intended type: keep it (with bindings). */
+    u = var->u.var.annotation;
+  }
+  if (out) *out = u;
+  return record(c, var, u);
+}
+
+static nimble_status_t check_pattern(infer_ctx *c, const nimble_pattern *p, const nimble_type *want) {
+  char loc[256];
+  switch (p->kind) {
+    case NIMBLE_PATTERN_WILDCARD: return nimble_ok();
+    case NIMBLE_PATTERN_VAR: return bind_var(c, p->var, want, NULL);
+    case NIMBLE_PATTERN_CTOR: {
+      const nimble_type **fields, *adt, *u;
+      NIMBLE_RETURN_IF_ERROR(instantiate_ctor(c, p->ctor, &fields, &adt));
+      nimble_status_t st = unify_at(c, adt, want, &u);
+      if (st)
+        return nimble_status_annotate(st, "pattern %s at %s", p->ctor->name,
+                                      loc_str(&p->loc, loc, sizeof loc));
+      if (p->num_subs != p->ctor->num_fields)
+        return nimble_status_make(NIMBLE_INVALID_ARGUMENT,
+                                  "pattern %s at %s has %zu fields, the constructor %zu",
+                                  p->ctor->name, loc_str(&p->loc, loc, sizeof loc), p->num_subs,
+                                  p->ctor->num_fields);
+      for (size_t i = 0; i < p->num_subs; i++)
+        NIMBLE_RETURN_IF_ERROR(check_pattern(c, p->subs[i], fields[i]));
+      return nimble_ok();
+    }
+    case NIMBLE_PATTERN_TUPLE: {
+      size_t n = p->num_subs;
+      const nimble_type **fs = n ? nimble_arena_calloc(c->arena, n, sizeof(*fs)) : NULL;
+      if (n && !fs) return oom();
+      for (size_t i = 0; i < n; i++)
+        if (!(fs[i] = nimble_subst_fresh_type_var(c->s, "T"))) return oom();
+      const nimble_type *tup = nimble_type_tuple(c->arena, n, fs), *u;
+      if (!tup) return oom();
+      nimble_status_t st = unify_at(c, tup, want, &u);
+      if (st)
+        return nimble_status_annotate(st, "tuple pattern at %s", loc_str(&p->loc, loc, sizeof loc));
+      for (size_t i = 0; i < n; i++) NIMBLE_RETURN_IF_ERROR(check_pattern(c, p->subs[i], fs[i]));
+      return nimble_ok();
+    }
+  }
+  return nimble_ok();
+}
+
+static nimble_status_t infer_func(infer_ctx *c, const nimble_expr *e, const nimble_type *ret_hint,
+                                  const nimble_type *const *param_types, const nimble_type **out) {
+  size_t n = e->u.func.num_params;
+  const nimble_type **ps = n ? nimble_arena_calloc(c->arena, n, sizeof(*ps)) : NULL;
+  if (n && !ps) return oom();
+  for (size_t i = 0; i < n; i++) {
+    const nimble_expr *v = e->u.func.params[i];
+    const nimble_type *t = param_types ? param_types[i] : v->u.var.annotation;
+    if (!t && !(t = nimble_subst_fresh_type_var(c->s, "T"))) return oom();
+    NIMBLE_RETURN_IF_ERROR(bind_var(c, v, t, &ps[i]));
+  }
+  const nimble_type *body, *ret = body;
+  NIMBLE_RETURN_IF_ERROR(infer(c, e->u.func.body, &body));
+  ret = body;
+  const nimble_type *want = ret_hint ? ret_hint : e->u.func.ret;
+  if (want) {
+    nimble_status_t st = unify_at(c, want, body, &ret);
+    if (st) return at_expr(nimble_status_annotate(st, "the body does not have the declared result type"), "function", e);
+    ret = want;
+  }
+  *out = nimble_type_func(c->arena, 0, NULL, n, ps, ret);
+  return *out ? nimble_ok() : oom();
+}
+
+static nimble_status_t infer_inner(infer_ctx *c, const nimble_expr *e, const nimble_type **out) {
+  char loc[256];
+  switch (e->kind) {
+    case NIMBLE_EXPR_VAR: {
+      const nimble_type *t = nimble_typing_type_of(c->t, e);
+      if (!t)
+        return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "%s: variable %%%s is not bound here",
+                                  loc_str(&e->loc, loc, sizeof loc), e->u.var.name);
+      *out = t;
+      return nimble_ok();
+    }
+    case NIMBLE_EXPR_GLOBAL: {
+      const global_sig *g = find_global(c, e->u.global.name);
+      if (!g)
+        return nimble_status_make(NIMBLE_NOT_FOUND, "%s: no global function '@%s'",
+                                  loc_str(&e->loc, loc, sizeof loc), e->u.global.name);
+      return instantiate_global(c, g, out);
+    }
+    case NIMBLE_EXPR_CONSTANT: {
+      nimble_dim_t dims[64];
+      if (e->u.constant.rank > 64) return nimble_status_make(NIMBLE_UNIMPLEMENTED, "constant of rank > 64");
+      for (size_t i = 0; i < e->u.constant.rank; i++) dims[i] = nimble_dim_const(e->u.constant.dims[i]);
+      *out = nimble_type_tensor(c->arena, e->u.constant.dtype, e->u.constant.rank, dims);
+      return *out ? nimble_ok() : oom();
+    }
+    case NIMBLE_EXPR_OP:
+      return nimble_status_make(NIMBLE_INVALID_ARGUMENT,
+                                "%s: operator '%s' is used as a value; call it (or wrap it in fn)",
+                                loc_str(&e->loc, loc, sizeof loc), e->u.op.op->name);
+    case NIMBLE_EXPR_CONSTRUCTOR: {
+      const nimble_type **fields, *adt;
+      NIMBLE_RETURN_IF_ERROR(instantiate_ctor(c, e->u.ctor.ctor, &fields, &adt));
+      if (e->u.ctor.ctor->num_fields == 0) *out = adt;
+      else *out = nimble_type_func(c->arena, 0, NULL, e->u.ctor.ctor->num_fields, fields, adt);
+      return *out ? nimble_ok() : oom();
+    }
+    case NIMBLE_EXPR_CALL: return infer_call(c, e, out);
+    case NIMBLE_EXPR_LET: {
+      /* Lets nest deeply in imported models: walk the chain in a loop. */
+      const nimble_expr *cur = e;
+      while (cur->kind == NIMBLE_EXPR_LET) {
+        const nimble_type *vt;
+        NIMBLE_RETURN_IF_ERROR(infer(c, cur->u.let.value, &vt));
+        NIMBLE_RETURN_IF_ERROR(bind_var(c, cur->u.let.var, vt, NULL));
+        cur = cur->u.let.body;
+      }
+      const nimble_type *bt;
+      NIMBLE_RETURN_IF_ERROR(infer(c, cur, &bt));
+      /* Every let of the chain has the body's type. */
+      for (const nimble_expr *l = e; l != cur; l = l->u.let.body)
+        if (l != e) NIMBLE_RETURN_IF_ERROR(record(c, l, bt));
+      *out = bt;
+      return nimble_ok();
+    }
+    case NIMBLE_EXPR_IF: {
+      const nimble_type *ct, *u, *tt, *et;
+      const nimble_type *boolean = nimble_type_scalar(c->arena, NIMBLE_DTYPE_BOOL);
+      if (!boolean) return oom();
+      NIMBLE_RETURN_IF_ERROR(infer(c, e->u.if_.cond, &ct));
+      nimble_status_t st = unify_at(c, boolean, ct, &u);
+      if (st) return at_expr(nimble_status_annotate(st, "the condition must be a bool scalar"), "if", e);
+      NIMBLE_RETURN_IF_ERROR(infer(c, e->u.if_.then_branch, &tt));
+      NIMBLE_RETURN_IF_ERROR(infer(c, e->u.if_.else_branch, &et));
+      st = unify_at(c, tt, et, out);
+      if (st) return at_expr(nimble_status_annotate(st, "the branches differ"), "if", e);
+      return nimble_ok();
+    }
+    case NIMBLE_EXPR_TUPLE: {
+      size_t n = e->u.tuple.count;
+      const nimble_type **fs = n ? nimble_arena_calloc(c->arena, n, sizeof(*fs)) : NULL;
+      if (n && !fs) return oom();
+      for (size_t i = 0; i < n; i++) NIMBLE_RETURN_IF_ERROR(infer(c, e->u.tuple.fields[i], &fs[i]));
+      *out = nimble_type_tuple(c->arena, n, fs);
+      return *out ? nimble_ok() : oom();
+    }
+    case NIMBLE_EXPR_PROJ: {
+      const nimble_type *tt;
+      char buf[160];
+      NIMBLE_RETURN_IF_ERROR(infer(c, e->u.proj.tuple, &tt));
+      tt = nimble_subst_apply(c->s, tt);
+      if (!tt) return oom();
+      if (tt->kind != NIMBLE_TYPE_TUPLE)
+        return at_expr(nimble_status_make(NIMBLE_INVALID_ARGUMENT, "projecting from a non-tuple %s",
+                                          nimble_type_format(tt, buf, sizeof buf)),
+                       "projection", e);
+      if (e->u.proj.index >= tt->u.tuple.count)
+        return at_expr(nimble_status_make(NIMBLE_OUT_OF_RANGE, "index %zu of a %zu-tuple %s",
+                                          e->u.proj.index, tt->u.tuple.count,
+                                          nimble_type_format(tt, buf, sizeof buf)),
+                       "projection", e);
+      *out = tt->u.tuple.fields[e->u.proj.index];
+      return nimble_ok();
+    }
+    case NIMBLE_EXPR_FUNC: return infer_func(c, e, NULL, NULL, out);
+    case NIMBLE_EXPR_MATCH: {
+      const nimble_type *st_type, *result = NULL;
+      NIMBLE_RETURN_IF_ERROR(infer(c, e->u.match.scrutinee, &st_type));
+      for (size_t i = 0; i < e->u.match.num_clauses; i++) {
+        const nimble_match_clause_t *cl = &e->u.match.clauses[i];
+        const nimble_type *bt;
+        NIMBLE_RETURN_IF_ERROR(at_expr(check_pattern(c, cl->pattern, st_type), "match", e));
+        NIMBLE_RETURN_IF_ERROR(infer(c, cl->body, &bt));
+        if (!result) {
+          result = bt;
+          continue;
+        }
+        nimble_status_t st = unify_at(c, result, bt, &result);
+        if (st) return at_expr(nimble_status_annotate(st, "arm %zu differs from the arms before", i + 1), "match", e);
+      }
+      if (!result)
+        return at_expr(nimble_status_make(NIMBLE_INVALID_ARGUMENT, "a match needs at least one arm"), "match", e);
+      *out = result;
+      return nimble_ok();
+    }
+  }
+  return nimble_status_make(NIMBLE_INTERNAL, "unknown expression kind %d", (int)e->kind);
+}
+
+static nimble_status_t infer(infer_ctx *c, const nimble_expr *e, const nimble_type **out) {
+  NIMBLE_RETURN_IF_ERROR(infer_inner(c, e, out));
+  return record(c, e, *out);
+}
+
+/* ---- signatures and the module -------------------------------------------- */
+
+static void collect_dims(const nimble_type *t, uint32_t *ids, const char **names, size_t *n, size_t cap) {
+  if (!t) return;
+  switch (t->kind) {
+    case NIMBLE_TYPE_TENSOR:
+      for (size_t i = 0; i < t->u.tensor.rank; i++) {
+        nimble_dim_t d = t->u.tensor.dims[i];
+        if (d.kind != NIMBLE_DIM_VAR) continue;
+        bool seen = false;
+        for (size_t k = 0; k < *n; k++) seen = seen || ids[k] == d.var_id;
+        if (!seen && *n < cap) {
+          ids[*n] = d.var_id;
+          names[(*n)++] = d.name;
+        }
+      }
+      break;
+    case NIMBLE_TYPE_TUPLE:
+      for (size_t i = 0; i < t->u.tuple.count; i++) collect_dims(t->u.tuple.fields[i], ids, names, n, cap);
+      break;
+    case NIMBLE_TYPE_ADT:
+      for (size_t i = 0; i < t->u.adt.num_args; i++) collect_dims(t->u.adt.args[i], ids, names, n, cap);
+      break;
+    case NIMBLE_TYPE_FUNC:
+      for (size_t i = 0; i < t->u.func.num_params; i++) collect_dims(t->u.func.params[i], ids, names, n, cap);
+      collect_dims(t->u.func.ret, ids, names, n, cap);
+      break;
+    case NIMBLE_TYPE_VAR: break;
+  }
+}
+
+static nimble_status_t make_signature(infer_ctx *c, const nimble_global_func_t *g, global_sig *sig) {
+  const nimble_expr *f = g->func;
+  size_t n = f->u.func.num_params;
+  const nimble_type **ps = n ? nimble_arena_calloc(c->arena, n, sizeof(*ps)) : NULL;
+  if (n && !ps) return oom();
+  for (size_t i = 0; i < n; i++) {
+    ps[i] = f->u.func.params[i]->u.var.annotation;
+    if (!ps[i] && !(ps[i] = nimble_subst_fresh_type_var(c->s, "T"))) return oom();
+  }
+  const nimble_type *ret = f->u.func.ret;
+  if (!ret && !(ret = nimble_subst_fresh_type_var(c->s, "R"))) return oom();
+  sig->name = g->name;
+  sig->type = nimble_type_func(c->arena, f->u.func.num_type_params, f->u.func.type_params, n, ps, ret);
+  if (!sig->type) return oom();
+  /* Only symbolic dims the user wrote are generalized. */
+  uint32_t ids[256];
+  const char *names[256];
+  size_t nd = 0;
+  for (size_t i = 0; i < n; i++) collect_dims(f->u.func.params[i]->u.var.annotation, ids, names, &nd, 256);
+  collect_dims(f->u.func.ret, ids, names, &nd, 256);
+  sig->num_dim_vars = nd;
+  sig->dim_vars = nd ? nimble_arena_calloc(c->arena, nd, sizeof(uint32_t)) : NULL;
+  sig->dim_names = nd ? nimble_arena_calloc(c->arena, nd, sizeof(char *)) : NULL;
+  if (nd && (!sig->dim_vars || !sig->dim_names)) return oom();
+  if (nd) {
+    memcpy(sig->dim_vars, ids, nd * sizeof(uint32_t));
+    memcpy(sig->dim_names, names, nd * sizeof(char *));
+  }
+  return nimble_ok();
+}
+
+nimble_status_t nimble_typing_infer_module(const nimble_module *m, nimble_typing **out) {
+  infer_ctx c;
+  memset(&c, 0, sizeof c);
+  c.m = m;
+  c.arena = nimble_module_arena(m);
+  NIMBLE_RETURN_IF_ERROR(nimble_subst_create(c.arena, nimble_module_next_var_id(m), &c.s));
+  c.t = nimble_arena_alloc(c.arena, sizeof(*c.t));
+  if (!c.t) return oom();
+  c.t->arena = c.arena;
+  size_t ng = nimble_module_num_funcs(m);
+  c.t->globals = ng ? nimble_arena_calloc(c.arena, ng, sizeof(global_sig)) : NULL;
+  if (ng && !c.t->globals) return oom();
+  for (size_t i = 0; i < ng; i++) {
+    NIMBLE_RETURN_IF_ERROR(make_signature(&c, nimble_module_func_at(m, i), &c.t->globals[i]));
+    c.t->num_globals++;
+  }
+  for (size_t i = 0; i < ng; i++) {
+    const nimble_global_func_t *g = nimble_module_func_at(m, i);
+    const nimble_type *ft, *u;
+    const nimble_type *sig = c.t->globals[i].type;
+    /* A function's type parameters stand for any type in its body. */
+    for (size_t k = 0; k < g->func->u.func.num_type_params; k++)
+      NIMBLE_RETURN_IF_ERROR(nimble_subst_set_rigid(c.s, g->func->u.func.type_params[k]->u.var.id, true));
+    NIMBLE_RETURN_IF_ERROR_CTX(infer_func(&c, g->func, sig->u.func.ret, sig->u.func.params, &ft),
+                               "in @%s", g->name);
+    NIMBLE_RETURN_IF_ERROR(record(&c, g->func, ft));
+    for (size_t k = 0; k < g->func->u.func.num_type_params; k++)
+      NIMBLE_RETURN_IF_ERROR(nimble_subst_set_rigid(c.s, g->func->u.func.type_params[k]->u.var.id, false));
+    (void)u;
+  }
+  /* Apply the final bindings to everything recorded. */
+  for (size_t i = 0; i < c.t->cap; i++) {
+    if (!c.t->table[i].key) continue;
+    const nimble_type *t = nimble_subst_apply(c.s, c.t->table[i].type);
+    if (!t) return oom();
+    c.t->table[i].type = t;
+  }
+  for (size_t i = 0; i < ng; i++) {
+    const nimble_type *t = nimble_subst_apply(c.s, c.t->globals[i].type);
+    if (!t) return oom();
+    /* Keep the declared type parameters on the applied signature. */
+    const nimble_type *d = c.t->globals[i].type;
+    c.t->globals[i].type = nimble_type_func(c.arena, d->u.func.num_type_params, d->u.func.type_params,
+                                            t->u.func.num_params, t->u.func.params, t->u.func.ret);
+    if (!c.t->globals[i].type) return oom();
+  }
+  *out = c.t;
+  return nimble_ok();
+}
