@@ -9,7 +9,7 @@ PACKAGES=(
   # libraries named in DESIGN.md
   libcurl4-openssl-dev libjansson-dev libzmq3-dev libsodium-dev
   libhiredis-dev libopenblas-dev check libprotobuf-c-dev protobuf-c-compiler
-  libonnx-dev libdlpack-dev libmicrohttpd-dev llvm-16-dev lld-16 clang-16
+  libonnx-dev libdlpack-dev libmicrohttpd-dev llvm-16-dev lld-16 clang-16 libclang-rt-16-dev
   # services the tests start on loopback
   redis-server docker-registry skopeo docker-compose
   # cross target: aarch64 runtime under qemu
