@@ -14,11 +14,22 @@ PACKAGES=(
   redis-server docker-registry skopeo docker-compose
   # cross target: aarch64 runtime under qemu
   qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross
+  # arm64 builds of the test framework, for the runtime's suites under qemu
+  # (Debian multiarch; see cmake/aarch64-linux-gnu.cmake for the qemu flags)
+  check:arm64 libsubunit-dev:arm64
   # fixture generators (ONNX conformance cases, reference models)
   python3 python3-onnx python3-numpy python3-torch python3-torchvision
   # tools the tests call
   curl
 )
+
+# The arm64 packages need Debian's multiarch support for that architecture.
+need_update=0
+if ! dpkg --print-foreign-architectures | grep -qx arm64; then
+  SUDO_DPKG=""; [ "$(id -u)" -ne 0 ] && SUDO_DPKG="sudo"
+  $SUDO_DPKG dpkg --add-architecture arm64
+  need_update=1
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -27,7 +38,7 @@ for p in "${PACKAGES[@]}"; do
   fi
 done
 
-if [ "${#missing[@]}" -eq 0 ]; then
+if [ "${#missing[@]}" -eq 0 ] && [ "$need_update" -eq 0 ]; then
   echo "setup: all ${#PACKAGES[@]} packages present"
   exit 0
 fi
