@@ -1,0 +1,126 @@
+/* `nimble inspect FILE`: the typed IR of a model or program, or with
+ * --json a summary for scripts. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "inspect_ir.h"
+#include "model_load.h"
+#include "nimble/typing.h"
+
+/* Exit code for a status from loading or typing: what the input caused is
+ * NIMBLE_EXIT_INPUT, running out of memory is a failure of the operation. */
+static int input_error(nimble_status_t s) {
+  int rc = nimble_status_code(s) == NIMBLE_RESOURCE_EXHAUSTED &&
+                   strstr(nimble_status_message(s), "out of memory")
+               ? NIMBLE_EXIT_FAILURE
+               : NIMBLE_EXIT_INPUT;
+  nimble_cli_report(s);
+  return rc;
+}
+
+/* Constants up to this many elements are printed; larger ones (weights)
+ * are elided unless --constants asks for them. */
+#define ELIDE_CONSTANTS_ABOVE 16
+
+static int inspect(const char *path, bool json, bool all_constants) {
+  nimble_arena *arena;
+  nimble_status_t s = nimble_arena_create(&arena);
+  if (s) {
+    nimble_cli_report(s);
+    return NIMBLE_EXIT_FAILURE;
+  }
+  int rc = NIMBLE_EXIT_OK;
+  nimble_cli_model model;
+  nimble_typing *typing = NULL;
+  s = nimble_cli_model_load(arena, path, &model);
+  if (!s) s = nimble_typing_infer_module(model.module, &typing);
+  if (s) {
+    rc = input_error(s);
+    goto done;
+  }
+  if (json) {
+    json_t *summary;
+    s = nimble_cli_summarize_module(model.module, typing, path, model.format, model.output_names,
+                                    model.num_output_names, &summary);
+    if (s) {
+      nimble_cli_report(s);
+      rc = NIMBLE_EXIT_FAILURE;
+      goto done;
+    }
+    char *text = json_dumps(summary, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(summary);
+    if (!text) {
+      fprintf(stderr, "nimble: out of memory\n");
+      rc = NIMBLE_EXIT_FAILURE;
+      goto done;
+    }
+    printf("%s\n", text);
+    free(text);
+  } else {
+    char *text = NULL;
+    s = nimble_cli_annotate_module(model.module, typing,
+                                   all_constants ? 0 : ELIDE_CONSTANTS_ABOVE);
+    if (!s) s = nimble_ir_print_module(model.module, &text);
+    if (s) {
+      nimble_cli_report(s);
+      rc = NIMBLE_EXIT_FAILURE;
+      goto done;
+    }
+    fputs(text, stdout);
+    free(text);
+  }
+done:
+  nimble_arena_destroy(arena);
+  return rc;
+}
+
+static int run_inspect(nimble_cli_ctx *ctx, int argc, char **argv) {
+  bool json = false, all_constants = false, operands_only = false;
+  const char *path = NULL;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!operands_only && strcmp(a, "--") == 0) {
+      operands_only = true;
+    } else if (!operands_only && strcmp(a, "--json") == 0) {
+      json = true;
+    } else if (!operands_only && strcmp(a, "--constants") == 0) {
+      all_constants = true;
+    } else if (!operands_only && (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0)) {
+      nimble_cli_print_command_help(&nimble_cmd_inspect, stdout);
+      return NIMBLE_EXIT_OK;
+    } else if (!operands_only && a[0] == '-' && a[1] != '\0') {
+      return nimble_cli_usage_error(&nimble_cmd_inspect, "unknown option '%s'", a);
+    } else if (path) {
+      return nimble_cli_usage_error(&nimble_cmd_inspect, "expected one file, got '%s' and '%s'",
+                                    path, a);
+    } else {
+      path = a;
+    }
+  }
+  if (!path) return nimble_cli_usage_error(&nimble_cmd_inspect, "no model file given");
+  return inspect(path, json, all_constants);
+}
+
+const nimble_cli_command nimble_cmd_inspect = {
+    "inspect",
+    "Show the typed IR of a model (.onnx) or program (.nir).",
+    "inspect [--json] [--constants] FILE",
+    "Imports FILE (an ONNX model or a .nir program), infers its types and\n"
+    "prints the IR with every binding annotated: dims are numbers, symbolic\n"
+    "names (n, seq) or ? (Any: known only at run time).\n"
+    "\n"
+    "Constants of more than 16 elements (weights) are shown without their\n"
+    "elements, as %\"const[(512, 784), float32]{...}\".\n"
+    "\n"
+    "Options:\n"
+    "  --json        print a summary instead: the entry function's inputs and\n"
+    "                outputs (dtype, shape with symbolic dims as strings),\n"
+    "                operator counts, control flow and the dynamic dims\n"
+    "  --constants   print every constant in full\n"
+    "\n"
+    "Exit status 3 when FILE cannot be read, parsed, imported or typed.\n",
+    run_inspect,
+};
