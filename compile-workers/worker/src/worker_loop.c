@@ -1,0 +1,521 @@
+/* The worker's loop: one DEALER socket to the scheduler, one compile at a
+ * time. Leases are renewed from this loop while the compiler runs (a
+ * heartbeat naming the task), so a lease proves the compile progresses, not
+ * only that the socket is up. */
+#include <errno.h>
+#include <ftw.h>
+#include <jansson.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "artifact_push.h"
+#include "compile_child.h"
+#include "nimble/compile_key.h"
+#include "nimble/message.h"
+#include "nimble/target.h"
+#include "nimble/worker.h"
+
+struct nimble_worker {
+  char id[129];
+  char targets_json[4096]; /* canonical specs, as a JSON array */
+  char compiler[PATH_MAX];
+  char compiler_version[257];
+  char salt[256];
+  char model_repo[256];
+  char work_dir[PATH_MAX - 64];
+  long heartbeat_ms;
+  compile_limits limits;
+  int quiet;
+  void *zctx, *sock;
+  nimble_store_client *store;
+  volatile sig_atomic_t stopping;
+  int need_ready;
+  /* The task in hand; task[0] == '\0' when idle. */
+  char task[129];
+  json_t *task_body;
+  char task_dir[PATH_MAX];
+  compile_child child;
+  int64_t last_beat_ms;
+};
+
+static int64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void wlog(nimble_worker *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void wlog(nimble_worker *w, const char *fmt, ...) {
+  if (w->quiet) return;
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "nimble-worker %s: ", w->id);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+}
+
+static void send_msg(nimble_worker *w, nimble_msg_type_t type, json_t *body /* stolen */) {
+  char *out;
+  size_t n;
+  nimble_status_t st = body ? nimble_message_encode(type, body, &out, &n)
+                            : nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+  json_decref(body);
+  if (st) {
+    wlog(w, "cannot encode %s: %s", nimble_message_type_name(type), nimble_status_message(st));
+    nimble_status_free(st);
+    return;
+  }
+  if (zmq_send(w->sock, out, n, 0) < 0 && errno != EINTR)
+    wlog(w, "send failed: %s", zmq_strerror(errno));
+  free(out);
+}
+
+static void send_ready(nimble_worker *w) {
+  json_t *targets = json_loads(w->targets_json, 0, NULL);
+  send_msg(w, NIMBLE_MSG_READY,
+           json_pack("{s:s,s:o,s:s,s:i}", "worker", w->id, "targets", targets, "compiler_version",
+                     w->compiler_version, "slots", 1));
+}
+
+static void send_heartbeat(nimble_worker *w) {
+  json_t *b = json_pack("{s:s}", "worker", w->id);
+  if (b && w->task[0]) json_object_set_new(b, "task", json_string(w->task));
+  send_msg(w, NIMBLE_MSG_HEARTBEAT, b);
+  w->last_beat_ms = now_ms();
+}
+
+static void send_failure(nimble_worker *w, nimble_status_t st, int retryable) {
+  const char *msg = nimble_status_message(st);
+  /* The wire takes at most 64 KiB of text. */
+  char *text = strndup(msg && *msg ? msg : "failed", 60 * 1024);
+  wlog(w, "task %s failed: %s", w->task, text ? text : "?");
+  send_msg(w, NIMBLE_MSG_FAILURE,
+           json_pack("{s:s,s:s,s:s,s:b}", "task", w->task, "error", text ? text : "failed", "code",
+                     nimble_status_code_name(nimble_status_code(st)), "retryable", retryable));
+  free(text);
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+  (void)st;
+  (void)flag;
+  (void)ftw;
+  remove(path);
+  return 0;
+}
+
+/* Removes the task's scratch directory (model, stderr, parts). */
+static void remove_tree(const char *dir) { nftw(dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS); }
+
+static void end_task(nimble_worker *w) {
+  compile_child_kill(&w->child);
+  if (w->task_dir[0]) {
+    remove_tree(w->task_dir);
+    w->task_dir[0] = '\0';
+  }
+  json_decref(w->task_body);
+  w->task_body = NULL;
+  w->task[0] = '\0';
+  if (w->need_ready) {
+    send_ready(w);
+    w->need_ready = 0;
+  }
+}
+
+/* Fetching a large model or pushing large parts is work too: the lease is
+ * renewed from the transfer's progress, so a slow transfer does not look
+ * like a dead worker. */
+static void on_store_event(void *user, const nimble_store_event_t *event) {
+  nimble_worker *w = user;
+  if (w->task[0] && now_ms() - w->last_beat_ms >= w->heartbeat_ms) send_heartbeat(w);
+}
+
+static void on_progress(void *user, const char *phase, int percent) {
+  nimble_worker *w = user;
+  send_msg(w, NIMBLE_MSG_PROGRESS,
+           json_pack("{s:s,s:s,s:i}", "task", w->task, "phase", phase, "percent", percent));
+}
+
+static const char *body_str(const json_t *b, const char *k) {
+  return json_string_value(json_object_get(b, k));
+}
+
+/* Fetches the model and starts the compiler. */
+static nimble_status_t start_task(nimble_worker *w) {
+  const json_t *b = w->task_body;
+  nimble_digest_t model;
+  NIMBLE_RETURN_IF_ERROR(nimble_digest_parse(body_str(b, "model"), &model));
+  snprintf(w->task_dir, sizeof w->task_dir, "%s/nimble-task.XXXXXX", w->work_dir);
+  if (!mkdtemp(w->task_dir)) {
+    nimble_status_t st = nimble_status_make(NIMBLE_IO_ERROR, "work dir '%s': %s", w->work_dir,
+                                            strerror(errno));
+    w->task_dir[0] = '\0';
+    return st;
+  }
+  char model_path[PATH_MAX + 32], parts[PATH_MAX + 32], errpath[PATH_MAX + 32];
+  snprintf(model_path, sizeof model_path, "%s/model.%s", w->task_dir, body_str(b, "format"));
+  snprintf(parts, sizeof parts, "%s/parts", w->task_dir);
+  snprintf(errpath, sizeof errpath, "%s/stderr", w->task_dir);
+  if (mkdir(parts, 0700) != 0)
+    return nimble_status_make(NIMBLE_IO_ERROR, "'%s': %s", parts, strerror(errno));
+  on_progress(w, "fetch", 0);
+  NIMBLE_RETURN_IF_ERROR_CTX(
+      nimble_store_pull_blob_to_file(w->store, w->model_repo, &model, model_path),
+      "fetching model %s from repository '%s'", body_str(b, "model"), w->model_repo);
+
+  char target_arg[300], fd_arg[16], format_arg[32];
+  snprintf(target_arg, sizeof target_arg, "--target=%s", body_str(b, "target"));
+  snprintf(format_arg, sizeof format_arg, "--format=%s", body_str(b, "format"));
+  snprintf(fd_arg, sizeof fd_arg, "%d", NIMBLE_WORKER_PROGRESS_FD);
+  /* Options go as --option KEY=VALUE, strings bare, integers in decimal,
+   * booleans as true/false. */
+  const json_t *opts = json_object_get(b, "options");
+  size_t nopts = json_object_size(opts);
+  char **argv = calloc(12 + 2 * nopts, sizeof *argv);
+  char **owned = calloc(nopts + 1, sizeof *owned);
+  if (!argv || !owned) {
+    free(argv);
+    free(owned);
+    return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+  }
+  size_t a = 0, k = 0;
+  argv[a++] = w->compiler;
+  argv[a++] = "compile";
+  argv[a++] = model_path;
+  argv[a++] = target_arg;
+  argv[a++] = format_arg;
+  argv[a++] = "--emit-parts";
+  argv[a++] = parts;
+  argv[a++] = "--progress-fd";
+  argv[a++] = fd_arg;
+  const char *key;
+  const json_t *val;
+  json_object_foreach((json_t *)opts, key, val) {
+    char *s = NULL;
+    if (json_is_string(val)) {
+      if (asprintf(&s, "%s=%s", key, json_string_value(val)) < 0) s = NULL;
+    } else if (json_is_integer(val)) {
+      if (asprintf(&s, "%s=%lld", key, (long long)json_integer_value(val)) < 0) s = NULL;
+    } else {
+      if (asprintf(&s, "%s=%s", key, json_is_true(val) ? "true" : "false") < 0) s = NULL;
+    }
+    if (!s) continue;
+    owned[k++] = s;
+    argv[a++] = "--option";
+    argv[a++] = s;
+  }
+  argv[a] = NULL;
+  nimble_status_t st = compile_child_start(&w->child, argv, errpath, &w->limits);
+  for (size_t i = 0; i < k; i++) free(owned[i]);
+  free(owned);
+  free(argv);
+  if (!st) wlog(w, "compiling task %s for %s", w->task, body_str(b, "target"));
+  return st;
+}
+
+/* The compiler exited 0: push the parts and report. */
+static void finish_task(nimble_worker *w) {
+  const json_t *b = w->task_body;
+  nimble_digest_t model, manifest, key;
+  nimble_status_t st = nimble_digest_parse(body_str(b, "model"), &model);
+  nimble_target_t target;
+  if (!st) st = nimble_target_parse(body_str(b, "target"), &target);
+  nimble_compile_key_input_t in = {.model = model,
+                                   .target = body_str(b, "target"),
+                                   .compiler_version = w->compiler_version,
+                                   .options = json_object_get(b, "options"),
+                                   .salt = w->salt};
+  if (!st) st = nimble_compile_key_compute(&in, &key);
+  on_progress(w, "upload", 0);
+  if (!st) {
+    char parts[PATH_MAX + 32], tag[NIMBLE_TARGET_TAG_MAX + 1];
+    snprintf(parts, sizeof parts, "%s/parts", w->task_dir);
+    nimble_target_tag(&target, tag);
+    artifact_expect ex = {.target = body_str(b, "target"),
+                          .model = &model,
+                          .compiler_version = w->compiler_version};
+    st = artifact_push_parts(w->store, parts, body_str(b, "name"), tag, &ex, &manifest);
+  }
+  if (st) {
+    int retry = nimble_status_code(st) == NIMBLE_UNAVAILABLE;
+    send_failure(w, st, retry);
+    nimble_status_free(st);
+  } else {
+    char md[NIMBLE_DIGEST_STRING_LEN + 1], kd[NIMBLE_DIGEST_STRING_LEN + 1];
+    nimble_digest_format(&manifest, md);
+    nimble_digest_format(&key, kd);
+    wlog(w, "task %s done: %s", w->task, md);
+    send_msg(w, NIMBLE_MSG_RESULT, json_pack("{s:s,s:s,s:s}", "task", w->task, "manifest", md, "key", kd));
+  }
+  end_task(w);
+}
+
+static void handle_message(nimble_worker *w, const void *data, size_t size) {
+  nimble_msg_type_t type;
+  json_t *body;
+  nimble_status_t st = nimble_message_decode(data, size, &type, &body);
+  if (st) {
+    wlog(w, "bad message from the scheduler: %s", nimble_status_message(st));
+    nimble_status_free(st);
+    return;
+  }
+  if (type == NIMBLE_MSG_TASK) {
+    if (w->task[0]) {
+      /* One at a time: say so, the scheduler requeues it. */
+      char saved[129];
+      snprintf(saved, sizeof saved, "%s", w->task);
+      snprintf(w->task, sizeof w->task, "%s", body_str(body, "task"));
+      nimble_status_t busy = nimble_status_make(NIMBLE_UNAVAILABLE, "worker '%s' is busy with '%s'",
+                                                w->id, saved);
+      send_failure(w, busy, 1);
+      nimble_status_free(busy);
+      snprintf(w->task, sizeof w->task, "%s", saved);
+      json_decref(body);
+      return;
+    }
+    snprintf(w->task, sizeof w->task, "%s", body_str(body, "task"));
+    w->task_body = body;
+    st = start_task(w);
+    if (st) {
+      int retry = nimble_status_code(st) == NIMBLE_UNAVAILABLE;
+      send_failure(w, st, retry);
+      nimble_status_free(st);
+      end_task(w);
+    }
+    return;
+  }
+  if (type == NIMBLE_MSG_CANCEL) {
+    const char *t = body_str(body, "task");
+    if (t && w->task[0] && !strcmp(t, w->task)) {
+      wlog(w, "task %s cancelled", w->task);
+      end_task(w);
+    }
+  } else if (type == NIMBLE_MSG_ERROR) {
+    nimble_status_t e = nimble_message_body_to_status(body);
+    int not_registered = strstr(nimble_status_message(e), "not registered") != NULL;
+    /* Said on every heartbeat until we are idle again: log it once. */
+    if (!(not_registered && w->need_ready))
+      wlog(w, "scheduler: %s: %s", nimble_status_code_name(nimble_status_code(e)),
+           nimble_status_message(e));
+    if (not_registered) {
+      if (w->task[0])
+        w->need_ready = 1; /* after this task: READY would drop its lease */
+      else
+        send_ready(w);
+    }
+    nimble_status_free(e);
+  }
+  json_decref(body);
+}
+
+nimble_status_t nimble_worker_run(nimble_worker *w) {
+  send_ready(w);
+  w->last_beat_ms = now_ms();
+  while (!w->stopping) {
+    zmq_pollitem_t items[2] = {{w->sock, 0, ZMQ_POLLIN, 0},
+                               {NULL, w->child.progress_fd, ZMQ_POLLIN, 0}};
+    int nitems = (w->task[0] && w->child.progress_fd >= 0) ? 2 : 1;
+    long wait = w->heartbeat_ms - (long)(now_ms() - w->last_beat_ms);
+    if (wait < 0) wait = 0;
+    if (w->task[0] && wait > 50) wait = 50; /* reap the child promptly */
+    int n = zmq_poll(items, nitems, wait);
+    if (n < 0 && errno != EINTR)
+      return nimble_status_make(NIMBLE_INTERNAL, "zmq_poll: %s", zmq_strerror(errno));
+    if (nitems == 2 && (items[1].revents & (ZMQ_POLLIN | ZMQ_POLLERR)))
+      compile_child_read_progress(&w->child, on_progress, w);
+    if (items[0].revents & ZMQ_POLLIN) {
+      for (int k = 0; k < 64; k++) {
+        zmq_msg_t m;
+        zmq_msg_init(&m);
+        if (zmq_msg_recv(&m, w->sock, ZMQ_DONTWAIT) < 0) {
+          zmq_msg_close(&m);
+          break;
+        }
+        handle_message(w, zmq_msg_data(&m), zmq_msg_size(&m));
+        zmq_msg_close(&m);
+      }
+    }
+    if (w->task[0] && w->child.pid) {
+      int done;
+      char *error;
+      compile_child_poll(&w->child, &w->limits, &done, &error);
+      if (done) {
+        compile_child_read_progress(&w->child, on_progress, w);
+        if (error) {
+          /* A compiler that fails or crashes fails the task: the same model
+           * would do the same elsewhere. */
+          nimble_status_t st = nimble_status_make(NIMBLE_INVALID_ARGUMENT, "%s", error);
+          free(error);
+          send_failure(w, st, 0);
+          nimble_status_free(st);
+          end_task(w);
+        } else {
+          finish_task(w);
+        }
+      }
+    }
+    if (now_ms() - w->last_beat_ms >= w->heartbeat_ms) send_heartbeat(w);
+  }
+  return nimble_ok();
+}
+
+/* ---- life cycle ---- */
+
+static nimble_status_t read_key_file(const char *path, const char *what, char out[41]) {
+  FILE *f = fopen(path, "r");
+  if (!f) return nimble_status_make(NIMBLE_NOT_FOUND, "%s '%s': %s", what, path, strerror(errno));
+  char line[256];
+  int found = 0;
+  while (!found && fgets(line, sizeof line, f)) {
+    char *p = line;
+    while (*p == ' ' || *p == '\t') p++;
+    p[strcspn(p, " \t\r\n")] = '\0';
+    if (!*p || *p == '#') continue;
+    uint8_t raw[32];
+    if (strlen(p) != 40 || !zmq_z85_decode(raw, p)) {
+      fclose(f);
+      return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "%s '%s': not a Z85 CURVE key", what, path);
+    }
+    memcpy(out, p, 41);
+    found = 1;
+  }
+  fclose(f);
+  if (!found) return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "%s '%s' holds no key", what, path);
+  return nimble_ok();
+}
+
+static nimble_status_t create_inner(const nimble_worker_options_t *o, nimble_worker *w) {
+  if (!o->scheduler_endpoint)
+    return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "--scheduler is required");
+  if (!o->store_url) return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "--store is required");
+  if (!o->targets) return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "--targets is required");
+  nimble_target_t targets[16];
+  size_t n;
+  NIMBLE_RETURN_IF_ERROR_CTX(nimble_target_list_parse(o->targets, targets, 16, &n), "--targets");
+  json_t *arr = json_array();
+  for (size_t i = 0; i < n; i++) {
+    char spec[NIMBLE_TARGET_SPEC_MAX + 1];
+    nimble_target_format(&targets[i], spec);
+    json_array_append_new(arr, json_string(spec));
+  }
+  char *text = json_dumps(arr, JSON_COMPACT);
+  json_decref(arr);
+  if (!text || strlen(text) >= sizeof w->targets_json) {
+    free(text);
+    return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "--targets: too long");
+  }
+  snprintf(w->targets_json, sizeof w->targets_json, "%s", text);
+  free(text);
+
+  if (o->worker_id) {
+    size_t len = strlen(o->worker_id);
+    if (len == 0 || len > 128 || strspn(o->worker_id, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:-") != len)
+      return nimble_status_make(NIMBLE_INVALID_ARGUMENT,
+                                "--id '%s': 1 to 128 characters of [A-Za-z0-9._:-]", o->worker_id);
+    snprintf(w->id, sizeof w->id, "%s", o->worker_id);
+  } else {
+    char host[64] = "worker";
+    gethostname(host, sizeof host - 1);
+    host[strspn(host, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789.-")] = '\0';
+    snprintf(w->id, sizeof w->id, "%s-%d", *host ? host : "worker", (int)getpid());
+  }
+  if (o->compiler_path) {
+    snprintf(w->compiler, sizeof w->compiler, "%s", o->compiler_path);
+  } else {
+    char self[PATH_MAX - 16];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len <= 0) return nimble_status_make(NIMBLE_INTERNAL, "cannot find the worker's own path");
+    self[len] = '\0';
+    char *slash = strrchr(self, '/');
+    if (slash) *slash = '\0';
+    snprintf(w->compiler, sizeof w->compiler, "%s/nimble", self);
+  }
+  if (access(w->compiler, X_OK) != 0)
+    return nimble_status_make(NIMBLE_NOT_FOUND, "compiler '%s': %s (see --compiler)", w->compiler,
+                              strerror(errno));
+  const char *ver = o->compiler_version ? o->compiler_version : NIMBLE_VERSION_STRING;
+  if (!*ver || strlen(ver) > 256)
+    return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "--compiler-version: 1 to 256 bytes");
+  snprintf(w->compiler_version, sizeof w->compiler_version, "%s", ver);
+  snprintf(w->salt, sizeof w->salt, "%s", o->salt ? o->salt : "");
+  snprintf(w->model_repo, sizeof w->model_repo, "%s", o->model_repo ? o->model_repo : "models");
+  const char *tmp = o->work_dir ? o->work_dir : getenv("TMPDIR");
+  if (!tmp || !*tmp) tmp = "/tmp";
+  if (strlen(tmp) >= sizeof w->work_dir)
+    return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "--work-dir: path too long");
+  snprintf(w->work_dir, sizeof w->work_dir, "%s", tmp);
+  w->heartbeat_ms = o->heartbeat_ms > 0 ? o->heartbeat_ms : 1000;
+  w->limits.timeout_s = o->timeout_s > 0 ? o->timeout_s : 600;
+  w->limits.cpu_limit_s = o->cpu_limit_s > 0 ? o->cpu_limit_s : 600;
+  w->limits.mem_limit_mb = o->mem_limit_mb ? o->mem_limit_mb : 8192;
+  w->quiet = o->quiet;
+  w->child.progress_fd = -1;
+
+  nimble_store_client_options_t so = {.base_url = o->store_url,
+                                      .token = o->store_token,
+                                      .on_event = on_store_event,
+                                      .event_user = w};
+  NIMBLE_RETURN_IF_ERROR_CTX(nimble_store_client_create(&so, &w->store), "--store %s", o->store_url);
+
+  w->zctx = zmq_ctx_new();
+  w->sock = w->zctx ? zmq_socket(w->zctx, ZMQ_DEALER) : NULL;
+  if (!w->sock) return nimble_status_make(NIMBLE_INTERNAL, "zmq: %s", zmq_strerror(errno));
+  int zero = 0;
+  zmq_setsockopt(w->sock, ZMQ_LINGER, &zero, sizeof zero);
+  int64_t max = (int64_t)NIMBLE_MESSAGE_MAX_SIZE;
+  zmq_setsockopt(w->sock, ZMQ_MAXMSGSIZE, &max, sizeof max);
+  int reconnect = 200;
+  zmq_setsockopt(w->sock, ZMQ_RECONNECT_IVL, &reconnect, sizeof reconnect);
+  if (o->curve_secret_file || o->scheduler_key_file) {
+    if (!o->curve_secret_file || !o->scheduler_key_file)
+      return nimble_status_make(NIMBLE_INVALID_ARGUMENT,
+                                "--curve-secret and --scheduler-key go together");
+    char secret[41], pub[41], server[41];
+    NIMBLE_RETURN_IF_ERROR(read_key_file(o->curve_secret_file, "--curve-secret", secret));
+    NIMBLE_RETURN_IF_ERROR(read_key_file(o->scheduler_key_file, "--scheduler-key", server));
+    if (zmq_curve_public(pub, secret) != 0)
+      return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "--curve-secret: %s", zmq_strerror(errno));
+    if (zmq_setsockopt(w->sock, ZMQ_CURVE_SERVERKEY, server, 40) != 0 ||
+        zmq_setsockopt(w->sock, ZMQ_CURVE_PUBLICKEY, pub, 40) != 0 ||
+        zmq_setsockopt(w->sock, ZMQ_CURVE_SECRETKEY, secret, 40) != 0)
+      return nimble_status_make(NIMBLE_INTERNAL, "CURVE: %s", zmq_strerror(errno));
+  }
+  if (zmq_connect(w->sock, o->scheduler_endpoint) != 0)
+    return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "--scheduler '%s': %s",
+                              o->scheduler_endpoint, zmq_strerror(errno));
+  return nimble_ok();
+}
+
+nimble_status_t nimble_worker_create(const nimble_worker_options_t *opts, nimble_worker **out) {
+  *out = NULL;
+  nimble_worker *w = calloc(1, sizeof *w);
+  if (!w) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+  nimble_status_t st = create_inner(opts, w);
+  if (st) {
+    nimble_worker_destroy(w);
+    return st;
+  }
+  *out = w;
+  return nimble_ok();
+}
+
+void nimble_worker_stop(nimble_worker *w) { w->stopping = 1; }
+
+void nimble_worker_destroy(nimble_worker *w) {
+  if (!w) return;
+  compile_child_kill(&w->child);
+  if (w->task_dir[0]) remove_tree(w->task_dir);
+  json_decref(w->task_body);
+  if (w->sock) zmq_close(w->sock);
+  if (w->zctx) zmq_ctx_term(w->zctx);
+  nimble_store_client_destroy(w->store);
+  free(w);
+}

@@ -1,0 +1,97 @@
+/* The scheduler's state in Redis: jobs, tasks, per-target queues, the
+ * compile cache, in-flight merging, the worker registry and tuning records.
+ *
+ * Every key starts with "nimble:" (docs/farm.md lists them). The connection
+ * wrapper reconnects once per command when Redis went away (a restarted
+ * Redis, with AOF on, comes back with every job), and reports UNAVAILABLE
+ * when it cannot; callers then leave their in-memory view unchanged and try
+ * again later, so a Redis restart costs time, never a job.
+ *
+ * Ownership: a nimble_sched_task_t owns `options` and `error`; release it
+ * with nimble_sched_task_deinit. Strings passed in are borrowed.
+ */
+#ifndef NIMBLE_SCHED_STATE_H
+#define NIMBLE_SCHED_STATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nimble/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define NIMBLE_SCHED_ID_MAX 128
+#define NIMBLE_SCHED_DIGEST_LEN 71
+
+typedef struct nimble_sched_redis nimble_sched_redis;
+struct redisReply;
+
+/* Connects (2 s timeout, 5 s per command). Caller destroys *out. */
+nimble_status_t nimble_sched_redis_connect(const char *host, int port, nimble_sched_redis **out);
+void nimble_sched_redis_destroy(nimble_sched_redis *r);
+
+/* Runs one command (hiredis format), reconnecting once when the connection
+ * was lost. A Redis error reply is INTERNAL naming the command. On success
+ * *out_reply (when out_reply is non-NULL) is the caller's, freed with
+ * freeReplyObject. UNAVAILABLE when Redis cannot be reached. */
+nimble_status_t nimble_sched_redis_command(nimble_sched_redis *r, struct redisReply **out_reply,
+                                           const char *fmt, ...);
+
+typedef struct nimble_sched_task_t {
+  char id[NIMBLE_SCHED_ID_MAX + 1];
+  char job[NIMBLE_SCHED_ID_MAX + 1]; /* the job that created it */
+  char key[NIMBLE_SCHED_DIGEST_LEN + 1];   /* compile key */
+  char model[NIMBLE_SCHED_DIGEST_LEN + 1];
+  char format[8];
+  char name[256];   /* repository of the artifact */
+  char target[256]; /* canonical spec */
+  char *options;    /* owned canonical JSON object text, or NULL */
+  char state[16];   /* queued running done failed cancelled */
+  int attempts;     /* deliveries so far */
+  char worker[NIMBLE_SCHED_ID_MAX + 1]; /* holder while running, else "" */
+  int64_t lease_until;                  /* epoch ms, 0 when not running */
+  char phase[33];
+  int percent;
+  char manifest[NIMBLE_SCHED_DIGEST_LEN + 1]; /* "" until done */
+  char *error;                                /* owned, or NULL */
+  int cached;
+} nimble_sched_task_t;
+
+void nimble_sched_task_init(nimble_sched_task_t *t);
+void nimble_sched_task_deinit(nimble_sched_task_t *t);
+
+/* Writes every field of the task hash nimble:task:<id>. */
+nimble_status_t nimble_sched_task_save(nimble_sched_redis *r, const nimble_sched_task_t *t);
+/* Loads nimble:task:<id> into *t (initialised here); NOT_FOUND when absent. */
+nimble_status_t nimble_sched_task_load(nimble_sched_redis *r, const char *id,
+                                       nimble_sched_task_t *t);
+
+/* Compile cache: nimble:cache:<key> holds the manifest digest and the
+ * repository it was pushed to. get: *out_found 0 when absent. */
+nimble_status_t nimble_sched_cache_put(nimble_sched_redis *r, const char *key,
+                                       const char *manifest, const char *name);
+nimble_status_t nimble_sched_cache_get(nimble_sched_redis *r, const char *key, int *out_found,
+                                       char manifest[NIMBLE_SCHED_DIGEST_LEN + 1],
+                                       char name[256]);
+nimble_status_t nimble_sched_cache_drop(nimble_sched_redis *r, const char *key);
+
+/* In-flight merging: SET NX nimble:inflight:<key> task. *out_claimed is 1
+ * when this call set it; otherwise `holder` receives the task that holds it. */
+nimble_status_t nimble_sched_inflight_claim(nimble_sched_redis *r, const char *key,
+                                            const char *task, int *out_claimed,
+                                            char holder[NIMBLE_SCHED_ID_MAX + 1]);
+nimble_status_t nimble_sched_inflight_release(nimble_sched_redis *r, const char *key);
+
+/* Tuning records: a hash per compile key (storage only for now). get:
+ * *out_value is malloc'd (caller frees) or NULL when absent. */
+nimble_status_t nimble_sched_tuning_put(nimble_sched_redis *r, const char *key, const char *field,
+                                        const char *value);
+nimble_status_t nimble_sched_tuning_get(nimble_sched_redis *r, const char *key, const char *field,
+                                        char **out_value);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* NIMBLE_SCHED_STATE_H */

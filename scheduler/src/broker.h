@@ -1,0 +1,119 @@
+/* Private to the scheduler: the broker's state and the helpers its files
+ * share (broker.c runs the loop; client_requests.c, worker_requests.c,
+ * job_status.c, security.c and cache_check.c each handle one concern). */
+#ifndef NIMBLE_SCHED_BROKER_H
+#define NIMBLE_SCHED_BROKER_H
+
+#include <jansson.h>
+#include <signal.h>
+#include <stdint.h>
+
+#include "nimble/message.h"
+#include "nimble/sched_state.h"
+#include "nimble/scheduler.h"
+#include "nimble/store_client.h"
+
+#define SCHED_MAX_TARGETS 16
+#define SCHED_MAX_FRAMES 8
+
+typedef struct sched_worker {
+  char id[NIMBLE_SCHED_ID_MAX + 1];
+  uint8_t rid[256]; /* ROUTER routing id of its connection */
+  size_t rid_len;
+  char targets[SCHED_MAX_TARGETS][256];
+  size_t ntargets;
+  char task[NIMBLE_SCHED_ID_MAX + 1]; /* "" when idle */
+  int64_t last_seen_ms;              /* monotonic */
+} sched_worker;
+
+typedef struct sched_lease {
+  char task[NIMBLE_SCHED_ID_MAX + 1];
+  char worker[NIMBLE_SCHED_ID_MAX + 1];
+  int64_t until_ms; /* epoch ms, as stored in Redis */
+} sched_lease;
+
+/* The routing envelope of a received message: every frame before the
+ * payload (identity, and the empty delimiter a REQ peer adds). */
+typedef struct sched_envelope {
+  uint8_t data[2][256];
+  size_t size[2];
+  int count;
+} sched_envelope;
+
+struct nimble_scheduler {
+  char clients_ep[256], workers_ep[256], events_ep[256];
+  char compiler_version[257];
+  char salt[256];
+  long lease_ms, worker_timeout_ms;
+  int max_deliveries, quiet;
+  void *zctx, *clients, *workers, *events, *zap;
+  nimble_sched_redis *redis;
+  nimble_store_client *store;
+  nimble_digest_t *tokens; /* sha256 of each client token; NULL: no auth */
+  size_t ntokens;
+  uint8_t (*worker_keys)[32]; /* CURVE allow-list; NULL: CURVE off */
+  size_t nworker_keys;
+  sched_worker *wk;
+  size_t nwk, capwk;
+  sched_lease *leases;
+  size_t nleases, capleases;
+  int64_t last_reconcile_ms;
+  uint8_t last_refused_key[32]; /* ZAP log: a refused key is logged once per minute */
+  int64_t last_refused_ms;
+  volatile sig_atomic_t stopping;
+};
+
+int64_t sched_now_epoch_ms(void);
+int64_t sched_now_mono_ms(void);
+void sched_log(nimble_scheduler *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Sends `type`/`body` (borrowed) to a peer on `sock`; errors are logged. */
+void sched_send(nimble_scheduler *s, void *sock, const sched_envelope *env, nimble_msg_type_t type,
+                const json_t *body);
+void sched_send_error(nimble_scheduler *s, void *sock, const sched_envelope *env,
+                      nimble_status_t error, const char *job);
+/* Publishes one event for `job` on the PUB socket: frames [job][message]. */
+void sched_publish(nimble_scheduler *s, const char *job, nimble_msg_type_t type, const json_t *body);
+/* Publishes the JOB_STATUS of every job waiting on task `tid`. */
+void sched_publish_task_jobs(nimble_scheduler *s, const char *tid);
+
+/* Leases (in memory; the truth is also in each task hash). */
+void sched_lease_set(nimble_scheduler *s, const char *task, const char *worker, int64_t until);
+void sched_lease_drop(nimble_scheduler *s, const char *task);
+sched_lease *sched_lease_find(nimble_scheduler *s, const char *task);
+
+sched_worker *sched_worker_find(nimble_scheduler *s, const char *id);
+sched_worker *sched_worker_by_rid(nimble_scheduler *s, const uint8_t *rid, size_t len);
+
+/* Hands queued tasks to idle workers. */
+void sched_dispatch(nimble_scheduler *s);
+/* Puts a task back in its queue or fails it when it has had its deliveries. */
+nimble_status_t sched_task_requeue(nimble_scheduler *s, nimble_sched_task_t *t, const char *why);
+/* Marks a task finished (done/failed/cancelled): saves it, drops its lease,
+ * in-flight claim and active mark, frees its worker, publishes. */
+nimble_status_t sched_task_finish(nimble_scheduler *s, nimble_sched_task_t *t);
+
+/* client_requests.c / worker_requests.c */
+void sched_handle_client(nimble_scheduler *s, const sched_envelope *env, const void *data,
+                         size_t size);
+void sched_handle_worker(nimble_scheduler *s, const sched_envelope *env, const void *data,
+                         size_t size);
+
+/* job_status.c: the JOB_STATUS body of a job (new reference). */
+nimble_status_t sched_job_status(nimble_scheduler *s, const char *job, json_t **out_body);
+
+/* security.c */
+nimble_status_t sched_load_tokens(nimble_scheduler *s, const char *path);
+nimble_status_t sched_check_token(nimble_scheduler *s, const json_t *body);
+nimble_status_t sched_setup_curve(nimble_scheduler *s, const char *secret_file,
+                                  const char *keys_file);
+void sched_handle_zap(nimble_scheduler *s);
+/* Reads a Z85 key (40 characters, first non-comment line) from a file. */
+nimble_status_t sched_read_z85_key(const char *path, uint8_t out[32]);
+
+/* cache_check.c: *out_ok 1 when the store still has the manifest and every
+ * blob it references. Any failure reads as "not cached": recompiling is
+ * always safe. */
+void sched_cache_verify(nimble_scheduler *s, const char *name, const char *manifest, int *out_ok);
+
+#endif

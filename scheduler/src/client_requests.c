@@ -1,0 +1,255 @@
+/* Requests from clients: SUBMIT fans a job out into one task per target
+ * (answered from the compile cache when the store still has the artifact,
+ * merged with an identical task in flight otherwise), STATUS reports a job,
+ * CANCEL stops it. Every request carries the client's bearer token in the
+ * body member "token" when the scheduler has a token file. */
+#include <hiredis/hiredis.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "broker.h"
+#include "nimble/compile_key.h"
+#include "nimble/target.h"
+
+static const char *str_of(const json_t *body, const char *key) {
+  return json_string_value(json_object_get(body, key));
+}
+
+/* Creates or joins the task for target `spec` of job `job`; writes the task
+ * id used into tid and sets *cached when the cache answered. */
+static nimble_status_t submit_target(nimble_scheduler *s, const char *job, const json_t *body,
+                                     const char *spec, const char *options_text,
+                                     char tid[NIMBLE_SCHED_ID_MAX + 1], int *cached) {
+  *cached = 0;
+  nimble_target_t target;
+  NIMBLE_RETURN_IF_ERROR(nimble_target_parse(spec, &target));
+  nimble_compile_key_input_t in = {.target = spec,
+                                   .compiler_version = s->compiler_version,
+                                   .options = json_object_get(body, "options"),
+                                   .salt = s->salt};
+  NIMBLE_RETURN_IF_ERROR(nimble_digest_parse(str_of(body, "model"), &in.model));
+  nimble_digest_t key;
+  NIMBLE_RETURN_IF_ERROR(nimble_compile_key_compute(&in, &key));
+  char keytext[NIMBLE_DIGEST_STRING_LEN + 1];
+  nimble_digest_format(&key, keytext);
+  char tag[NIMBLE_TARGET_TAG_MAX + 1];
+  nimble_target_tag(&target, tag);
+
+  nimble_sched_task_t t;
+  nimble_sched_task_init(&t);
+  snprintf(t.id, sizeof t.id, "%s.%s", job, tag);
+  snprintf(t.job, sizeof t.job, "%s", job);
+  snprintf(t.key, sizeof t.key, "%s", keytext);
+  snprintf(t.model, sizeof t.model, "%s", str_of(body, "model"));
+  snprintf(t.format, sizeof t.format, "%s", str_of(body, "format"));
+  snprintf(t.name, sizeof t.name, "%s", str_of(body, "name"));
+  snprintf(t.target, sizeof t.target, "%s", spec);
+  t.options = options_text ? strdup(options_text) : NULL;
+
+  /* 1. The cache, served only while the store still has every blob. */
+  int found;
+  char manifest[NIMBLE_SCHED_DIGEST_LEN + 1], name[256];
+  nimble_status_t st = nimble_sched_cache_get(s->redis, keytext, &found, manifest, name);
+  if (!st && found) {
+    int ok = 0;
+    sched_cache_verify(s, name, manifest, &ok);
+    if (ok) {
+      snprintf(t.state, sizeof t.state, "done");
+      snprintf(t.manifest, sizeof t.manifest, "%s", manifest);
+      t.cached = 1;
+      t.percent = 100;
+      *cached = 1;
+    } else {
+      sched_log(s, "cache entry %s -> %s dropped: the store lacks part of it", keytext, manifest);
+      st = nimble_sched_cache_drop(s->redis, keytext);
+    }
+  }
+  if (!st && !*cached) {
+    /* 2. Merge with an identical task in flight (SET NX key -> task). */
+    int claimed;
+    char holder[NIMBLE_SCHED_ID_MAX + 1];
+    st = nimble_sched_inflight_claim(s->redis, keytext, t.id, &claimed, holder);
+    if (!st && !claimed) {
+      nimble_sched_task_t h;
+      nimble_status_t hs = nimble_sched_task_load(s->redis, holder, &h);
+      int live = !hs && (!strcmp(h.state, "queued") || !strcmp(h.state, "running"));
+      nimble_status_free(hs);
+      if (!hs) nimble_sched_task_deinit(&h);
+      if (live) {
+        snprintf(tid, NIMBLE_SCHED_ID_MAX + 1, "%s", holder);
+        nimble_sched_task_deinit(&t);
+        sched_log(s, "job %s target %s merged into task %s", job, spec, holder);
+        return nimble_sched_redis_command(s->redis, NULL, "SADD nimble:task:%s:jobs %s", holder,
+                                          job);
+      }
+      /* A stale claim (its task finished without releasing it): take over. */
+      st = nimble_sched_redis_command(s->redis, NULL, "SET nimble:inflight:%s %s", keytext, t.id);
+    }
+    if (!st) snprintf(t.state, sizeof t.state, "queued");
+  }
+  if (!st) st = nimble_sched_task_save(s->redis, &t);
+  if (!st) st = nimble_sched_redis_command(s->redis, NULL, "SADD nimble:task:%s:jobs %s", t.id, job);
+  if (!st && !*cached) {
+    st = nimble_sched_redis_command(s->redis, NULL, "SADD nimble:active %s", t.id);
+    if (!st)
+      st = nimble_sched_redis_command(s->redis, NULL, "RPUSH nimble:queue:%s %s", spec, t.id);
+  }
+  snprintf(tid, NIMBLE_SCHED_ID_MAX + 1, "%s", t.id);
+  nimble_sched_task_deinit(&t);
+  return st;
+}
+
+static void handle_submit(nimble_scheduler *s, const sched_envelope *env, const json_t *body) {
+  redisReply *rep;
+  nimble_status_t st = nimble_sched_redis_command(s->redis, &rep, "INCR nimble:next-job");
+  if (st) {
+    sched_send_error(s, s->clients, env, st, NULL);
+    nimble_status_free(st);
+    return;
+  }
+  char job[64];
+  snprintf(job, sizeof job, "j-%lld", rep->integer);
+  freeReplyObject(rep);
+
+  const json_t *targets = json_object_get(body, "targets");
+  const json_t *options = json_object_get(body, "options");
+  char *options_text = options ? json_dumps(options, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+  char *targets_text = json_dumps(targets, JSON_COMPACT);
+  /* The job record first: tasks point back to it. */
+  st = nimble_sched_redis_command(
+      s->redis, NULL, "HSET nimble:job:%s model %s format %s name %s targets %s options %s cancelled 0",
+      job, str_of(body, "model"), str_of(body, "format"), str_of(body, "name"),
+      targets_text ? targets_text : "[]", options_text ? options_text : "");
+  int all_cached = 1;
+  for (size_t i = 0; !st && i < json_array_size(targets); i++) {
+    const char *spec = json_string_value(json_array_get(targets, i));
+    char tid[NIMBLE_SCHED_ID_MAX + 1];
+    int cached;
+    st = submit_target(s, job, body, spec, options_text, tid, &cached);
+    if (st) st = nimble_status_annotate(st, "target '%s'", spec);
+    if (!st) st = nimble_sched_redis_command(s->redis, NULL, "HSET nimble:job:%s task:%d %s", job, (int)i, tid);
+    if (!cached) all_cached = 0;
+  }
+  free(options_text);
+  free(targets_text);
+  if (st) {
+    sched_send_error(s, s->clients, env, st, job);
+    nimble_status_free(st);
+    return;
+  }
+  sched_log(s, "job %s accepted (%zu target(s)%s)", job, json_array_size(targets),
+            all_cached ? ", all from the cache" : "");
+  json_t *reply = json_pack("{s:s,s:b}", "job", job, "cached", all_cached);
+  sched_send(s, s->clients, env, NIMBLE_MSG_ACCEPTED, reply);
+  json_decref(reply);
+  sched_dispatch(s);
+}
+
+static void cancel_task(nimble_scheduler *s, const char *tid) {
+  nimble_sched_task_t t;
+  nimble_status_t st = nimble_sched_task_load(s->redis, tid, &t);
+  if (st) {
+    nimble_status_free(st);
+    return;
+  }
+  if (!strcmp(t.state, "queued") || !strcmp(t.state, "running")) {
+    if (!strcmp(t.state, "running")) {
+      sched_worker *w = sched_worker_find(s, t.worker);
+      if (w && !strcmp(w->task, tid)) {
+        json_t *b = json_pack("{s:s}", "task", tid);
+        sched_envelope wenv = {.count = 1};
+        memcpy(wenv.data[0], w->rid, w->rid_len);
+        wenv.size[0] = w->rid_len;
+        sched_send(s, s->workers, &wenv, NIMBLE_MSG_CANCEL, b);
+        json_decref(b);
+      }
+    }
+    snprintf(t.state, sizeof t.state, "cancelled");
+    st = sched_task_finish(s, &t);
+    nimble_status_free(st);
+  }
+  nimble_sched_task_deinit(&t);
+}
+
+static void handle_cancel(nimble_scheduler *s, const sched_envelope *env, const json_t *body) {
+  const char *job = str_of(body, "job");
+  if (!job) {
+    nimble_status_t st = nimble_status_make(NIMBLE_INVALID_ARGUMENT,
+                                            "body.job: a client cancels a job, not a task");
+    sched_send_error(s, s->clients, env, st, NULL);
+    nimble_status_free(st);
+    return;
+  }
+  json_t *status;
+  nimble_status_t st = sched_job_status(s, job, &status); /* NOT_FOUND for an unknown job */
+  if (!st) {
+    json_decref(status);
+    st = nimble_sched_redis_command(s->redis, NULL, "HSET nimble:job:%s cancelled 1", job);
+  }
+  redisReply *rep = NULL;
+  if (!st) st = nimble_sched_redis_command(s->redis, &rep, "HGETALL nimble:job:%s", job);
+  if (st) {
+    sched_send_error(s, s->clients, env, st, job);
+    nimble_status_free(st);
+    return;
+  }
+  /* A task shared with another job keeps running for that job. */
+  for (size_t i = 0; i + 1 < rep->elements; i += 2) {
+    if (strncmp(rep->element[i]->str, "task:", 5)) continue;
+    const char *tid = rep->element[i + 1]->str;
+    redisReply *left = NULL;
+    st = nimble_sched_redis_command(s->redis, NULL, "SREM nimble:task:%s:jobs %s", tid, job);
+    if (!st) st = nimble_sched_redis_command(s->redis, &left, "SCARD nimble:task:%s:jobs", tid);
+    if (!st && left->integer == 0) cancel_task(s, tid);
+    if (left) freeReplyObject(left);
+    nimble_status_free(st);
+    st = nimble_ok();
+  }
+  freeReplyObject(rep);
+  sched_log(s, "job %s cancelled", job);
+  st = sched_job_status(s, job, &status);
+  if (st) {
+    sched_send_error(s, s->clients, env, st, job);
+    nimble_status_free(st);
+    return;
+  }
+  sched_send(s, s->clients, env, NIMBLE_MSG_JOB_STATUS, status);
+  sched_publish(s, job, NIMBLE_MSG_JOB_STATUS, status);
+  json_decref(status);
+}
+
+void sched_handle_client(nimble_scheduler *s, const sched_envelope *env, const void *data,
+                         size_t size) {
+  nimble_msg_type_t type;
+  json_t *body = NULL;
+  nimble_status_t st = nimble_message_decode(data, size, &type, &body);
+  if (!st) st = sched_check_token(s, body);
+  if (!st && type != NIMBLE_MSG_SUBMIT && type != NIMBLE_MSG_STATUS && type != NIMBLE_MSG_CANCEL)
+    st = nimble_status_make(NIMBLE_INVALID_ARGUMENT,
+                            "%s is not a client request (expected SUBMIT, STATUS or CANCEL)",
+                            nimble_message_type_name(type));
+  if (st) {
+    sched_send_error(s, s->clients, env, st, NULL);
+    nimble_status_free(st);
+    json_decref(body);
+    return;
+  }
+  if (type == NIMBLE_MSG_SUBMIT) {
+    handle_submit(s, env, body);
+  } else if (type == NIMBLE_MSG_CANCEL) {
+    handle_cancel(s, env, body);
+  } else {
+    json_t *status;
+    const char *job = str_of(body, "job");
+    st = sched_job_status(s, job, &status);
+    if (st) {
+      sched_send_error(s, s->clients, env, st, job);
+      nimble_status_free(st);
+    } else {
+      sched_send(s, s->clients, env, NIMBLE_MSG_JOB_STATUS, status);
+      json_decref(status);
+    }
+  }
+  json_decref(body);
+}

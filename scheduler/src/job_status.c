@@ -1,0 +1,83 @@
+/* JOB_STATUS bodies: a job's state and one status per target, read from the
+ * job hash and the task hashes it points to. */
+#include <hiredis/hiredis.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "broker.h"
+
+static json_t *task_entry(const nimble_sched_task_t *t, const char *target, int cancelled) {
+  const char *state = t->state;
+  /* A cancelled job shows its unfinished targets as cancelled, even when a
+   * task shared with another job goes on for that job. */
+  if (cancelled && (!strcmp(state, "queued") || !strcmp(state, "running"))) state = "cancelled";
+  json_t *e = json_pack("{s:s,s:s}", "target", target, "state", state);
+  if (!e) return NULL;
+  if (t->phase[0]) json_object_set_new(e, "phase", json_string(t->phase));
+  if (t->percent > 0 && t->percent <= 100) json_object_set_new(e, "percent", json_integer(t->percent));
+  if (!strcmp(state, "done")) json_object_set_new(e, "manifest", json_string(t->manifest));
+  if (!strcmp(state, "failed"))
+    json_object_set_new(e, "error", json_string(t->error && *t->error ? t->error : "failed"));
+  if (t->cached) json_object_set_new(e, "cached", json_true());
+  return e;
+}
+
+nimble_status_t sched_job_status(nimble_scheduler *s, const char *job, json_t **out_body) {
+  *out_body = NULL;
+  redisReply *rep;
+  NIMBLE_RETURN_IF_ERROR(nimble_sched_redis_command(s->redis, &rep, "HGETALL nimble:job:%s", job));
+  if (rep->type != REDIS_REPLY_ARRAY || rep->elements == 0) {
+    freeReplyObject(rep);
+    return nimble_status_make(NIMBLE_NOT_FOUND, "job '%s' is not known", job);
+  }
+  const char *targets_text = NULL;
+  int cancelled = 0;
+  for (size_t i = 0; i + 1 < rep->elements; i += 2) {
+    if (!strcmp(rep->element[i]->str, "targets")) targets_text = rep->element[i + 1]->str;
+    if (!strcmp(rep->element[i]->str, "cancelled")) cancelled = !strcmp(rep->element[i + 1]->str, "1");
+  }
+  json_t *targets = targets_text ? json_loads(targets_text, 0, NULL) : NULL;
+  json_t *tasks = json_array();
+  int n_done = 0, n_failed = 0, n_running = 0, n_cancelled = 0;
+  nimble_status_t st = nimble_ok();
+  for (size_t i = 0; !st && i < json_array_size(targets); i++) {
+    const char *spec = json_string_value(json_array_get(targets, i));
+    char field[32];
+    snprintf(field, sizeof field, "task:%zu", i);
+    const char *tid = NULL;
+    for (size_t j = 0; j + 1 < rep->elements; j += 2)
+      if (!strcmp(rep->element[j]->str, field)) tid = rep->element[j + 1]->str;
+    nimble_sched_task_t t;
+    nimble_sched_task_init(&t);
+    if (tid) {
+      st = nimble_sched_task_load(s->redis, tid, &t);
+      if (st) break;
+    } else {
+      snprintf(t.state, sizeof t.state, "queued"); /* the submit is still being recorded */
+    }
+    json_t *e = task_entry(&t, spec ? spec : "x86", cancelled);
+    const char *state = json_string_value(json_object_get(e, "state"));
+    if (state && !strcmp(state, "done")) n_done++;
+    else if (state && !strcmp(state, "failed")) n_failed++;
+    else if (state && !strcmp(state, "running")) n_running++;
+    else if (state && !strcmp(state, "cancelled")) n_cancelled++;
+    json_array_append_new(tasks, e);
+    nimble_sched_task_deinit(&t);
+  }
+  freeReplyObject(rep);
+  size_t n = json_array_size(targets);
+  json_decref(targets);
+  if (st) {
+    json_decref(tasks);
+    return st;
+  }
+  const char *state = "queued";
+  if (cancelled) state = "cancelled";
+  else if ((size_t)n_done == n) state = "done";
+  else if (n_failed && (size_t)(n_done + n_failed + n_cancelled) == n) state = "failed";
+  else if (n_running || n_done || n_failed) state = "running";
+  *out_body = json_pack("{s:s,s:s,s:o}", "job", job, "state", state, "tasks", tasks);
+  if (!*out_body) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+  return nimble_ok();
+}

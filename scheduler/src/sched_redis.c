@@ -1,0 +1,104 @@
+/* Redis connection for the scheduler: one blocking hiredis context that is
+ * re-created when Redis goes away (restart, network blip), so a restarted
+ * Redis with AOF on is picked up again without restarting the scheduler. */
+#include <hiredis/hiredis.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+
+#include "nimble/sched_state.h"
+
+struct nimble_sched_redis {
+  char host[256];
+  int port;
+  redisContext *ctx;
+};
+
+static nimble_status_t redis_reconnect(nimble_sched_redis *r) {
+  if (r->ctx) {
+    redisFree(r->ctx);
+    r->ctx = NULL;
+  }
+  struct timeval connect_timeout = {2, 0};
+  redisContext *c = redisConnectWithTimeout(r->host, r->port, connect_timeout);
+  if (!c) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "redis: out of memory");
+  if (c->err) {
+    nimble_status_t s = nimble_status_make(NIMBLE_UNAVAILABLE, "redis %s:%d: %s", r->host,
+                                           r->port, c->errstr);
+    redisFree(c);
+    return s;
+  }
+  struct timeval command_timeout = {5, 0};
+  redisSetTimeout(c, command_timeout);
+  r->ctx = c;
+  return nimble_ok();
+}
+
+nimble_status_t nimble_sched_redis_connect(const char *host, int port, nimble_sched_redis **out) {
+  *out = NULL;
+  if (!host || !*host || strlen(host) >= 256)
+    return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "redis: bad host '%s'", host ? host : "");
+  if (port <= 0 || port > 65535)
+    return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "redis: bad port %d", port);
+  nimble_sched_redis *r = calloc(1, sizeof *r);
+  if (!r) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "redis: out of memory");
+  snprintf(r->host, sizeof r->host, "%s", host);
+  r->port = port;
+  nimble_status_t s = redis_reconnect(r);
+  if (s) {
+    free(r);
+    return s;
+  }
+  *out = r;
+  return nimble_ok();
+}
+
+void nimble_sched_redis_destroy(nimble_sched_redis *r) {
+  if (!r) return;
+  if (r->ctx) redisFree(r->ctx);
+  free(r);
+}
+
+nimble_status_t nimble_sched_redis_command(nimble_sched_redis *r, struct redisReply **out_reply,
+                                           const char *fmt, ...) {
+  if (out_reply) *out_reply = NULL;
+  redisReply *reply = NULL;
+  /* Two tries: the first may find a connection Redis closed when it
+   * restarted; the second runs on a fresh one. */
+  for (int attempt = 0; attempt < 2 && !reply; attempt++) {
+    if (!r->ctx || r->ctx->err) {
+      nimble_status_t s = redis_reconnect(r);
+      if (s) {
+        if (attempt == 1) return s;
+        nimble_status_free(s);
+        continue;
+      }
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    reply = redisvCommand(r->ctx, fmt, ap);
+    va_end(ap);
+    if (!reply && attempt == 1)
+      return nimble_status_make(NIMBLE_UNAVAILABLE, "redis %s:%d: %s", r->host, r->port,
+                                r->ctx ? r->ctx->errstr : "no connection");
+    if (!reply && r->ctx) {
+      redisFree(r->ctx);
+      r->ctx = NULL;
+    }
+  }
+  if (!reply)
+    return nimble_status_make(NIMBLE_UNAVAILABLE, "redis %s:%d: not reachable", r->host, r->port);
+  if (reply->type == REDIS_REPLY_ERROR) {
+    nimble_status_t s = nimble_status_make(NIMBLE_INTERNAL, "redis command '%.40s': %s", fmt,
+                                           reply->str ? reply->str : "error");
+    freeReplyObject(reply);
+    return s;
+  }
+  if (out_reply)
+    *out_reply = reply;
+  else
+    freeReplyObject(reply);
+  return nimble_ok();
+}

@@ -1,0 +1,144 @@
+/* Task records, the compile cache, in-flight merging and tuning records in
+ * Redis. Each record is one hash so that a reader sees it whole. */
+#include <hiredis/hiredis.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nimble/sched_state.h"
+
+void nimble_sched_task_init(nimble_sched_task_t *t) { memset(t, 0, sizeof *t); }
+
+void nimble_sched_task_deinit(nimble_sched_task_t *t) {
+  free(t->options);
+  free(t->error);
+  memset(t, 0, sizeof *t);
+}
+
+nimble_status_t nimble_sched_task_save(nimble_sched_redis *r, const nimble_sched_task_t *t) {
+  /* One HSET, so a reader never sees half a task. */
+  nimble_status_t s = nimble_sched_redis_command(
+      r, NULL,
+      "HSET nimble:task:%s job %s key %s model %s format %s name %s target %s options %s "
+      "state %s attempts %d worker %s lease_until %lld phase %s percent %d manifest %s "
+      "error %s cached %d",
+      t->id, t->job, t->key, t->model, t->format, t->name, t->target,
+      t->options ? t->options : "", t->state, t->attempts, t->worker, (long long)t->lease_until,
+      t->phase, t->percent, t->manifest, t->error ? t->error : "", t->cached ? 1 : 0);
+  return s ? nimble_status_annotate(s, "saving task '%s'", t->id) : nimble_ok();
+}
+
+static void copy_field(char *dst, size_t cap, const char *src) { snprintf(dst, cap, "%s", src); }
+
+nimble_status_t nimble_sched_task_load(nimble_sched_redis *r, const char *id,
+                                       nimble_sched_task_t *t) {
+  nimble_sched_task_init(t);
+  redisReply *rep;
+  NIMBLE_RETURN_IF_ERROR(nimble_sched_redis_command(r, &rep, "HGETALL nimble:task:%s", id));
+  if (rep->type != REDIS_REPLY_ARRAY || rep->elements == 0) {
+    freeReplyObject(rep);
+    return nimble_status_make(NIMBLE_NOT_FOUND, "task '%s' is not known", id);
+  }
+  copy_field(t->id, sizeof t->id, id);
+  for (size_t i = 0; i + 1 < rep->elements; i += 2) {
+    const char *f = rep->element[i]->str, *v = rep->element[i + 1]->str;
+    if (!f || !v) continue;
+    if (!strcmp(f, "job")) copy_field(t->job, sizeof t->job, v);
+    else if (!strcmp(f, "key")) copy_field(t->key, sizeof t->key, v);
+    else if (!strcmp(f, "model")) copy_field(t->model, sizeof t->model, v);
+    else if (!strcmp(f, "format")) copy_field(t->format, sizeof t->format, v);
+    else if (!strcmp(f, "name")) copy_field(t->name, sizeof t->name, v);
+    else if (!strcmp(f, "target")) copy_field(t->target, sizeof t->target, v);
+    else if (!strcmp(f, "options")) t->options = *v ? strdup(v) : NULL;
+    else if (!strcmp(f, "state")) copy_field(t->state, sizeof t->state, v);
+    else if (!strcmp(f, "attempts")) t->attempts = atoi(v);
+    else if (!strcmp(f, "worker")) copy_field(t->worker, sizeof t->worker, v);
+    else if (!strcmp(f, "lease_until")) t->lease_until = strtoll(v, NULL, 10);
+    else if (!strcmp(f, "phase")) copy_field(t->phase, sizeof t->phase, v);
+    else if (!strcmp(f, "percent")) t->percent = atoi(v);
+    else if (!strcmp(f, "manifest")) copy_field(t->manifest, sizeof t->manifest, v);
+    else if (!strcmp(f, "error")) t->error = *v ? strdup(v) : NULL;
+    else if (!strcmp(f, "cached")) t->cached = !strcmp(v, "1");
+  }
+  freeReplyObject(rep);
+  return nimble_ok();
+}
+
+nimble_status_t nimble_sched_cache_put(nimble_sched_redis *r, const char *key,
+                                       const char *manifest, const char *name) {
+  return nimble_sched_redis_command(r, NULL, "HSET nimble:cache:%s manifest %s name %s", key,
+                                    manifest, name);
+}
+
+nimble_status_t nimble_sched_cache_get(nimble_sched_redis *r, const char *key, int *out_found,
+                                       char manifest[NIMBLE_SCHED_DIGEST_LEN + 1],
+                                       char name[256]) {
+  *out_found = 0;
+  redisReply *rep;
+  NIMBLE_RETURN_IF_ERROR(
+      nimble_sched_redis_command(r, &rep, "HMGET nimble:cache:%s manifest name", key));
+  if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
+      rep->element[0]->type == REDIS_REPLY_STRING && rep->element[1]->type == REDIS_REPLY_STRING) {
+    copy_field(manifest, NIMBLE_SCHED_DIGEST_LEN + 1, rep->element[0]->str);
+    copy_field(name, 256, rep->element[1]->str);
+    *out_found = 1;
+  }
+  freeReplyObject(rep);
+  return nimble_ok();
+}
+
+nimble_status_t nimble_sched_cache_drop(nimble_sched_redis *r, const char *key) {
+  return nimble_sched_redis_command(r, NULL, "DEL nimble:cache:%s", key);
+}
+
+nimble_status_t nimble_sched_inflight_claim(nimble_sched_redis *r, const char *key,
+                                            const char *task, int *out_claimed,
+                                            char holder[NIMBLE_SCHED_ID_MAX + 1]) {
+  *out_claimed = 0;
+  holder[0] = '\0';
+  redisReply *rep;
+  NIMBLE_RETURN_IF_ERROR(
+      nimble_sched_redis_command(r, &rep, "SET nimble:inflight:%s %s NX", key, task));
+  int set = rep->type == REDIS_REPLY_STATUS;
+  freeReplyObject(rep);
+  if (set) {
+    *out_claimed = 1;
+    return nimble_ok();
+  }
+  NIMBLE_RETURN_IF_ERROR(nimble_sched_redis_command(r, &rep, "GET nimble:inflight:%s", key));
+  if (rep->type == REDIS_REPLY_STRING) copy_field(holder, NIMBLE_SCHED_ID_MAX + 1, rep->str);
+  freeReplyObject(rep);
+  return nimble_ok();
+}
+
+nimble_status_t nimble_sched_inflight_release(nimble_sched_redis *r, const char *key) {
+  return nimble_sched_redis_command(r, NULL, "DEL nimble:inflight:%s", key);
+}
+
+nimble_status_t nimble_sched_tuning_put(nimble_sched_redis *r, const char *key, const char *field,
+                                        const char *value) {
+  if (!field || !*field)
+    return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "tuning record: empty field name");
+  return nimble_sched_redis_command(r, NULL, "HSET nimble:tuning:%s %s %b", key, field, value,
+                                    strlen(value));
+}
+
+nimble_status_t nimble_sched_tuning_get(nimble_sched_redis *r, const char *key, const char *field,
+                                        char **out_value) {
+  *out_value = NULL;
+  redisReply *rep;
+  NIMBLE_RETURN_IF_ERROR(
+      nimble_sched_redis_command(r, &rep, "HGET nimble:tuning:%s %s", key, field));
+  nimble_status_t s = nimble_ok();
+  if (rep->type == REDIS_REPLY_STRING) {
+    *out_value = malloc(rep->len + 1);
+    if (!*out_value) {
+      s = nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+    } else {
+      memcpy(*out_value, rep->str, rep->len);
+      (*out_value)[rep->len] = '\0';
+    }
+  }
+  freeReplyObject(rep);
+  return s;
+}

@@ -1,0 +1,227 @@
+/* Messages from workers: READY registers a worker for its targets (one
+ * service per target), HEARTBEAT keeps it alive and renews the lease of the
+ * task it names, PROGRESS is stored and forwarded as events, RESULT fills
+ * the compile cache and finishes the task, FAILURE fails or requeues it. */
+#include <hiredis/hiredis.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "broker.h"
+
+static const char *str_of(const json_t *body, const char *key) {
+  return json_string_value(json_object_get(body, key));
+}
+
+static void reply_error(nimble_scheduler *s, const sched_envelope *env, nimble_status_t st) {
+  sched_send_error(s, s->workers, env, st, NULL);
+  nimble_status_free(st);
+}
+
+static void handle_ready(nimble_scheduler *s, const sched_envelope *env, const json_t *body) {
+  const char *id = str_of(body, "worker");
+  const char *ver = str_of(body, "compiler_version");
+  if (strcmp(ver, s->compiler_version)) {
+    sched_log(s, "worker %s refused: compiler %s, this farm runs %s", id, ver, s->compiler_version);
+    reply_error(s, env,
+                nimble_status_make(NIMBLE_FAILED_PRECONDITION,
+                                   "worker '%s' runs compiler %s but this farm compiles with %s",
+                                   id, ver, s->compiler_version));
+    return;
+  }
+  sched_worker *w = sched_worker_find(s, id);
+  if (!w) {
+    if (s->nwk == s->capwk) {
+      size_t cap = s->capwk ? s->capwk * 2 : 8;
+      sched_worker *n = realloc(s->wk, cap * sizeof *n);
+      if (!n) return;
+      s->wk = n;
+      s->capwk = cap;
+    }
+    w = &s->wk[s->nwk++];
+    memset(w, 0, sizeof *w);
+    snprintf(w->id, sizeof w->id, "%s", id);
+  }
+  /* A READY means the worker holds nothing (it restarted, or was told to
+   * register again while idle); a task it held runs out its lease. */
+  w->task[0] = '\0';
+  memcpy(w->rid, env->data[0], env->size[0]);
+  w->rid_len = env->size[0];
+  const json_t *targets = json_object_get(body, "targets");
+  w->ntargets = 0;
+  for (size_t i = 0; i < json_array_size(targets) && i < SCHED_MAX_TARGETS; i++)
+    snprintf(w->targets[w->ntargets++], sizeof w->targets[0], "%s",
+             json_string_value(json_array_get(targets, i)));
+  w->last_seen_ms = sched_now_mono_ms();
+  char *tj = json_dumps(targets, JSON_COMPACT);
+  nimble_status_t st = nimble_sched_redis_command(
+      s->redis, NULL, "HSET nimble:worker:%s targets %s compiler_version %s seen %lld", id,
+      tj ? tj : "[]", ver, (long long)sched_now_epoch_ms());
+  free(tj);
+  if (!st) st = nimble_sched_redis_command(s->redis, NULL, "EXPIRE nimble:worker:%s 3600", id);
+  if (st) {
+    sched_log(s, "worker registry: %s", nimble_status_message(st));
+    nimble_status_free(st);
+  }
+  sched_log(s, "worker %s ready for %zu target(s)", id, w->ntargets);
+}
+
+/* Renews the lease on `tid` when `worker` holds it. */
+static void renew(nimble_scheduler *s, const char *worker, const char *tid) {
+  nimble_sched_task_t t;
+  nimble_status_t st = nimble_sched_task_load(s->redis, tid, &t);
+  if (st) {
+    nimble_status_free(st);
+    return;
+  }
+  if (!strcmp(t.state, "running") && !strcmp(t.worker, worker)) {
+    t.lease_until = sched_now_epoch_ms() + s->lease_ms;
+    st = nimble_sched_redis_command(s->redis, NULL, "HSET nimble:task:%s lease_until %lld", tid,
+                                    (long long)t.lease_until);
+    if (!st) sched_lease_set(s, tid, worker, t.lease_until);
+    nimble_status_free(st);
+    sched_worker *w = sched_worker_find(s, worker);
+    if (w) snprintf(w->task, sizeof w->task, "%s", tid);
+  }
+  nimble_sched_task_deinit(&t);
+}
+
+static void handle_heartbeat(nimble_scheduler *s, const sched_envelope *env, const json_t *body) {
+  const char *id = str_of(body, "worker");
+  const char *tid = str_of(body, "task");
+  sched_worker *w = sched_worker_find(s, id);
+  /* A worker that compiles through a scheduler restart keeps its lease:
+   * the task hash says who holds it. */
+  if (tid) renew(s, id, tid);
+  if (!w) {
+    reply_error(s, env,
+                nimble_status_make(NIMBLE_FAILED_PRECONDITION,
+                                   "worker '%s' is not registered; send READY", id));
+    return;
+  }
+  memcpy(w->rid, env->data[0], env->size[0]);
+  w->rid_len = env->size[0];
+}
+
+static void handle_progress(nimble_scheduler *s, const json_t *body) {
+  const char *tid = str_of(body, "task");
+  nimble_sched_task_t t;
+  nimble_status_t st = nimble_sched_task_load(s->redis, tid, &t);
+  if (st) {
+    nimble_status_free(st);
+    return;
+  }
+  if (strcmp(t.state, "running")) {
+    nimble_sched_task_deinit(&t);
+    return;
+  }
+  const char *phase = str_of(body, "phase");
+  int percent = (int)json_integer_value(json_object_get(body, "percent"));
+  nimble_status_free(nimble_sched_redis_command(
+      s->redis, NULL, "HSET nimble:task:%s phase %s percent %d", tid, phase, percent));
+  redisReply *rep;
+  st = nimble_sched_redis_command(s->redis, &rep, "SMEMBERS nimble:task:%s:jobs", tid);
+  if (!st) {
+    for (size_t i = 0; rep->type == REDIS_REPLY_ARRAY && i < rep->elements; i++) {
+      json_t *ev = json_pack("{s:s,s:s,s:i,s:s,s:s}", "task", tid, "phase", phase, "percent",
+                             percent, "job", rep->element[i]->str, "target", t.target);
+      if (ev) sched_publish(s, rep->element[i]->str, NIMBLE_MSG_PROGRESS, ev);
+      json_decref(ev);
+    }
+    freeReplyObject(rep);
+  }
+  nimble_status_free(st);
+  nimble_sched_task_deinit(&t);
+}
+
+static void handle_result(nimble_scheduler *s, sched_worker *w, const json_t *body) {
+  const char *tid = str_of(body, "task");
+  nimble_sched_task_t t;
+  nimble_status_t st = nimble_sched_task_load(s->redis, tid, &t);
+  if (st) {
+    sched_log(s, "RESULT for %s: %s", tid, nimble_status_message(st));
+    nimble_status_free(st);
+    return;
+  }
+  /* Late results are welcome while the task is not finished: the output is
+   * content-addressed, so whichever delivery answers first wins. */
+  if (strcmp(t.state, "queued") && strcmp(t.state, "running")) {
+    nimble_sched_task_deinit(&t);
+    if (w && !strcmp(w->task, tid)) w->task[0] = '\0';
+    return;
+  }
+  const char *key = str_of(body, "key");
+  if (key && strcmp(key, t.key)) {
+    char why[300];
+    snprintf(why, sizeof why, "worker computed compile key %s, expected %s", key, t.key);
+    t.error = strdup(why);
+    snprintf(t.state, sizeof t.state, "failed");
+  } else {
+    snprintf(t.manifest, sizeof t.manifest, "%s", str_of(body, "manifest"));
+    snprintf(t.state, sizeof t.state, "done");
+    t.percent = 100;
+    st = nimble_sched_cache_put(s->redis, t.key, t.manifest, t.name);
+  }
+  if (!st) st = sched_task_finish(s, &t);
+  if (st) sched_log(s, "RESULT for %s not recorded: %s", tid, nimble_status_message(st));
+  nimble_status_free(st);
+  nimble_sched_task_deinit(&t);
+  if (w && !strcmp(w->task, tid)) w->task[0] = '\0';
+}
+
+static void handle_failure(nimble_scheduler *s, sched_worker *w, const json_t *body) {
+  const char *tid = str_of(body, "task");
+  nimble_sched_task_t t;
+  nimble_status_t st = nimble_sched_task_load(s->redis, tid, &t);
+  if (st) {
+    nimble_status_free(st);
+    return;
+  }
+  if (strcmp(t.state, "running") || (w && strcmp(t.worker, w->id))) {
+    nimble_sched_task_deinit(&t);
+    if (w && !strcmp(w->task, tid)) w->task[0] = '\0';
+    return;
+  }
+  const char *error = str_of(body, "error");
+  int retryable = json_is_true(json_object_get(body, "retryable"));
+  if (retryable) {
+    st = sched_task_requeue(s, &t, error);
+  } else {
+    free(t.error);
+    t.error = strdup(error);
+    snprintf(t.state, sizeof t.state, "failed");
+    st = sched_task_finish(s, &t);
+  }
+  if (st) sched_log(s, "FAILURE for %s not recorded: %s", tid, nimble_status_message(st));
+  nimble_status_free(st);
+  nimble_sched_task_deinit(&t);
+  if (w && !strcmp(w->task, tid)) w->task[0] = '\0';
+}
+
+void sched_handle_worker(nimble_scheduler *s, const sched_envelope *env, const void *data,
+                         size_t size) {
+  nimble_msg_type_t type;
+  json_t *body;
+  nimble_status_t st = nimble_message_decode(data, size, &type, &body);
+  if (st) {
+    reply_error(s, env, st);
+    return;
+  }
+  sched_worker *w = sched_worker_by_rid(s, env->data[0], env->size[0]);
+  if (w) w->last_seen_ms = sched_now_mono_ms();
+  switch (type) {
+    case NIMBLE_MSG_READY: handle_ready(s, env, body); break;
+    case NIMBLE_MSG_HEARTBEAT: handle_heartbeat(s, env, body); break;
+    case NIMBLE_MSG_PROGRESS: handle_progress(s, body); break;
+    case NIMBLE_MSG_RESULT: handle_result(s, w, body); break;
+    case NIMBLE_MSG_FAILURE: handle_failure(s, w, body); break;
+    default:
+      reply_error(s, env,
+                  nimble_status_make(NIMBLE_INVALID_ARGUMENT,
+                                     "%s is not a worker message (expected READY, HEARTBEAT, "
+                                     "PROGRESS, RESULT or FAILURE)",
+                                     nimble_message_type_name(type)));
+  }
+  json_decref(body);
+}

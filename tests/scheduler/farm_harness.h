@@ -1,0 +1,104 @@
+/* A farm on loopback for the scheduler suites: real redis-server (through
+ * tests/support/redis_fixture.sh), real nimble-store (store_fixture.sh),
+ * the nimble-scheduler and nimble-worker binaries, and test_compiler as the
+ * compiler. Every process is stopped by its pid in farm_stop, which also
+ * runs at exit (a failed Check assertion exits the test process). */
+#ifndef NIMBLE_FARM_HARNESS_H
+#define NIMBLE_FARM_HARNESS_H
+
+#include <hiredis/hiredis.h>
+#include <jansson.h>
+#include <sys/types.h>
+
+#include "nimble/message.h"
+#include "nimble/store_client.h"
+
+#define FARM_MAX_WORKERS 8
+
+/* A guardian process that runs a shell command once the test process is
+ * gone, however it ended (a failed Check assertion or a timeout ends it
+ * without atexit handlers): it stops the servers the fixture scripts
+ * started, which are not our children. */
+typedef struct farm_guard {
+  int fd;    /* write end of a pipe the guardian reads; EOF means "clean up" */
+  pid_t pid;
+} farm_guard;
+
+void farm_guard_start(farm_guard *g, const char *cleanup_cmd);
+/* Closes the pipe, so the guardian runs its command now, and reaps it. */
+void farm_guard_end(farm_guard *g);
+
+typedef struct farm {
+  farm_guard guard;
+  char dir[256];
+  char redis_dir[300], store_dir[300];
+  char redis_host[64];
+  int redis_port;
+  char store_url[128];
+  char store_root[320];
+  pid_t sched_pid;
+  char sched_log[320];
+  char clients_ep[256], workers_ep[256], events_ep[256];
+  char sched_args[16][320]; /* extra scheduler arguments */
+  int nsched_args;
+  pid_t workers[FARM_MAX_WORKERS];
+  int nworkers;
+  char compile_log[320];
+  void *zctx, *client;
+  nimble_store_client *store;
+  redisContext *redis;
+} farm;
+
+typedef struct farm_config {
+  int aof;          /* redis --appendonly yes */
+  long lease_ms;    /* default 2000 */
+  const char *token; /* client token file content, or NULL: no auth */
+  const char *curve_secret; /* scheduler CURVE secret (Z85), with worker_keys */
+  const char *worker_keys;  /* allowed worker public keys, one a line */
+} farm_config;
+
+/* Starts redis, the store and the scheduler in a fresh temporary dir. */
+void farm_start(farm *f, const farm_config *cfg);
+/* Stops every process it started (by pid) and removes the dir. */
+void farm_stop(farm *f);
+
+/* (Re)starts the scheduler; on a restart it binds the endpoints it had. */
+void farm_start_scheduler(farm *f);
+/* Sends sig to the scheduler and reaps it; returns its wait status. */
+int farm_stop_scheduler(farm *f, int sig);
+/* Stops redis (SIGTERM, AOF flushed) and starts it again on the same port. */
+void farm_restart_redis(farm *f);
+
+/* Starts a worker; returns its index. extra: NULL-terminated extra args. */
+int farm_start_worker(farm *f, const char *id, const char *targets, const char *const *extra);
+/* Sends sig to worker i and reaps it. */
+void farm_kill_worker(farm *f, int i, int sig);
+/* 1 while worker i runs. */
+int farm_worker_alive(farm *f, int i);
+
+/* Pushes model text to the store's "models" repository; writes its digest. */
+void farm_push_model(farm *f, const char *text, char digest[72]);
+
+/* One request/reply with the scheduler (10 s). Takes `body`; *out_body is
+ * the caller's. token may be NULL. Returns 0, or -1 on a timeout. */
+int farm_request(farm *f, nimble_msg_type_t type, json_t *body, const char *token,
+                 nimble_msg_type_t *out_type, json_t **out_body);
+/* SUBMIT {model, format onnx, name, targets}; returns the ACCEPTED body. */
+json_t *farm_submit(farm *f, const char *model, const char *name, const char *const *targets,
+                    const char *token);
+/* Polls STATUS until the job's state is `state` or timeout_ms passes;
+ * returns the last JOB_STATUS body (caller's). */
+json_t *farm_wait_job(farm *f, const char *job, const char *state, long timeout_ms,
+                      const char *token);
+/* Waits until HGET key field equals value (value NULL: any non-empty). */
+int farm_wait_redis_field(farm *f, const char *key, const char *field, const char *value,
+                          long timeout_ms);
+/* HGET as a malloc'd string, NULL when absent. */
+char *farm_redis_hget(farm *f, const char *key, const char *field);
+/* Lines in the compile log that contain `needle` (NULL: all lines). */
+int farm_count_compiles(farm *f, const char *needle);
+/* 1 when the scheduler's log contains text. */
+int farm_sched_log_contains(farm *f, const char *text);
+void farm_sleep_ms(long ms);
+
+#endif

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Validates docker/compose.yaml without a Docker engine: docker-compose (v1)
+# must accept it (`config` exits 1 on an unknown key, as a broken copy
+# shows), and the resolved file must hold the fleet docs/farm.md
+# describes. Then docker/bundle.sh is run on the built scheduler and the
+# bundle must start with only its own lib directory.
+#
+#   test_compose_file.sh COMPOSE_FILE [BUILD_DIR]
+set -euo pipefail
+compose=$1
+build=${2:-${NIMBLE_BUILD_DIR:-}}
+dockerdir=$(cd "$(dirname "$compose")" && pwd)
+command -v docker-compose >/dev/null || { echo "FAIL: docker-compose is not installed (scripts/setup.sh)"; exit 1; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+docker-compose -f "$compose" config > "$tmp/resolved.yaml" 2> "$tmp/err" \
+  || { echo "FAIL: docker-compose config refused $compose:"; cat "$tmp/err"; exit 1; }
+
+# A key the compose schema does not have must be refused: the check is real.
+sed 's/^  redis:$/  redis:\n    no_such_key: 1/' "$compose" > "$dockerdir/.broken-compose.yaml"
+if docker-compose -f "$dockerdir/.broken-compose.yaml" config > /dev/null 2>&1; then
+  rm -f "$dockerdir/.broken-compose.yaml"
+  echo "FAIL: docker-compose accepted an unknown key"; exit 1
+fi
+rm -f "$dockerdir/.broken-compose.yaml"
+
+/usr/bin/python3 - "$tmp/resolved.yaml" "$dockerdir" <<'PY'
+import os, sys, yaml
+doc = yaml.safe_load(open(sys.argv[1]))
+dockerdir = sys.argv[2]
+s = doc["services"]
+want = {"redis", "store", "scheduler", "worker-x86", "worker-aarch64", "worker-cuda"}
+assert set(s) == want, f"services {sorted(s)} != {sorted(want)}"
+cmd = s["redis"]["command"]
+assert cmd[cmd.index("--appendonly") + 1] == "yes", "redis must run with AOF on"
+assert "ports" not in s["redis"], "redis must not be published"
+assert any(v.startswith("store-data:") for v in s["store"]["volumes"]), "the store needs a volume"
+assert "store-data" in doc["volumes"] and "redis-data" in doc["volumes"]
+assert s["worker-aarch64"]["platform"] == "linux/arm64"
+dev = s["worker-cuda"]["deploy"]["resources"]["reservations"]["devices"][0]
+assert "gpu" in dev["capabilities"] and dev["driver"] == "nvidia", dev
+for name, svc in s.items():
+    if "build" in svc:
+        df = os.path.join(svc["build"]["context"], svc["build"]["dockerfile"])
+        assert os.path.isfile(df), f"{name}: {df} is missing"
+        text = open(df).read()
+        assert "scripts/setup.sh" in text, f"{df} does not build with scripts/setup.sh"
+assert "nvidia/cuda" in open(os.path.join(dockerdir, "worker-cuda.Dockerfile")).read()
+sched = s["scheduler"]["command"]
+for opt in ("--clients", "--workers", "--events", "--redis", "--store", "--token-file"):
+    assert opt in sched, f"scheduler command lacks {opt}"
+for w in ("worker-x86", "worker-aarch64", "worker-cuda"):
+    c = s[w]["command"]
+    assert c[c.index("--targets") + 1] == w.split("-", 1)[1], f"{w}: wrong --targets"
+    assert c[c.index("--scheduler") + 1] == "tcp://scheduler:5556"
+print("compose: 6 services, AOF, volumes, arm64 platform and GPU reservation present")
+PY
+
+if [ -n "$build" ] && [ -x "$build/scheduler/nimble-scheduler" ]; then
+  bash "$dockerdir/bundle.sh" "$tmp/bundle" "$build/scheduler/nimble-scheduler" > /dev/null
+  env -i LD_LIBRARY_PATH="$tmp/bundle/lib" "$tmp/bundle/bin/nimble-scheduler" --help | grep -q -- "--workers EP" \
+    || { echo "FAIL: the bundled scheduler does not start"; exit 1; }
+  ls "$tmp/bundle/lib" | grep -q '^libzmq' || { echo "FAIL: libzmq was not bundled"; exit 1; }
+  echo "bundle: the bundled nimble-scheduler starts"
+fi
+echo "PASS"

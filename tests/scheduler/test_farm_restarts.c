@@ -1,0 +1,110 @@
+/* Restarts lose no job: the scheduler killed mid-job and started again on
+ * the same endpoints, and Redis (AOF on) stopped and started mid-job. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "farm_harness.h"
+#include "nimble_test.h"
+
+static char *submit(farm *f, const char *model, const char *const *targets) {
+  json_t *acc = farm_submit(f, model, "team/restart", targets, NULL);
+  char *job = strdup(json_string_value(json_object_get(acc, "job")));
+  json_decref(acc);
+  return job;
+}
+
+static void task_key(farm *f, const char *job, int i, char out[200]) {
+  char key[80], field[16];
+  snprintf(key, sizeof key, "nimble:job:%s", job);
+  snprintf(field, sizeof field, "task:%d", i);
+  char *tid = farm_redis_hget(f, key, field);
+  ck_assert(tid != NULL);
+  snprintf(out, 200, "nimble:task:%s", tid);
+  free(tid);
+}
+
+START_TEST(test_scheduler_killed_mid_job_and_restarted_completes_the_job) {
+  farm f;
+  farm_start(&f, NULL);
+  farm_start_worker(&f, "w1", "x86", NULL);
+  char model[72], queued_model[72];
+  farm_push_model(&f, "model M\nsleep 2500\n", model);
+  farm_push_model(&f, "model N: waits for an aarch64 worker\n", queued_model);
+  const char *x86[] = {"x86", NULL};
+  const char *arm[] = {"aarch64", NULL};
+  char *job = submit(&f, model, x86);
+  char *job2 = submit(&f, queued_model, arm);
+  char tkey[200];
+  task_key(&f, job, 0, tkey);
+  ck_assert(farm_wait_redis_field(&f, tkey, "worker", "w1", 10000));
+  farm_stop_scheduler(&f, SIGKILL);
+  farm_sleep_ms(300);
+  farm_start_scheduler(&f);
+  farm_start_worker(&f, "w2", "aarch64", NULL);
+  json_t *st = farm_wait_job(&f, job, "done", 20000, NULL);
+  ck_assert_msg(!strcmp(json_string_value(json_object_get(st, "state")), "done"), "%s",
+                json_dumps(st, 0));
+  json_t *st2 = farm_wait_job(&f, job2, "done", 20000, NULL);
+  ck_assert_str_eq(json_string_value(json_object_get(st2, "state")), "done");
+  /* The running compile kept its lease across the restart: one compile. */
+  char *attempts = farm_redis_hget(&f, tkey, "attempts");
+  ck_assert_str_eq(attempts, "1");
+  ck_assert_int_eq(farm_count_compiles(&f, "x86"), 1);
+  ck_assert(farm_sched_log_contains(&f, "reloaded 1 running task(s) from redis"));
+  free(attempts);
+  json_decref(st);
+  json_decref(st2);
+  free(job);
+  free(job2);
+  farm_stop(&f);
+}
+END_TEST
+
+START_TEST(test_redis_restarted_with_aof_loses_no_job) {
+  farm_config cfg = {.aof = 1};
+  farm f;
+  farm_start(&f, &cfg);
+  farm_start_worker(&f, "w1", "x86", NULL);
+  char model[72], queued_model[72];
+  farm_push_model(&f, "model O\nsleep 2000\n", model);
+  farm_push_model(&f, "model P: queued across the restart\n", queued_model);
+  const char *x86[] = {"x86", NULL};
+  const char *arm[] = {"aarch64", NULL};
+  char *job = submit(&f, model, x86);
+  char *job2 = submit(&f, queued_model, arm);
+  char tkey[200];
+  task_key(&f, job, 0, tkey);
+  ck_assert(farm_wait_redis_field(&f, tkey, "state", "running", 10000));
+  farm_restart_redis(&f);
+  /* The restarted Redis has both jobs back from its AOF. */
+  char key[80];
+  snprintf(key, sizeof key, "nimble:job:%s", job2);
+  char *targets = farm_redis_hget(&f, key, "targets");
+  ck_assert_msg(targets != NULL, "job %s is gone after the Redis restart", job2);
+  ck_assert_str_eq(targets, "[\"aarch64\"]");
+  free(targets);
+  farm_start_worker(&f, "w2", "aarch64", NULL);
+  json_t *st = farm_wait_job(&f, job, "done", 25000, NULL);
+  ck_assert_msg(!strcmp(json_string_value(json_object_get(st, "state")), "done"), "%s",
+                json_dumps(st, 0));
+  json_t *st2 = farm_wait_job(&f, job2, "done", 20000, NULL);
+  ck_assert_str_eq(json_string_value(json_object_get(st2, "state")), "done");
+  json_decref(st);
+  json_decref(st2);
+  free(job);
+  free(job2);
+  farm_stop(&f);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("farm_restarts");
+  TCase *tc = tcase_create("restarts");
+  tcase_set_timeout(tc, 60);
+  tcase_add_test(tc, test_scheduler_killed_mid_job_and_restarted_completes_the_job);
+  tcase_add_test(tc, test_redis_restarted_with_aof_loses_no_job);
+  suite_add_tcase(s, tc);
+  return nimble_test_run(s);
+}
