@@ -1,0 +1,81 @@
+/* The kernel ABI: the contract between the code generator and the runtime.
+ *
+ * Every fused primitive function becomes one kernel, exported by name from
+ * the executable's kernel library:
+ *
+ *   int32_t name(DLTensor *const *args, int32_t num_args,
+ *                const nimble_kernel_env_t *env);
+ *
+ * `args` holds the inputs, then the outputs (destination passing: the VM
+ * allocates every output before the call). A kernel returns 0 on success or
+ * a nonzero error code, after optionally calling env->set_error with a
+ * message. A kernel never allocates on its own (env->workspace_alloc is
+ * there for scratch memory), keeps no state between calls and depends on
+ * nothing but `env` and libm, so an artifact links no other library.
+ *
+ * The environment is versioned: struct_size comes first, and new members
+ * are only ever appended. A kernel that needs a member checks that
+ * struct_size covers it.
+ */
+#ifndef NIMBLE_KERNEL_ABI_H
+#define NIMBLE_KERNEL_ABI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <dlpack/dlpack.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define NIMBLE_KERNEL_ABI_VERSION 1u
+
+typedef struct nimble_kernel_env nimble_kernel_env_t;
+
+typedef int32_t (*nimble_kernel_fn)(DLTensor *const *args, int32_t num_args,
+                                    const nimble_kernel_env_t *env);
+
+/* One task of a parallel loop: task in [0, n_tasks). Returns 0 or an error
+ * code. Tasks run concurrently on the runtime's threads. */
+typedef int32_t (*nimble_parallel_body_fn)(int64_t task, int64_t n_tasks, void *closure);
+
+/* Row-major single-precision GEMM: C = alpha * op(A) * op(B) + beta * C,
+ * op(X) = X or its transpose when trans_x is nonzero (CBLAS semantics with
+ * CblasRowMajor). */
+typedef void (*nimble_sgemm_fn)(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k,
+                                float alpha, const float *a, int64_t lda, const float *b,
+                                int64_t ldb, float beta, float *c, int64_t ldc);
+
+struct nimble_kernel_env {
+  uint32_t struct_size; /* sizeof(nimble_kernel_env_t) of the runtime */
+  uint32_t abi_version; /* NIMBLE_KERNEL_ABI_VERSION */
+
+  /* Runs body(i, n_tasks, closure) for every i in [0, n_tasks) over the
+   * runtime's thread pool and waits for all. Returns 0, or the first nonzero
+   * code a task returned. The calling thread takes part. */
+  int32_t (*parallel_for)(const nimble_kernel_env_t *env, int64_t n_tasks,
+                          nimble_parallel_body_fn body, void *closure);
+
+  /* Scratch memory for the duration of the call, aligned to `alignment` (a
+   * power of two, at most 4096). NULL when the memory cap forbids it. Freed
+   * with workspace_free, by the same kernel call, on any thread. */
+  void *(*workspace_alloc)(const nimble_kernel_env_t *env, size_t bytes, size_t alignment);
+  void (*workspace_free)(const nimble_kernel_env_t *env, void *ptr);
+
+  /* Records a message for the error the kernel is about to return; the VM
+   * puts it into the status it reports. The text is copied. */
+  void (*set_error)(const nimble_kernel_env_t *env, const char *message);
+
+  /* A BLAS sgemm the runtime may provide; NULL when it does not, and the
+   * kernel then uses its own loops. */
+  nimble_sgemm_fn sgemm;
+
+  /* The runtime's private context; kernels leave it alone. */
+  void *runtime_ctx;
+};
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* NIMBLE_KERNEL_ABI_H */

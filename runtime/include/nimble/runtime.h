@@ -1,0 +1,231 @@
+/* The Nimble runtime: load a compiled executable and run it on a register VM.
+ *
+ * An executable (docs/executable.md) holds bytecode, a constant pool, kernel
+ * libraries per device and a metadata block describing its entry functions.
+ * It comes as one `.nimble` file or as separate parts (the artifact store's
+ * layout). A loaded executable is immutable and reference counted: any number
+ * of VMs, on any number of threads, may share it. A VM is single-threaded:
+ * one thread at a time calls into a given VM.
+ *
+ *   nimble_executable *exe;
+ *   nimble_vm *vm;
+ *   NIMBLE_RETURN_IF_ERROR(nimble_executable_load_file("m.nimble", &exe));
+ *   NIMBLE_RETURN_IF_ERROR(nimble_vm_create(exe, NULL, &vm));
+ *   nimble_executable_release(exe);            // the VM holds its own reference
+ *   NIMBLE_RETURN_IF_ERROR(nimble_vm_set_input(vm, "main", 0, &x));
+ *   NIMBLE_RETURN_IF_ERROR(nimble_vm_invoke(vm, "main"));
+ *   DLManagedTensor *y;
+ *   NIMBLE_RETURN_IF_ERROR(nimble_vm_take_output(vm, 0, &y));
+ *   ...; y->deleter(y); nimble_vm_destroy(vm);
+ *
+ * Every function that can fail returns a nimble_status_t (nimble/status.h):
+ * NULL on success, else a code and a message naming what is at fault. The
+ * caller owns a returned status. Pointers are borrowed unless a comment says
+ * otherwise.
+ *
+ * Dependencies: libc, libm, libdl, pthreads and nimble_base.
+ */
+#ifndef NIMBLE_RUNTIME_H
+#define NIMBLE_RUNTIME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <dlpack/dlpack.h>
+
+#include "nimble/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The executable format version this runtime reads and writes. A loader
+ * refuses any other version with NIMBLE_UNIMPLEMENTED. */
+#define NIMBLE_EXECUTABLE_FORMAT_VERSION 1u
+
+typedef struct nimble_executable nimble_executable;
+typedef struct nimble_vm nimble_vm;
+
+/* ---- Executable parts ---------------------------------------------------- */
+
+/* The parts of an executable. In a `.nimble` file they are sections; in the
+ * artifact store each is one blob (layer) of the OCI manifest, so a constant
+ * pool shared by several targets is stored once. */
+typedef enum nimble_part_kind {
+  NIMBLE_PART_METADATA = 1,    /* target, producer, entries and signatures */
+  NIMBLE_PART_BYTECODE = 2,    /* functions, instructions, kernel names */
+  NIMBLE_PART_CONSTANTS = 3,   /* the constant pool (weights) */
+  NIMBLE_PART_KERNELS_CPU = 4, /* an ELF shared object for the host CPU */
+  NIMBLE_PART_KERNELS_CUDA = 5,/* a PTX module (issue 6) */
+} nimble_part_kind_t;
+
+/* One part: `data` is borrowed for the duration of the load call unless
+ * NIMBLE_LOAD_BORROW is given (see below). */
+typedef struct nimble_executable_part_t {
+  nimble_part_kind_t kind;
+  const void *data;
+  size_t size;
+} nimble_executable_part_t;
+
+/* The OCI media type of a part kind ("application/vnd.nimble.metadata.v1"
+ * and so on); NULL for an unknown kind. Static string. */
+const char *nimble_part_media_type(nimble_part_kind_t kind);
+
+/* The part kind named by an OCI media type; 0 when unknown. */
+nimble_part_kind_t nimble_part_kind_from_media_type(const char *media_type);
+
+/* ---- Loading ------------------------------------------------------------- */
+
+/* Load flags. */
+enum {
+  /* The caller keeps the bytes alive and unchanged until the executable is
+   * released; constants that are suitably aligned are then used in place
+   * instead of copied. Without it the loader copies what it keeps. */
+  NIMBLE_LOAD_BORROW = 1u << 0,
+  /* Validate everything but load no kernel library: the executable can be
+   * inspected (signature, metadata) but not run; nimble_vm_create refuses
+   * it. For tools that only read, and for fuzzing the loader. */
+  NIMBLE_LOAD_NO_KERNELS = 1u << 1,
+};
+
+/* Loads a `.nimble` file. The file is mapped read-only; constants are used
+ * in place in the mapping. Caller releases *out. Everything is validated
+ * before use: a bad file gives an error naming the problem and its offset. */
+nimble_status_t nimble_executable_load_file(const char *path, nimble_executable **out);
+
+/* The same with load flags (NIMBLE_LOAD_NO_KERNELS; BORROW is implied). */
+nimble_status_t nimble_executable_load_file_flags(const char *path, uint32_t flags,
+                                                  nimble_executable **out);
+
+/* Loads a `.nimble` image held in memory (see NIMBLE_LOAD_BORROW). Caller
+ * releases *out. */
+nimble_status_t nimble_executable_load_memory(const void *data, size_t size, uint32_t flags,
+                                              nimble_executable **out);
+
+/* Loads an executable from its parts, in any order. METADATA, BYTECODE and
+ * CONSTANTS are required; kernel parts for the devices the bytecode uses.
+ * Caller releases *out. */
+nimble_status_t nimble_executable_load_parts(const nimble_executable_part_t *parts, size_t num_parts,
+                                             uint32_t flags, nimble_executable **out);
+
+/* Reference counting; thread-safe. Release frees at zero. NULL is fine. */
+void nimble_executable_retain(nimble_executable *exe);
+void nimble_executable_release(nimble_executable *exe);
+
+/* ---- Signature ----------------------------------------------------------- */
+
+/* A dimension of a declared shape: a constant (symbol NULL, value >= 0), a
+ * named symbolic dimension (symbol "seq", value -1; equal symbols in one
+ * entry must bind to equal sizes), or Any (symbol "", value -1). */
+typedef struct nimble_dim_t {
+  int64_t value;
+  const char *symbol;
+} nimble_dim_t;
+
+typedef struct nimble_tensor_info_t {
+  const char *name;
+  DLDataType dtype;
+  DLDevice device;
+  int32_t ndim;
+  const nimble_dim_t *dims; /* ndim entries */
+} nimble_tensor_info_t;
+
+typedef struct nimble_entry_info_t {
+  const char *name;
+  uint32_t num_inputs;
+  uint32_t num_outputs;
+  const nimble_tensor_info_t *inputs;
+  const nimble_tensor_info_t *outputs;
+} nimble_entry_info_t;
+
+/* All strings and arrays below are borrowed from the executable and live as
+ * long as it does. */
+const char *nimble_executable_target(const nimble_executable *exe);          /* "x86_64-linux-gnu" */
+const char *nimble_executable_producer(const nimble_executable *exe);        /* "nimble 0.1.0" */
+const char *nimble_executable_source_digest(const nimble_executable *exe);   /* "sha256:..." or "" */
+uint32_t nimble_executable_format_version(const nimble_executable *exe);
+uint32_t nimble_executable_num_entries(const nimble_executable *exe);
+/* The i-th entry; NULL when i is out of range. */
+const nimble_entry_info_t *nimble_executable_entry_at(const nimble_executable *exe, uint32_t i);
+/* The entry named `name`; NIMBLE_NOT_FOUND names it when absent. */
+nimble_status_t nimble_executable_find_entry(const nimble_executable *exe, const char *name,
+                                             const nimble_entry_info_t **out);
+
+/* Formats a declared shape as "[2,?seq,4]" ("?" alone for Any) into buf
+ * (always NUL-terminated, truncated to buf_size). Returns buf. */
+char *nimble_format_declared_shape(const nimble_tensor_info_t *info, char *buf, size_t buf_size);
+
+/* ---- VM ------------------------------------------------------------------ */
+
+typedef struct nimble_vm_options_t {
+  size_t struct_size;          /* sizeof(nimble_vm_options_t); set by _init */
+  uint64_t memory_cap_bytes;   /* per device pool; 0 = no cap */
+  uint32_t num_threads;        /* kernel parallel_for threads; 0 or 1 = caller only */
+  uint32_t max_call_depth;     /* frames; 0 = default (100000) */
+} nimble_vm_options_t;
+
+/* Fills the defaults. */
+void nimble_vm_options_init(nimble_vm_options_t *options);
+
+/* Creates a VM over `exe` (retained by the VM). `options` may be NULL for
+ * defaults. Caller destroys *out. */
+nimble_status_t nimble_vm_create(nimble_executable *exe, const nimble_vm_options_t *options,
+                                 nimble_vm **out);
+
+/* Destroys the VM. Outputs already taken stay valid. NULL is fine. */
+void nimble_vm_destroy(nimble_vm *vm);
+
+/* The executable this VM runs (borrowed). */
+nimble_executable *nimble_vm_executable(const nimble_vm *vm);
+
+/* Sets input `index` of `entry` to a view of `tensor`, without copying. The
+ * DLTensor is read now (shape and strides are copied); its data must stay
+ * alive and unchanged until the next nimble_vm_invoke returns and, because
+ * an entry may return an input as an output, as long as such an output is
+ * used. Only compact row-major tensors are accepted. Dtype, rank and
+ * constant dimensions are checked now; symbolic dimensions at invoke. */
+nimble_status_t nimble_vm_set_input(nimble_vm *vm, const char *entry, uint32_t index,
+                                    const DLTensor *tensor);
+
+/* The same, naming the input. */
+nimble_status_t nimble_vm_set_input_by_name(nimble_vm *vm, const char *entry, const char *input,
+                                            const DLTensor *tensor);
+
+/* Runs `entry` on the inputs set since the last invoke (all are required).
+ * On success the outputs are ready for nimble_vm_take_output; inputs are
+ * cleared. */
+nimble_status_t nimble_vm_invoke(nimble_vm *vm, const char *entry);
+
+/* The number of outputs the last successful invoke produced. */
+uint32_t nimble_vm_num_outputs(const nimble_vm *vm);
+
+/* Hands output `index` of the last invoke to the caller as a DLPack managed
+ * tensor, without copying: the caller calls (*out)->deleter(*out) when done,
+ * from any thread, before or after nimble_vm_destroy. Each output can be
+ * taken once. */
+nimble_status_t nimble_vm_take_output(nimble_vm *vm, uint32_t index, DLManagedTensor **out);
+
+/* ---- Memory statistics --------------------------------------------------- */
+
+typedef struct nimble_memory_stats_t {
+  uint64_t bytes_in_use;      /* held by live storage */
+  uint64_t bytes_reserved;    /* in use plus cached in the pool */
+  uint64_t peak_bytes_reserved;
+  uint64_t system_allocations;/* times the pool asked the system for memory */
+  uint64_t pool_hits;         /* allocations served from the pool */
+} nimble_memory_stats_t;
+
+/* Statistics of the VM's CPU pool (device_type kDLCPU). */
+nimble_status_t nimble_vm_memory_stats(const nimble_vm *vm, DLDeviceType device_type,
+                                       nimble_memory_stats_t *out);
+
+/* Returns cached, unused memory of every pool to the system. */
+void nimble_vm_trim_memory(nimble_vm *vm);
+
+/* The runtime library's version ("0.1.0"); static string. */
+const char *nimble_runtime_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* NIMBLE_RUNTIME_H */

@@ -1,0 +1,344 @@
+/* The bytecode part: the kernel table and the functions. Every instruction
+ * is checked here, once, so the interpreter can trust operand counts and
+ * indices: registers within the function's file, functions, kernels and
+ * constants within their tables (constants are checked by the loader once
+ * the pool is known), jumps inside the function. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "executable/byte_reader.h"
+#include "executable/executable.h"
+#include "executable/format.h"
+#include "nimble/bytecode.h"
+
+typedef struct check_ctx {
+  const nimble_bytecode_t *code;
+  const nimble_function_t *fn;
+  uint32_t fn_index;
+  uint32_t pc;
+  const int64_t *o;
+  uint32_t n;
+} check_ctx;
+
+static nimble_status_t bad(const check_ctx *c, const char *fmt, const char *detail, long long v) {
+  char msg[256];
+  snprintf(msg, sizeof msg, fmt, detail, v);
+  return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "bytecode: function %u '%s' pc %u (%s): %s",
+                            c->fn_index, c->fn->name, c->pc,
+                            nimble_opcode_name(c->fn->instructions[c->pc].op), msg);
+}
+
+static nimble_status_t want_count(const check_ctx *c, uint32_t exact) {
+  if (c->n != exact) {
+    char what[32];
+    snprintf(what, sizeof what, "%u", exact);
+    return bad(c, "expects %s operands, has %lld", what, c->n);
+  }
+  return nimble_ok();
+}
+
+static nimble_status_t want_at_least(const check_ctx *c, uint32_t min) {
+  if (c->n < min) {
+    char what[32];
+    snprintf(what, sizeof what, "%u", min);
+    return bad(c, "expects at least %s operands, has %lld", what, c->n);
+  }
+  return nimble_ok();
+}
+
+static nimble_status_t reg(const check_ctx *c, uint32_t k) {
+  int64_t r = c->o[k];
+  if (r < 0 || r >= (int64_t)c->fn->num_registers) {
+    char what[64];
+    snprintf(what, sizeof what, "operand %u: register", k);
+    nimble_status_t s = bad(c, "%s %lld is out of range", what, r);
+    return nimble_status_annotate(s, "(function has %u registers)", c->fn->num_registers);
+  }
+  return nimble_ok();
+}
+
+static nimble_status_t regs_from(const check_ctx *c, uint32_t k) {
+  for (uint32_t i = k; i < c->n; i++) NIMBLE_RETURN_IF_ERROR(reg(c, i));
+  return nimble_ok();
+}
+
+static nimble_status_t func(const check_ctx *c, uint32_t k) {
+  int64_t f = c->o[k];
+  if (f < 0 || f >= (int64_t)c->code->num_functions)
+    return bad(c, "%s %lld is out of range", "function index", f);
+  return nimble_ok();
+}
+
+static nimble_status_t dtype(const check_ctx *c, uint32_t k) {
+  if (!nimble_dtype_valid((uint64_t)c->o[k], (uint64_t)c->o[k + 1], (uint64_t)c->o[k + 2]) ||
+      c->o[k] < 0 || c->o[k + 1] < 0 || c->o[k + 2] < 0)
+    return bad(c, "%s (code %lld) is not supported", "dtype", c->o[k]);
+  return nimble_ok();
+}
+
+static nimble_status_t jump(const check_ctx *c, uint32_t k) {
+  int64_t off = c->o[k];
+  int64_t target = (int64_t)c->pc + off;
+  if (off < -(int64_t)NIMBLE_MAX_INSTRUCTIONS || off > (int64_t)NIMBLE_MAX_INSTRUCTIONS ||
+      target < 0 || target >= (int64_t)c->fn->num_instructions)
+    return bad(c, "%s %lld leaves the function", "jump offset", off);
+  return nimble_ok();
+}
+
+static nimble_status_t check_instruction(const check_ctx *c) {
+  const nimble_function_t *callee;
+  switch (c->fn->instructions[c->pc].op) {
+    case NIMBLE_OP_MOVE:
+      NIMBLE_RETURN_IF_ERROR(want_count(c, 2));
+      return regs_from(c, 0);
+    case NIMBLE_OP_RET:
+      NIMBLE_RETURN_IF_ERROR(want_count(c, 1));
+      return reg(c, 0);
+    case NIMBLE_OP_INVOKE:
+      NIMBLE_RETURN_IF_ERROR(want_at_least(c, 2));
+      NIMBLE_RETURN_IF_ERROR(reg(c, 0));
+      NIMBLE_RETURN_IF_ERROR(func(c, 1));
+      callee = &c->code->functions[c->o[1]];
+      if (c->n - 2 != callee->num_params) {
+        char what[300];
+        snprintf(what, sizeof what, "function '%s' takes %u arguments", callee->name,
+                 callee->num_params);
+        return bad(c, "%s, given %lld", what, c->n - 2);
+      }
+      return regs_from(c, 2);
+    case NIMBLE_OP_INVOKE_CLOSURE:
+      NIMBLE_RETURN_IF_ERROR(want_at_least(c, 2));
+      return regs_from(c, 0);
+    case NIMBLE_OP_INVOKE_PACKED:
+      NIMBLE_RETURN_IF_ERROR(want_at_least(c, 2));
+      if (c->o[0] < 0 || c->o[0] >= (int64_t)c->code->num_kernels)
+        return bad(c, "%s %lld is out of range", "kernel index", c->o[0]);
+      if (c->n - 2 > NIMBLE_MAX_KERNEL_ARGS)
+        return bad(c, "%s %lld exceeds the limit", "argument count", c->n - 2);
+      if (c->o[1] < 0 || c->o[1] > (int64_t)(c->n - 2))
+        return bad(c, "%s %lld exceeds the argument count", "output count", c->o[1]);
+      return regs_from(c, 2);
+    case NIMBLE_OP_ALLOC_STORAGE:
+      NIMBLE_RETURN_IF_ERROR(want_count(c, 8));
+      NIMBLE_RETURN_IF_ERROR(reg(c, 0));
+      NIMBLE_RETURN_IF_ERROR(reg(c, 1));
+      if (c->o[2] < 1 || c->o[2] > NIMBLE_MAX_ALIGNMENT || (c->o[2] & (c->o[2] - 1)) != 0)
+        return bad(c, "%s %lld is not a power of two up to 4096", "alignment", c->o[2]);
+      if ((c->o[3] != kDLCPU && c->o[3] != kDLCUDA) || c->o[4] < 0 || c->o[4] > 1024)
+        return bad(c, "%s %lld is not supported", "device type", c->o[3]);
+      return dtype(c, 5);
+    case NIMBLE_OP_ALLOC_TENSOR:
+      NIMBLE_RETURN_IF_ERROR(want_at_least(c, 6));
+      NIMBLE_RETURN_IF_ERROR(reg(c, 0));
+      NIMBLE_RETURN_IF_ERROR(reg(c, 1));
+      NIMBLE_RETURN_IF_ERROR(reg(c, 2));
+      NIMBLE_RETURN_IF_ERROR(dtype(c, 3));
+      if (c->n - 6 > NIMBLE_MAX_NDIM) return bad(c, "%s %lld exceeds 32", "ndim", c->n - 6);
+      for (uint32_t k = 6; k < c->n; k++)
+        if (c->o[k] < 0) return bad(c, "%s %lld is negative", "dim", c->o[k]);
+      return nimble_ok();
+    case NIMBLE_OP_ALLOC_TENSOR_REG:
+      NIMBLE_RETURN_IF_ERROR(want_count(c, 7));
+      for (uint32_t k = 0; k < 4; k++) NIMBLE_RETURN_IF_ERROR(reg(c, k));
+      return dtype(c, 4);
+    case NIMBLE_OP_ALLOC_ADT:
+      NIMBLE_RETURN_IF_ERROR(want_at_least(c, 2));
+      NIMBLE_RETURN_IF_ERROR(reg(c, 0));
+      if (c->o[1] < INT32_MIN || c->o[1] > INT32_MAX)
+        return bad(c, "%s %lld does not fit 32 bits", "tag", c->o[1]);
+      return regs_from(c, 2);
+    case NIMBLE_OP_ALLOC_CLOSURE:
+      NIMBLE_RETURN_IF_ERROR(want_at_least(c, 2));
+      NIMBLE_RETURN_IF_ERROR(reg(c, 0));
+      NIMBLE_RETURN_IF_ERROR(func(c, 1));
+      callee = &c->code->functions[c->o[1]];
+      if (c->n - 2 > callee->num_params) {
+        char what[300];
+        snprintf(what, sizeof what, "function '%s' takes %u arguments", callee->name,
+                 callee->num_params);
+        return bad(c, "%s, %lld captured", what, c->n - 2);
+      }
+      return regs_from(c, 2);
+    case NIMBLE_OP_GET_FIELD:
+      NIMBLE_RETURN_IF_ERROR(want_count(c, 3));
+      NIMBLE_RETURN_IF_ERROR(reg(c, 0));
+      NIMBLE_RETURN_IF_ERROR(reg(c, 1));
+      if (c->o[2] < 0 || c->o[2] > UINT32_MAX)
+        return bad(c, "%s %lld is out of range", "field index", c->o[2]);
+      return nimble_ok();
+    case NIMBLE_OP_GET_TAG:
+    case NIMBLE_OP_SHAPE_OF:
+      NIMBLE_RETURN_IF_ERROR(want_count(c, 2));
+      return regs_from(c, 0);
+    case NIMBLE_OP_IF:
+      NIMBLE_RETURN_IF_ERROR(want_count(c, 4));
+      NIMBLE_RETURN_IF_ERROR(reg(c, 0));
+      NIMBLE_RETURN_IF_ERROR(reg(c, 1));
+      NIMBLE_RETURN_IF_ERROR(jump(c, 2));
+      return jump(c, 3);
+    case NIMBLE_OP_GOTO:
+      NIMBLE_RETURN_IF_ERROR(want_count(c, 1));
+      return jump(c, 0);
+    case NIMBLE_OP_LOAD_CONST:
+      NIMBLE_RETURN_IF_ERROR(want_count(c, 2));
+      NIMBLE_RETURN_IF_ERROR(reg(c, 0));
+      if (c->o[1] < 0 || c->o[1] > UINT32_MAX)
+        return bad(c, "%s %lld is out of range", "constant index", c->o[1]);
+      return nimble_ok(); /* the pool size is checked by the loader */
+    case NIMBLE_OP_LOAD_CONSTI:
+      NIMBLE_RETURN_IF_ERROR(want_count(c, 2));
+      return reg(c, 0);
+    case NIMBLE_OP_RESHAPE_TENSOR:
+      NIMBLE_RETURN_IF_ERROR(want_count(c, 3));
+      return regs_from(c, 0);
+    case NIMBLE_OP_DEVICE_COPY:
+      NIMBLE_RETURN_IF_ERROR(want_count(c, 4));
+      NIMBLE_RETURN_IF_ERROR(reg(c, 0));
+      NIMBLE_RETURN_IF_ERROR(reg(c, 1));
+      if ((c->o[2] != kDLCPU && c->o[2] != kDLCUDA) || c->o[3] < 0 || c->o[3] > 1024)
+        return bad(c, "%s %lld is not supported", "device type", c->o[2]);
+      return nimble_ok();
+    case NIMBLE_OP_KILL_REGISTER:
+      NIMBLE_RETURN_IF_ERROR(want_count(c, 1));
+      return reg(c, 0);
+    case NIMBLE_OP_FATAL:
+      return want_count(c, 0);
+    default:
+      return bad(c, "%s %lld", "unknown opcode", c->fn->instructions[c->pc].op);
+  }
+}
+
+static int is_terminator(uint16_t op) {
+  return op == NIMBLE_OP_RET || op == NIMBLE_OP_GOTO || op == NIMBLE_OP_IF || op == NIMBLE_OP_FATAL;
+}
+
+static nimble_status_t parse_function(nimble_reader_t *r, uint32_t index, nimble_function_t *fn) {
+  NIMBLE_RETURN_IF_ERROR(nimble_reader_string(r, "function name", &fn->name));
+  size_t at = r->pos;
+  NIMBLE_RETURN_IF_ERROR(nimble_reader_u32(r, "parameter count", &fn->num_params));
+  NIMBLE_RETURN_IF_ERROR(nimble_reader_u32(r, "register count", &fn->num_registers));
+  NIMBLE_RETURN_IF_ERROR(nimble_reader_u32(r, "instruction count", &fn->num_instructions));
+  if (fn->num_registers > NIMBLE_MAX_REGISTERS || fn->num_params > fn->num_registers) {
+    r->pos = at;
+    return nimble_reader_error(r, NIMBLE_INVALID_ARGUMENT,
+                               "function %u '%s': %u parameters and %u registers (at most %d, and "
+                               "no fewer registers than parameters)",
+                               index, fn->name, fn->num_params, fn->num_registers,
+                               NIMBLE_MAX_REGISTERS);
+  }
+  if (fn->num_instructions == 0 || fn->num_instructions > NIMBLE_MAX_INSTRUCTIONS) {
+    r->pos = at;
+    return nimble_reader_error(r, NIMBLE_INVALID_ARGUMENT, "function %u '%s': %u instructions",
+                               index, fn->name, fn->num_instructions);
+  }
+  NIMBLE_RETURN_IF_ERROR(nimble_reader_check_count(r, "instruction count", fn->num_instructions, 4));
+  fn->instructions = calloc(fn->num_instructions, sizeof *fn->instructions);
+  if (!fn->instructions) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+  /* Operands are read in two passes: first count them (bounded by the bytes
+   * left, 8 each), then store them in one array. */
+  size_t start = r->pos;
+  uint64_t total = 0;
+  for (uint32_t i = 0; i < fn->num_instructions; i++) {
+    uint16_t op, n;
+    NIMBLE_RETURN_IF_ERROR(nimble_reader_u16(r, "opcode", &op));
+    NIMBLE_RETURN_IF_ERROR(nimble_reader_u16(r, "operand count", &n));
+    if (op >= NIMBLE_OP_COUNT_) {
+      r->pos -= 4;
+      return nimble_reader_error(r, NIMBLE_INVALID_ARGUMENT, "function %u '%s' pc %u: unknown opcode %u",
+                                 index, fn->name, i, op);
+    }
+    NIMBLE_RETURN_IF_ERROR(nimble_reader_check_count(r, "operands", n, 8));
+    fn->instructions[i].op = op;
+    fn->instructions[i].num_operands = n;
+    fn->instructions[i].first = (uint32_t)total;
+    total += n;
+    r->pos += (size_t)n * 8;
+  }
+  fn->operands = calloc(total ? total : 1, sizeof *fn->operands);
+  if (!fn->operands) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+  r->pos = start;
+  for (uint32_t i = 0; i < fn->num_instructions; i++) {
+    r->pos += 4;
+    for (uint32_t k = 0; k < fn->instructions[i].num_operands; k++)
+      NIMBLE_RETURN_IF_ERROR(nimble_reader_i64(r, "operand", &fn->operands[fn->instructions[i].first + k]));
+  }
+  if (!is_terminator(fn->instructions[fn->num_instructions - 1].op))
+    return nimble_status_make(NIMBLE_INVALID_ARGUMENT,
+                              "bytecode: function %u '%s' does not end in Ret, Goto, If or Fatal "
+                              "(it would run off its end)",
+                              index, fn->name);
+  return nimble_ok();
+}
+
+nimble_status_t nimble_bytecode_parse(const uint8_t *data, size_t size, size_t base,
+                                      nimble_bytecode_t *c) {
+  memset(c, 0, sizeof *c);
+  NIMBLE_RETURN_IF_ERROR(
+      nimble_part_header_check(data, size, base, NIMBLE_PART_BYTECODE, "bytecode", NULL));
+  nimble_reader_t r;
+  nimble_reader_init(&r, data, size, "bytecode");
+  r.base = base;
+  r.pos = NIMBLE_PART_HEADER_SIZE;
+  uint32_t nk;
+  NIMBLE_RETURN_IF_ERROR(nimble_reader_u32(&r, "kernel count", &nk));
+  NIMBLE_RETURN_IF_ERROR(nimble_reader_check_count(&r, "kernel count", nk, 8));
+  c->kernels = calloc(nk ? nk : 1, sizeof *c->kernels);
+  if (!c->kernels) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+  for (uint32_t i = 0; i < nk; i++) {
+    int32_t dev;
+    c->num_kernels = i + 1;
+    NIMBLE_RETURN_IF_ERROR(nimble_reader_string(&r, "kernel symbol", &c->kernels[i].symbol));
+    if (c->kernels[i].symbol[0] == '\0')
+      return nimble_reader_error(&r, NIMBLE_INVALID_ARGUMENT, "kernel %u has an empty symbol", i);
+    NIMBLE_RETURN_IF_ERROR(nimble_reader_i32(&r, "kernel device", &dev));
+    if (dev != kDLCPU && dev != kDLCUDA) {
+      r.pos -= 4;
+      return nimble_reader_error(&r, NIMBLE_INVALID_ARGUMENT, "kernel %u '%s': unsupported device type %d",
+                                 i, c->kernels[i].symbol, dev);
+    }
+    c->kernels[i].device = (DLDeviceType)dev;
+  }
+  c->num_kernels = nk;
+  uint32_t nf;
+  NIMBLE_RETURN_IF_ERROR(nimble_reader_u32(&r, "function count", &nf));
+  if (nf == 0 || nf > NIMBLE_MAX_FUNCTIONS) {
+    r.pos -= 4;
+    return nimble_reader_error(&r, NIMBLE_INVALID_ARGUMENT, "function count %u (1 to %u allowed)", nf,
+                               NIMBLE_MAX_FUNCTIONS);
+  }
+  NIMBLE_RETURN_IF_ERROR(nimble_reader_check_count(&r, "function count", nf, 20));
+  c->functions = calloc(nf, sizeof *c->functions);
+  if (!c->functions) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+  for (uint32_t i = 0; i < nf; i++) {
+    c->num_functions = i + 1;
+    NIMBLE_RETURN_IF_ERROR(parse_function(&r, i, &c->functions[i]));
+  }
+  NIMBLE_RETURN_IF_ERROR(nimble_reader_expect_end(&r));
+  /* Operands are checked once every function's parameter count is known,
+   * since Invoke and AllocClosure check against their callee. */
+  for (uint32_t i = 0; i < nf; i++) {
+    const nimble_function_t *fn = &c->functions[i];
+    for (uint32_t pc = 0; pc < fn->num_instructions; pc++) {
+      check_ctx ctx = {c, fn, i, pc, fn->operands + fn->instructions[pc].first,
+                       fn->instructions[pc].num_operands};
+      NIMBLE_RETURN_IF_ERROR(check_instruction(&ctx));
+      if (fn->instructions[pc].op == NIMBLE_OP_INVOKE_PACKED &&
+          fn->instructions[pc].num_operands - 2u > c->max_kernel_args)
+        c->max_kernel_args = fn->instructions[pc].num_operands - 2u;
+    }
+  }
+  return nimble_ok();
+}
+
+void nimble_bytecode_deinit(nimble_bytecode_t *c) {
+  for (uint32_t i = 0; i < c->num_kernels; i++) free(c->kernels[i].symbol);
+  free(c->kernels);
+  for (uint32_t i = 0; i < c->num_functions; i++) {
+    free(c->functions[i].name);
+    free(c->functions[i].instructions);
+    free(c->functions[i].operands);
+  }
+  free(c->functions);
+  memset(c, 0, sizeof *c);
+}

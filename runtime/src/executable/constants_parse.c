@@ -1,0 +1,134 @@
+/* The constant pool: a table of tensors and a data area whose tensors start
+ * at 64-byte multiples. When the bytes stay alive (a mapped file, or a
+ * borrowed buffer) and are aligned, the tensors point into them directly. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "executable/byte_reader.h"
+#include "executable/executable.h"
+#include "executable/format.h"
+#include "nimble/bytecode.h"
+
+nimble_status_t nimble_constants_parse(const uint8_t *data, size_t size, size_t base, _Bool borrow,
+                                       nimble_constants_t *c) {
+  memset(c, 0, sizeof *c);
+  NIMBLE_RETURN_IF_ERROR(
+      nimble_part_header_check(data, size, base, NIMBLE_PART_CONSTANTS, "constants", NULL));
+  nimble_reader_t r;
+  nimble_reader_init(&r, data, size, "constants");
+  r.base = base;
+  r.pos = NIMBLE_PART_HEADER_SIZE;
+  uint32_t n, reserved;
+  uint64_t data_offset, data_size;
+  NIMBLE_RETURN_IF_ERROR(nimble_reader_u32(&r, "constant count", &n));
+  NIMBLE_RETURN_IF_ERROR(nimble_reader_u32(&r, "reserved", &reserved));
+  size_t at = r.pos;
+  NIMBLE_RETURN_IF_ERROR(nimble_reader_u64(&r, "data offset", &data_offset));
+  NIMBLE_RETURN_IF_ERROR(nimble_reader_u64(&r, "data size", &data_size));
+  if (data_offset % NIMBLE_SECTION_ALIGN != 0 || data_offset > size ||
+      data_size != size - data_offset || data_offset < r.pos) {
+    r.pos = at;
+    return nimble_reader_error(&r, NIMBLE_INVALID_ARGUMENT,
+                               "data area [%llu, +%llu) does not end the %zu-byte part at a "
+                               "64-byte aligned offset after the table",
+                               (unsigned long long)data_offset, (unsigned long long)data_size, size);
+  }
+  /* The table lies between here and the data area. */
+  nimble_reader_t table = r;
+  table.size = (size_t)data_offset;
+  NIMBLE_RETURN_IF_ERROR(nimble_reader_check_count(&table, "constant count", n, 28));
+
+  const uint8_t *area = data + data_offset;
+  if (!borrow || ((uintptr_t)area % NIMBLE_SECTION_ALIGN) != 0) {
+    size_t alloc = (size_t)((data_size + NIMBLE_SECTION_ALIGN - 1) / NIMBLE_SECTION_ALIGN *
+                            NIMBLE_SECTION_ALIGN);
+    c->owned_copy = aligned_alloc(NIMBLE_SECTION_ALIGN, alloc ? alloc : NIMBLE_SECTION_ALIGN);
+    if (!c->owned_copy)
+      return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory copying %llu bytes of constants",
+                                (unsigned long long)data_size);
+    memcpy(c->owned_copy, area, (size_t)data_size);
+    area = c->owned_copy;
+  }
+  c->backing = calloc(1, sizeof *c->backing);
+  c->tensors = calloc(n ? n : 1, sizeof *c->tensors);
+  if (!c->backing || !c->tensors) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+  nimble_object_init(&c->backing->base, NIMBLE_OBJ_STORAGE);
+  c->backing->data = (void *)area;
+  c->backing->size = data_size;
+  c->backing->device.device_type = kDLCPU;
+  c->backing->device.device_id = 0;
+
+  for (uint32_t i = 0; i < n; i++) {
+    uint8_t code, bits;
+    uint16_t lanes;
+    int32_t dev;
+    uint32_t ndim, res;
+    int64_t shape[NIMBLE_MAX_NDIM];
+    uint64_t off, nbytes, want;
+    at = table.pos;
+    NIMBLE_RETURN_IF_ERROR(nimble_reader_u8(&table, "dtype code", &code));
+    NIMBLE_RETURN_IF_ERROR(nimble_reader_u8(&table, "dtype bits", &bits));
+    NIMBLE_RETURN_IF_ERROR(nimble_reader_u16(&table, "dtype lanes", &lanes));
+    NIMBLE_RETURN_IF_ERROR(nimble_reader_i32(&table, "device type", &dev));
+    NIMBLE_RETURN_IF_ERROR(nimble_reader_u32(&table, "ndim", &ndim));
+    NIMBLE_RETURN_IF_ERROR(nimble_reader_u32(&table, "reserved", &res));
+    if (!nimble_dtype_valid(code, bits, lanes)) {
+      table.pos = at;
+      return nimble_reader_error(&table, NIMBLE_INVALID_ARGUMENT,
+                                 "constant %u: unsupported dtype (code %u, bits %u, lanes %u)", i,
+                                 code, bits, lanes);
+    }
+    if (dev != kDLCPU) {
+      table.pos = at + 4;
+      return nimble_reader_error(&table, NIMBLE_UNIMPLEMENTED,
+                                 "constant %u: device type %d (constants live on the CPU)", i, dev);
+    }
+    if (ndim > NIMBLE_MAX_NDIM) {
+      table.pos = at + 8;
+      return nimble_reader_error(&table, NIMBLE_INVALID_ARGUMENT, "constant %u: ndim %u exceeds %d", i,
+                                 ndim, NIMBLE_MAX_NDIM);
+    }
+    for (uint32_t d = 0; d < ndim; d++)
+      NIMBLE_RETURN_IF_ERROR(nimble_reader_i64(&table, "dim", &shape[d]));
+    at = table.pos;
+    NIMBLE_RETURN_IF_ERROR(nimble_reader_u64(&table, "data offset", &off));
+    NIMBLE_RETURN_IF_ERROR(nimble_reader_u64(&table, "byte count", &nbytes));
+    DLDataType dt = {code, bits, lanes};
+    if (!nimble_tensor_nbytes((int32_t)ndim, shape, dt, &want) || want != nbytes) {
+      table.pos = at;
+      return nimble_reader_error(&table, NIMBLE_INVALID_ARGUMENT,
+                                 "constant %u: %llu bytes do not match its shape and dtype", i,
+                                 (unsigned long long)nbytes);
+    }
+    if (off % NIMBLE_SECTION_ALIGN != 0 || off > data_size || nbytes > data_size - off) {
+      table.pos = at;
+      return nimble_reader_error(&table, NIMBLE_OUT_OF_RANGE,
+                                 "constant %u: bytes [%llu, +%llu) lie outside the %llu-byte data "
+                                 "area or are not 64-byte aligned",
+                                 i, (unsigned long long)off, (unsigned long long)nbytes,
+                                 (unsigned long long)data_size);
+    }
+    DLDevice cpu = {kDLCPU, 0};
+    c->tensors[i] = nimble_tensor_obj_view(&c->backing->base, (void *)(area + off), (int32_t)ndim,
+                                           shape, dt, cpu);
+    if (!c->tensors[i]) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+    nimble_object_share(&c->tensors[i]->base); /* every VM over the executable uses it */
+    c->num_constants = i + 1;
+  }
+  c->num_constants = n;
+  /* Only the zero padding up to the aligned data area may follow. */
+  size_t pad = table.size - table.pos;
+  for (size_t k = 0; k < pad; k++)
+    if (pad >= NIMBLE_SECTION_ALIGN || data[table.pos + k] != 0)
+      return nimble_reader_error(&table, NIMBLE_INVALID_ARGUMENT,
+                                 "%zu unexpected bytes between the table and the data area", pad);
+  return nimble_ok();
+}
+
+void nimble_constants_deinit(nimble_constants_t *c) {
+  for (uint32_t i = 0; i < c->num_constants; i++) nimble_object_release(&c->tensors[i]->base);
+  free(c->tensors);
+  if (c->backing) nimble_object_release(&c->backing->base);
+  free(c->owned_copy);
+  memset(c, 0, sizeof *c);
+}

@@ -1,0 +1,112 @@
+/* The loaded executable, as the VM sees it. Immutable once loaded, so any
+ * number of VMs may read it concurrently. */
+#ifndef NIMBLE_RUNTIME_EXECUTABLE_H
+#define NIMBLE_RUNTIME_EXECUTABLE_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nimble/kernel_abi.h"
+#include "nimble/runtime.h"
+#include "vm/object.h"
+
+typedef struct nimble_instr_t {
+  uint16_t op;
+  uint16_t num_operands;
+  uint32_t first; /* index into the function's operands */
+} nimble_instr_t;
+
+typedef struct nimble_function_t {
+  char *name;
+  uint32_t num_params;
+  uint32_t num_registers;
+  uint32_t num_instructions;
+  nimble_instr_t *instructions;
+  int64_t *operands;
+} nimble_function_t;
+
+typedef struct nimble_kernel_ref_t {
+  char *symbol;
+  DLDeviceType device;
+  nimble_kernel_fn fn; /* resolved at load */
+} nimble_kernel_ref_t;
+
+/* Parsed metadata; strings and arrays owned by it. */
+typedef struct nimble_metadata_t {
+  char *producer;
+  char *target;
+  char *source_digest;
+  uint32_t num_entries;
+  nimble_entry_info_t *entries;
+  uint32_t *entry_functions; /* bytecode function of each entry */
+} nimble_metadata_t;
+
+typedef struct nimble_bytecode_t {
+  uint32_t num_kernels;
+  nimble_kernel_ref_t *kernels;
+  uint32_t num_functions;
+  nimble_function_t *functions;
+  uint32_t max_kernel_args;
+} nimble_bytecode_t;
+
+typedef struct nimble_constants_t {
+  uint32_t num_constants;
+  nimble_tensor_obj **tensors; /* owned references; data in `backing` */
+  nimble_storage_obj *backing; /* the pool's memory, not owned by any pool */
+  void *owned_copy;            /* aligned copy of the part, freed at the end */
+} nimble_constants_t;
+
+typedef struct nimble_kernel_library_t {
+  void *handle; /* dlopen handle; NULL when absent */
+} nimble_kernel_library_t;
+
+struct nimble_executable {
+  atomic_uint_fast32_t refs;
+  uint32_t format_version;
+  nimble_metadata_t meta;
+  nimble_bytecode_t code;
+  nimble_constants_t consts;
+  nimble_kernel_library_t cpu_kernels;
+  int kernels_loaded; /* 0 under NIMBLE_LOAD_NO_KERNELS */
+  void *mapping; /* the mapped file, when loaded from one */
+  size_t mapping_size;
+};
+
+/* Part parsers: each validates everything in its part and fills `out`
+ * (freed with the matching _deinit, also after a failure). `base` is the
+ * part's offset in its file, for messages. */
+nimble_status_t nimble_metadata_parse(const uint8_t *data, size_t size, size_t base,
+                                      nimble_metadata_t *out);
+void nimble_metadata_deinit(nimble_metadata_t *m);
+
+nimble_status_t nimble_bytecode_parse(const uint8_t *data, size_t size, size_t base,
+                                      nimble_bytecode_t *out);
+void nimble_bytecode_deinit(nimble_bytecode_t *c);
+
+/* `borrow`: the bytes outlive the executable, so aligned data is used in
+ * place. */
+nimble_status_t nimble_constants_parse(const uint8_t *data, size_t size, size_t base,
+                                       _Bool borrow, nimble_constants_t *out);
+void nimble_constants_deinit(nimble_constants_t *c);
+
+/* Reads a part header and checks magic, kind and version. */
+nimble_status_t nimble_part_header_check(const uint8_t *data, size_t size, size_t base,
+                                         nimble_part_kind_t want, const char *what,
+                                         uint32_t *version_out);
+
+/* Checks a kernel part (CPU or CUDA) and finds its blob inside `data`. */
+nimble_status_t nimble_kernel_part_parse(const uint8_t *data, size_t size, size_t base,
+                                         nimble_part_kind_t kind, const uint8_t **blob,
+                                         size_t *blob_size);
+
+/* Loads a CPU kernel part (ELF shared object) from memory and resolves every
+ * CPU kernel of `code`. */
+nimble_status_t nimble_kernel_library_load_cpu(const uint8_t *data, size_t size, size_t base,
+                                               nimble_kernel_library_t *lib,
+                                               nimble_bytecode_t *code);
+void nimble_kernel_library_unload(nimble_kernel_library_t *lib);
+
+const char *nimble_part_name(nimble_part_kind_t kind);
+
+#endif

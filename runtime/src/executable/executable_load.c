@@ -1,0 +1,350 @@
+/* Loading an executable from a file, a memory image or separate parts, and
+ * reading its signature. Everything is validated before anything is used;
+ * a failure frees what was built and names the problem and its place. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "executable/byte_reader.h"
+#include "executable/executable.h"
+#include "executable/format.h"
+#include "nimble/bytecode.h"
+
+typedef struct part_view {
+  const uint8_t *data;
+  size_t size;
+  size_t base; /* offset in the file, for messages */
+  int present;
+} part_view;
+
+#define NUM_KINDS 6 /* indexed by nimble_part_kind_t */
+
+static void executable_free(nimble_executable *exe) {
+  nimble_constants_deinit(&exe->consts);
+  nimble_bytecode_deinit(&exe->code);
+  nimble_metadata_deinit(&exe->meta);
+  nimble_kernel_library_unload(&exe->cpu_kernels);
+  if (exe->mapping) munmap(exe->mapping, exe->mapping_size);
+  free(exe);
+}
+
+void nimble_executable_retain(nimble_executable *exe) {
+  if (exe) atomic_fetch_add_explicit(&exe->refs, 1, memory_order_relaxed);
+}
+
+void nimble_executable_release(nimble_executable *exe) {
+  if (exe && atomic_fetch_sub_explicit(&exe->refs, 1, memory_order_acq_rel) == 1)
+    executable_free(exe);
+}
+
+/* Checks that hold across parts: entries name functions whose parameters
+ * match their inputs, LoadConst names constants that exist, kernels have a
+ * library for their device. */
+static nimble_status_t cross_check(nimble_executable *exe, const part_view *parts) {
+  const nimble_metadata_t *m = &exe->meta;
+  const nimble_bytecode_t *c = &exe->code;
+  for (uint32_t i = 0; i < m->num_entries; i++) {
+    uint32_t f = m->entry_functions[i];
+    if (f >= c->num_functions)
+      return nimble_status_make(NIMBLE_INVALID_ARGUMENT,
+                                "metadata: entry '%s' names function %u, but the bytecode has %u",
+                                m->entries[i].name, f, c->num_functions);
+    if (c->functions[f].num_params != m->entries[i].num_inputs)
+      return nimble_status_make(NIMBLE_INVALID_ARGUMENT,
+                                "entry '%s' declares %u inputs, but its function '%s' takes %u",
+                                m->entries[i].name, m->entries[i].num_inputs, c->functions[f].name,
+                                c->functions[f].num_params);
+  }
+  for (uint32_t i = 0; i < c->num_functions; i++) {
+    const nimble_function_t *fn = &c->functions[i];
+    for (uint32_t pc = 0; pc < fn->num_instructions; pc++) {
+      if (fn->instructions[pc].op != NIMBLE_OP_LOAD_CONST) continue;
+      int64_t k = fn->operands[fn->instructions[pc].first + 1];
+      if (k >= (int64_t)exe->consts.num_constants)
+        return nimble_status_make(NIMBLE_INVALID_ARGUMENT,
+                                  "bytecode: function %u '%s' pc %u (LoadConst): constant %lld is out "
+                                  "of range (the pool has %u)",
+                                  i, fn->name, pc, (long long)k, exe->consts.num_constants);
+    }
+  }
+  for (uint32_t i = 0; i < c->num_kernels; i++) {
+    if (c->kernels[i].device == kDLCPU && !parts[NIMBLE_PART_KERNELS_CPU].present)
+      return nimble_status_make(NIMBLE_INVALID_ARGUMENT,
+                                "kernel '%s' needs a cpu kernel library, and the executable has none",
+                                c->kernels[i].symbol);
+    if (c->kernels[i].device == kDLCUDA)
+      return nimble_status_make(NIMBLE_UNIMPLEMENTED,
+                                "kernel '%s' runs on cuda, which this runtime does not support yet",
+                                c->kernels[i].symbol);
+  }
+  return nimble_ok();
+}
+
+static nimble_status_t load_from_views(const part_view *parts, uint32_t flags, void *mapping,
+                                       size_t mapping_size, uint32_t format_version,
+                                       nimble_executable **out) {
+  static const nimble_part_kind_t required[] = {NIMBLE_PART_METADATA, NIMBLE_PART_BYTECODE,
+                                                NIMBLE_PART_CONSTANTS};
+  /* Headers first, so a part from a newer format says so before anything
+   * else is reported about it. */
+  for (int k = 1; k < NUM_KINDS; k++) {
+    if (!parts[k].present) continue;
+    nimble_status_t s = nimble_part_header_check(parts[k].data, parts[k].size, parts[k].base,
+                                                 (nimble_part_kind_t)k,
+                                                 nimble_part_name((nimble_part_kind_t)k), NULL);
+    if (s) {
+      if (mapping) munmap(mapping, mapping_size);
+      return s;
+    }
+  }
+  for (size_t i = 0; i < 3; i++)
+    if (!parts[required[i]].present) {
+      if (mapping) munmap(mapping, mapping_size);
+      return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "the executable has no %s part",
+                                nimble_part_name(required[i]));
+    }
+  nimble_executable *exe = calloc(1, sizeof *exe);
+  if (!exe) {
+    if (mapping) munmap(mapping, mapping_size);
+    return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+  }
+  atomic_init(&exe->refs, 1);
+  exe->format_version = format_version;
+  exe->mapping = mapping;
+  exe->mapping_size = mapping_size;
+  const part_view *p;
+  nimble_status_t s;
+  p = &parts[NIMBLE_PART_METADATA];
+  s = nimble_metadata_parse(p->data, p->size, p->base, &exe->meta);
+  if (!s) {
+    p = &parts[NIMBLE_PART_BYTECODE];
+    s = nimble_bytecode_parse(p->data, p->size, p->base, &exe->code);
+  }
+  if (!s) {
+    p = &parts[NIMBLE_PART_CONSTANTS];
+    s = nimble_constants_parse(p->data, p->size, p->base, (flags & NIMBLE_LOAD_BORROW) != 0,
+                               &exe->consts);
+  }
+  if (!s) s = cross_check(exe, parts);
+  /* Kernel parts are checked even when not loaded. */
+  for (int k = NIMBLE_PART_KERNELS_CPU; !s && k <= NIMBLE_PART_KERNELS_CUDA; k++) {
+    const uint8_t *blob;
+    size_t blob_size;
+    if (parts[k].present)
+      s = nimble_kernel_part_parse(parts[k].data, parts[k].size, parts[k].base, (nimble_part_kind_t)k,
+                                   &blob, &blob_size);
+  }
+  exe->kernels_loaded = !(flags & NIMBLE_LOAD_NO_KERNELS);
+  if (!s && parts[NIMBLE_PART_KERNELS_CPU].present && exe->kernels_loaded) {
+    p = &parts[NIMBLE_PART_KERNELS_CPU];
+    s = nimble_kernel_library_load_cpu(p->data, p->size, p->base, &exe->cpu_kernels, &exe->code);
+  }
+  if (s) {
+    executable_free(exe);
+    return s;
+  }
+  *out = exe;
+  return nimble_ok();
+}
+
+/* Parses the container of a `.nimble` image into part views. */
+static nimble_status_t split_image(const uint8_t *data, size_t size, part_view *parts,
+                                   uint32_t *version) {
+  nimble_reader_t r;
+  nimble_reader_init(&r, data, size, "executable");
+  if (size < NIMBLE_FILE_MAGIC_LEN || memcmp(data, NIMBLE_FILE_MAGIC, NIMBLE_FILE_MAGIC_LEN) != 0) {
+    if (size < NIMBLE_FILE_MAGIC_LEN && memcmp(data, NIMBLE_FILE_MAGIC, size) == 0)
+      return nimble_reader_error(&r, NIMBLE_DATA_LOSS, "truncated: %zu bytes, not even a header", size);
+    return nimble_reader_error(&r, NIMBLE_INVALID_ARGUMENT, "bad magic: not a nimble executable");
+  }
+  r.pos = NIMBLE_FILE_MAGIC_LEN;
+  uint32_t count;
+  uint64_t file_size;
+  NIMBLE_RETURN_IF_ERROR(nimble_reader_u32(&r, "format version", version));
+  if (*version != NIMBLE_EXECUTABLE_FORMAT_VERSION) {
+    r.pos -= 4;
+    return nimble_reader_error(&r, NIMBLE_UNIMPLEMENTED,
+                               "format version %u is not supported (this runtime reads version %u)",
+                               *version, NIMBLE_EXECUTABLE_FORMAT_VERSION);
+  }
+  NIMBLE_RETURN_IF_ERROR(nimble_reader_u32(&r, "section count", &count));
+  NIMBLE_RETURN_IF_ERROR(nimble_reader_u64(&r, "file size", &file_size));
+  if (file_size != size) {
+    r.pos -= 8;
+    return nimble_reader_error(&r, file_size > size ? NIMBLE_DATA_LOSS : NIMBLE_INVALID_ARGUMENT,
+                               "%s: the header says %llu bytes, %zu given",
+                               file_size > size ? "truncated" : "size mismatch",
+                               (unsigned long long)file_size, size);
+  }
+  if (count == 0 || count > NIMBLE_MAX_SECTIONS) {
+    r.pos -= 12;
+    return nimble_reader_error(&r, NIMBLE_INVALID_ARGUMENT, "section count %u (1 to %d allowed)", count,
+                               NIMBLE_MAX_SECTIONS);
+  }
+  uint64_t ends[NIMBLE_MAX_SECTIONS], starts[NIMBLE_MAX_SECTIONS];
+  for (uint32_t i = 0; i < count; i++) {
+    uint32_t kind, reserved;
+    uint64_t off, len;
+    size_t at = r.pos;
+    NIMBLE_RETURN_IF_ERROR(nimble_reader_u32(&r, "section kind", &kind));
+    NIMBLE_RETURN_IF_ERROR(nimble_reader_u32(&r, "reserved", &reserved));
+    NIMBLE_RETURN_IF_ERROR(nimble_reader_u64(&r, "section offset", &off));
+    NIMBLE_RETURN_IF_ERROR(nimble_reader_u64(&r, "section size", &len));
+    r.pos = at;
+    if (kind == 0 || kind >= NUM_KINDS)
+      return nimble_reader_error(&r, NIMBLE_INVALID_ARGUMENT, "section %u: unknown kind %u", i, kind);
+    if (parts[kind].present)
+      return nimble_reader_error(&r, NIMBLE_INVALID_ARGUMENT, "section %u: a second %s section", i,
+                                 nimble_part_name((nimble_part_kind_t)kind));
+    if (reserved != 0)
+      return nimble_reader_error(&r, NIMBLE_INVALID_ARGUMENT, "section %u: reserved field is %u", i,
+                                 reserved);
+    uint64_t table_end = NIMBLE_FILE_HEADER_SIZE + (uint64_t)count * NIMBLE_SECTION_ENTRY_SIZE;
+    if (off % NIMBLE_SECTION_ALIGN != 0 || off < table_end || off > size || len > size - off)
+      return nimble_reader_error(&r, NIMBLE_OUT_OF_RANGE,
+                                 "section %u (%s): bytes [%llu, +%llu) are outside the %zu-byte file "
+                                 "or not 64-byte aligned after the section table",
+                                 i, nimble_part_name((nimble_part_kind_t)kind), (unsigned long long)off,
+                                 (unsigned long long)len, size);
+    for (uint32_t j = 0; j < i; j++)
+      if (off < ends[j] && starts[j] < off + len)
+        return nimble_reader_error(&r, NIMBLE_INVALID_ARGUMENT, "section %u overlaps section %u", i, j);
+    starts[i] = off;
+    ends[i] = off + len;
+    parts[kind].data = data + off;
+    parts[kind].size = (size_t)len;
+    parts[kind].base = (size_t)off;
+    parts[kind].present = 1;
+    r.pos = at + NIMBLE_SECTION_ENTRY_SIZE;
+  }
+  return nimble_ok();
+}
+
+static nimble_status_t load_image(const void *data, size_t size, uint32_t flags, void *mapping,
+                                  size_t mapping_size, nimble_executable **out) {
+  part_view parts[NUM_KINDS];
+  uint32_t version = 0;
+  memset(parts, 0, sizeof parts);
+  nimble_status_t s = split_image(data, size, parts, &version);
+  if (s) {
+    if (mapping) munmap(mapping, mapping_size);
+    return s;
+  }
+  return load_from_views(parts, flags, mapping, mapping_size, version, out);
+}
+
+nimble_status_t nimble_executable_load_memory(const void *data, size_t size, uint32_t flags,
+                                              nimble_executable **out) {
+  if (!out || (!data && size))
+    return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "load_memory: NULL argument");
+  if (!data) data = "";
+  return load_image(data, size, flags, NULL, 0, out);
+}
+
+nimble_status_t nimble_executable_load_file(const char *path, nimble_executable **out) {
+  return nimble_executable_load_file_flags(path, 0, out);
+}
+
+nimble_status_t nimble_executable_load_file_flags(const char *path, uint32_t flags,
+                                                  nimble_executable **out) {
+  if (!path || !out) return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "load_file: NULL argument");
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return nimble_status_make(errno == ENOENT ? NIMBLE_NOT_FOUND : NIMBLE_IO_ERROR, "%s: %s", path,
+                              strerror(errno));
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    int e = errno;
+    close(fd);
+    return nimble_status_make(NIMBLE_IO_ERROR, "%s: %s", path, strerror(e));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    close(fd);
+    return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "%s: not a regular file", path);
+  }
+  size_t size = (size_t)st.st_size;
+  void *map = NULL;
+  if (size > 0) {
+    map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (map == MAP_FAILED) {
+      int e = errno;
+      close(fd);
+      return nimble_status_make(NIMBLE_IO_ERROR, "%s: mmap failed: %s", path, strerror(e));
+    }
+  }
+  close(fd);
+  nimble_status_t s =
+      load_image(map ? map : (void *)"", size, flags | NIMBLE_LOAD_BORROW, map, size, out);
+  return s ? nimble_status_annotate(s, "%s", path) : s;
+}
+
+nimble_status_t nimble_executable_load_parts(const nimble_executable_part_t *parts, size_t num_parts,
+                                             uint32_t flags, nimble_executable **out) {
+  if (!out || (!parts && num_parts))
+    return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "load_parts: NULL argument");
+  part_view views[NUM_KINDS];
+  memset(views, 0, sizeof views);
+  for (size_t i = 0; i < num_parts; i++) {
+    int kind = (int)parts[i].kind;
+    if (kind <= 0 || kind >= NUM_KINDS)
+      return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "part %zu: unknown kind %d", i, kind);
+    if (views[kind].present)
+      return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "part %zu: a second %s part", i,
+                                nimble_part_name((nimble_part_kind_t)kind));
+    if (!parts[i].data && parts[i].size)
+      return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "part %zu: NULL data", i);
+    views[kind].data = parts[i].data ? parts[i].data : (const uint8_t *)"";
+    views[kind].size = parts[i].size;
+    views[kind].base = 0;
+    views[kind].present = 1;
+  }
+  return load_from_views(views, flags, NULL, 0,
+                         NIMBLE_EXECUTABLE_FORMAT_VERSION, out);
+}
+
+const char *nimble_executable_target(const nimble_executable *exe) { return exe->meta.target; }
+const char *nimble_executable_producer(const nimble_executable *exe) { return exe->meta.producer; }
+const char *nimble_executable_source_digest(const nimble_executable *exe) {
+  return exe->meta.source_digest;
+}
+uint32_t nimble_executable_format_version(const nimble_executable *exe) { return exe->format_version; }
+uint32_t nimble_executable_num_entries(const nimble_executable *exe) { return exe->meta.num_entries; }
+
+const nimble_entry_info_t *nimble_executable_entry_at(const nimble_executable *exe, uint32_t i) {
+  return i < exe->meta.num_entries ? &exe->meta.entries[i] : NULL;
+}
+
+nimble_status_t nimble_executable_find_entry(const nimble_executable *exe, const char *name,
+                                             const nimble_entry_info_t **out) {
+  if (!exe || !name || !out) return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "find_entry: NULL argument");
+  for (uint32_t i = 0; i < exe->meta.num_entries; i++)
+    if (strcmp(exe->meta.entries[i].name, name) == 0) {
+      *out = &exe->meta.entries[i];
+      return nimble_ok();
+    }
+  return nimble_status_make(NIMBLE_NOT_FOUND, "the executable has no entry '%s'", name);
+}
+
+char *nimble_format_declared_shape(const nimble_tensor_info_t *info, char *buf, size_t buf_size) {
+  size_t used = 0;
+  if (!buf_size) return buf;
+  buf[0] = '\0';
+  used += (size_t)snprintf(buf, buf_size, "[");
+  for (int32_t d = 0; d < info->ndim && used < buf_size; d++) {
+    const nimble_dim_t *dim = &info->dims[d];
+    const char *sep = d ? "," : "";
+    if (dim->symbol)
+      used += (size_t)snprintf(buf + used, buf_size - used, "%s?%s", sep, dim->symbol);
+    else
+      used += (size_t)snprintf(buf + used, buf_size - used, "%s%lld", sep, (long long)dim->value);
+  }
+  if (used < buf_size) snprintf(buf + used, buf_size - used, "]");
+  return buf;
+}
+
+const char *nimble_runtime_version(void) { return NIMBLE_VERSION_STRING; }

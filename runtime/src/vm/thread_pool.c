@@ -1,0 +1,131 @@
+/* A small fork-join pool: workers sleep on a condition variable until a
+ * new loop (generation) starts, take task indices from an atomic counter,
+ * and report back; the caller waits until every worker has seen the loop,
+ * so no worker can still hold a stale body when the next loop starts. */
+#include "vm/thread_pool.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+struct nimble_thread_pool {
+  pthread_mutex_t mu;
+  pthread_cond_t work_cv, done_cv;
+  pthread_t *threads;
+  uint32_t num_workers;
+  uint64_t generation;
+  uint32_t finished;
+  int stop;
+  nimble_parallel_body_fn body;
+  void *closure;
+  int64_t n_tasks;
+  atomic_int_fast64_t next;
+  atomic_int error;
+};
+
+static _Thread_local int tls_in_task;
+
+static void run_tasks(nimble_thread_pool *p, nimble_parallel_body_fn body, void *closure,
+                      int64_t n) {
+  tls_in_task = 1;
+  for (;;) {
+    int64_t i = atomic_fetch_add_explicit(&p->next, 1, memory_order_relaxed);
+    if (i >= n) break;
+    if (atomic_load_explicit(&p->error, memory_order_relaxed) != 0) continue; /* drain */
+    int32_t rc = body(i, n, closure);
+    if (rc != 0) {
+      int expected = 0;
+      atomic_compare_exchange_strong(&p->error, &expected, rc);
+    }
+  }
+  tls_in_task = 0;
+}
+
+static void *worker_main(void *arg) {
+  nimble_thread_pool *p = arg;
+  uint64_t seen = 0;
+  pthread_mutex_lock(&p->mu);
+  for (;;) {
+    while (!p->stop && p->generation == seen) pthread_cond_wait(&p->work_cv, &p->mu);
+    if (p->stop) break;
+    seen = p->generation;
+    nimble_parallel_body_fn body = p->body;
+    void *closure = p->closure;
+    int64_t n = p->n_tasks;
+    pthread_mutex_unlock(&p->mu);
+    run_tasks(p, body, closure, n);
+    pthread_mutex_lock(&p->mu);
+    if (++p->finished == p->num_workers) pthread_cond_signal(&p->done_cv);
+  }
+  pthread_mutex_unlock(&p->mu);
+  return NULL;
+}
+
+nimble_status_t nimble_thread_pool_create(uint32_t num_threads, nimble_thread_pool **out) {
+  nimble_thread_pool *p = calloc(1, sizeof *p);
+  if (!p) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory creating a thread pool");
+  pthread_mutex_init(&p->mu, NULL);
+  pthread_cond_init(&p->work_cv, NULL);
+  pthread_cond_init(&p->done_cv, NULL);
+  atomic_init(&p->next, 0);
+  atomic_init(&p->error, 0);
+  uint32_t workers = num_threads > 1 ? num_threads - 1 : 0;
+  if (workers) {
+    p->threads = calloc(workers, sizeof *p->threads);
+    if (!p->threads) {
+      nimble_thread_pool_destroy(p);
+      return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory creating a thread pool");
+    }
+  }
+  for (uint32_t i = 0; i < workers; i++) {
+    if (pthread_create(&p->threads[i], NULL, worker_main, p) != 0) {
+      nimble_thread_pool_destroy(p);
+      return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "cannot start thread %u of %u", i + 1,
+                                workers);
+    }
+    p->num_workers = i + 1;
+  }
+  *out = p;
+  return nimble_ok();
+}
+
+void nimble_thread_pool_destroy(nimble_thread_pool *p) {
+  if (!p) return;
+  pthread_mutex_lock(&p->mu);
+  p->stop = 1;
+  pthread_cond_broadcast(&p->work_cv);
+  pthread_mutex_unlock(&p->mu);
+  for (uint32_t i = 0; i < p->num_workers; i++) pthread_join(p->threads[i], NULL);
+  free(p->threads);
+  pthread_cond_destroy(&p->work_cv);
+  pthread_cond_destroy(&p->done_cv);
+  pthread_mutex_destroy(&p->mu);
+  free(p);
+}
+
+int32_t nimble_thread_pool_run(nimble_thread_pool *p, int64_t n_tasks, nimble_parallel_body_fn body,
+                               void *closure) {
+  if (n_tasks <= 0) return 0;
+  if (!p || p->num_workers == 0 || n_tasks == 1 || tls_in_task) {
+    for (int64_t i = 0; i < n_tasks; i++) {
+      int32_t rc = body(i, n_tasks, closure);
+      if (rc != 0) return rc;
+    }
+    return 0;
+  }
+  pthread_mutex_lock(&p->mu);
+  p->body = body;
+  p->closure = closure;
+  p->n_tasks = n_tasks;
+  p->finished = 0;
+  atomic_store(&p->next, 0);
+  atomic_store(&p->error, 0);
+  p->generation++;
+  pthread_cond_broadcast(&p->work_cv);
+  pthread_mutex_unlock(&p->mu);
+  run_tasks(p, body, closure, n_tasks);
+  pthread_mutex_lock(&p->mu);
+  while (p->finished < p->num_workers) pthread_cond_wait(&p->done_cv, &p->mu);
+  pthread_mutex_unlock(&p->mu);
+  return atomic_load(&p->error);
+}

@@ -1,0 +1,162 @@
+/* The pooling allocator keeps a VM's footprint bounded while shapes change
+ * from call to call, and honours its cap. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt_test_util.h"
+
+enum { WIDTH = 64, MAX_SEQ = 512, CALLS = 10000 };
+
+/* Emits: dst = a fresh f32 tensor shaped like `like`, via ShapeOf, the
+ * nbytes shape function, AllocStorage and AllocTensorReg. Uses t..t+4. */
+static void emit_alloc_like(nimble_executable_builder *b, uint32_t f, int64_t nbytes_k, int64_t dst,
+                            int64_t like, int64_t t) {
+  RT_EMIT(b, f, NIMBLE_OP_SHAPE_OF, t, like);
+  RT_EMIT(b, f, NIMBLE_OP_LOAD_CONSTI, t + 1, 4);
+  rt_emit_alloc(b, f, t + 2, t + 3, t + 4, RT_I64, 0, NULL);
+  RT_EMIT(b, f, NIMBLE_OP_INVOKE_PACKED, nbytes_k, 1, t, t + 1, t + 2);
+  RT_EMIT(b, f, NIMBLE_OP_ALLOC_STORAGE, t + 3, t + 2, 64, kDLCPU, 0, kDLFloat, 32, 1);
+  RT_EMIT(b, f, NIMBLE_OP_LOAD_CONSTI, t + 4, 0);
+  RT_EMIT(b, f, NIMBLE_OP_ALLOC_TENSOR_REG, dst, t + 3, t + 4, t, kDLFloat, 32, 1);
+}
+
+/* main(x: f32[?seq, 64]) -> (x + x) + x, the intermediate killed early. */
+static nimble_executable *build_model(void) {
+  nimble_executable_builder *b = rt_builder();
+  int64_t vadd = rt_kernel(b, "vadd_f32"), nb = rt_kernel(b, "nbytes_i64");
+  uint32_t f = rt_function(b, "main", 1, 20);
+  emit_alloc_like(b, f, nb, 1, 0, 10);
+  RT_EMIT(b, f, NIMBLE_OP_INVOKE_PACKED, vadd, 1, 0, 0, 1);
+  emit_alloc_like(b, f, nb, 2, 0, 15);
+  RT_EMIT(b, f, NIMBLE_OP_INVOKE_PACKED, vadd, 1, 1, 0, 2);
+  RT_EMIT(b, f, NIMBLE_OP_KILL_REGISTER, 1);
+  RT_EMIT(b, f, NIMBLE_OP_RET, 2);
+  int64_t dims[2] = {-1, WIDTH};
+  const char *sym[2] = {"seq", NULL};
+  nimble_tensor_info_t in = rt_info("x", RT_F32, 2, dims, sym), out = rt_info("y", RT_F32, 2, dims, sym);
+  NIMBLE_ASSERT_OK(nimble_builder_add_entry(b, "main", f, &in, 1, &out, 1));
+  rt_info_free(&in);
+  rt_info_free(&out);
+  nimble_executable *exe = rt_load(b);
+  nimble_builder_destroy(b);
+  return exe;
+}
+
+/* Runs CALLS calls with pseudo-random sequence lengths in [1, MAX_SEQ],
+ * checking every output; returns the last status (NULL when all passed). */
+static void run_random_calls(nimble_vm *vm, uint32_t seed) {
+  float *x = malloc(MAX_SEQ * WIDTH * sizeof(float));
+  for (int i = 0; i < MAX_SEQ * WIDTH; i++) x[i] = (float)(i % 97);
+  uint32_t state = seed;
+  for (int call = 0; call < CALLS; call++) {
+    state = state * 1664525u + 1013904223u; /* Numerical Recipes LCG */
+    int64_t seq = 1 + (int64_t)((state >> 8) % MAX_SEQ);
+    int64_t shape[2] = {seq, WIDTH};
+    DLTensor t = rt_tensor(x, RT_F32, 2, shape);
+    NIMBLE_ASSERT_OK(nimble_vm_set_input(vm, "main", 0, &t));
+    NIMBLE_ASSERT_OK(nimble_vm_invoke(vm, "main"));
+    DLManagedTensor *y;
+    NIMBLE_ASSERT_OK(nimble_vm_take_output(vm, 0, &y));
+    ck_assert_int_eq(y->dl_tensor.shape[0], seq);
+    const float *p = y->dl_tensor.data;
+    int64_t last = seq * WIDTH - 1;
+    ck_assert_float_eq(p[0], 0.0f);
+    ck_assert_float_eq(p[last], 3.0f * (float)(last % 97));
+    y->deleter(y);
+  }
+  free(x);
+}
+
+START_TEST(test_footprint_stays_bounded_over_ten_thousand_random_shapes) {
+  nimble_executable *exe = build_model();
+  nimble_vm *vm;
+  NIMBLE_ASSERT_OK(nimble_vm_create(exe, NULL, &vm));
+  run_random_calls(vm, 12345);
+  nimble_memory_stats_t st;
+  NIMBLE_ASSERT_OK(nimble_vm_memory_stats(vm, kDLCPU, &st));
+  /* A call holds at most two f32[512, 64] tensors (128 KiB each, a 2^17
+   * class) plus a few scalars. Every size class keeps at most the blocks
+   * that were live at once in it, so the pool can never hold more than
+   * twice the classes up to 2^17, 2 * (2^18 - 64) bytes, plus scalars: well
+   * under 4 * 256 KiB. Without pooling it would be 20,000 allocations of
+   * up to 128 KiB. */
+  ck_assert_uint_le(st.peak_bytes_reserved, 4u * 2u * 131072u);
+  ck_assert_uint_ge(st.peak_bytes_reserved, 2u * 4u * WIDTH); /* it did allocate */
+  ck_assert_uint_lt(st.system_allocations, 200);
+  /* Two tensors and two scalars per call, nearly all from the pool. */
+  ck_assert_uint_eq(st.pool_hits + st.system_allocations, 4u * CALLS);
+  ck_assert_uint_eq(st.bytes_in_use, 0);
+  /* Trimming hands the cached blocks back. */
+  nimble_vm_trim_memory(vm);
+  NIMBLE_ASSERT_OK(nimble_vm_memory_stats(vm, kDLCPU, &st));
+  ck_assert_uint_eq(st.bytes_reserved, 0);
+  nimble_vm_destroy(vm);
+  nimble_executable_release(exe);
+}
+END_TEST
+
+START_TEST(test_a_tight_cap_is_respected_by_trimming_the_pool) {
+  nimble_executable *exe = build_model();
+  nimble_vm_options_t opt;
+  nimble_vm_options_init(&opt);
+  /* Enough for one call's two 128 KiB blocks and its scalars, not for a
+   * cache of other size classes beside them. */
+  opt.memory_cap_bytes = 2 * 131072 + 4096;
+  nimble_vm *vm;
+  NIMBLE_ASSERT_OK(nimble_vm_create(exe, &opt, &vm));
+  run_random_calls(vm, 777);
+  nimble_memory_stats_t st;
+  NIMBLE_ASSERT_OK(nimble_vm_memory_stats(vm, kDLCPU, &st));
+  ck_assert_uint_le(st.peak_bytes_reserved, opt.memory_cap_bytes);
+  nimble_vm_destroy(vm);
+  nimble_executable_release(exe);
+}
+END_TEST
+
+START_TEST(test_workspace_counts_against_the_cap) {
+  /* matmul_f32 takes an n-float row from the workspace: with a cap below
+   * that the kernel reports it could not get one. */
+  nimble_executable_builder *b = rt_builder();
+  int64_t k = rt_kernel(b, "matmul_f32");
+  uint32_t f = rt_function(b, "main", 2, 6);
+  int64_t sa[2] = {1, 1}, sb[2] = {1, 8192}, sc[2] = {1, 8192};
+  rt_emit_alloc(b, f, 2, 3, 4, RT_F32, 2, sc);
+  RT_EMIT(b, f, NIMBLE_OP_INVOKE_PACKED, k, 1, 0, 1, 2);
+  RT_EMIT(b, f, NIMBLE_OP_RET, 2);
+  nimble_tensor_info_t in[2] = {rt_info("A", RT_F32, 2, sa, NULL), rt_info("B", RT_F32, 2, sb, NULL)};
+  nimble_tensor_info_t out = rt_info("C", RT_F32, 2, sc, NULL);
+  NIMBLE_ASSERT_OK(nimble_builder_add_entry(b, "main", f, in, 2, &out, 1));
+  rt_info_free(&in[0]);
+  rt_info_free(&in[1]);
+  rt_info_free(&out);
+  nimble_executable *exe = rt_load(b);
+  nimble_builder_destroy(b);
+  nimble_vm_options_t opt;
+  nimble_vm_options_init(&opt);
+  opt.memory_cap_bytes = 40000; /* the 32 KiB output fits, a second 32 KiB row does not */
+  nimble_vm *vm;
+  NIMBLE_ASSERT_OK(nimble_vm_create(exe, &opt, &vm));
+  float a = 2, *bb = calloc(8192, sizeof(float));
+  DLTensor ta = rt_tensor(&a, RT_F32, 2, sa), tb = rt_tensor(bb, RT_F32, 2, sb);
+  NIMBLE_ASSERT_OK(nimble_vm_set_input(vm, "main", 0, &ta));
+  NIMBLE_ASSERT_OK(nimble_vm_set_input(vm, "main", 1, &tb));
+  NIMBLE_ASSERT_ERROR(nimble_vm_invoke(vm, "main"), NIMBLE_INTERNAL,
+                      "kernel 'matmul_f32' failed with code 3: matmul_f32: no workspace");
+  nimble_vm_destroy(vm);
+  free(bb);
+  nimble_executable_release(exe);
+}
+END_TEST
+
+Suite *pool_suite(void) {
+  Suite *s = suite_create("pool_allocator");
+  TCase *tc = tcase_create("pool");
+  tcase_set_timeout(tc, 240);
+  tcase_add_test(tc, test_footprint_stays_bounded_over_ten_thousand_random_shapes);
+  tcase_add_test(tc, test_a_tight_cap_is_respected_by_trimming_the_pool);
+  tcase_add_test(tc, test_workspace_counts_against_the_cap);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) { return nimble_test_run(pool_suite()); }

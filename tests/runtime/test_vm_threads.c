@@ -1,0 +1,214 @@
+/* One loaded executable shared by VMs on eight threads: every result stays
+ * exact, and outputs released on another thread go back to their own
+ * VM's pool. Also run under ThreadSanitizer (ctest label `tsan`). */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt_test_util.h"
+
+enum { THREADS = 8, ROUNDS = 150, N = 8192 };
+
+static float weights[N];
+
+/* Entries: fact(n) (recursion) and addw(x: f32[8192]) = x + w, w a constant
+ * shared by all VMs, added by a kernel that uses parallel_for. */
+static nimble_executable *build_shared(void) {
+  nimble_executable_builder *b = rt_builder();
+  int64_t sub = rt_kernel(b, "sub_i64"), mul = rt_kernel(b, "mul_i64"), vadd = rt_kernel(b, "vadd_f32");
+  uint32_t f = rt_function(b, "fact", 1, 10);
+  RT_EMIT(b, f, NIMBLE_OP_LOAD_CONSTI, 1, 0);
+  RT_EMIT(b, f, NIMBLE_OP_IF, 0, 1, 1, 3);
+  RT_EMIT(b, f, NIMBLE_OP_LOAD_CONSTI, 2, 1);
+  RT_EMIT(b, f, NIMBLE_OP_RET, 2);
+  RT_EMIT(b, f, NIMBLE_OP_LOAD_CONSTI, 2, 1);
+  rt_emit_alloc(b, f, 3, 5, 6, RT_I64, 0, NULL);
+  RT_EMIT(b, f, NIMBLE_OP_INVOKE_PACKED, sub, 1, 0, 2, 3);
+  RT_EMIT(b, f, NIMBLE_OP_INVOKE, 4, f, 3);
+  rt_emit_alloc(b, f, 7, 5, 6, RT_I64, 0, NULL);
+  RT_EMIT(b, f, NIMBLE_OP_INVOKE_PACKED, mul, 1, 0, 4, 7);
+  RT_EMIT(b, f, NIMBLE_OP_RET, 7);
+  rt_add_scalar_entry(b, "fact", f, 1);
+
+  for (int i = 0; i < N; i++) weights[i] = (float)i * 0.25f;
+  int64_t sn[1] = {N};
+  DLTensor cw = rt_tensor(weights, RT_F32, 1, sn);
+  uint32_t kw;
+  NIMBLE_ASSERT_OK(nimble_builder_add_constant(b, &cw, &kw));
+  uint32_t g = rt_function(b, "addw", 1, 5);
+  RT_EMIT(b, g, NIMBLE_OP_LOAD_CONST, 1, kw);
+  rt_emit_alloc(b, g, 2, 3, 4, RT_F32, 1, sn);
+  RT_EMIT(b, g, NIMBLE_OP_INVOKE_PACKED, vadd, 1, 0, 1, 2);
+  RT_EMIT(b, g, NIMBLE_OP_RET, 2);
+  nimble_tensor_info_t in = rt_info("x", RT_F32, 1, sn, NULL), out = rt_info("y", RT_F32, 1, sn, NULL);
+  NIMBLE_ASSERT_OK(nimble_builder_add_entry(b, "addw", g, &in, 1, &out, 1));
+  rt_info_free(&in);
+  rt_info_free(&out);
+  nimble_executable *exe = rt_load(b);
+  nimble_builder_destroy(b);
+  return exe;
+}
+
+typedef struct worker {
+  nimble_executable *exe;
+  int id;
+  int failures;
+  DLManagedTensor *kept; /* an output handed to the main thread */
+} worker;
+
+static void *worker_main(void *arg) {
+  worker *w = arg;
+  nimble_vm_options_t opt;
+  nimble_vm_options_init(&opt);
+  opt.num_threads = 2;
+  nimble_vm *vm;
+  nimble_status_t s = nimble_vm_create(w->exe, &opt, &vm);
+  if (s) {
+    nimble_status_free(s);
+    w->failures++;
+    return NULL;
+  }
+  float *x = malloc(N * sizeof(float));
+  for (int i = 0; i < N; i++) x[i] = (float)(w->id * 1000 + i);
+  int64_t sn[1] = {N};
+  for (int r = 0; r < ROUNDS; r++) {
+    int64_t n = (w->id + r) % 15, expect = 1;
+    for (int64_t k = 2; k <= n; k++) expect *= k;
+    DLTensor tn = rt_tensor(&n, RT_I64, 0, NULL);
+    DLManagedTensor *o = NULL;
+    s = nimble_vm_set_input(vm, "fact", 0, &tn);
+    if (!s) s = nimble_vm_invoke(vm, "fact");
+    if (!s) s = nimble_vm_take_output(vm, 0, &o);
+    if (s || *(int64_t *)o->dl_tensor.data != expect) w->failures++;
+    nimble_status_free(s);
+    if (o) o->deleter(o);
+
+    DLTensor tx = rt_tensor(x, RT_F32, 1, sn);
+    o = NULL;
+    s = nimble_vm_set_input(vm, "addw", 0, &tx);
+    if (!s) s = nimble_vm_invoke(vm, "addw");
+    if (!s) s = nimble_vm_take_output(vm, 0, &o);
+    if (s) {
+      w->failures++;
+      nimble_status_free(s);
+      continue;
+    }
+    const float *y = o->dl_tensor.data;
+    for (int i = 0; i < N; i += 511)
+      if (y[i] != x[i] + weights[i]) w->failures++;
+    if (r == ROUNDS - 1)
+      w->kept = o; /* released by the main thread after the VM is gone */
+    else
+      o->deleter(o);
+  }
+  free(x);
+  nimble_vm_destroy(vm);
+  return NULL;
+}
+
+START_TEST(test_eight_threads_share_one_executable) {
+  nimble_executable *exe = build_shared();
+  worker w[THREADS];
+  pthread_t t[THREADS];
+  for (int i = 0; i < THREADS; i++) {
+    w[i] = (worker){exe, i, 0, NULL};
+    ck_assert_int_eq(pthread_create(&t[i], NULL, worker_main, &w[i]), 0);
+  }
+  for (int i = 0; i < THREADS; i++) ck_assert_int_eq(pthread_join(t[i], NULL), 0);
+  nimble_executable_release(exe); /* the kept outputs still hold it */
+  for (int i = 0; i < THREADS; i++) {
+    ck_assert_msg(w[i].failures == 0, "thread %d saw %d wrong results", i, w[i].failures);
+    ck_assert_ptr_nonnull(w[i].kept);
+    const float *y = w[i].kept->dl_tensor.data;
+    ck_assert_float_eq(y[N - 1], (float)(i * 1000 + N - 1) + weights[N - 1]);
+    w[i].kept->deleter(w[i].kept);
+  }
+}
+END_TEST
+
+/* Outputs released on another thread while their VM keeps running: the
+ * releaser frees storage into the pool that the VM's next call allocates
+ * from. */
+typedef struct handoff {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  DLManagedTensor *items[64];
+  float expect_last[64];
+  int head, tail, done, wrong;
+} handoff;
+
+static void *releaser_main(void *arg) {
+  handoff *h = arg;
+  pthread_mutex_lock(&h->mu);
+  for (;;) {
+    while (h->head == h->tail && !h->done) pthread_cond_wait(&h->cv, &h->mu);
+    if (h->head == h->tail && h->done) break;
+    DLManagedTensor *o = h->items[h->tail % 64];
+    float want = h->expect_last[h->tail % 64];
+    h->tail++;
+    pthread_cond_broadcast(&h->cv);
+    pthread_mutex_unlock(&h->mu);
+    if (((const float *)o->dl_tensor.data)[N - 1] != want) h->wrong++;
+    o->deleter(o);
+    pthread_mutex_lock(&h->mu);
+  }
+  pthread_mutex_unlock(&h->mu);
+  return NULL;
+}
+
+START_TEST(test_outputs_released_on_another_thread_while_the_vm_runs) {
+  nimble_executable *exe = build_shared();
+  nimble_vm *vm;
+  NIMBLE_ASSERT_OK(nimble_vm_create(exe, NULL, &vm));
+  handoff h = {.head = 0};
+  pthread_mutex_init(&h.mu, NULL);
+  pthread_cond_init(&h.cv, NULL);
+  pthread_t rel;
+  ck_assert_int_eq(pthread_create(&rel, NULL, releaser_main, &h), 0);
+  float *x = malloc(N * sizeof(float));
+  int64_t sn[1] = {N};
+  for (int r = 0; r < 400; r++) {
+    for (int i = 0; i < N; i++) x[i] = (float)(r + i);
+    DLTensor tx = rt_tensor(x, RT_F32, 1, sn);
+    DLManagedTensor *o;
+    NIMBLE_ASSERT_OK(nimble_vm_set_input(vm, "addw", 0, &tx));
+    NIMBLE_ASSERT_OK(nimble_vm_invoke(vm, "addw"));
+    NIMBLE_ASSERT_OK(nimble_vm_take_output(vm, 0, &o));
+    pthread_mutex_lock(&h.mu);
+    while (h.head - h.tail == 64) pthread_cond_wait(&h.cv, &h.mu);
+    h.items[h.head % 64] = o;
+    h.expect_last[h.head % 64] = (float)(r + N - 1) + weights[N - 1];
+    h.head++;
+    pthread_cond_broadcast(&h.cv);
+    pthread_mutex_unlock(&h.mu);
+  }
+  pthread_mutex_lock(&h.mu);
+  h.done = 1;
+  pthread_cond_broadcast(&h.cv);
+  pthread_mutex_unlock(&h.mu);
+  ck_assert_int_eq(pthread_join(rel, NULL), 0);
+  ck_assert_int_eq(h.wrong, 0);
+  nimble_memory_stats_t st;
+  NIMBLE_ASSERT_OK(nimble_vm_memory_stats(vm, kDLCPU, &st));
+  ck_assert_uint_eq(st.bytes_in_use, 0);
+  /* At most 64 outputs in flight plus one being built: the pool reuses. */
+  ck_assert_uint_le(st.system_allocations, 2 * 66);
+  free(x);
+  pthread_cond_destroy(&h.cv);
+  pthread_mutex_destroy(&h.mu);
+  nimble_vm_destroy(vm);
+  nimble_executable_release(exe);
+}
+END_TEST
+
+Suite *threads_suite(void) {
+  Suite *s = suite_create("vm_threads");
+  TCase *tc = tcase_create("threads");
+  tcase_set_timeout(tc, 240);
+  tcase_add_test(tc, test_eight_threads_share_one_executable);
+  tcase_add_test(tc, test_outputs_released_on_another_thread_while_the_vm_runs);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) { return nimble_test_run(threads_suite()); }
