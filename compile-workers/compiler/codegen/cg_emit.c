@@ -1,0 +1,1056 @@
+/* Lowering of loop-nest kernels to LLVM IR.
+ *
+ * Each kernel becomes three kinds of functions:
+ *   - the exported entry point with the runtime's kernel ABI, which checks
+ *     the arguments (count, rank, dtype, compact strides, extents >= 0)
+ *     and dispatches to a variant;
+ *   - internal variants: `name.aliased` for calls where an output overlaps
+ *     another argument; `name.general`, whose buffer accesses carry
+ *     alias-scope metadata saying they do not overlap; and, when the kernel
+ *     declares specialisations, `name.divisible`, alias-free too and with
+ *     the split tails those specialisations cover left out;
+ *   - one internal body function per parallel loop, `name.parN`, called
+ *     through env->parallel_for with a closure struct holding the argument
+ *     array, env, the loop's start and every free variable's value.
+ * Vectorized and unrolled loops carry llvm.loop metadata; LLVM's loop and
+ * SLP vectorizers do the widening.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <llvm-c/Core.h>
+#include <llvm-c/DebugInfo.h>
+
+#include "cg_internal.h"
+#include "nimble/kernel_abi.h"
+
+/* The layouts the generated code reads; x86_64 and aarch64 Linux share them. */
+enum {
+  T_DATA = offsetof(DLTensor, data),
+  T_NDIM = offsetof(DLTensor, ndim),
+  T_DTYPE = offsetof(DLTensor, dtype),
+  T_SHAPE = offsetof(DLTensor, shape),
+  T_STRIDES = offsetof(DLTensor, strides),
+  T_BYTE_OFFSET = offsetof(DLTensor, byte_offset),
+  E_STRUCT_SIZE = offsetof(nimble_kernel_env_t, struct_size),
+  E_PARALLEL_FOR = offsetof(nimble_kernel_env_t, parallel_for),
+  E_SET_ERROR = offsetof(nimble_kernel_env_t, set_error),
+  E_SGEMM = offsetof(nimble_kernel_env_t, sgemm),
+};
+_Static_assert(sizeof(void *) == 8 && sizeof(int64_t) == 8, "LP64 host expected");
+
+typedef struct cg_mod {
+  LLVMModuleRef m;
+  LLVMContextRef ctx;
+  LLVMBuilderRef b;
+  LLVMTypeRef i1, i8, i16, i32, i64, f32, ptr, vd;
+  LLVMTypeRef variant_ty, body_ty, pf_ty, set_error_ty, sgemm_ty, kernel_ty;
+  unsigned md_loop, md_scope, md_noalias;
+  /* Per parameter of the current kernel: !alias.scope and !noalias lists. */
+  LLVMMetadataRef scope_list[NIMBLE_LN_MAX_PARAMS], noalias_list[NIMBLE_LN_MAX_PARAMS];
+  LLVMValueRef *vals; /* by variable id */
+  int n_vals;
+  const nimble_ln_kernel *k;
+  nimble_status_t err;
+  int n_outlined;
+  int gpu; /* nvptx64: parallel loops over threads, no env */
+} cg_mod;
+
+typedef struct cg_fn {
+  cg_mod *cm;
+  LLVMValueRef fn, args, env;
+  LLVMValueRef data[NIMBLE_LN_MAX_PARAMS];
+  LLVMValueRef shape[NIMBLE_LN_MAX_PARAMS][NIMBLE_LN_MAX_RANK];
+  const nimble_ln_specialization_t *assume;
+  int n_assume;
+  int disjoint; /* the dispatcher checked outputs overlap no other buffer */
+  /* GPU: this thread's global index and the grid's size, and whether the
+   * statement being emitted is inside the parallel (threaded) loop. */
+  LLVMValueRef gpu_tid, gpu_threads;
+  int in_parallel;
+} cg_fn;
+
+static void fail(cg_mod *cm, nimble_status_code_t code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void fail(cg_mod *cm, nimble_status_code_t code, const char *fmt, ...) {
+  if (cm->err) return;
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  cm->err = nimble_status_make(code, "kernel '%s': %s", cm->k ? cm->k->name : "?", msg);
+}
+
+static LLVMTypeRef lt(cg_mod *cm, nimble_ln_type_t t) {
+  switch (t) {
+  case NIMBLE_LN_F32: return cm->f32;
+  case NIMBLE_LN_I64: return cm->i64;
+  case NIMBLE_LN_I32: return cm->i32;
+  case NIMBLE_LN_BOOL: return cm->i1;
+  }
+  return cm->i64;
+}
+
+static void set_var(cg_mod *cm, const nimble_ln_var *v, LLVMValueRef value) {
+  if (v->id >= cm->n_vals) {
+    int n = cm->n_vals ? cm->n_vals : 64;
+    while (n <= v->id) n *= 2;
+    LLVMValueRef *vals = realloc(cm->vals, (size_t)n * sizeof *vals);
+    if (!vals) {
+      fail(cm, NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+      return;
+    }
+    memset(vals + cm->n_vals, 0, (size_t)(n - cm->n_vals) * sizeof *vals);
+    cm->vals = vals;
+    cm->n_vals = n;
+  }
+  cm->vals[v->id] = value;
+}
+
+static LLVMValueRef get_var(cg_mod *cm, const nimble_ln_var *v) {
+  return v->id < cm->n_vals ? cm->vals[v->id] : NULL;
+}
+
+static LLVMValueRef ci64(cg_mod *cm, int64_t v) { return LLVMConstInt(cm->i64, (unsigned long long)v, 1); }
+static LLVMValueRef ci32(cg_mod *cm, int32_t v) { return LLVMConstInt(cm->i32, (unsigned long long)(int64_t)v, 1); }
+
+/* Loads a field at a byte offset from base. */
+static LLVMValueRef load_at(cg_mod *cm, LLVMValueRef base, unsigned off, LLVMTypeRef ty) {
+  LLVMValueRef idx = ci64(cm, off);
+  LLVMValueRef p = LLVMBuildGEP2(cm->b, cm->i8, base, &idx, 1, "");
+  return LLVMBuildLoad2(cm->b, ty, p, "");
+}
+
+static LLVMValueRef alloca_in_entry(cg_fn *f, LLVMTypeRef ty, const char *name) {
+  LLVMBuilderRef tmp = LLVMCreateBuilderInContext(f->cm->ctx);
+  LLVMBasicBlockRef entry = LLVMGetEntryBasicBlock(f->fn);
+  LLVMValueRef first = LLVMGetFirstInstruction(entry);
+  if (first) LLVMPositionBuilderBefore(tmp, first);
+  else LLVMPositionBuilderAtEnd(tmp, entry);
+  LLVMValueRef a = LLVMBuildAlloca(tmp, ty, name);
+  LLVMDisposeBuilder(tmp);
+  return a;
+}
+
+static LLVMBasicBlockRef new_block(cg_fn *f, const char *name) {
+  return LLVMAppendBasicBlockInContext(f->cm->ctx, f->fn, name);
+}
+
+/* Calls env->set_error(env, "kernel 'name': message") and returns 1. */
+static void emit_fail_return(cg_fn *f, const char *message) {
+  cg_mod *cm = f->cm;
+  if (cm->gpu) {
+    /* No error channel on the device: the host checks arguments before a
+     * launch; a kernel given bad ones does nothing. */
+    LLVMBuildRetVoid(cm->b);
+    return;
+  }
+  char text[600];
+  snprintf(text, sizeof text, "kernel '%s': %s", cm->k->name, message);
+  LLVMValueRef set_error = load_at(cm, f->env, E_SET_ERROR, cm->ptr);
+  LLVMValueRef str = LLVMBuildGlobalStringPtr(cm->b, text, "msg");
+  LLVMValueRef args[2] = {f->env, str};
+  /* set_error may be NULL in a hand-made env: skip the call then. */
+  LLVMBasicBlockRef call = new_block(f, "set_error"), done = new_block(f, "fail");
+  LLVMBuildCondBr(cm->b, LLVMBuildIsNull(cm->b, set_error, ""), done, call);
+  LLVMPositionBuilderAtEnd(cm->b, call);
+  LLVMBuildCall2(cm->b, cm->set_error_ty, set_error, args, 2, "");
+  LLVMBuildBr(cm->b, done);
+  LLVMPositionBuilderAtEnd(cm->b, done);
+  LLVMBuildRet(cm->b, ci32(cm, 1));
+}
+
+/* Branches on ok; on the failing side reports message and returns. */
+static void emit_require(cg_fn *f, LLVMValueRef ok, const char *message) {
+  LLVMBasicBlockRef good = new_block(f, "ok"), bad = new_block(f, "bad");
+  LLVMBuildCondBr(f->cm->b, ok, good, bad);
+  LLVMPositionBuilderAtEnd(f->cm->b, bad);
+  emit_fail_return(f, message);
+  LLVMPositionBuilderAtEnd(f->cm->b, good);
+}
+
+/* Loads every parameter's data pointer (plus byte_offset) and extents. The
+ * entry point has checked them; LLVM drops what a function does not use. */
+static void setup_params(cg_fn *f) {
+  cg_mod *cm = f->cm;
+  for (int i = 0; i < cm->k->n_params; i++) {
+    const nimble_ln_param *p = cm->k->params[i];
+    LLVMValueRef idx = ci64(cm, i);
+    LLVMValueRef t = LLVMBuildLoad2(cm->b, cm->ptr, LLVMBuildGEP2(cm->b, cm->ptr, f->args, &idx, 1, ""), "");
+    LLVMValueRef data = load_at(cm, t, T_DATA, cm->ptr);
+    LLVMValueRef off = load_at(cm, t, T_BYTE_OFFSET, cm->i64);
+    f->data[i] = LLVMBuildGEP2(cm->b, cm->i8, data, &off, 1, p->name);
+    LLVMValueRef shp = p->rank ? load_at(cm, t, T_SHAPE, cm->ptr) : NULL;
+    for (int a = 0; a < p->rank; a++) {
+      LLVMValueRef ai = ci64(cm, a);
+      f->shape[i][a] = LLVMBuildLoad2(cm->b, cm->i64, LLVMBuildGEP2(cm->b, cm->i64, shp, &ai, 1, ""), "");
+    }
+  }
+}
+
+static LLVMValueRef emit_expr(cg_fn *f, const nimble_ln_expr *e);
+
+static LLVMValueRef intrinsic1(cg_mod *cm, const char *name, LLVMTypeRef ty, LLVMValueRef a) {
+  return nimble_cg_intrinsic(cm->m, cm->b, name, ty, &a, 1);
+}
+static LLVMValueRef intrinsic2(cg_mod *cm, const char *name, LLVMTypeRef ty, LLVMValueRef a, LLVMValueRef b) {
+  LLVMValueRef args[2] = {a, b};
+  return nimble_cg_intrinsic(cm->m, cm->b, name, ty, args, 2);
+}
+
+static LLVMValueRef emit_unary(cg_fn *f, const nimble_ln_expr *e) {
+  cg_mod *cm = f->cm;
+  LLVMValueRef a = emit_expr(f, e->a);
+  if (!a) return NULL;
+  int is_f = e->a->type == NIMBLE_LN_F32;
+  LLVMTypeRef ty = lt(cm, e->a->type);
+  switch (e->op) {
+  case NIMBLE_LN_NEG: return is_f ? LLVMBuildFNeg(cm->b, a, "") : LLVMBuildNeg(cm->b, a, "");
+  case NIMBLE_LN_NOT: return LLVMBuildNot(cm->b, a, "");
+  case NIMBLE_LN_ABS:
+    if (is_f) return intrinsic1(cm, "llvm.fabs", ty, a);
+    return intrinsic2(cm, "llvm.abs", ty, a, LLVMConstInt(cm->i1, 0, 0));
+  case NIMBLE_LN_EXP: return nimble_cg_exp(cm->m, cm->b, a);
+  case NIMBLE_LN_TANH: return nimble_cg_tanh(cm->m, cm->b, a);
+  case NIMBLE_LN_SIGMOID: return nimble_cg_sigmoid(cm->m, cm->b, a);
+  case NIMBLE_LN_ERF: return nimble_cg_erf(cm->m, cm->b, a);
+  case NIMBLE_LN_SQRT: return intrinsic1(cm, "llvm.sqrt", ty, a);
+  case NIMBLE_LN_LOG:
+    if (cm->gpu) break; /* libm's logf is not there on the device */
+    return intrinsic1(cm, "llvm.log", ty, a);
+  default: break;
+  }
+  if (cm->gpu && e->op == NIMBLE_LN_LOG) fail(cm, NIMBLE_UNIMPLEMENTED, "log is not available on nvptx64");
+  else fail(cm, NIMBLE_INTERNAL, "unary operator %d not lowered", (int)e->op);
+  return NULL;
+}
+
+/* Integer division that cannot trap: a zero divisor yields 0 and INT_MIN /
+ * -1 wraps, instead of a SIGFPE in the runtime's process. Constant positive
+ * divisors (all the index arithmetic) take the plain instruction. */
+static LLVMValueRef safe_idiv(cg_mod *cm, LLVMValueRef a, LLVMValueRef b, LLVMTypeRef ty, int rem) {
+  if (LLVMIsAConstantInt(b) && LLVMConstIntGetSExtValue(b) > 0)
+    return rem ? LLVMBuildSRem(cm->b, a, b, "") : LLVMBuildSDiv(cm->b, a, b, "");
+  LLVMValueRef zero = LLVMConstInt(ty, 0, 0), one = LLVMConstInt(ty, 1, 0);
+  LLVMValueRef minus1 = LLVMConstAllOnes(ty);
+  LLVMValueRef bad = LLVMBuildOr(cm->b, LLVMBuildICmp(cm->b, LLVMIntEQ, b, zero, ""),
+                                 LLVMBuildICmp(cm->b, LLVMIntEQ, b, minus1, ""), "");
+  LLVMValueRef safe_b = LLVMBuildSelect(cm->b, bad, one, b, "");
+  LLVMValueRef q = rem ? LLVMBuildSRem(cm->b, a, safe_b, "") : LLVMBuildSDiv(cm->b, a, safe_b, "");
+  LLVMValueRef special = rem ? zero : LLVMBuildSelect(cm->b, LLVMBuildICmp(cm->b, LLVMIntEQ, b, zero, ""),
+                                                      zero, LLVMBuildSub(cm->b, zero, a, ""), "");
+  return LLVMBuildSelect(cm->b, bad, special, q, "");
+}
+
+static LLVMValueRef emit_binary(cg_fn *f, const nimble_ln_expr *e) {
+  cg_mod *cm = f->cm;
+  LLVMValueRef a = emit_expr(f, e->a), b = emit_expr(f, e->b);
+  if (!a || !b) return NULL;
+  int is_f = e->a->type == NIMBLE_LN_F32;
+  LLVMTypeRef ty = lt(cm, e->a->type);
+  LLVMBuilderRef B = cm->b;
+  switch (e->op) {
+  case NIMBLE_LN_ADD: return is_f ? LLVMBuildFAdd(B, a, b, "") : LLVMBuildNSWAdd(B, a, b, "");
+  case NIMBLE_LN_SUB: return is_f ? LLVMBuildFSub(B, a, b, "") : LLVMBuildNSWSub(B, a, b, "");
+  case NIMBLE_LN_MUL: return is_f ? LLVMBuildFMul(B, a, b, "") : LLVMBuildNSWMul(B, a, b, "");
+  case NIMBLE_LN_DIV: return is_f ? LLVMBuildFDiv(B, a, b, "") : safe_idiv(cm, a, b, ty, 0);
+  case NIMBLE_LN_REM: return is_f ? LLVMBuildFRem(B, a, b, "") : safe_idiv(cm, a, b, ty, 1);
+  case NIMBLE_LN_MIN: return intrinsic2(cm, is_f ? "llvm.minnum" : "llvm.smin", ty, a, b);
+  case NIMBLE_LN_MAX: return intrinsic2(cm, is_f ? "llvm.maxnum" : "llvm.smax", ty, a, b);
+  case NIMBLE_LN_POW:
+    if (cm->gpu) {
+      fail(cm, NIMBLE_UNIMPLEMENTED, "pow is not available on nvptx64");
+      return NULL;
+    }
+    return intrinsic2(cm, "llvm.pow", ty, a, b);
+  case NIMBLE_LN_AND: return LLVMBuildAnd(B, a, b, "");
+  case NIMBLE_LN_OR: return LLVMBuildOr(B, a, b, "");
+  default: break;
+  }
+  static const LLVMRealPredicate fp[] = {LLVMRealOLT, LLVMRealOLE, LLVMRealOGT, LLVMRealOGE, LLVMRealOEQ,
+                                         LLVMRealUNE};
+  static const LLVMIntPredicate ip[] = {LLVMIntSLT, LLVMIntSLE, LLVMIntSGT, LLVMIntSGE, LLVMIntEQ, LLVMIntNE};
+  if (e->op >= NIMBLE_LN_LT && e->op <= NIMBLE_LN_NE) {
+    int i = e->op - NIMBLE_LN_LT;
+    return is_f ? LLVMBuildFCmp(B, fp[i], a, b, "") : LLVMBuildICmp(B, ip[i], a, b, "");
+  }
+  fail(cm, NIMBLE_INTERNAL, "binary operator %d not lowered", (int)e->op);
+  return NULL;
+}
+
+static LLVMValueRef emit_cast(cg_fn *f, const nimble_ln_expr *e) {
+  cg_mod *cm = f->cm;
+  LLVMValueRef a = emit_expr(f, e->a);
+  if (!a) return NULL;
+  nimble_ln_type_t from = e->a->type, to = e->type;
+  LLVMTypeRef ty = lt(cm, to);
+  if (to == NIMBLE_LN_BOOL)
+    return from == NIMBLE_LN_F32 ? LLVMBuildFCmp(cm->b, LLVMRealUNE, a, LLVMConstReal(cm->f32, 0), "")
+                                 : LLVMBuildICmp(cm->b, LLVMIntNE, a, LLVMConstInt(lt(cm, from), 0, 0), "");
+  if (from == NIMBLE_LN_BOOL)
+    return to == NIMBLE_LN_F32 ? LLVMBuildUIToFP(cm->b, a, ty, "") : LLVMBuildZExt(cm->b, a, ty, "");
+  if (to == NIMBLE_LN_F32) return LLVMBuildSIToFP(cm->b, a, ty, "");
+  if (from == NIMBLE_LN_F32) {
+    /* fptosi of NaN or an out-of-range value is poison; llvm.fptosi.sat
+     * saturates instead (NaN -> 0). */
+    LLVMValueRef x = a;
+    LLVMTypeRef tys[2] = {ty, cm->f32};
+    unsigned id = LLVMLookupIntrinsicID("llvm.fptosi.sat", 15);
+    LLVMValueRef fn = LLVMGetIntrinsicDeclaration(cm->m, id, tys, 2);
+    return LLVMBuildCall2(cm->b, LLVMIntrinsicGetType(cm->ctx, id, tys, 2), fn, &x, 1, "");
+  }
+  return LLVMBuildIntCast2(cm->b, a, ty, 1, "");
+}
+
+static LLVMValueRef emit_has_sgemm(cg_fn *f) {
+  cg_mod *cm = f->cm;
+  LLVMValueRef size = load_at(cm, f->env, E_STRUCT_SIZE, cm->i32);
+  LLVMValueRef big = LLVMBuildICmp(cm->b, LLVMIntUGE, size, ci32(cm, E_SGEMM + 8), "");
+  /* Only read the member when struct_size covers it. */
+  LLVMBasicBlockRef pre = LLVMGetInsertBlock(cm->b);
+  LLVMBasicBlockRef rd = new_block(f, "sgemm_read"), done = new_block(f, "sgemm_known");
+  LLVMBuildCondBr(cm->b, big, rd, done);
+  LLVMPositionBuilderAtEnd(cm->b, rd);
+  LLVMValueRef fnp = load_at(cm, f->env, E_SGEMM, cm->ptr);
+  LLVMValueRef nonnull = LLVMBuildIsNotNull(cm->b, fnp, "");
+  LLVMBuildBr(cm->b, done);
+  LLVMPositionBuilderAtEnd(cm->b, done);
+  LLVMValueRef phi = LLVMBuildPhi(cm->b, cm->i1, "has_sgemm");
+  LLVMValueRef vals[2] = {LLVMConstInt(cm->i1, 0, 0), nonnull};
+  LLVMBasicBlockRef blocks[2] = {pre, rd};
+  LLVMAddIncoming(phi, vals, blocks, 2);
+  return phi;
+}
+
+static LLVMValueRef element_ptr(cg_fn *f, const nimble_ln_param *p, LLVMValueRef index) {
+  return LLVMBuildGEP2(f->cm->b, lt(f->cm, p->dtype), f->data[p->index], &index, 1, "");
+}
+
+/* In variants the dispatcher has proven alias-free, every access to a
+ * parameter's buffer is tagged with that parameter's scope and as not
+ * aliasing the others, which lets the SLP vectorizer widen straight-line
+ * blocks and the loop vectorizer drop its run-time overlap checks. */
+static LLVMValueRef tag_access(cg_fn *f, const nimble_ln_param *p, LLVMValueRef inst) {
+  cg_mod *cm = f->cm;
+  if (f->disjoint && cm->scope_list[p->index]) {
+    LLVMSetMetadata(inst, cm->md_scope, LLVMMetadataAsValue(cm->ctx, cm->scope_list[p->index]));
+    LLVMSetMetadata(inst, cm->md_noalias, LLVMMetadataAsValue(cm->ctx, cm->noalias_list[p->index]));
+  }
+  return inst;
+}
+
+/* A distinct node whose first operand is itself, followed by ops. */
+static LLVMMetadataRef self_node(cg_mod *cm, LLVMMetadataRef *rest, unsigned n) {
+  LLVMMetadataRef ops[4];
+  LLVMMetadataRef tmp = LLVMTemporaryMDNode(cm->ctx, NULL, 0);
+  ops[0] = tmp;
+  for (unsigned i = 0; i < n; i++) ops[1 + i] = rest[i];
+  LLVMMetadataRef node = LLVMMDNodeInContext2(cm->ctx, ops, n + 1);
+  LLVMMetadataReplaceAllUsesWith(tmp, node);
+  return node;
+}
+
+static void make_alias_scopes(cg_mod *cm) {
+  const nimble_ln_kernel *k = cm->k;
+  LLVMMetadataRef name = LLVMMDStringInContext2(cm->ctx, k->name, strlen(k->name));
+  LLVMMetadataRef domain = self_node(cm, &name, 1);
+  LLVMMetadataRef scopes[NIMBLE_LN_MAX_PARAMS];
+  for (int i = 0; i < k->n_params; i++) {
+    LLVMMetadataRef ops[2] = {domain, LLVMMDStringInContext2(cm->ctx, k->params[i]->name, strlen(k->params[i]->name))};
+    scopes[i] = self_node(cm, ops, 2);
+  }
+  for (int i = 0; i < k->n_params; i++) {
+    LLVMMetadataRef others[NIMBLE_LN_MAX_PARAMS];
+    unsigned n = 0;
+    for (int j = 0; j < k->n_params; j++)
+      if (j != i) others[n++] = scopes[j];
+    cm->scope_list[i] = LLVMMDNodeInContext2(cm->ctx, &scopes[i], 1);
+    cm->noalias_list[i] = LLVMMDNodeInContext2(cm->ctx, others, n);
+  }
+}
+
+static LLVMValueRef emit_expr(cg_fn *f, const nimble_ln_expr *e) {
+  cg_mod *cm = f->cm;
+  if (cm->err) return NULL;
+  switch (e->kind) {
+  case NIMBLE_LN_E_CONST_F: return LLVMConstReal(cm->f32, e->f);
+  case NIMBLE_LN_E_CONST_I: return LLVMConstInt(lt(cm, e->type), (unsigned long long)e->i, 1);
+  case NIMBLE_LN_E_VAR: {
+    LLVMValueRef v = get_var(cm, e->var);
+    if (!v) {
+      fail(cm, NIMBLE_INTERNAL, "variable '%s' has no value", e->var->name);
+      return NULL;
+    }
+    return e->var->mutable_ ? LLVMBuildLoad2(cm->b, lt(cm, e->var->type), v, e->var->name) : v;
+  }
+  case NIMBLE_LN_E_SHAPE: return f->shape[e->param->index][e->axis];
+  case NIMBLE_LN_E_LOAD: {
+    LLVMValueRef idx = emit_expr(f, e->a);
+    if (!idx) return NULL;
+    return tag_access(f, e->param, LLVMBuildLoad2(cm->b, lt(cm, e->type), element_ptr(f, e->param, idx), ""));
+  }
+  case NIMBLE_LN_E_UNARY: return emit_unary(f, e);
+  case NIMBLE_LN_E_BINARY: return emit_binary(f, e);
+  case NIMBLE_LN_E_SELECT: {
+    LLVMValueRef c = emit_expr(f, e->a), a = emit_expr(f, e->b), b = emit_expr(f, e->c);
+    return (c && a && b) ? LLVMBuildSelect(cm->b, c, a, b, "") : NULL;
+  }
+  case NIMBLE_LN_E_CAST: return emit_cast(f, e);
+  case NIMBLE_LN_E_HAS_SGEMM: return cm->gpu ? LLVMConstInt(cm->i1, 0, 0) : emit_has_sgemm(f);
+  }
+  fail(cm, NIMBLE_INTERNAL, "expression kind %d not lowered", (int)e->kind);
+  return NULL;
+}
+
+/* ---- free variables of a parallel loop's body ---- */
+
+typedef struct var_set {
+  const nimble_ln_var *v[256];
+  int n;
+  int overflow;
+} var_set;
+
+static int set_has(const var_set *s, const nimble_ln_var *v) {
+  for (int i = 0; i < s->n; i++)
+    if (s->v[i] == v) return 1;
+  return 0;
+}
+static void set_add(var_set *s, const nimble_ln_var *v) {
+  if (set_has(s, v)) return;
+  if (s->n >= 256) s->overflow = 1;
+  else s->v[s->n++] = v;
+}
+
+static void free_in_expr(const nimble_ln_expr *e, const var_set *bound, var_set *out) {
+  if (!e) return;
+  if (e->kind == NIMBLE_LN_E_VAR && !set_has(bound, e->var)) set_add(out, e->var);
+  free_in_expr(e->a, bound, out);
+  free_in_expr(e->b, bound, out);
+  free_in_expr(e->c, bound, out);
+}
+
+static void free_in_stmt(const nimble_ln_stmt *s, var_set *bound, var_set *out) {
+  if (!s) return;
+  int mark = bound->n;
+  switch (s->kind) {
+  case NIMBLE_LN_S_SEQ:
+    for (size_t i = 0; i < s->n_stmts; i++) free_in_stmt(s->stmts[i], bound, out);
+    break;
+  case NIMBLE_LN_S_FOR:
+    free_in_expr(s->begin, bound, out);
+    free_in_expr(s->end, bound, out);
+    set_add(bound, s->var);
+    free_in_stmt(s->body, bound, out);
+    break;
+  case NIMBLE_LN_S_LET:
+  case NIMBLE_LN_S_DECL:
+    free_in_expr(s->value, bound, out);
+    set_add(bound, s->var);
+    free_in_stmt(s->body, bound, out);
+    break;
+  case NIMBLE_LN_S_ASSIGN:
+    if (!set_has(bound, s->var)) set_add(out, s->var);
+    free_in_expr(s->value, bound, out);
+    break;
+  case NIMBLE_LN_S_STORE:
+    free_in_expr(s->index, bound, out);
+    free_in_expr(s->value, bound, out);
+    break;
+  case NIMBLE_LN_S_IF:
+    free_in_expr(s->value, bound, out);
+    free_in_stmt(s->body, bound, out);
+    free_in_stmt(s->else_, bound, out);
+    break;
+  case NIMBLE_LN_S_CHECK: free_in_expr(s->value, bound, out); break;
+  case NIMBLE_LN_S_SGEMM: {
+    const nimble_ln_sgemm_desc_t *d = &s->sgemm;
+    const nimble_ln_expr *es[] = {d->m, d->n, d->k, d->a_offset, d->b_offset, d->c_offset, d->lda, d->ldb, d->ldc};
+    for (size_t i = 0; i < sizeof es / sizeof es[0]; i++) free_in_expr(es[i], bound, out);
+    break;
+  }
+  }
+  bound->n = mark;
+}
+
+/* ---- statements ---- */
+
+static void emit_stmt(cg_fn *f, const nimble_ln_stmt *s);
+
+static void set_loop_metadata(cg_mod *cm, LLVMValueRef latch_br, const nimble_ln_stmt *s) {
+  LLVMMetadataRef ops[3];
+  unsigned n = 1;
+  if (s->loop_kind == NIMBLE_LN_VECTORIZED) {
+    LLVMMetadataRef en[2] = {LLVMMDStringInContext2(cm->ctx, "llvm.loop.vectorize.enable", 26),
+                             LLVMValueAsMetadata(LLVMConstInt(cm->i1, 1, 0))};
+    LLVMMetadataRef w[2] = {LLVMMDStringInContext2(cm->ctx, "llvm.loop.vectorize.width", 25),
+                            LLVMValueAsMetadata(ci32(cm, s->factor))};
+    ops[n++] = LLVMMDNodeInContext2(cm->ctx, en, 2);
+    ops[n++] = LLVMMDNodeInContext2(cm->ctx, w, 2);
+  } else if (s->loop_kind == NIMBLE_LN_UNROLLED) {
+    LLVMMetadataRef c[2] = {LLVMMDStringInContext2(cm->ctx, "llvm.loop.unroll.count", 22),
+                            LLVMValueAsMetadata(ci32(cm, s->factor))};
+    ops[n++] = LLVMMDNodeInContext2(cm->ctx, c, 2);
+  } else {
+    return;
+  }
+  /* A loop ID is a distinct node whose first operand is itself. */
+  LLVMMetadataRef tmp = LLVMTemporaryMDNode(cm->ctx, NULL, 0);
+  ops[0] = tmp;
+  LLVMMetadataRef id = LLVMMDNodeInContext2(cm->ctx, ops, n);
+  LLVMMetadataReplaceAllUsesWith(tmp, id);
+  LLVMSetMetadata(latch_br, cm->md_loop, LLVMMetadataAsValue(cm->ctx, id));
+}
+
+/* A split tail the current variant's assumptions make empty. */
+static int tail_vanishes(const cg_fn *f, const nimble_ln_stmt *s) {
+  if (!s->tail_param) return 0;
+  for (int i = 0; i < f->n_assume; i++) {
+    const nimble_ln_specialization_t *a = &f->assume[i];
+    if (a->param == s->tail_param && a->axis == s->tail_axis && a->factor % s->tail_factor == 0) return 1;
+  }
+  return 0;
+}
+
+/* for v in [lo, hi) with v bound to a phi; body emitted by the caller's
+ * callback through emit_stmt. Returns the latch branch. */
+static void emit_counted_loop(cg_fn *f, LLVMValueRef lo, LLVMValueRef hi, const nimble_ln_stmt *s,
+                              const nimble_ln_var *var, const nimble_ln_stmt *body) {
+  cg_mod *cm = f->cm;
+  LLVMBasicBlockRef pre = LLVMGetInsertBlock(cm->b);
+  LLVMBasicBlockRef header = new_block(f, "loop"), bb = new_block(f, "body"), latch = new_block(f, "latch"),
+                    exit = new_block(f, "exit");
+  LLVMBuildBr(cm->b, header);
+  LLVMPositionBuilderAtEnd(cm->b, header);
+  LLVMValueRef phi = LLVMBuildPhi(cm->b, cm->i64, var->name);
+  LLVMBuildCondBr(cm->b, LLVMBuildICmp(cm->b, LLVMIntSLT, phi, hi, ""), bb, exit);
+  LLVMPositionBuilderAtEnd(cm->b, bb);
+  set_var(cm, var, phi);
+  emit_stmt(f, body);
+  LLVMBuildBr(cm->b, latch);
+  LLVMPositionBuilderAtEnd(cm->b, latch);
+  LLVMValueRef next = LLVMBuildNSWAdd(cm->b, phi, ci64(cm, 1), "");
+  LLVMValueRef br = LLVMBuildBr(cm->b, header);
+  if (s) set_loop_metadata(cm, br, s);
+  LLVMValueRef vals[2] = {lo, next};
+  LLVMBasicBlockRef blocks[2] = {pre, latch};
+  LLVMAddIncoming(phi, vals, blocks, 2);
+  LLVMPositionBuilderAtEnd(cm->b, exit);
+}
+
+/* GPU: the outermost parallel loop is a grid-stride loop over the
+ * threads of the launch; parallel loops inside it run serially. */
+static void emit_parallel_gpu(cg_fn *f, const nimble_ln_stmt *s) {
+  cg_mod *cm = f->cm;
+  LLVMValueRef lo = emit_expr(f, s->begin), hi = emit_expr(f, s->end);
+  if (!lo || !hi) return;
+  LLVMValueRef n = LLVMBuildSub(cm->b, hi, lo, "");
+  LLVMBasicBlockRef pre = LLVMGetInsertBlock(cm->b);
+  LLVMBasicBlockRef header = new_block(f, "grid_loop"), bb = new_block(f, "grid_body"), exit = new_block(f, "grid_exit");
+  LLVMBuildBr(cm->b, header);
+  LLVMPositionBuilderAtEnd(cm->b, header);
+  LLVMValueRef t = LLVMBuildPhi(cm->b, cm->i64, "task");
+  LLVMBuildCondBr(cm->b, LLVMBuildICmp(cm->b, LLVMIntSLT, t, n, ""), bb, exit);
+  LLVMPositionBuilderAtEnd(cm->b, bb);
+  set_var(cm, s->var, LLVMBuildNSWAdd(cm->b, lo, t, s->var->name));
+  f->in_parallel++;
+  emit_stmt(f, s->body);
+  f->in_parallel--;
+  LLVMValueRef next = LLVMBuildNSWAdd(cm->b, t, f->gpu_threads, "");
+  LLVMBasicBlockRef latch = LLVMGetInsertBlock(cm->b);
+  LLVMBuildBr(cm->b, header);
+  LLVMValueRef vals[2] = {f->gpu_tid, next};
+  LLVMBasicBlockRef blocks[2] = {pre, latch};
+  LLVMAddIncoming(t, vals, blocks, 2);
+  LLVMPositionBuilderAtEnd(cm->b, exit);
+}
+
+static void emit_parallel(cg_fn *f, const nimble_ln_stmt *s) {
+  cg_mod *cm = f->cm;
+  if (cm->gpu) {
+    if (f->in_parallel) {
+      LLVMValueRef lo = emit_expr(f, s->begin), hi = emit_expr(f, s->end);
+      if (lo && hi) emit_counted_loop(f, lo, hi, NULL, s->var, s->body);
+    } else {
+      emit_parallel_gpu(f, s);
+    }
+    return;
+  }
+  var_set bound = {.n = 0}, fv = {.n = 0};
+  set_add(&bound, s->var);
+  free_in_stmt(s->body, &bound, &fv);
+  if (fv.overflow) {
+    fail(cm, NIMBLE_RESOURCE_EXHAUSTED, "parallel loop '%s' has more than 256 free variables", s->var->name);
+    return;
+  }
+  for (int i = 0; i < fv.n; i++)
+    if (fv.v[i]->mutable_) {
+      fail(cm, NIMBLE_INVALID_ARGUMENT, "parallel loop '%s' uses accumulator '%s' declared outside it",
+           s->var->name, fv.v[i]->name);
+      return;
+    }
+  LLVMValueRef lo = emit_expr(f, s->begin), hi = emit_expr(f, s->end);
+  if (!lo || !hi) return;
+
+  /* Closure: { args, env, lo, free values... } */
+  LLVMTypeRef fields[3 + 256];
+  fields[0] = cm->ptr;
+  fields[1] = cm->ptr;
+  fields[2] = cm->i64;
+  for (int i = 0; i < fv.n; i++) fields[3 + i] = lt(cm, fv.v[i]->type);
+  LLVMTypeRef cty = LLVMStructTypeInContext(cm->ctx, fields, (unsigned)(3 + fv.n), 0);
+
+  char name[300];
+  snprintf(name, sizeof name, "%s.par%d", cm->k->name, cm->n_outlined++);
+  LLVMValueRef body_fn = LLVMAddFunction(cm->m, name, cm->body_ty);
+  LLVMSetLinkage(body_fn, LLVMInternalLinkage);
+
+  /* Emit the outlined body, then come back. */
+  LLVMBasicBlockRef resume = LLVMGetInsertBlock(cm->b);
+  LLVMValueRef saved[256];
+  for (int i = 0; i < fv.n; i++) saved[i] = get_var(cm, fv.v[i]);
+  cg_fn g = {.cm = cm, .fn = body_fn, .assume = f->assume, .n_assume = f->n_assume, .disjoint = f->disjoint};
+  LLVMPositionBuilderAtEnd(cm->b, LLVMAppendBasicBlockInContext(cm->ctx, body_fn, "entry"));
+  LLVMValueRef closure = LLVMGetParam(body_fn, 2);
+  g.args = LLVMBuildLoad2(cm->b, cm->ptr, LLVMBuildStructGEP2(cm->b, cty, closure, 0, ""), "args");
+  g.env = LLVMBuildLoad2(cm->b, cm->ptr, LLVMBuildStructGEP2(cm->b, cty, closure, 1, ""), "env");
+  LLVMValueRef base = LLVMBuildLoad2(cm->b, cm->i64, LLVMBuildStructGEP2(cm->b, cty, closure, 2, ""), "");
+  for (int i = 0; i < fv.n; i++)
+    set_var(cm, fv.v[i],
+            LLVMBuildLoad2(cm->b, fields[3 + i], LLVMBuildStructGEP2(cm->b, cty, closure, (unsigned)(3 + i), ""),
+                           fv.v[i]->name));
+  setup_params(&g);
+  set_var(cm, s->var, LLVMBuildNSWAdd(cm->b, base, LLVMGetParam(body_fn, 0), s->var->name));
+  emit_stmt(&g, s->body);
+  LLVMBuildRet(cm->b, ci32(cm, 0));
+  for (int i = 0; i < fv.n; i++) set_var(cm, fv.v[i], saved[i]);
+  LLVMPositionBuilderAtEnd(cm->b, resume);
+
+  /* Fill the closure and run the tasks. */
+  LLVMValueRef clo = alloca_in_entry(f, cty, "closure");
+  LLVMBuildStore(cm->b, f->args, LLVMBuildStructGEP2(cm->b, cty, clo, 0, ""));
+  LLVMBuildStore(cm->b, f->env, LLVMBuildStructGEP2(cm->b, cty, clo, 1, ""));
+  LLVMBuildStore(cm->b, lo, LLVMBuildStructGEP2(cm->b, cty, clo, 2, ""));
+  for (int i = 0; i < fv.n; i++) {
+    LLVMValueRef v = get_var(cm, fv.v[i]);
+    if (!v) {
+      fail(cm, NIMBLE_INTERNAL, "parallel loop '%s': free variable '%s' has no value", s->var->name,
+           fv.v[i]->name);
+      return;
+    }
+    LLVMBuildStore(cm->b, v, LLVMBuildStructGEP2(cm->b, cty, clo, (unsigned)(3 + i), ""));
+  }
+  LLVMValueRef n = LLVMBuildSub(cm->b, hi, lo, "n_tasks");
+  LLVMBasicBlockRef run = new_block(f, "par_run"), done = new_block(f, "par_done");
+  LLVMBuildCondBr(cm->b, LLVMBuildICmp(cm->b, LLVMIntSGT, n, ci64(cm, 0), ""), run, done);
+  LLVMPositionBuilderAtEnd(cm->b, run);
+  LLVMValueRef pf = load_at(cm, f->env, E_PARALLEL_FOR, cm->ptr);
+  LLVMBasicBlockRef via_pf = new_block(f, "par_pool"), serial = new_block(f, "par_serial"),
+                    check = new_block(f, "par_check");
+  LLVMBuildCondBr(cm->b, LLVMBuildIsNull(cm->b, pf, ""), serial, via_pf);
+  LLVMPositionBuilderAtEnd(cm->b, via_pf);
+  LLVMValueRef pargs[4] = {f->env, n, body_fn, clo};
+  LLVMValueRef rc_pool = LLVMBuildCall2(cm->b, cm->pf_ty, pf, pargs, 4, "rc");
+  LLVMBuildBr(cm->b, check);
+  /* No thread pool: run the tasks in order, stopping at the first error. */
+  LLVMPositionBuilderAtEnd(cm->b, serial);
+  LLVMBasicBlockRef shead = new_block(f, "ser_loop"), sbody = new_block(f, "ser_body");
+  LLVMBuildBr(cm->b, shead);
+  LLVMPositionBuilderAtEnd(cm->b, shead);
+  LLVMValueRef t = LLVMBuildPhi(cm->b, cm->i64, "task");
+  LLVMValueRef more = LLVMBuildICmp(cm->b, LLVMIntSLT, t, n, "");
+  LLVMBasicBlockRef ser_exit = new_block(f, "ser_exit");
+  LLVMBuildCondBr(cm->b, more, sbody, ser_exit);
+  LLVMPositionBuilderAtEnd(cm->b, sbody);
+  LLVMValueRef bargs[3] = {t, n, clo};
+  LLVMValueRef rc_one = LLVMBuildCall2(cm->b, cm->body_ty, body_fn, bargs, 3, "");
+  LLVMValueRef t1 = LLVMBuildAdd(cm->b, t, ci64(cm, 1), "");
+  LLVMBasicBlockRef sbody_end = LLVMGetInsertBlock(cm->b);
+  LLVMBasicBlockRef ser_err = new_block(f, "ser_err");
+  LLVMBuildCondBr(cm->b, LLVMBuildICmp(cm->b, LLVMIntEQ, rc_one, ci32(cm, 0), ""), shead, ser_err);
+  LLVMValueRef tv[2] = {ci64(cm, 0), t1};
+  LLVMBasicBlockRef tb[2] = {serial, sbody_end};
+  LLVMAddIncoming(t, tv, tb, 2);
+  LLVMPositionBuilderAtEnd(cm->b, ser_err);
+  LLVMBuildBr(cm->b, check);
+  LLVMPositionBuilderAtEnd(cm->b, ser_exit);
+  LLVMBuildBr(cm->b, check);
+  LLVMPositionBuilderAtEnd(cm->b, check);
+  LLVMValueRef rc = LLVMBuildPhi(cm->b, cm->i32, "rc");
+  LLVMValueRef rv[3] = {rc_pool, rc_one, ci32(cm, 0)};
+  LLVMBasicBlockRef rb[3] = {via_pf, ser_err, ser_exit};
+  LLVMAddIncoming(rc, rv, rb, 3);
+  LLVMBasicBlockRef ret = new_block(f, "par_fail");
+  LLVMBuildCondBr(cm->b, LLVMBuildICmp(cm->b, LLVMIntEQ, rc, ci32(cm, 0), ""), done, ret);
+  LLVMPositionBuilderAtEnd(cm->b, ret);
+  LLVMBuildRet(cm->b, rc);
+  LLVMPositionBuilderAtEnd(cm->b, done);
+}
+
+static void emit_sgemm(cg_fn *f, const nimble_ln_sgemm_desc_t *d) {
+  cg_mod *cm = f->cm;
+  LLVMValueRef has = emit_has_sgemm(f);
+  emit_require(f, has, "the runtime provides no sgemm");
+  LLVMValueRef fnp = load_at(cm, f->env, E_SGEMM, cm->ptr);
+  LLVMValueRef m = emit_expr(f, d->m), n = emit_expr(f, d->n), k = emit_expr(f, d->k);
+  LLVMValueRef ao = emit_expr(f, d->a_offset), bo = emit_expr(f, d->b_offset), co = emit_expr(f, d->c_offset);
+  LLVMValueRef lda = emit_expr(f, d->lda), ldb = emit_expr(f, d->ldb), ldc = emit_expr(f, d->ldc);
+  if (cm->err) return;
+  LLVMValueRef args[13] = {ci32(cm, d->trans_a != 0), ci32(cm, d->trans_b != 0), m, n, k,
+                           LLVMConstReal(cm->f32, d->alpha), element_ptr(f, d->a, ao), lda,
+                           element_ptr(f, d->b, bo), ldb, LLVMConstReal(cm->f32, d->beta),
+                           element_ptr(f, d->c, co), ldc};
+  LLVMBuildCall2(cm->b, cm->sgemm_ty, fnp, args, 13, "");
+}
+
+static void emit_stmt(cg_fn *f, const nimble_ln_stmt *s) {
+  cg_mod *cm = f->cm;
+  if (cm->err) return;
+  switch (s->kind) {
+  case NIMBLE_LN_S_SEQ:
+    for (size_t i = 0; i < s->n_stmts; i++) emit_stmt(f, s->stmts[i]);
+    return;
+  case NIMBLE_LN_S_FOR: {
+    if (tail_vanishes(f, s)) return;
+    if (s->loop_kind == NIMBLE_LN_PARALLEL) {
+      emit_parallel(f, s);
+      return;
+    }
+    LLVMValueRef lo = emit_expr(f, s->begin), hi = emit_expr(f, s->end);
+    if (!lo || !hi) return;
+    emit_counted_loop(f, lo, hi, s, s->var, s->body);
+    return;
+  }
+  case NIMBLE_LN_S_LET: {
+    LLVMValueRef v = emit_expr(f, s->value);
+    if (!v) return;
+    set_var(cm, s->var, v);
+    emit_stmt(f, s->body);
+    return;
+  }
+  case NIMBLE_LN_S_DECL: {
+    LLVMValueRef v = emit_expr(f, s->value);
+    if (!v) return;
+    LLVMValueRef slot = alloca_in_entry(f, lt(cm, s->var->type), s->var->name);
+    LLVMBuildStore(cm->b, v, slot);
+    set_var(cm, s->var, slot);
+    emit_stmt(f, s->body);
+    return;
+  }
+  case NIMBLE_LN_S_ASSIGN: {
+    LLVMValueRef v = emit_expr(f, s->value);
+    LLVMValueRef slot = get_var(cm, s->var);
+    if (!v) return;
+    if (!slot) {
+      fail(cm, NIMBLE_INTERNAL, "assignment to '%s' outside its declaration", s->var->name);
+      return;
+    }
+    LLVMBuildStore(cm->b, v, slot);
+    return;
+  }
+  case NIMBLE_LN_S_STORE: {
+    LLVMValueRef idx = emit_expr(f, s->index), v = emit_expr(f, s->value);
+    if (!idx || !v) return;
+    if (cm->gpu && !f->in_parallel) {
+      /* Outside the threaded loop every thread runs the statement: one
+       * thread stores. */
+      LLVMBasicBlockRef st = new_block(f, "thread0_store"), after = new_block(f, "after_store");
+      LLVMBuildCondBr(cm->b, LLVMBuildICmp(cm->b, LLVMIntEQ, f->gpu_tid, ci64(cm, 0), ""), st, after);
+      LLVMPositionBuilderAtEnd(cm->b, st);
+      tag_access(f, s->param, LLVMBuildStore(cm->b, v, element_ptr(f, s->param, idx)));
+      LLVMBuildBr(cm->b, after);
+      LLVMPositionBuilderAtEnd(cm->b, after);
+      return;
+    }
+    tag_access(f, s->param, LLVMBuildStore(cm->b, v, element_ptr(f, s->param, idx)));
+    return;
+  }
+  case NIMBLE_LN_S_IF: {
+    LLVMValueRef c = emit_expr(f, s->value);
+    if (!c) return;
+    if (LLVMIsAConstantInt(c)) {
+      /* A condition known here (has_sgemm() on nvptx64): only the branch
+       * taken is emitted. */
+      const nimble_ln_stmt *taken = LLVMConstIntGetZExtValue(c) ? s->body : s->else_;
+      if (taken) emit_stmt(f, taken);
+      return;
+    }
+    LLVMBasicBlockRef then_b = new_block(f, "then"), else_b = new_block(f, "else"), join = new_block(f, "endif");
+    LLVMBuildCondBr(cm->b, c, then_b, else_b);
+    LLVMPositionBuilderAtEnd(cm->b, then_b);
+    emit_stmt(f, s->body);
+    LLVMBuildBr(cm->b, join);
+    LLVMPositionBuilderAtEnd(cm->b, else_b);
+    if (s->else_) emit_stmt(f, s->else_);
+    LLVMBuildBr(cm->b, join);
+    LLVMPositionBuilderAtEnd(cm->b, join);
+    return;
+  }
+  case NIMBLE_LN_S_CHECK: {
+    LLVMValueRef c = emit_expr(f, s->value);
+    if (c) emit_require(f, c, s->message);
+    return;
+  }
+  case NIMBLE_LN_S_SGEMM:
+    if (cm->gpu) fail(cm, NIMBLE_UNIMPLEMENTED, "sgemm calls are not available on nvptx64");
+    else emit_sgemm(f, &s->sgemm);
+    return;
+  }
+  fail(cm, NIMBLE_INTERNAL, "statement kind %d not lowered", (int)s->kind);
+}
+
+static LLVMValueRef emit_variant(cg_mod *cm, const char *suffix, const nimble_ln_specialization_t *assume,
+                                 int n_assume, int disjoint) {
+  char name[300];
+  snprintf(name, sizeof name, "%s.%s", cm->k->name, suffix);
+  LLVMValueRef fn = LLVMAddFunction(cm->m, name, cm->variant_ty);
+  LLVMSetLinkage(fn, LLVMInternalLinkage);
+  cg_fn f = {.cm = cm, .fn = fn, .args = LLVMGetParam(fn, 0), .env = LLVMGetParam(fn, 1),
+             .assume = assume, .n_assume = n_assume, .disjoint = disjoint};
+  LLVMPositionBuilderAtEnd(cm->b, LLVMAppendBasicBlockInContext(cm->ctx, fn, "entry"));
+  setup_params(&f);
+  emit_stmt(&f, cm->k->body);
+  LLVMBuildRet(cm->b, ci32(cm, 0));
+  return fn;
+}
+
+static const char *dtype_text(nimble_ln_type_t t) {
+  switch (t) {
+  case NIMBLE_LN_F32: return "float32 (DLPack code 2, 32 bits, 1 lane)";
+  case NIMBLE_LN_I32: return "int32 (DLPack code 0, 32 bits, 1 lane)";
+  default: return "int64 (DLPack code 0, 64 bits, 1 lane)";
+  }
+}
+
+/* The exported entry point: argument checks, then the variant dispatch. */
+static void emit_entry(cg_mod *cm, LLVMValueRef aliased, LLVMValueRef general, LLVMValueRef divisible) {
+  const nimble_ln_kernel *k = cm->k;
+  LLVMValueRef fn = LLVMAddFunction(cm->m, k->name, cm->kernel_ty);
+  cg_fn f = {.cm = cm, .fn = fn, .args = LLVMGetParam(fn, 0), .env = LLVMGetParam(fn, 2)};
+  LLVMPositionBuilderAtEnd(cm->b, LLVMAppendBasicBlockInContext(cm->ctx, fn, "entry"));
+  /* Without an env large enough to hold set_error there is nobody to tell. */
+  LLVMBasicBlockRef no_env = new_block(&f, "no_env"), has_env = new_block(&f, "has_env"),
+                    env_ok = new_block(&f, "env_ok");
+  LLVMBuildCondBr(cm->b, LLVMBuildIsNull(cm->b, f.env, ""), no_env, has_env);
+  LLVMPositionBuilderAtEnd(cm->b, no_env);
+  LLVMBuildRet(cm->b, ci32(cm, 1));
+  LLVMPositionBuilderAtEnd(cm->b, has_env);
+  LLVMValueRef size = load_at(cm, f.env, E_STRUCT_SIZE, cm->i32);
+  LLVMBuildCondBr(cm->b, LLVMBuildICmp(cm->b, LLVMIntUGE, size, ci32(cm, E_SET_ERROR + 8), ""), env_ok, no_env);
+  LLVMPositionBuilderAtEnd(cm->b, env_ok);
+
+  char msg[400];
+  snprintf(msg, sizeof msg, "expects %d arguments (inputs then outputs)", k->n_params);
+  emit_require(&f, LLVMBuildICmp(cm->b, LLVMIntEQ, LLVMGetParam(fn, 1), ci32(cm, k->n_params), ""), msg);
+  emit_require(&f, LLVMBuildIsNotNull(cm->b, f.args, ""), "the argument array is NULL");
+  for (int i = 0; i < k->n_params; i++) {
+    const nimble_ln_param *p = k->params[i];
+    LLVMValueRef idx = ci64(cm, i);
+    LLVMValueRef t = LLVMBuildLoad2(cm->b, cm->ptr, LLVMBuildGEP2(cm->b, cm->ptr, f.args, &idx, 1, ""), "");
+    snprintf(msg, sizeof msg, "argument %d ('%s') is NULL", i, p->name);
+    emit_require(&f, LLVMBuildIsNotNull(cm->b, t, ""), msg);
+    snprintf(msg, sizeof msg, "argument %d ('%s') must have rank %d", i, p->name, p->rank);
+    emit_require(&f, LLVMBuildICmp(cm->b, LLVMIntEQ, load_at(cm, t, T_NDIM, cm->i32), ci32(cm, p->rank), ""), msg);
+    unsigned code = p->dtype == NIMBLE_LN_F32 ? 2 : 0, bits = p->dtype == NIMBLE_LN_I32 || p->dtype == NIMBLE_LN_F32 ? 32 : 64;
+    LLVMValueRef dt_ok = LLVMBuildAnd(
+        cm->b,
+        LLVMBuildAnd(cm->b, LLVMBuildICmp(cm->b, LLVMIntEQ, load_at(cm, t, T_DTYPE, cm->i8), LLVMConstInt(cm->i8, code, 0), ""),
+                     LLVMBuildICmp(cm->b, LLVMIntEQ, load_at(cm, t, T_DTYPE + 1, cm->i8), LLVMConstInt(cm->i8, bits, 0), ""), ""),
+        LLVMBuildICmp(cm->b, LLVMIntEQ, load_at(cm, t, T_DTYPE + 2, cm->i16), LLVMConstInt(cm->i16, 1, 0), ""), "");
+    snprintf(msg, sizeof msg, "argument %d ('%s') must be %s", i, p->name, dtype_text(p->dtype));
+    emit_require(&f, dt_ok, msg);
+    /* A scalar may have a NULL shape; it has no extents to read. */
+    LLVMValueRef shp = load_at(cm, t, T_SHAPE, cm->ptr);
+    if (p->rank > 0) {
+      snprintf(msg, sizeof msg, "argument %d ('%s') has a NULL shape", i, p->name);
+      emit_require(&f, LLVMBuildIsNotNull(cm->b, shp, ""), msg);
+    }
+    LLVMValueRef ext[NIMBLE_LN_MAX_RANK];
+    LLVMValueRef nonneg = LLVMConstInt(cm->i1, 1, 0);
+    for (int a = 0; a < p->rank; a++) {
+      LLVMValueRef ai = ci64(cm, a);
+      ext[a] = LLVMBuildLoad2(cm->b, cm->i64, LLVMBuildGEP2(cm->b, cm->i64, shp, &ai, 1, ""), "");
+      nonneg = LLVMBuildAnd(cm->b, nonneg, LLVMBuildICmp(cm->b, LLVMIntSGE, ext[a], ci64(cm, 0), ""), "");
+    }
+    snprintf(msg, sizeof msg, "argument %d ('%s') has a negative extent", i, p->name);
+    emit_require(&f, nonneg, msg);
+    /* The byte size must fit in 63 bits: index arithmetic (and the
+     * dispatcher's overlap test) is signed 64-bit. */
+    LLVMValueRef size = ci64(cm, p->dtype == NIMBLE_LN_I64 ? 8 : 4), over = LLVMConstInt(cm->i1, 0, 0);
+    unsigned smul = LLVMLookupIntrinsicID("llvm.smul.with.overflow", 23);
+    LLVMValueRef smul_fn = LLVMGetIntrinsicDeclaration(cm->m, smul, &cm->i64, 1);
+    LLVMTypeRef smul_ty = LLVMIntrinsicGetType(cm->ctx, smul, &cm->i64, 1);
+    for (int a = 0; a < p->rank; a++) {
+      LLVMValueRef ops[2] = {size, ext[a]};
+      LLVMValueRef r = LLVMBuildCall2(cm->b, smul_ty, smul_fn, ops, 2, "");
+      size = LLVMBuildExtractValue(cm->b, r, 0, "");
+      over = LLVMBuildOr(cm->b, over, LLVMBuildExtractValue(cm->b, r, 1, ""), "");
+    }
+    snprintf(msg, sizeof msg, "argument %d ('%s') has more bytes than fit in 63 bits", i, p->name);
+    emit_require(&f, LLVMBuildNot(cm->b, over, ""), msg);
+    LLVMValueRef has_data = LLVMBuildOr(cm->b, LLVMBuildIsNotNull(cm->b, load_at(cm, t, T_DATA, cm->ptr), ""),
+                                        LLVMBuildICmp(cm->b, LLVMIntEQ, size, ci64(cm, 0), ""), "");
+    snprintf(msg, sizeof msg, "argument %d ('%s') has a NULL data pointer", i, p->name);
+    emit_require(&f, has_data, msg);
+    /* Strides: NULL means compact; otherwise every axis longer than 1 must
+     * have its row-major stride. */
+    LLVMValueRef strides = load_at(cm, t, T_STRIDES, cm->ptr);
+    LLVMBasicBlockRef chk = new_block(&f, "strides"), after = new_block(&f, "strides_ok");
+    LLVMBuildCondBr(cm->b, LLVMBuildIsNull(cm->b, strides, ""), after, chk);
+    LLVMPositionBuilderAtEnd(cm->b, chk);
+    LLVMValueRef expect = ci64(cm, 1), compact = LLVMConstInt(cm->i1, 1, 0);
+    for (int a = p->rank - 1; a >= 0; a--) {
+      LLVMValueRef ai = ci64(cm, a);
+      LLVMValueRef st = LLVMBuildLoad2(cm->b, cm->i64, LLVMBuildGEP2(cm->b, cm->i64, strides, &ai, 1, ""), "");
+      LLVMValueRef ok = LLVMBuildOr(cm->b, LLVMBuildICmp(cm->b, LLVMIntSLE, ext[a], ci64(cm, 1), ""),
+                                    LLVMBuildICmp(cm->b, LLVMIntEQ, st, expect, ""), "");
+      compact = LLVMBuildAnd(cm->b, compact, ok, "");
+      expect = LLVMBuildMul(cm->b, expect, ext[a], "");
+    }
+    snprintf(msg, sizeof msg, "argument %d ('%s') is not C-contiguous", i, p->name);
+    emit_require(&f, compact, msg);
+    LLVMBuildBr(cm->b, after);
+    LLVMPositionBuilderAtEnd(cm->b, after);
+  }
+  /* Dispatch. Outputs that overlap another argument (an in-place call)
+   * take the plain variant; otherwise the alias-free ones, specialised
+   * when every divisibility assumption holds. */
+  LLVMValueRef vargs[2] = {f.args, f.env};
+  setup_params(&f);
+  LLVMValueRef bytes[NIMBLE_LN_MAX_PARAMS];
+  for (int i = 0; i < k->n_params; i++) {
+    LLVMValueRef n = ci64(cm, k->params[i]->dtype == NIMBLE_LN_I64 ? 8 : 4);
+    for (int a = 0; a < k->params[i]->rank; a++) n = LLVMBuildMul(cm->b, n, f.shape[i][a], "");
+    bytes[i] = n;
+  }
+  LLVMValueRef disjoint = LLVMConstInt(cm->i1, 1, 0);
+  for (int i = 0; i < k->n_params; i++) {
+    if (!k->params[i]->is_output) continue;
+    LLVMValueRef lo_i = LLVMBuildPtrToInt(cm->b, f.data[i], cm->i64, "");
+    LLVMValueRef hi_i = LLVMBuildAdd(cm->b, lo_i, bytes[i], "");
+    for (int j = 0; j < k->n_params; j++) {
+      if (j == i) continue;
+      LLVMValueRef lo_j = LLVMBuildPtrToInt(cm->b, f.data[j], cm->i64, "");
+      LLVMValueRef hi_j = LLVMBuildAdd(cm->b, lo_j, bytes[j], "");
+      /* [lo_i, hi_i) and [lo_j, hi_j) are disjoint, or one of them is empty. */
+      LLVMValueRef apart = LLVMBuildOr(cm->b, LLVMBuildICmp(cm->b, LLVMIntULE, hi_i, lo_j, ""),
+                                       LLVMBuildICmp(cm->b, LLVMIntULE, hi_j, lo_i, ""), "");
+      LLVMValueRef empty = LLVMBuildOr(cm->b, LLVMBuildICmp(cm->b, LLVMIntEQ, bytes[i], ci64(cm, 0), ""),
+                                       LLVMBuildICmp(cm->b, LLVMIntEQ, bytes[j], ci64(cm, 0), ""), "");
+      disjoint = LLVMBuildAnd(cm->b, disjoint, LLVMBuildOr(cm->b, apart, empty, ""), "");
+    }
+  }
+  LLVMBasicBlockRef al = new_block(&f, "aliased"), fast = new_block(&f, "alias_free");
+  LLVMBuildCondBr(cm->b, disjoint, fast, al);
+  LLVMPositionBuilderAtEnd(cm->b, al);
+  LLVMBuildRet(cm->b, LLVMBuildCall2(cm->b, cm->variant_ty, aliased, vargs, 2, ""));
+  LLVMPositionBuilderAtEnd(cm->b, fast);
+  if (!divisible) {
+    LLVMBuildRet(cm->b, LLVMBuildCall2(cm->b, cm->variant_ty, general, vargs, 2, ""));
+    return;
+  }
+  LLVMValueRef all = LLVMConstInt(cm->i1, 1, 0);
+  for (int i = 0; i < k->n_specs; i++) {
+    const nimble_ln_specialization_t *sp = &k->specs[i];
+    LLVMValueRef r = LLVMBuildSRem(cm->b, f.shape[sp->param->index][sp->axis], ci64(cm, sp->factor), "");
+    all = LLVMBuildAnd(cm->b, all, LLVMBuildICmp(cm->b, LLVMIntEQ, r, ci64(cm, 0), ""), "");
+  }
+  LLVMBasicBlockRef d = new_block(&f, "divisible"), g = new_block(&f, "general");
+  LLVMBuildCondBr(cm->b, all, d, g);
+  LLVMPositionBuilderAtEnd(cm->b, d);
+  LLVMBuildRet(cm->b, LLVMBuildCall2(cm->b, cm->variant_ty, divisible, vargs, 2, ""));
+  LLVMPositionBuilderAtEnd(cm->b, g);
+  LLVMBuildRet(cm->b, LLVMBuildCall2(cm->b, cm->variant_ty, general, vargs, 2, ""));
+}
+
+static LLVMValueRef sreg(cg_mod *cm, const char *name) {
+  unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+  LLVMValueRef fn = LLVMGetIntrinsicDeclaration(cm->m, id, NULL, 0);
+  LLVMValueRef v = LLVMBuildCall2(cm->b, LLVMIntrinsicGetType(cm->ctx, id, NULL, 0), fn, NULL, 0, "");
+  return LLVMBuildZExt(cm->b, v, cm->i64, "");
+}
+
+/* GPU entry: void name(DLTensor *const *args, int32_t num_args), the
+ * tensors and the array in device-visible memory. Same argument checks as
+ * on the CPU (failures return), then the body, with the outermost parallel
+ * loop spread over the grid. Marked a kernel in nvvm.annotations. */
+static void emit_gpu_kernel(cg_mod *cm) {
+  const nimble_ln_kernel *k = cm->k;
+  LLVMTypeRef ps[2] = {cm->ptr, cm->i32};
+  LLVMValueRef fn = LLVMAddFunction(cm->m, k->name, LLVMFunctionType(cm->vd, ps, 2, 0));
+  cg_fn f = {.cm = cm, .fn = fn, .args = LLVMGetParam(fn, 0)};
+  LLVMPositionBuilderAtEnd(cm->b, LLVMAppendBasicBlockInContext(cm->ctx, fn, "entry"));
+  emit_require(&f, LLVMBuildICmp(cm->b, LLVMIntEQ, LLVMGetParam(fn, 1), ci32(cm, k->n_params), ""), "arity");
+  emit_require(&f, LLVMBuildIsNotNull(cm->b, f.args, ""), "args");
+  for (int i = 0; i < k->n_params; i++) {
+    const nimble_ln_param *p = k->params[i];
+    LLVMValueRef idx = ci64(cm, i);
+    LLVMValueRef t = LLVMBuildLoad2(cm->b, cm->ptr, LLVMBuildGEP2(cm->b, cm->ptr, f.args, &idx, 1, ""), "");
+    emit_require(&f, LLVMBuildIsNotNull(cm->b, t, ""), "null");
+    emit_require(&f, LLVMBuildICmp(cm->b, LLVMIntEQ, load_at(cm, t, T_NDIM, cm->i32), ci32(cm, p->rank), ""), "rank");
+  }
+  f.gpu_tid = LLVMBuildAdd(cm->b, LLVMBuildMul(cm->b, sreg(cm, "llvm.nvvm.read.ptx.sreg.ctaid.x"),
+                                               sreg(cm, "llvm.nvvm.read.ptx.sreg.ntid.x"), ""),
+                           sreg(cm, "llvm.nvvm.read.ptx.sreg.tid.x"), "gtid");
+  f.gpu_threads = LLVMBuildMul(cm->b, sreg(cm, "llvm.nvvm.read.ptx.sreg.nctaid.x"),
+                               sreg(cm, "llvm.nvvm.read.ptx.sreg.ntid.x"), "gthreads");
+  setup_params(&f);
+  emit_stmt(&f, k->body);
+  LLVMBuildRetVoid(cm->b);
+  LLVMValueRef md[3] = {fn, LLVMMDStringInContext(cm->ctx, "kernel", 6), ci32(cm, 1)};
+  LLVMAddNamedMetadataOperand(cm->m, "nvvm.annotations", LLVMMDNodeInContext(cm->ctx, md, 3));
+}
+
+nimble_status_t nimble_cg_emit_kernels(LLVMModuleRef m, const nimble_ln_kernel *const *kernels,
+                                       size_t n_kernels, int gpu) {
+  cg_mod cm = {.m = m, .ctx = LLVMGetModuleContext(m), .gpu = gpu};
+  cm.b = LLVMCreateBuilderInContext(cm.ctx);
+  cm.i1 = LLVMInt1TypeInContext(cm.ctx);
+  cm.i8 = LLVMInt8TypeInContext(cm.ctx);
+  cm.i16 = LLVMInt16TypeInContext(cm.ctx);
+  cm.i32 = LLVMInt32TypeInContext(cm.ctx);
+  cm.i64 = LLVMInt64TypeInContext(cm.ctx);
+  cm.f32 = LLVMFloatTypeInContext(cm.ctx);
+  cm.ptr = LLVMPointerTypeInContext(cm.ctx, 0);
+  cm.vd = LLVMVoidTypeInContext(cm.ctx);
+  LLVMTypeRef p2[2] = {cm.ptr, cm.ptr};
+  cm.variant_ty = LLVMFunctionType(cm.i32, p2, 2, 0);
+  cm.set_error_ty = LLVMFunctionType(cm.vd, p2, 2, 0);
+  LLVMTypeRef kp[3] = {cm.ptr, cm.i32, cm.ptr};
+  cm.kernel_ty = LLVMFunctionType(cm.i32, kp, 3, 0);
+  LLVMTypeRef bp[3] = {cm.i64, cm.i64, cm.ptr};
+  cm.body_ty = LLVMFunctionType(cm.i32, bp, 3, 0);
+  LLVMTypeRef pp[4] = {cm.ptr, cm.i64, cm.ptr, cm.ptr};
+  cm.pf_ty = LLVMFunctionType(cm.i32, pp, 4, 0);
+  LLVMTypeRef sp[13] = {cm.i32, cm.i32, cm.i64, cm.i64, cm.i64, cm.f32, cm.ptr,
+                        cm.i64, cm.ptr, cm.i64, cm.f32, cm.ptr, cm.i64};
+  cm.sgemm_ty = LLVMFunctionType(cm.vd, sp, 13, 0);
+  cm.md_loop = LLVMGetMDKindIDInContext(cm.ctx, "llvm.loop", 9);
+  cm.md_scope = LLVMGetMDKindIDInContext(cm.ctx, "alias.scope", 11);
+  cm.md_noalias = LLVMGetMDKindIDInContext(cm.ctx, "noalias", 7);
+
+  for (size_t i = 0; i < n_kernels && !cm.err; i++) {
+    cm.k = kernels[i];
+    cm.n_outlined = 0;
+    if (LLVMGetNamedFunction(m, cm.k->name)) {
+      fail(&cm, NIMBLE_ALREADY_EXISTS, "a kernel with this name is already in the module");
+      break;
+    }
+    if (gpu) {
+      emit_gpu_kernel(&cm);
+      continue;
+    }
+    make_alias_scopes(&cm);
+    LLVMValueRef aliased = emit_variant(&cm, "aliased", NULL, 0, 0);
+    LLVMValueRef general = cm.err ? NULL : emit_variant(&cm, "general", NULL, 0, 1);
+    LLVMValueRef divisible = NULL;
+    if (!cm.err && cm.k->n_specs) divisible = emit_variant(&cm, "divisible", cm.k->specs, cm.k->n_specs, 1);
+    if (!cm.err) emit_entry(&cm, aliased, general, divisible);
+  }
+  LLVMDisposeBuilder(cm.b);
+  free(cm.vals);
+  return cm.err;
+}

@@ -1,0 +1,125 @@
+/* exp, tanh, sigmoid and erf as inline f32 IR.
+ *
+ * They are straight-line code (selects, no branches, no libm calls) so the
+ * loop vectorizer widens them. Accuracy against libm is measured by
+ * tests/codegen/test_codegen_math.c and written down in docs/codegen.md.
+ *
+ * exp: Cody-Waite reduction x = n*ln2 + r, |r| <= ln2/2, a degree-7 Taylor
+ * polynomial for e^r, and 2^n applied as two factors 2^(n/2) * 2^(n-n/2) so
+ * results in the subnormal range are rounded once instead of flushed.
+ * sigmoid: e = exp(-|x|) never overflows; 1/(1+e) for x >= 0, e/(1+e)
+ * below. tanh: a Taylor polynomial below |x| = 0.5 (where 1 - 2/(e^2x+1)
+ * would cancel), that formula above. erf: a Taylor polynomial below
+ * |x| = 1, Abramowitz & Stegun 7.1.26 above (absolute error 1.5e-7).
+ */
+#include "cg_internal.h"
+
+LLVMValueRef nimble_cg_intrinsic(LLVMModuleRef m, LLVMBuilderRef b, const char *name, LLVMTypeRef ty,
+                                 LLVMValueRef *args, unsigned n) {
+  size_t len = 0;
+  while (name[len]) len++;
+  unsigned id = LLVMLookupIntrinsicID(name, len);
+  LLVMValueRef fn = LLVMGetIntrinsicDeclaration(m, id, &ty, 1);
+  LLVMTypeRef fty = LLVMIntrinsicGetType(LLVMGetModuleContext(m), id, &ty, 1);
+  return LLVMBuildCall2(b, fty, fn, args, n, "");
+}
+
+static LLVMTypeRef f32t(LLVMModuleRef m) { return LLVMFloatTypeInContext(LLVMGetModuleContext(m)); }
+static LLVMValueRef cf(LLVMModuleRef m, double v) { return LLVMConstReal(f32t(m), v); }
+
+static LLVMValueRef fma3(LLVMModuleRef m, LLVMBuilderRef b, LLVMValueRef x, LLVMValueRef y,
+                         LLVMValueRef z) {
+  LLVMValueRef args[3] = {x, y, z};
+  return nimble_cg_intrinsic(m, b, "llvm.fmuladd", f32t(m), args, 3);
+}
+
+/* c[0] + x*(c[1] + x*(c[2] + ...)) */
+static LLVMValueRef horner(LLVMModuleRef m, LLVMBuilderRef b, LLVMValueRef x, const double *c, int n) {
+  LLVMValueRef p = cf(m, c[n - 1]);
+  for (int i = n - 2; i >= 0; i--) p = fma3(m, b, p, x, cf(m, c[i]));
+  return p;
+}
+
+static LLVMValueRef fabs1(LLVMModuleRef m, LLVMBuilderRef b, LLVMValueRef x) {
+  return nimble_cg_intrinsic(m, b, "llvm.fabs", f32t(m), &x, 1);
+}
+
+static LLVMValueRef copysign1(LLVMModuleRef m, LLVMBuilderRef b, LLVMValueRef mag, LLVMValueRef sign) {
+  LLVMValueRef args[2] = {mag, sign};
+  return nimble_cg_intrinsic(m, b, "llvm.copysign", f32t(m), args, 2);
+}
+
+/* 2^n for an i32 n in [-126, 127]: the exponent field built directly. */
+static LLVMValueRef pow2i(LLVMModuleRef m, LLVMBuilderRef b, LLVMValueRef n) {
+  LLVMTypeRef i32 = LLVMInt32TypeInContext(LLVMGetModuleContext(m));
+  LLVMValueRef biased = LLVMBuildAdd(b, n, LLVMConstInt(i32, 127, 0), "");
+  LLVMValueRef bits = LLVMBuildShl(b, biased, LLVMConstInt(i32, 23, 0), "");
+  return LLVMBuildBitCast(b, bits, f32t(m), "");
+}
+
+LLVMValueRef nimble_cg_exp(LLVMModuleRef m, LLVMBuilderRef b, LLVMValueRef x) {
+  LLVMTypeRef i32 = LLVMInt32TypeInContext(LLVMGetModuleContext(m));
+  LLVMValueRef is_nan = LLVMBuildFCmp(b, LLVMRealUNO, x, x, "");
+  /* NaN is replaced before the integer conversions (fptosi of NaN is
+   * poison) and restored at the end. Clamping keeps n within [-150, 128]:
+   * below -104 the result rounds to +0, above 89 to +inf. */
+  LLVMValueRef xs = LLVMBuildSelect(b, is_nan, cf(m, 0.0), x, "");
+  xs = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOLT, xs, cf(m, -104.0), ""), cf(m, -104.0), xs, "");
+  xs = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOGT, xs, cf(m, 89.0), ""), cf(m, 89.0), xs, "");
+  /* n = round(x / ln2) by the 1.5*2^23 trick (round-to-nearest-even). */
+  LLVMValueRef t = fma3(m, b, xs, cf(m, 1.44269504088896341), cf(m, 12582912.0));
+  LLVMValueRef nf = LLVMBuildFSub(b, t, cf(m, 12582912.0), "");
+  LLVMValueRef r = fma3(m, b, nf, cf(m, -0.693359375), xs);
+  r = fma3(m, b, nf, cf(m, 2.12194440e-4), r);
+  static const double c[] = {1.0, 1.0, 1.0 / 2, 1.0 / 6, 1.0 / 24, 1.0 / 120, 1.0 / 720, 1.0 / 5040};
+  LLVMValueRef p = horner(m, b, r, c, 8);
+  LLVMValueRef n = LLVMBuildFPToSI(b, nf, i32, "");
+  LLVMValueRef n1 = LLVMBuildAShr(b, n, LLVMConstInt(i32, 1, 0), "");
+  LLVMValueRef n2 = LLVMBuildSub(b, n, n1, "");
+  LLVMValueRef y = LLVMBuildFMul(b, LLVMBuildFMul(b, p, pow2i(m, b, n1), ""), pow2i(m, b, n2), "");
+  return LLVMBuildSelect(b, is_nan, x, y, "exp");
+}
+
+LLVMValueRef nimble_cg_sigmoid(LLVMModuleRef m, LLVMBuilderRef b, LLVMValueRef x) {
+  LLVMValueRef e = nimble_cg_exp(m, b, LLVMBuildFNeg(b, fabs1(m, b, x), ""));
+  LLVMValueRef d = LLVMBuildFAdd(b, cf(m, 1.0), e, "");
+  LLVMValueRef neg = LLVMBuildFCmp(b, LLVMRealOLT, x, cf(m, 0.0), "");
+  LLVMValueRef num = LLVMBuildSelect(b, neg, e, cf(m, 1.0), "");
+  return LLVMBuildFDiv(b, num, d, "sigmoid");
+}
+
+LLVMValueRef nimble_cg_tanh(LLVMModuleRef m, LLVMBuilderRef b, LLVMValueRef x) {
+  LLVMValueRef ax = fabs1(m, b, x);
+  /* Taylor: |x| + |x|^3 * q(x^2), through x^17; the first omitted term is
+   * below 1e-9 relative at |x| = 0.5. */
+  static const double c[] = {-1.0 / 3, 2.0 / 15, -17.0 / 315, 62.0 / 2835, -1382.0 / 155925,
+                             21844.0 / 6081075, -929569.0 / 638512875, 6404582.0 / 10854718875.0};
+  LLVMValueRef x2 = LLVMBuildFMul(b, x, x, "");
+  LLVMValueRef q = horner(m, b, x2, c, 8);
+  LLVMValueRef small = fma3(m, b, LLVMBuildFMul(b, ax, x2, ""), q, ax);
+  LLVMValueRef e = nimble_cg_exp(m, b, LLVMBuildFAdd(b, ax, ax, ""));
+  LLVMValueRef big = LLVMBuildFSub(
+      b, cf(m, 1.0), LLVMBuildFDiv(b, cf(m, 2.0), LLVMBuildFAdd(b, e, cf(m, 1.0), ""), ""), "");
+  LLVMValueRef is_small = LLVMBuildFCmp(b, LLVMRealOLT, ax, cf(m, 0.5), "");
+  /* tanh is odd: both branches work on |x| and take x's sign (so -0 stays -0). */
+  return copysign1(m, b, LLVMBuildSelect(b, is_small, small, big, ""), x);
+}
+
+LLVMValueRef nimble_cg_erf(LLVMModuleRef m, LLVMBuilderRef b, LLVMValueRef x) {
+  LLVMValueRef ax = fabs1(m, b, x);
+  LLVMValueRef x2 = LLVMBuildFMul(b, x, x, "");
+  /* erf(x) = 2/sqrt(pi) * sum (-1)^k x^(2k+1) / (k! (2k+1)), through k = 11;
+   * the first omitted term is below 1e-10 at |x| = 1. */
+  static const double c[] = {1.0,           -1.0 / 3,         1.0 / 10,         -1.0 / 42,
+                             1.0 / 216,     -1.0 / 1320,      1.0 / 9360,       -1.0 / 75600,
+                             1.0 / 685440,  -1.0 / 6894720,   1.0 / 76204800,   -1.0 / 918086400};
+  LLVMValueRef small =
+      LLVMBuildFMul(b, LLVMBuildFMul(b, ax, cf(m, 1.12837916709551257), ""), horner(m, b, x2, c, 12), "");
+  LLVMValueRef t = LLVMBuildFDiv(b, cf(m, 1.0), fma3(m, b, ax, cf(m, 0.3275911), cf(m, 1.0)), "");
+  static const double a[] = {0.0, 0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429};
+  LLVMValueRef poly = horner(m, b, t, a, 6);
+  LLVMValueRef e = nimble_cg_exp(m, b, LLVMBuildFNeg(b, LLVMBuildFMul(b, ax, ax, ""), ""));
+  LLVMValueRef big = LLVMBuildFSub(b, cf(m, 1.0), LLVMBuildFMul(b, poly, e, ""), "");
+  LLVMValueRef is_small = LLVMBuildFCmp(b, LLVMRealOLT, ax, cf(m, 1.0), "");
+  return copysign1(m, b, LLVMBuildSelect(b, is_small, small, big, ""), x);
+}

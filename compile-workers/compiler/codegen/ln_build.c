@@ -1,0 +1,450 @@
+/* Loop-nest constructors: each checks its operands' types and records the
+ * first problem in the arena, returning NULL, so builders can nest calls
+ * freely and check once. */
+#include <string.h>
+
+#include "ln_internal.h"
+
+const char *nimble_ln_type_name(nimble_ln_type_t t) {
+  switch (t) {
+  case NIMBLE_LN_F32: return "f32";
+  case NIMBLE_LN_I64: return "i64";
+  case NIMBLE_LN_I32: return "i32";
+  case NIMBLE_LN_BOOL: return "bool";
+  }
+  return "?";
+}
+
+const char *nimble_ln_op_name(nimble_ln_op_t op) {
+  static const char *const names[] = {
+      "neg", "not", "abs", "exp", "tanh", "sigmoid", "erf", "sqrt", "log", "+", "-", "*", "/",
+      "%", "min", "max", "pow", "<", "<=", ">", ">=", "==", "!=", "&&", "||"};
+  if ((unsigned)op < sizeof names / sizeof names[0]) return names[op];
+  return "?";
+}
+
+static int op_is_unary(nimble_ln_op_t op) { return op <= NIMBLE_LN_LOG; }
+
+nimble_ln_kernel *nimble_ln_kernel_create(nimble_ln_arena *arena, const char *name) {
+  if (!name || !*name) {
+    nimble_ln_arena_fail(arena, "kernel name is empty");
+    return NULL;
+  }
+  for (const char *p = name; *p; p++) {
+    char c = *p;
+    int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
+             (p != name && c >= '0' && c <= '9');
+    if (!ok) {
+      nimble_ln_arena_fail(arena, "kernel name '%s' is not a C identifier (character %d)", name,
+                           (int)(p - name));
+      return NULL;
+    }
+  }
+  nimble_ln_kernel *k = nimble_ln_arena_alloc(arena, sizeof *k);
+  if (!k) return NULL;
+  k->name = nimble_ln_arena_strdup(arena, name);
+  k->arena = arena;
+  return k;
+}
+
+nimble_ln_param *nimble_ln_kernel_add_param(nimble_ln_kernel *k, const char *name,
+                                            nimble_ln_type_t dtype, int rank, int is_output) {
+  if (!k) return NULL;
+  if (k->n_params >= NIMBLE_LN_MAX_PARAMS) {
+    nimble_ln_arena_fail(k->arena, "kernel '%s': more than %d parameters", k->name,
+                         NIMBLE_LN_MAX_PARAMS);
+    return NULL;
+  }
+  if (rank < 0 || rank > NIMBLE_LN_MAX_RANK) {
+    nimble_ln_arena_fail(k->arena, "kernel '%s': parameter '%s' has rank %d, outside [0, %d]",
+                         k->name, name, rank, NIMBLE_LN_MAX_RANK);
+    return NULL;
+  }
+  if (dtype == NIMBLE_LN_BOOL) {
+    nimble_ln_arena_fail(k->arena, "kernel '%s': parameter '%s': bool tensors are not supported",
+                         k->name, name);
+    return NULL;
+  }
+  if (!is_output && k->n_params > 0 && k->params[k->n_params - 1]->is_output) {
+    nimble_ln_arena_fail(k->arena, "kernel '%s': input '%s' follows an output", k->name, name);
+    return NULL;
+  }
+  nimble_ln_param *p = nimble_ln_arena_alloc(k->arena, sizeof *p);
+  if (!p) return NULL;
+  p->name = nimble_ln_arena_strdup(k->arena, name);
+  p->dtype = dtype;
+  p->rank = rank;
+  p->index = k->n_params;
+  p->is_output = is_output;
+  k->params[k->n_params++] = p;
+  return p;
+}
+
+void nimble_ln_kernel_set_body(nimble_ln_kernel *k, nimble_ln_stmt *body) {
+  if (k) k->body = body;
+}
+
+void nimble_ln_kernel_specialize(nimble_ln_kernel *k, nimble_ln_param *param, int axis,
+                                 int64_t factor) {
+  if (!k || !param) return;
+  if (k->n_specs >= NIMBLE_LN_MAX_SPECIALIZATIONS || axis < 0 || axis >= param->rank ||
+      factor <= 1) {
+    nimble_ln_arena_fail(k->arena,
+                         "kernel '%s': bad specialisation shape(%s, %d) %% %lld (at most %d, "
+                         "axis within rank, factor > 1)",
+                         k->name, param->name, axis, (long long)factor,
+                         NIMBLE_LN_MAX_SPECIALIZATIONS);
+    return;
+  }
+  k->specs[k->n_specs++] = (nimble_ln_specialization_t){param, axis, factor};
+}
+
+nimble_ln_var *nimble_ln_var_create(nimble_ln_arena *arena, const char *name, nimble_ln_type_t type) {
+  nimble_ln_var *v = nimble_ln_arena_alloc(arena, sizeof *v);
+  if (!v) return NULL;
+  v->name = nimble_ln_arena_strdup(arena, name);
+  v->type = type;
+  v->id = nimble_ln_arena_next_var_id(arena);
+  return v;
+}
+
+static nimble_ln_expr *new_expr(nimble_ln_arena *arena, nimble_ln_expr_kind_t kind,
+                                nimble_ln_type_t type) {
+  nimble_ln_expr *e = nimble_ln_arena_alloc(arena, sizeof *e);
+  if (!e) return NULL;
+  e->kind = kind;
+  e->type = type;
+  return e;
+}
+
+nimble_ln_expr *nimble_ln_f32(nimble_ln_arena *arena, double value) {
+  nimble_ln_expr *e = new_expr(arena, NIMBLE_LN_E_CONST_F, NIMBLE_LN_F32);
+  if (e) e->f = (float)value;
+  return e;
+}
+
+nimble_ln_expr *nimble_ln_i64(nimble_ln_arena *arena, int64_t value) {
+  nimble_ln_expr *e = new_expr(arena, NIMBLE_LN_E_CONST_I, NIMBLE_LN_I64);
+  if (e) e->i = value;
+  return e;
+}
+
+nimble_ln_expr *nimble_ln_i32(nimble_ln_arena *arena, int32_t value) {
+  nimble_ln_expr *e = new_expr(arena, NIMBLE_LN_E_CONST_I, NIMBLE_LN_I32);
+  if (e) e->i = value;
+  return e;
+}
+
+nimble_ln_expr *nimble_ln_ref(nimble_ln_arena *arena, nimble_ln_var *var) {
+  if (!var) return NULL;
+  nimble_ln_expr *e = new_expr(arena, NIMBLE_LN_E_VAR, var->type);
+  if (e) e->var = var;
+  return e;
+}
+
+nimble_ln_expr *nimble_ln_shape(nimble_ln_arena *arena, nimble_ln_param *param, int axis) {
+  if (!param) return NULL;
+  if (axis < 0 || axis >= param->rank) {
+    nimble_ln_arena_fail(arena, "shape(%s, %d): axis outside rank %d", param->name, axis,
+                         param->rank);
+    return NULL;
+  }
+  nimble_ln_expr *e = new_expr(arena, NIMBLE_LN_E_SHAPE, NIMBLE_LN_I64);
+  if (e) {
+    e->param = param;
+    e->axis = axis;
+  }
+  return e;
+}
+
+nimble_ln_expr *nimble_ln_load(nimble_ln_arena *arena, nimble_ln_param *param, nimble_ln_expr *index) {
+  if (!param || !index) return NULL;
+  if (index->type != NIMBLE_LN_I64) {
+    nimble_ln_arena_fail(arena, "load %s[...]: index has type %s, expected i64", param->name,
+                         nimble_ln_type_name(index->type));
+    return NULL;
+  }
+  nimble_ln_expr *e = new_expr(arena, NIMBLE_LN_E_LOAD, param->dtype);
+  if (e) {
+    e->param = param;
+    e->a = index;
+  }
+  return e;
+}
+
+nimble_ln_expr *nimble_ln_unary(nimble_ln_arena *arena, nimble_ln_op_t op, nimble_ln_expr *a) {
+  if (!a) return NULL;
+  if (!op_is_unary(op)) {
+    nimble_ln_arena_fail(arena, "'%s' is not a unary operator", nimble_ln_op_name(op));
+    return NULL;
+  }
+  int ok;
+  switch (op) {
+  case NIMBLE_LN_NEG:
+  case NIMBLE_LN_ABS: ok = a->type != NIMBLE_LN_BOOL; break;
+  case NIMBLE_LN_NOT: ok = a->type == NIMBLE_LN_BOOL; break;
+  default: ok = a->type == NIMBLE_LN_F32; break;
+  }
+  if (!ok) {
+    nimble_ln_arena_fail(arena, "unary '%s' does not apply to %s", nimble_ln_op_name(op),
+                         nimble_ln_type_name(a->type));
+    return NULL;
+  }
+  nimble_ln_expr *e = new_expr(arena, NIMBLE_LN_E_UNARY, a->type);
+  if (e) {
+    e->op = op;
+    e->a = a;
+  }
+  return e;
+}
+
+nimble_ln_expr *nimble_ln_binary(nimble_ln_arena *arena, nimble_ln_op_t op, nimble_ln_expr *a,
+                                 nimble_ln_expr *b) {
+  if (!a || !b) return NULL;
+  if (op_is_unary(op)) {
+    nimble_ln_arena_fail(arena, "'%s' is not a binary operator", nimble_ln_op_name(op));
+    return NULL;
+  }
+  if (a->type != b->type) {
+    nimble_ln_arena_fail(arena, "binary '%s' mixes %s and %s", nimble_ln_op_name(op),
+                         nimble_ln_type_name(a->type), nimble_ln_type_name(b->type));
+    return NULL;
+  }
+  nimble_ln_type_t result = a->type;
+  int ok = 1;
+  if (op >= NIMBLE_LN_LT && op <= NIMBLE_LN_NE) {
+    ok = a->type != NIMBLE_LN_BOOL || op == NIMBLE_LN_EQ || op == NIMBLE_LN_NE;
+    result = NIMBLE_LN_BOOL;
+  } else if (op == NIMBLE_LN_AND || op == NIMBLE_LN_OR) {
+    ok = a->type == NIMBLE_LN_BOOL;
+  } else if (op == NIMBLE_LN_POW) {
+    ok = a->type == NIMBLE_LN_F32;
+  } else {
+    ok = a->type != NIMBLE_LN_BOOL;
+  }
+  if (!ok) {
+    nimble_ln_arena_fail(arena, "binary '%s' does not apply to %s", nimble_ln_op_name(op),
+                         nimble_ln_type_name(a->type));
+    return NULL;
+  }
+  nimble_ln_expr *e = new_expr(arena, NIMBLE_LN_E_BINARY, result);
+  if (e) {
+    e->op = op;
+    e->a = a;
+    e->b = b;
+  }
+  return e;
+}
+
+nimble_ln_expr *nimble_ln_select(nimble_ln_arena *arena, nimble_ln_expr *cond, nimble_ln_expr *a,
+                                 nimble_ln_expr *b) {
+  if (!cond || !a || !b) return NULL;
+  if (cond->type != NIMBLE_LN_BOOL || a->type != b->type) {
+    nimble_ln_arena_fail(arena, "select(%s, %s, %s): needs a bool condition and equal arm types",
+                         nimble_ln_type_name(cond->type), nimble_ln_type_name(a->type),
+                         nimble_ln_type_name(b->type));
+    return NULL;
+  }
+  nimble_ln_expr *e = new_expr(arena, NIMBLE_LN_E_SELECT, a->type);
+  if (e) {
+    e->a = cond;
+    e->b = a;
+    e->c = b;
+  }
+  return e;
+}
+
+nimble_ln_expr *nimble_ln_cast(nimble_ln_arena *arena, nimble_ln_type_t type, nimble_ln_expr *a) {
+  if (!a) return NULL;
+  if (a->type == type) return a;
+  nimble_ln_expr *e = new_expr(arena, NIMBLE_LN_E_CAST, type);
+  if (e) e->a = a;
+  return e;
+}
+
+nimble_ln_expr *nimble_ln_has_sgemm(nimble_ln_arena *arena) {
+  return new_expr(arena, NIMBLE_LN_E_HAS_SGEMM, NIMBLE_LN_BOOL);
+}
+
+nimble_ln_expr *nimble_ln_extent_product(nimble_ln_arena *arena, nimble_ln_param *param, int from,
+                                         int to) {
+  nimble_ln_expr *p = NULL;
+  for (int a = from; a < to; a++) {
+    nimble_ln_expr *s = nimble_ln_shape(arena, param, a);
+    p = p ? nimble_ln_binary(arena, NIMBLE_LN_MUL, p, s) : s;
+    if (!p) return NULL;
+  }
+  return p ? p : nimble_ln_i64(arena, 1);
+}
+
+nimble_ln_expr *nimble_ln_flat_index(nimble_ln_arena *arena, nimble_ln_param *param,
+                                     nimble_ln_expr *const *idx) {
+  if (!param) return NULL;
+  if (param->rank == 0) return nimble_ln_i64(arena, 0);
+  nimble_ln_expr *e = idx[0];
+  for (int a = 1; a < param->rank; a++) {
+    e = nimble_ln_binary(arena, NIMBLE_LN_ADD,
+                         nimble_ln_binary(arena, NIMBLE_LN_MUL, e, nimble_ln_shape(arena, param, a)),
+                         idx[a]);
+  }
+  return e;
+}
+
+static nimble_ln_stmt *new_stmt(nimble_ln_arena *arena, nimble_ln_stmt_kind_t kind) {
+  nimble_ln_stmt *s = nimble_ln_arena_alloc(arena, sizeof *s);
+  if (s) s->kind = kind;
+  return s;
+}
+
+nimble_ln_stmt *nimble_ln_for(nimble_ln_arena *arena, nimble_ln_var *var, nimble_ln_expr *begin,
+                              nimble_ln_expr *end, nimble_ln_loop_kind_t kind, int factor,
+                              nimble_ln_stmt *body) {
+  if (!var || !begin || !end || !body) return NULL;
+  if (var->type != NIMBLE_LN_I64 || begin->type != NIMBLE_LN_I64 || end->type != NIMBLE_LN_I64) {
+    nimble_ln_arena_fail(arena, "loop '%s': variable and bounds must be i64", var->name);
+    return NULL;
+  }
+  if ((kind == NIMBLE_LN_VECTORIZED || kind == NIMBLE_LN_UNROLLED) && (factor < 1 || factor > 64)) {
+    nimble_ln_arena_fail(arena, "loop '%s': factor %d outside [1, 64]", var->name, factor);
+    return NULL;
+  }
+  nimble_ln_stmt *s = new_stmt(arena, NIMBLE_LN_S_FOR);
+  if (!s) return NULL;
+  s->var = var;
+  s->begin = begin;
+  s->end = end;
+  s->loop_kind = kind;
+  s->factor = (kind == NIMBLE_LN_VECTORIZED || kind == NIMBLE_LN_UNROLLED) ? factor : 0;
+  s->body = body;
+  return s;
+}
+
+nimble_ln_stmt *nimble_ln_let(nimble_ln_arena *arena, nimble_ln_var *var, nimble_ln_expr *value,
+                              nimble_ln_stmt *body) {
+  if (!var || !value || !body) return NULL;
+  if (var->type != value->type) {
+    nimble_ln_arena_fail(arena, "let %s: %s bound to a %s value", var->name,
+                         nimble_ln_type_name(var->type), nimble_ln_type_name(value->type));
+    return NULL;
+  }
+  nimble_ln_stmt *s = new_stmt(arena, NIMBLE_LN_S_LET);
+  if (!s) return NULL;
+  s->var = var;
+  s->value = value;
+  s->body = body;
+  return s;
+}
+
+nimble_ln_stmt *nimble_ln_decl(nimble_ln_arena *arena, nimble_ln_var *var, nimble_ln_expr *init,
+                               nimble_ln_stmt *body) {
+  nimble_ln_stmt *s = nimble_ln_let(arena, var, init, body);
+  if (!s) return NULL;
+  s->kind = NIMBLE_LN_S_DECL;
+  var->mutable_ = 1;
+  return s;
+}
+
+nimble_ln_stmt *nimble_ln_assign(nimble_ln_arena *arena, nimble_ln_var *var, nimble_ln_expr *value) {
+  if (!var || !value) return NULL;
+  if (var->type != value->type) {
+    nimble_ln_arena_fail(arena, "%s = ...: %s assigned a %s value", var->name,
+                         nimble_ln_type_name(var->type), nimble_ln_type_name(value->type));
+    return NULL;
+  }
+  nimble_ln_stmt *s = new_stmt(arena, NIMBLE_LN_S_ASSIGN);
+  if (!s) return NULL;
+  s->var = var;
+  s->value = value;
+  return s;
+}
+
+nimble_ln_stmt *nimble_ln_store(nimble_ln_arena *arena, nimble_ln_param *param,
+                                nimble_ln_expr *index, nimble_ln_expr *value) {
+  if (!param || !index || !value) return NULL;
+  if (!param->is_output) {
+    nimble_ln_arena_fail(arena, "store to '%s', which is an input", param->name);
+    return NULL;
+  }
+  if (index->type != NIMBLE_LN_I64 || value->type != param->dtype) {
+    nimble_ln_arena_fail(arena, "store %s[%s] = %s: expected an i64 index and a %s value",
+                         param->name, nimble_ln_type_name(index->type),
+                         nimble_ln_type_name(value->type), nimble_ln_type_name(param->dtype));
+    return NULL;
+  }
+  nimble_ln_stmt *s = new_stmt(arena, NIMBLE_LN_S_STORE);
+  if (!s) return NULL;
+  s->param = param;
+  s->index = index;
+  s->value = value;
+  return s;
+}
+
+nimble_ln_stmt *nimble_ln_if(nimble_ln_arena *arena, nimble_ln_expr *cond, nimble_ln_stmt *then_,
+                             nimble_ln_stmt *else_) {
+  if (!cond || !then_) return NULL;
+  if (cond->type != NIMBLE_LN_BOOL) {
+    nimble_ln_arena_fail(arena, "if: condition has type %s, expected bool",
+                         nimble_ln_type_name(cond->type));
+    return NULL;
+  }
+  nimble_ln_stmt *s = new_stmt(arena, NIMBLE_LN_S_IF);
+  if (!s) return NULL;
+  s->value = cond;
+  s->body = then_;
+  s->else_ = else_;
+  return s;
+}
+
+nimble_ln_stmt *nimble_ln_check(nimble_ln_arena *arena, nimble_ln_expr *cond, const char *message) {
+  if (!cond) return NULL;
+  if (cond->type != NIMBLE_LN_BOOL) {
+    nimble_ln_arena_fail(arena, "check: condition has type %s, expected bool",
+                         nimble_ln_type_name(cond->type));
+    return NULL;
+  }
+  nimble_ln_stmt *s = new_stmt(arena, NIMBLE_LN_S_CHECK);
+  if (!s) return NULL;
+  s->value = cond;
+  s->message = nimble_ln_arena_strdup(arena, message);
+  return s;
+}
+
+nimble_ln_stmt *nimble_ln_seq(nimble_ln_arena *arena, nimble_ln_stmt *const *stmts, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (!stmts[i]) return NULL;
+  nimble_ln_stmt *s = new_stmt(arena, NIMBLE_LN_S_SEQ);
+  if (!s) return NULL;
+  if (n) {
+    s->stmts = nimble_ln_arena_alloc(arena, n * sizeof *s->stmts);
+    if (!s->stmts) return NULL;
+    memcpy(s->stmts, stmts, n * sizeof *s->stmts);
+  }
+  s->n_stmts = n;
+  return s;
+}
+
+nimble_ln_stmt *nimble_ln_seq2(nimble_ln_arena *arena, nimble_ln_stmt *a, nimble_ln_stmt *b) {
+  nimble_ln_stmt *both[2] = {a, b};
+  return nimble_ln_seq(arena, both, 2);
+}
+
+nimble_ln_stmt *nimble_ln_sgemm(nimble_ln_arena *arena, const nimble_ln_sgemm_desc_t *d) {
+  const nimble_ln_expr *ints[] = {d->m, d->n, d->k, d->a_offset, d->b_offset, d->c_offset,
+                                  d->lda, d->ldb, d->ldc};
+  for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+    if (!ints[i]) return NULL;
+    if (ints[i]->type != NIMBLE_LN_I64) {
+      nimble_ln_arena_fail(arena, "sgemm: size and offset expressions must be i64");
+      return NULL;
+    }
+  }
+  if (!d->a || !d->b || !d->c) return NULL;
+  if (d->a->dtype != NIMBLE_LN_F32 || d->b->dtype != NIMBLE_LN_F32 || d->c->dtype != NIMBLE_LN_F32 ||
+      !d->c->is_output) {
+    nimble_ln_arena_fail(arena, "sgemm: A, B and C must be f32 and C an output");
+    return NULL;
+  }
+  nimble_ln_stmt *s = new_stmt(arena, NIMBLE_LN_S_SGEMM);
+  if (s) s->sgemm = *d;
+  return s;
+}

@@ -1,0 +1,222 @@
+/* The loop-nest IR's text form: one statement a line, two spaces of
+ * indentation a level; meant for people and for tests, not for parsing. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ln_internal.h"
+
+typedef struct buf {
+  char *data;
+  size_t len, cap;
+  int failed;
+} buf;
+
+static void put(buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(buf *b, const char *fmt, ...) {
+  if (b->failed) return;
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  if (n < 0) {
+    b->failed = 1;
+    return;
+  }
+  if (b->len + (size_t)n + 1 > b->cap) {
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < b->len + (size_t)n + 1) cap *= 2;
+    char *d = realloc(b->data, cap);
+    if (!d) {
+      b->failed = 1;
+      return;
+    }
+    b->data = d;
+    b->cap = cap;
+  }
+  va_start(ap, fmt);
+  vsnprintf(b->data + b->len, b->cap - b->len, fmt, ap);
+  va_end(ap);
+  b->len += (size_t)n;
+}
+
+static void print_expr(buf *b, const nimble_ln_expr *e) {
+  if (!e) {
+    put(b, "<null>");
+    return;
+  }
+  switch (e->kind) {
+  case NIMBLE_LN_E_CONST_F: put(b, "%.9gf", e->f); break;
+  case NIMBLE_LN_E_CONST_I:
+    if (e->type == NIMBLE_LN_I32) put(b, "i32(%lld)", (long long)e->i);
+    else put(b, "%lld", (long long)e->i);
+    break;
+  case NIMBLE_LN_E_VAR: put(b, "%s", e->var->name); break;
+  case NIMBLE_LN_E_SHAPE: put(b, "shape(%s, %d)", e->param->name, e->axis); break;
+  case NIMBLE_LN_E_LOAD:
+    put(b, "%s[", e->param->name);
+    print_expr(b, e->a);
+    put(b, "]");
+    break;
+  case NIMBLE_LN_E_UNARY:
+    if (e->op == NIMBLE_LN_NEG) put(b, "-(");
+    else if (e->op == NIMBLE_LN_NOT) put(b, "!(");
+    else put(b, "%s(", nimble_ln_op_name(e->op));
+    print_expr(b, e->a);
+    put(b, ")");
+    break;
+  case NIMBLE_LN_E_BINARY:
+    if (e->op == NIMBLE_LN_MIN || e->op == NIMBLE_LN_MAX || e->op == NIMBLE_LN_POW) {
+      put(b, "%s(", nimble_ln_op_name(e->op));
+      print_expr(b, e->a);
+      put(b, ", ");
+      print_expr(b, e->b);
+      put(b, ")");
+    } else {
+      put(b, "(");
+      print_expr(b, e->a);
+      put(b, " %s ", nimble_ln_op_name(e->op));
+      print_expr(b, e->b);
+      put(b, ")");
+    }
+    break;
+  case NIMBLE_LN_E_SELECT:
+    put(b, "select(");
+    print_expr(b, e->a);
+    put(b, ", ");
+    print_expr(b, e->b);
+    put(b, ", ");
+    print_expr(b, e->c);
+    put(b, ")");
+    break;
+  case NIMBLE_LN_E_CAST:
+    put(b, "%s(", nimble_ln_type_name(e->type));
+    print_expr(b, e->a);
+    put(b, ")");
+    break;
+  case NIMBLE_LN_E_HAS_SGEMM: put(b, "has_sgemm()"); break;
+  }
+}
+
+static void indent(buf *b, int level) { put(b, "%*s", level * 2, ""); }
+
+static void print_stmt(buf *b, const nimble_ln_stmt *s, int level) {
+  if (!s) {
+    indent(b, level);
+    put(b, "<null>\n");
+    return;
+  }
+  switch (s->kind) {
+  case NIMBLE_LN_S_SEQ:
+    for (size_t i = 0; i < s->n_stmts; i++) print_stmt(b, s->stmts[i], level);
+    break;
+  case NIMBLE_LN_S_FOR:
+    indent(b, level);
+    switch (s->loop_kind) {
+    case NIMBLE_LN_SERIAL: break;
+    case NIMBLE_LN_PARALLEL: put(b, "parallel "); break;
+    case NIMBLE_LN_VECTORIZED: put(b, "vectorized(%d) ", s->factor); break;
+    case NIMBLE_LN_UNROLLED: put(b, "unrolled(%d) ", s->factor); break;
+    }
+    put(b, "for %s in [", s->var->name);
+    print_expr(b, s->begin);
+    put(b, ", ");
+    print_expr(b, s->end);
+    put(b, ") {");
+    if (s->tail_param)
+      put(b, "  # tail: empty when shape(%s, %d) %% %lld == 0", s->tail_param->name, s->tail_axis,
+          (long long)s->tail_factor);
+    put(b, "\n");
+    print_stmt(b, s->body, level + 1);
+    indent(b, level);
+    put(b, "}\n");
+    break;
+  case NIMBLE_LN_S_LET:
+    indent(b, level);
+    put(b, "let %s = ", s->var->name);
+    print_expr(b, s->value);
+    put(b, "\n");
+    print_stmt(b, s->body, level);
+    break;
+  case NIMBLE_LN_S_DECL:
+    indent(b, level);
+    put(b, "var %s: %s = ", s->var->name, nimble_ln_type_name(s->var->type));
+    print_expr(b, s->value);
+    put(b, " {\n");
+    print_stmt(b, s->body, level + 1);
+    indent(b, level);
+    put(b, "}\n");
+    break;
+  case NIMBLE_LN_S_ASSIGN:
+    indent(b, level);
+    put(b, "%s = ", s->var->name);
+    print_expr(b, s->value);
+    put(b, "\n");
+    break;
+  case NIMBLE_LN_S_STORE:
+    indent(b, level);
+    put(b, "%s[", s->param->name);
+    print_expr(b, s->index);
+    put(b, "] = ");
+    print_expr(b, s->value);
+    put(b, "\n");
+    break;
+  case NIMBLE_LN_S_IF:
+    indent(b, level);
+    put(b, "if ");
+    print_expr(b, s->value);
+    put(b, " {\n");
+    print_stmt(b, s->body, level + 1);
+    if (s->else_) {
+      indent(b, level);
+      put(b, "} else {\n");
+      print_stmt(b, s->else_, level + 1);
+    }
+    indent(b, level);
+    put(b, "}\n");
+    break;
+  case NIMBLE_LN_S_CHECK:
+    indent(b, level);
+    put(b, "check ");
+    print_expr(b, s->value);
+    put(b, " else \"%s\"\n", s->message);
+    break;
+  case NIMBLE_LN_S_SGEMM: {
+    const nimble_ln_sgemm_desc_t *d = &s->sgemm;
+    indent(b, level);
+    put(b, "sgemm(%s%s, %s%s, m=", d->trans_a ? "T " : "", d->a->name, d->trans_b ? "T " : "",
+        d->b->name);
+    print_expr(b, d->m);
+    put(b, ", n=");
+    print_expr(b, d->n);
+    put(b, ", k=");
+    print_expr(b, d->k);
+    put(b, ", alpha=%g, beta=%g -> %s)\n", d->alpha, d->beta, d->c->name);
+    break;
+  }
+  }
+}
+
+nimble_status_t nimble_ln_kernel_print(const nimble_ln_kernel *k, char **out) {
+  *out = NULL;
+  buf b = {0};
+  put(&b, "kernel %s(", k->name);
+  for (int i = 0; i < k->n_params; i++) {
+    const nimble_ln_param *p = k->params[i];
+    put(&b, "%s%s %s: %s[%d]", i ? ", " : "", p->is_output ? "out" : "in", p->name,
+        nimble_ln_type_name(p->dtype), p->rank);
+  }
+  put(&b, ") {\n");
+  for (int i = 0; i < k->n_specs; i++)
+    put(&b, "  # variant when shape(%s, %d) %% %lld == 0\n", k->specs[i].param->name,
+        k->specs[i].axis, (long long)k->specs[i].factor);
+  print_stmt(&b, k->body, 1);
+  put(&b, "}\n");
+  if (b.failed) {
+    free(b.data);
+    return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory printing kernel '%s'", k->name);
+  }
+  *out = b.data;
+  return nimble_ok();
+}

@@ -1,0 +1,96 @@
+/* Schedules: loop rewrites that keep the meaning of a loop nest and change
+ * how it runs (split for vector width, chunking for parallel tasks). */
+#include <stdio.h>
+
+#include "ln_internal.h"
+
+static nimble_ln_expr *add(nimble_ln_arena *a, nimble_ln_expr *x, nimble_ln_expr *y) {
+  if (x && x->kind == NIMBLE_LN_E_CONST_I && x->i == 0) return y;
+  return nimble_ln_binary(a, NIMBLE_LN_ADD, x, y);
+}
+static nimble_ln_expr *sub(nimble_ln_arena *a, nimble_ln_expr *x, nimble_ln_expr *y) {
+  if (y && y->kind == NIMBLE_LN_E_CONST_I && y->i == 0) return x;
+  return nimble_ln_binary(a, NIMBLE_LN_SUB, x, y);
+}
+static nimble_ln_expr *mul(nimble_ln_arena *a, nimble_ln_expr *x, nimble_ln_expr *y) {
+  return nimble_ln_binary(a, NIMBLE_LN_MUL, x, y);
+}
+
+static nimble_ln_var *derived_var(nimble_ln_arena *arena, const nimble_ln_var *v, const char *suffix) {
+  char name[128];
+  snprintf(name, sizeof name, "%s%s", v->name, suffix);
+  return nimble_ln_var_create(arena, name, NIMBLE_LN_I64);
+}
+
+static int is_loop(nimble_ln_arena *arena, const nimble_ln_stmt *loop, const char *what) {
+  if (loop && loop->kind == NIMBLE_LN_S_FOR) return 1;
+  if (loop) nimble_ln_arena_fail(arena, "%s: statement is not a loop", what);
+  return 0;
+}
+
+nimble_ln_stmt *nimble_ln_split(nimble_ln_arena *arena, const nimble_ln_stmt *loop, int64_t factor,
+                                nimble_ln_loop_kind_t inner_kind, int inner_factor) {
+  if (!is_loop(arena, loop, "split")) return NULL;
+  if (factor < 1 || factor > 4096) {
+    nimble_ln_arena_fail(arena, "split of '%s': factor %lld outside [1, 4096]", loop->var->name,
+                         (long long)factor);
+    return NULL;
+  }
+  nimble_ln_expr *f = nimble_ln_i64(arena, factor);
+  nimble_ln_expr *n = sub(arena, loop->end, loop->begin);
+  nimble_ln_expr *n_outer = nimble_ln_binary(arena, NIMBLE_LN_DIV, n, f);
+  nimble_ln_var *vo = derived_var(arena, loop->var, "o");
+  nimble_ln_var *vi = derived_var(arena, loop->var, "i");
+  nimble_ln_expr *v_value = add(arena, add(arena, loop->begin, mul(arena, nimble_ln_ref(arena, vo), f)),
+                                nimble_ln_ref(arena, vi));
+  nimble_ln_stmt *inner = nimble_ln_for(arena, vi, nimble_ln_i64(arena, 0), f, inner_kind, inner_factor,
+                                        nimble_ln_let(arena, loop->var, v_value, loop->body));
+  nimble_ln_stmt *outer =
+      nimble_ln_for(arena, vo, nimble_ln_i64(arena, 0), n_outer, NIMBLE_LN_SERIAL, 0, inner);
+  nimble_ln_expr *tail_begin = add(arena, loop->begin, mul(arena, n_outer, f));
+  nimble_ln_stmt *tail = nimble_ln_for(arena, loop->var, tail_begin, loop->end, loop->loop_kind,
+                                       loop->factor, loop->body);
+  if (!outer || !tail) return NULL;
+  const nimble_ln_expr *b = loop->begin, *e = loop->end;
+  if (b->kind == NIMBLE_LN_E_CONST_I && b->i == 0 && e->kind == NIMBLE_LN_E_SHAPE) {
+    tail->tail_param = e->param;
+    tail->tail_axis = e->axis;
+    tail->tail_factor = factor;
+  }
+  return nimble_ln_seq2(arena, outer, tail);
+}
+
+nimble_ln_stmt *nimble_ln_chunk(nimble_ln_arena *arena, const nimble_ln_stmt *loop,
+                                nimble_ln_expr *chunk) {
+  if (!is_loop(arena, loop, "chunk") || !chunk) return NULL;
+  nimble_ln_var *c = derived_var(arena, loop->var, "_chunk");
+  nimble_ln_var *cs = derived_var(arena, loop->var, "_chunk_size");
+  nimble_ln_expr *size = nimble_ln_ref(arena, cs);
+  nimble_ln_expr *n = sub(arena, loop->end, loop->begin);
+  nimble_ln_expr *one = nimble_ln_i64(arena, 1);
+  nimble_ln_expr *n_chunks =
+      nimble_ln_binary(arena, NIMBLE_LN_DIV, sub(arena, add(arena, n, size), one), size);
+  nimble_ln_expr *lo = add(arena, loop->begin, mul(arena, nimble_ln_ref(arena, c), size));
+  nimble_ln_expr *hi = nimble_ln_binary(arena, NIMBLE_LN_MIN, loop->end, add(arena, lo, size));
+  nimble_ln_stmt *inner =
+      nimble_ln_for(arena, loop->var, lo, hi, loop->loop_kind, loop->factor, loop->body);
+  nimble_ln_stmt *outer =
+      nimble_ln_for(arena, c, nimble_ln_i64(arena, 0), n_chunks, NIMBLE_LN_PARALLEL, 0, inner);
+  /* The chunk size is clamped to at least 1 so a bad expression cannot
+   * divide by zero at run time. */
+  nimble_ln_expr *clamped = nimble_ln_binary(arena, NIMBLE_LN_MAX, chunk, one);
+  return nimble_ln_let(arena, cs, clamped, outer);
+}
+
+nimble_ln_stmt *nimble_ln_with_kind(nimble_ln_arena *arena, const nimble_ln_stmt *loop,
+                                    nimble_ln_loop_kind_t kind, int factor) {
+  if (!is_loop(arena, loop, "with_kind")) return NULL;
+  nimble_ln_stmt *s =
+      nimble_ln_for(arena, loop->var, loop->begin, loop->end, kind, factor, loop->body);
+  if (s) {
+    s->tail_param = loop->tail_param;
+    s->tail_axis = loop->tail_axis;
+    s->tail_factor = loop->tail_factor;
+  }
+  return s;
+}

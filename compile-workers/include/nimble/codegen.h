@@ -1,0 +1,128 @@
+/* Kernel code generation: loop-nest kernels -> LLVM 16 -> a shared object
+ * (x86_64, aarch64) or PTX text (nvptx64), plus the operator builders that
+ * produce loop nests with a default schedule.
+ *
+ * On nvptx64 each kernel is an entry point
+ * `void name(DLTensor *const *args, int32_t num_args)` whose argument array,
+ * DLTensors, shape arrays and data are device-visible; the outermost
+ * parallel loop becomes a grid-stride loop over all threads of the launch.
+ * There is no env there: sgemm is never taken, log/pow are refused, and a
+ * failed check makes the kernel return without writing (the host validates
+ * before launching).
+ *
+ *   nimble_codegen_options_t o = nimble_codegen_default_options();
+ *   nimble_codegen_output_t out;
+ *   NIMBLE_RETURN_IF_ERROR(nimble_codegen_build(kernels, n, &o, &out));
+ *   ... out.shared_object / out.shared_object_size ...
+ *   nimble_codegen_output_deinit(&out);
+ *
+ * Every kernel follows the runtime's kernel ABI (nimble/kernel_abi.h):
+ * int32_t name(DLTensor *const *args, int32_t num_args, const
+ * nimble_kernel_env_t *env). The generated code checks the argument count,
+ * each tensor's rank and dtype, that strides are NULL or compact, and the
+ * kernel's own run-time checks, and reports failures through
+ * env->set_error with a nonzero return. It calls nothing but env's members
+ * (and, for log and pow, libm's logf/powf). The math functions exp, tanh,
+ * sigmoid and erf are inline polynomial approximations (see
+ * docs/codegen.md for their accuracy), so they vectorize.
+ *
+ * Safe to call from several threads at once (each call uses its own LLVM
+ * context).
+ */
+#ifndef NIMBLE_CODEGEN_H
+#define NIMBLE_CODEGEN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nimble/loopnest.h"
+#include "nimble/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct nimble_codegen_options {
+  const char *triple;   /* "x86_64-linux-gnu" (default), "aarch64-linux-gnu", "nvptx64-nvidia-cuda" */
+  const char *cpu;      /* NULL: x86-64-v3, generic (aarch64), sm_80 (nvptx64) */
+  const char *features; /* NULL: "" (aarch64: "+neon") */
+  int opt_level;        /* 0..3 */
+  const char *lld;      /* linker program; NULL: "ld.lld-16" */
+  int keep_ir;          /* also return the optimised module as text */
+} nimble_codegen_options_t;
+
+typedef struct nimble_codegen_output {
+  uint8_t *shared_object; /* CPU targets: the linked .so; caller frees with _deinit */
+  size_t shared_object_size;
+  char *ptx;     /* nvptx64: PTX text */
+  char *llvm_ir; /* keep_ir: the optimised module */
+} nimble_codegen_output_t;
+
+nimble_codegen_options_t nimble_codegen_default_options(void);
+
+/* Generates, optimises and links one module holding every kernel. Kernels
+ * are borrowed; on success *out holds caller-owned buffers (free with
+ * nimble_codegen_output_deinit), on failure it is zeroed. */
+nimble_status_t nimble_codegen_build(const nimble_ln_kernel *const *kernels, size_t n_kernels,
+                                     const nimble_codegen_options_t *options,
+                                     nimble_codegen_output_t *out);
+void nimble_codegen_output_deinit(nimble_codegen_output_t *out);
+
+/* Links an ELF relocatable object into a shared object by running `lld`
+ * -shared in a private temporary directory, removed on every path. The
+ * bytes are borrowed; *so_out is caller-owned (free()). */
+nimble_status_t nimble_codegen_link_shared(const uint8_t *object, size_t object_size,
+                                           const char *lld, uint8_t **so_out, size_t *so_size);
+
+/* --- Operator builders: compute definition plus default schedule. ---
+ * Each creates a kernel in `arena` (which owns it) and returns it through
+ * *out; errors name the kernel and the problem. */
+
+/* Element-wise over numpy broadcasting: inputs of rank <= out_rank
+ * (<= 6) align to the output's trailing axes; an input axis broadcasts
+ * when its extent is 1. `combine` builds the value from the inputs' loaded
+ * values (in[i] are f32 expressions) and may call arena constructors. */
+typedef nimble_ln_expr *(*nimble_codegen_combine_fn)(nimble_ln_arena *arena, nimble_ln_expr *const *in,
+                                                     void *user);
+nimble_status_t nimble_codegen_build_elementwise(nimble_ln_arena *arena, const char *name,
+                                                 int n_inputs, const int *input_ranks, int out_rank,
+                                                 nimble_codegen_combine_fn combine, void *user,
+                                                 nimble_ln_kernel **out);
+/* Convenience combines: user points to a nimble_ln_op_t. */
+nimble_ln_expr *nimble_codegen_combine_unary(nimble_ln_arena *arena, nimble_ln_expr *const *in, void *op);
+nimble_ln_expr *nimble_codegen_combine_binary(nimble_ln_arena *arena, nimble_ln_expr *const *in, void *op);
+
+typedef enum nimble_codegen_reduce_kind {
+  NIMBLE_CODEGEN_REDUCE_SUM = 0,
+  NIMBLE_CODEGEN_REDUCE_MEAN,
+  NIMBLE_CODEGEN_REDUCE_MAX,
+} nimble_codegen_reduce_kind_t;
+
+/* out = reduce(x, axis) with the axis removed (keepdims=0): x has `rank`
+ * axes (1..6), out rank-1 (a scalar for rank 1). The epilogue, when given,
+ * maps the reduced value (e.g. mean's division) before the store. */
+nimble_status_t nimble_codegen_build_reduce(nimble_ln_arena *arena, const char *name, int rank,
+                                            int axis, nimble_codegen_reduce_kind_t kind,
+                                            nimble_ln_kernel **out);
+
+/* Softmax over the last axis of a rank-`rank` f32 tensor (numerically
+ * stable: subtracts the row maximum). */
+nimble_status_t nimble_codegen_build_softmax(nimble_ln_arena *arena, const char *name, int rank,
+                                             nimble_ln_kernel **out);
+
+typedef enum nimble_codegen_epilogue {
+  NIMBLE_CODEGEN_EPILOGUE_NONE = 0,
+  NIMBLE_CODEGEN_EPILOGUE_BIAS,      /* + b[n] */
+  NIMBLE_CODEGEN_EPILOGUE_BIAS_RELU, /* relu(+ b[n]) */
+} nimble_codegen_epilogue_t;
+
+/* y[M,N] = x[M,K] @ w[K,N] (+ bias[N], relu): calls env->sgemm when the
+ * runtime provides it, else tiled vectorized loops; the epilogue is fused
+ * into the output pass. Arguments: x, w, [bias], y. */
+nimble_status_t nimble_codegen_build_dense(nimble_ln_arena *arena, const char *name,
+                                           nimble_codegen_epilogue_t epilogue, nimble_ln_kernel **out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* NIMBLE_CODEGEN_H */

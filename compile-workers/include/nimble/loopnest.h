@@ -1,0 +1,290 @@
+/* Loop-nest IR: the kernel-level IR that code generation lowers to LLVM.
+ *
+ * A kernel is a name, a list of tensor parameters (inputs, then outputs, in
+ * the order of the runtime's kernel ABI) and a body statement. Tensors are
+ * flat, C-contiguous buffers: a load or store names a parameter and a flat
+ * element index, usually built with nimble_ln_flat_index() from loop
+ * variables and the symbolic extents shape(param, axis), which the kernel
+ * reads from its DLTensor arguments at run time. So one kernel serves every
+ * shape.
+ *
+ * Expressions are typed (f32, i64, i32, bool); statements are loops (with a
+ * kind: serial, parallel, vectorized, unrolled), let bindings, mutable
+ * scalar accumulators (decl/assign), stores, if, run-time checks that fail
+ * the kernel with a message, and a call to the runtime's sgemm. Schedules
+ * (nimble_ln_split, nimble_ln_chunk) rewrite loops; a kernel may declare a
+ * specialisation ("extent e is divisible by w") and code generation then
+ * emits a specialised variant, a general one and a dispatcher.
+ *
+ * Every node lives in a nimble_ln_arena and is freed with it. Constructors
+ * never fail loudly: on bad input (mixed types, NULL operands, out of
+ * memory) they return NULL, record the first error in the arena, and the
+ * error surfaces as a status from nimble_ln_arena_status() or from code
+ * generation. Nodes may be shared (a split's body appears in the main loop
+ * and in its tail), so the IR is a DAG, never mutated after construction
+ * except by the schedule helpers on loops they are given.
+ */
+#ifndef NIMBLE_LOOPNEST_H
+#define NIMBLE_LOOPNEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nimble/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct nimble_ln_arena nimble_ln_arena;
+
+typedef enum nimble_ln_type {
+  NIMBLE_LN_F32 = 0,
+  NIMBLE_LN_I64,
+  NIMBLE_LN_I32,
+  NIMBLE_LN_BOOL, /* results of comparisons; not a tensor element type */
+} nimble_ln_type_t;
+
+typedef enum nimble_ln_op {
+  /* unary */
+  NIMBLE_LN_NEG = 0,
+  NIMBLE_LN_NOT,
+  NIMBLE_LN_ABS,
+  NIMBLE_LN_EXP,
+  NIMBLE_LN_TANH,
+  NIMBLE_LN_SIGMOID,
+  NIMBLE_LN_ERF,
+  NIMBLE_LN_SQRT,
+  NIMBLE_LN_LOG,
+  /* binary */
+  NIMBLE_LN_ADD,
+  NIMBLE_LN_SUB,
+  NIMBLE_LN_MUL,
+  NIMBLE_LN_DIV, /* integers: truncating; division by zero is the caller's to avoid */
+  NIMBLE_LN_REM,
+  NIMBLE_LN_MIN,
+  NIMBLE_LN_MAX,
+  NIMBLE_LN_POW, /* f32 only */
+  NIMBLE_LN_LT,
+  NIMBLE_LN_LE,
+  NIMBLE_LN_GT,
+  NIMBLE_LN_GE,
+  NIMBLE_LN_EQ,
+  NIMBLE_LN_NE,
+  NIMBLE_LN_AND, /* bool only */
+  NIMBLE_LN_OR,
+} nimble_ln_op_t;
+
+typedef enum nimble_ln_loop_kind {
+  NIMBLE_LN_SERIAL = 0,
+  NIMBLE_LN_PARALLEL,   /* outlined; one task per iteration through env->parallel_for */
+  NIMBLE_LN_VECTORIZED, /* factor = vector width (LLVM loop-vectorize metadata) */
+  NIMBLE_LN_UNROLLED,   /* factor = unroll count */
+} nimble_ln_loop_kind_t;
+
+typedef struct nimble_ln_var {
+  const char *name; /* arena-owned */
+  nimble_ln_type_t type;
+  int mutable_; /* declared by nimble_ln_decl: may be assigned */
+  int id; /* unique within the arena, from 0 */
+} nimble_ln_var;
+
+typedef struct nimble_ln_param {
+  const char *name; /* arena-owned */
+  nimble_ln_type_t dtype;
+  int rank;
+  int index; /* position in the kernel's argument list */
+  int is_output;
+} nimble_ln_param;
+
+typedef enum nimble_ln_expr_kind {
+  NIMBLE_LN_E_CONST_F = 0,
+  NIMBLE_LN_E_CONST_I,
+  NIMBLE_LN_E_VAR,
+  NIMBLE_LN_E_SHAPE,
+  NIMBLE_LN_E_LOAD,
+  NIMBLE_LN_E_UNARY,
+  NIMBLE_LN_E_BINARY,
+  NIMBLE_LN_E_SELECT,
+  NIMBLE_LN_E_CAST,
+  NIMBLE_LN_E_HAS_SGEMM, /* bool: the runtime provides env->sgemm */
+} nimble_ln_expr_kind_t;
+
+typedef struct nimble_ln_expr nimble_ln_expr;
+struct nimble_ln_expr {
+  nimble_ln_expr_kind_t kind;
+  nimble_ln_type_t type;
+  nimble_ln_op_t op;
+  double f;
+  int64_t i;
+  nimble_ln_var *var;
+  nimble_ln_param *param;
+  int axis;
+  nimble_ln_expr *a, *b, *c;
+};
+
+typedef enum nimble_ln_stmt_kind {
+  NIMBLE_LN_S_SEQ = 0,
+  NIMBLE_LN_S_FOR,
+  NIMBLE_LN_S_LET,
+  NIMBLE_LN_S_DECL,
+  NIMBLE_LN_S_ASSIGN,
+  NIMBLE_LN_S_STORE,
+  NIMBLE_LN_S_IF,
+  NIMBLE_LN_S_CHECK,
+  NIMBLE_LN_S_SGEMM,
+} nimble_ln_stmt_kind_t;
+
+/* C[m,n] = alpha * op(A) * op(B) + beta * C, row-major, through env->sgemm.
+ * Offsets are element offsets into the parameters' buffers. */
+typedef struct nimble_ln_sgemm_desc {
+  int trans_a, trans_b;
+  nimble_ln_expr *m, *n, *k;
+  float alpha, beta;
+  nimble_ln_param *a, *b, *c;
+  nimble_ln_expr *a_offset, *b_offset, *c_offset;
+  nimble_ln_expr *lda, *ldb, *ldc;
+} nimble_ln_sgemm_desc_t;
+
+typedef struct nimble_ln_stmt nimble_ln_stmt;
+struct nimble_ln_stmt {
+  nimble_ln_stmt_kind_t kind;
+  /* FOR: var in [begin, end); LET/DECL/ASSIGN: var, value */
+  nimble_ln_var *var;
+  nimble_ln_expr *begin, *end;
+  nimble_ln_loop_kind_t loop_kind;
+  int factor;
+  /* A split's tail loop runs no iteration when shape(tail_param, tail_axis)
+   * is divisible by tail_factor; a specialised variant drops it. */
+  nimble_ln_param *tail_param;
+  int tail_axis;
+  int64_t tail_factor;
+  nimble_ln_expr *value; /* LET/DECL/ASSIGN/STORE value; IF/CHECK condition */
+  nimble_ln_param *param; /* STORE */
+  nimble_ln_expr *index;  /* STORE flat element index */
+  nimble_ln_stmt *body;   /* FOR/LET/DECL body; IF then */
+  nimble_ln_stmt *else_;  /* IF else (may be NULL) */
+  nimble_ln_stmt **stmts; /* SEQ */
+  size_t n_stmts;
+  const char *message;    /* CHECK */
+  nimble_ln_sgemm_desc_t sgemm;
+};
+
+#define NIMBLE_LN_MAX_PARAMS 16
+#define NIMBLE_LN_MAX_RANK 8
+#define NIMBLE_LN_MAX_SPECIALIZATIONS 4
+
+typedef struct nimble_ln_specialization {
+  nimble_ln_param *param;
+  int axis;
+  int64_t factor;
+} nimble_ln_specialization_t;
+
+typedef struct nimble_ln_kernel {
+  const char *name; /* the exported symbol */
+  nimble_ln_param *params[NIMBLE_LN_MAX_PARAMS];
+  int n_params;
+  nimble_ln_stmt *body;
+  /* When every one holds at run time the dispatcher calls the specialised
+   * variant (tail loops they cover removed); otherwise the general one. */
+  nimble_ln_specialization_t specs[NIMBLE_LN_MAX_SPECIALIZATIONS];
+  int n_specs;
+  nimble_ln_arena *arena;
+} nimble_ln_kernel;
+
+/* Arena. */
+nimble_status_t nimble_ln_arena_create(nimble_ln_arena **out);
+void nimble_ln_arena_destroy(nimble_ln_arena *arena);
+/* The first construction error recorded in the arena, as a new status
+ * (caller owns), or nimble_ok(). */
+nimble_status_t nimble_ln_arena_status(const nimble_ln_arena *arena);
+/* Records a construction error (the first one wins). */
+void nimble_ln_arena_fail(nimble_ln_arena *arena, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Zeroed arena memory, NULL (and the arena marked failed) when out of memory. */
+void *nimble_ln_arena_alloc(nimble_ln_arena *arena, size_t bytes);
+char *nimble_ln_arena_strdup(nimble_ln_arena *arena, const char *s);
+
+const char *nimble_ln_type_name(nimble_ln_type_t t);
+const char *nimble_ln_op_name(nimble_ln_op_t op);
+
+/* Kernels and parameters. Names are copied into the arena. */
+nimble_ln_kernel *nimble_ln_kernel_create(nimble_ln_arena *arena, const char *name);
+nimble_ln_param *nimble_ln_kernel_add_param(nimble_ln_kernel *k, const char *name,
+                                            nimble_ln_type_t dtype, int rank, int is_output);
+void nimble_ln_kernel_set_body(nimble_ln_kernel *k, nimble_ln_stmt *body);
+/* Declares the specialised variant's assumption shape(param, axis) % factor == 0. */
+void nimble_ln_kernel_specialize(nimble_ln_kernel *k, nimble_ln_param *param, int axis,
+                                 int64_t factor);
+/* Checks the kernel is complete and well formed: body set, every variable
+ * bound where used, types consistent, no arena error. */
+nimble_status_t nimble_ln_kernel_validate(const nimble_ln_kernel *k);
+
+nimble_ln_var *nimble_ln_var_create(nimble_ln_arena *arena, const char *name, nimble_ln_type_t type);
+
+/* Expressions. */
+nimble_ln_expr *nimble_ln_f32(nimble_ln_arena *arena, double value);
+nimble_ln_expr *nimble_ln_i64(nimble_ln_arena *arena, int64_t value);
+nimble_ln_expr *nimble_ln_i32(nimble_ln_arena *arena, int32_t value);
+nimble_ln_expr *nimble_ln_ref(nimble_ln_arena *arena, nimble_ln_var *var);
+nimble_ln_expr *nimble_ln_shape(nimble_ln_arena *arena, nimble_ln_param *param, int axis);
+nimble_ln_expr *nimble_ln_load(nimble_ln_arena *arena, nimble_ln_param *param, nimble_ln_expr *index);
+nimble_ln_expr *nimble_ln_unary(nimble_ln_arena *arena, nimble_ln_op_t op, nimble_ln_expr *a);
+nimble_ln_expr *nimble_ln_binary(nimble_ln_arena *arena, nimble_ln_op_t op, nimble_ln_expr *a,
+                                 nimble_ln_expr *b);
+nimble_ln_expr *nimble_ln_select(nimble_ln_arena *arena, nimble_ln_expr *cond, nimble_ln_expr *a,
+                                 nimble_ln_expr *b);
+nimble_ln_expr *nimble_ln_cast(nimble_ln_arena *arena, nimble_ln_type_t type, nimble_ln_expr *a);
+nimble_ln_expr *nimble_ln_has_sgemm(nimble_ln_arena *arena);
+/* Row-major flat index of param at idx[0..rank): ((i0*s1 + i1)*s2 + i2)... */
+nimble_ln_expr *nimble_ln_flat_index(nimble_ln_arena *arena, nimble_ln_param *param,
+                                     nimble_ln_expr *const *idx);
+/* Product of shape(param, axis) for axis in [from, to); 1 when empty. */
+nimble_ln_expr *nimble_ln_extent_product(nimble_ln_arena *arena, nimble_ln_param *param, int from,
+                                         int to);
+
+/* Statements. */
+nimble_ln_stmt *nimble_ln_for(nimble_ln_arena *arena, nimble_ln_var *var, nimble_ln_expr *begin,
+                              nimble_ln_expr *end, nimble_ln_loop_kind_t kind, int factor,
+                              nimble_ln_stmt *body);
+nimble_ln_stmt *nimble_ln_let(nimble_ln_arena *arena, nimble_ln_var *var, nimble_ln_expr *value,
+                              nimble_ln_stmt *body);
+/* Makes `var` mutable, initialised to init, for the extent of body. */
+nimble_ln_stmt *nimble_ln_decl(nimble_ln_arena *arena, nimble_ln_var *var, nimble_ln_expr *init,
+                               nimble_ln_stmt *body);
+nimble_ln_stmt *nimble_ln_assign(nimble_ln_arena *arena, nimble_ln_var *var, nimble_ln_expr *value);
+nimble_ln_stmt *nimble_ln_store(nimble_ln_arena *arena, nimble_ln_param *param,
+                                nimble_ln_expr *index, nimble_ln_expr *value);
+nimble_ln_stmt *nimble_ln_if(nimble_ln_arena *arena, nimble_ln_expr *cond, nimble_ln_stmt *then_,
+                             nimble_ln_stmt *else_);
+/* Fails the kernel (env->set_error(message), nonzero return) unless cond. */
+nimble_ln_stmt *nimble_ln_check(nimble_ln_arena *arena, nimble_ln_expr *cond, const char *message);
+nimble_ln_stmt *nimble_ln_seq(nimble_ln_arena *arena, nimble_ln_stmt *const *stmts, size_t n);
+nimble_ln_stmt *nimble_ln_seq2(nimble_ln_arena *arena, nimble_ln_stmt *a, nimble_ln_stmt *b);
+nimble_ln_stmt *nimble_ln_sgemm(nimble_ln_arena *arena, const nimble_ln_sgemm_desc_t *desc);
+
+/* Schedules. Each takes a FOR statement and returns the statement that
+ * replaces it; the original is left as it was (its body is shared). */
+
+/* for v in [b,e) -> for vo in [0,(e-b)/f): for vi in [0,f) inner_kind: let v = b+vo*f+vi: body
+ * followed by the tail loop for v in [b+((e-b)/f)*f, e) (the original kind).
+ * When b is 0 and e is shape(p, a), the tail is marked as vanishing when
+ * shape(p, a) % f == 0, for the specialised variant. */
+nimble_ln_stmt *nimble_ln_split(nimble_ln_arena *arena, const nimble_ln_stmt *loop, int64_t factor,
+                                nimble_ln_loop_kind_t inner_kind, int inner_factor);
+/* for v in [b,e) -> parallel for c in [0, ceil((e-b)/chunk)): for v in
+ * [b+c*chunk, min(e, b+(c+1)*chunk)) (original kind): body. chunk is an
+ * i64 expression evaluated once, and must be positive. */
+nimble_ln_stmt *nimble_ln_chunk(nimble_ln_arena *arena, const nimble_ln_stmt *loop,
+                                nimble_ln_expr *chunk);
+/* A copy of the loop with another kind and factor. */
+nimble_ln_stmt *nimble_ln_with_kind(nimble_ln_arena *arena, const nimble_ln_stmt *loop,
+                                    nimble_ln_loop_kind_t kind, int factor);
+
+/* Text form, for debugging and tests. Caller frees the string (free()). */
+nimble_status_t nimble_ln_kernel_print(const nimble_ln_kernel *k, char **out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* NIMBLE_LOOPNEST_H */
