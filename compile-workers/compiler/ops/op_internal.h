@@ -21,6 +21,20 @@ extern const nimble_op nimble_ops_create[];
 extern const size_t nimble_ops_create_count;
 extern const nimble_op nimble_ops_dynamic[];
 extern const size_t nimble_ops_dynamic_count;
+extern const nimble_op nimble_ops_memory[];
+extern const size_t nimble_ops_memory_count;
+
+/* Added for the ONNX importer (indexing.c, vision.c, dyn_layout.c, math_extra.c, random.c). */
+extern const nimble_op nimble_ops_indexing[];
+extern const size_t nimble_ops_indexing_count;
+extern const nimble_op nimble_ops_vision[];
+extern const size_t nimble_ops_vision_count;
+extern const nimble_op nimble_ops_dyn_layout[];
+extern const size_t nimble_ops_dyn_layout_count;
+extern const nimble_op nimble_ops_math_extra[];
+extern const size_t nimble_ops_math_extra_count;
+extern const nimble_op nimble_ops_random[];
+extern const size_t nimble_ops_random_count;
 
 /* Attribute spec initializers. */
 #define ATTR_INT(n, def, d) {n, NIMBLE_ATTR_INT, false, {NIMBLE_ATTR_INT, (def), 0, NULL, 0, NULL}, d}

@@ -16,6 +16,12 @@ static const family kFamilies[] = {
     {nimble_ops_transform, &nimble_ops_transform_count},
     {nimble_ops_create, &nimble_ops_create_count},
     {nimble_ops_dynamic, &nimble_ops_dynamic_count},
+    {nimble_ops_memory, &nimble_ops_memory_count},
+    {nimble_ops_indexing, &nimble_ops_indexing_count},
+    {nimble_ops_vision, &nimble_ops_vision_count},
+    {nimble_ops_dyn_layout, &nimble_ops_dyn_layout_count},
+    {nimble_ops_math_extra, &nimble_ops_math_extra_count},
+    {nimble_ops_random, &nimble_ops_random_count},
 };
 #define NUM_FAMILIES (sizeof kFamilies / sizeof kFamilies[0])
 
