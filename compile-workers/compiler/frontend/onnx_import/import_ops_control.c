@@ -1,0 +1,654 @@
+/* Control flow: If becomes an IR `if`; Loop and Scan become a recursive
+ * global function over their carried values:
+ *
+ *   def @loop_0(%i, %max, %cond, %v..., %outer..., %acc...) -> (V..., ACC...) {
+ *     if (logical_and(%cond, less(%i, %max))) {
+ *       <body>;  @loop_0(add(%i, 1), %max, %cond_out, %v_out..., %outer...,
+ *                         concatenate(%acc, expand_dims(%scan_out, axis=0))...)
+ *     } else { (%v..., %acc...) }
+ *   }
+ *
+ * Global functions capture nothing, so the values a body reads from outer
+ * scopes (other than constants) become extra parameters. Parameters are
+ * annotated with the carried values' types, symbolic dims renamed per
+ * function; a dim the body changes is widened to Any and the body imported
+ * again. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "import_internal.h"
+
+#define RET NIMBLE_RETURN_IF_ERROR
+#define MAX_LOOP_VALUES 256
+
+/* Symbolic dims of one function's annotations, renamed. */
+typedef struct remap {
+  size_t n;
+  uint32_t from[64], to[64];
+} remap;
+
+static nimble_dim_t remap_dim(imp_ctx *c, remap *r, nimble_dim_t d) {
+  d = imp_resolve(c, d);
+  if (d.kind != NIMBLE_DIM_VAR) return d;
+  for (size_t i = 0; i < r->n; i++)
+    if (r->from[i] == d.var_id) return nimble_dim_var(r->to[i], d.name);
+  if (r->n == 64) return nimble_dim_any();
+  r->from[r->n] = d.var_id;
+  r->to[r->n] = nimble_module_fresh_var_id(c->module);
+  return nimble_dim_var(r->to[r->n++], d.name);
+}
+
+static nimble_tensor_sig_t remap_sig(imp_ctx *c, remap *r, const nimble_tensor_sig_t *s) {
+  nimble_tensor_sig_t o = *s;
+  for (size_t i = 0; i < s->rank; i++) o.dims[i] = remap_dim(c, r, s->dims[i]);
+  return o;
+}
+
+static const nimble_type *sig_type(imp_ctx *c, const nimble_tensor_sig_t *s) {
+  return nimble_type_tensor(c->arena, s->dtype, s->rank, s->dims);
+}
+
+/* A parameter with an annotation, tracked with that signature. */
+static nimble_status_t make_param(imp_ctx *c, const char *name, const nimble_tensor_sig_t *sig,
+                                  const nimble_expr **var, imp_val **val) {
+  const nimble_type *t = sig_type(c, sig);
+  const char *uname = imp_unique_name(c, name);
+  *var = t && uname ? nimble_ir_var(c->arena, uname, t, NULL) : NULL;
+  *val = *var ? imp_val_new(c, *var, sig) : NULL;
+  return *val ? nimble_ok() : imp_oom();
+}
+
+static nimble_tensor_sig_t scalar_sig(nimble_dtype_t dt) {
+  nimble_tensor_sig_t s;
+  memset(&s, 0, sizeof s);
+  s.dtype = dt;
+  return s;
+}
+
+/* ---- If ---- */
+
+typedef struct branch {
+  imp_chain chain;
+  imp_val *outs[MAX_LOOP_VALUES];
+} branch;
+
+static nimble_status_t import_branch(imp_ctx *c, const nimble_onnx_graph *g, branch *b) {
+  memset(&b->chain, 0, sizeof b->chain);
+  imp_chain *saved = c->chain;
+  c->chain = &b->chain;
+  nimble_status_t s = imp_scope_push(c);
+  if (s) {
+    c->chain = saved;
+    return s;
+  }
+  s = imp_graph_nodes(c, g);
+  const nimble_onnx_graph *saved_graph = c->graph;
+  c->graph = g;
+  for (size_t i = 0; !s && i < g->n_outputs; i++) {
+    s = imp_lookup(c, g->outputs[i]->name, &b->outs[i]);
+    if (!s && !b->outs[i]->has_sig)
+      s = imp_err(NIMBLE_INVALID_ARGUMENT, "output '%s' has no known type", g->outputs[i]->name);
+  }
+  c->graph = saved_graph;
+  imp_scope_pop(c);
+  c->chain = saved;
+  if (s) return nimble_status_annotate(s, "in subgraph '%s'", g->name);
+  return nimble_ok();
+}
+
+/* A value whose dims the type system forgets (all Any): for branch
+ * results whose static shapes differ. */
+static nimble_status_t forget_dims(imp_ctx *c, imp_chain *ch, imp_val *v, imp_val **out) {
+  imp_chain *saved = c->chain;
+  c->chain = ch;
+  imp_val *sh;
+  nimble_status_t s = imp_emit(c, "shape_of", 1, &v, NULL, 0, &sh);
+  if (!s) {
+    imp_val *args[2] = {v, sh};
+    s = imp_emit(c, "dyn_reshape", 2, args, NULL, 0, out);
+  }
+  c->chain = saved;
+  return s;
+}
+
+static const nimble_expr *branch_result(imp_ctx *c, branch *b, size_t n) {
+  const nimble_expr *fields[MAX_LOOP_VALUES];
+  for (size_t i = 0; i < n; i++) fields[i] = b->outs[i]->expr;
+  const nimble_expr *body = n == 1 ? fields[0] : nimble_ir_tuple(c->arena, n, fields, NULL);
+  return body ? imp_chain_close(c, &b->chain, body) : NULL;
+}
+
+/* Exporters sometimes give one branch [1] and the other []: when both
+ * shapes are static with the same element count, the branch whose rank
+ * differs from the node's declared output (or else from then_branch) is
+ * reshaped to the other's shape. */
+static int64_t static_count(imp_ctx *c, const nimble_tensor_sig_t *s) {
+  int64_t n = 1;
+  for (size_t d = 0; d < s->rank; d++) {
+    nimble_dim_t x = imp_resolve(c, s->dims[d]);
+    if (x.kind != NIMBLE_DIM_CONST || __builtin_mul_overflow(n, x.value, &n)) return -1;
+  }
+  return n;
+}
+
+static nimble_status_t match_static_ranks(imp_ctx *c, const nimble_onnx_node *n, size_t i, branch *bt,
+                                          branch *be) {
+  imp_val *a = bt->outs[i], *b = be->outs[i];
+  if (a->sig.rank == b->sig.rank || a->sig.dtype != b->sig.dtype) return nimble_ok();
+  int64_t ca = static_count(c, &a->sig), cb = static_count(c, &b->sig);
+  if (ca < 0 || ca != cb) return nimble_ok();
+  const nimble_onnx_value_t *declared = nimble_onnx_graph_find_value(c->graph, n->outputs[i]);
+  bool to_else = declared && declared->type && declared->type->has_shape && declared->type->rank == b->sig.rank;
+  imp_val *from = to_else ? a : b, *like = to_else ? b : a;
+  branch *br = to_else ? bt : be;
+  int64_t shape[NIMBLE_MAX_RANK];
+  for (size_t d = 0; d < like->sig.rank; d++) shape[d] = imp_resolve(c, like->sig.dims[d]).value;
+  imp_chain *saved = c->chain;
+  c->chain = &br->chain;
+  nimble_named_attr_t at = imp_attr_ints("newshape", shape, like->sig.rank);
+  nimble_status_t s = imp_emit(c, "reshape", 1, &from, &at, 1, &br->outs[i]);
+  c->chain = saved;
+  return s;
+}
+
+static nimble_status_t cv_if(imp_ctx *c, const nimble_onnx_node *n) {
+  imp_val *cond;
+  RET(imp_input_req(c, n, 0, &cond));
+  if (cond->sig.dtype != NIMBLE_DTYPE_BOOL) return imp_err(NIMBLE_INVALID_ARGUMENT, "condition must be bool");
+  RET(imp_to_scalar(c, cond, &cond));
+  const nimble_onnx_graph *tg, *eg;
+  RET(nimble_onnx_node_get_graph(n, "then_branch", &tg));
+  RET(nimble_onnx_node_get_graph(n, "else_branch", &eg));
+  if (!tg || !eg) return imp_err(NIMBLE_INVALID_ARGUMENT, "needs then_branch and else_branch");
+  size_t no = n->n_outputs;
+  if (tg->n_outputs != no || eg->n_outputs != no)
+    return imp_err(NIMBLE_INVALID_ARGUMENT, "branches give %zu and %zu outputs, the node has %zu", tg->n_outputs,
+                   eg->n_outputs, no);
+  if (no == 0 || no > MAX_LOOP_VALUES) return imp_err(NIMBLE_OUT_OF_RANGE, "%zu outputs", no);
+  branch *bt = nimble_arena_calloc(c->arena, 1, sizeof *bt), *be = nimble_arena_calloc(c->arena, 1, sizeof *be);
+  if (!bt || !be) return imp_oom();
+  RET(import_branch(c, tg, bt));
+  RET(import_branch(c, eg, be));
+  nimble_tensor_sig_t sigs[MAX_LOOP_VALUES];
+  for (size_t i = 0; i < no; i++) {
+    RET(match_static_ranks(c, n, i, bt, be));
+    nimble_tensor_sig_t *a = &bt->outs[i]->sig, *b = &be->outs[i]->sig;
+    if (a->dtype != b->dtype || a->rank != b->rank) {
+      char x[128], y[128];
+      return imp_err(NIMBLE_INVALID_ARGUMENT, "output %zu is %s in then_branch but %s in else_branch", i,
+                     nimble_tensor_sig_format(a, x, sizeof x), nimble_tensor_sig_format(b, y, sizeof y));
+    }
+    sigs[i] = *a;
+    bool differ = false;
+    for (size_t d = 0; d < a->rank; d++) {
+      nimble_dim_t p = imp_resolve(c, a->dims[d]), q = imp_resolve(c, b->dims[d]);
+      if (!nimble_dim_same(p, q)) {
+        sigs[i].dims[d] = nimble_dim_any();
+        if (p.kind == NIMBLE_DIM_CONST && q.kind == NIMBLE_DIM_CONST) differ = true;
+      }
+    }
+    if (differ) {
+      RET(forget_dims(c, &bt->chain, bt->outs[i], &bt->outs[i]));
+      RET(forget_dims(c, &be->chain, be->outs[i], &be->outs[i]));
+    }
+  }
+  const nimble_expr *te = branch_result(c, bt, no), *ee = branch_result(c, be, no);
+  const nimble_expr *ife = te && ee ? nimble_ir_if(c->arena, cond->expr, te, ee, NULL) : NULL;
+  if (!ife) return imp_oom();
+  imp_val *r;
+  if (no == 1) {
+    RET(imp_bind(c, n->outputs[0], ife, &sigs[0], &r));
+    return imp_define(c, n, 0, r);
+  }
+  RET(imp_bind(c, "if", ife, NULL, &r));
+  for (size_t i = 0; i < no; i++) {
+    const nimble_expr *p = nimble_ir_proj(c->arena, r->expr, i, NULL);
+    imp_val *o;
+    if (!p) return imp_oom();
+    RET(imp_bind(c, n->outputs[i][0] ? n->outputs[i] : "if", p, &sigs[i], &o));
+    RET(imp_define(c, n, i, o));
+  }
+  return nimble_ok();
+}
+
+/* ---- Loop and Scan ---- */
+
+typedef struct loop_spec {
+  bool is_scan;
+  const nimble_onnx_graph *body;
+  size_t n_carried;                  /* loop-carried / scan state values */
+  imp_val *init[MAX_LOOP_VALUES];    /* their initial values */
+  size_t n_seq;                      /* Scan: scanned inputs */
+  imp_val *seq[MAX_LOOP_VALUES];
+  int64_t seq_axis[MAX_LOOP_VALUES];
+  int64_t seq_reverse[MAX_LOOP_VALUES];
+  size_t n_scan_out;
+  int64_t out_axis[MAX_LOOP_VALUES];
+  int64_t out_reverse[MAX_LOOP_VALUES];
+  imp_val *max;                      /* trip count (int64 scalar) */
+  imp_val *cond;                     /* Loop: initial condition (bool scalar) */
+} loop_spec;
+
+typedef struct loop_result {
+  const char *name;
+  nimble_tensor_sig_t carried_out[MAX_LOOP_VALUES]; /* as the body leaves them */
+  nimble_tensor_sig_t scan_sig[MAX_LOOP_VALUES];    /* one iteration's scan output */
+  size_t n_outer;
+  imp_val *outer[MAX_LOOP_VALUES];                  /* outer values passed in */
+} loop_result;
+
+/* Builds the function for carried signatures `carried` (already renamed).
+ * When the body changes a constant dim of a carried value, *widen is set
+ * and nothing is added to the module. */
+static nimble_status_t build_loop_func(imp_ctx *c, const loop_spec *L, const nimble_tensor_sig_t *carried,
+                                       remap *rm, loop_result *res, bool *widen) {
+  *widen = false;
+  const nimble_onnx_graph *g = L->body;
+  nimble_arena *a = c->arena;
+  size_t nc = L->n_carried, ns = L->n_seq;
+  /* Outer values: resolved in the enclosing scopes, before switching. */
+  res->n_outer = 0;
+  const char *outer_names[MAX_LOOP_VALUES];
+  imp_val *outer_consts[MAX_LOOP_VALUES];
+  size_t n_consts = 0;
+  const char *const_names[MAX_LOOP_VALUES];
+  for (size_t i = 0; i < g->n_outer_refs; i++) {
+    imp_val *v;
+    nimble_status_t s = imp_lookup(c, g->outer_refs[i], &v);
+    if (s) return nimble_status_annotate(s, "body reads '%s'", g->outer_refs[i]);
+    if (v->expr->kind == NIMBLE_EXPR_CONSTANT) {
+      if (n_consts == MAX_LOOP_VALUES) return imp_err(NIMBLE_OUT_OF_RANGE, "too many outer values");
+      const_names[n_consts] = g->outer_refs[i];
+      outer_consts[n_consts++] = v;
+      continue;
+    }
+    if (!v->has_sig) return imp_err(NIMBLE_INVALID_ARGUMENT, "outer value '%s' has no known type", g->outer_refs[i]);
+    if (res->n_outer == MAX_LOOP_VALUES) return imp_err(NIMBLE_OUT_OF_RANGE, "too many outer values");
+    outer_names[res->n_outer] = g->outer_refs[i];
+    res->outer[res->n_outer++] = v;
+  }
+
+  imp_scope *saved_scope = c->scope;
+  imp_chain *saved_chain = c->chain;
+  const nimble_onnx_graph *saved_graph = c->graph;
+  imp_chain pre, body;
+  memset(&pre, 0, sizeof pre);
+  memset(&body, 0, sizeof body);
+  c->scope = NULL;
+  nimble_status_t s = imp_scope_push(c);
+  if (s) {
+    c->scope = saved_scope;
+    return s;
+  }
+  c->chain = &pre;
+
+  const nimble_expr *params[3 * MAX_LOOP_VALUES + 3];
+  size_t np = 0;
+  imp_val *pi, *pmax, *pcond = NULL;
+  nimble_tensor_sig_t i64 = scalar_sig(NIMBLE_DTYPE_INT64), b1 = scalar_sig(NIMBLE_DTYPE_BOOL);
+  imp_val *carried_vals[MAX_LOOP_VALUES], *seq_vals[MAX_LOOP_VALUES], *acc_vals[MAX_LOOP_VALUES];
+  const nimble_expr *acc_vars[MAX_LOOP_VALUES];
+  imp_val *go = NULL;
+#define TRY(x) do { s = (x); if (s) goto done; } while (0)
+  TRY(make_param(c, "i", &i64, &params[np++], &pi));
+  TRY(make_param(c, "max", &i64, &params[np++], &pmax));
+  if (!L->is_scan) TRY(make_param(c, "cond", &b1, &params[np++], &pcond));
+  for (size_t j = 0; j < nc; j++)
+    TRY(make_param(c, g->inputs[(L->is_scan ? 0 : 2) + j]->name, &carried[j], &params[np++], &carried_vals[j]));
+  for (size_t j = 0; j < ns; j++) {
+    nimble_tensor_sig_t ss = remap_sig(c, rm, &L->seq[j]->sig);
+    TRY(make_param(c, "seq", &ss, &params[np++], &seq_vals[j]));
+  }
+  for (size_t j = 0; j < res->n_outer; j++) {
+    nimble_tensor_sig_t os = remap_sig(c, rm, &res->outer[j]->sig);
+    imp_val *ov;
+    TRY(make_param(c, outer_names[j], &os, &params[np++], &ov));
+    TRY(imp_scope_set(c, outer_names[j], ov));
+  }
+  for (size_t j = 0; j < n_consts; j++) TRY(imp_scope_set(c, const_names[j], outer_consts[j]));
+  /* go = cond && i < max */
+  {
+    imp_val *args[2] = {pi, pmax};
+    TRY(imp_emit(c, "less", 2, args, NULL, 0, &go));
+    if (pcond) {
+      imp_val *a2[2] = {pcond, go};
+      TRY(imp_emit(c, "logical_and", 2, a2, NULL, 0, &go));
+    }
+  }
+  c->chain = &body;
+  /* Body inputs. */
+  if (!L->is_scan) {
+    if (g->n_inputs != 2 + nc) {
+      s = imp_err(NIMBLE_INVALID_ARGUMENT, "body has %zu inputs, expected %zu", g->n_inputs, 2 + nc);
+      goto done;
+    }
+    TRY(imp_scope_set(c, g->inputs[0]->name, pi));
+    TRY(imp_scope_set(c, g->inputs[1]->name, pcond));
+  } else if (g->n_inputs != nc + ns) {
+    s = imp_err(NIMBLE_INVALID_ARGUMENT, "body has %zu inputs, expected %zu", g->n_inputs, nc + ns);
+    goto done;
+  }
+  for (size_t j = 0; j < nc; j++) TRY(imp_scope_set(c, g->inputs[(L->is_scan ? 0 : 2) + j]->name, carried_vals[j]));
+  for (size_t j = 0; j < ns; j++) {
+    /* The slice of this iteration: index i, or max - 1 - i in reverse. */
+    imp_val *idx = pi, *x;
+    if (L->seq_reverse[j]) {
+      imp_val *one, *t;
+      TRY(imp_scalar(c, NIMBLE_DTYPE_INT64, 1, &one));
+      imp_val *a1[2] = {pmax, one};
+      TRY(imp_emit(c, "subtract", 2, a1, NULL, 0, &t));
+      imp_val *a2[2] = {t, pi};
+      TRY(imp_emit(c, "subtract", 2, a2, NULL, 0, &idx));
+    }
+    nimble_named_attr_t ax = imp_attr_int("axis", L->seq_axis[j]);
+    imp_val *args[2] = {seq_vals[j], idx};
+    TRY(imp_emit(c, "take", 2, args, &ax, 1, &x));
+    TRY(imp_scope_set(c, g->inputs[nc + j]->name, x));
+  }
+  TRY(imp_graph_nodes(c, g));
+  c->graph = g;
+  size_t first = L->is_scan ? 0 : 1;
+  if (g->n_outputs != first + nc + L->n_scan_out) {
+    s = imp_err(NIMBLE_INVALID_ARGUMENT, "body has %zu outputs, expected %zu", g->n_outputs, first + nc + L->n_scan_out);
+    goto done;
+  }
+  imp_val *outs[2 * MAX_LOOP_VALUES + 1];
+  for (size_t k = 0; k < g->n_outputs; k++) {
+    TRY(imp_lookup(c, g->outputs[k]->name, &outs[k]));
+    if (!outs[k]->has_sig) {
+      s = imp_err(NIMBLE_INVALID_ARGUMENT, "body output '%s' has no known type", g->outputs[k]->name);
+      goto done;
+    }
+  }
+  for (size_t j = 0; j < nc; j++) {
+    const nimble_tensor_sig_t *o = &outs[first + j]->sig, *p = &carried[j];
+    char x[128], y[128];
+    if (o->dtype != p->dtype || o->rank != p->rank) {
+      s = imp_err(NIMBLE_INVALID_ARGUMENT, "carried value %zu enters as %s and leaves the body as %s", j,
+                  nimble_tensor_sig_format(p, x, sizeof x), nimble_tensor_sig_format(o, y, sizeof y));
+      goto done;
+    }
+    res->carried_out[j] = *o;
+    for (size_t d = 0; d < o->rank; d++) {
+      nimble_dim_t od = imp_resolve(c, o->dims[d]), pd = imp_resolve(c, p->dims[d]);
+      if (pd.kind == NIMBLE_DIM_CONST && !nimble_dim_same(od, pd)) *widen = true;
+    }
+  }
+  if (*widen) goto done;
+  /* Scan outputs: accumulate. */
+  for (size_t k = 0; k < L->n_scan_out; k++) {
+    res->scan_sig[k] = outs[first + nc + k]->sig;
+    nimble_tensor_sig_t acc;
+    memset(&acc, 0, sizeof acc);
+    acc.dtype = res->scan_sig[k].dtype;
+    acc.rank = res->scan_sig[k].rank + 1;
+    if (acc.rank > NIMBLE_MAX_RANK) {
+      s = imp_err(NIMBLE_OUT_OF_RANGE, "scan output rank too large");
+      goto done;
+    }
+    acc.dims[0] = nimble_dim_any();
+    for (size_t d = 0; d < res->scan_sig[k].rank; d++) {
+      nimble_dim_t dd = imp_resolve(c, res->scan_sig[k].dims[d]);
+      acc.dims[d + 1] = dd.kind == NIMBLE_DIM_CONST ? dd : nimble_dim_any();
+    }
+    TRY(make_param(c, "acc", &acc, &acc_vars[k], &acc_vals[k]));
+    params[np++] = acc_vars[k];
+  }
+  /* The recursive call. */
+  {
+    const nimble_expr *args[3 * MAX_LOOP_VALUES + 3];
+    size_t na = 0;
+    imp_val *one, *next_i;
+    TRY(imp_scalar(c, NIMBLE_DTYPE_INT64, 1, &one));
+    imp_val *ai[2] = {pi, one};
+    TRY(imp_emit(c, "add", 2, ai, NULL, 0, &next_i));
+    args[na++] = next_i->expr;
+    args[na++] = pmax->expr;
+    if (!L->is_scan) {
+      imp_val *cnext;
+      if (outs[0]->sig.dtype != NIMBLE_DTYPE_BOOL) {
+        s = imp_err(NIMBLE_INVALID_ARGUMENT, "body's condition output must be bool");
+        goto done;
+      }
+      TRY(imp_to_scalar(c, outs[0], &cnext));
+      args[na++] = cnext->expr;
+    }
+    for (size_t j = 0; j < nc; j++) args[na++] = outs[first + j]->expr;
+    for (size_t j = 0; j < ns; j++) args[na++] = seq_vals[j]->expr;
+    for (size_t j = 0; j < res->n_outer; j++) args[na++] = params[np - L->n_scan_out - res->n_outer + j];
+    for (size_t k = 0; k < L->n_scan_out; k++) {
+      imp_val *e, *cat;
+      nimble_named_attr_t ax0 = imp_attr_int("axis", 0);
+      TRY(imp_emit(c, "expand_dims", 1, &outs[first + nc + k], &ax0, 1, &e));
+      imp_val *pair[2] = {acc_vals[k], e};
+      if (L->out_reverse[k]) {
+        pair[0] = e;
+        pair[1] = acc_vals[k];
+      }
+      TRY(imp_emit(c, "concatenate", 2, pair, &ax0, 1, &cat));
+      args[na++] = cat->expr;
+    }
+    res->name = imp_fresh_global(c, L->is_scan ? "scan" : "loop");
+    const nimble_expr *callee = res->name ? nimble_ir_global(a, res->name, NULL) : NULL;
+    const nimble_expr *call = callee ? nimble_ir_call(a, callee, na, args, NULL, NULL) : NULL;
+    const nimble_expr *fields[2 * MAX_LOOP_VALUES];
+    const nimble_type *rtypes[2 * MAX_LOOP_VALUES];
+    for (size_t j = 0; j < nc; j++) {
+      fields[j] = carried_vals[j]->expr;
+      rtypes[j] = sig_type(c, &carried[j]);
+    }
+    for (size_t k = 0; k < L->n_scan_out; k++) {
+      fields[nc + k] = acc_vars[k];
+      rtypes[nc + k] = acc_vars[k]->u.var.annotation;
+    }
+    size_t nf = nc + L->n_scan_out;
+    const nimble_expr *done_e = nimble_ir_tuple(a, nf, fields, NULL);
+    const nimble_type *ret = nimble_type_tuple(a, nf, rtypes);
+    const nimble_expr *then_e = call ? imp_chain_close(c, &body, call) : NULL;
+    const nimble_expr *ife = then_e && done_e ? nimble_ir_if(a, go->expr, then_e, done_e, NULL) : NULL;
+    const nimble_expr *fbody = ife ? imp_chain_close(c, &pre, ife) : NULL;
+    const nimble_expr *fn = fbody && ret ? nimble_ir_func(a, 0, NULL, np, params, ret, fbody, NULL) : NULL;
+    if (!fn) {
+      s = imp_oom();
+      goto done;
+    }
+    /* Parameters must be in order: i, max, [cond], carried, seq, outer, acc. */
+    s = nimble_module_add_func(c->module, res->name, fn);
+  }
+done:
+#undef TRY
+  c->scope = saved_scope;
+  c->chain = saved_chain;
+  c->graph = saved_graph;
+  return s;
+}
+
+/* Zeros of shape [0, dims...] for an empty accumulator. */
+static nimble_status_t empty_acc(imp_ctx *c, const nimble_tensor_sig_t *one, imp_val **out) {
+  int64_t shape[NIMBLE_MAX_RANK];
+  shape[0] = 0;
+  for (size_t d = 0; d < one->rank; d++) {
+    nimble_dim_t dd = imp_resolve(c, one->dims[d]);
+    if (dd.kind != NIMBLE_DIM_CONST)
+      return imp_err(NIMBLE_UNIMPLEMENTED, "a scan output of non-static shape is not supported");
+    shape[d + 1] = dd.value;
+  }
+  nimble_named_attr_t at[2] = {imp_attr_ints("shape", shape, one->rank + 1),
+                               imp_attr_str("dtype", nimble_dtype_name(one->dtype))};
+  return imp_emit(c, "zeros", 0, NULL, at, 2, out);
+}
+
+static nimble_status_t run_loop(imp_ctx *c, const nimble_onnx_node *n, loop_spec *L) {
+  nimble_tensor_sig_t carried[MAX_LOOP_VALUES];
+  loop_result *res = nimble_arena_calloc(c->arena, 1, sizeof *res);
+  if (!res) return imp_oom();
+  remap rm;
+  memset(&rm, 0, sizeof rm);
+  for (size_t j = 0; j < L->n_carried; j++) carried[j] = remap_sig(c, &rm, &L->init[j]->sig);
+  bool widen = true;
+  for (int attempt = 0; attempt < 4 && widen; attempt++) {
+    remap r2 = rm;
+    RET(build_loop_func(c, L, carried, &r2, res, &widen));
+    if (!widen) break;
+    for (size_t j = 0; j < L->n_carried; j++)
+      for (size_t d = 0; d < carried[j].rank; d++) {
+        nimble_dim_t od = imp_resolve(c, res->carried_out[j].dims[d]), pd = carried[j].dims[d];
+        if (pd.kind == NIMBLE_DIM_CONST && !nimble_dim_same(od, pd)) carried[j].dims[d] = nimble_dim_any();
+      }
+  }
+  if (widen) return imp_err(NIMBLE_INTERNAL, "carried types did not settle");
+  /* The call. */
+  const nimble_expr *args[3 * MAX_LOOP_VALUES + 3];
+  size_t na = 0;
+  imp_val *zero;
+  RET(imp_scalar(c, NIMBLE_DTYPE_INT64, 0, &zero));
+  args[na++] = zero->expr;
+  args[na++] = L->max->expr;
+  if (!L->is_scan) args[na++] = L->cond->expr;
+  for (size_t j = 0; j < L->n_carried; j++) args[na++] = L->init[j]->expr;
+  for (size_t j = 0; j < L->n_seq; j++) args[na++] = L->seq[j]->expr;
+  for (size_t j = 0; j < res->n_outer; j++) args[na++] = res->outer[j]->expr;
+  for (size_t k = 0; k < L->n_scan_out; k++) {
+    imp_val *z;
+    RET(empty_acc(c, &res->scan_sig[k], &z));
+    args[na++] = z->expr;
+  }
+  const nimble_expr *callee = nimble_ir_global(c->arena, res->name, NULL);
+  const nimble_expr *call = callee ? nimble_ir_call(c->arena, callee, na, args, NULL, NULL) : NULL;
+  if (!call) return imp_oom();
+  imp_val *r;
+  RET(imp_bind(c, L->is_scan ? "scan" : "loop", call, NULL, &r));
+  for (size_t j = 0; j < L->n_carried + L->n_scan_out; j++) {
+    nimble_tensor_sig_t sig;
+    if (j < L->n_carried) {
+      /* Dims the body leaves alone keep the initial value's dims. */
+      sig = L->init[j]->sig;
+      for (size_t d = 0; d < sig.rank; d++)
+        if (carried[j].dims[d].kind == NIMBLE_DIM_ANY) sig.dims[d] = nimble_dim_any();
+    } else {
+      const nimble_tensor_sig_t *one = &res->scan_sig[j - L->n_carried];
+      memset(&sig, 0, sizeof sig);
+      sig.dtype = one->dtype;
+      sig.rank = one->rank + 1;
+      sig.dims[0] = nimble_dim_any();
+      for (size_t d = 0; d < one->rank; d++) {
+        nimble_dim_t dd = imp_resolve(c, one->dims[d]);
+        sig.dims[d + 1] = dd.kind == NIMBLE_DIM_CONST ? dd : nimble_dim_any();
+      }
+    }
+    const nimble_expr *p = nimble_ir_proj(c->arena, r->expr, j, NULL);
+    if (!p) return imp_oom();
+    imp_val *o;
+    const char *nm = j < n->n_outputs && n->outputs[j][0] ? n->outputs[j] : "out";
+    RET(imp_bind(c, nm, p, &sig, &o));
+    size_t k = j - L->n_carried;
+    if (j >= L->n_carried && L->out_axis[k] != 0) {
+      int64_t perm[NIMBLE_MAX_RANK];
+      size_t rank = sig.rank, pos = 0;
+      int64_t ax = L->out_axis[k] < 0 ? L->out_axis[k] + (int64_t)rank : L->out_axis[k];
+      if (ax < 0 || ax >= (int64_t)rank) return imp_err(NIMBLE_INVALID_ARGUMENT, "scan output axis out of range");
+      for (size_t d = 1; d < rank; d++) {
+        if ((int64_t)pos == ax) perm[pos++] = 0;
+        perm[pos++] = (int64_t)d;
+      }
+      if ((int64_t)pos == ax) perm[pos++] = 0;
+      nimble_named_attr_t pa = imp_attr_ints("axes", perm, rank);
+      RET(imp_emit(c, "transpose", 1, &o, &pa, 1, &o));
+    }
+    RET(imp_define(c, n, j, o));
+  }
+  return nimble_ok();
+}
+
+static nimble_status_t cv_loop(imp_ctx *c, const nimble_onnx_node *n) {
+  loop_spec *L = nimble_arena_calloc(c->arena, 1, sizeof *L);
+  if (!L) return imp_oom();
+  RET(nimble_onnx_node_get_graph(n, "body", &L->body));
+  if (!L->body) return imp_err(NIMBLE_INVALID_ARGUMENT, "needs a body");
+  if (n->n_inputs < 2) return imp_err(NIMBLE_INVALID_ARGUMENT, "needs inputs M and cond (possibly empty)");
+  L->n_carried = n->n_inputs - 2;
+  if (L->n_carried > MAX_LOOP_VALUES) return imp_err(NIMBLE_OUT_OF_RANGE, "too many carried values");
+  for (size_t j = 0; j < L->n_carried; j++) RET(imp_input_req(c, n, 2 + j, &L->init[j]));
+  if (n->n_outputs < L->n_carried) return imp_err(NIMBLE_INVALID_ARGUMENT, "fewer outputs than carried values");
+  L->n_scan_out = n->n_outputs - L->n_carried;
+  imp_val *m, *cond;
+  RET(imp_input(c, n, 0, &m));
+  RET(imp_input(c, n, 1, &cond));
+  if (m) {
+    if (!m->has_sig || !nimble_dtype_is_int(m->sig.dtype))
+      return imp_err(NIMBLE_INVALID_ARGUMENT, "trip count M must be an integer tensor");
+    RET(imp_to_scalar(c, m, &m));
+    if (m->sig.dtype != NIMBLE_DTYPE_INT64) {
+      nimble_named_attr_t a = imp_attr_str("dtype", "int64");
+      RET(imp_emit(c, "cast", 1, &m, &a, 1, &m));
+    }
+  } else {
+    int64_t big = INT64_MAX;
+    RET(imp_const_i64(c, 1, &big, true, &m));
+  }
+  if (cond) {
+    if (!cond->has_sig || cond->sig.dtype != NIMBLE_DTYPE_BOOL)
+      return imp_err(NIMBLE_INVALID_ARGUMENT, "cond must be a bool tensor");
+    RET(imp_to_scalar(c, cond, &cond));
+  } else {
+    RET(imp_scalar(c, NIMBLE_DTYPE_BOOL, 1, &cond));
+  }
+  L->max = m;
+  L->cond = cond;
+  return run_loop(c, n, L);
+}
+
+static nimble_status_t read_axes(const nimble_onnx_node *n, const char *name, size_t count, int64_t *out) {
+  const int64_t *v;
+  size_t cnt;
+  RET(nimble_onnx_node_get_ints(n, name, &v, &cnt));
+  if (cnt && cnt != count)
+    return imp_err(NIMBLE_INVALID_ARGUMENT, "attribute '%s' has %zu values, expected %zu", name, cnt, count);
+  for (size_t i = 0; i < count; i++) out[i] = cnt ? v[i] : 0;
+  return nimble_ok();
+}
+
+static nimble_status_t cv_scan(imp_ctx *c, const nimble_onnx_node *n) {
+  if (n->opset < 9) return imp_err(NIMBLE_UNIMPLEMENTED, "Scan before opset 9 (with a batch axis) is not supported");
+  loop_spec *L = nimble_arena_calloc(c->arena, 1, sizeof *L);
+  if (!L) return imp_oom();
+  L->is_scan = true;
+  RET(nimble_onnx_node_get_graph(n, "body", &L->body));
+  if (!L->body) return imp_err(NIMBLE_INVALID_ARGUMENT, "needs a body");
+  int64_t m;
+  RET(nimble_onnx_node_require_int(n, "num_scan_inputs", &m));
+  if (m <= 0 || (size_t)m > n->n_inputs || (size_t)m > MAX_LOOP_VALUES)
+    return imp_err(NIMBLE_INVALID_ARGUMENT, "num_scan_inputs %" PRId64 " does not fit %zu inputs", m, n->n_inputs);
+  L->n_seq = (size_t)m;
+  L->n_carried = n->n_inputs - L->n_seq;
+  if (n->n_outputs < L->n_carried) return imp_err(NIMBLE_INVALID_ARGUMENT, "fewer outputs than states");
+  L->n_scan_out = n->n_outputs - L->n_carried;
+  for (size_t j = 0; j < L->n_carried; j++) RET(imp_input_req(c, n, j, &L->init[j]));
+  for (size_t j = 0; j < L->n_seq; j++) RET(imp_input_req(c, n, L->n_carried + j, &L->seq[j]));
+  RET(read_axes(n, "scan_input_axes", L->n_seq, L->seq_axis));
+  RET(read_axes(n, "scan_input_directions", L->n_seq, L->seq_reverse));
+  RET(read_axes(n, "scan_output_axes", L->n_scan_out, L->out_axis));
+  RET(read_axes(n, "scan_output_directions", L->n_scan_out, L->out_reverse));
+  for (size_t j = 0; j < L->n_seq; j++) {
+    size_t ax;
+    RET(nimble_axis_normalize(L->seq_axis[j], L->seq[j]->sig.rank, &ax));
+    L->seq_axis[j] = (int64_t)ax;
+  }
+  /* Trip count: the first scanned input's extent on its axis. */
+  imp_val *sh, *idx, *len;
+  RET(imp_emit(c, "shape_of", 1, &L->seq[0], NULL, 0, &sh));
+  RET(imp_scalar(c, NIMBLE_DTYPE_INT64, (double)L->seq_axis[0], &idx));
+  nimble_named_attr_t a0 = imp_attr_int("axis", 0);
+  imp_val *args[2] = {sh, idx};
+  RET(imp_emit(c, "take", 2, args, &a0, 1, &len));
+  L->max = len;
+  return run_loop(c, n, L);
+}
+
+const imp_converter imp_converters_control[] = {
+    {"If", cv_if},
+    {"Loop", cv_loop},
+    {"Scan", cv_scan},
+};
+const size_t imp_converters_control_count = sizeof imp_converters_control / sizeof imp_converters_control[0];

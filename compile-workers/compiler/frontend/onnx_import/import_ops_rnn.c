@@ -1,0 +1,416 @@
+/* LSTM, GRU and RNN as IR: one recursive global function per direction
+ * that walks the time steps (the trip count is the sequence length read at
+ * run time with shape_of), with the gates as dense (matrix products) and
+ * element-wise operators, so later passes can fuse and plan them. The step
+ * function is written as .nir text and parsed: it is fixed apart from its
+ * dims, dtype and direction. Outputs follow ONNX: Y [seq, dirs, batch,
+ * hidden], Y_h and Y_c [dirs, batch, hidden]. */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "import_internal.h"
+
+#define RET NIMBLE_RETURN_IF_ERROR
+
+typedef enum { CELL_LSTM, CELL_GRU, CELL_RNN } cell_kind;
+
+static void dim_text(imp_ctx *c, nimble_dim_t d, char *buf, size_t size) {
+  d = imp_resolve(c, d);
+  if (d.kind == NIMBLE_DIM_CONST) snprintf(buf, size, "%" PRId64, d.value);
+  else snprintf(buf, size, "?");
+}
+
+static nimble_status_t check_activations(const nimble_onnx_node *n, cell_kind k, int64_t dirs) {
+  const nimble_onnx_attr_t *a = nimble_onnx_node_attr(n, "activations");
+  static const char *lstm[] = {"Sigmoid", "Tanh", "Tanh"}, *gru[] = {"Sigmoid", "Tanh"}, *rnn[] = {"Tanh"};
+  const char **want = k == CELL_LSTM ? lstm : k == CELL_GRU ? gru : rnn;
+  size_t per = k == CELL_LSTM ? 3 : k == CELL_GRU ? 2 : 1;
+  if (a) {
+    if (a->n_strings != per * (size_t)dirs)
+      return imp_err(NIMBLE_INVALID_ARGUMENT, "attribute 'activations' has %zu entries, expected %zu", a->n_strings,
+                     per * (size_t)dirs);
+    for (size_t i = 0; i < a->n_strings; i++) {
+      const char *w = want[i % per];
+      if (a->strings[i].size != strlen(w) || strncasecmp((const char *)a->strings[i].data, w, strlen(w)) != 0)
+        return imp_err(NIMBLE_UNIMPLEMENTED, "activation '%.*s' is not supported (only the defaults)",
+                       (int)a->strings[i].size, (const char *)a->strings[i].data);
+    }
+  }
+  if (nimble_onnx_node_attr(n, "clip")) return imp_err(NIMBLE_UNIMPLEMENTED, "attribute 'clip' is not supported");
+  if (nimble_onnx_node_attr(n, "activation_alpha") || nimble_onnx_node_attr(n, "activation_beta"))
+    return imp_err(NIMBLE_UNIMPLEMENTED, "activation_alpha/beta are not supported");
+  return nimble_ok();
+}
+
+static nimble_status_t emit1a(imp_ctx *c, const char *op, imp_val *x, nimble_named_attr_t *at, size_t nat,
+                              imp_val **out) {
+  return imp_emit(c, op, 1, &x, at, nat, out);
+}
+
+static nimble_status_t take_dir(imp_ctx *c, imp_val *x, int64_t d, imp_val **out) {
+  imp_val *idx;
+  RET(imp_scalar(c, NIMBLE_DTYPE_INT64, (double)d, &idx));
+  nimble_named_attr_t a = imp_attr_int("axis", 0);
+  imp_val *args[2] = {x, idx};
+  return imp_emit(c, "take", 2, args, &a, 1, out);
+}
+
+static nimble_status_t slice_rows(imp_ctx *c, imp_val *x, int64_t b, int64_t e, imp_val **out) {
+  int64_t ax = 0;
+  nimble_named_attr_t at[3] = {imp_attr_ints("begin", &b, 1), imp_attr_ints("end", &e, 1), imp_attr_ints("axes", &ax, 1)};
+  return emit1a(c, "strided_slice", x, at, 3, out);
+}
+
+/* Zeros shaped [lead..., batch, H] where batch is X's dim 1 (maybe only
+ * known at run time). lead is 0 or 1 extent-0 axis. */
+static nimble_status_t zeros_state(imp_ctx *c, imp_val *X, int64_t H, bool empty_lead, imp_val **out) {
+  nimble_dim_t b = imp_resolve(c, X->sig.dims[1]);
+  nimble_dtype_t dt = X->sig.dtype;
+  if (b.kind == NIMBLE_DIM_CONST) {
+    int64_t shape[3], n = 0;
+    if (empty_lead) shape[n++] = 0;
+    shape[n++] = b.value;
+    shape[n++] = H;
+    nimble_named_attr_t at[2] = {imp_attr_ints("shape", shape, (size_t)n), imp_attr_str("dtype", nimble_dtype_name(dt))};
+    return imp_emit(c, "zeros", 0, NULL, at, 2, out);
+  }
+  imp_val *sh, *bd, *lead, *hv, *shape;
+  RET(imp_emit(c, "shape_of", 1, &X, NULL, 0, &sh));
+  RET(slice_rows(c, sh, 1, 2, &bd));
+  int64_t z = 0;
+  RET(imp_const_i64(c, 1, &z, false, &lead));
+  RET(imp_const_i64(c, 1, &H, false, &hv));
+  imp_val *parts[3];
+  size_t np = 0;
+  if (empty_lead) parts[np++] = lead;
+  parts[np++] = bd;
+  parts[np++] = hv;
+  nimble_named_attr_t a0 = imp_attr_int("axis", 0);
+  RET(imp_emit(c, "concatenate", np, parts, &a0, 1, &shape));
+  nimble_named_attr_t at[2] = {imp_attr_str("dtype", nimble_dtype_name(dt)), imp_attr_float("value", 0.0)};
+  RET(imp_emit(c, "constant_of_shape", 1, &shape, at, 2, out));
+  (*out)->sig.dims[empty_lead ? 1 : 0] = b;
+  return nimble_ok();
+}
+
+/* Appends to a text buffer; false when it is full. */
+static bool put(char *buf, size_t size, size_t *len, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static bool put(char *buf, size_t size, size_t *len, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(buf + *len, size - *len, fmt, ap);
+  va_end(ap);
+  if (n < 0 || (size_t)n >= size - *len) return false;
+  *len += (size_t)n;
+  return true;
+}
+
+/* The step function's text:
+ *
+ *   def @lstm_0(%t, %T, %X, <weights>, [%sl, %zs,] %h, [%c,] %Y) -> (Y, h[, c]) {
+ *     if (less(%t, %T)) { <one step>; @lstm_0(add(%t, 1), ..., %hn, [%cn,] concat(%Y, %yr)) }
+ *     else { (%Y, %h[, %c]) }
+ *   }
+ *
+ * With sequence lengths (%sl, int64 [batch]) a batch entry whose sequence
+ * has ended keeps its state and contributes zeros (%zs) to Y. */
+static nimble_status_t step_text(imp_ctx *c, cell_kind k, const char *name, bool reverse, bool peep, bool lbr,
+                                 bool seqlen, const char *dt, const char *B, const char *I, int64_t H, char *buf,
+                                 size_t size) {
+  (void)c;
+  char hb[96], seq[96], mat[96], vec[96], hh[96], hv[96];
+  int64_t G = k == CELL_LSTM ? 4 * H : k == CELL_GRU ? 3 * H : H;
+  snprintf(hb, sizeof hb, "Tensor[(%s, %" PRId64 "), %s]", B, H, dt);
+  snprintf(seq, sizeof seq, "Tensor[(?, %s, %" PRId64 "), %s]", B, H, dt);
+  snprintf(mat, sizeof mat, "Tensor[(%" PRId64 ", %s), %s]", G, I, dt);
+  snprintf(vec, sizeof vec, "Tensor[(%" PRId64 ",), %s]", G, dt);
+  snprintf(hh, sizeof hh, "Tensor[(%" PRId64 ", %" PRId64 "), %s]", k == CELL_LSTM ? 4 * H : H, H, dt);
+  snprintf(hv, sizeof hv, "Tensor[(%" PRId64 ",), %s]", H, dt);
+  const char *idx = reverse ? "subtract(subtract(%T, 1), %t)" : "%t";
+  bool ok = true;
+  size_t len = 0;
+  /* Parameters (names and types) and the weights passed on unchanged. */
+  const char *weights;
+  ok = ok && put(buf, size, &len, "def @%s(%%t: Tensor[(), int64], %%T: Tensor[(), int64], %%X: Tensor[(?, %s, %s), %s], %%W: %s, ",
+                 name, B, I, dt, mat);
+  if (k == CELL_LSTM) {
+    ok = ok && put(buf, size, &len, "%%R: %s, %%b: %s, ", hh, vec);
+    if (peep) ok = ok && put(buf, size, &len, "%%pi: %s, %%po: %s, %%pf: %s, ", hv, hv, hv);
+    weights = peep ? "%W, %R, %b, %pi, %po, %pf" : "%W, %R, %b";
+  } else if (k == CELL_GRU) {
+    char rm[96];
+    snprintf(rm, sizeof rm, "Tensor[(%" PRId64 ", %" PRId64 "), %s]", H, H, dt);
+    ok = ok && put(buf, size, &len, "%%wb: %s, %%Rz: %s, %%Rr: %s, %%Rh: %s, %%bz: %s, %%br: %s, %%bh: %s, ", vec, rm,
+                   rm, rm, hv, hv, hv);
+    weights = "%W, %wb, %Rz, %Rr, %Rh, %bz, %br, %bh";
+  } else {
+    ok = ok && put(buf, size, &len, "%%R: %s, %%b: %s, ", hh, vec);
+    weights = "%W, %R, %b";
+  }
+  if (seqlen) ok = ok && put(buf, size, &len, "%%sl: Tensor[(%s,), int64], %%zs: %s, ", B, hb);
+  ok = ok && put(buf, size, &len, "%%h: %s, ", hb);
+  if (k == CELL_LSTM) ok = ok && put(buf, size, &len, "%%c: %s, ", hb);
+  ok = ok && put(buf, size, &len, "%%Y: %s) -> (%s, %s%s%s) {\n", seq, seq, hb, k == CELL_LSTM ? ", " : "",
+                 k == CELL_LSTM ? hb : "");
+  ok = ok && put(buf, size, &len, "  if (less(%%t, %%T)) {\n    let %%x = take(%%X, %s, axis=0);\n", idx);
+  /* One step: %h2 (and %c2). */
+  if (k == CELL_LSTM) {
+    ok = ok && put(buf, size, &len,
+                   "    let %%g = add(dense(%%x, %%W, %%b, transB=1), dense(%%h, %%R, transB=1));\n"
+                   "    let %%s = split(%%g, axis=1, sections=4);\n"
+                   "    let %%i = sigmoid(%s);\n"
+                   "    let %%f = sigmoid(%s);\n"
+                   "    let %%u = tanh(%%s.3);\n"
+                   "    let %%c2 = add(multiply(%%f, %%c), multiply(%%i, %%u));\n"
+                   "    let %%o = sigmoid(%s);\n"
+                   "    let %%h2 = multiply(%%o, tanh(%%c2));\n",
+                   peep ? "add(%s.0, multiply(%pi, %c))" : "%s.0", peep ? "add(%s.2, multiply(%pf, %c))" : "%s.2",
+                   peep ? "add(%s.1, multiply(%po, %c2))" : "%s.1");
+  } else if (k == CELL_GRU) {
+    ok = ok && put(buf, size, &len,
+                   "    let %%sx = split(dense(%%x, %%W, %%wb, transB=1), axis=1, sections=3);\n"
+                   "    let %%z = sigmoid(add(%%sx.0, dense(%%h, %%Rz, %%bz, transB=1)));\n"
+                   "    let %%r = sigmoid(add(%%sx.1, dense(%%h, %%Rr, %%br, transB=1)));\n"
+                   "    let %%hh = tanh(add(%%sx.2, %s));\n"
+                   "    let %%h2 = add(%%hh, multiply(%%z, subtract(%%h, %%hh)));\n",
+                   lbr ? "multiply(%r, dense(%h, %Rh, %bh, transB=1))" : "dense(multiply(%r, %h), %Rh, %bh, transB=1)");
+  } else {
+    ok = ok && put(buf, size, &len,
+                   "    let %%h2 = tanh(add(dense(%%x, %%W, %%b, transB=1), dense(%%h, %%R, transB=1)));\n");
+  }
+  /* Masking by sequence length. */
+  if (seqlen) {
+    ok = ok && put(buf, size, &len,
+                   "    let %%m = expand_dims(less(%%t, %%sl), axis=1);\n"
+                   "    let %%hn = where(%%m, %%h2, %%h);\n"
+                   "    let %%yr = where(%%m, %%h2, %%zs);\n");
+    if (k == CELL_LSTM) ok = ok && put(buf, size, &len, "    let %%cn = where(%%m, %%c2, %%c);\n");
+  }
+  const char *hn = seqlen ? "%hn" : "%h2", *cn = seqlen ? "%cn" : "%c2", *yr = seqlen ? "%yr" : "%h2";
+  ok = ok && put(buf, size, &len, "    @%s(add(%%t, 1), %%T, %%X, %s%s, ", name, weights, seqlen ? ", %sl, %zs" : "");
+  ok = ok && put(buf, size, &len, "%s, ", hn);
+  if (k == CELL_LSTM) ok = ok && put(buf, size, &len, "%s, ", cn);
+  if (reverse)
+    ok = ok && put(buf, size, &len, "concatenate(expand_dims(%s, axis=0), %%Y, axis=0))\n", yr);
+  else
+    ok = ok && put(buf, size, &len, "concatenate(%%Y, expand_dims(%s, axis=0), axis=0))\n", yr);
+  ok = ok && put(buf, size, &len, "  } else {\n    (%%Y, %%h%s)\n  }\n}\n", k == CELL_LSTM ? ", %c" : "");
+  if (!ok) return imp_err(NIMBLE_INTERNAL, "step function text too long");
+  return nimble_ok();
+}
+
+static nimble_status_t convert_rnn(imp_ctx *c, const nimble_onnx_node *n, cell_kind k) {
+  imp_val *X, *W, *R, *B, *seqlens, *h0in, *c0in = NULL, *P = NULL;
+  RET(imp_input_req(c, n, 0, &X));
+  RET(imp_input_req(c, n, 1, &W));
+  RET(imp_input_req(c, n, 2, &R));
+  RET(imp_input(c, n, 3, &B));
+  RET(imp_input(c, n, 4, &seqlens));
+  RET(imp_input(c, n, 5, &h0in));
+  if (k == CELL_LSTM) {
+    RET(imp_input(c, n, 6, &c0in));
+    RET(imp_input(c, n, 7, &P));
+  }
+  const char *direction;
+  RET(nimble_onnx_node_get_string(n, "direction", "forward", &direction));
+  int64_t dirs = strcmp(direction, "bidirectional") == 0 ? 2 : 1;
+  bool rev_only = strcmp(direction, "reverse") == 0;
+  if (dirs == 1 && !rev_only && strcmp(direction, "forward") != 0)
+    return imp_err(NIMBLE_INVALID_ARGUMENT, "attribute 'direction' has unknown value '%s'", direction);
+  /* Per-sequence lengths: forward only (a reversed sequence of its own
+   * length starts at a different step per batch entry). */
+  if (seqlens && (dirs != 1 || rev_only))
+    return imp_err(NIMBLE_UNIMPLEMENTED, "input 'sequence_lens' is supported for the forward direction only");
+  if (seqlens && (seqlens->sig.rank != 1 || !nimble_dtype_is_int(seqlens->sig.dtype)))
+    return imp_err(NIMBLE_INVALID_ARGUMENT, "input 'sequence_lens' must be a 1-D integer tensor");
+  if (seqlens && seqlens->sig.dtype != NIMBLE_DTYPE_INT64) {
+    nimble_named_attr_t ca = imp_attr_str("dtype", "int64");
+    RET(emit1a(c, "cast", seqlens, &ca, 1, &seqlens));
+  }
+  RET(check_activations(n, k, dirs));
+  int64_t layout = 0, input_forget = 0, lbr = 0, H;
+  RET(nimble_onnx_node_get_int(n, "layout", 0, &layout));
+  RET(nimble_onnx_node_get_int(n, "input_forget", 0, &input_forget));
+  RET(nimble_onnx_node_get_int(n, "linear_before_reset", 0, &lbr));
+  if (input_forget) return imp_err(NIMBLE_UNIMPLEMENTED, "input_forget=1 is not supported");
+  if (X->sig.rank != 3 || W->sig.rank != 3 || R->sig.rank != 3)
+    return imp_err(NIMBLE_INVALID_ARGUMENT, "X, W and R must have rank 3");
+  if (!nimble_dtype_is_float(X->sig.dtype)) return imp_err(NIMBLE_INVALID_ARGUMENT, "X must be a float tensor");
+  nimble_dim_t hd = imp_resolve(c, R->sig.dims[2]);
+  RET(nimble_onnx_node_get_int(n, "hidden_size", hd.kind == NIMBLE_DIM_CONST ? hd.value : -1, &H));
+  if (H <= 0 || H > (1 << 24)) return imp_err(NIMBLE_INVALID_ARGUMENT, "hidden_size is unknown or out of range");
+  int64_t gates = k == CELL_LSTM ? 4 : k == CELL_GRU ? 3 : 1;
+  if (layout) {
+    int64_t perm[3] = {1, 0, 2};
+    nimble_named_attr_t pa = imp_attr_ints("axes", perm, 3);
+    RET(emit1a(c, "transpose", X, &pa, 1, &X));
+    if (h0in) RET(emit1a(c, "transpose", h0in, &pa, 1, &h0in));
+    if (c0in) RET(emit1a(c, "transpose", c0in, &pa, 1, &c0in));
+  }
+  char Bt[32], It[32];
+  dim_text(c, X->sig.dims[1], Bt, sizeof Bt);
+  dim_text(c, X->sig.dims[2], It, sizeof It);
+  const char *dt = nimble_dtype_name(X->sig.dtype);
+  /* T = shape_of(X)[0] */
+  imp_val *sh, *zero, *T;
+  RET(imp_emit(c, "shape_of", 1, &X, NULL, 0, &sh));
+  RET(imp_scalar(c, NIMBLE_DTYPE_INT64, 0, &zero));
+  {
+    nimble_named_attr_t a = imp_attr_int("axis", 0);
+    imp_val *args[2] = {sh, zero};
+    RET(imp_emit(c, "take", 2, args, &a, 1, &T));
+  }
+  imp_val *Ys[2], *Hs[2], *Cs[2];
+  for (int64_t d = 0; d < dirs; d++) {
+    bool reverse = rev_only || d == 1;
+    imp_val *Wd, *Rd, *Bd = NULL, *hi, *ci = NULL, *Y0;
+    RET(take_dir(c, W, d, &Wd));
+    RET(take_dir(c, R, d, &Rd));
+    if (B) RET(take_dir(c, B, d, &Bd));
+    if (h0in) RET(take_dir(c, h0in, d, &hi));
+    else RET(zeros_state(c, X, H, false, &hi));
+    if (k == CELL_LSTM) {
+      if (c0in) RET(take_dir(c, c0in, d, &ci));
+      else RET(zeros_state(c, X, H, false, &ci));
+    }
+    RET(zeros_state(c, X, H, true, &Y0));
+    imp_val *zb;
+    {
+      int64_t shape = 2 * gates * H;
+      nimble_named_attr_t at[2] = {imp_attr_ints("shape", &shape, 1), imp_attr_str("dtype", dt)};
+      if (!Bd) {
+        RET(imp_emit(c, "zeros", 0, NULL, at, 2, &zb));
+        Bd = zb;
+      }
+    }
+    const char *name = imp_fresh_global(c, k == CELL_LSTM ? "lstm" : k == CELL_GRU ? "gru" : "rnn");
+    if (!name) return imp_oom();
+    char text[4096];
+    RET(step_text(c, k, name, reverse, P != NULL, lbr != 0, seqlens != NULL, dt, Bt, It, H, text, sizeof text));
+    RET(imp_add_nir_func(c, name, text));
+    const nimble_expr *args[20];
+    size_t na = 0;
+    args[na++] = zero->expr;
+    args[na++] = T->expr;
+    args[na++] = X->expr;
+    args[na++] = Wd->expr;
+    if (k == CELL_GRU) {
+      imp_val *wb, *rz, *rr, *rh, *bz, *br, *bh;
+      RET(slice_rows(c, Bd, 0, 3 * H, &wb));
+      RET(slice_rows(c, Rd, 0, H, &rz));
+      RET(slice_rows(c, Rd, H, 2 * H, &rr));
+      RET(slice_rows(c, Rd, 2 * H, 3 * H, &rh));
+      RET(slice_rows(c, Bd, 3 * H, 4 * H, &bz));
+      RET(slice_rows(c, Bd, 4 * H, 5 * H, &br));
+      RET(slice_rows(c, Bd, 5 * H, 6 * H, &bh));
+      imp_val *v[7] = {wb, rz, rr, rh, bz, br, bh};
+      for (int i = 0; i < 7; i++) args[na++] = v[i]->expr;
+    } else {
+      imp_val *wb, *rb, *b;
+      RET(slice_rows(c, Bd, 0, gates * H, &wb));
+      RET(slice_rows(c, Bd, gates * H, 2 * gates * H, &rb));
+      imp_val *pair[2] = {wb, rb};
+      RET(imp_emit(c, "add", 2, pair, NULL, 0, &b));
+      args[na++] = Rd->expr;
+      args[na++] = b->expr;
+      if (P) {
+        imp_val *Pd, *pi, *po, *pf;
+        RET(take_dir(c, P, d, &Pd));
+        RET(slice_rows(c, Pd, 0, H, &pi));
+        RET(slice_rows(c, Pd, H, 2 * H, &po));
+        RET(slice_rows(c, Pd, 2 * H, 3 * H, &pf));
+        args[na++] = pi->expr;
+        args[na++] = po->expr;
+        args[na++] = pf->expr;
+      }
+    }
+    if (seqlens) {
+      imp_val *zs;
+      RET(zeros_state(c, X, H, false, &zs));
+      args[na++] = seqlens->expr;
+      args[na++] = zs->expr;
+    }
+    args[na++] = hi->expr;
+    if (k == CELL_LSTM) args[na++] = ci->expr;
+    args[na++] = Y0->expr;
+    const nimble_expr *callee = nimble_ir_global(c->arena, name, NULL);
+    const nimble_expr *call = callee ? nimble_ir_call(c->arena, callee, na, args, NULL, NULL) : NULL;
+    if (!call) return imp_oom();
+    imp_val *r;
+    RET(imp_bind(c, name, call, NULL, &r));
+    nimble_tensor_sig_t ysig, hsig;
+    memset(&ysig, 0, sizeof ysig);
+    ysig.dtype = X->sig.dtype;
+    ysig.rank = 3;
+    ysig.dims[0] = nimble_dim_any();
+    ysig.dims[1] = imp_resolve(c, X->sig.dims[1]);
+    ysig.dims[2] = nimble_dim_const(H);
+    hsig = ysig;
+    hsig.rank = 2;
+    hsig.dims[0] = ysig.dims[1];
+    hsig.dims[1] = ysig.dims[2];
+    const nimble_expr *p0 = nimble_ir_proj(c->arena, r->expr, 0, NULL), *p1 = nimble_ir_proj(c->arena, r->expr, 1, NULL);
+    const nimble_expr *p2 = k == CELL_LSTM ? nimble_ir_proj(c->arena, r->expr, 2, NULL) : p1;
+    if (!p0 || !p1 || !p2) return imp_oom();
+    RET(imp_bind(c, "y", p0, &ysig, &Ys[d]));
+    RET(imp_bind(c, "h", p1, &hsig, &Hs[d]));
+    if (k == CELL_LSTM) RET(imp_bind(c, "c", p2, &hsig, &Cs[d]));
+  }
+  /* The accumulated Y has a time dim of `?` (it grows through the
+   * recursion) though it always has X's. where(true, Y, X[:, :1, :1])
+   * is Y itself, and broadcasting `?` with X's time dim gives that dim, so
+   * the type keeps it (symbolic `seq` stays `seq`). */
+  {
+    imp_val *yes, *probe;
+    int64_t b[2] = {0, 0}, e[2] = {1, 1}, ax[2] = {1, 2};
+    nimble_named_attr_t sl[3] = {imp_attr_ints("begin", b, 2), imp_attr_ints("end", e, 2), imp_attr_ints("axes", ax, 2)};
+    RET(imp_emit(c, "strided_slice", 1, &X, sl, 3, &probe));
+    RET(imp_scalar(c, NIMBLE_DTYPE_BOOL, 1, &yes));
+    for (int64_t d = 0; d < dirs; d++) {
+      imp_val *args[3] = {yes, Ys[d], probe};
+      RET(imp_emit(c, "where", 3, args, NULL, 0, &Ys[d]));
+    }
+  }
+  /* Stack directions. */
+  imp_val *Y, *Yh, *Yc = NULL;
+  nimble_named_attr_t a1 = imp_attr_int("axis", 1), a0 = imp_attr_int("axis", 0);
+  for (int64_t d = 0; d < dirs; d++) {
+    RET(emit1a(c, "expand_dims", Ys[d], &a1, 1, &Ys[d]));
+    RET(emit1a(c, "expand_dims", Hs[d], &a0, 1, &Hs[d]));
+    if (k == CELL_LSTM) RET(emit1a(c, "expand_dims", Cs[d], &a0, 1, &Cs[d]));
+  }
+  if (dirs == 2) {
+    RET(imp_emit(c, "concatenate", 2, Ys, &a1, 1, &Y));
+    RET(imp_emit(c, "concatenate", 2, Hs, &a0, 1, &Yh));
+    if (k == CELL_LSTM) RET(imp_emit(c, "concatenate", 2, Cs, &a0, 1, &Yc));
+  } else {
+    Y = Ys[0];
+    Yh = Hs[0];
+    if (k == CELL_LSTM) Yc = Cs[0];
+  }
+  if (layout) {
+    int64_t py[4] = {2, 0, 1, 3}, ph[3] = {1, 0, 2};
+    nimble_named_attr_t ay = imp_attr_ints("axes", py, 4), ah = imp_attr_ints("axes", ph, 3);
+    RET(emit1a(c, "transpose", Y, &ay, 1, &Y));
+    RET(emit1a(c, "transpose", Yh, &ah, 1, &Yh));
+    if (Yc) RET(emit1a(c, "transpose", Yc, &ah, 1, &Yc));
+  }
+  RET(imp_define(c, n, 0, Y));
+  RET(imp_define(c, n, 1, Yh));
+  if (k == CELL_LSTM) RET(imp_define(c, n, 2, Yc));
+  return nimble_ok();
+}
+
+static nimble_status_t cv_lstm(imp_ctx *c, const nimble_onnx_node *n) { return convert_rnn(c, n, CELL_LSTM); }
+static nimble_status_t cv_gru(imp_ctx *c, const nimble_onnx_node *n) { return convert_rnn(c, n, CELL_GRU); }
+static nimble_status_t cv_rnn(imp_ctx *c, const nimble_onnx_node *n) { return convert_rnn(c, n, CELL_RNN); }
+
+const imp_converter imp_converters_rnn[] = {
+    {"LSTM", cv_lstm},
+    {"GRU", cv_gru},
+    {"RNN", cv_rnn},
+};
+const size_t imp_converters_rnn_count = sizeof imp_converters_rnn / sizeof imp_converters_rnn[0];
