@@ -1,0 +1,90 @@
+/* IR → IR passes: what turns a typed module into the optimized,
+ * explicit-memory form that lowering to VM bytecode starts from.
+ *
+ *   nimble_passes_run_default(m, 2, dump, user);
+ *
+ * runs, in order (docs/passes.md explains each and its invariants):
+ *   to_anf            nested calls bound to `let`s (A-normal form for calls)
+ *   simplify_shapes   shape_of of static dims, reshape to the same shape,
+ *                     arithmetic identities on integer shape values
+ *   fold_constants    operators on constant inputs evaluated, `if` on a
+ *                     constant condition resolved
+ *   eliminate_common_subexprs   a pure `let` value computed before, in scope
+ *   eliminate_dead_code         unused pure `let`s removed, effects kept
+ *   fuse_ops          op calls grouped by fusion pattern into primitive
+ *                     functions (globals named "fused.*"), each called once
+ *   manifest_memory   each primitive call becomes alloc_storage /
+ *                     alloc_tensor (sizes constant or from the shape
+ *                     function) and an `invoke` with destination passing;
+ *                     reshapes become views (reshape_tensor)
+ *   eliminate_common_subexprs   again: one shape_of per tensor for all the
+ *                     shape functions that read it
+ *   plan_memory       storages reused by later tensors whose lifetimes do
+ *                     not overlap; `kill` after each tensor's last use
+ *   lift_lambdas      function literals become globals (closures take
+ *                     their captured values as parameters)
+ *
+ * Every pass rewrites the module in place (nimble_module_replace_func and
+ * nimble_module_add_func), allocating from the module's arena, and keeps it
+ * well-typed: a pass that needs types runs nimble_typing_infer_module on
+ * its input, and its output type-checks again. Errors name the pass and the
+ * function.
+ */
+#ifndef NIMBLE_PASSES_H
+#define NIMBLE_PASSES_H
+
+#include <stdbool.h>
+
+#include "nimble/ir.h"
+#include "nimble/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The name prefix of primitive (fused) global functions: "fused." */
+#define NIMBLE_PRIMITIVE_PREFIX "fused."
+
+/* Whether global `name` is a primitive function (one kernel). */
+bool nimble_passes_is_primitive(const char *name);
+
+nimble_status_t nimble_passes_to_anf(nimble_module *m);
+nimble_status_t nimble_passes_simplify_shapes(nimble_module *m);
+nimble_status_t nimble_passes_fold_constants(nimble_module *m);
+nimble_status_t nimble_passes_eliminate_common_subexprs(nimble_module *m);
+nimble_status_t nimble_passes_eliminate_dead_code(nimble_module *m);
+nimble_status_t nimble_passes_fuse_ops(nimble_module *m);
+nimble_status_t nimble_passes_manifest_memory(nimble_module *m);
+nimble_status_t nimble_passes_plan_memory(nimble_module *m);
+/* Lambda lifting with closure conversion (the pipeline's last pass, what
+ * the lowering to bytecode starts from): every function literal becomes a
+ * global; one with captured variables becomes a closure global taking them
+ * and returning the code, called where the literal was. */
+nimble_status_t nimble_passes_lift_lambdas(nimble_module *m);
+
+/* What plan_memory did, for tests and statistics. */
+typedef struct nimble_memory_plan_stats {
+  size_t storages_before; /* alloc_storage calls in the input */
+  size_t storages_after;  /* alloc_storage calls left */
+  size_t kills;           /* kill calls inserted */
+} nimble_memory_plan_stats_t;
+/* plan_memory, reporting what it did (stats may be NULL). */
+nimble_status_t nimble_passes_plan_memory_stats(nimble_module *m, nimble_memory_plan_stats_t *stats);
+
+/* Called after each pass with its name and the module (borrowed for the
+ * call); a non-OK status stops the pipeline and is returned annotated. */
+typedef nimble_status_t (*nimble_pass_dump_fn)(void *user, const char *pass_name,
+                                               const nimble_module *m);
+
+/* Runs the default pipeline. opt_level 0 runs only what lowering needs
+ * (to_anf, fuse_ops with single-op groups, manifest_memory, lift_lambdas); 1 adds
+ * simplification, folding, CSE and DCE; 2 and above also fuse groups and
+ * plan memory. `dump` may be NULL. When check_types is true every pass's
+ * output is type-checked (the error names the pass). */
+nimble_status_t nimble_passes_run_default(nimble_module *m, int opt_level, bool check_types,
+                                          nimble_pass_dump_fn dump, void *user);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* NIMBLE_PASSES_H */

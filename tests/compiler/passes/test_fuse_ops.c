@@ -1,0 +1,207 @@
+/* Operator fusion: group boundaries on small graphs, an MLP and an
+ * attention block. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "nimble_test.h"
+#include "passes_test_util.h"
+
+START_TEST(test_dense_bias_relu_becomes_one_primitive_called_once) {
+  pt_expect(nimble_passes_fuse_ops,
+            "def @main(%x: Tensor[(4, 8), float32], %w: Tensor[(16, 8), float32],\n"
+            "          %b: Tensor[(16,), float32]) {\n"
+            "  relu(add(dense(%x, %w, transB=1), %b))\n"
+            "}\n",
+            "def @main(%x: Tensor[(4, 8), float32], %w: Tensor[(16, 8), float32],\n"
+            "          %b: Tensor[(16,), float32]) {\n"
+            "  let %y = @\"fused.dense_add_relu\"(%x, %w, %b);\n"
+            "  %y\n"
+            "}\n"
+            "def @\"fused.dense_add_relu\"(%p0: Tensor[(4, 8), float32], %p1: Tensor[(16, 8), float32],\n"
+            "                            %p2: Tensor[(16,), float32]) -> Tensor[(4, 16), float32] {\n"
+            "  relu(add(dense(%p0, %p1, transB=1), %p2))\n"
+            "}\n");
+}
+END_TEST
+
+START_TEST(test_a_reduction_takes_its_input_chain_and_its_epilogue) {
+  /* mean by hand: exp -> sum (reduction) -> divide by 4 (epilogue); the
+   * scalar 4.0 stays inside the primitive. */
+  pt_expect(nimble_passes_fuse_ops,
+            "def @main(%x: Tensor[(2, 4), float32]) {\n"
+            "  divide(sum(exp(%x), axes=[1]), 4.0)\n"
+            "}\n",
+            "def @main(%x: Tensor[(2, 4), float32]) {\n"
+            "  let %y = @\"fused.exp_sum_divide\"(%x);\n"
+            "  %y\n"
+            "}\n"
+            "def @\"fused.exp_sum_divide\"(%p0: Tensor[(2, 4), float32]) -> Tensor[(2,), float32] {\n"
+            "  divide(sum(exp(%p0), axes=[1]), 4.0)\n"
+            "}\n");
+}
+END_TEST
+
+START_TEST(test_a_value_used_twice_is_not_fused_into_either_use) {
+  pt_expect(nimble_passes_fuse_ops,
+            "def @main(%x: Tensor[(3,), float32]) {\n"
+            "  let %a = exp(%x);\n"
+            "  let %b = negative(%a);\n"
+            "  (tanh(%a), %b)\n"
+            "}\n",
+            "def @main(%x: Tensor[(3,), float32]) {\n"
+            "  let %a = @\"fused.exp\"(%x);\n"
+            "  let %b = @\"fused.negative\"(%a);\n"
+            "  let %t = @\"fused.tanh\"(%a);\n"
+            "  (%t, %b)\n"
+            "}\n"
+            "def @\"fused.exp\"(%p0: Tensor[(3,), float32]) -> Tensor[(3,), float32] { exp(%p0) }\n"
+            "def @\"fused.negative\"(%p0: Tensor[(3,), float32]) -> Tensor[(3,), float32] { negative(%p0) }\n"
+            "def @\"fused.tanh\"(%p0: Tensor[(3,), float32]) -> Tensor[(3,), float32] { tanh(%p0) }\n");
+}
+END_TEST
+
+START_TEST(test_nothing_fuses_across_a_data_dependent_shape_function) {
+  /* dyn_reshape's output shape needs the values of %s: exp before it and
+   * relu after it stay apart; shape_of stays a VM-level call. */
+  pt_expect(nimble_passes_fuse_ops,
+            "def @main(%x: Tensor[(2, 3), float32], %s: Tensor[(2,), int64]) {\n"
+            "  relu(dyn_reshape(exp(%x), %s))\n"
+            "}\n",
+            "def @main(%x: Tensor[(2, 3), float32], %s: Tensor[(2,), int64]) {\n"
+            "  let %a = @\"fused.exp\"(%x);\n"
+            "  let %b = @\"fused.dyn_reshape\"(%a, %s);\n"
+            "  let %c = @\"fused.relu\"(%b);\n"
+            "  %c\n"
+            "}\n"
+            "def @\"fused.exp\"(%p0: Tensor[(2, 3), float32]) -> Tensor[(2, 3), float32] { exp(%p0) }\n"
+            "def @\"fused.dyn_reshape\"(%p0: Tensor[(2, 3), float32], %p1: Tensor[(2,), int64])\n"
+            "    -> Tensor[(?, ?), float32] { dyn_reshape(%p0, %p1) }\n"
+            "def @\"fused.relu\"(%p0: Tensor[(?, ?), float32]) -> Tensor[(?, ?), float32] { relu(%p0) }\n");
+}
+END_TEST
+
+START_TEST(test_a_group_keeps_one_anchor_and_injective_ops_take_no_dense) {
+  /* add(dense, dense): the first dense joins the add, the second (a second
+   * anchor) stays alone; transpose after dense does not take it. */
+  nimble_arena *a;
+  NIMBLE_ASSERT_OK(nimble_arena_create(&a));
+  pt_pass_fn p = nimble_passes_fuse_ops;
+  nimble_module *m = pt_run(a,
+                            "def @main(%x: Tensor[(4, 8), float32], %w: Tensor[(8, 8), float32]) {\n"
+                            "  let %s = add(dense(%x, %w), dense(%x, %w));\n"
+                            "  transpose(dense(%s, %w))\n"
+                            "}\n",
+                            &p, 1);
+  ck_assert_ptr_nonnull(nimble_module_find_func(m, "fused.dense_dense_add") ? NULL : (void *)1);
+  ck_assert_ptr_nonnull(nimble_module_find_func(m, "fused.dense_add"));
+  ck_assert_ptr_nonnull(nimble_module_find_func(m, "fused.dense"));
+  ck_assert_ptr_nonnull(nimble_module_find_func(m, "fused.dense.1"));
+  ck_assert_ptr_nonnull(nimble_module_find_func(m, "fused.transpose"));
+  ck_assert_uint_eq(pt_count_global_calls(m, NIMBLE_PRIMITIVE_PREFIX), 4);
+  nimble_arena_destroy(a);
+}
+END_TEST
+
+START_TEST(test_mlp_layers_fuse_to_one_primitive_each_and_softmax_stays_alone) {
+  nimble_arena *a;
+  NIMBLE_ASSERT_OK(nimble_arena_create(&a));
+  char *text = pt_load("mlp3.nir");
+  pt_pass_fn p = nimble_passes_fuse_ops;
+  nimble_module *m = pt_run(a, text, &p, 1);
+  free(text);
+  /* 3 layers + softmax = 4 kernels; dense_add_relu is shared by name
+   * pattern but each call has its own primitive. */
+  ck_assert_uint_eq(pt_count_global_calls(m, NIMBLE_PRIMITIVE_PREFIX), 4);
+  ck_assert_ptr_nonnull(nimble_module_find_func(m, "fused.dense_add_relu"));
+  ck_assert_ptr_nonnull(nimble_module_find_func(m, "fused.dense_add_relu.1"));
+  ck_assert_ptr_nonnull(nimble_module_find_func(m, "fused.dense_add"));
+  ck_assert_ptr_nonnull(nimble_module_find_func(m, "fused.softmax"));
+  ck_assert_uint_eq(pt_count_op(m, "dense"), 3);
+  /* @main calls only primitives now. */
+  const nimble_expr *body = nimble_module_find_func(m, "main")->u.func.body;
+  size_t lets = 0;
+  for (; body->kind == NIMBLE_EXPR_LET; body = body->u.let.body) {
+    ck_assert_int_eq(body->u.let.value->u.call.callee->kind, NIMBLE_EXPR_GLOBAL);
+    lets++;
+  }
+  ck_assert_uint_eq(lets, 4);
+  nimble_arena_destroy(a);
+}
+END_TEST
+
+START_TEST(test_attention_groups_respect_dynamic_shapes) {
+  nimble_arena *a;
+  NIMBLE_ASSERT_OK(nimble_arena_create(&a));
+  char *text = pt_load("attention.nir");
+  pt_pass_fn p = nimble_passes_fuse_ops;
+  nimble_module *m = pt_run(a, text, &p, 1);
+  free(text);
+  /* By hand: the q/k/v matmuls are used once each, but their consumers
+   * take no matmul (dyn_reshape is opaque, reshape injective): 3 lone
+   * matmuls. transpose(dyn_reshape(...)) is alone (dyn_reshape is opaque);
+   * reshape+transpose chains fuse (k and v); matmul then divide fuse;
+   * softmax alone; matmul(probs, vh) alone; transpose+reshape join the
+   * residual add (broadcast takes injective); layer_norm (opaque) alone;
+   * the GELU tail is element-wise: multiply, divide, erf, add, multiply in
+   * one group. The shape arithmetic (take, expand_dims, concatenate) is a
+   * small kernel of its own. */
+  ck_assert_ptr_nonnull(nimble_module_find_func(m, "fused.matmul"));
+  ck_assert_ptr_nonnull(nimble_module_find_func(m, "fused.matmul.2"));
+  ck_assert_ptr_nonnull(nimble_module_find_func(m, "fused.take_expand_dims_concatenate"));
+  ck_assert_ptr_nonnull(nimble_module_find_func(m, "fused.dyn_reshape"));
+  ck_assert_ptr_nonnull(nimble_module_find_func(m, "fused.transpose"));
+  ck_assert_ptr_nonnull(nimble_module_find_func(m, "fused.reshape_transpose"));
+  ck_assert_ptr_nonnull(nimble_module_find_func(m, "fused.reshape_transpose.1"));
+  ck_assert_ptr_nonnull(nimble_module_find_func(m, "fused.matmul_divide"));
+  ck_assert_ptr_nonnull(nimble_module_find_func(m, "fused.softmax"));
+  ck_assert_ptr_nonnull(nimble_module_find_func(m, "fused.matmul.3"));
+  ck_assert_ptr_nonnull(nimble_module_find_func(m, "fused.transpose_reshape_add"));
+  ck_assert_ptr_nonnull(nimble_module_find_func(m, "fused.layer_norm"));
+  ck_assert_ptr_nonnull(nimble_module_find_func(m, "fused.multiply_divide_erf_add_multiply"));
+  ck_assert_uint_eq(pt_count_global_calls(m, NIMBLE_PRIMITIVE_PREFIX), 14);
+  ck_assert_uint_eq(nimble_module_num_funcs(m), 15);
+  /* shape_of stays a call in @attention. */
+  ck_assert_uint_eq(pt_count_op(m, "shape_of"), 1);
+  nimble_arena_destroy(a);
+}
+END_TEST
+
+START_TEST(test_fusion_works_inside_branches_and_closures_but_not_across_them) {
+  /* exp is used once, inside the branch: the branch's chain cannot take it
+   * (different block), so exp stays alone; inside the branch and the
+   * closure, chains fuse. */
+  pt_expect(nimble_passes_fuse_ops,
+            "def @main(%x: Tensor[(3,), float32], %c: bool) {\n"
+            "  let %e = exp(%x);\n"
+            "  let %f = fn (%y: Tensor[(3,), float32]) { negative(tanh(%y)) };\n"
+            "  if (%c) { relu(sigmoid(%e)) } else { %f(%x) }\n"
+            "}\n",
+            "def @main(%x: Tensor[(3,), float32], %c: bool) {\n"
+            "  let %e = @\"fused.exp\"(%x);\n"
+            "  let %f = fn (%y: Tensor[(3,), float32]) { let %n = @\"fused.tanh_negative\"(%y); %n };\n"
+            "  if (%c) { let %r = @\"fused.sigmoid_relu\"(%e); %r } else { let %z = %f(%x); %z }\n"
+            "}\n"
+            "def @\"fused.exp\"(%p0: Tensor[(3,), float32]) -> Tensor[(3,), float32] { exp(%p0) }\n"
+            "def @\"fused.tanh_negative\"(%p0: Tensor[(3,), float32]) -> Tensor[(3,), float32] {\n"
+            "  negative(tanh(%p0))\n"
+            "}\n"
+            "def @\"fused.sigmoid_relu\"(%p0: Tensor[(3,), float32]) -> Tensor[(3,), float32] {\n"
+            "  relu(sigmoid(%p0))\n"
+            "}\n");
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("fuse_ops");
+  TCase *tc = tcase_create("core");
+  tcase_add_test(tc, test_dense_bias_relu_becomes_one_primitive_called_once);
+  tcase_add_test(tc, test_a_reduction_takes_its_input_chain_and_its_epilogue);
+  tcase_add_test(tc, test_a_value_used_twice_is_not_fused_into_either_use);
+  tcase_add_test(tc, test_nothing_fuses_across_a_data_dependent_shape_function);
+  tcase_add_test(tc, test_a_group_keeps_one_anchor_and_injective_ops_take_no_dense);
+  tcase_add_test(tc, test_mlp_layers_fuse_to_one_primitive_each_and_softmax_stays_alone);
+  tcase_add_test(tc, test_attention_groups_respect_dynamic_shapes);
+  tcase_add_test(tc, test_fusion_works_inside_branches_and_closures_but_not_across_them);
+  suite_add_tcase(s, tc);
+  return nimble_test_run(s);
+}
