@@ -58,7 +58,7 @@ static nimble_executable *build(void) {
   }
   check(NIMBLE_BUILDER_EMIT(b, fmove, NIMBLE_OP_RET, 0), "emit");
   check(NIMBLE_BUILDER_EMIT(b, fpacked, NIMBLE_OP_RET, 0), "emit");
-  nimble_dim_t none = {0, NULL};
+  nimble_sig_dim_t none = {0, NULL};
   nimble_tensor_info_t io = {"x", {kDLInt, 64, 1}, {kDLCPU, 0}, 0, &none};
   check(nimble_builder_add_entry(b, "ret", fret, &io, 1, &io, 1), "entry");
   check(nimble_builder_add_entry(b, "move", fmove, &io, 1, &io, 1), "entry");

@@ -276,7 +276,7 @@ static nimble_status_t finish_value(nimble_entry_sig_t *e, int is_output, nimble
 }
 
 nimble_status_t nimble_entry_sig_add_tensor(nimble_entry_sig_t *e, int is_output, const char *name,
-                                            nimble_dtype_t dtype, const nimble_dim_t *dims,
+                                            nimble_dtype_t dtype, const nimble_config_dim_t *dims,
                                             size_t rank) {
   nimble_value_sig_t *v;
   if (rank > NIMBLE_CONFIG_MAX_RANK) {

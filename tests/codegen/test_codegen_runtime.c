@@ -30,7 +30,7 @@ static void emit_alloc(nimble_executable_builder *b, uint32_t f, int64_t dst, in
 }
 
 /* A signature entry; dims NULL means every extent is Any. */
-static nimble_tensor_info_t info(const char *name, int32_t ndim, const int64_t *dims, nimble_dim_t *storage) {
+static nimble_tensor_info_t info(const char *name, int32_t ndim, const int64_t *dims, nimble_sig_dim_t *storage) {
   nimble_tensor_info_t t;
   memset(&t, 0, sizeof t);
   t.name = name;
@@ -77,7 +77,7 @@ static nimble_vm *vadd_vm(int64_t out_n, int64_t in_n, uint32_t threads) {
   emit_alloc(b, f, 2, 3, 4, 1, &out_n);
   EMIT(b, f, NIMBLE_OP_INVOKE_PACKED, k, 1, 0, 1, 2);
   EMIT(b, f, NIMBLE_OP_RET, 2);
-  nimble_dim_t d0[1], d1[1], d2[1];
+  nimble_sig_dim_t d0[1], d1[1], d2[1];
   nimble_tensor_info_t in[2] = {info("a", 1, in_n >= 0 ? &in_n : NULL, d0), info("b", 1, in_n >= 0 ? &in_n : NULL, d1)};
   nimble_tensor_info_t out = info("c", 1, &out_n, d2);
   NIMBLE_ASSERT_OK(nimble_builder_add_entry(b, "main", f, in, 2, &out, 1));
@@ -150,7 +150,7 @@ START_TEST(test_vm_runs_fused_dense_bias_relu) {
   emit_alloc(b, f, 3, 4, 5, 2, ys);
   EMIT(b, f, NIMBLE_OP_INVOKE_PACKED, k, 1, 0, 1, 2, 3);
   EMIT(b, f, NIMBLE_OP_RET, 3);
-  nimble_dim_t d[4][2];
+  nimble_sig_dim_t d[4][2];
   nimble_tensor_info_t in[3] = {info("x", 2, xs, d[0]), info("w", 2, ws, d[1]), info("b", 1, &N, d[2])};
   nimble_tensor_info_t out = info("y", 2, ys, d[3]);
   NIMBLE_ASSERT_OK(nimble_builder_add_entry(b, "main", f, in, 3, &out, 1));

@@ -30,7 +30,7 @@ static void build_example(nimble_artifact_config_t *c) {
   NIMBLE_ASSERT_OK(nimble_artifact_config_set_build(c, "aarch64:cpu=neoverse-n1", "0.1.0", &model,
                                                     NULL));
   NIMBLE_ASSERT_OK(nimble_artifact_config_add_entry(c, "main", &e));
-  nimble_dim_t dims[3] = {{0, "batch"}, {3, NULL}, {0, "?"}};
+  nimble_config_dim_t dims[3] = {{0, "batch"}, {3, NULL}, {0, "?"}};
   NIMBLE_ASSERT_OK(nimble_entry_sig_add_tensor(e, 0, "x", NIMBLE_DTYPE_FLOAT32, dims, 3));
   NIMBLE_ASSERT_OK(nimble_entry_sig_add_value(e, 0, "tree", "Tree[Tensor[(1, 300), float32]]"));
   NIMBLE_ASSERT_OK(nimble_entry_sig_add_tensor(e, 1, "y", NIMBLE_DTYPE_INT64, NULL, 0));
@@ -219,10 +219,10 @@ START_TEST(test_builder_refuses_bad_values_and_keeps_the_rest) {
   nimble_artifact_config_t c;
   build_example(&c);
   nimble_entry_sig_t *e = &c.entries[0];
-  nimble_dim_t bad_sym[1] = {{0, "a b"}};
+  nimble_config_dim_t bad_sym[1] = {{0, "a b"}};
   NIMBLE_ASSERT_ERROR(nimble_entry_sig_add_tensor(e, 0, "z", NIMBLE_DTYPE_BOOL, bad_sym, 1),
                       NIMBLE_INVALID_ARGUMENT, "inputs[2].shape[0]: 'a b' is neither");
-  nimble_dim_t neg[1] = {{-1, NULL}};
+  nimble_config_dim_t neg[1] = {{-1, NULL}};
   NIMBLE_ASSERT_ERROR(nimble_entry_sig_add_tensor(e, 1, "z", NIMBLE_DTYPE_BOOL, neg, 1),
                       NIMBLE_INVALID_ARGUMENT, "outputs[1].shape[0]: -1 is negative");
   NIMBLE_ASSERT_ERROR(nimble_entry_sig_add_tensor(e, 1, "y", NIMBLE_DTYPE_BOOL, NULL, 0),

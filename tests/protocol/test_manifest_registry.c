@@ -166,7 +166,7 @@ START_TEST(test_registry_stores_a_nimble_artifact_byte_exact_under_our_digest) {
   nimble_digest_compute("model bytes", 11, &model);
   NIMBLE_ASSERT_OK(nimble_artifact_config_set_build(&cfg, "cuda:arch=sm_90", "0.1.0", &model, NULL));
   NIMBLE_ASSERT_OK(nimble_artifact_config_add_entry(&cfg, "main", &e));
-  nimble_dim_t dims[2] = {{0, "n"}, {4, NULL}};
+  nimble_config_dim_t dims[2] = {{0, "n"}, {4, NULL}};
   NIMBLE_ASSERT_OK(nimble_entry_sig_add_tensor(e, 0, "x", NIMBLE_DTYPE_FLOAT32, dims, 2));
   NIMBLE_ASSERT_OK(nimble_entry_sig_add_tensor(e, 1, "y", NIMBLE_DTYPE_FLOAT32, dims, 2));
   char *cfg_bytes;

@@ -91,7 +91,7 @@ nimble_tensor_info_t rt_info(const char *name, DLDataType dt, int32_t ndim, cons
   t.dtype = dt;
   t.device = RT_CPU;
   t.ndim = ndim;
-  nimble_dim_t *d = calloc(ndim ? (size_t)ndim : 1, sizeof *d);
+  nimble_sig_dim_t *d = calloc(ndim ? (size_t)ndim : 1, sizeof *d);
   for (int32_t i = 0; i < ndim; i++) {
     d[i].value = dims ? dims[i] : -1;
     d[i].symbol = symbols ? symbols[i] : NULL;
@@ -100,7 +100,7 @@ nimble_tensor_info_t rt_info(const char *name, DLDataType dt, int32_t ndim, cons
   return t;
 }
 
-void rt_info_free(nimble_tensor_info_t *info) { free((nimble_dim_t *)info->dims); }
+void rt_info_free(nimble_tensor_info_t *info) { free((nimble_sig_dim_t *)info->dims); }
 
 nimble_status_t rt_try_load(nimble_executable_builder *b, nimble_executable **out) {
   void *data;

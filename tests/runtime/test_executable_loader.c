@@ -101,7 +101,7 @@ START_TEST(test_signature_reads_back_what_the_builder_wrote) {
 END_TEST
 
 START_TEST(test_any_dims_print_as_a_bare_question_mark) {
-  nimble_dim_t dims[3] = {{3, NULL}, {-1, ""}, {-1, "batch"}};
+  nimble_sig_dim_t dims[3] = {{3, NULL}, {-1, ""}, {-1, "batch"}};
   nimble_tensor_info_t info = {"x", {kDLFloat, 32, 1}, {kDLCPU, 0}, 3, dims};
   char buf[64];
   ck_assert_str_eq(nimble_format_declared_shape(&info, buf, sizeof buf), "[3,?,?batch]");

@@ -66,16 +66,16 @@ nimble_status_t nimble_dtype_parse(const char *name, nimble_dtype_t *out);
 /* One dimension: symbol NULL means the constant `value` (>= 0); otherwise
  * symbol is a name ([A-Za-z_][A-Za-z0-9_]*, at most 64 bytes) or "?" for
  * Any, and value is ignored (0). */
-typedef struct nimble_dim_t {
+typedef struct nimble_config_dim_t {
   int64_t value;
   char *symbol; /* owned when inside a config; borrowed when passed to add */
-} nimble_dim_t;
+} nimble_config_dim_t;
 
 typedef struct nimble_value_sig_t {
   char *name;          /* owned, non-empty */
   char *type;          /* owned; non-NULL for a non-tensor value (IR type text) */
   nimble_dtype_t dtype; /* tensors only */
-  nimble_dim_t *dims;  /* owned, rank items; tensors only */
+  nimble_config_dim_t *dims;  /* owned, rank items; tensors only */
   size_t rank;
 } nimble_value_sig_t;
 
@@ -114,7 +114,7 @@ nimble_status_t nimble_artifact_config_add_entry(nimble_artifact_config_t *c, co
 /* Appends a tensor input (is_output 0) or output (1). dims[i].symbol are
  * borrowed and copied. Names are unique among the entry's inputs (outputs). */
 nimble_status_t nimble_entry_sig_add_tensor(nimble_entry_sig_t *e, int is_output, const char *name,
-                                            nimble_dtype_t dtype, const nimble_dim_t *dims,
+                                            nimble_dtype_t dtype, const nimble_config_dim_t *dims,
                                             size_t rank);
 
 /* Appends a non-tensor value whose type is given as IR text. */

@@ -117,17 +117,17 @@ void nimble_executable_release(nimble_executable *exe);
 /* A dimension of a declared shape: a constant (symbol NULL, value >= 0), a
  * named symbolic dimension (symbol "seq", value -1; equal symbols in one
  * entry must bind to equal sizes), or Any (symbol "", value -1). */
-typedef struct nimble_dim_t {
+typedef struct nimble_sig_dim_t {
   int64_t value;
   const char *symbol;
-} nimble_dim_t;
+} nimble_sig_dim_t;
 
 typedef struct nimble_tensor_info_t {
   const char *name;
   DLDataType dtype;
   DLDevice device;
   int32_t ndim;
-  const nimble_dim_t *dims; /* ndim entries */
+  const nimble_sig_dim_t *dims; /* ndim entries */
 } nimble_tensor_info_t;
 
 typedef struct nimble_entry_info_t {

@@ -130,7 +130,7 @@ static void free_infos(nimble_tensor_info_t *infos, uint32_t n) {
   for (uint32_t i = 0; infos && i < n; i++) {
     free((char *)infos[i].name);
     for (int32_t d = 0; infos[i].dims && d < infos[i].ndim; d++) free((char *)infos[i].dims[d].symbol);
-    free((nimble_dim_t *)infos[i].dims);
+    free((nimble_sig_dim_t *)infos[i].dims);
   }
   free(infos);
 }
@@ -292,7 +292,7 @@ static nimble_status_t copy_infos(const nimble_tensor_info_t *src, uint32_t n,
       return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "builder: tensor '%s' has ndim %d",
                                 src[i].name ? src[i].name : "", src[i].ndim);
     dst[i].name = dup_str(src[i].name);
-    nimble_dim_t *dims = calloc(src[i].ndim ? (size_t)src[i].ndim : 1, sizeof *dims);
+    nimble_sig_dim_t *dims = calloc(src[i].ndim ? (size_t)src[i].ndim : 1, sizeof *dims);
     if (!dst[i].name || !dims) {
       free(dims);
       return OOM();

@@ -336,7 +336,7 @@ char *nimble_format_declared_shape(const nimble_tensor_info_t *info, char *buf, 
   buf[0] = '\0';
   used += (size_t)snprintf(buf, buf_size, "[");
   for (int32_t d = 0; d < info->ndim && used < buf_size; d++) {
-    const nimble_dim_t *dim = &info->dims[d];
+    const nimble_sig_dim_t *dim = &info->dims[d];
     const char *sep = d ? "," : "";
     if (dim->symbol)
       used += (size_t)snprintf(buf + used, buf_size - used, "%s?%s", sep, dim->symbol);

@@ -12,7 +12,7 @@ static void tensor_info_deinit(nimble_tensor_info_t *t) {
   free((char *)t->name);
   if (t->dims)
     for (int32_t d = 0; d < t->ndim; d++) free((char *)t->dims[d].symbol);
-  free((nimble_dim_t *)t->dims);
+  free((nimble_sig_dim_t *)t->dims);
 }
 
 static nimble_status_t parse_tensor_info(nimble_reader_t *r, const char *role, uint32_t index,
@@ -54,7 +54,7 @@ static nimble_status_t parse_tensor_info(nimble_reader_t *r, const char *role, u
     return nimble_reader_error(r, NIMBLE_INVALID_ARGUMENT, "%s %u '%s': ndim %u exceeds %d", role,
                                index, name, ndim, NIMBLE_MAX_NDIM);
   }
-  nimble_dim_t *dims = calloc(ndim ? ndim : 1, sizeof *dims);
+  nimble_sig_dim_t *dims = calloc(ndim ? ndim : 1, sizeof *dims);
   if (!dims) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
   t->dims = dims;
   for (uint32_t d = 0; d < ndim; d++) {
