@@ -1,0 +1,427 @@
+/* The lowering driver: which globals become VM functions, the kernel table
+ * (primitives and their shape functions, with mangled symbols), the
+ * constant pool, and the entry's signature from the inferred types. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lower/lower_internal.h"
+
+struct nimble_lower_result {
+  const nimble_lower_primitive_t *prims;
+  size_t num_prims;
+  const nimble_lower_function_t *funcs;
+  size_t num_funcs;
+};
+
+static nimble_status_t oom(void) {
+  return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "lowering: out of memory");
+}
+
+/* ---- pointer map ---------------------------------------------------------- */
+
+static size_t hash_ptr(const void *p) {
+  uint64_t x = (uint64_t)(uintptr_t)p;
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  return (size_t)x;
+}
+
+void lw_map_free(lw_map *m) {
+  free(m->keys);
+  free(m->vals);
+  memset(m, 0, sizeof *m);
+}
+
+bool lw_map_get(const lw_map *m, const void *key, int64_t *val) {
+  if (!m->cap) return false;
+  for (size_t i = hash_ptr(key) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
+    if (!m->keys[i]) return false;
+    if (m->keys[i] == key) {
+      *val = m->vals[i];
+      return true;
+    }
+  }
+}
+
+static bool map_grow(lw_map *m) {
+  size_t cap = m->cap ? m->cap * 2 : 64;
+  const void **keys = calloc(cap, sizeof *keys);
+  int64_t *vals = calloc(cap, sizeof *vals);
+  if (!keys || !vals) {
+    free(keys);
+    free(vals);
+    return false;
+  }
+  for (size_t i = 0; i < m->cap; i++) {
+    if (!m->keys[i]) continue;
+    size_t j = hash_ptr(m->keys[i]) & (cap - 1);
+    while (keys[j]) j = (j + 1) & (cap - 1);
+    keys[j] = m->keys[i];
+    vals[j] = m->vals[i];
+  }
+  free(m->keys);
+  free(m->vals);
+  m->keys = keys;
+  m->vals = vals;
+  m->cap = cap;
+  return true;
+}
+
+bool lw_map_put(lw_map *m, const void *key, int64_t val) {
+  if ((m->count + 1) * 2 > m->cap && !map_grow(m)) return false;
+  size_t i = hash_ptr(key) & (m->cap - 1);
+  while (m->keys[i] && m->keys[i] != key) i = (i + 1) & (m->cap - 1);
+  if (!m->keys[i]) m->count++;
+  m->keys[i] = key;
+  m->vals[i] = val;
+  return true;
+}
+
+/* ---- names ---------------------------------------------------------------- */
+
+void nimble_lower_options_init(nimble_lower_options_t *o) {
+  o->entry = "main";
+  o->kernel_device = kDLCPU;
+  o->symbol_prefix = "nimble_k_";
+}
+
+bool nimble_lower_mangle(const char *prefix, const char *name, char *buf, size_t size) {
+  if (!prefix) prefix = "nimble_k_";
+  size_t n = 0;
+#define PUT(ch)                    \
+  do {                             \
+    if (n + 1 >= size) goto small; \
+    buf[n++] = (ch);               \
+  } while (0)
+  for (const char *p = prefix; *p; p++) PUT(*p);
+  for (const unsigned char *p = (const unsigned char *)name; *p; p++) {
+    unsigned char ch = *p;
+    if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_') {
+      PUT((char)ch);
+    } else if (ch == '.') {
+      PUT('_');
+    } else {
+      static const char hex[] = "0123456789abcdef";
+      PUT('_');
+      PUT('x');
+      PUT(hex[ch >> 4]);
+      PUT(hex[ch & 15]);
+    }
+  }
+#undef PUT
+  buf[n] = '\0';
+  return true;
+small:
+  if (size) buf[size - 1] = '\0';
+  return false;
+}
+
+int64_t lw_find_func(const lower_ctx *c, const char *name) {
+  for (size_t i = 0; i < c->num_funcs; i++)
+    if (strcmp(c->funcs[i].name, name) == 0) return (int64_t)i;
+  return -1;
+}
+
+static bool symbol_taken(const lower_ctx *c, const char *sym) {
+  for (size_t i = 0; i < c->num_prims; i++)
+    if (strcmp(c->prims[i].symbol, sym) == 0) return true;
+  return false;
+}
+
+nimble_status_t lw_kernel(lower_ctx *c, const char *name, nimble_lower_kernel_kind_t kind,
+                          uint32_t num_outputs, const char *mode, int64_t *index) {
+  for (size_t i = 0; i < c->num_prims; i++) {
+    nimble_lower_primitive_t *p = &c->prims[i];
+    if (p->kind != kind || strcmp(p->name, name) != 0) continue;
+    if (p->num_outputs != num_outputs || (mode && strcmp(p->shape_mode, mode) != 0))
+      return nimble_status_make(NIMBLE_INVALID_ARGUMENT,
+                                "primitive '%s' is invoked with %" PRIu32 " outputs%s%s here and "
+                                "%" PRIu32 "%s%s before",
+                                name, num_outputs, mode ? " in mode " : "", mode ? mode : "",
+                                p->num_outputs, mode ? " in mode " : "", mode ? p->shape_mode : "");
+    *index = p->kernel_index;
+    return nimble_ok();
+  }
+  if (!nimble_passes_is_primitive(name))
+    return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "kernel '%s' is not a primitive (\"%s*\")",
+                              name, NIMBLE_PRIMITIVE_PREFIX);
+  const nimble_expr *func = nimble_module_find_func(c->m, name);
+  if (!func)
+    return nimble_status_make(NIMBLE_NOT_FOUND, "primitive '%s' is not defined in the module", name);
+  char base[512];
+  if (!nimble_lower_mangle(c->opts.symbol_prefix, name, base, sizeof base - 32))
+    return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "primitive name '%.64s...' is too long", name);
+  if (kind == NIMBLE_LOWER_KERNEL_SHAPE_FUNC) strcat(base, "_shape");
+  char sym[512];
+  snprintf(sym, sizeof sym, "%s", base);
+  for (unsigned k = 2; symbol_taken(c, sym); k++) snprintf(sym, sizeof sym, "%s_%u", base, k);
+  if (c->num_prims == c->cap_prims) {
+    size_t cap = c->cap_prims ? c->cap_prims * 2 : 16;
+    nimble_lower_primitive_t *np = realloc(c->prims, cap * sizeof *np);
+    if (!np) return oom();
+    c->prims = np;
+    c->cap_prims = cap;
+  }
+  DLDeviceType dev = kind == NIMBLE_LOWER_KERNEL_COMPUTE ? c->opts.kernel_device : kDLCPU;
+  /* Storage sizes are host arithmetic feeding AllocStorage. */
+  if (strncmp(name, NIMBLE_PRIMITIVE_PREFIX "storage_size_", strlen(NIMBLE_PRIMITIVE_PREFIX) + 13) == 0)
+    dev = kDLCPU;
+  uint32_t k;
+  NIMBLE_RETURN_IF_ERROR_CTX(lw_b_add_kernel(c->b, sym, dev, &k), "kernel '%s'", sym);
+  nimble_lower_primitive_t *p = &c->prims[c->num_prims];
+  p->name = nimble_arena_strdup(c->arena, name);
+  p->symbol = nimble_arena_strdup(c->arena, sym);
+  p->shape_mode = mode ? nimble_arena_strdup(c->arena, mode) : NULL;
+  if (!p->name || !p->symbol || (mode && !p->shape_mode)) return oom();
+  p->func = func;
+  p->kind = kind;
+  p->device = dev;
+  p->num_outputs = num_outputs;
+  p->kernel_index = k;
+  c->num_prims++;
+  *index = k;
+  return nimble_ok();
+}
+
+DLDataType lw_dl_dtype(nimble_dtype_t dt) {
+  DLDataType r = {kDLFloat, 32, 1};
+  switch (dt) {
+    case NIMBLE_DTYPE_FLOAT32: r.code = kDLFloat; r.bits = 32; break;
+    case NIMBLE_DTYPE_FLOAT64: r.code = kDLFloat; r.bits = 64; break;
+    case NIMBLE_DTYPE_FLOAT16: r.code = kDLFloat; r.bits = 16; break;
+    case NIMBLE_DTYPE_INT8: r.code = kDLInt; r.bits = 8; break;
+    case NIMBLE_DTYPE_INT16: r.code = kDLInt; r.bits = 16; break;
+    case NIMBLE_DTYPE_INT32: r.code = kDLInt; r.bits = 32; break;
+    case NIMBLE_DTYPE_INT64: r.code = kDLInt; r.bits = 64; break;
+    case NIMBLE_DTYPE_UINT8: r.code = kDLUInt; r.bits = 8; break;
+    case NIMBLE_DTYPE_BOOL: r.code = kDLUInt; r.bits = 8; break;
+    default: break;
+  }
+  return r;
+}
+
+nimble_status_t lw_constant(lower_ctx *c, const nimble_expr *e, int64_t *index) {
+  if (lw_map_get(&c->consts, e, index)) return nimble_ok();
+  const nimble_const_tensor_t *k = &e->u.constant;
+  if (k->rank > NIMBLE_MAX_NDIM)
+    return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "a constant of rank %zu (at most %d)", k->rank,
+                              NIMBLE_MAX_NDIM);
+  static int64_t no_dims[1];
+  DLTensor t;
+  memset(&t, 0, sizeof t);
+  t.data = (void *)(uintptr_t)k->data;
+  t.device.device_type = kDLCPU;
+  t.ndim = (int32_t)k->rank;
+  t.dtype = lw_dl_dtype(k->dtype);
+  t.shape = k->rank ? (int64_t *)(uintptr_t)k->dims : no_dims;
+  uint32_t idx;
+  NIMBLE_RETURN_IF_ERROR_CTX(lw_b_add_constant(c->b, &t, &idx), "constant pool");
+  if (!lw_map_put(&c->consts, e, idx)) return oom();
+  *index = idx;
+  return nimble_ok();
+}
+
+/* ---- the entry's signature ------------------------------------------------ */
+
+static nimble_status_t tensor_info(lower_ctx *c, const char *what, const char *name,
+                                   const nimble_type *t, lw_sig *out) {
+  char buf[160];
+  if (!t || t->kind != NIMBLE_TYPE_TENSOR)
+    return nimble_status_make(NIMBLE_UNIMPLEMENTED,
+                              "entry '%s': %s '%s' has type %s; entries take and return tensors "
+                              "(or a tuple of two or more tensors)",
+                              c->opts.entry, what, name, t ? nimble_type_format(t, buf, sizeof buf) : "?");
+  size_t rank = t->u.tensor.rank;
+  if (rank > NIMBLE_MAX_NDIM)
+    return nimble_status_make(NIMBLE_UNIMPLEMENTED, "entry '%s': %s '%s' has rank %zu", c->opts.entry,
+                              what, name, rank);
+  int64_t *dims = nimble_arena_calloc(c->arena, rank ? rank : 1, sizeof *dims);
+  const char **syms = nimble_arena_calloc(c->arena, rank ? rank : 1, sizeof *syms);
+  if (!dims || !syms) return oom();
+  for (size_t i = 0; i < rank; i++) {
+    nimble_dim_t d = t->u.tensor.dims[i];
+    dims[i] = d.kind == NIMBLE_DIM_CONST ? d.value : -1;
+    syms[i] = d.kind == NIMBLE_DIM_VAR && d.name ? d.name : "";
+  }
+  memset(out, 0, sizeof *out);
+  out->name = name;
+  out->dtype = lw_dl_dtype(t->u.tensor.dtype);
+  out->ndim = (int32_t)rank;
+  out->dims = dims;
+  out->symbols = syms;
+  return nimble_ok();
+}
+
+static nimble_status_t add_entry(lower_ctx *c, const nimble_typing *types, const lw_func *f) {
+  if (f->closure)
+    return nimble_status_make(NIMBLE_UNIMPLEMENTED, "entry '%s' returns a closure", c->opts.entry);
+  const nimble_expr *fn = f->global;
+  size_t np = fn->u.func.num_params;
+  lw_sig *in = nimble_arena_calloc(c->arena, np ? np : 1, sizeof *in);
+  if (!in) return oom();
+  for (size_t i = 0; i < np; i++) {
+    const nimble_expr *p = fn->u.func.params[i];
+    const nimble_type *t = p->u.var.annotation ? p->u.var.annotation : nimble_typing_type_of(types, p);
+    NIMBLE_RETURN_IF_ERROR(tensor_info(c, "input", p->u.var.name, t, &in[i]));
+  }
+  const nimble_type *gt = nimble_typing_global_type(types, f->name);
+  const nimble_type *ret = gt && gt->kind == NIMBLE_TYPE_FUNC ? gt->u.func.ret : NULL;
+  if (fn->u.func.ret) ret = fn->u.func.ret;
+  size_t no = ret && ret->kind == NIMBLE_TYPE_TUPLE ? ret->u.tuple.count : 1;
+  if (ret && ret->kind == NIMBLE_TYPE_TUPLE && no < 2)
+    return nimble_status_make(NIMBLE_UNIMPLEMENTED,
+                              "entry '%s' returns a tuple of %zu; return a tensor or a tuple of two "
+                              "or more tensors",
+                              c->opts.entry, no);
+  lw_sig *outs = nimble_arena_calloc(c->arena, no, sizeof *outs);
+  if (!outs) return oom();
+  for (size_t i = 0; i < no; i++) {
+    const char *name = nimble_arena_sprintf(c->arena, "output%zu", i);
+    if (!name) return oom();
+    const nimble_type *t = ret && ret->kind == NIMBLE_TYPE_TUPLE ? ret->u.tuple.fields[i] : ret;
+    NIMBLE_RETURN_IF_ERROR(tensor_info(c, "output", name, t, &outs[i]));
+  }
+  return lw_b_add_entry(c->b, c->opts.entry, f->vm_index, in, (uint32_t)np, outs,
+                                  (uint32_t)no);
+}
+
+/* ---- the driver ----------------------------------------------------------- */
+
+static nimble_status_t emit_function(lower_ctx *c, lw_func *f) {
+  for (size_t i = 0; i < f->n; i++) {
+    lw_ins *ins = &f->ins[i];
+    int64_t *ops = lw_ins_ops(ins);
+    if (ins->func_operand >= 0) {
+      int64_t pos = ops[ins->func_operand];
+      ops[ins->func_operand] = c->funcs[pos].vm_index;
+    }
+    NIMBLE_RETURN_IF_ERROR(lw_b_emit(c->b, f->vm_index, ins->op, ops, ins->n));
+  }
+  return nimble_ok();
+}
+
+static void free_ctx(lower_ctx *c) {
+  for (size_t i = 0; i < c->num_funcs; i++) {
+    for (size_t k = 0; k < c->funcs[i].n; k++) free(c->funcs[i].ins[k].big);
+    free(c->funcs[i].ins);
+  }
+  free(c->funcs);
+  free(c->prims);
+  lw_map_free(&c->consts);
+}
+
+static nimble_status_t lower(lower_ctx *c, const nimble_lower_result **out) {
+  const nimble_module *m = c->m;
+  size_t total = nimble_module_num_funcs(m);
+  c->funcs = calloc(total ? total : 1, sizeof *c->funcs);
+  if (!c->funcs) return oom();
+  for (size_t i = 0; i < total; i++) {
+    const nimble_global_func_t *g = nimble_module_func_at(m, i);
+    if (nimble_passes_is_primitive(g->name)) continue;
+    lw_func *f = &c->funcs[c->num_funcs++];
+    f->name = g->name;
+    f->global = g->func;
+    f->code = g->func;
+    const nimble_expr *body = g->func->u.func.body;
+    if (body->kind == NIMBLE_EXPR_FUNC) {
+      f->closure = true;
+      f->code = body;
+    }
+    size_t np = g->func->u.func.num_params + (f->closure ? body->u.func.num_params : 0);
+    if (np > NIMBLE_MAX_REGISTERS)
+      return nimble_status_make(NIMBLE_OUT_OF_RANGE, "@%s has %zu parameters", g->name, np);
+    f->num_params = (uint32_t)np;
+  }
+  int64_t entry = lw_find_func(c, c->opts.entry);
+  if (entry < 0)
+    return nimble_status_make(NIMBLE_NOT_FOUND, "the module has no global @%s for the entry",
+                              c->opts.entry);
+  nimble_typing *types;
+  NIMBLE_RETURN_IF_ERROR_CTX(nimble_typing_infer_module(m, &types), "lowering: typing the module");
+  for (size_t i = 0; i < c->num_funcs; i++)
+    NIMBLE_RETURN_IF_ERROR_CTX(lw_compile_function(c, &c->funcs[i]), "lowering @%s", c->funcs[i].name);
+  for (size_t i = 0; i < c->num_funcs; i++) {
+    lw_func *f = &c->funcs[i];
+    NIMBLE_RETURN_IF_ERROR(
+        lw_b_add_function(c->b, f->name, f->num_params, f->num_registers, &f->vm_index));
+  }
+  for (size_t i = 0; i < c->num_funcs; i++) NIMBLE_RETURN_IF_ERROR(emit_function(c, &c->funcs[i]));
+  NIMBLE_RETURN_IF_ERROR(add_entry(c, types, &c->funcs[entry]));
+
+  nimble_lower_result *r = nimble_arena_calloc(c->arena, 1, sizeof *r);
+  nimble_lower_primitive_t *prims = nimble_arena_calloc(c->arena, c->num_prims ? c->num_prims : 1,
+                                                        sizeof *prims);
+  nimble_lower_function_t *fs = nimble_arena_calloc(c->arena, c->num_funcs, sizeof *fs);
+  if (!r || !prims || !fs) return oom();
+  if (c->num_prims) memcpy(prims, c->prims, c->num_prims * sizeof *prims);
+  for (size_t i = 0; i < c->num_funcs; i++) {
+    fs[i].name = c->funcs[i].name;
+    fs[i].index = c->funcs[i].vm_index;
+    fs[i].num_params = c->funcs[i].num_params;
+    fs[i].num_registers = c->funcs[i].num_registers;
+    fs[i].num_instructions = (uint32_t)c->funcs[i].n;
+  }
+  r->prims = prims;
+  r->num_prims = c->num_prims;
+  r->funcs = fs;
+  r->num_funcs = c->num_funcs;
+  if (out) *out = r;
+  return nimble_ok();
+}
+
+nimble_status_t nimble_lower_module(const nimble_module *m, const nimble_lower_options_t *options,
+                                    nimble_executable_builder *builder,
+                                    const nimble_lower_result **out) {
+  if (!m || !builder)
+    return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "nimble_lower_module: NULL module or builder");
+  lower_ctx c;
+  memset(&c, 0, sizeof c);
+  c.m = m;
+  c.arena = nimble_module_arena(m);
+  c.b = builder;
+  nimble_lower_options_init(&c.opts);
+  if (options) {
+    if (options->entry) c.opts.entry = options->entry;
+    if (options->kernel_device) c.opts.kernel_device = options->kernel_device;
+    if (options->symbol_prefix) c.opts.symbol_prefix = options->symbol_prefix;
+  }
+  size_t plen = strlen(c.opts.symbol_prefix);
+  bool ok = plen <= 64;
+  for (size_t i = 0; ok && i < plen; i++) {
+    char ch = c.opts.symbol_prefix[i];
+    ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_';
+  }
+  if (!ok)
+    return nimble_status_make(NIMBLE_INVALID_ARGUMENT,
+                              "symbol prefix '%.80s' (at most 64 bytes of [A-Za-z0-9_])",
+                              c.opts.symbol_prefix);
+  if (c.opts.kernel_device != kDLCPU && c.opts.kernel_device != kDLCUDA) {
+    return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "kernel device type %d (cpu 1 or cuda 2)",
+                              (int)c.opts.kernel_device);
+  }
+  nimble_status_t s = lower(&c, out);
+  free_ctx(&c);
+  return s;
+}
+
+size_t nimble_lower_num_primitives(const nimble_lower_result *r) { return r ? r->num_prims : 0; }
+
+const nimble_lower_primitive_t *nimble_lower_primitive_at(const nimble_lower_result *r, size_t i) {
+  return r && i < r->num_prims ? &r->prims[i] : NULL;
+}
+
+size_t nimble_lower_num_functions(const nimble_lower_result *r) { return r ? r->num_funcs : 0; }
+
+const nimble_lower_function_t *nimble_lower_function_at(const nimble_lower_result *r, size_t i) {
+  return r && i < r->num_funcs ? &r->funcs[i] : NULL;
+}
+
+const nimble_lower_function_t *nimble_lower_find_function(const nimble_lower_result *r,
+                                                          const char *name) {
+  for (size_t i = 0; r && i < r->num_funcs; i++)
+    if (strcmp(r->funcs[i].name, name) == 0) return &r->funcs[i];
+  return NULL;
+}
