@@ -478,8 +478,13 @@ nimble_status_t nimble_vm_run(nimble_vm *vm, uint32_t func, nimble_object *const
         s = get_tensor(vm, R, o[1], &src);
         if (!s) s = get_shape(vm, R, o[2], &ndim, shape);
         if (s) goto fail;
+        /* A view may be smaller than its source: an upper-bound operator
+         * (unique, nonzero, NMS) writes into storage sized for the bound and
+         * the program then views the real-size prefix (docs/passes.md). A
+         * view larger than its source would read past it, so it stays an
+         * error. */
         if (!nimble_tensor_nbytes(src->dl.ndim, src->dl.shape, src->dl.dtype, &have) ||
-            !nimble_tensor_nbytes(ndim, shape, src->dl.dtype, &want) || have != want) {
+            !nimble_tensor_nbytes(ndim, shape, src->dl.dtype, &want) || want > have) {
           s = rt_error(vm, NIMBLE_INVALID_ARGUMENT, "cannot reshape a tensor of shape %s to %s",
                        nimble_format_shape(src->dl.ndim, src->dl.shape, a, sizeof a),
                        nimble_format_shape(ndim, shape, b, sizeof b));

@@ -438,10 +438,7 @@ START_TEST(test_upper_bound_and_data_dependent_shapes_come_out_at_their_real_siz
   NIMBLE_ASSERT_OK(lt_entry_signature(l.b, "main", sig, sizeof sig));
   ck_assert_str_eq(sig, "main(x[6] f[?] s[2]) -> output0[?] output1[?,?]");
   /* unique of (3, 1, 6, 2, 5, 4) is (1, ..., 6). f of 6 elements
-   * reshaped to (-1, 2) is 3 x 2. (With repeated values the real size is
-   * below the bound, and today's VM refuses a ReshapeTensor to fewer
-   * elements: "cannot reshape a tensor of shape [6] to [3]"; the passes'
-   * reshape_tensor allows it. Reported to the runtime's owner.) */
+   * reshaped to (-1, 2) is 3 x 2. Repeated values are checked below. */
   int64_t x[] = {3, 1, 6, 2, 5, 4}, xs[] = {6}, sh[] = {-1, 2}, shs[] = {2}, fs[] = {6};
   float f[] = {0, 1, 2, 3, 4, 5};
   lt_value in[3] = {{LT_I64, 1, {0}, x}, f32s(f, 1, fs), {LT_I64, 1, {0}, sh}}, out[2];
@@ -457,6 +454,15 @@ START_TEST(test_upper_bound_and_data_dependent_shapes_come_out_at_their_real_siz
   ck_assert_int_eq(out[1].shape[0], 3);
   ck_assert_int_eq(out[1].shape[1], 2);
   for (int i = 0; i < 6; i++) ck_assert_float_eq(out_f32(&out[1], (size_t)i), (float)i);
+  lt_values_free(out, n);
+  /* With repeated values the real size (4) is below the bound (6): the
+   * result is a view of the real-size prefix. */
+  int64_t xr[] = {3, 1, 3, 4, 1, 2};
+  in[0].data = xr;
+  NIMBLE_ASSERT_OK(lt_run(l.b, 0, in, 3, out, 2, &n));
+  ck_assert_int_eq(out[0].ndim, 1);
+  ck_assert_int_eq(out[0].shape[0], 4);
+  for (int i = 0; i < 4; i++) ck_assert_int_eq(((int64_t *)out[0].data)[i], i + 1);
   lt_values_free(out, n);
   /* The upper-bound kernel takes its shape output too: 2 outputs. */
   for (size_t i = 0; i < nimble_lower_num_primitives(l.r); i++) {
