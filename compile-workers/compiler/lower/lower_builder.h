@@ -1,7 +1,6 @@
 /* Private to the lowering: the executable builder calls it makes, with
- * types of their own. The runtime's runtime.h and the compiler's type.h
- * both define nimble_dim_t (differently), so the files that see the IR
- * reach the builder only through these wrappers (lower_builder.c). */
+ * types of their own, so the files that walk the IR reach the runtime's
+ * builder only through these wrappers (lower_builder.c). */
 #ifndef NIMBLE_LOWER_BUILDER_H
 #define NIMBLE_LOWER_BUILDER_H
 

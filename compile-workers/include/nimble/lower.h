@@ -38,9 +38,9 @@
 extern "C" {
 #endif
 
-/* The runtime's executable builder (nimble/executable_builder.h). It is
- * only declared here: the runtime's nimble_dim_t and the compiler's differ,
- * so one file cannot include both runtime.h and type.h. */
+/* The runtime's executable builder (nimble/executable_builder.h), only
+ * declared here so that users of the lowering need not see the runtime's
+ * headers. */
 typedef struct nimble_executable_builder nimble_executable_builder;
 
 typedef struct nimble_lower_options {

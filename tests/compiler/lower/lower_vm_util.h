@@ -2,9 +2,8 @@
  * kernel library, running a lowered executable through the real loader
  * and VM, and reading its bytecode back from the serialised part.
  *
- * This header stays free of nimble/runtime.h: the runtime's nimble_dim_t
- * and the compiler's (nimble/type.h) differ, so the suites that see the
- * IR reach the runtime only through these helpers. */
+ * The suites that walk the IR reach the runtime only through these
+ * helpers, which keeps each test file about one side. */
 #ifndef NIMBLE_LOWER_VM_UTIL_H
 #define NIMBLE_LOWER_VM_UTIL_H
 
