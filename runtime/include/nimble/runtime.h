@@ -67,12 +67,29 @@ typedef struct nimble_executable_part_t {
   size_t size;
 } nimble_executable_part_t;
 
-/* The OCI media type of a part kind ("application/vnd.nimble.metadata.v1"
- * and so on); NULL for an unknown kind. Static string. */
+/* The OCI media type of a part kind, as the artifact manifest names it
+ * (docs/artifacts.md has the table: "application/vnd.nimble.executable.
+ * metadata.v1", "application/vnd.nimble.bytecode.v1", ...); NULL for an
+ * unknown kind. CPU kernels carry their CPU's triple, so this gives this
+ * host's ("application/vnd.nimble.kernels.x86_64-linux-gnu.v1+elf"), NULL on
+ * a CPU without one. Static string. */
 const char *nimble_part_media_type(nimble_part_kind_t kind);
 
-/* The part kind named by an OCI media type; 0 when unknown. */
+/* The same for an executable built for `triple` (nimble_executable_target(),
+ * e.g. "aarch64-linux-gnu"): only CPU kernels depend on it; NULL for an
+ * unknown kind or a triple the artifact manifest has no kernels type for.
+ * Static string. */
+const char *nimble_part_media_type_for_target(nimble_part_kind_t kind, const char *triple);
+
+/* The part kind named by an OCI media type; 0 when unknown. Every
+ * "application/vnd.nimble.kernels.<triple>.v1+elf" is CPU kernels, whatever
+ * the triple (see nimble_part_kernels_triple for which CPU). */
 nimble_part_kind_t nimble_part_kind_from_media_type(const char *media_type);
+
+/* For a CPU kernels media type, points *triple (may be NULL) into
+ * media_type at its triple and returns the triple's length (not
+ * NUL-terminated there); 0 for any other media type. */
+size_t nimble_part_kernels_triple(const char *media_type, const char **triple);
 
 /* ---- Loading ------------------------------------------------------------- */
 
@@ -224,6 +241,13 @@ void nimble_vm_trim_memory(nimble_vm *vm);
 
 /* The runtime library's version ("0.1.0"); static string. */
 const char *nimble_runtime_version(void);
+
+/* The BLAS that kernels' env->sgemm goes to (docs/vm.md): found at run time,
+ * once per process, e.g. "OpenBLAS 0.3.21 ... (libopenblas.so.0, 1 thread)",
+ * or "none (why)" when kernels use their own loops. The environment variable
+ * NIMBLE_BLAS, read on the first call or VM creation, names a library or
+ * "none". Static string; loads the BLAS if no VM has yet. */
+const char *nimble_runtime_blas_name(void);
 
 #ifdef __cplusplus
 }

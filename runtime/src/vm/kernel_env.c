@@ -1,9 +1,11 @@
 /* The kernel environment a VM hands to every kernel it calls: parallel_for
  * over the VM's thread pool, workspace from the VM's CPU pool (so it counts
- * against the cap), and an error message slot. */
+ * against the cap), an error message slot, and the sgemm of a BLAS found at
+ * run time (vm/blas_loader.h). */
 #include <stdio.h>
 #include <string.h>
 
+#include "vm/blas_loader.h"
 #include "vm/vm.h"
 
 static int32_t env_parallel_for(const nimble_kernel_env_t *env, int64_t n_tasks,
@@ -63,6 +65,8 @@ void nimble_kernel_env_init(nimble_vm *vm) {
   vm->env.workspace_alloc = env_workspace_alloc;
   vm->env.workspace_free = env_workspace_free;
   vm->env.set_error = env_set_error;
-  vm->env.sgemm = NULL; /* artifacts never hard-link a BLAS; none offered yet */
+  /* Artifacts never link a BLAS: the runtime offers the one it loaded, or
+   * NULL, and kernels then use their own loops. */
+  vm->env.sgemm = nimble_blas_sgemm();
   vm->env.runtime_ctx = vm;
 }

@@ -1,0 +1,196 @@
+/* Finds a CBLAS sgemm at run time (see blas_loader.h) and adapts it to the
+ * kernel ABI's sgemm: 64-bit sizes split into calls BLAS's 32-bit ints can
+ * take, and a call BLAS would refuse computed here instead, because a
+ * kernel has no way to hear that its sgemm did nothing. */
+#include "vm/blas_loader.h"
+
+#include "nimble/runtime.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { CBLAS_ROW_MAJOR = 101, CBLAS_NO_TRANS = 111, CBLAS_TRANS = 112 };
+
+typedef const char *(*openblas_get_config_fn)(void);
+typedef int (*openblas_get_num_threads_fn)(void);
+typedef void (*openblas_set_num_threads_fn)(int);
+
+/* Fills lib->name: OpenBLAS says what it is (version, core, threads);
+ * any other library is named by the file it came from. */
+static void describe(nimble_blas_lib_t *lib) {
+  openblas_get_config_fn config = (openblas_get_config_fn)dlsym(lib->handle, "openblas_get_config");
+  openblas_get_num_threads_fn threads =
+      (openblas_get_num_threads_fn)dlsym(lib->handle, "openblas_get_num_threads");
+  if (config && threads) {
+    const char *c = config();
+    int n = threads();
+    snprintf(lib->name, sizeof lib->name, "%s (%s, %d thread%s)", c ? c : "OpenBLAS", lib->file, n,
+             n == 1 ? "" : "s");
+  } else {
+    snprintf(lib->name, sizeof lib->name, "cblas_sgemm from %s", lib->file);
+  }
+}
+
+/* dlopen()s `file` and looks up cblas_sgemm. On failure appends why to
+ * `why` (a message being built) and returns 0. */
+static int try_open(const char *file, nimble_blas_lib_t *lib, char *why, size_t why_size) {
+  size_t used = strlen(why);
+  const char *sep = used ? "; " : "";
+  void *h = dlopen(file, RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    const char *e = dlerror();
+    snprintf(why + used, why_size - used, "%s%s", sep, e ? e : file);
+    return 0;
+  }
+  nimble_cblas_sgemm_fn fn = (nimble_cblas_sgemm_fn)dlsym(h, "cblas_sgemm");
+  if (!fn) {
+    snprintf(why + used, why_size - used, "%s%s: has no cblas_sgemm", sep, file);
+    dlclose(h);
+    return 0;
+  }
+  lib->handle = h;
+  lib->sgemm = fn;
+  snprintf(lib->file, sizeof lib->file, "%s", file);
+  describe(lib);
+  return 1;
+}
+
+nimble_status_t nimble_blas_open(const char *spec, nimble_blas_lib_t *out) {
+  memset(out, 0, sizeof *out);
+  if (spec && strcmp(spec, "none") == 0)
+    return nimble_status_make(NIMBLE_NOT_FOUND, "NIMBLE_BLAS=none: no BLAS wanted");
+  char why[1024] = "";
+  if (spec && spec[0]) {
+    if (try_open(spec, out, why, sizeof why)) return nimble_ok();
+    return nimble_status_make(NIMBLE_NOT_FOUND, "NIMBLE_BLAS=%s: %s", spec, why);
+  }
+  /* OpenBLAS by its own name first: libblas.so.3 may be the reference
+   * BLAS, which is correct but several times slower. */
+  static const char *const defaults[] = {"libopenblas.so.0", "libblas.so.3"};
+  for (size_t i = 0; i < sizeof defaults / sizeof defaults[0]; i++)
+    if (try_open(defaults[i], out, why, sizeof why)) return nimble_ok();
+  return nimble_status_make(NIMBLE_NOT_FOUND, "no BLAS found: %s", why);
+}
+
+void nimble_blas_close(nimble_blas_lib_t *lib) {
+  if (!lib || !lib->handle) return;
+  dlclose(lib->handle);
+  memset(lib, 0, sizeof *lib);
+}
+
+/* ---- The adapter ---------------------------------------------------------- */
+
+/* C = beta * C over an m x n block, beta == 0 clearing (not multiplying, so
+ * NaNs in an uninitialised C go away), as BLAS does. */
+static void scale_c(int64_t m, int64_t n, float beta, float *c, int64_t ldc) {
+  if (beta == 1.0f) return;
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = 0; j < n; j++) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+}
+
+/* The definition, for calls no BLAS would take. */
+static void plain_sgemm(int32_t ta, int32_t tb, int64_t m, int64_t n, int64_t k, float alpha,
+                        const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+                        int64_t ldc) {
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = 0; j < n; j++) {
+      double acc = 0;
+      for (int64_t p = 0; p < k; p++) {
+        float x = ta ? a[p * lda + i] : a[i * lda + p];
+        float y = tb ? b[j * ldb + p] : b[p * ldb + j];
+        acc += (double)x * y;
+      }
+      float *cij = &c[i * ldc + j];
+      *cij = (float)(alpha * acc) + (beta == 0.0f ? 0.0f : beta * *cij);
+    }
+}
+
+static int64_t max1(int64_t x) { return x > 1 ? x : 1; }
+static int64_t min64(int64_t x, int64_t y) { return x < y ? x : y; }
+
+void nimble_blas_sgemm_split(nimble_cblas_sgemm_fn fn, int64_t limit, int32_t trans_a, int32_t trans_b,
+                             int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
+                             const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
+  if (limit > INT32_MAX) limit = INT32_MAX;
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0 || alpha == 0.0f) {
+    scale_c(m, n, beta, c, ldc);
+    return;
+  }
+  /* CBLAS row-major rejects a leading dimension below the stored row
+   * length (printing to stderr and leaving C alone); one over INT32_MAX
+   * does not fit its int, and cutting the product into pieces does not
+   * make it smaller. */
+  int64_t need_a = max1(trans_a ? m : k), need_b = max1(trans_b ? k : n), need_c = max1(n);
+  if (limit < 1 || lda < need_a || ldb < need_b || ldc < need_c || lda > INT32_MAX || ldb > INT32_MAX ||
+      ldc > INT32_MAX) {
+    plain_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  int ta = trans_a ? CBLAS_TRANS : CBLAS_NO_TRANS, tb = trans_b ? CBLAS_TRANS : CBLAS_NO_TRANS;
+  /* Blocks of C, and along k partial products summed into C (beta applies
+   * once, on the first). */
+  for (int64_t i0 = 0; i0 < m; i0 += limit)
+    for (int64_t j0 = 0; j0 < n; j0 += limit)
+      for (int64_t p0 = 0; p0 < k; p0 += limit) {
+        int64_t mi = min64(limit, m - i0), nj = min64(limit, n - j0), kp = min64(limit, k - p0);
+        const float *ab = trans_a ? a + p0 * lda + i0 : a + i0 * lda + p0;
+        const float *bb = trans_b ? b + j0 * ldb + p0 : b + p0 * ldb + j0;
+        fn(CBLAS_ROW_MAJOR, ta, tb, (int)mi, (int)nj, (int)kp, alpha, ab, (int)lda, bb, (int)ldb,
+           p0 == 0 ? beta : 1.0f, c + i0 * ldc + j0, (int)ldc);
+      }
+}
+
+/* ---- The process-wide choice ---------------------------------------------- */
+
+static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
+static nimble_blas_lib_t blas_lib;       /* never closed */
+static char blas_name[1280];
+
+static void blas_adapter(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                         const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+                         int64_t ldc) {
+  nimble_blas_sgemm_split(blas_lib.sgemm, INT32_MAX, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta,
+                          c, ldc);
+}
+
+static void blas_load(void) {
+  /* secure_getenv: a set-user-ID program must not dlopen a path its
+   * caller chose. */
+  const char *spec = secure_getenv("NIMBLE_BLAS");
+  nimble_status_t s = nimble_blas_open(spec, &blas_lib);
+  if (s) {
+    snprintf(blas_name, sizeof blas_name, "none (%s)", nimble_status_message(s));
+    nimble_status_free(s);
+    return;
+  }
+  /* One OpenBLAS thread. Kernels call sgemm from the VM's threads: from a
+   * parallel_for task, or from several VMs at once, and OpenBLAS's own pool
+   * would then put its threads on cores the VM's pool already fills. On
+   * the 2-core build machine a 256x256x256 sgemm from two callers at once
+   * took 0.45 ms each with one OpenBLAS thread and 0.75-3.7 ms with two; a
+   * lone 1x784x512 call gained little or nothing from a second thread
+   * (docs/vm.md has the table). The setting is process-wide, so whoever
+   * sets OPENBLAS_NUM_THREADS keeps what they asked for. */
+  openblas_set_num_threads_fn set_threads =
+      (openblas_set_num_threads_fn)dlsym(blas_lib.handle, "openblas_set_num_threads");
+  const char *want = getenv("OPENBLAS_NUM_THREADS");
+  if (set_threads && !(want && want[0])) {
+    set_threads(1);
+    describe(&blas_lib);
+  }
+  snprintf(blas_name, sizeof blas_name, "%s", blas_lib.name);
+}
+
+nimble_sgemm_fn nimble_blas_sgemm(void) {
+  pthread_once(&blas_once, blas_load);
+  return blas_lib.sgemm ? blas_adapter : NULL;
+}
+
+const char *nimble_runtime_blas_name(void) {
+  pthread_once(&blas_once, blas_load);
+  return blas_name;
+}
