@@ -1,0 +1,287 @@
+/* Helpers every compute definition uses: errors and run-time checks,
+ * extent arithmetic that folds constants (so static shapes give constant
+ * loop bounds), NumPy broadcasting of extents and indices, and value
+ * lookup through the node graph. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "compute_internal.h"
+
+void *cp_fail(cp_ctx *c, nimble_status_code_t code, const char *fmt, ...) {
+  if (c->err) return NULL;
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  c->err = nimble_status_make(code, "%s", msg);
+  return NULL;
+}
+
+void cp_check(cp_ctx *c, nimble_ln_expr *cond, const char *fmt, ...) {
+  int64_t v;
+  if (cp_const_i(cond, &v) && v != 0) return; /* holds statically */
+  if (c->n_checks >= CP_MAX_CHECKS) {
+    cp_fail(c, NIMBLE_RESOURCE_EXHAUSTED, "more than %d shape checks", CP_MAX_CHECKS);
+    return;
+  }
+  char msg[256];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (cond && cond->type == NIMBLE_LN_I64) cond = nimble_ln_binary(c->A, NIMBLE_LN_NE, cond, nimble_ln_i64(c->A, 0));
+  c->checks[c->n_checks++] = nimble_ln_check(c->A, cond, msg);
+}
+
+nimble_ln_var *cp_var(cp_ctx *c, const char *prefix, nimble_ln_type_t type) {
+  char name[48];
+  snprintf(name, sizeof name, "%s%d", prefix, c->n_vars++);
+  return nimble_ln_var_create(c->A, name, type);
+}
+
+bool cp_const_i(const nimble_ln_expr *e, int64_t *v) {
+  if (!e) return false;
+  if (e->kind == NIMBLE_LN_E_CONST_I && e->type == NIMBLE_LN_I64) {
+    *v = e->i;
+    return true;
+  }
+  if (e->kind == NIMBLE_LN_E_CONST_I && e->type == NIMBLE_LN_BOOL) {
+    *v = e->i;
+    return true;
+  }
+  return false;
+}
+
+bool cp_same(const nimble_ln_expr *a, const nimble_ln_expr *b) {
+  if (a == b) return true;
+  int64_t x, y;
+  if (cp_const_i(a, &x) && cp_const_i(b, &y)) return x == y;
+  if (a && b && a->kind == NIMBLE_LN_E_SHAPE && b->kind == NIMBLE_LN_E_SHAPE)
+    return a->param == b->param && a->axis == b->axis;
+  return false;
+}
+
+nimble_ln_expr *cp_i(cp_ctx *c, int64_t v) { return nimble_ln_i64(c->A, v); }
+
+nimble_ln_expr *cp_add(cp_ctx *c, nimble_ln_expr *a, nimble_ln_expr *b) {
+  int64_t x, y;
+  bool ca = cp_const_i(a, &x), cb = cp_const_i(b, &y);
+  if (ca && cb && !__builtin_add_overflow(x, y, &x)) return cp_i(c, x);
+  if (ca && x == 0) return b;
+  if (cb && y == 0) return a;
+  return nimble_ln_binary(c->A, NIMBLE_LN_ADD, a, b);
+}
+
+nimble_ln_expr *cp_sub(cp_ctx *c, nimble_ln_expr *a, nimble_ln_expr *b) {
+  int64_t x, y;
+  bool ca = cp_const_i(a, &x), cb = cp_const_i(b, &y);
+  if (ca && cb && !__builtin_sub_overflow(x, y, &x)) return cp_i(c, x);
+  if (cb && y == 0) return a;
+  return nimble_ln_binary(c->A, NIMBLE_LN_SUB, a, b);
+}
+
+nimble_ln_expr *cp_mul(cp_ctx *c, nimble_ln_expr *a, nimble_ln_expr *b) {
+  int64_t x, y;
+  bool ca = cp_const_i(a, &x), cb = cp_const_i(b, &y);
+  if (ca && cb && !__builtin_mul_overflow(x, y, &x)) return cp_i(c, x);
+  if ((ca && x == 0) || (cb && y == 0)) return cp_i(c, 0);
+  if (ca && x == 1) return b;
+  if (cb && y == 1) return a;
+  return nimble_ln_binary(c->A, NIMBLE_LN_MUL, a, b);
+}
+
+nimble_ln_expr *cp_div(cp_ctx *c, nimble_ln_expr *a, nimble_ln_expr *b) {
+  int64_t x, y;
+  bool ca = cp_const_i(a, &x), cb = cp_const_i(b, &y);
+  if (ca && cb && y > 0 && x >= 0) return cp_i(c, x / y);
+  if (cb && y == 1) return a;
+  return nimble_ln_binary(c->A, NIMBLE_LN_DIV, a, b);
+}
+
+nimble_ln_expr *cp_rem(cp_ctx *c, nimble_ln_expr *a, nimble_ln_expr *b) {
+  int64_t x, y;
+  bool ca = cp_const_i(a, &x), cb = cp_const_i(b, &y);
+  if (ca && cb && y > 0 && x >= 0) return cp_i(c, x % y);
+  if (cb && y == 1) return cp_i(c, 0);
+  return nimble_ln_binary(c->A, NIMBLE_LN_REM, a, b);
+}
+
+nimble_ln_expr *cp_min(cp_ctx *c, nimble_ln_expr *a, nimble_ln_expr *b) {
+  int64_t x, y;
+  if (cp_const_i(a, &x) && cp_const_i(b, &y)) return cp_i(c, x < y ? x : y);
+  if (cp_same(a, b)) return a;
+  return nimble_ln_binary(c->A, NIMBLE_LN_MIN, a, b);
+}
+
+nimble_ln_expr *cp_max(cp_ctx *c, nimble_ln_expr *a, nimble_ln_expr *b) {
+  int64_t x, y;
+  if (cp_const_i(a, &x) && cp_const_i(b, &y)) return cp_i(c, x > y ? x : y);
+  if (cp_same(a, b)) return a;
+  return nimble_ln_binary(c->A, NIMBLE_LN_MAX, a, b);
+}
+
+/* An i64 0/1 result so folded and run-time forms mix. */
+nimble_ln_expr *cp_eq(cp_ctx *c, nimble_ln_expr *a, nimble_ln_expr *b) {
+  int64_t x, y;
+  if (cp_const_i(a, &x) && cp_const_i(b, &y)) return cp_i(c, x == y);
+  if (cp_same(a, b)) return cp_i(c, 1);
+  return nimble_ln_cast(c->A, NIMBLE_LN_I64, nimble_ln_binary(c->A, NIMBLE_LN_EQ, a, b));
+}
+
+nimble_ln_expr *cp_and(cp_ctx *c, nimble_ln_expr *a, nimble_ln_expr *b) {
+  int64_t x, y;
+  if (cp_const_i(a, &x)) return x ? b : cp_i(c, 0);
+  if (cp_const_i(b, &y)) return y ? a : cp_i(c, 0);
+  return cp_mul(c, a, b);
+}
+
+nimble_ln_expr *cp_product(cp_ctx *c, nimble_ln_expr *const *ext, int from, int to) {
+  nimble_ln_expr *p = cp_i(c, 1);
+  for (int a = from; a < to; a++) p = cp_mul(c, p, ext[a]);
+  return p;
+}
+
+nimble_ln_expr *cp_broadcast_ext(cp_ctx *c, nimble_ln_expr *a, nimble_ln_expr *b, const char *what) {
+  int64_t x, y;
+  bool ca = cp_const_i(a, &x), cb = cp_const_i(b, &y);
+  if (cp_same(a, b)) return a;
+  if (ca && x == 1) return b;
+  if (cb && y == 1) return a;
+  if (ca && cb) return cp_fail(c, NIMBLE_INVALID_ARGUMENT, "%s: cannot broadcast extent %lld with %lld", what,
+                               (long long)x, (long long)y);
+  nimble_ln_expr *one = cp_i(c, 1);
+  nimble_ln_expr *ok = cp_max(c, cp_max(c, cp_eq(c, a, b), cp_eq(c, a, one)), cp_eq(c, b, one));
+  cp_check(c, ok, "%s: operands do not broadcast", what);
+  /* A constant other than 1 wins (the check makes the other side 1 or equal). */
+  if (ca) return a;
+  if (cb) return b;
+  return nimble_ln_select(c->A, nimble_ln_binary(c->A, NIMBLE_LN_EQ, a, one), b, a);
+}
+
+nimble_status_t cp_broadcast_shape(cp_ctx *c, cp_node *n, int from, int to) {
+  int R = 0;
+  for (int i = from; i < to; i++)
+    if (n->in[i]->rank > R) R = n->in[i]->rank;
+  n->rank = R;
+  for (int a = 0; a < R; a++) {
+    nimble_ln_expr *e = NULL;
+    for (int i = from; i < to; i++) {
+      int off = R - n->in[i]->rank;
+      if (a < off) continue;
+      nimble_ln_expr *d = n->in[i]->ext[a - off];
+      e = e ? cp_broadcast_ext(c, e, d, n->op->name) : d;
+    }
+    n->ext[a] = e;
+  }
+  return nimble_ok();
+}
+
+void cp_broadcast_index(cp_ctx *c, const cp_node *in, const cp_node *out, nimble_ln_expr *const *idx,
+                        nimble_ln_expr **in_idx) {
+  int off = out->rank - in->rank;
+  for (int a = 0; a < in->rank; a++) {
+    nimble_ln_expr *e = in->ext[a], *o = out->ext[a + off];
+    int64_t v;
+    if (cp_same(e, o)) in_idx[a] = idx[a + off];
+    else if (cp_const_i(e, &v) && v == 1) in_idx[a] = cp_i(c, 0);
+    else if (cp_const_i(e, &v)) in_idx[a] = idx[a + off]; /* checked equal to the output's */
+    else in_idx[a] = nimble_ln_select(c->A, nimble_ln_binary(c->A, NIMBLE_LN_EQ, e, cp_i(c, 1)), cp_i(c, 0),
+                                      idx[a + off]);
+  }
+}
+
+nimble_ln_expr *cp_const_of(cp_ctx *c, nimble_ln_type_t t, double v) {
+  switch (t) {
+  case NIMBLE_LN_F32: return nimble_ln_f32(c->A, v);
+  case NIMBLE_LN_I64: return nimble_ln_i64(c->A, (int64_t)v);
+  case NIMBLE_LN_I32: return nimble_ln_i32(c->A, (int32_t)v);
+  default: return nimble_ln_binary(c->A, NIMBLE_LN_NE, nimble_ln_i64(c->A, v != 0), nimble_ln_i64(c->A, 0));
+  }
+}
+
+nimble_ln_expr *cp_convert(cp_ctx *c, nimble_ln_expr *e, nimble_ln_type_t to) {
+  if (!e || e->type == to) return e;
+  return nimble_ln_cast(c->A, to, e);
+}
+
+bool cp_ln_type(nimble_dtype_t dt, nimble_ln_type_t *out, bool *is_bool) {
+  *is_bool = false;
+  switch (dt) {
+  case NIMBLE_DTYPE_FLOAT32: *out = NIMBLE_LN_F32; return true;
+  case NIMBLE_DTYPE_INT64: *out = NIMBLE_LN_I64; return true;
+  case NIMBLE_DTYPE_INT32: *out = NIMBLE_LN_I32; return true;
+  case NIMBLE_DTYPE_BOOL: *out = NIMBLE_LN_BOOL; *is_bool = true; return true;
+  default: return false;
+  }
+}
+
+bool cp_axis(cp_ctx *c, cp_node *n, int64_t axis, int rank, int *out) {
+  if (axis < -rank || axis >= rank || (rank == 0 && axis != 0)) {
+    cp_fail(c, NIMBLE_INVALID_ARGUMENT, "%s: axis %lld is out of range for rank %d", n->op->name, (long long)axis,
+            rank);
+    return false;
+  }
+  *out = (int)(axis < 0 ? axis + rank : axis);
+  return true;
+}
+
+int64_t cp_attr_int(const cp_node *n, const char *name) { return nimble_attrs_int(n->op, n->attrs, name); }
+double cp_attr_float(const cp_node *n, const char *name) { return nimble_attrs_float(n->op, n->attrs, name); }
+const char *cp_attr_string(const cp_node *n, const char *name) {
+  return nimble_attrs_string(n->op, n->attrs, name);
+}
+const int64_t *cp_attr_ints(const cp_node *n, const char *name, size_t *count) {
+  return nimble_attrs_ints(n->op, n->attrs, name, count);
+}
+bool cp_has_attr(const cp_node *n, const char *name) { return nimble_op_attr_index(n->op, name) >= 0; }
+
+nimble_ln_expr *cp_value(cp_ctx *c, cp_node *n, nimble_ln_expr *const *idx) {
+  if (c->err) return NULL;
+  switch (n->kind) {
+  case CP_CONST: return n->cval;
+  case CP_PARAM:
+    if (!n->param) return cp_fail(c, NIMBLE_INTERNAL, "parameter %d has no tensor", n->param_index);
+    return nimble_ln_load(c->A, n->param, n->rank ? nimble_ln_flat_index(c->A, n->param, idx) : cp_i(c, 0));
+  case CP_CALL: break;
+  }
+  if (n == c->anchor) {
+    if (c->anchor_used)
+      return cp_fail(c, NIMBLE_UNIMPLEMENTED, "%s: the anchor '%s' is used twice", c->prim, n->op->name);
+    c->anchor_used = 1;
+    for (int a = 0; a < n->rank; a++) c->anchor_idx[a] = idx[a];
+    return nimble_ln_ref(c->A, c->anchor_var);
+  }
+  if (n->def->cls != CP_INJECTIVE || !n->def->value)
+    return cp_fail(c, NIMBLE_UNIMPLEMENTED, "%s: '%s' cannot be computed inline here", c->prim, n->op->name);
+  return n->def->value(c, n, idx);
+}
+
+nimble_ln_expr *cp_value_flat(cp_ctx *c, cp_node *n, nimble_ln_expr *flat) {
+  if (n->kind == CP_PARAM && n->param) return nimble_ln_load(c->A, n->param, flat);
+  if (n->kind == CP_CONST) return n->cval;
+  nimble_ln_expr *idx[CP_MAX_RANK];
+  nimble_ln_expr *rest = flat;
+  for (int a = n->rank - 1; a >= 0; a--) {
+    if (a == 0) {
+      idx[a] = rest;
+    } else {
+      idx[a] = cp_rem(c, rest, n->ext[a]);
+      rest = cp_div(c, rest, n->ext[a]);
+    }
+  }
+  return cp_value(c, n, idx);
+}
+
+nimble_ln_stmt *cp_for(cp_ctx *c, nimble_ln_var *v, nimble_ln_expr *ext, nimble_ln_loop_kind_t kind, int factor,
+                       nimble_ln_stmt *body) {
+  return nimble_ln_for(c->A, v, cp_i(c, 0), ext, kind, factor, body);
+}
+
+nimble_ln_expr *cp_rows_per_task(cp_ctx *c, nimble_ln_expr *rows, nimble_ln_expr *row_work) {
+  nimble_ln_expr *by_count = cp_div(c, cp_add(c, rows, cp_i(c, CP_MAX_TASKS - 1)), cp_i(c, CP_MAX_TASKS));
+  nimble_ln_expr *work = cp_max(c, row_work, cp_i(c, 1));
+  nimble_ln_expr *by_work = cp_div(c, cp_add(c, cp_i(c, CP_MIN_TASK_WORK - 1), work), work);
+  return cp_max(c, cp_max(c, by_count, by_work), cp_i(c, 1));
+}

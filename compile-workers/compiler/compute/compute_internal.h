@@ -1,0 +1,184 @@
+/* Internals of the compute definitions: the expression graph of one
+ * primitive (cp_node), the per-operator definitions (cp_def) and the
+ * helpers they share (folding arithmetic on extents, broadcasting,
+ * run-time checks). */
+#ifndef NIMBLE_COMPUTE_INTERNAL_H
+#define NIMBLE_COMPUTE_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "nimble/compute.h"
+#include "nimble/ir.h"
+#include "nimble/loopnest.h"
+#include "nimble/op.h"
+
+#define CP_MAX_IN 16
+#define CP_MAX_RANK 8
+#define CP_MAX_CHECKS 512
+#define CP_MAX_DIMVARS 64
+/* A parallel task gets at least this much work (loop-body evaluations). */
+#define CP_MIN_TASK_WORK 16384
+#define CP_MAX_TASKS 64
+
+typedef struct cp_ctx cp_ctx;
+typedef struct cp_node cp_node;
+
+typedef enum cp_node_kind { CP_PARAM = 0, CP_CONST, CP_CALL } cp_node_kind_t;
+
+/* How an operator is computed inside a kernel. */
+typedef enum cp_class {
+  CP_INJECTIVE = 0, /* a value at any output index, from input values: inlined */
+  CP_ANCHOR_POINT,  /* one output element by loops over inputs (reduce, dense, conv, pool) */
+  CP_ANCHOR_ROW,    /* a whole kernel by rows (softmax, layer norm): must be the root */
+} cp_class_t;
+
+typedef struct cp_def {
+  const char *op;
+  cp_class_t cls;
+  /* Sets n->rank, n->ext, n->type (and is_bool); adds shape checks. */
+  nimble_status_t (*shape)(cp_ctx *c, cp_node *n);
+  /* CP_INJECTIVE: the value at output index idx[0..rank). */
+  nimble_ln_expr *(*value)(cp_ctx *c, cp_node *n, nimble_ln_expr *const *idx);
+  /* CP_ANCHOR_POINT: computes the value at idx, binds it to `result` and
+   * runs body in its scope. */
+  nimble_ln_stmt *(*emit)(cp_ctx *c, cp_node *n, nimble_ln_expr *const *idx, nimble_ln_var *result,
+                          nimble_ln_stmt *body);
+  /* CP_ANCHOR_ROW: the kernel body storing into `out`. */
+  nimble_ln_stmt *(*emit_root)(cp_ctx *c, cp_node *n, nimble_ln_param *out);
+} cp_def;
+
+struct cp_node {
+  cp_node_kind_t kind;
+  const nimble_expr *expr;
+  const nimble_op *op;          /* CP_CALL */
+  const nimble_attrs_t *attrs;  /* CP_CALL */
+  const cp_def *def;            /* CP_CALL */
+  cp_node *in[CP_MAX_IN];
+  int n_in;
+  int rank;
+  nimble_ln_expr *ext[CP_MAX_RANK]; /* i64 extents (constants when static) */
+  nimble_ln_type_t type;            /* element type; NIMBLE_LN_BOOL for bool tensors */
+  nimble_dtype_t dtype;             /* the IR's element type */
+  nimble_ln_param *param;           /* CP_PARAM, kernel mode */
+  int param_index;                  /* CP_PARAM */
+  nimble_ln_expr *cval;             /* CP_CONST: the scalar value */
+  int uses;                         /* references from other nodes */
+  nimble_ln_expr *aux[2 * CP_MAX_RANK]; /* per-op values derived with the shape (dyn slice bounds) */
+  int part_axis;                    /* split parts: the axis and the part's start */
+  nimble_ln_expr *part_offset;
+};
+
+/* nonzero's kernel body: indices into out [rank, count] (allocated at
+ * [rank, numel]), the real shape into out_shape [2]. */
+nimble_ln_stmt *cp_emit_nonzero(cp_ctx *c, cp_node *n, nimble_ln_param *out, nimble_ln_param *out_shape);
+
+/* topk's kernel body: values and int64 indices of the k largest (or
+ * smallest) along the axis, in order, ties by the smaller index. */
+nimble_ln_stmt *cp_emit_topk(cp_ctx *c, cp_node *n, nimble_ln_param *values, nimble_ln_param *indices);
+
+/* split (a tuple of parts): the parts as nodes reading n's input with an
+ * offset along the axis; *count parts (at most CP_MAX_OUTPUTS). */
+#define CP_MAX_OUTPUTS 8
+bool cp_split_parts(cp_ctx *c, cp_node *n, cp_node **parts, int *count);
+
+struct cp_ctx {
+  nimble_ln_arena *A;
+  nimble_ln_kernel *k;
+  nimble_compute_options_t opt;
+  const char *prim;   /* primitive name, for messages */
+  bool shape_mode;    /* building the shape function */
+  bool shape_values;  /* ... of a data-dependent primitive: it takes the input tensors */
+  nimble_ln_param *shape_params[NIMBLE_LN_MAX_PARAMS]; /* shape mode: int64 [rank] per param */
+  nimble_ln_stmt *checks[CP_MAX_CHECKS];
+  int n_checks;
+  nimble_status_t err; /* the first error (owned) */
+  cp_node *anchor;     /* the one anchor of the primitive, or NULL */
+  nimble_ln_var *anchor_var;
+  nimble_ln_expr *anchor_idx[CP_MAX_RANK];
+  int anchor_used;
+  int n_vars;
+  uint32_t dimvar_id[CP_MAX_DIMVARS];
+  nimble_ln_expr *dimvar_ext[CP_MAX_DIMVARS];
+  int n_dimvars;
+};
+
+/* Errors: the first one wins; later calls are ignored. Returns NULL so
+ * value builders can `return cp_fail(...)`. */
+void *cp_fail(cp_ctx *c, nimble_status_code_t code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* A run-time check (cond an i64/bool expression) with a message. */
+void cp_check(cp_ctx *c, nimble_ln_expr *cond, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* A fresh i64 (or typed) variable with a unique name. */
+nimble_ln_var *cp_var(cp_ctx *c, const char *prefix, nimble_ln_type_t type);
+
+/* i64 arithmetic folding constants. */
+bool cp_const_i(const nimble_ln_expr *e, int64_t *v);
+bool cp_same(const nimble_ln_expr *a, const nimble_ln_expr *b);
+nimble_ln_expr *cp_i(cp_ctx *c, int64_t v);
+nimble_ln_expr *cp_add(cp_ctx *c, nimble_ln_expr *a, nimble_ln_expr *b);
+nimble_ln_expr *cp_sub(cp_ctx *c, nimble_ln_expr *a, nimble_ln_expr *b);
+nimble_ln_expr *cp_mul(cp_ctx *c, nimble_ln_expr *a, nimble_ln_expr *b);
+nimble_ln_expr *cp_div(cp_ctx *c, nimble_ln_expr *a, nimble_ln_expr *b); /* floor for >= 0 */
+nimble_ln_expr *cp_rem(cp_ctx *c, nimble_ln_expr *a, nimble_ln_expr *b);
+nimble_ln_expr *cp_min(cp_ctx *c, nimble_ln_expr *a, nimble_ln_expr *b);
+nimble_ln_expr *cp_max(cp_ctx *c, nimble_ln_expr *a, nimble_ln_expr *b);
+nimble_ln_expr *cp_eq(cp_ctx *c, nimble_ln_expr *a, nimble_ln_expr *b);
+nimble_ln_expr *cp_and(cp_ctx *c, nimble_ln_expr *a, nimble_ln_expr *b);
+nimble_ln_expr *cp_product(cp_ctx *c, nimble_ln_expr *const *ext, int from, int to);
+
+/* The broadcast extent of a and b (NumPy), with a run-time check that they
+ * are compatible; `what` names the operator in the message. */
+nimble_ln_expr *cp_broadcast_ext(cp_ctx *c, nimble_ln_expr *a, nimble_ln_expr *b, const char *what);
+/* Sets n's shape to the broadcast of inputs [from, to) of n. */
+nimble_status_t cp_broadcast_shape(cp_ctx *c, cp_node *n, int from, int to);
+/* Input `in`'s index for output index idx of node `out` under NumPy
+ * broadcasting (in aligned to out's trailing axes). */
+void cp_broadcast_index(cp_ctx *c, const cp_node *in, const cp_node *out,
+                        nimble_ln_expr *const *idx, nimble_ln_expr **in_idx);
+
+/* The value of node n at index idx (rank n->rank): a load, a constant, an
+ * inlined injective computation or the anchor's result variable. */
+nimble_ln_expr *cp_value(cp_ctx *c, cp_node *n, nimble_ln_expr *const *idx);
+/* The value at a row-major flat index of n's shape (reshape uses it). */
+nimble_ln_expr *cp_value_flat(cp_ctx *c, cp_node *n, nimble_ln_expr *flat);
+/* Casts an expression to f32/i64/i32 when its type differs. */
+nimble_ln_expr *cp_convert(cp_ctx *c, nimble_ln_expr *e, nimble_ln_type_t to);
+/* A constant of type t. */
+nimble_ln_expr *cp_const_of(cp_ctx *c, nimble_ln_type_t t, double v);
+
+/* Normalizes an axis for rank, recording an error on failure. */
+bool cp_axis(cp_ctx *c, cp_node *n, int64_t axis, int rank, int *out);
+/* Attribute accessors for n's operator. */
+int64_t cp_attr_int(const cp_node *n, const char *name);
+double cp_attr_float(const cp_node *n, const char *name);
+const char *cp_attr_string(const cp_node *n, const char *name);
+const int64_t *cp_attr_ints(const cp_node *n, const char *name, size_t *count);
+bool cp_has_attr(const cp_node *n, const char *name);
+
+/* Maps an IR dtype to the loop-nest type; false when there is none. */
+bool cp_ln_type(nimble_dtype_t dt, nimble_ln_type_t *out, bool *is_bool);
+
+/* The definition tables, one per family. */
+extern const cp_def cp_defs_elementwise[];
+extern const int cp_defs_elementwise_count;
+extern const cp_def cp_defs_transform[];
+extern const int cp_defs_transform_count;
+extern const cp_def cp_defs_reduce[];
+extern const int cp_defs_reduce_count;
+extern const cp_def cp_defs_nn[];
+extern const int cp_defs_nn_count;
+extern const cp_def cp_defs_create[];
+extern const int cp_defs_create_count;
+
+const cp_def *cp_find_def(const char *op);
+
+/* Loops for a point anchor's reduction: for v in [0, ext) around body, with
+ * the innermost one vectorized when `vectorize`. */
+nimble_ln_stmt *cp_for(cp_ctx *c, nimble_ln_var *v, nimble_ln_expr *ext, nimble_ln_loop_kind_t kind,
+                       int factor, nimble_ln_stmt *body);
+/* Rows per parallel task for `rows` rows of `row_work` work each. */
+nimble_ln_expr *cp_rows_per_task(cp_ctx *c, nimble_ln_expr *rows, nimble_ln_expr *row_work);
+
+#endif

@@ -1,0 +1,528 @@
+/* Neural-network compute definitions.
+ *
+ * Point anchors (one output element by a loop over inputs): dense (ONNX
+ * Gemm: transA/transB, alpha, beta, optional C), matmul (NumPy, batch dims
+ * broadcast), conv2d (NCHW/OIHW, strides, pads, dilations, groups, bias),
+ * max/avg/global-average pooling. Padding reads clamp their index and
+ * select the padding value, so no load leaves its tensor.
+ *
+ * Row anchors (the primitive's result; loops over all other axes, then
+ * statistics along the axis, then the write): softmax, log_softmax,
+ * layer_norm. batch_norm (inference) is element-wise given its statistics.
+ *
+ * Dense and 2-D matmul over plain f32 parameters can also run through
+ * env->sgemm (cp_gemm_sgemm): the kernel tests has_sgemm() at run time and
+ * keeps its own loops otherwise. */
+#include <math.h>
+#include <string.h>
+
+#include "compute_internal.h"
+
+static nimble_ln_expr *clampi(cp_ctx *c, nimble_ln_expr *v, nimble_ln_expr *hi) {
+  return cp_max(c, cp_min(c, v, hi), cp_i(c, 0));
+}
+static nimble_ln_expr *lt(cp_ctx *c, nimble_ln_expr *a, nimble_ln_expr *b) {
+  return nimble_ln_binary(c->A, NIMBLE_LN_LT, a, b);
+}
+static nimble_ln_expr *band(cp_ctx *c, nimble_ln_expr *a, nimble_ln_expr *b) {
+  return nimble_ln_binary(c->A, NIMBLE_LN_AND, a, b);
+}
+
+static void copy_type(cp_node *n, const cp_node *x) {
+  n->type = x->type;
+  n->dtype = x->dtype;
+}
+
+/* ---- dense (Gemm) ---- */
+
+static nimble_status_t shape_dense(cp_ctx *c, cp_node *n) {
+  cp_node *a = n->in[0], *b = n->in[1];
+  if (a->rank != 2 || b->rank != 2) return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "dense takes matrices");
+  if (a->type != NIMBLE_LN_F32) return nimble_status_make(NIMBLE_UNIMPLEMENTED, "dense on %s", nimble_dtype_name(a->dtype));
+  bool ta = cp_attr_int(n, "transA") != 0, tb = cp_attr_int(n, "transB") != 0;
+  copy_type(n, a);
+  n->rank = 2;
+  n->ext[0] = a->ext[ta ? 1 : 0];
+  n->ext[1] = b->ext[tb ? 0 : 1];
+  cp_check(c, cp_eq(c, a->ext[ta ? 0 : 1], b->ext[tb ? 1 : 0]), "dense: inner dimensions differ");
+  if (n->n_in == 3) {
+    cp_node *cc = n->in[2];
+    if (cc->rank > 2) return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "dense: C of rank %d", cc->rank);
+    for (int i = 0; i < cc->rank; i++) {
+      nimble_ln_expr *o = n->ext[2 - cc->rank + i];
+      nimble_ln_expr *e = cp_broadcast_ext(c, o, cc->ext[i], "dense C");
+      /* C broadcasts one way: the result keeps (M, N). */
+      cp_check(c, cp_eq(c, e, o), "dense: C does not broadcast to the result");
+    }
+  }
+  return nimble_ok();
+}
+
+static nimble_ln_stmt *emit_dense(cp_ctx *c, cp_node *n, nimble_ln_expr *const *idx, nimble_ln_var *result,
+                                  nimble_ln_stmt *body) {
+  cp_node *a = n->in[0], *b = n->in[1];
+  bool ta = cp_attr_int(n, "transA") != 0, tb = cp_attr_int(n, "transB") != 0;
+  nimble_ln_var *k = cp_var(c, "k", NIMBLE_LN_I64), *acc = cp_var(c, "acc", NIMBLE_LN_F32);
+  nimble_ln_expr *kr = nimble_ln_ref(c->A, k);
+  nimble_ln_expr *ai[2] = {ta ? kr : idx[0], ta ? idx[0] : kr};
+  nimble_ln_expr *bi[2] = {tb ? idx[1] : kr, tb ? kr : idx[1]};
+  nimble_ln_expr *prod = nimble_ln_binary(c->A, NIMBLE_LN_MUL, cp_value(c, a, ai), cp_value(c, b, bi));
+  nimble_ln_stmt *loop =
+      cp_for(c, k, a->ext[ta ? 0 : 1], c->opt.vector_width > 1 ? NIMBLE_LN_VECTORIZED : NIMBLE_LN_SERIAL,
+             c->opt.vector_width > 1 ? c->opt.vector_width : 0,
+             nimble_ln_assign(c->A, acc, nimble_ln_binary(c->A, NIMBLE_LN_ADD, nimble_ln_ref(c->A, acc), prod)));
+  double alpha = cp_attr_float(n, "alpha"), beta = cp_attr_float(n, "beta");
+  nimble_ln_expr *fin = nimble_ln_ref(c->A, acc);
+  if (alpha != 1.0) fin = nimble_ln_binary(c->A, NIMBLE_LN_MUL, fin, nimble_ln_f32(c->A, alpha));
+  if (n->n_in == 3) {
+    nimble_ln_expr *ci[2];
+    cp_broadcast_index(c, n->in[2], n, idx, ci);
+    nimble_ln_expr *cv = cp_value(c, n->in[2], ci);
+    if (beta != 1.0) cv = nimble_ln_binary(c->A, NIMBLE_LN_MUL, cv, nimble_ln_f32(c->A, beta));
+    fin = nimble_ln_binary(c->A, NIMBLE_LN_ADD, fin, cv);
+  }
+  return nimble_ln_decl(c->A, acc, nimble_ln_f32(c->A, 0),
+                        nimble_ln_seq2(c->A, loop, nimble_ln_let(c->A, result, fin, body)));
+}
+
+/* ---- matmul (NumPy) ---- */
+
+typedef struct mm_dims {
+  int ra, rb, batch; /* ranks after vector promotion; batch rank of the result */
+  bool a_vec, b_vec;
+} mm_dims;
+
+static nimble_status_t shape_matmul(cp_ctx *c, cp_node *n) {
+  cp_node *a = n->in[0], *b = n->in[1];
+  if (a->rank < 1 || b->rank < 1) return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "matmul of a scalar");
+  if (a->type != NIMBLE_LN_F32) return nimble_status_make(NIMBLE_UNIMPLEMENTED, "matmul on %s", nimble_dtype_name(a->dtype));
+  copy_type(n, a);
+  nimble_ln_expr *ae[CP_MAX_RANK + 1], *be[CP_MAX_RANK + 1];
+  int ra = a->rank, rb = b->rank;
+  if (ra == 1) { ae[0] = cp_i(c, 1); ae[1] = a->ext[0]; ra = 2; }
+  else for (int i = 0; i < ra; i++) ae[i] = a->ext[i];
+  if (rb == 1) { be[0] = b->ext[0]; be[1] = cp_i(c, 1); rb = 2; }
+  else for (int i = 0; i < rb; i++) be[i] = b->ext[i];
+  int batch = (ra > rb ? ra : rb) - 2;
+  if (batch + 2 > CP_MAX_RANK) return nimble_status_make(NIMBLE_UNIMPLEMENTED, "matmul of rank %d", batch + 2);
+  cp_check(c, cp_eq(c, ae[ra - 1], be[rb - 2]), "matmul: inner dimensions differ");
+  n->rank = 0;
+  for (int i = 0; i < batch; i++) {
+    int ia = i - (batch - (ra - 2)), ib = i - (batch - (rb - 2));
+    nimble_ln_expr *x = ia >= 0 ? ae[ia] : NULL, *y = ib >= 0 ? be[ib] : NULL;
+    n->ext[n->rank++] = x && y ? cp_broadcast_ext(c, x, y, "matmul batch") : x ? x : y;
+  }
+  if (a->rank != 1) n->ext[n->rank++] = ae[ra - 2];
+  if (b->rank != 1) n->ext[n->rank++] = be[rb - 1];
+  return nimble_ok();
+}
+
+/* Index of a batch axis of operand x (true rank xr, batch part xb axes)
+ * for result batch index idx. */
+static nimble_ln_expr *batch_index(cp_ctx *c, nimble_ln_expr *xe, nimble_ln_expr *oe, nimble_ln_expr *i) {
+  int64_t v;
+  if (cp_same(xe, oe)) return i;
+  if (cp_const_i(xe, &v) && v == 1) return cp_i(c, 0);
+  if (cp_const_i(xe, &v)) return i;
+  return nimble_ln_select(c->A, nimble_ln_binary(c->A, NIMBLE_LN_EQ, xe, cp_i(c, 1)), cp_i(c, 0), i);
+}
+
+static nimble_ln_stmt *emit_matmul(cp_ctx *c, cp_node *n, nimble_ln_expr *const *idx, nimble_ln_var *result,
+                                   nimble_ln_stmt *body) {
+  cp_node *a = n->in[0], *b = n->in[1];
+  bool a_vec = a->rank == 1, b_vec = b->rank == 1;
+  int ra = a_vec ? 2 : a->rank, rb = b_vec ? 2 : b->rank;
+  int batch = (ra > rb ? ra : rb) - 2;
+  nimble_ln_expr *i = a_vec ? cp_i(c, 0) : idx[batch];
+  nimble_ln_expr *j = b_vec ? cp_i(c, 0) : idx[batch + (a_vec ? 0 : 1)];
+  nimble_ln_var *k = cp_var(c, "k", NIMBLE_LN_I64), *acc = cp_var(c, "acc", NIMBLE_LN_F32);
+  nimble_ln_expr *kr = nimble_ln_ref(c->A, k);
+  nimble_ln_expr *ai[CP_MAX_RANK], *bi[CP_MAX_RANK];
+  if (a_vec) ai[0] = kr;
+  else {
+    for (int x = 0; x < ra - 2; x++) ai[x] = batch_index(c, a->ext[x], n->ext[x + batch - (ra - 2)], idx[x + batch - (ra - 2)]);
+    ai[ra - 2] = i;
+    ai[ra - 1] = kr;
+  }
+  if (b_vec) bi[0] = kr;
+  else {
+    for (int x = 0; x < rb - 2; x++) bi[x] = batch_index(c, b->ext[x], n->ext[x + batch - (rb - 2)], idx[x + batch - (rb - 2)]);
+    bi[rb - 2] = kr;
+    bi[rb - 1] = j;
+  }
+  nimble_ln_expr *prod = nimble_ln_binary(c->A, NIMBLE_LN_MUL, cp_value(c, a, ai), cp_value(c, b, bi));
+  nimble_ln_stmt *loop =
+      cp_for(c, k, a->ext[a->rank - 1], c->opt.vector_width > 1 ? NIMBLE_LN_VECTORIZED : NIMBLE_LN_SERIAL,
+             c->opt.vector_width > 1 ? c->opt.vector_width : 0,
+             nimble_ln_assign(c->A, acc, nimble_ln_binary(c->A, NIMBLE_LN_ADD, nimble_ln_ref(c->A, acc), prod)));
+  return nimble_ln_decl(c->A, acc, nimble_ln_f32(c->A, 0),
+                        nimble_ln_seq2(c->A, loop, nimble_ln_let(c->A, result, nimble_ln_ref(c->A, acc), body)));
+}
+
+nimble_ln_stmt *cp_gemm_sgemm(cp_ctx *c, cp_node *n, nimble_ln_param *o);
+/* C = op(A) op(B) through env->sgemm into the output, when both operands
+ * are f32 parameters (no C input, 2-D). NULL when not applicable. */
+nimble_ln_stmt *cp_gemm_sgemm(cp_ctx *c, cp_node *n, nimble_ln_param *o) {
+  cp_node *a = n->in[0], *b = n->in[1];
+  bool dense = strcmp(n->op->name, "dense") == 0;
+  if (!dense && strcmp(n->op->name, "matmul") != 0) return NULL;
+  if (a->kind != CP_PARAM || b->kind != CP_PARAM || a->rank != 2 || b->rank != 2 || n->n_in != 2) return NULL;
+  if (o->rank != 2 || o->dtype != NIMBLE_LN_F32) return NULL;
+  bool ta = dense && cp_attr_int(n, "transA") != 0, tb = dense && cp_attr_int(n, "transB") != 0;
+  nimble_ln_sgemm_desc_t d;
+  memset(&d, 0, sizeof d);
+  d.trans_a = ta;
+  d.trans_b = tb;
+  d.m = n->ext[0];
+  d.n = n->ext[1];
+  d.k = a->ext[ta ? 0 : 1];
+  d.alpha = dense ? (float)cp_attr_float(n, "alpha") : 1.0f;
+  d.beta = 0.0f;
+  d.a = a->param;
+  d.b = b->param;
+  d.c = o;
+  d.a_offset = d.b_offset = d.c_offset = cp_i(c, 0);
+  d.lda = cp_max(c, a->ext[1], cp_i(c, 1));
+  d.ldb = cp_max(c, b->ext[1], cp_i(c, 1));
+  d.ldc = cp_max(c, n->ext[1], cp_i(c, 1));
+  return nimble_ln_sgemm(c->A, &d);
+}
+
+/* ---- conv2d and pooling ---- */
+
+typedef struct window {
+  int64_t k[2], s[2], d[2], p[4];
+} window;
+
+static bool ints2(cp_ctx *c, cp_node *n, const char *name, size_t want, int64_t dflt, int64_t *out) {
+  size_t got;
+  const int64_t *v = cp_attr_ints(n, name, &got);
+  if (got == 0) {
+    for (size_t i = 0; i < want; i++) out[i] = dflt;
+    return true;
+  }
+  if (got != want) {
+    cp_fail(c, NIMBLE_INVALID_ARGUMENT, "%s: '%s' needs %zu values, got %zu", n->op->name, name, want, got);
+    return false;
+  }
+  memcpy(out, v, want * sizeof *out);
+  return true;
+}
+
+static bool window_of(cp_ctx *c, cp_node *n, bool pool, window *w) {
+  if (pool && !ints2(c, n, "kernel_shape", 2, 1, w->k)) return false;
+  if (!ints2(c, n, "strides", 2, 1, w->s) || !ints2(c, n, "dilations", 2, 1, w->d) ||
+      !ints2(c, n, "pads", 4, 0, w->p))
+    return false;
+  for (int i = 0; i < 2; i++)
+    if (w->s[i] <= 0 || w->d[i] <= 0 || w->p[i] < 0 || w->p[i + 2] < 0) {
+      cp_fail(c, NIMBLE_INVALID_ARGUMENT, "%s: strides and dilations must be positive, pads non-negative",
+              n->op->name);
+      return false;
+    }
+  return true;
+}
+
+static nimble_ln_expr *out_extent(cp_ctx *c, nimble_ln_expr *in, nimble_ln_expr *k, const window *w, int i,
+                                  bool ceil_mode, const char *what) {
+  nimble_ln_expr *span = cp_sub(c, cp_add(c, in, cp_i(c, w->p[i] + w->p[i + 2] - 1)),
+                                cp_mul(c, cp_i(c, w->d[i]), cp_sub(c, k, cp_i(c, 1))));
+  cp_check(c, nimble_ln_cast(c->A, NIMBLE_LN_I64, nimble_ln_binary(c->A, NIMBLE_LN_GE, span, cp_i(c, 0))),
+           "%s: the window does not fit spatial axis %d", what, i);
+  if (ceil_mode) span = cp_add(c, span, cp_i(c, w->s[i] - 1));
+  return cp_add(c, cp_div(c, span, cp_i(c, w->s[i])), cp_i(c, 1));
+}
+
+static nimble_status_t shape_conv2d(cp_ctx *c, cp_node *n) {
+  cp_node *x = n->in[0], *wt = n->in[1];
+  window w;
+  if (x->rank != 4 || wt->rank != 4) return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "conv2d takes rank-4 tensors");
+  if (x->type != NIMBLE_LN_F32) return nimble_status_make(NIMBLE_UNIMPLEMENTED, "conv2d on %s", nimble_dtype_name(x->dtype));
+  copy_type(n, x);
+  n->rank = 4;
+  if (!window_of(c, n, false, &w)) return nimble_ok();
+  int64_t g = cp_attr_int(n, "groups");
+  if (g < 1) return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "conv2d: groups %lld", (long long)g);
+  cp_check(c, cp_eq(c, x->ext[1], cp_mul(c, wt->ext[1], cp_i(c, g))), "conv2d: input channels != weight channels * groups");
+  cp_check(c, cp_eq(c, cp_rem(c, wt->ext[0], cp_i(c, g)), cp_i(c, 0)), "conv2d: output channels not divisible by groups");
+  n->ext[0] = x->ext[0];
+  n->ext[1] = wt->ext[0];
+  for (int i = 0; i < 2; i++) n->ext[2 + i] = out_extent(c, x->ext[2 + i], wt->ext[2 + i], &w, i, false, "conv2d");
+  if (n->n_in == 3) {
+    if (n->in[2]->rank != 1) return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "conv2d: bias must be 1-D");
+    cp_check(c, cp_eq(c, n->in[2]->ext[0], wt->ext[0]), "conv2d: bias length != output channels");
+  }
+  return nimble_ok();
+}
+
+static nimble_ln_stmt *emit_conv2d(cp_ctx *c, cp_node *n, nimble_ln_expr *const *idx, nimble_ln_var *result,
+                                   nimble_ln_stmt *body) {
+  cp_node *x = n->in[0], *wt = n->in[1];
+  window w;
+  if (!window_of(c, n, false, &w)) return NULL;
+  int64_t g = cp_attr_int(n, "groups");
+  nimble_ln_expr *cg = wt->ext[1];                           /* input channels per group */
+  nimble_ln_expr *og = cp_div(c, wt->ext[0], cp_i(c, g));    /* output channels per group */
+  nimble_ln_expr *grp = g == 1 ? cp_i(c, 0) : cp_div(c, idx[1], cp_max(c, og, cp_i(c, 1)));
+  nimble_ln_var *ci = cp_var(c, "ci", NIMBLE_LN_I64), *kh = cp_var(c, "kh", NIMBLE_LN_I64),
+                *kw = cp_var(c, "kw", NIMBLE_LN_I64), *acc = cp_var(c, "acc", NIMBLE_LN_F32);
+  nimble_ln_expr *pos[2];
+  nimble_ln_expr *kk[2] = {nimble_ln_ref(c->A, kh), nimble_ln_ref(c->A, kw)};
+  nimble_ln_expr *inside = NULL;
+  for (int i = 0; i < 2; i++) {
+    pos[i] = cp_add(c, cp_sub(c, cp_mul(c, idx[2 + i], cp_i(c, w.s[i])), cp_i(c, w.p[i])),
+                    cp_mul(c, kk[i], cp_i(c, w.d[i])));
+    nimble_ln_expr *in = band(c, nimble_ln_binary(c->A, NIMBLE_LN_GE, pos[i], cp_i(c, 0)), lt(c, pos[i], x->ext[2 + i]));
+    if (w.p[i] || w.p[i + 2]) inside = inside ? band(c, inside, in) : in;
+    pos[i] = clampi(c, pos[i], cp_sub(c, x->ext[2 + i], cp_i(c, 1)));
+  }
+  nimble_ln_expr *xi[4] = {idx[0], cp_add(c, cp_mul(c, grp, cg), nimble_ln_ref(c->A, ci)), pos[0], pos[1]};
+  nimble_ln_expr *wi[4] = {idx[1], nimble_ln_ref(c->A, ci), kk[0], kk[1]};
+  nimble_ln_expr *xv = cp_value(c, x, xi);
+  if (inside) xv = nimble_ln_select(c->A, inside, xv, nimble_ln_f32(c->A, 0));
+  nimble_ln_expr *prod = nimble_ln_binary(c->A, NIMBLE_LN_MUL, xv, cp_value(c, wt, wi));
+  nimble_ln_stmt *loop =
+      nimble_ln_assign(c->A, acc, nimble_ln_binary(c->A, NIMBLE_LN_ADD, nimble_ln_ref(c->A, acc), prod));
+  loop = cp_for(c, kw, wt->ext[3], NIMBLE_LN_SERIAL, 0, loop);
+  loop = cp_for(c, kh, wt->ext[2], NIMBLE_LN_SERIAL, 0, loop);
+  loop = cp_for(c, ci, cg, NIMBLE_LN_SERIAL, 0, loop);
+  nimble_ln_expr *fin = nimble_ln_ref(c->A, acc);
+  if (n->n_in == 3) {
+    nimble_ln_expr *bi[1] = {idx[1]};
+    fin = nimble_ln_binary(c->A, NIMBLE_LN_ADD, fin, cp_value(c, n->in[2], bi));
+  }
+  return nimble_ln_decl(c->A, acc, nimble_ln_f32(c->A, 0),
+                        nimble_ln_seq2(c->A, loop, nimble_ln_let(c->A, result, fin, body)));
+}
+
+static nimble_status_t shape_pool(cp_ctx *c, cp_node *n) {
+  cp_node *x = n->in[0];
+  window w;
+  if (x->rank != 4) return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "%s takes a rank-4 tensor", n->op->name);
+  if (x->type != NIMBLE_LN_F32) return nimble_status_make(NIMBLE_UNIMPLEMENTED, "%s on %s", n->op->name, nimble_dtype_name(x->dtype));
+  copy_type(n, x);
+  n->rank = 4;
+  n->ext[0] = x->ext[0];
+  n->ext[1] = x->ext[1];
+  if (!strcmp(n->op->name, "global_avg_pool2d")) {
+    n->ext[2] = n->ext[3] = cp_i(c, 1);
+    return nimble_ok();
+  }
+  if (!window_of(c, n, true, &w)) return nimble_ok();
+  bool ceil_mode = cp_attr_int(n, "ceil_mode") != 0;
+  for (int i = 0; i < 2; i++)
+    n->ext[2 + i] = out_extent(c, x->ext[2 + i], cp_i(c, w.k[i]), &w, i, ceil_mode, n->op->name);
+  return nimble_ok();
+}
+
+static nimble_ln_stmt *emit_pool(cp_ctx *c, cp_node *n, nimble_ln_expr *const *idx, nimble_ln_var *result,
+                                 nimble_ln_stmt *body) {
+  cp_node *x = n->in[0];
+  bool global = !strcmp(n->op->name, "global_avg_pool2d"), is_max = !strcmp(n->op->name, "max_pool2d");
+  window w;
+  memset(&w, 0, sizeof w);
+  if (global) {
+    w.s[0] = w.s[1] = w.d[0] = w.d[1] = 1;
+  } else if (!window_of(c, n, true, &w)) {
+    return NULL;
+  }
+  bool include_pad = !global && !is_max && cp_attr_int(n, "count_include_pad") != 0;
+  nimble_ln_var *kh = cp_var(c, "kh", NIMBLE_LN_I64), *kw = cp_var(c, "kw", NIMBLE_LN_I64);
+  nimble_ln_var *acc = cp_var(c, "acc", NIMBLE_LN_F32), *cnt = cp_var(c, "cnt", NIMBLE_LN_F32);
+  nimble_ln_expr *kk[2] = {nimble_ln_ref(c->A, kh), nimble_ln_ref(c->A, kw)};
+  nimble_ln_expr *pos[2], *inside = NULL, *counted = NULL;
+  for (int i = 0; i < 2; i++) {
+    pos[i] = cp_add(c, cp_sub(c, cp_mul(c, idx[2 + i], cp_i(c, w.s[i])), cp_i(c, w.p[i])),
+                    cp_mul(c, kk[i], cp_i(c, w.d[i])));
+    nimble_ln_expr *in = band(c, nimble_ln_binary(c->A, NIMBLE_LN_GE, pos[i], cp_i(c, 0)), lt(c, pos[i], x->ext[2 + i]));
+    inside = inside ? band(c, inside, in) : in;
+    /* count_include_pad counts the padded area, not what ceil_mode adds. */
+    nimble_ln_expr *inp = band(c, nimble_ln_binary(c->A, NIMBLE_LN_GE, pos[i], cp_i(c, -w.p[i])),
+                               lt(c, pos[i], cp_add(c, x->ext[2 + i], cp_i(c, w.p[i + 2]))));
+    counted = counted ? band(c, counted, inp) : inp;
+    pos[i] = clampi(c, pos[i], cp_sub(c, x->ext[2 + i], cp_i(c, 1)));
+  }
+  nimble_ln_expr *xi[4] = {idx[0], idx[1], pos[0], pos[1]};
+  nimble_ln_expr *xv = cp_value(c, x, xi);
+  nimble_ln_expr *ra = nimble_ln_ref(c->A, acc);
+  nimble_ln_stmt *upd;
+  if (is_max) {
+    upd = nimble_ln_assign(c->A, acc, nimble_ln_select(c->A, inside, nimble_ln_binary(c->A, NIMBLE_LN_MAX, ra, xv), ra));
+  } else {
+    upd = nimble_ln_seq2(
+        c->A,
+        nimble_ln_assign(c->A, acc, nimble_ln_binary(c->A, NIMBLE_LN_ADD, ra,
+                                                      nimble_ln_select(c->A, inside, xv, nimble_ln_f32(c->A, 0)))),
+        nimble_ln_assign(c->A, cnt,
+                         nimble_ln_binary(c->A, NIMBLE_LN_ADD, nimble_ln_ref(c->A, cnt),
+                                          nimble_ln_select(c->A, include_pad ? counted : inside,
+                                                           nimble_ln_f32(c->A, 1), nimble_ln_f32(c->A, 0)))));
+  }
+  nimble_ln_expr *k0 = global ? x->ext[2] : cp_i(c, w.k[0]), *k1 = global ? x->ext[3] : cp_i(c, w.k[1]);
+  nimble_ln_stmt *loop = cp_for(c, kw, k1, NIMBLE_LN_SERIAL, 0, upd);
+  loop = cp_for(c, kh, k0, NIMBLE_LN_SERIAL, 0, loop);
+  nimble_ln_expr *fin = is_max ? ra : nimble_ln_binary(c->A, NIMBLE_LN_DIV, ra,
+                                                       nimble_ln_binary(c->A, NIMBLE_LN_MAX, nimble_ln_ref(c->A, cnt),
+                                                                        nimble_ln_f32(c->A, 1)));
+  nimble_ln_stmt *s = nimble_ln_seq2(c->A, loop, nimble_ln_let(c->A, result, fin, body));
+  s = nimble_ln_decl(c->A, cnt, nimble_ln_f32(c->A, 0), s);
+  return nimble_ln_decl(c->A, acc, nimble_ln_f32(c->A, is_max ? -INFINITY : 0), s);
+}
+
+/* ---- softmax, log_softmax, layer_norm: row anchors ---- */
+
+static nimble_status_t shape_same_f32(cp_ctx *c, cp_node *n) {
+  cp_node *x = n->in[0];
+  if (x->type != NIMBLE_LN_F32) return nimble_status_make(NIMBLE_UNIMPLEMENTED, "%s on %s", n->op->name, nimble_dtype_name(x->dtype));
+  copy_type(n, x);
+  n->rank = x->rank;
+  for (int a = 0; a < x->rank; a++) n->ext[a] = x->ext[a];
+  if (!strcmp(n->op->name, "layer_norm"))
+    for (int i = 1; i < n->n_in; i++)
+      if (n->in[i]->rank > n->rank) return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "layer_norm: gamma/beta rank");
+  return nimble_ok();
+}
+
+/* Loops over the axes not in [from, to) around body, outermost chunked. */
+static nimble_ln_stmt *outer_loops(cp_ctx *c, cp_node *n, nimble_ln_var **v, int from, int to,
+                                   nimble_ln_expr *row_work, nimble_ln_stmt *body) {
+  int first = -1;
+  for (int a = n->rank - 1; a >= 0; a--) {
+    if (a >= from && a < to) continue;
+    body = cp_for(c, v[a], n->ext[a], NIMBLE_LN_SERIAL, 0, body);
+    first = a;
+  }
+  if (first >= 0 && c->opt.parallel) {
+    nimble_ln_expr *rest = cp_i(c, 1);
+    for (int a = first + 1; a < n->rank; a++)
+      if (a < from || a >= to) rest = cp_mul(c, rest, n->ext[a]);
+    body = nimble_ln_chunk(c->A, body, cp_rows_per_task(c, n->ext[first], cp_mul(c, rest, row_work)));
+  }
+  return body;
+}
+
+/* Nested loops over axes [from, to) around body; the innermost vectorized
+ * when it is the last axis. */
+static nimble_ln_stmt *inner_loops(cp_ctx *c, cp_node *n, nimble_ln_var **v, int from, int to, bool vec,
+                                   nimble_ln_stmt *body) {
+  for (int a = to - 1; a >= from; a--) {
+    bool vv = vec && a == n->rank - 1 && c->opt.vector_width > 1;
+    body = cp_for(c, v[a], n->ext[a], vv ? NIMBLE_LN_VECTORIZED : NIMBLE_LN_SERIAL, vv ? c->opt.vector_width : 0, body);
+  }
+  return body;
+}
+
+static nimble_ln_stmt *emit_softmax(cp_ctx *c, cp_node *n, nimble_ln_param *o) {
+  int ax;
+  if (!cp_axis(c, n, cp_attr_int(n, "axis"), n->rank, &ax)) return NULL;
+  bool lg = !strcmp(n->op->name, "log_softmax");
+  nimble_ln_var *v[CP_MAX_RANK];
+  nimble_ln_expr *idx[CP_MAX_RANK];
+  for (int a = 0; a < n->rank; a++) {
+    v[a] = cp_var(c, "i", NIMBLE_LN_I64);
+    idx[a] = nimble_ln_ref(c->A, v[a]);
+  }
+  nimble_ln_var *m = cp_var(c, "max", NIMBLE_LN_F32), *s = cp_var(c, "sum", NIMBLE_LN_F32);
+  nimble_ln_expr *x = cp_value(c, n->in[0], idx);
+  nimble_ln_expr *sh = nimble_ln_binary(c->A, NIMBLE_LN_SUB, x, nimble_ln_ref(c->A, m));
+  nimble_ln_expr *e = nimble_ln_unary(c->A, NIMBLE_LN_EXP, sh);
+  nimble_ln_stmt *maxl = inner_loops(c, n, v, ax, ax + 1, false,
+      nimble_ln_assign(c->A, m, nimble_ln_binary(c->A, NIMBLE_LN_MAX, nimble_ln_ref(c->A, m), x)));
+  nimble_ln_stmt *suml = inner_loops(c, n, v, ax, ax + 1, true,
+      nimble_ln_assign(c->A, s, nimble_ln_binary(c->A, NIMBLE_LN_ADD, nimble_ln_ref(c->A, s), e)));
+  nimble_ln_expr *val = lg ? nimble_ln_binary(c->A, NIMBLE_LN_SUB, sh, nimble_ln_unary(c->A, NIMBLE_LN_LOG, nimble_ln_ref(c->A, s)))
+                           : nimble_ln_binary(c->A, NIMBLE_LN_DIV, e, nimble_ln_ref(c->A, s));
+  nimble_ln_stmt *wr = inner_loops(c, n, v, ax, ax + 1, true,
+                                   nimble_ln_store(c->A, o, nimble_ln_flat_index(c->A, o, idx), val));
+  nimble_ln_stmt *row = nimble_ln_decl(
+      c->A, m, nimble_ln_f32(c->A, -INFINITY),
+      nimble_ln_seq2(c->A, maxl, nimble_ln_decl(c->A, s, nimble_ln_f32(c->A, 0), nimble_ln_seq2(c->A, suml, wr))));
+  return outer_loops(c, n, v, ax, ax + 1, cp_mul(c, n->ext[ax], cp_i(c, 3)), row);
+}
+
+static nimble_ln_stmt *emit_layer_norm(cp_ctx *c, cp_node *n, nimble_ln_param *o) {
+  int ax;
+  if (!cp_axis(c, n, cp_attr_int(n, "axis"), n->rank, &ax)) return NULL;
+  double eps = cp_attr_float(n, "epsilon");
+  nimble_ln_var *v[CP_MAX_RANK];
+  nimble_ln_expr *idx[CP_MAX_RANK];
+  for (int a = 0; a < n->rank; a++) {
+    v[a] = cp_var(c, "i", NIMBLE_LN_I64);
+    idx[a] = nimble_ln_ref(c->A, v[a]);
+  }
+  nimble_ln_expr *count = cp_convert(c, cp_product(c, n->ext, ax, n->rank), NIMBLE_LN_F32);
+  nimble_ln_var *s = cp_var(c, "sum", NIMBLE_LN_F32), *q = cp_var(c, "sq", NIMBLE_LN_F32);
+  nimble_ln_var *mean = cp_var(c, "mean", NIMBLE_LN_F32), *rstd = cp_var(c, "rstd", NIMBLE_LN_F32);
+  nimble_ln_expr *x = cp_value(c, n->in[0], idx);
+  nimble_ln_stmt *suml = inner_loops(c, n, v, ax, n->rank, true,
+      nimble_ln_assign(c->A, s, nimble_ln_binary(c->A, NIMBLE_LN_ADD, nimble_ln_ref(c->A, s), x)));
+  nimble_ln_expr *dx = nimble_ln_binary(c->A, NIMBLE_LN_SUB, x, nimble_ln_ref(c->A, mean));
+  nimble_ln_stmt *sql = inner_loops(c, n, v, ax, n->rank, true,
+      nimble_ln_assign(c->A, q, nimble_ln_binary(c->A, NIMBLE_LN_ADD, nimble_ln_ref(c->A, q),
+                                                 nimble_ln_binary(c->A, NIMBLE_LN_MUL, dx, dx))));
+  nimble_ln_expr *val = nimble_ln_binary(c->A, NIMBLE_LN_MUL, dx, nimble_ln_ref(c->A, rstd));
+  for (int i = 1; i < n->n_in; i++) {
+    nimble_ln_expr *gi[CP_MAX_RANK];
+    cp_broadcast_index(c, n->in[i], n, idx, gi);
+    nimble_ln_expr *gv = cp_value(c, n->in[i], gi);
+    val = nimble_ln_binary(c->A, i == 1 ? NIMBLE_LN_MUL : NIMBLE_LN_ADD, val, gv);
+  }
+  for (int i = 1; i < n->n_in; i++)
+    for (int a = 0; a < n->in[i]->rank; a++)
+      cp_check(c, cp_eq(c, n->in[i]->ext[a], n->ext[n->rank - n->in[i]->rank + a]),
+               "layer_norm: %s axis %d differs from the input's", i == 1 ? "gamma" : "beta", a);
+  nimble_ln_stmt *wr = inner_loops(c, n, v, ax, n->rank, true,
+                                   nimble_ln_store(c->A, o, nimble_ln_flat_index(c->A, o, idx), val));
+  nimble_ln_expr *var = nimble_ln_binary(c->A, NIMBLE_LN_DIV, nimble_ln_ref(c->A, q), nimble_ln_binary(c->A, NIMBLE_LN_MAX, count, nimble_ln_f32(c->A, 1)));
+  nimble_ln_stmt *after_sq = nimble_ln_let(
+      c->A, rstd,
+      nimble_ln_binary(c->A, NIMBLE_LN_DIV, nimble_ln_f32(c->A, 1),
+                       nimble_ln_unary(c->A, NIMBLE_LN_SQRT, nimble_ln_binary(c->A, NIMBLE_LN_ADD, var, nimble_ln_f32(c->A, eps)))),
+      wr);
+  nimble_ln_stmt *after_sum = nimble_ln_let(
+      c->A, mean,
+      nimble_ln_binary(c->A, NIMBLE_LN_DIV, nimble_ln_ref(c->A, s), nimble_ln_binary(c->A, NIMBLE_LN_MAX, count, nimble_ln_f32(c->A, 1))),
+      nimble_ln_decl(c->A, q, nimble_ln_f32(c->A, 0), nimble_ln_seq2(c->A, sql, after_sq)));
+  nimble_ln_stmt *row = nimble_ln_decl(c->A, s, nimble_ln_f32(c->A, 0), nimble_ln_seq2(c->A, suml, after_sum));
+  return outer_loops(c, n, v, ax, n->rank, cp_mul(c, cp_product(c, n->ext, ax, n->rank), cp_i(c, 3)), row);
+}
+
+/* ---- batch_norm (inference): element-wise given the statistics ---- */
+
+static nimble_status_t shape_batch_norm(cp_ctx *c, cp_node *n) {
+  NIMBLE_RETURN_IF_ERROR(shape_same_f32(c, n));
+  int ax;
+  if (!cp_axis(c, n, cp_attr_int(n, "axis"), n->rank, &ax)) return nimble_ok();
+  for (int i = 1; i < 5; i++) {
+    if (n->in[i]->rank != 1) return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "batch_norm: input %d must be 1-D", i);
+    cp_check(c, cp_eq(c, n->in[i]->ext[0], n->ext[ax]), "batch_norm: input %d length != channels", i);
+  }
+  return nimble_ok();
+}
+
+static nimble_ln_expr *value_batch_norm(cp_ctx *c, cp_node *n, nimble_ln_expr *const *idx) {
+  int ax;
+  if (!cp_axis(c, n, cp_attr_int(n, "axis"), n->rank, &ax)) return NULL;
+  nimble_ln_expr *ci[1] = {idx[ax]};
+  nimble_ln_expr *x = cp_value(c, n->in[0], idx);
+  nimble_ln_expr *scale = cp_value(c, n->in[1], ci), *bias = cp_value(c, n->in[2], ci);
+  nimble_ln_expr *mean = cp_value(c, n->in[3], ci), *var = cp_value(c, n->in[4], ci);
+  nimble_ln_expr *den = nimble_ln_unary(c->A, NIMBLE_LN_SQRT,
+                                        nimble_ln_binary(c->A, NIMBLE_LN_ADD, var, nimble_ln_f32(c->A, cp_attr_float(n, "epsilon"))));
+  nimble_ln_expr *y = nimble_ln_binary(c->A, NIMBLE_LN_DIV, nimble_ln_binary(c->A, NIMBLE_LN_SUB, x, mean), den);
+  return nimble_ln_binary(c->A, NIMBLE_LN_ADD, nimble_ln_binary(c->A, NIMBLE_LN_MUL, y, scale), bias);
+}
+
+const cp_def cp_defs_nn[] = {
+    {"dense", CP_ANCHOR_POINT, shape_dense, NULL, emit_dense, NULL},
+    {"matmul", CP_ANCHOR_POINT, shape_matmul, NULL, emit_matmul, NULL},
+    {"conv2d", CP_ANCHOR_POINT, shape_conv2d, NULL, emit_conv2d, NULL},
+    {"max_pool2d", CP_ANCHOR_POINT, shape_pool, NULL, emit_pool, NULL},
+    {"avg_pool2d", CP_ANCHOR_POINT, shape_pool, NULL, emit_pool, NULL},
+    {"global_avg_pool2d", CP_ANCHOR_POINT, shape_pool, NULL, emit_pool, NULL},
+    {"softmax", CP_ANCHOR_ROW, shape_same_f32, NULL, NULL, emit_softmax},
+    {"log_softmax", CP_ANCHOR_ROW, shape_same_f32, NULL, NULL, emit_softmax},
+    {"layer_norm", CP_ANCHOR_ROW, shape_same_f32, NULL, NULL, emit_layer_norm},
+    {"batch_norm", CP_INJECTIVE, shape_batch_norm, value_batch_norm, NULL, NULL},
+};
+const int cp_defs_nn_count = (int)(sizeof cp_defs_nn / sizeof cp_defs_nn[0]);

@@ -1,0 +1,529 @@
+/* nimble_compute_primitive and nimble_compute_shape_func: from one fused
+ * primitive function to one loop-nest kernel.
+ *
+ * The function's body (nested operator calls, possibly through `let`s)
+ * becomes a graph of cp_nodes. Each node knows its extents as i64
+ * expressions: constants where the parameters' annotations are static,
+ * shape(param, axis) reads otherwise (the same symbolic dim variable maps
+ * to one expression, checked at run time), derived through each
+ * operator's shape rule. The kernel is then one loop nest over the root's
+ * output indices whose body stores cp_value(root, idx): injective
+ * operators are index arithmetic, and the one anchor (a reduction, dense,
+ * conv...) is computed per output element around the store. Row anchors
+ * (softmax, layer norm) emit the whole body themselves.
+ *
+ * The shape function reuses the same graph with every parameter extent
+ * read from a 1-D int64 shape argument instead of a DLTensor. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compute_internal.h"
+
+nimble_compute_options_t nimble_compute_default_options(void) {
+  nimble_compute_options_t o;
+  memset(&o, 0, sizeof o);
+  o.vector_width = 8;
+  o.parallel = true;
+  o.use_sgemm = true;
+  return o;
+}
+
+const cp_def *cp_find_def(const char *op) {
+  static const struct {
+    const cp_def *defs;
+    const int *count;
+  } families[] = {
+      {cp_defs_elementwise, &cp_defs_elementwise_count}, {cp_defs_transform, &cp_defs_transform_count},
+      {cp_defs_reduce, &cp_defs_reduce_count},           {cp_defs_nn, &cp_defs_nn_count},
+      {cp_defs_create, &cp_defs_create_count},
+  };
+  for (size_t f = 0; f < sizeof families / sizeof families[0]; f++)
+    for (int i = 0; i < *families[f].count; i++)
+      if (strcmp(families[f].defs[i].op, op) == 0) return &families[f].defs[i];
+  return NULL;
+}
+
+bool nimble_compute_supports_op(const char *op_name) { return op_name && cp_find_def(op_name) != NULL; }
+
+bool nimble_compute_kernel_symbol(const char *primitive, char *buf, size_t size) {
+  static const char hex[] = "0123456789abcdef";
+  size_t o = 0;
+  if (!primitive || !buf || size == 0) return false;
+  for (const unsigned char *p = (const unsigned char *)primitive; *p; p++) {
+    char tmp[4];
+    size_t n = 0;
+    if (*p == '.') {
+      tmp[n++] = '_';
+      tmp[n++] = '_';
+    } else if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_') {
+      tmp[n++] = (char)*p;
+    } else {
+      tmp[n++] = '_';
+      tmp[n++] = hex[*p >> 4];
+      tmp[n++] = hex[*p & 15];
+    }
+    if (o + n >= size) return false;
+    memcpy(buf + o, tmp, n);
+    o += n;
+  }
+  if (o == 0 || (buf[0] >= '0' && buf[0] <= '9')) return false;
+  buf[o] = '\0';
+  return true;
+}
+
+/* Variables bound in the body: params and lets, mapped to nodes. */
+typedef struct cp_binding {
+  const nimble_expr *var;
+  cp_node *node;
+} cp_binding;
+
+typedef struct cp_graph {
+  cp_binding bind[256];
+  int n_bind;
+  int n_calls;
+} cp_graph;
+
+static cp_node *new_node(cp_ctx *c, cp_node_kind_t kind, const nimble_expr *e) {
+  cp_node *n = nimble_ln_arena_alloc(c->A, sizeof *n);
+  if (!n) return cp_fail(c, NIMBLE_RESOURCE_EXHAUSTED, "%s: out of memory", c->prim);
+  n->kind = kind;
+  n->expr = e;
+  return n;
+}
+
+static cp_node *lookup(cp_graph *g, const nimble_expr *var) {
+  for (int i = g->n_bind - 1; i >= 0; i--)
+    if (g->bind[i].var == var) return g->bind[i].node;
+  return NULL;
+}
+
+static cp_node *build(cp_ctx *c, cp_graph *g, const nimble_expr *e, int depth);
+
+static cp_node *build_const(cp_ctx *c, const nimble_expr *e) {
+  const nimble_const_tensor_t *t = &e->u.constant;
+  if (t->num_elements != 1)
+    return cp_fail(c, NIMBLE_UNIMPLEMENTED, "%s: a constant of %zu elements inside the primitive (only scalars "
+                   "are inlined)", c->prim, t->num_elements);
+  if (t->rank > CP_MAX_RANK) return cp_fail(c, NIMBLE_UNIMPLEMENTED, "%s: constant of rank %zu", c->prim, t->rank);
+  cp_node *n = new_node(c, CP_CONST, e);
+  if (!n) return NULL;
+  if (!cp_ln_type(t->dtype, &n->type, &(bool){false}))
+    return cp_fail(c, NIMBLE_UNIMPLEMENTED, "%s: constant of dtype %s", c->prim, nimble_dtype_name(t->dtype));
+  n->dtype = t->dtype;
+  n->rank = (int)t->rank;
+  for (int a = 0; a < n->rank; a++) n->ext[a] = cp_i(c, 1);
+  double v = 0;
+  switch (t->dtype) {
+  case NIMBLE_DTYPE_FLOAT32: { float f; memcpy(&f, t->data, 4); v = f; break; }
+  case NIMBLE_DTYPE_INT64: { int64_t i; memcpy(&i, t->data, 8); n->cval = nimble_ln_i64(c->A, i); return n; }
+  case NIMBLE_DTYPE_INT32: { int32_t i; memcpy(&i, t->data, 4); v = i; break; }
+  case NIMBLE_DTYPE_BOOL: { uint8_t b; memcpy(&b, t->data, 1); v = b != 0; break; }
+  default: break;
+  }
+  n->cval = cp_const_of(c, n->type, v);
+  return n;
+}
+
+static cp_node *build_call(cp_ctx *c, cp_graph *g, const nimble_expr *e, int depth) {
+  const nimble_expr *callee = e->u.call.callee;
+  if (callee->kind != NIMBLE_EXPR_OP)
+    return cp_fail(c, NIMBLE_UNIMPLEMENTED, "%s: only operator calls can be computed in a primitive", c->prim);
+  const nimble_op *op = callee->u.op.op;
+  const cp_def *def = cp_find_def(op->name);
+  if (!def)
+    return cp_fail(c, NIMBLE_UNIMPLEMENTED, "%s: operator '%s' has no compute definition", c->prim, op->name);
+  if (e->u.call.num_args > CP_MAX_IN)
+    return cp_fail(c, NIMBLE_UNIMPLEMENTED, "%s: '%s' with %zu inputs (at most %d)", c->prim, op->name,
+                   e->u.call.num_args, CP_MAX_IN);
+  if (++g->n_calls > 256) return cp_fail(c, NIMBLE_UNIMPLEMENTED, "%s: more than 256 operator calls", c->prim);
+  cp_node *n = new_node(c, CP_CALL, e);
+  if (!n) return NULL;
+  n->op = op;
+  n->attrs = &e->u.call.attrs;
+  n->def = def;
+  n->n_in = (int)e->u.call.num_args;
+  for (int i = 0; i < n->n_in; i++) {
+    n->in[i] = build(c, g, e->u.call.args[i], depth + 1);
+    if (!n->in[i]) return NULL;
+    n->in[i]->uses++;
+  }
+  nimble_status_t s = def->shape(c, n);
+  if (s) {
+    if (!c->err) c->err = nimble_status_annotate(s, "%s: operator '%s'", c->prim, op->name);
+    else nimble_status_free(s);
+    return NULL;
+  }
+  if (c->err) return NULL;
+  if (n->rank > CP_MAX_RANK || n->rank > NIMBLE_LN_MAX_RANK)
+    return cp_fail(c, NIMBLE_UNIMPLEMENTED, "%s: '%s' of rank %d", c->prim, op->name, n->rank);
+  if (def->cls != CP_INJECTIVE) {
+    if (c->anchor)
+      return cp_fail(c, NIMBLE_UNIMPLEMENTED, "%s: two anchors in one primitive ('%s' and '%s')", c->prim,
+                     c->anchor->op->name, op->name);
+    c->anchor = n;
+  }
+  return n;
+}
+
+static cp_node *build(cp_ctx *c, cp_graph *g, const nimble_expr *e, int depth) {
+  if (c->err) return NULL;
+  if (depth > 200) return cp_fail(c, NIMBLE_UNIMPLEMENTED, "%s: nesting deeper than 200", c->prim);
+  switch (e->kind) {
+  case NIMBLE_EXPR_VAR: {
+    cp_node *n = lookup(g, e);
+    if (!n) return cp_fail(c, NIMBLE_INVALID_ARGUMENT, "%s: unbound variable %%%s", c->prim, e->u.var.name);
+    return n;
+  }
+  case NIMBLE_EXPR_CONSTANT: return build_const(c, e);
+  case NIMBLE_EXPR_CALL: return build_call(c, g, e, depth);
+  case NIMBLE_EXPR_LET: {
+    /* A chain of lets, walked iteratively. */
+    const nimble_expr *cur = e;
+    while (cur->kind == NIMBLE_EXPR_LET) {
+      cp_node *v = build(c, g, cur->u.let.value, depth + 1);
+      if (!v) return NULL;
+      if (g->n_bind >= (int)(sizeof g->bind / sizeof g->bind[0]))
+        return cp_fail(c, NIMBLE_UNIMPLEMENTED, "%s: too many let bindings", c->prim);
+      g->bind[g->n_bind].var = cur->u.let.var;
+      g->bind[g->n_bind++].node = v;
+      cur = cur->u.let.body;
+    }
+    return build(c, g, cur, depth + 1);
+  }
+  default:
+    return cp_fail(c, NIMBLE_UNIMPLEMENTED, "%s: a primitive body may only hold operator calls, lets, "
+                   "variables and constants", c->prim);
+  }
+}
+
+/* Extent of a parameter's axis: the annotation's constant (checked at run
+ * time), the expression already given to the same symbolic dim (checked
+ * equal), or the run-time read. */
+static nimble_ln_expr *param_extent(cp_ctx *c, int pi, nimble_ln_param *p, int axis, nimble_dim_t d,
+                                    const char *pname) {
+  nimble_ln_expr *read = c->shape_mode && !c->shape_values ? nimble_ln_load(c->A, c->shape_params[pi], cp_i(c, axis))
+                                       : nimble_ln_shape(c->A, p, axis);
+  if (d.kind == NIMBLE_DIM_CONST) {
+    cp_check(c, cp_eq(c, read, cp_i(c, d.value)), "parameter %%%s axis %d: extent is not %lld", pname, axis,
+             (long long)d.value);
+    return cp_i(c, d.value);
+  }
+  if (d.kind == NIMBLE_DIM_VAR) {
+    for (int i = 0; i < c->n_dimvars; i++)
+      if (c->dimvar_id[i] == d.var_id) {
+        cp_check(c, cp_eq(c, read, c->dimvar_ext[i]), "parameter %%%s axis %d: extent differs from dim '%s'",
+                 pname, axis, d.name ? d.name : "?");
+        return c->dimvar_ext[i];
+      }
+    if (c->n_dimvars < CP_MAX_DIMVARS) {
+      c->dimvar_id[c->n_dimvars] = d.var_id;
+      c->dimvar_ext[c->n_dimvars++] = read;
+    }
+  }
+  return read;
+}
+
+/* The most demanding shape-function kind of the operators in e. */
+static nimble_shape_fn_kind_t body_shape_kind(const nimble_expr *e, int depth) {
+  nimble_shape_fn_kind_t k = NIMBLE_SHAPE_DATA_INDEPENDENT, j;
+  if (!e || depth > 300) return k;
+  switch (e->kind) {
+  case NIMBLE_EXPR_CALL:
+    if (e->u.call.callee->kind == NIMBLE_EXPR_OP) k = e->u.call.callee->u.op.op->shape_kind;
+    for (size_t i = 0; i < e->u.call.num_args; i++)
+      if ((j = body_shape_kind(e->u.call.args[i], depth + 1)) > k) k = j;
+    return k;
+  case NIMBLE_EXPR_LET:
+    for (; e->kind == NIMBLE_EXPR_LET; e = e->u.let.body)
+      if ((j = body_shape_kind(e->u.let.value, depth + 1)) > k) k = j;
+    if ((j = body_shape_kind(e, depth + 1)) > k) k = j;
+    return k;
+  default: return k;
+  }
+}
+
+/* Parses the function into the graph; adds the kernel's input params. */
+static cp_node *build_graph(cp_ctx *c, const nimble_module *m, const char *name, cp_graph *g) {
+  const nimble_expr *fn = nimble_module_find_func(m, name);
+  if (!fn) return cp_fail(c, NIMBLE_NOT_FOUND, "no global function @\"%s\"", name);
+  if (fn->kind != NIMBLE_EXPR_FUNC)
+    return cp_fail(c, NIMBLE_INVALID_ARGUMENT, "@\"%s\" is not a function", name);
+  size_t np = fn->u.func.num_params;
+  if (c->shape_mode) {
+    nimble_shape_fn_kind_t kind = body_shape_kind(fn->u.func.body, 0);
+    /* Data-dependent and upper-bound shape functions take the inputs
+     * themselves (an upper bound's is the bound: the kernel reports the
+     * real shape). */
+    c->shape_values = kind != NIMBLE_SHAPE_DATA_INDEPENDENT;
+  }
+  if (np + 1 > NIMBLE_LN_MAX_PARAMS)
+    return cp_fail(c, NIMBLE_UNIMPLEMENTED, "%s: %zu parameters (a kernel takes at most %d arguments)", name, np,
+                   NIMBLE_LN_MAX_PARAMS);
+  for (size_t i = 0; i < np; i++) {
+    const nimble_expr *v = fn->u.func.params[i];
+    const nimble_type *t = v->u.var.annotation;
+    if (!t || t->kind != NIMBLE_TYPE_TENSOR)
+      return cp_fail(c, NIMBLE_INVALID_ARGUMENT, "%s: parameter %%%s is not annotated with a tensor type", name,
+                     v->u.var.name);
+    cp_node *n = new_node(c, CP_PARAM, v);
+    if (!n) return NULL;
+    bool is_bool;
+    if (!cp_ln_type(t->u.tensor.dtype, &n->type, &is_bool) || is_bool)
+      return cp_fail(c, NIMBLE_UNIMPLEMENTED, "%s: parameter %%%s has dtype %s (kernels take float32, int32 and "
+                     "int64 tensors)", name, v->u.var.name, nimble_dtype_name(t->u.tensor.dtype));
+    if (t->u.tensor.rank > CP_MAX_RANK)
+      return cp_fail(c, NIMBLE_UNIMPLEMENTED, "%s: parameter %%%s has rank %zu (at most %d)", name,
+                     v->u.var.name, t->u.tensor.rank, CP_MAX_RANK);
+    n->dtype = t->u.tensor.dtype;
+    n->rank = (int)t->u.tensor.rank;
+    n->param_index = (int)i;
+    if (c->shape_mode && !c->shape_values) {
+      char pn[96];
+      snprintf(pn, sizeof pn, "%s_shape", v->u.var.name);
+      c->shape_params[i] = nimble_ln_kernel_add_param(c->k, pn, NIMBLE_LN_I64, 1, 0);
+      if (c->shape_params[i])
+        cp_check(c, cp_eq(c, nimble_ln_shape(c->A, c->shape_params[i], 0), cp_i(c, n->rank)),
+                 "shape of %%%s: expected %d extents", v->u.var.name, n->rank);
+    } else {
+      n->param = nimble_ln_kernel_add_param(c->k, v->u.var.name, n->type, n->rank, 0);
+    }
+    for (int a = 0; a < n->rank; a++)
+      n->ext[a] = param_extent(c, (int)i, n->param, a, t->u.tensor.dims[a], v->u.var.name);
+    g->bind[g->n_bind].var = v;
+    g->bind[g->n_bind++].node = n;
+  }
+  if (c->err) return NULL;
+  cp_node *root = build(c, g, fn->u.func.body, 0);
+  if (!root) return NULL;
+  if (root->kind != CP_CALL)
+    return cp_fail(c, NIMBLE_UNIMPLEMENTED, "%s: the body computes nothing (a parameter or constant)", name);
+  if (root->type == NIMBLE_LN_BOOL && !c->shape_mode)
+    return cp_fail(c, NIMBLE_UNIMPLEMENTED, "%s: a bool result ('%s'); kernels store float32, int32 and int64",
+                   name, root->op->name);
+  return root;
+}
+
+static nimble_status_t setup(cp_ctx *c, const char *name, const nimble_compute_options_t *options,
+                             nimble_ln_arena *arena, bool shape_mode, const char *suffix) {
+  memset(c, 0, sizeof *c);
+  c->A = arena;
+  c->opt = options ? *options : nimble_compute_default_options();
+  if (c->opt.vector_width <= 0) c->opt.vector_width = 8;
+  c->prim = name;
+  c->shape_mode = shape_mode;
+  char kname[256], base[224];
+  if (c->opt.kernel_name) {
+    snprintf(base, sizeof base, "%s", c->opt.kernel_name);
+  } else if (!nimble_compute_kernel_symbol(name, base, sizeof base)) {
+    return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "kernel name of '%s' is too long", name);
+  }
+  int len = snprintf(kname, sizeof kname, "%s%s", base, suffix);
+  if (len < 0 || (size_t)len >= sizeof kname)
+    return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "kernel name of '%s' is too long", name);
+  c->k = nimble_ln_kernel_create(arena, kname);
+  if (!c->k) return nimble_ln_arena_status(arena);
+  return nimble_ok();
+}
+
+static nimble_status_t finish(cp_ctx *c, nimble_ln_stmt *body, nimble_ln_kernel **out) {
+  if (c->err) {
+    nimble_status_t s = c->err;
+    c->err = NULL;
+    return s;
+  }
+  c->checks[c->n_checks] = body;
+  nimble_ln_kernel_set_body(c->k, nimble_ln_seq(c->A, c->checks, (size_t)c->n_checks + 1));
+  NIMBLE_RETURN_IF_ERROR_CTX(nimble_ln_kernel_validate(c->k), "compute of '%s'", c->prim);
+  *out = c->k;
+  return nimble_ok();
+}
+
+/* The loop nest over the root's output for injective roots and point
+ * anchors. */
+nimble_ln_stmt *cp_gemm_sgemm(cp_ctx *c, cp_node *n, nimble_ln_param *o);
+
+/* from_out: the anchor's value was already stored into the output (by
+ * sgemm); the nest applies the epilogue in place. Only valid when the
+ * epilogue reads the anchor at the very index it writes; NULL otherwise. */
+static nimble_ln_stmt *emit_nest(cp_ctx *c, cp_node *root, nimble_ln_param *o, bool from_out) {
+  int R = root->rank;
+  nimble_ln_var *d[CP_MAX_RANK];
+  nimble_ln_expr *idx[CP_MAX_RANK];
+  for (int a = 0; a < R; a++) {
+    d[a] = cp_var(c, "i", NIMBLE_LN_I64);
+    idx[a] = nimble_ln_ref(c->A, d[a]);
+  }
+  cp_node *anchor = c->anchor;
+  c->anchor_used = 0;
+  if (anchor) c->anchor_var = cp_var(c, anchor->op->name, anchor->type);
+  nimble_ln_expr *value = cp_convert(c, cp_value(c, root, idx), root->type);
+  if (c->err) return NULL;
+  nimble_ln_stmt *body = nimble_ln_store(c->A, o, R ? nimble_ln_flat_index(c->A, o, idx) : cp_i(c, 0), value);
+  if (anchor) {
+    if (!c->anchor_used)
+      return cp_fail(c, NIMBLE_INTERNAL, "%s: the anchor '%s' does not reach the output", c->prim,
+                     anchor->op->name);
+    if (from_out) {
+      if (anchor->rank != R) return NULL;
+      for (int a = 0; a < R; a++)
+        if (c->anchor_idx[a] != idx[a]) return NULL;
+      body = nimble_ln_let(c->A, c->anchor_var, nimble_ln_load(c->A, o, nimble_ln_flat_index(c->A, o, idx)), body);
+      anchor = NULL; /* schedule as element-wise */
+    } else {
+      body = anchor->def->emit(c, anchor, c->anchor_idx, c->anchor_var, body);
+    }
+    if (c->err) return NULL;
+  }
+  if (R == 0) return body;
+  int w = c->opt.vector_width;
+  nimble_ln_stmt *inner = cp_for(c, d[R - 1], root->ext[R - 1], NIMBLE_LN_SERIAL, 0, body);
+  nimble_ln_expr *row_work = cp_product(c, root->ext, 1, R);
+  if (anchor) {
+    /* The anchor's own loops are the vector work; output loops stay serial. */
+    row_work = cp_mul(c, row_work, cp_i(c, 64));
+  } else if (w > 1) {
+    int64_t inner_ext;
+    bool tiny = cp_const_i(root->ext[R - 1], &inner_ext) && inner_ext < w;
+    if (!tiny) {
+      inner = nimble_ln_split(c->A, inner, w, NIMBLE_LN_VECTORIZED, w);
+      if (!inner) return NULL;
+      bool have = false;
+      for (int i = 0; i < c->k->n_specs; i++) have |= c->k->specs[i].param == o;
+      if (!have) nimble_ln_kernel_specialize(c->k, o, R - 1, w);
+      if (R == 1) {
+        nimble_ln_stmt *blocks = inner->stmts[0];
+        if (c->opt.parallel)
+          blocks = nimble_ln_chunk(c->A, blocks, cp_rows_per_task(c, blocks->end, cp_i(c, w)));
+        return nimble_ln_seq2(c->A, blocks, inner->stmts[1]);
+      }
+    }
+  }
+  nimble_ln_stmt *nest = inner;
+  for (int a = R - 2; a >= 0; a--) nest = cp_for(c, d[a], root->ext[a], NIMBLE_LN_SERIAL, 0, nest);
+  if (c->opt.parallel) nest = nimble_ln_chunk(c->A, nest, cp_rows_per_task(c, root->ext[0], row_work));
+  return nest;
+}
+
+nimble_status_t nimble_compute_primitive(const nimble_module *m, const char *name,
+                                         const nimble_compute_options_t *options, nimble_ln_arena *arena,
+                                         nimble_ln_kernel **out) {
+  if (!m || !name || !arena || !out)
+    return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "nimble_compute_primitive: NULL argument");
+  *out = NULL;
+  cp_ctx c;
+  NIMBLE_RETURN_IF_ERROR(setup(&c, name, options, arena, false, ""));
+  cp_graph *g = calloc(1, sizeof *g);
+  if (!g) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "%s: out of memory", name);
+  cp_node *root = build_graph(&c, m, name, g);
+  free(g);
+  nimble_ln_stmt *body = NULL;
+  if (root && !strcmp(root->op->name, "nonzero")) {
+    /* Upper bound: out is allocated at [rank, numel]; the kernel writes
+     * the indices compactly as [rank, count] and the real shape into an
+     * extra int64 [2] output. */
+    nimble_ln_param *o = nimble_ln_kernel_add_param(c.k, "out", NIMBLE_LN_I64, 2, 1);
+    nimble_ln_param *so = nimble_ln_kernel_add_param(c.k, "out_shape", NIMBLE_LN_I64, 1, 1);
+    if (o && so) body = cp_emit_nonzero(&c, root, o, so);
+    root = NULL;
+  }
+  if (root && !strcmp(root->op->name, "topk")) {
+    nimble_ln_param *ov = nimble_ln_kernel_add_param(c.k, "values", root->type, root->rank, 1);
+    nimble_ln_param *oi = nimble_ln_kernel_add_param(c.k, "indices", NIMBLE_LN_I64, root->rank, 1);
+    for (int a = 0; a < root->rank && ov && oi; a++) {
+      cp_check(&c, cp_eq(&c, root->ext[a], nimble_ln_shape(arena, ov, a)), "output 0 axis %d: extent differs from the computed shape", a);
+      cp_check(&c, cp_eq(&c, root->ext[a], nimble_ln_shape(arena, oi, a)), "output 1 axis %d: extent differs from the computed shape", a);
+    }
+    if (ov && oi) body = cp_emit_topk(&c, root, ov, oi);
+    root = NULL;
+  }
+  if (root && !strcmp(root->op->name, "split")) {
+    /* A tuple of parts: one output and one nest per part. */
+    cp_node *parts[CP_MAX_OUTPUTS];
+    nimble_ln_stmt *nests[CP_MAX_OUTPUTS];
+    int k = 0;
+    if (cp_split_parts(&c, root, parts, &k)) {
+      for (int p = 0; p < k && !c.err; p++) {
+        char pn[16];
+        snprintf(pn, sizeof pn, "out%d", p);
+        nimble_ln_param *o = nimble_ln_kernel_add_param(c.k, pn, root->type, root->rank, 1);
+        for (int a = 0; a < root->rank && o; a++)
+          cp_check(&c, cp_eq(&c, parts[p]->ext[a], nimble_ln_shape(arena, o, a)),
+                   "output %d axis %d: extent differs from the computed shape", p, a);
+        nests[p] = o ? emit_nest(&c, parts[p], o, false) : NULL;
+      }
+      if (!c.err) body = nimble_ln_seq(arena, nests, (size_t)k);
+    }
+    root = NULL;
+  }
+  if (root) {
+    nimble_ln_param *o = nimble_ln_kernel_add_param(c.k, "out", root->type, root->rank, 1);
+    for (int a = 0; a < root->rank && o; a++)
+      cp_check(&c, cp_eq(&c, root->ext[a], nimble_ln_shape(arena, o, a)),
+               "output axis %d: extent differs from the computed shape", a);
+    if (c.anchor && c.anchor->def->cls == CP_ANCHOR_ROW) {
+      if (c.anchor != root)
+        cp_fail(&c, NIMBLE_UNIMPLEMENTED, "%s: '%s' must be the primitive's result to be computed", name,
+                c.anchor->op->name);
+      else
+        body = root->def->emit_root(&c, root, o);
+    } else {
+      body = emit_nest(&c, root, o, false);
+      nimble_ln_stmt *sg = body && c.anchor && c.opt.use_sgemm ? cp_gemm_sgemm(&c, c.anchor, o) : NULL;
+      if (sg) {
+        /* env->sgemm when the runtime has one (and the sizes are non-empty),
+         * then the epilogue in place; the own loops otherwise. */
+        nimble_ln_stmt *epi = root == c.anchor ? NULL : emit_nest(&c, root, o, true);
+        if (root == c.anchor || epi) {
+          const nimble_ln_sgemm_desc_t *d = &sg->sgemm;
+          nimble_ln_expr *cond = nimble_ln_has_sgemm(arena);
+          nimble_ln_expr *dims[3] = {d->m, d->n, d->k};
+          for (int i = 0; i < 3; i++)
+            cond = nimble_ln_binary(arena, NIMBLE_LN_AND, cond, nimble_ln_binary(arena, NIMBLE_LN_GT, dims[i], cp_i(&c, 0)));
+          body = nimble_ln_if(arena, cond, epi ? nimble_ln_seq2(arena, sg, epi) : sg, body);
+        }
+      }
+    }
+    if (!body && !c.err) c.err = nimble_ln_arena_status(arena);
+    if (!body && !c.err) c.err = nimble_status_make(NIMBLE_INTERNAL, "%s: no kernel body", name);
+  }
+  nimble_status_t s = finish(&c, body, out);
+  if (s && nimble_status_code(s) != NIMBLE_UNIMPLEMENTED && nimble_status_code(s) != NIMBLE_NOT_FOUND)
+    return nimble_status_annotate(s, "compute of '%s'", name);
+  return s;
+}
+
+nimble_status_t nimble_compute_shape_func(const nimble_module *m, const char *name,
+                                          const nimble_compute_options_t *options, nimble_ln_arena *arena,
+                                          nimble_ln_kernel **out) {
+  if (!m || !name || !arena || !out)
+    return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "nimble_compute_shape_func: NULL argument");
+  *out = NULL;
+  cp_ctx c;
+  NIMBLE_RETURN_IF_ERROR(setup(&c, name, options, arena, true, "__shape_func"));
+  cp_graph *g = calloc(1, sizeof *g);
+  if (!g) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "%s: out of memory", name);
+  cp_node *root = build_graph(&c, m, name, g);
+  free(g);
+  nimble_ln_stmt *body = NULL;
+  if (root) {
+    cp_node *outs[CP_MAX_OUTPUTS] = {root};
+    int k = 1;
+    if (!strcmp(root->op->name, "split") && !cp_split_parts(&c, root, outs, &k)) k = 0;
+    if (!strcmp(root->op->name, "topk")) outs[k++] = root;
+    nimble_ln_stmt *st[CP_MAX_OUTPUTS * (CP_MAX_RANK + 1)];
+    size_t n_st = 0;
+    for (int p = 0; p < k; p++) {
+      char pn[24];
+      snprintf(pn, sizeof pn, k == 1 ? "out_shape" : "out_shape%d", p);
+      nimble_ln_param *o = nimble_ln_kernel_add_param(c.k, pn, NIMBLE_LN_I64, 1, 1);
+      cp_check(&c, cp_eq(&c, nimble_ln_shape(arena, o, 0), cp_i(&c, outs[p]->rank)),
+               "output shape %d: expected %d extents", p, outs[p]->rank);
+      for (int a = 0; a < outs[p]->rank; a++) st[n_st++] = nimble_ln_store(arena, o, cp_i(&c, a), outs[p]->ext[a]);
+    }
+    if (n_st == 0)
+      st[n_st++] = nimble_ln_check(arena, nimble_ln_binary(arena, NIMBLE_LN_EQ, cp_i(&c, 0), cp_i(&c, 0)), "rank 0");
+    body = nimble_ln_seq(arena, st, n_st);
+  }
+  return finish(&c, body, out);
+}
