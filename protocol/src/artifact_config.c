@@ -9,19 +9,19 @@
 #include "nimble/manifest.h"
 #include "text_quote.h"
 
-static const char *const kDtypeNames[NIMBLE_DTYPE_COUNT_] = {
+static const char *const kDtypeNames[NIMBLE_CONFIG_DTYPE_COUNT_] = {
     "bool",   "int8",   "int16",   "int32",    "int64",   "uint8",   "uint16",
     "uint32", "uint64", "float16", "bfloat16", "float32", "float64",
 };
 
-const char *nimble_dtype_name(nimble_dtype_t dtype) {
-  return (unsigned)dtype < NIMBLE_DTYPE_COUNT_ ? kDtypeNames[dtype] : "unknown";
+const char *nimble_config_dtype_name(nimble_config_dtype_t dtype) {
+  return (unsigned)dtype < NIMBLE_CONFIG_DTYPE_COUNT_ ? kDtypeNames[dtype] : "unknown";
 }
 
-nimble_status_t nimble_dtype_parse(const char *name, nimble_dtype_t *out) {
-  for (int i = 0; i < NIMBLE_DTYPE_COUNT_; i++) {
+nimble_status_t nimble_config_dtype_parse(const char *name, nimble_config_dtype_t *out) {
+  for (int i = 0; i < NIMBLE_CONFIG_DTYPE_COUNT_; i++) {
     if (strcmp(kDtypeNames[i], name) == 0) {
-      *out = (nimble_dtype_t)i;
+      *out = (nimble_config_dtype_t)i;
       return nimble_ok();
     }
   }
@@ -115,7 +115,7 @@ static nimble_status_t check_value(const nimble_value_sig_t *v, const char *path
     NIMBLE_RETURN_IF_ERROR(check_name(v->type, NIMBLE_CONFIG_MAX_TYPE_TEXT, p));
     return nimble_ok();
   }
-  if ((unsigned)v->dtype >= NIMBLE_DTYPE_COUNT_) {
+  if ((unsigned)v->dtype >= NIMBLE_CONFIG_DTYPE_COUNT_) {
     return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "%s.dtype: %d is not a dtype", path,
                               (int)v->dtype);
   }
@@ -276,7 +276,7 @@ static nimble_status_t finish_value(nimble_entry_sig_t *e, int is_output, nimble
 }
 
 nimble_status_t nimble_entry_sig_add_tensor(nimble_entry_sig_t *e, int is_output, const char *name,
-                                            nimble_dtype_t dtype, const nimble_config_dim_t *dims,
+                                            nimble_config_dtype_t dtype, const nimble_config_dim_t *dims,
                                             size_t rank) {
   nimble_value_sig_t *v;
   if (rank > NIMBLE_CONFIG_MAX_RANK) {
@@ -332,7 +332,7 @@ static json_t *value_to_json(const nimble_value_sig_t *v) {
     ok = ok && json_object_set_new(obj, "type", json_string(v->type)) == 0;
   } else {
     json_t *shape = json_array();
-    ok = ok && json_object_set_new(obj, "dtype", json_string(nimble_dtype_name(v->dtype))) == 0 &&
+    ok = ok && json_object_set_new(obj, "dtype", json_string(nimble_config_dtype_name(v->dtype))) == 0 &&
          json_object_set_new(obj, "shape", shape) == 0;
     for (size_t i = 0; ok && i < v->rank; i++) {
       json_t *d = v->dims[i].symbol ? json_string(v->dims[i].symbol)
@@ -421,7 +421,7 @@ static nimble_status_t value_from_json(const json_t *obj, const char *path,
     return v->type ? nimble_ok() : oom(path);
   }
   NIMBLE_RETURN_IF_ERROR(nimble_json_get_string(obj, path, "dtype", 1, 32, &dtype));
-  nimble_status_t s = nimble_dtype_parse(dtype, &v->dtype);
+  nimble_status_t s = nimble_config_dtype_parse(dtype, &v->dtype);
   if (s) {
     char p[NIMBLE_JSON_PATH_MAX];
     nimble_json_path_key(p, path, "dtype");

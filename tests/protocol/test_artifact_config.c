@@ -31,9 +31,9 @@ static void build_example(nimble_artifact_config_t *c) {
                                                     NULL));
   NIMBLE_ASSERT_OK(nimble_artifact_config_add_entry(c, "main", &e));
   nimble_config_dim_t dims[3] = {{0, "batch"}, {3, NULL}, {0, "?"}};
-  NIMBLE_ASSERT_OK(nimble_entry_sig_add_tensor(e, 0, "x", NIMBLE_DTYPE_FLOAT32, dims, 3));
+  NIMBLE_ASSERT_OK(nimble_entry_sig_add_tensor(e, 0, "x", NIMBLE_CONFIG_DTYPE_FLOAT32, dims, 3));
   NIMBLE_ASSERT_OK(nimble_entry_sig_add_value(e, 0, "tree", "Tree[Tensor[(1, 300), float32]]"));
-  NIMBLE_ASSERT_OK(nimble_entry_sig_add_tensor(e, 1, "y", NIMBLE_DTYPE_INT64, NULL, 0));
+  NIMBLE_ASSERT_OK(nimble_entry_sig_add_tensor(e, 1, "y", NIMBLE_CONFIG_DTYPE_INT64, NULL, 0));
 }
 
 static void expect_bytes(const nimble_artifact_config_t *c, const char *want) {
@@ -76,7 +76,7 @@ START_TEST(test_decoding_gives_the_signature_back) {
   const nimble_value_sig_t *x = &e->inputs[0];
   ck_assert_str_eq(x->name, "x");
   ck_assert_ptr_null(x->type);
-  ck_assert_int_eq(x->dtype, NIMBLE_DTYPE_FLOAT32);
+  ck_assert_int_eq(x->dtype, NIMBLE_CONFIG_DTYPE_FLOAT32);
   ck_assert_uint_eq(x->rank, 3);
   ck_assert_str_eq(x->dims[0].symbol, "batch");
   ck_assert_ptr_null(x->dims[1].symbol);
@@ -84,7 +84,7 @@ START_TEST(test_decoding_gives_the_signature_back) {
   ck_assert_str_eq(x->dims[2].symbol, "?");
   ck_assert_str_eq(e->inputs[1].type, "Tree[Tensor[(1, 300), float32]]");
   ck_assert_uint_eq(e->outputs[0].rank, 0);
-  ck_assert_int_eq(e->outputs[0].dtype, NIMBLE_DTYPE_INT64);
+  ck_assert_int_eq(e->outputs[0].dtype, NIMBLE_CONFIG_DTYPE_INT64);
   expect_bytes(&c, kConfig);
   nimble_artifact_config_deinit(&c);
 }
@@ -114,14 +114,14 @@ START_TEST(test_build_digest_round_trips_and_dtypes_have_their_names) {
   static const char *const names[] = {"bool", "int8", "int16", "int32", "int64", "uint8", "uint16",
                                       "uint32", "uint64", "float16", "bfloat16", "float32",
                                       "float64"};
-  for (int i = 0; i < NIMBLE_DTYPE_COUNT_; i++) {
-    nimble_dtype_t d;
-    ck_assert_str_eq(nimble_dtype_name((nimble_dtype_t)i), names[i]);
-    NIMBLE_ASSERT_OK(nimble_dtype_parse(names[i], &d));
+  for (int i = 0; i < NIMBLE_CONFIG_DTYPE_COUNT_; i++) {
+    nimble_config_dtype_t d;
+    ck_assert_str_eq(nimble_config_dtype_name((nimble_config_dtype_t)i), names[i]);
+    NIMBLE_ASSERT_OK(nimble_config_dtype_parse(names[i], &d));
     ck_assert_int_eq(d, i);
   }
-  nimble_dtype_t d;
-  NIMBLE_ASSERT_ERROR(nimble_dtype_parse("float", &d), NIMBLE_INVALID_ARGUMENT,
+  nimble_config_dtype_t d;
+  NIMBLE_ASSERT_ERROR(nimble_config_dtype_parse("float", &d), NIMBLE_INVALID_ARGUMENT,
                       "unknown dtype 'float'");
 }
 END_TEST
@@ -220,16 +220,16 @@ START_TEST(test_builder_refuses_bad_values_and_keeps_the_rest) {
   build_example(&c);
   nimble_entry_sig_t *e = &c.entries[0];
   nimble_config_dim_t bad_sym[1] = {{0, "a b"}};
-  NIMBLE_ASSERT_ERROR(nimble_entry_sig_add_tensor(e, 0, "z", NIMBLE_DTYPE_BOOL, bad_sym, 1),
+  NIMBLE_ASSERT_ERROR(nimble_entry_sig_add_tensor(e, 0, "z", NIMBLE_CONFIG_DTYPE_BOOL, bad_sym, 1),
                       NIMBLE_INVALID_ARGUMENT, "inputs[2].shape[0]: 'a b' is neither");
   nimble_config_dim_t neg[1] = {{-1, NULL}};
-  NIMBLE_ASSERT_ERROR(nimble_entry_sig_add_tensor(e, 1, "z", NIMBLE_DTYPE_BOOL, neg, 1),
+  NIMBLE_ASSERT_ERROR(nimble_entry_sig_add_tensor(e, 1, "z", NIMBLE_CONFIG_DTYPE_BOOL, neg, 1),
                       NIMBLE_INVALID_ARGUMENT, "outputs[1].shape[0]: -1 is negative");
-  NIMBLE_ASSERT_ERROR(nimble_entry_sig_add_tensor(e, 1, "y", NIMBLE_DTYPE_BOOL, NULL, 0),
+  NIMBLE_ASSERT_ERROR(nimble_entry_sig_add_tensor(e, 1, "y", NIMBLE_CONFIG_DTYPE_BOOL, NULL, 0),
                       NIMBLE_INVALID_ARGUMENT, "outputs[1].name: 'y' is used twice");
-  NIMBLE_ASSERT_ERROR(nimble_entry_sig_add_tensor(e, 1, "z", (nimble_dtype_t)99, NULL, 0),
+  NIMBLE_ASSERT_ERROR(nimble_entry_sig_add_tensor(e, 1, "z", (nimble_config_dtype_t)99, NULL, 0),
                       NIMBLE_INVALID_ARGUMENT, "outputs[1].dtype: 99 is not a dtype");
-  NIMBLE_ASSERT_ERROR(nimble_entry_sig_add_tensor(e, 1, "z", NIMBLE_DTYPE_BOOL, neg, 33),
+  NIMBLE_ASSERT_ERROR(nimble_entry_sig_add_tensor(e, 1, "z", NIMBLE_CONFIG_DTYPE_BOOL, neg, 33),
                       NIMBLE_INVALID_ARGUMENT, "rank 33 is more than 32");
   NIMBLE_ASSERT_ERROR(nimble_entry_sig_add_value(e, 1, "z", ""), NIMBLE_INVALID_ARGUMENT,
                       "outputs[1].type: empty");

@@ -167,8 +167,8 @@ START_TEST(test_registry_stores_a_nimble_artifact_byte_exact_under_our_digest) {
   NIMBLE_ASSERT_OK(nimble_artifact_config_set_build(&cfg, "cuda:arch=sm_90", "0.1.0", &model, NULL));
   NIMBLE_ASSERT_OK(nimble_artifact_config_add_entry(&cfg, "main", &e));
   nimble_config_dim_t dims[2] = {{0, "n"}, {4, NULL}};
-  NIMBLE_ASSERT_OK(nimble_entry_sig_add_tensor(e, 0, "x", NIMBLE_DTYPE_FLOAT32, dims, 2));
-  NIMBLE_ASSERT_OK(nimble_entry_sig_add_tensor(e, 1, "y", NIMBLE_DTYPE_FLOAT32, dims, 2));
+  NIMBLE_ASSERT_OK(nimble_entry_sig_add_tensor(e, 0, "x", NIMBLE_CONFIG_DTYPE_FLOAT32, dims, 2));
+  NIMBLE_ASSERT_OK(nimble_entry_sig_add_tensor(e, 1, "y", NIMBLE_CONFIG_DTYPE_FLOAT32, dims, 2));
   char *cfg_bytes;
   size_t cfg_size;
   NIMBLE_ASSERT_OK(nimble_artifact_config_encode(&cfg, &cfg_bytes, &cfg_size));

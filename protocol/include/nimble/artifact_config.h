@@ -41,27 +41,27 @@ extern "C" {
 #define NIMBLE_CONFIG_MAX_TYPE_TEXT 4096 /* bytes in a non-tensor type */
 
 /* Element types, as their JSON names: "bool", "int8" ... "float64". */
-typedef enum nimble_dtype {
-  NIMBLE_DTYPE_BOOL = 0,
-  NIMBLE_DTYPE_INT8,
-  NIMBLE_DTYPE_INT16,
-  NIMBLE_DTYPE_INT32,
-  NIMBLE_DTYPE_INT64,
-  NIMBLE_DTYPE_UINT8,
-  NIMBLE_DTYPE_UINT16,
-  NIMBLE_DTYPE_UINT32,
-  NIMBLE_DTYPE_UINT64,
-  NIMBLE_DTYPE_FLOAT16,
-  NIMBLE_DTYPE_BFLOAT16,
-  NIMBLE_DTYPE_FLOAT32,
-  NIMBLE_DTYPE_FLOAT64,
-  NIMBLE_DTYPE_COUNT_
-} nimble_dtype_t;
+typedef enum nimble_config_dtype {
+  NIMBLE_CONFIG_DTYPE_BOOL = 0,
+  NIMBLE_CONFIG_DTYPE_INT8,
+  NIMBLE_CONFIG_DTYPE_INT16,
+  NIMBLE_CONFIG_DTYPE_INT32,
+  NIMBLE_CONFIG_DTYPE_INT64,
+  NIMBLE_CONFIG_DTYPE_UINT8,
+  NIMBLE_CONFIG_DTYPE_UINT16,
+  NIMBLE_CONFIG_DTYPE_UINT32,
+  NIMBLE_CONFIG_DTYPE_UINT64,
+  NIMBLE_CONFIG_DTYPE_FLOAT16,
+  NIMBLE_CONFIG_DTYPE_BFLOAT16,
+  NIMBLE_CONFIG_DTYPE_FLOAT32,
+  NIMBLE_CONFIG_DTYPE_FLOAT64,
+  NIMBLE_CONFIG_DTYPE_COUNT_
+} nimble_config_dtype_t;
 
 /* The JSON name of a dtype; "unknown" out of range. Static string. */
-const char *nimble_dtype_name(nimble_dtype_t dtype);
+const char *nimble_config_dtype_name(nimble_config_dtype_t dtype);
 /* Parses a JSON dtype name; INVALID_ARGUMENT naming it if unknown. */
-nimble_status_t nimble_dtype_parse(const char *name, nimble_dtype_t *out);
+nimble_status_t nimble_config_dtype_parse(const char *name, nimble_config_dtype_t *out);
 
 /* One dimension: symbol NULL means the constant `value` (>= 0); otherwise
  * symbol is a name ([A-Za-z_][A-Za-z0-9_]*, at most 64 bytes) or "?" for
@@ -74,7 +74,7 @@ typedef struct nimble_config_dim_t {
 typedef struct nimble_value_sig_t {
   char *name;          /* owned, non-empty */
   char *type;          /* owned; non-NULL for a non-tensor value (IR type text) */
-  nimble_dtype_t dtype; /* tensors only */
+  nimble_config_dtype_t dtype; /* tensors only */
   nimble_config_dim_t *dims;  /* owned, rank items; tensors only */
   size_t rank;
 } nimble_value_sig_t;
@@ -114,7 +114,7 @@ nimble_status_t nimble_artifact_config_add_entry(nimble_artifact_config_t *c, co
 /* Appends a tensor input (is_output 0) or output (1). dims[i].symbol are
  * borrowed and copied. Names are unique among the entry's inputs (outputs). */
 nimble_status_t nimble_entry_sig_add_tensor(nimble_entry_sig_t *e, int is_output, const char *name,
-                                            nimble_dtype_t dtype, const nimble_config_dim_t *dims,
+                                            nimble_config_dtype_t dtype, const nimble_config_dim_t *dims,
                                             size_t rank);
 
 /* Appends a non-tensor value whose type is given as IR text. */
