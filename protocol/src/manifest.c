@@ -17,6 +17,7 @@ typedef struct layer_kind {
 } layer_kind;
 
 static const layer_kind kLayerKinds[] = {
+    {NIMBLE_MEDIA_TYPE_METADATA, NULL},
     {NIMBLE_MEDIA_TYPE_BYTECODE, NULL},
     {NIMBLE_MEDIA_TYPE_CONSTANTS, NULL},
     {NIMBLE_MEDIA_TYPE_KERNELS_X86_64, "x86_64-linux-gnu"},
@@ -157,8 +158,8 @@ static nimble_status_t check_layer(const nimble_manifest_t *m, size_t index) {
     return nimble_status_make(NIMBLE_UNIMPLEMENTED,
                               "%s.mediaType: unknown layer media type '%s'", path, q);
   }
-  /* Constants and each device's kernels appear at most once; bytecode too
-   * (that it appears at all is checked by the caller). */
+  /* Constants and each device's kernels appear at most once; metadata and
+   * bytecode too (that they appear at all is checked by the caller). */
   for (size_t k = 0; k < index; k++) {
     if (strcmp(m->layers[k].media_type, d->media_type) == 0) {
       return nimble_status_make(NIMBLE_INVALID_ARGUMENT,
@@ -194,9 +195,12 @@ nimble_status_t nimble_manifest_validate(const nimble_manifest_t *m) {
                               m->layer_count, NIMBLE_MANIFEST_MAX_LAYERS);
   }
   for (size_t i = 0; i < m->layer_count; i++) NIMBLE_RETURN_IF_ERROR(check_layer(m, i));
-  if (!nimble_manifest_find_layer(m, NIMBLE_MEDIA_TYPE_BYTECODE)) {
-    return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "layers: no %s layer",
-                              NIMBLE_MEDIA_TYPE_BYTECODE);
+  /* Both are required for an executable a runtime can load. */
+  static const char *const kRequired[] = {NIMBLE_MEDIA_TYPE_BYTECODE, NIMBLE_MEDIA_TYPE_METADATA};
+  for (size_t i = 0; i < sizeof kRequired / sizeof kRequired[0]; i++) {
+    if (!nimble_manifest_find_layer(m, kRequired[i])) {
+      return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "layers: no %s layer", kRequired[i]);
+    }
   }
   for (size_t i = 0; i < m->annotation_count; i++) {
     if (!m->annotations[i].key || !m->annotations[i].key[0]) {

@@ -23,10 +23,12 @@ static const char kManifest[] =
     "\"mediaType\":\"application/vnd.nimble.bytecode.v1\",\"size\":56},"
     "{\"digest\":\"" SHA_EMPTY "\",\"mediaType\":\"application/vnd.nimble.constants.v1\",\"size\":0},"
     "{\"digest\":\"" SHA_ABC "\","
-    "\"mediaType\":\"application/vnd.nimble.kernels.x86_64-linux-gnu.v1+elf\",\"size\":3}],"
+    "\"mediaType\":\"application/vnd.nimble.kernels.x86_64-linux-gnu.v1+elf\",\"size\":3},"
+    "{\"digest\":\"" SHA_ABC "\","
+    "\"mediaType\":\"application/vnd.nimble.executable.metadata.v1\",\"size\":3}],"
     "\"mediaType\":\"application/vnd.oci.image.manifest.v1+json\",\"schemaVersion\":2}";
 static const char kManifestDigest[] =
-    "sha256:82368039256a9f78bf3b7471ea3ba06bcd7418c2817ba979ad7d4ae14e773241";
+    "sha256:b9fe54bb2e6957c781e678a1b518b28bd7f0c5833f4356a27f8879c209ad0e07";
 
 static nimble_digest_t digest_of(const char *text) {
   nimble_digest_t d;
@@ -41,6 +43,7 @@ static void build_example(nimble_manifest_t *m) {
   NIMBLE_ASSERT_OK(nimble_manifest_add_layer(m, NIMBLE_MEDIA_TYPE_BYTECODE, &d448, 56, "bytecode"));
   NIMBLE_ASSERT_OK(nimble_manifest_add_layer(m, NIMBLE_MEDIA_TYPE_CONSTANTS, &empty, 0, NULL));
   NIMBLE_ASSERT_OK(nimble_manifest_add_layer(m, NIMBLE_MEDIA_TYPE_KERNELS_X86_64, &abc, 3, NULL));
+  NIMBLE_ASSERT_OK(nimble_manifest_add_layer(m, NIMBLE_MEDIA_TYPE_METADATA, &abc, 3, NULL));
 }
 
 static void expect_bytes(const nimble_manifest_t *m, const char *want) {
@@ -73,7 +76,7 @@ END_TEST
 START_TEST(test_decoding_canonical_bytes_and_encoding_again_is_identity) {
   nimble_manifest_t m;
   NIMBLE_ASSERT_OK(nimble_manifest_decode(kManifest, strlen(kManifest), &m));
-  ck_assert_uint_eq(m.layer_count, 3);
+  ck_assert_uint_eq(m.layer_count, 4);
   ck_assert_str_eq(m.config.media_type, NIMBLE_MEDIA_TYPE_CONFIG);
   ck_assert_int_eq(m.config.size, 3);
   ck_assert_str_eq(m.layers[0].media_type, NIMBLE_MEDIA_TYPE_BYTECODE);
@@ -84,6 +87,8 @@ START_TEST(test_decoding_canonical_bytes_and_encoding_again_is_identity) {
   ck_assert(nimble_digest_equal(&m.layers[0].digest, &want));
   ck_assert_ptr_eq(nimble_manifest_find_layer(&m, NIMBLE_MEDIA_TYPE_KERNELS_X86_64), &m.layers[2]);
   ck_assert_ptr_null(nimble_manifest_find_layer(&m, NIMBLE_MEDIA_TYPE_KERNELS_NVPTX));
+  ck_assert_ptr_eq(nimble_manifest_find_layer(&m, NIMBLE_MEDIA_TYPE_METADATA), &m.layers[3]);
+  ck_assert_str_eq(m.layers[3].media_type, "application/vnd.nimble.executable.metadata.v1");
   expect_bytes(&m, kManifest);
   nimble_manifest_deinit(&m);
 }
@@ -102,7 +107,8 @@ START_TEST(test_non_canonical_input_is_read_and_written_canonically) {
       "\"annotations\": {\"org.opencontainers.image.title\": \"bytecode\"}},"
       "{\"mediaType\": \"application/vnd.nimble.constants.v1\", \"size\": 0, \"digest\": \"" SHA_EMPTY
       "\"}, {\"mediaType\": \"application/vnd.nimble.kernels.x86_64-linux-gnu.v1+elf\", \"size\": 3,"
-      " \"digest\": \"" SHA_ABC "\"} ] }";
+      " \"digest\": \"" SHA_ABC "\"}, {\"size\": 3, \"digest\": \"" SHA_ABC "\", "
+      "\"mediaType\": \"application/vnd.nimble.executable.metadata.v1\"} ] }";
   nimble_manifest_t m;
   NIMBLE_ASSERT_OK(nimble_manifest_decode(text, strlen(text), &m));
   expect_bytes(&m, kManifest);
@@ -240,6 +246,18 @@ START_TEST(test_layer_rules_are_enforced) {
                       "(the first is layers[0])");
   NIMBLE_ASSERT_ERROR(decode_with("nimble.bytecode.v1", "nimble.kernels.nvptx64-nvidia-cuda.v1+ptx"),
                       NIMBLE_INVALID_ARGUMENT, "layers: no application/vnd.nimble.bytecode.v1 layer");
+  /* The runtime's metadata part is required too, and only once. */
+  NIMBLE_ASSERT_ERROR(decode_with("nimble.executable.metadata.v1", "nimble.kernels.nvptx64-nvidia-cuda.v1+ptx"),
+                      NIMBLE_INVALID_ARGUMENT,
+                      "layers: no application/vnd.nimble.executable.metadata.v1 layer");
+  NIMBLE_ASSERT_ERROR(decode_with("nimble.constants.v1", "nimble.executable.metadata.v1"),
+                      NIMBLE_INVALID_ARGUMENT,
+                      "layers[3].mediaType: a second application/vnd.nimble.executable.metadata.v1 "
+                      "layer (the first is layers[1])");
+  NIMBLE_ASSERT_ERROR(decode_with("nimble.executable.metadata.v1", "nimble.executable.metadata.v2"),
+                      NIMBLE_UNIMPLEMENTED,
+                      "layers[3].mediaType: unknown layer media type "
+                      "'application/vnd.nimble.executable.metadata.v2'");
   NIMBLE_ASSERT_ERROR(decode_with("\"layers\":[", "\"layers\":[],\"x\":["), NIMBLE_INVALID_ARGUMENT,
                       "layers: needs at least 1 item, got 0");
   NIMBLE_ASSERT_ERROR(decode_with("\"layers\":[" LAYER0, "\"layers\":[7," LAYER0),
@@ -327,6 +345,11 @@ START_TEST(test_builder_refuses_what_decode_would_refuse) {
   NIMBLE_ASSERT_ERROR(nimble_manifest_encode(&m, &out, &n), NIMBLE_INVALID_ARGUMENT,
                       "no application/vnd.nimble.bytecode.v1 layer");
   NIMBLE_ASSERT_OK(nimble_manifest_add_layer(&m, NIMBLE_MEDIA_TYPE_BYTECODE, &abc, 3, "\xc3\xa9t\xc3\xa9"));
+  NIMBLE_ASSERT_ERROR(nimble_manifest_encode(&m, &out, &n), NIMBLE_INVALID_ARGUMENT,
+                      "no application/vnd.nimble.executable.metadata.v1 layer");
+  NIMBLE_ASSERT_OK(nimble_manifest_add_layer(&m, NIMBLE_MEDIA_TYPE_METADATA, &abc, 3, NULL));
+  NIMBLE_ASSERT_ERROR(nimble_manifest_add_layer(&m, NIMBLE_MEDIA_TYPE_METADATA, &abc, 3, NULL),
+                      NIMBLE_INVALID_ARGUMENT, "layers[3].mediaType: a second");
   NIMBLE_ASSERT_OK(nimble_manifest_encode(&m, &out, &n));
   free(out);
   NIMBLE_ASSERT_OK(nimble_descriptor_set_annotation(&m.layers[1], "bad", "\xff"));

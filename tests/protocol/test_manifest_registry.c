@@ -173,11 +173,13 @@ START_TEST(test_registry_stores_a_nimble_artifact_byte_exact_under_our_digest) {
   size_t cfg_size;
   NIMBLE_ASSERT_OK(nimble_artifact_config_encode(&cfg, &cfg_bytes, &cfg_size));
 
-  static const char bytecode[] = "bytecode section", constants[] = "weights weights",
-                    host[] = "\x7f" "ELF host kernels", ptx[] = ".version 7.8\n.target sm_90\n";
+  static const char metadata[] = "NIMB metadata part", bytecode[] = "bytecode section",
+                    constants[] = "weights weights", host[] = "\x7f" "ELF host kernels",
+                    ptx[] = ".version 7.8\n.target sm_90\n";
   struct {
     const char *media_type, *data, *title;
-  } parts[] = {{NIMBLE_MEDIA_TYPE_BYTECODE, bytecode, "bytecode"},
+  } parts[] = {{NIMBLE_MEDIA_TYPE_METADATA, metadata, "metadata"},
+               {NIMBLE_MEDIA_TYPE_BYTECODE, bytecode, "bytecode"},
                {NIMBLE_MEDIA_TYPE_CONSTANTS, constants, "constants"},
                {NIMBLE_MEDIA_TYPE_KERNELS_X86_64, host, "kernels.x86_64.so"},
                {NIMBLE_MEDIA_TYPE_KERNELS_NVPTX, ptx, "kernels.ptx"}};
@@ -186,7 +188,7 @@ START_TEST(test_registry_stores_a_nimble_artifact_byte_exact_under_our_digest) {
   nimble_digest_compute(cfg_bytes, cfg_size, &d);
   NIMBLE_ASSERT_OK(nimble_manifest_set_config(&m, &d, (int64_t)cfg_size));
   push_blob("nimble/proto-test", cfg_bytes, cfg_size);
-  for (size_t i = 0; i < 4; i++) {
+  for (size_t i = 0; i < 5; i++) {
     size_t n = strlen(parts[i].data);
     nimble_digest_compute(parts[i].data, n, &d);
     NIMBLE_ASSERT_OK(nimble_manifest_add_layer(&m, parts[i].media_type, &d, (int64_t)n,
@@ -222,7 +224,7 @@ START_TEST(test_registry_stores_a_nimble_artifact_byte_exact_under_our_digest) {
     ck_assert(memcmp(r.body, bytes, size) == 0);
     nimble_manifest_t back;
     NIMBLE_ASSERT_OK(nimble_manifest_decode(r.body, r.size, &back));
-    ck_assert_uint_eq(back.layer_count, 4);
+    ck_assert_uint_eq(back.layer_count, 5);
     nimble_manifest_deinit(&back);
     free(r.body);
   }

@@ -179,15 +179,84 @@ START_TEST(test_file_memory_borrowed_and_parts_all_load_and_run) {
 END_TEST
 
 START_TEST(test_part_media_types_round_trip) {
+  /* docs/artifacts.md's table, written out: the one set protocol's manifest
+   * encoder admits. */
+  static const struct {
+    nimble_part_kind_t kind;
+    const char *media_type;
+  } kTable[] = {
+      {NIMBLE_PART_METADATA, "application/vnd.nimble.executable.metadata.v1"},
+      {NIMBLE_PART_BYTECODE, "application/vnd.nimble.bytecode.v1"},
+      {NIMBLE_PART_CONSTANTS, "application/vnd.nimble.constants.v1"},
+      {NIMBLE_PART_KERNELS_CUDA, "application/vnd.nimble.kernels.nvptx64-nvidia-cuda.v1+ptx"},
+  };
+  for (size_t i = 0; i < sizeof kTable / sizeof kTable[0]; i++) {
+    ck_assert_str_eq(nimble_part_media_type(kTable[i].kind), kTable[i].media_type);
+    ck_assert_str_eq(nimble_part_media_type_for_target(kTable[i].kind, "aarch64-linux-gnu"),
+                     kTable[i].media_type);
+    ck_assert_int_eq(nimble_part_kind_from_media_type(kTable[i].media_type), kTable[i].kind);
+  }
   for (int k = NIMBLE_PART_METADATA; k <= NIMBLE_PART_KERNELS_CUDA; k++) {
     const char *mt = nimble_part_media_type((nimble_part_kind_t)k);
     ck_assert_ptr_nonnull(mt);
-    ck_assert(strncmp(mt, "application/vnd.nimble.executable.", 34) == 0);
     ck_assert_int_eq(nimble_part_kind_from_media_type(mt), k);
   }
   ck_assert_ptr_null(nimble_part_media_type((nimble_part_kind_t)99));
+  ck_assert_ptr_null(nimble_part_media_type_for_target((nimble_part_kind_t)0, "x86_64-linux-gnu"));
   ck_assert_int_eq(nimble_part_kind_from_media_type("application/octet-stream"), 0);
   ck_assert_int_eq(nimble_part_kind_from_media_type(NULL), 0);
+  /* The names the runtime used before the contract was unified are gone. */
+  ck_assert_int_eq(nimble_part_kind_from_media_type("application/vnd.nimble.executable.bytecode.v1"), 0);
+  ck_assert_int_eq(nimble_part_kind_from_media_type("application/vnd.nimble.executable.kernels.elf.v1"), 0);
+  ck_assert_int_eq(nimble_part_kind_from_media_type("application/vnd.nimble.config.v1+json"), 0);
+}
+END_TEST
+
+START_TEST(test_cpu_kernel_media_types_carry_the_triple) {
+#if defined(__x86_64__)
+  ck_assert_str_eq(nimble_part_media_type(NIMBLE_PART_KERNELS_CPU),
+                   "application/vnd.nimble.kernels.x86_64-linux-gnu.v1+elf");
+#elif defined(__aarch64__)
+  ck_assert_str_eq(nimble_part_media_type(NIMBLE_PART_KERNELS_CPU),
+                   "application/vnd.nimble.kernels.aarch64-linux-gnu.v1+elf");
+#endif
+  ck_assert_str_eq(nimble_part_media_type_for_target(NIMBLE_PART_KERNELS_CPU, "x86_64-linux-gnu"),
+                   "application/vnd.nimble.kernels.x86_64-linux-gnu.v1+elf");
+  ck_assert_str_eq(nimble_part_media_type_for_target(NIMBLE_PART_KERNELS_CPU, "aarch64-linux-gnu"),
+                   "application/vnd.nimble.kernels.aarch64-linux-gnu.v1+elf");
+  ck_assert_ptr_null(nimble_part_media_type_for_target(NIMBLE_PART_KERNELS_CPU, "riscv64-linux-gnu"));
+  ck_assert_ptr_null(nimble_part_media_type_for_target(NIMBLE_PART_KERNELS_CPU, "test"));
+  ck_assert_ptr_null(nimble_part_media_type_for_target(NIMBLE_PART_KERNELS_CPU, NULL));
+
+  /* Any triple's ELF kernels are CPU kernels; the triple is read back. */
+  const char *t = NULL;
+  const char *mt = "application/vnd.nimble.kernels.riscv64-linux-gnu.v1+elf";
+  ck_assert_int_eq(nimble_part_kind_from_media_type(mt), NIMBLE_PART_KERNELS_CPU);
+  ck_assert_uint_eq(nimble_part_kernels_triple(mt, &t), strlen("riscv64-linux-gnu"));
+  ck_assert(t == mt + strlen("application/vnd.nimble.kernels."));
+  ck_assert(strncmp(t, "riscv64-linux-gnu", 17) == 0);
+  ck_assert_uint_eq(nimble_part_kernels_triple("application/vnd.nimble.kernels.aarch64-linux-gnu.v1+elf", NULL), 17);
+
+  /* Not CPU kernels: PTX, an empty triple, a triple with odd characters,
+   * another version, another suffix, NULL. */
+  static const char *const kNot[] = {
+      "application/vnd.nimble.kernels.nvptx64-nvidia-cuda.v1+ptx",
+      "application/vnd.nimble.kernels..v1+elf",
+      "application/vnd.nimble.kernels.v1+elf",
+      "application/vnd.nimble.kernels.x86_64/linux.v1+elf",
+      "application/vnd.nimble.kernels.a.b.v1+elf",
+      "application/vnd.nimble.kernels.x86_64-linux-gnu.v2+elf",
+      "application/vnd.nimble.kernels.x86_64-linux-gnu.v1+elf ",
+      "application/vnd.nimble.kernels.x86_64-linux-gnu",
+  };
+  for (size_t i = 0; i < sizeof kNot / sizeof kNot[0]; i++) {
+    t = "unchanged";
+    ck_assert_msg(nimble_part_kernels_triple(kNot[i], &t) == 0, "%s", kNot[i]);
+    ck_assert_ptr_null(t);
+    ck_assert_msg(nimble_part_kind_from_media_type(kNot[i]) !=
+                      NIMBLE_PART_KERNELS_CPU, "%s", kNot[i]);
+  }
+  ck_assert_uint_eq(nimble_part_kernels_triple(NULL, &t), 0);
 }
 END_TEST
 
@@ -658,6 +727,7 @@ Suite *loader_suite(void) {
   tcase_add_test(tc, test_any_dims_print_as_a_bare_question_mark);
   tcase_add_test(tc, test_file_memory_borrowed_and_parts_all_load_and_run);
   tcase_add_test(tc, test_part_media_types_round_trip);
+  tcase_add_test(tc, test_cpu_kernel_media_types_carry_the_triple);
   tcase_add_test(tc, test_truncation_at_every_byte_offset_is_an_error);
   tcase_add_test(tc, test_bad_bytecode_is_refused_with_the_function_and_pc);
   tcase_add_test(tc, test_bad_metadata_is_refused);

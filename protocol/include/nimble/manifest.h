@@ -5,7 +5,8 @@
  * is application/vnd.nimble.executable.v1. Its config blob holds the
  * metadata (target, compiler, model digest, entry signatures; see
  * artifact_config.h) and each layer is one part of the executable: the
- * bytecode, the constant pool, and one kernel library per device. Parts are
+ * runtime's binary metadata, the bytecode, the constant pool, and one
+ * kernel library per device. Parts are
  * content-addressed, so constants shared between targets are stored once.
  * docs/artifacts.md has the media types and an example.
  *
@@ -36,6 +37,10 @@ extern "C" {
 #define NIMBLE_MEDIA_TYPE_OCI_MANIFEST "application/vnd.oci.image.manifest.v1+json"
 #define NIMBLE_ARTIFACT_TYPE_EXECUTABLE "application/vnd.nimble.executable.v1"
 #define NIMBLE_MEDIA_TYPE_CONFIG "application/vnd.nimble.executable.config.v1+json"
+/* The runtime's binary metadata part (docs/executable.md): what the loader
+ * reads; the JSON config blob is for schedulers and clients, not a
+ * replacement for it. */
+#define NIMBLE_MEDIA_TYPE_METADATA "application/vnd.nimble.executable.metadata.v1"
 #define NIMBLE_MEDIA_TYPE_BYTECODE "application/vnd.nimble.bytecode.v1"
 #define NIMBLE_MEDIA_TYPE_CONSTANTS "application/vnd.nimble.constants.v1"
 #define NIMBLE_MEDIA_TYPE_KERNELS_X86_64 "application/vnd.nimble.kernels.x86_64-linux-gnu.v1+elf"
@@ -101,8 +106,9 @@ const char *nimble_descriptor_annotation(const nimble_descriptor_t *d, const cha
 
 /* Checks the rules docs/artifacts.md lists: config present with its media
  * type and at most NIMBLE_MANIFEST_MAX_SIZE bytes; 1..64 layers of known
- * media types (an unknown one is UNIMPLEMENTED); exactly one bytecode layer,
- * at most one constants layer and one kernels layer per device; sizes in
+ * media types (an unknown one is UNIMPLEMENTED); exactly one metadata and
+ * one bytecode layer, at most one constants layer and one kernels layer per
+ * device; sizes in
  * [0, NIMBLE_BLOB_MAX_SIZE]; a size-0 blob has the empty digest. */
 nimble_status_t nimble_manifest_validate(const nimble_manifest_t *m);
 
