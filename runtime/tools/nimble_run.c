@@ -16,6 +16,9 @@
 
 #include "nimble/runtime.h"
 #include "nimble/tensor_io.h"
+#ifdef NIMBLE_RUN_WITH_FETCH
+#include "nimble/fetch.h"
+#endif
 
 enum { EXIT_RUN_ERROR = 1, EXIT_USAGE = 2 };
 
@@ -43,11 +46,41 @@ static const char HELP[] =
     "  --threads N        threads for the kernels' parallel loops (default 1:\n"
     "                     the calling thread only)\n"
     "  --entry NAME       the entry to run (default: main)\n"
+#ifdef NIMBLE_RUN_WITH_FETCH
+    "  MODEL may also be a store reference, http://HOST:PORT/NAME:TAG or\n"
+    "  http://HOST:PORT/NAME@sha256:...: the artifact is fetched, verified and\n"
+    "  cached ($NIMBLE_CACHE_DIR, else $XDG_CACHE_HOME/nimble, else\n"
+    "  ~/.cache/nimble; bearer token from $NIMBLE_TOKEN), and loaded from the\n"
+    "  cache when the store is unreachable (docs/fetch.md)\n"
+#endif
     "  --help             this text; --version: the runtime's version\n"
     "\n"
     "Exit status: 0 success; 1 a file could not be read or written, or the\n"
     "model failed to load or run; 2 a usage error: a malformed command line,\n"
     "or inputs or an entry that the model does not have.\n";
+
+#ifdef NIMBLE_RUN_WITH_FETCH
+/* Warnings from the fetcher (offline start, a damaged cache entry
+ * replaced) go to stderr; the run goes on. */
+static void on_fetch_event(void *user, const nimble_fetch_event_t *e) {
+  if (e->kind == NIMBLE_FETCH_EVENT_WARNING) fprintf(stderr, "nimble-run: warning: %s\n", e->message);
+}
+
+/* Fetches a store reference and says on stderr where it came from. */
+static nimble_status_t load_reference(const char *ref, nimble_executable **out) {
+  nimble_fetch_options_t o;
+  nimble_fetch_options_init(&o);
+  o.on_event = on_fetch_event;
+  nimble_fetch_stats_t st;
+  NIMBLE_RETURN_IF_ERROR(nimble_fetch_artifact_stats(&o, ref, out, &st));
+  if (st.blobs_fetched)
+    fprintf(stderr, "fetched %u blobs (%llu bytes) in %.0f ms\n", st.blobs_fetched,
+            (unsigned long long)st.bytes_fetched, st.elapsed_ms);
+  else
+    fprintf(stderr, "loaded from cache (%s)\n", st.manifest_digest);
+  return nimble_ok();
+}
+#endif
 
 /* One-line errors: "nimble-run: MESSAGE". Newlines inside a message (none
  * are expected) are flattened so a script can rely on one line. */
@@ -224,7 +257,12 @@ static int run(run_args *a) {
   int rc = 0;
   nimble_status_t s;
 
-  s = nimble_executable_load_file(a->model, &exe);
+#ifdef NIMBLE_RUN_WITH_FETCH
+  if (nimble_fetch_looks_like_reference(a->model))
+    s = load_reference(a->model, &exe);
+  else
+#endif
+    s = nimble_executable_load_file(a->model, &exe);
   if (s) {
     const char *m = nimble_status_message(s);
     return fail_status(EXIT_RUN_ERROR, s, strstr(m, a->model) ? NULL : a->model);

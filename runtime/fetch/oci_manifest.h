@@ -1,0 +1,38 @@
+/* Reads the descriptors out of an OCI image manifest holding a Nimble
+ * executable (docs/artifacts.md): config and layers, each with mediaType,
+ * digest and size. Private to runtime/fetch. */
+#ifndef NIMBLE_FETCH_OCI_MANIFEST_H
+#define NIMBLE_FETCH_OCI_MANIFEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nimble/status.h"
+
+#define NIMBLE_FETCH_MAX_LAYERS 64
+#define NIMBLE_FETCH_OCI_MANIFEST_TYPE "application/vnd.oci.image.manifest.v1+json"
+#define NIMBLE_FETCH_ARTIFACT_TYPE "application/vnd.nimble.executable.v1"
+#define NIMBLE_FETCH_CONFIG_TYPE "application/vnd.nimble.executable.config.v1+json"
+
+typedef struct nimble_fetch_descriptor_t {
+  char media_type[256];
+  char digest[72]; /* "sha256:" + 64 lowercase hex */
+  uint64_t size;
+} nimble_fetch_descriptor_t;
+
+typedef struct nimble_fetch_manifest_t {
+  nimble_fetch_descriptor_t config;
+  size_t layer_count;
+  nimble_fetch_descriptor_t layers[NIMBLE_FETCH_MAX_LAYERS];
+} nimble_fetch_manifest_t;
+
+/* Parses and checks `size` bytes (borrowed) into *out. Errors name the field:
+ * "manifest: layers[1].digest: ...". A mediaType or artifactType other than
+ * Nimble's is UNIMPLEMENTED; anything malformed INVALID_ARGUMENT. */
+nimble_status_t nimble_fetch_manifest_parse(const void *data, size_t size,
+                                            nimble_fetch_manifest_t *out);
+
+/* 1 when `s` is "sha256:" followed by exactly 64 lowercase hex digits. */
+int nimble_fetch_digest_valid(const char *s, size_t len);
+
+#endif

@@ -1,0 +1,161 @@
+/* Store references: http(s)://HOST[:PORT]/NAME(:TAG|@sha256:HEX).
+ * NAME follows the OCI distribution grammar (lowercase components joined by
+ * '/', separators '.', '_', '__' or runs of '-'); TAG is
+ * [A-Za-z0-9_][A-Za-z0-9._-]{0,127}. Both are checked strictly because they
+ * become URL paths and cache file names. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "nimble/fetch.h"
+#include "oci_manifest.h"
+
+#define MAX_REFERENCE 2048
+#define MAX_NAME 255
+
+static nimble_status_t bad(const char *text, size_t at, const char *what) {
+  return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "reference '%.300s': at byte %zu: %s", text,
+                            at, what);
+}
+
+static int is_lower_alnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
+static int is_alnum(char c) { return is_lower_alnum(c) || (c >= 'A' && c <= 'Z'); }
+
+/* Checks NAME in text[b, e); returns the offset of the first bad byte or e. */
+static size_t check_name(const char *text, size_t b, size_t e, const char **why) {
+  size_t i = b;
+  for (;;) {
+    /* a component: alnum+ (separator alnum+)* */
+    if (i >= e || !is_lower_alnum(text[i])) {
+      *why = "a name component must start with a lowercase letter or digit";
+      return i;
+    }
+    while (i < e) {
+      while (i < e && is_lower_alnum(text[i])) i++;
+      if (i >= e || text[i] == '/') break;
+      size_t s = i;
+      if (text[i] == '.') i++;
+      else if (text[i] == '_') i += (i + 1 < e && text[i + 1] == '_') ? 2 : 1;
+      else if (text[i] == '-') while (i < e && text[i] == '-') i++;
+      else {
+        *why = "a name may hold only lowercase letters, digits, '.', '_', '-' and '/'";
+        return i;
+      }
+      if (i >= e || !is_lower_alnum(text[i])) {
+        *why = "a separator in a name must be followed by a lowercase letter or digit";
+        return s;
+      }
+    }
+    if (i >= e) return e;
+    i++; /* '/' */
+  }
+}
+
+static char *dup_range(const char *s, size_t n) {
+  char *d = malloc(n + 1);
+  if (d) {
+    memcpy(d, s, n);
+    d[n] = '\0';
+  }
+  return d;
+}
+
+int nimble_fetch_looks_like_reference(const char *text) {
+  return text && (strncmp(text, "http://", 7) == 0 || strncmp(text, "https://", 8) == 0);
+}
+
+nimble_status_t nimble_fetch_parse_reference(const char *text, nimble_fetch_reference_t *out) {
+  memset(out, 0, sizeof *out);
+  if (!text) return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "reference: NULL");
+  size_t len = strlen(text);
+  if (len > MAX_REFERENCE) {
+    return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "reference: %zu bytes is over the %d-byte limit",
+                              len, MAX_REFERENCE);
+  }
+  size_t p;
+  if (strncmp(text, "http://", 7) == 0) p = 7;
+  else if (strncmp(text, "https://", 8) == 0) p = 8;
+  else return bad(text, 0, "expected http:// or https:// (a store reference)");
+
+  /* HOST[:PORT] up to the first '/'. */
+  size_t host_b = p;
+  if (text[p] == '[') { /* IPv6 literal */
+    while (p < len && text[p] != ']') {
+      char c = text[p];
+      if (p > host_b && !(is_alnum(c) || c == ':' || c == '.'))
+        return bad(text, p, "invalid character in an IPv6 address");
+      p++;
+    }
+    if (p >= len) return bad(text, host_b, "unterminated '[' in the host");
+    p++;
+  } else {
+    while (p < len && (is_alnum(text[p]) || text[p] == '.' || text[p] == '-')) p++;
+  }
+  if (p == host_b) return bad(text, p, "missing host");
+  if (text[p] == ':') {
+    size_t port_b = ++p;
+    long port = 0;
+    while (p < len && text[p] >= '0' && text[p] <= '9' && p - port_b < 6) port = port * 10 + (text[p++] - '0');
+    if (p == port_b) return bad(text, p, "missing port after ':'");
+    if (port < 1 || port > 65535 || (p < len && text[p] >= '0' && text[p] <= '9'))
+      return bad(text, port_b, "port must be 1 to 65535");
+  }
+  if (p >= len) return bad(text, p, "missing '/NAME:TAG' or '/NAME@sha256:...' after the host");
+  if (text[p] != '/') return bad(text, p, "invalid character in the host");
+  size_t base_e = p++;
+
+  /* NAME ends at '@' (digest) or the last ':' after the last '/' (tag). */
+  size_t name_b = p, name_e, at = len;
+  const char *atp = strchr(text + p, '@');
+  if (atp) at = (size_t)(atp - text);
+  const char *tagp = NULL;
+  if (!atp) {
+    const char *slash = strrchr(text + p, '/');
+    tagp = strchr(slash ? slash : text + p, ':');
+    if (!tagp) return bad(text, len, "missing ':TAG' or '@sha256:...' after the name");
+    name_e = (size_t)(tagp - text);
+  } else {
+    name_e = at;
+    if (memchr(text + p, ':', at - p))
+      return bad(text, (size_t)((const char *)memchr(text + p, ':', at - p) - text),
+                 "give a tag or a digest, not both");
+  }
+  if (name_e == name_b) return bad(text, name_b, "empty name");
+  if (name_e - name_b > MAX_NAME) return bad(text, name_b, "name longer than 255 bytes");
+  const char *why = NULL;
+  size_t badpos = check_name(text, name_b, name_e, &why);
+  if (badpos != name_e) return bad(text, badpos, why);
+
+  if (tagp) {
+    size_t tb = name_e + 1, te = len;
+    if (te == tb) return bad(text, tb, "empty tag");
+    if (te - tb > 128) return bad(text, tb, "tag longer than 128 bytes");
+    if (!(is_alnum(text[tb]) || text[tb] == '_'))
+      return bad(text, tb, "a tag must start with a letter, digit or '_'");
+    for (size_t i = tb; i < te; i++)
+      if (!(is_alnum(text[i]) || text[i] == '_' || text[i] == '.' || text[i] == '-'))
+        return bad(text, i, "a tag may hold only letters, digits, '_', '.' and '-'");
+  } else {
+    const char *d = text + at + 1;
+    if (!nimble_fetch_digest_valid(d, strlen(d)))
+      return bad(text, at + 1, "expected a digest sha256:<64 lowercase hex digits>");
+  }
+
+  out->base_url = dup_range(text, base_e);
+  out->name = dup_range(text + name_b, name_e - name_b);
+  if (tagp) out->tag = dup_range(text + name_e + 1, len - name_e - 1);
+  else out->digest = dup_range(text + at + 1, len - at - 1);
+  if (!out->base_url || !out->name || (!out->tag && !out->digest)) {
+    nimble_fetch_reference_deinit(out);
+    return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "reference: out of memory");
+  }
+  return nimble_ok();
+}
+
+void nimble_fetch_reference_deinit(nimble_fetch_reference_t *ref) {
+  if (!ref) return;
+  free(ref->base_url);
+  free(ref->name);
+  free(ref->tag);
+  free(ref->digest);
+  memset(ref, 0, sizeof *ref);
+}

@@ -1,0 +1,119 @@
+/* The runtime's fetcher: load an executable straight from the artifact store
+ * at application start-up.
+ *
+ * A reference names an artifact in a store (docs/fetch.md):
+ *   http://HOST:PORT/NAME:TAG                 e.g. http://127.0.0.1:5000/team/bert:x86
+ *   http://HOST:PORT/NAME@sha256:<64 hex>     one exact artifact
+ * The fetcher downloads the manifest and every blob it lists into a local
+ * content-addressed cache, checks every byte against its digest, and loads
+ * the executable from the verified bytes. A later start finds the blobs in
+ * the cache (each is re-hashed before use); when the store is unreachable a
+ * tag resolves through the tag record of the last successful fetch, with a
+ * warning, and a digest reference loads from the cache directly. A digest
+ * mismatch anywhere is NIMBLE_DATA_LOSS naming the digest; nothing
+ * unverified is ever loaded or cached.
+ *
+ *   nimble_fetch_options_t o;
+ *   nimble_fetch_options_init(&o);
+ *   nimble_executable *exe;
+ *   NIMBLE_RETURN_IF_ERROR(nimble_fetch_artifact(&o, "http://store:5000/team/bert:x86", &exe));
+ *
+ * Dependencies: the runtime and libcurl (HTTP only). Built as the separate
+ * library nimble_fetch so the runtime proper stays free of libcurl.
+ */
+#ifndef NIMBLE_FETCH_H
+#define NIMBLE_FETCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nimble/runtime.h"
+#include "nimble/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A parsed reference. Strings are owned by the struct: free with
+ * nimble_fetch_reference_deinit. */
+typedef struct nimble_fetch_reference_t {
+  char *base_url; /* "http://127.0.0.1:5000" (scheme, host, port) */
+  char *name;     /* repository name, "team/bert" */
+  char *tag;      /* "x86", or NULL for a digest reference */
+  char *digest;   /* "sha256:<64 hex>", or NULL for a tag reference */
+} nimble_fetch_reference_t;
+
+/* Parses `text` (borrowed). INVALID_ARGUMENT names what is wrong and the
+ * byte where it is. On failure *out is zeroed. */
+nimble_status_t nimble_fetch_parse_reference(const char *text, nimble_fetch_reference_t *out);
+void nimble_fetch_reference_deinit(nimble_fetch_reference_t *ref);
+
+/* 1 when `text` starts like a reference ("http://" or "https://"), so a
+ * program can tell a reference from a file path before parsing it. */
+int nimble_fetch_looks_like_reference(const char *text);
+
+typedef enum nimble_fetch_event_kind_t {
+  NIMBLE_FETCH_EVENT_REQUEST = 1, /* an HTTP GET finished (or failed) */
+  NIMBLE_FETCH_EVENT_WARNING = 2, /* something the user should know: offline start, a
+                                     damaged cache entry replaced */
+} nimble_fetch_event_kind_t;
+
+/* Pointers are borrowed for the duration of the callback. */
+typedef struct nimble_fetch_event_t {
+  nimble_fetch_event_kind_t kind;
+  const char *url;     /* REQUEST */
+  long http_status;    /* REQUEST: 0 when the transfer failed */
+  int is_blob;         /* REQUEST: 1 for a blob GET, 0 for a manifest GET */
+  const char *range;   /* REQUEST: "bytes=N-" when it resumed a cut transfer, else NULL */
+  const char *message; /* WARNING */
+} nimble_fetch_event_t;
+
+typedef void (*nimble_fetch_event_fn)(void *user, const nimble_fetch_event_t *event);
+
+typedef struct nimble_fetch_options_t {
+  size_t struct_size;        /* sizeof(nimble_fetch_options_t); set by _init */
+  const char *cache_dir;     /* NULL: $NIMBLE_CACHE_DIR, $XDG_CACHE_HOME/nimble, ~/.cache/nimble */
+  const char *token;         /* bearer token; NULL: $NIMBLE_TOKEN (unset: none) */
+  long connect_timeout_ms;   /* default 5000 */
+  long stall_timeout_ms;     /* abort a transfer idle this long; default 30000 */
+  int max_attempts;          /* per request, for connection errors and 5xx; default 3 */
+  uint64_t max_blob_size;    /* default 4 GiB */
+  int offline;               /* 1: never contact the store, load from the cache */
+  uint32_t load_flags;       /* passed to nimble_executable_load_parts (NO_KERNELS) */
+  nimble_fetch_event_fn on_event; /* optional, called synchronously */
+  void *event_user;
+} nimble_fetch_options_t;
+
+void nimble_fetch_options_init(nimble_fetch_options_t *options);
+
+/* What one fetch did. */
+typedef struct nimble_fetch_stats_t {
+  uint32_t blobs_fetched;     /* blobs downloaded (the manifest not counted) */
+  uint64_t bytes_fetched;     /* their bytes */
+  uint32_t blobs_from_cache;  /* blobs found, verified, in the cache */
+  int offline;                /* 1 when the store was not reached (or options.offline) */
+  double elapsed_ms;
+  char manifest_digest[72];   /* the artifact's digest */
+} nimble_fetch_stats_t;
+
+/* Fetches the artifact `reference` names (see the top of this file) and
+ * loads it. `options` may be NULL for defaults; `stats` may be NULL. Caller
+ * releases *out. Errors: INVALID_ARGUMENT (bad reference or manifest),
+ * NOT_FOUND / UNAUTHENTICATED / PERMISSION_DENIED (the store said so),
+ * UNAVAILABLE (store unreachable and nothing usable cached), DATA_LOSS (a
+ * digest mismatch, naming the digest), UNIMPLEMENTED (not a Nimble artifact
+ * or a part this runtime cannot load). */
+nimble_status_t nimble_fetch_artifact(const nimble_fetch_options_t *options, const char *reference,
+                                      nimble_executable **out);
+nimble_status_t nimble_fetch_artifact_stats(const nimble_fetch_options_t *options,
+                                            const char *reference, nimble_executable **out,
+                                            nimble_fetch_stats_t *stats);
+
+/* The cache directory the options select (see cache_dir above). Caller frees
+ * with free(). */
+nimble_status_t nimble_fetch_cache_dir(const nimble_fetch_options_t *options, char **out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* NIMBLE_FETCH_H */
