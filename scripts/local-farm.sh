@@ -45,15 +45,17 @@ push_blob() { # FILE -> prints digest
   echo "$d"
 }
 
-# An artifact's parts: a config blob and two layers standing in for the
-# bytecode and the weights of a compiled model.
+# An artifact's parts: a config blob and three layers standing in for the
+# metadata, bytecode and weights of a compiled model (docs/artifacts.md).
 printf '{"compilerVersion":"0.1.0","target":"x86_64-linux-gnu"}' >"$WORK/config.json"
 head -c 65536 /dev/urandom >"$WORK/constants.bin"
 printf 'NIMBLE demo bytecode' >"$WORK/bytecode.bin"
+printf 'NIMBLE demo metadata' >"$WORK/metadata.bin"
 CFG=$(push_blob "$WORK/config.json"); W=$(push_blob "$WORK/constants.bin"); B=$(push_blob "$WORK/bytecode.bin")
+M=$(push_blob "$WORK/metadata.bin")
 size() { stat -c %s "$1"; }
 cat >"$WORK/manifest.json" <<JSON
-{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","artifactType":"application/vnd.nimble.executable.v1","config":{"mediaType":"application/vnd.nimble.executable.config.v1+json","digest":"$CFG","size":$(size "$WORK/config.json")},"layers":[{"mediaType":"application/vnd.nimble.bytecode.v1","digest":"$B","size":$(size "$WORK/bytecode.bin")},{"mediaType":"application/vnd.nimble.constants.v1","digest":"$W","size":$(size "$WORK/constants.bin")}]}
+{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","artifactType":"application/vnd.nimble.executable.v1","config":{"mediaType":"application/vnd.nimble.executable.config.v1+json","digest":"$CFG","size":$(size "$WORK/config.json")},"layers":[{"mediaType":"application/vnd.nimble.executable.metadata.v1","digest":"$M","size":$(size "$WORK/metadata.bin")},{"mediaType":"application/vnd.nimble.bytecode.v1","digest":"$B","size":$(size "$WORK/bytecode.bin")},{"mediaType":"application/vnd.nimble.constants.v1","digest":"$W","size":$(size "$WORK/constants.bin")}]}
 JSON
 curl -fsS -X PUT -H "Authorization: Bearer $TOKEN" -H "Content-Type: application/vnd.oci.image.manifest.v1+json" \
   --data-binary @"$WORK/manifest.json" "$STORE/v2/demo/model/manifests/x86" -o /dev/null
@@ -61,11 +63,11 @@ echo "== pushed demo/model:x86 ($(sha "$WORK/manifest.json"))"
 
 curl -fsS "$STORE/v2/demo/model/manifests/x86" -o "$WORK/pulled.json"
 cmp -s "$WORK/manifest.json" "$WORK/pulled.json" || { echo "manifest changed in the store" >&2; exit 1; }
-for d in "$CFG" "$B" "$W"; do
+for d in "$CFG" "$M" "$B" "$W"; do
   curl -fsS "$STORE/v2/demo/model/blobs/$d" -o "$WORK/blob"
   [ "$(sha "$WORK/blob")" = "$d" ] || { echo "blob $d corrupted" >&2; exit 1; }
 done
-echo "== pulled the manifest byte-exact and 3 blobs with matching digests"
+echo "== pulled the manifest byte-exact and 4 blobs with matching digests"
 skopeo inspect --raw --tls-verify=false "docker://$(cat "$WORK/addr")/demo/model:x86" >"$WORK/skopeo.json"
 cmp -s "$WORK/manifest.json" "$WORK/skopeo.json" && echo "== skopeo (an independent OCI client) reads the same manifest"
 echo "== local farm OK; stopping nimble-store"

@@ -9,12 +9,17 @@
  *
  *   config.json  canonical artifact config (target, compiler version,
  *                model digest, one entry "main": x float32 [n] -> y float32 [n])
+ *   metadata     "NIMBLE-TEST-METADATA\ntarget=<spec>\nmodel=<hex>\n": where
+ *                the real compiler writes the runtime's binary metadata part
+ *                (docs/executable.md), which every artifact must carry as its
+ *                application/vnd.nimble.executable.metadata.v1 layer
  *   bytecode     "NIMBLE-TEST-BYTECODE\ntarget=<spec>\nmodel=<hex>\n"
  *   constants    "NIMBLE-TEST-CONSTANTS\n" + the model bytes (the same for
  *                every target, so the store keeps it once)
  *   kernels-<triple>  "NIMBLE-TEST-KERNELS <triple>\nmodel=<hex>\n", one per
  *                triple of the target (cuda has a host and a device one)
- *   parts.json   the layer index
+ *   parts.json   the layer index (metadata, bytecode, constants, kernels),
+ *                with docs/artifacts.md's media types
  *
  * Progress lines "import 10", "optimize 40", "codegen 70", "link 90" go to
  * fd N. Lines of the model text steer it, so that tests can provoke
@@ -25,6 +30,8 @@
  *   oom          allocate and touch memory until allocation fails, then
  *                print "out of memory" and abort()
  *   fail TEXT    print TEXT on stderr and exit 1
+ *   no-metadata  succeed but leave the metadata part out of parts.json,
+ *                which the worker must refuse (docs/artifacts.md)
  *
  * When NIMBLE_TEST_COMPILER_LOG names a file, one line "compile <model
  * hex> <target>[ option=K=V]..." is appended to it per run, so tests can
@@ -98,7 +105,7 @@ static const char *media_of(const char *triple) {
 int main(int argc, char **argv) {
   if (argc < 2 || strcmp(argv[1], "compile")) die("usage: test_compiler compile MODEL ...", NULL);
   const char *model = NULL, *target = NULL, *dir = NULL;
-  int pfd = -1;
+  int pfd = -1, no_metadata = 0;
   static char options[4096];
   for (int i = 2; i < argc; i++) {
     if (!strncmp(argv[i], "--target=", 9)) target = argv[i] + 9;
@@ -167,6 +174,8 @@ int main(int argc, char **argv) {
         memset(p, 1, 64u << 20);
         total += 64u << 20;
       }
+    } else if (!strcmp(line, "no-metadata")) {
+      no_metadata = 1;
     } else if (!strncmp(line, "fail ", 5)) {
       fprintf(stderr, "%s\n", line + 5);
       return 1;
@@ -176,7 +185,9 @@ int main(int argc, char **argv) {
   progress(pfd, "codegen", 70);
 
   char text[8192];
-  int k = snprintf(text, sizeof text, "NIMBLE-TEST-BYTECODE\ntarget=%s\nmodel=%s\n", target, hex);
+  int k = snprintf(text, sizeof text, "NIMBLE-TEST-METADATA\ntarget=%s\nmodel=%s\n", target, hex);
+  write_file(dir, "metadata", text, (size_t)k);
+  k = snprintf(text, sizeof text, "NIMBLE-TEST-BYTECODE\ntarget=%s\nmodel=%s\n", target, hex);
   write_file(dir, "bytecode", text, (size_t)k);
   /* Re-read: the command loop above cut the text at newlines. */
   f = fopen(model, "rb");
@@ -187,8 +198,11 @@ int main(int argc, char **argv) {
   memcpy(constants + 22, bytes, n);
   write_file(dir, "constants", constants, n + 22);
   char parts[2048];
-  int pn = snprintf(parts, sizeof parts,
-                    "{\"layers\":[{\"file\":\"bytecode\",\"mediaType\":\"application/vnd.nimble.bytecode.v1\"},"
+  int pn = snprintf(parts, sizeof parts, "{\"layers\":[%s",
+                    no_metadata ? "" : "{\"file\":\"metadata\",\"mediaType\":"
+                                       "\"application/vnd.nimble.executable.metadata.v1\"},");
+  pn += snprintf(parts + pn, sizeof parts - (size_t)pn,
+                    "{\"file\":\"bytecode\",\"mediaType\":\"application/vnd.nimble.bytecode.v1\"},"
                     "{\"file\":\"constants\",\"mediaType\":\"application/vnd.nimble.constants.v1\"}");
   for (int i = 0; i < ntrip; i++) {
     char name[128];

@@ -147,6 +147,17 @@ START_TEST(test_failed_compile_reports_the_compiler_error_text) {
 }
 END_TEST
 
+START_TEST(test_parts_without_a_metadata_part_fail_the_task_naming_the_layer) {
+  /* The compiler exits 0 but its parts.json lists no metadata part: the
+   * worker's manifest would not load in a runtime, so protocol's encoder
+   * refuses it and the task fails naming the index and the missing type. */
+  const char *frag[] = {"parts.json: manifest: layers: no "
+                        "application/vnd.nimble.executable.metadata.v1 layer",
+                        NULL};
+  expect_compile_failure("model M\nno-metadata\n", NULL, frag);
+}
+END_TEST
+
 START_TEST(test_model_missing_from_the_store_fails_the_task_naming_it) {
   farm f;
   farm_start(&f, NULL);
@@ -180,6 +191,7 @@ int main(void) {
   tcase_add_test(tc, test_compiler_over_its_memory_limit_fails_the_task);
   tcase_add_test(tc, test_compiler_past_its_wall_clock_limit_is_killed);
   tcase_add_test(tc, test_failed_compile_reports_the_compiler_error_text);
+  tcase_add_test(tc, test_parts_without_a_metadata_part_fail_the_task_naming_the_layer);
   tcase_add_test(tc, test_model_missing_from_the_store_fails_the_task_naming_it);
   suite_add_tcase(s, tc);
   return nimble_test_run(s);

@@ -56,7 +56,13 @@ static nimble_digest_t check_artifact(farm *f, const char *repo, const char *man
   nimble_artifact_config_deinit(&cfg);
 
   char want[1024];
-  int k = snprintf(want, sizeof want, "NIMBLE-TEST-BYTECODE\ntarget=%s\nmodel=%s\n", spec, model_hex);
+  /* The metadata part the compiler wrote is pushed as its own layer. */
+  int k = snprintf(want, sizeof want, "NIMBLE-TEST-METADATA\ntarget=%s\nmodel=%s\n", spec, model_hex);
+  const nimble_descriptor_t *meta = nimble_manifest_find_layer(&m, NIMBLE_MEDIA_TYPE_METADATA);
+  ck_assert(meta != NULL);
+  ck_assert_str_eq(meta->media_type, "application/vnd.nimble.executable.metadata.v1");
+  expect_blob_text(f, repo, &meta->digest, want, (size_t)k);
+  k = snprintf(want, sizeof want, "NIMBLE-TEST-BYTECODE\ntarget=%s\nmodel=%s\n", spec, model_hex);
   const nimble_descriptor_t *bc = nimble_manifest_find_layer(&m, NIMBLE_MEDIA_TYPE_BYTECODE);
   ck_assert(bc != NULL);
   expect_blob_text(f, repo, &bc->digest, want, (size_t)k);
@@ -71,7 +77,7 @@ static nimble_digest_t check_artifact(farm *f, const char *repo, const char *man
   ck_assert_msg(kern != NULL, "no %s kernels for %s", host, spec);
   k = snprintf(want, sizeof want, "NIMBLE-TEST-KERNELS %s\nmodel=%s\n", host, model_hex);
   expect_blob_text(f, repo, &kern->digest, want, (size_t)k);
-  int want_layers = !strncmp(spec, "cuda", 4) ? 4 : 3;
+  int want_layers = !strncmp(spec, "cuda", 4) ? 5 : 4;
   ck_assert_uint_eq(m.layer_count, (size_t)want_layers);
   nimble_manifest_deinit(&m);
   return constants;

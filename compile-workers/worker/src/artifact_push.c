@@ -145,7 +145,12 @@ nimble_status_t artifact_push_parts(nimble_store_client *store, const char *dir,
   if (!st) st = nimble_manifest_check_target(&m, expect->target);
   char *bytes = NULL;
   size_t n = 0;
-  if (!st) st = nimble_manifest_encode(&m, &bytes, &n);
+  if (!st) {
+    /* Validation happens here (a metadata and a bytecode layer, known
+     * media types): name the compiler's index as the place at fault. */
+    st = nimble_manifest_encode(&m, &bytes, &n);
+    if (st) st = nimble_status_annotate(st, "%s/parts.json", dir);
+  }
   if (!st)
     st = nimble_store_push_manifest(store, repo, tag, bytes, n, NIMBLE_MEDIA_TYPE_OCI_MANIFEST,
                                     out_manifest);
