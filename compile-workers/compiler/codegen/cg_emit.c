@@ -91,6 +91,7 @@ static LLVMTypeRef lt(cg_mod *cm, nimble_ln_type_t t) {
   case NIMBLE_LN_I64: return cm->i64;
   case NIMBLE_LN_I32: return cm->i32;
   case NIMBLE_LN_BOOL: return cm->i1;
+  case NIMBLE_LN_U8: return cm->i8;
   }
   return cm->i64;
 }
@@ -251,6 +252,7 @@ static LLVMValueRef emit_binary(cg_fn *f, const nimble_ln_expr *e) {
   LLVMValueRef a = emit_expr(f, e->a), b = emit_expr(f, e->b);
   if (!a || !b) return NULL;
   int is_f = e->a->type == NIMBLE_LN_F32;
+  int is_u = e->a->type == NIMBLE_LN_U8; /* bytes compare unsigned */
   LLVMTypeRef ty = lt(cm, e->a->type);
   LLVMBuilderRef B = cm->b;
   switch (e->op) {
@@ -259,8 +261,8 @@ static LLVMValueRef emit_binary(cg_fn *f, const nimble_ln_expr *e) {
   case NIMBLE_LN_MUL: return is_f ? LLVMBuildFMul(B, a, b, "") : LLVMBuildNSWMul(B, a, b, "");
   case NIMBLE_LN_DIV: return is_f ? LLVMBuildFDiv(B, a, b, "") : safe_idiv(cm, a, b, ty, 0);
   case NIMBLE_LN_REM: return is_f ? LLVMBuildFRem(B, a, b, "") : safe_idiv(cm, a, b, ty, 1);
-  case NIMBLE_LN_MIN: return intrinsic2(cm, is_f ? "llvm.minnum" : "llvm.smin", ty, a, b);
-  case NIMBLE_LN_MAX: return intrinsic2(cm, is_f ? "llvm.maxnum" : "llvm.smax", ty, a, b);
+  case NIMBLE_LN_MIN: return intrinsic2(cm, is_f ? "llvm.minnum" : is_u ? "llvm.umin" : "llvm.smin", ty, a, b);
+  case NIMBLE_LN_MAX: return intrinsic2(cm, is_f ? "llvm.maxnum" : is_u ? "llvm.umax" : "llvm.smax", ty, a, b);
   case NIMBLE_LN_POW:
     if (cm->gpu) {
       fail(cm, NIMBLE_UNIMPLEMENTED, "pow is not available on nvptx64");
@@ -274,9 +276,10 @@ static LLVMValueRef emit_binary(cg_fn *f, const nimble_ln_expr *e) {
   static const LLVMRealPredicate fp[] = {LLVMRealOLT, LLVMRealOLE, LLVMRealOGT, LLVMRealOGE, LLVMRealOEQ,
                                          LLVMRealUNE};
   static const LLVMIntPredicate ip[] = {LLVMIntSLT, LLVMIntSLE, LLVMIntSGT, LLVMIntSGE, LLVMIntEQ, LLVMIntNE};
+  static const LLVMIntPredicate up[] = {LLVMIntULT, LLVMIntULE, LLVMIntUGT, LLVMIntUGE, LLVMIntEQ, LLVMIntNE};
   if (e->op >= NIMBLE_LN_LT && e->op <= NIMBLE_LN_NE) {
     int i = e->op - NIMBLE_LN_LT;
-    return is_f ? LLVMBuildFCmp(B, fp[i], a, b, "") : LLVMBuildICmp(B, ip[i], a, b, "");
+    return is_f ? LLVMBuildFCmp(B, fp[i], a, b, "") : LLVMBuildICmp(B, is_u ? up[i] : ip[i], a, b, "");
   }
   fail(cm, NIMBLE_INTERNAL, "binary operator %d not lowered", (int)e->op);
   return NULL;
@@ -291,15 +294,18 @@ static LLVMValueRef emit_cast(cg_fn *f, const nimble_ln_expr *e) {
   if (to == NIMBLE_LN_BOOL)
     return from == NIMBLE_LN_F32 ? LLVMBuildFCmp(cm->b, LLVMRealUNE, a, LLVMConstReal(cm->f32, 0), "")
                                  : LLVMBuildICmp(cm->b, LLVMIntNE, a, LLVMConstInt(lt(cm, from), 0, 0), "");
-  if (from == NIMBLE_LN_BOOL)
-    return to == NIMBLE_LN_F32 ? LLVMBuildUIToFP(cm->b, a, ty, "") : LLVMBuildZExt(cm->b, a, ty, "");
+  /* bool and u8 are unsigned: they widen with zeros. */
+  int from_unsigned = from == NIMBLE_LN_BOOL || from == NIMBLE_LN_U8;
+  if (from_unsigned)
+    return to == NIMBLE_LN_F32 ? LLVMBuildUIToFP(cm->b, a, ty, "") : LLVMBuildZExtOrBitCast(cm->b, a, ty, "");
   if (to == NIMBLE_LN_F32) return LLVMBuildSIToFP(cm->b, a, ty, "");
   if (from == NIMBLE_LN_F32) {
     /* fptosi of NaN or an out-of-range value is poison; llvm.fptosi.sat
-     * saturates instead (NaN -> 0). */
+     * saturates instead (NaN -> 0), llvm.fptoui.sat to [0, 255] for u8. */
     LLVMValueRef x = a;
     LLVMTypeRef tys[2] = {ty, cm->f32};
-    unsigned id = LLVMLookupIntrinsicID("llvm.fptosi.sat", 15);
+    const char *sat = to == NIMBLE_LN_U8 ? "llvm.fptoui.sat" : "llvm.fptosi.sat";
+    unsigned id = LLVMLookupIntrinsicID(sat, strlen(sat));
     LLVMValueRef fn = LLVMGetIntrinsicDeclaration(cm->m, id, tys, 2);
     return LLVMBuildCall2(cm->b, LLVMIntrinsicGetType(cm->ctx, id, tys, 2), fn, &x, 1, "");
   }
@@ -754,6 +760,8 @@ static void emit_stmt(cg_fn *f, const nimble_ln_stmt *s) {
   case NIMBLE_LN_S_STORE: {
     LLVMValueRef idx = emit_expr(f, s->index), v = emit_expr(f, s->value);
     if (!idx || !v) return;
+    /* A bool stored into a u8 tensor is written as 0 or 1. */
+    if (s->value->type == NIMBLE_LN_BOOL && s->param->dtype == NIMBLE_LN_U8) v = LLVMBuildZExt(cm->b, v, cm->i8, "");
     if (cm->gpu && !f->in_parallel) {
       /* Outside the threaded loop every thread runs the statement: one
        * thread stores. */
@@ -817,10 +825,20 @@ static LLVMValueRef emit_variant(cg_mod *cm, const char *suffix, const nimble_ln
   return fn;
 }
 
+/* Bytes per element of a parameter. */
+static unsigned param_bytes(const nimble_ln_param *p) {
+  switch (p->dtype) {
+  case NIMBLE_LN_I64: return 8;
+  case NIMBLE_LN_U8: return 1;
+  default: return 4;
+  }
+}
+
 static const char *dtype_text(nimble_ln_type_t t) {
   switch (t) {
   case NIMBLE_LN_F32: return "float32 (DLPack code 2, 32 bits, 1 lane)";
   case NIMBLE_LN_I32: return "int32 (DLPack code 0, 32 bits, 1 lane)";
+  case NIMBLE_LN_U8: return "uint8 or bool (DLPack code 1 with 8 bits or 1 bit, or code 6 (bool) with 8 bits; 1 lane)";
   default: return "int64 (DLPack code 0, 64 bits, 1 lane)";
   }
 }
@@ -854,11 +872,25 @@ static void emit_entry(cg_mod *cm, LLVMValueRef aliased, LLVMValueRef general, L
     emit_require(&f, LLVMBuildIsNotNull(cm->b, t, ""), msg);
     snprintf(msg, sizeof msg, "argument %d ('%s') must have rank %d", i, p->name, p->rank);
     emit_require(&f, LLVMBuildICmp(cm->b, LLVMIntEQ, load_at(cm, t, T_NDIM, cm->i32), ci32(cm, p->rank), ""), msg);
-    unsigned code = p->dtype == NIMBLE_LN_F32 ? 2 : 0, bits = p->dtype == NIMBLE_LN_I32 || p->dtype == NIMBLE_LN_F32 ? 32 : 64;
+    unsigned code = p->dtype == NIMBLE_LN_F32 ? 2 : p->dtype == NIMBLE_LN_U8 ? 1 : 0;
+    unsigned bits = param_bytes(p) * 8;
+    LLVMValueRef code_v = load_at(cm, t, T_DTYPE, cm->i8), bits_v = load_at(cm, t, T_DTYPE + 1, cm->i8);
+    LLVMValueRef code_bits_ok =
+        LLVMBuildAnd(cm->b, LLVMBuildICmp(cm->b, LLVMIntEQ, code_v, LLVMConstInt(cm->i8, code, 0), ""),
+                     LLVMBuildICmp(cm->b, LLVMIntEQ, bits_v, LLVMConstInt(cm->i8, bits, 0), ""), "");
+    if (p->dtype == NIMBLE_LN_U8) {
+      /* Bool tensors, one byte per element, come as {kDLUInt, 8, 1}, as
+       * {kDLUInt, 1, 1} (TVM's bool, which the runtime's tensor files
+       * write), or as {kDLBool = 6, 8, 1} from DLPack 0.8 on (the header
+       * here predates it, hence the number). */
+      LLVMValueRef uint1 = LLVMBuildAnd(cm->b, LLVMBuildICmp(cm->b, LLVMIntEQ, code_v, LLVMConstInt(cm->i8, 1, 0), ""),
+                                        LLVMBuildICmp(cm->b, LLVMIntEQ, bits_v, LLVMConstInt(cm->i8, 1, 0), ""), "");
+      LLVMValueRef dlbool = LLVMBuildAnd(cm->b, LLVMBuildICmp(cm->b, LLVMIntEQ, code_v, LLVMConstInt(cm->i8, 6, 0), ""),
+                                         LLVMBuildICmp(cm->b, LLVMIntEQ, bits_v, LLVMConstInt(cm->i8, 8, 0), ""), "");
+      code_bits_ok = LLVMBuildOr(cm->b, code_bits_ok, LLVMBuildOr(cm->b, uint1, dlbool, ""), "");
+    }
     LLVMValueRef dt_ok = LLVMBuildAnd(
-        cm->b,
-        LLVMBuildAnd(cm->b, LLVMBuildICmp(cm->b, LLVMIntEQ, load_at(cm, t, T_DTYPE, cm->i8), LLVMConstInt(cm->i8, code, 0), ""),
-                     LLVMBuildICmp(cm->b, LLVMIntEQ, load_at(cm, t, T_DTYPE + 1, cm->i8), LLVMConstInt(cm->i8, bits, 0), ""), ""),
+        cm->b, code_bits_ok,
         LLVMBuildICmp(cm->b, LLVMIntEQ, load_at(cm, t, T_DTYPE + 2, cm->i16), LLVMConstInt(cm->i16, 1, 0), ""), "");
     snprintf(msg, sizeof msg, "argument %d ('%s') must be %s", i, p->name, dtype_text(p->dtype));
     emit_require(&f, dt_ok, msg);
@@ -879,7 +911,7 @@ static void emit_entry(cg_mod *cm, LLVMValueRef aliased, LLVMValueRef general, L
     emit_require(&f, nonneg, msg);
     /* The byte size must fit in 63 bits: index arithmetic (and the
      * dispatcher's overlap test) is signed 64-bit. */
-    LLVMValueRef size = ci64(cm, p->dtype == NIMBLE_LN_I64 ? 8 : 4), over = LLVMConstInt(cm->i1, 0, 0);
+    LLVMValueRef size = ci64(cm, param_bytes(p)), over = LLVMConstInt(cm->i1, 0, 0);
     unsigned smul = LLVMLookupIntrinsicID("llvm.smul.with.overflow", 23);
     LLVMValueRef smul_fn = LLVMGetIntrinsicDeclaration(cm->m, smul, &cm->i64, 1);
     LLVMTypeRef smul_ty = LLVMIntrinsicGetType(cm->ctx, smul, &cm->i64, 1);
@@ -922,7 +954,7 @@ static void emit_entry(cg_mod *cm, LLVMValueRef aliased, LLVMValueRef general, L
   setup_params(&f);
   LLVMValueRef bytes[NIMBLE_LN_MAX_PARAMS];
   for (int i = 0; i < k->n_params; i++) {
-    LLVMValueRef n = ci64(cm, k->params[i]->dtype == NIMBLE_LN_I64 ? 8 : 4);
+    LLVMValueRef n = ci64(cm, param_bytes(k->params[i]));
     for (int a = 0; a < k->params[i]->rank; a++) n = LLVMBuildMul(cm->b, n, f.shape[i][a], "");
     bytes[i] = n;
   }

@@ -11,6 +11,7 @@ const char *nimble_ln_type_name(nimble_ln_type_t t) {
   case NIMBLE_LN_I64: return "i64";
   case NIMBLE_LN_I32: return "i32";
   case NIMBLE_LN_BOOL: return "bool";
+  case NIMBLE_LN_U8: return "u8";
   }
   return "?";
 }
@@ -61,8 +62,15 @@ nimble_ln_param *nimble_ln_kernel_add_param(nimble_ln_kernel *k, const char *nam
     return NULL;
   }
   if (dtype == NIMBLE_LN_BOOL) {
-    nimble_ln_arena_fail(k->arena, "kernel '%s': parameter '%s': bool tensors are not supported",
+    nimble_ln_arena_fail(k->arena,
+                         "kernel '%s': parameter '%s': bool is not a tensor element type (bool "
+                         "tensors are u8)",
                          k->name, name);
+    return NULL;
+  }
+  if ((unsigned)dtype > NIMBLE_LN_U8) {
+    nimble_ln_arena_fail(k->arena, "kernel '%s': parameter '%s': unknown element type %d", k->name,
+                         name, (int)dtype);
     return NULL;
   }
   if (!is_output && k->n_params > 0 && k->params[k->n_params - 1]->is_output) {
@@ -135,6 +143,12 @@ nimble_ln_expr *nimble_ln_i32(nimble_ln_arena *arena, int32_t value) {
   return e;
 }
 
+nimble_ln_expr *nimble_ln_u8(nimble_ln_arena *arena, uint8_t value) {
+  nimble_ln_expr *e = new_expr(arena, NIMBLE_LN_E_CONST_I, NIMBLE_LN_U8);
+  if (e) e->i = value;
+  return e;
+}
+
 nimble_ln_expr *nimble_ln_ref(nimble_ln_arena *arena, nimble_ln_var *var) {
   if (!var) return NULL;
   nimble_ln_expr *e = new_expr(arena, NIMBLE_LN_E_VAR, var->type);
@@ -181,7 +195,7 @@ nimble_ln_expr *nimble_ln_unary(nimble_ln_arena *arena, nimble_ln_op_t op, nimbl
   int ok;
   switch (op) {
   case NIMBLE_LN_NEG:
-  case NIMBLE_LN_ABS: ok = a->type != NIMBLE_LN_BOOL; break;
+  case NIMBLE_LN_ABS: ok = a->type != NIMBLE_LN_BOOL && a->type != NIMBLE_LN_U8; break;
   case NIMBLE_LN_NOT: ok = a->type == NIMBLE_LN_BOOL; break;
   default: ok = a->type == NIMBLE_LN_F32; break;
   }
@@ -219,6 +233,9 @@ nimble_ln_expr *nimble_ln_binary(nimble_ln_arena *arena, nimble_ln_op_t op, nimb
     ok = a->type == NIMBLE_LN_BOOL;
   } else if (op == NIMBLE_LN_POW) {
     ok = a->type == NIMBLE_LN_F32;
+  } else if (a->type == NIMBLE_LN_U8) {
+    /* Bytes hold booleans: ordering them is meaningful, arithmetic is not. */
+    ok = op == NIMBLE_LN_MIN || op == NIMBLE_LN_MAX;
   } else {
     ok = a->type != NIMBLE_LN_BOOL;
   }
@@ -257,6 +274,10 @@ nimble_ln_expr *nimble_ln_select(nimble_ln_arena *arena, nimble_ln_expr *cond, n
 nimble_ln_expr *nimble_ln_cast(nimble_ln_arena *arena, nimble_ln_type_t type, nimble_ln_expr *a) {
   if (!a) return NULL;
   if (a->type == type) return a;
+  if ((unsigned)type > NIMBLE_LN_U8) {
+    nimble_ln_arena_fail(arena, "cast to unknown type %d", (int)type);
+    return NULL;
+  }
   nimble_ln_expr *e = new_expr(arena, NIMBLE_LN_E_CAST, type);
   if (e) e->a = a;
   return e;
@@ -365,7 +386,10 @@ nimble_ln_stmt *nimble_ln_store(nimble_ln_arena *arena, nimble_ln_param *param,
     nimble_ln_arena_fail(arena, "store to '%s', which is an input", param->name);
     return NULL;
   }
-  if (index->type != NIMBLE_LN_I64 || value->type != param->dtype) {
+  /* A bool value stored into a u8 tensor is written as 0 or 1. */
+  int value_ok = value->type == param->dtype ||
+                 (param->dtype == NIMBLE_LN_U8 && value->type == NIMBLE_LN_BOOL);
+  if (index->type != NIMBLE_LN_I64 || !value_ok) {
     nimble_ln_arena_fail(arena, "store %s[%s] = %s: expected an i64 index and a %s value",
                          param->name, nimble_ln_type_name(index->type),
                          nimble_ln_type_name(value->type), nimble_ln_type_name(param->dtype));

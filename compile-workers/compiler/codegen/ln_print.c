@@ -50,6 +50,7 @@ static void print_expr(buf *b, const nimble_ln_expr *e) {
   case NIMBLE_LN_E_CONST_F: put(b, "%.9gf", e->f); break;
   case NIMBLE_LN_E_CONST_I:
     if (e->type == NIMBLE_LN_I32) put(b, "i32(%lld)", (long long)e->i);
+    else if (e->type == NIMBLE_LN_U8) put(b, "u8(%lld)", (long long)e->i);
     else put(b, "%lld", (long long)e->i);
     break;
   case NIMBLE_LN_E_VAR: put(b, "%s", e->var->name); break;

@@ -206,6 +206,15 @@ nimble_ln_expr *cp_convert(cp_ctx *c, nimble_ln_expr *e, nimble_ln_type_t to) {
   return nimble_ln_cast(c->A, to, e);
 }
 
+nimble_ln_type_t cp_tensor_type(nimble_ln_type_t t) { return t == NIMBLE_LN_BOOL ? NIMBLE_LN_U8 : t; }
+
+nimble_ln_expr *cp_load(cp_ctx *c, nimble_ln_param *param, nimble_ln_expr *flat, nimble_ln_type_t t) {
+  nimble_ln_expr *v = nimble_ln_load(c->A, param, flat);
+  /* Any nonzero byte is true, so a tensor holding 2 or 255 still selects. */
+  if (v && t == NIMBLE_LN_BOOL && param->dtype == NIMBLE_LN_U8) v = nimble_ln_cast(c->A, NIMBLE_LN_BOOL, v);
+  return v;
+}
+
 bool cp_ln_type(nimble_dtype_t dt, nimble_ln_type_t *out, bool *is_bool) {
   *is_bool = false;
   switch (dt) {
@@ -243,7 +252,7 @@ nimble_ln_expr *cp_value(cp_ctx *c, cp_node *n, nimble_ln_expr *const *idx) {
   case CP_CONST: return n->cval;
   case CP_PARAM:
     if (!n->param) return cp_fail(c, NIMBLE_INTERNAL, "parameter %d has no tensor", n->param_index);
-    return nimble_ln_load(c->A, n->param, n->rank ? nimble_ln_flat_index(c->A, n->param, idx) : cp_i(c, 0));
+    return cp_load(c, n->param, n->rank ? nimble_ln_flat_index(c->A, n->param, idx) : cp_i(c, 0), n->type);
   case CP_CALL: break;
   }
   if (n == c->anchor) {
@@ -259,7 +268,7 @@ nimble_ln_expr *cp_value(cp_ctx *c, cp_node *n, nimble_ln_expr *const *idx) {
 }
 
 nimble_ln_expr *cp_value_flat(cp_ctx *c, cp_node *n, nimble_ln_expr *flat) {
-  if (n->kind == CP_PARAM && n->param) return nimble_ln_load(c->A, n->param, flat);
+  if (n->kind == CP_PARAM && n->param) return cp_load(c, n->param, flat, n->type);
   if (n->kind == CP_CONST) return n->cval;
   nimble_ln_expr *idx[CP_MAX_RANK];
   nimble_ln_expr *rest = flat;

@@ -157,6 +157,13 @@ const char *cp_attr_string(const cp_node *n, const char *name);
 const int64_t *cp_attr_ints(const cp_node *n, const char *name, size_t *count);
 bool cp_has_attr(const cp_node *n, const char *name);
 
+/* The element type of a kernel parameter holding values of type t: bool
+ * tensors are bytes (NIMBLE_LN_U8, 0 or 1); others are themselves. */
+nimble_ln_type_t cp_tensor_type(nimble_ln_type_t t);
+/* A load of param at a flat index as a value of the node type t: a u8
+ * byte of a bool tensor becomes bool (nonzero is true). */
+nimble_ln_expr *cp_load(cp_ctx *c, nimble_ln_param *param, nimble_ln_expr *flat, nimble_ln_type_t t);
+
 /* Maps an IR dtype to the loop-nest type; false when there is none. */
 bool cp_ln_type(nimble_dtype_t dt, nimble_ln_type_t *out, bool *is_bool);
 

@@ -269,9 +269,9 @@ static cp_node *build_graph(cp_ctx *c, const nimble_module *m, const char *name,
     cp_node *n = new_node(c, CP_PARAM, v);
     if (!n) return NULL;
     bool is_bool;
-    if (!cp_ln_type(t->u.tensor.dtype, &n->type, &is_bool) || is_bool)
-      return cp_fail(c, NIMBLE_UNIMPLEMENTED, "%s: parameter %%%s has dtype %s (kernels take float32, int32 and "
-                     "int64 tensors)", name, v->u.var.name, nimble_dtype_name(t->u.tensor.dtype));
+    if (!cp_ln_type(t->u.tensor.dtype, &n->type, &is_bool))
+      return cp_fail(c, NIMBLE_UNIMPLEMENTED, "%s: parameter %%%s has dtype %s (kernels take float32, int32, "
+                     "int64 and bool tensors)", name, v->u.var.name, nimble_dtype_name(t->u.tensor.dtype));
     if (t->u.tensor.rank > CP_MAX_RANK)
       return cp_fail(c, NIMBLE_UNIMPLEMENTED, "%s: parameter %%%s has rank %zu (at most %d)", name,
                      v->u.var.name, t->u.tensor.rank, CP_MAX_RANK);
@@ -286,7 +286,7 @@ static cp_node *build_graph(cp_ctx *c, const nimble_module *m, const char *name,
         cp_check(c, cp_eq(c, nimble_ln_shape(c->A, c->shape_params[i], 0), cp_i(c, n->rank)),
                  "shape of %%%s: expected %d extents", v->u.var.name, n->rank);
     } else {
-      n->param = nimble_ln_kernel_add_param(c->k, v->u.var.name, n->type, n->rank, 0);
+      n->param = nimble_ln_kernel_add_param(c->k, v->u.var.name, cp_tensor_type(n->type), n->rank, 0);
     }
     for (int a = 0; a < n->rank; a++)
       n->ext[a] = param_extent(c, (int)i, n->param, a, t->u.tensor.dims[a], v->u.var.name);
@@ -298,9 +298,6 @@ static cp_node *build_graph(cp_ctx *c, const nimble_module *m, const char *name,
   if (!root) return NULL;
   if (root->kind != CP_CALL)
     return cp_fail(c, NIMBLE_UNIMPLEMENTED, "%s: the body computes nothing (a parameter or constant)", name);
-  if (root->type == NIMBLE_LN_BOOL && !c->shape_mode)
-    return cp_fail(c, NIMBLE_UNIMPLEMENTED, "%s: a bool result ('%s'); kernels store float32, int32 and int64",
-                   name, root->op->name);
   return root;
 }
 
@@ -428,7 +425,7 @@ nimble_status_t nimble_compute_primitive(const nimble_module *m, const char *nam
     root = NULL;
   }
   if (root && !strcmp(root->op->name, "topk")) {
-    nimble_ln_param *ov = nimble_ln_kernel_add_param(c.k, "values", root->type, root->rank, 1);
+    nimble_ln_param *ov = nimble_ln_kernel_add_param(c.k, "values", cp_tensor_type(root->type), root->rank, 1);
     nimble_ln_param *oi = nimble_ln_kernel_add_param(c.k, "indices", NIMBLE_LN_I64, root->rank, 1);
     for (int a = 0; a < root->rank && ov && oi; a++) {
       cp_check(&c, cp_eq(&c, root->ext[a], nimble_ln_shape(arena, ov, a)), "output 0 axis %d: extent differs from the computed shape", a);
@@ -446,7 +443,7 @@ nimble_status_t nimble_compute_primitive(const nimble_module *m, const char *nam
       for (int p = 0; p < k && !c.err; p++) {
         char pn[16];
         snprintf(pn, sizeof pn, "out%d", p);
-        nimble_ln_param *o = nimble_ln_kernel_add_param(c.k, pn, root->type, root->rank, 1);
+        nimble_ln_param *o = nimble_ln_kernel_add_param(c.k, pn, cp_tensor_type(root->type), root->rank, 1);
         for (int a = 0; a < root->rank && o; a++)
           cp_check(&c, cp_eq(&c, parts[p]->ext[a], nimble_ln_shape(arena, o, a)),
                    "output %d axis %d: extent differs from the computed shape", p, a);
@@ -457,7 +454,7 @@ nimble_status_t nimble_compute_primitive(const nimble_module *m, const char *nam
     root = NULL;
   }
   if (root) {
-    nimble_ln_param *o = nimble_ln_kernel_add_param(c.k, "out", root->type, root->rank, 1);
+    nimble_ln_param *o = nimble_ln_kernel_add_param(c.k, "out", cp_tensor_type(root->type), root->rank, 1);
     for (int a = 0; a < root->rank && o; a++)
       cp_check(&c, cp_eq(&c, root->ext[a], nimble_ln_shape(arena, o, a)),
                "output axis %d: extent differs from the computed shape", a);

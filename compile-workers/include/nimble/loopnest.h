@@ -8,7 +8,7 @@
  * reads from its DLTensor arguments at run time. So one kernel serves every
  * shape.
  *
- * Expressions are typed (f32, i64, i32, bool); statements are loops (with a
+ * Expressions are typed (f32, i64, i32, bool, u8); statements are loops (with a
  * kind: serial, parallel, vectorized, unrolled), let bindings, mutable
  * scalar accumulators (decl/assign), stores, if, run-time checks that fail
  * the kernel with a message, and a call to the runtime's sgemm. Schedules
@@ -43,6 +43,13 @@ typedef enum nimble_ln_type {
   NIMBLE_LN_I64,
   NIMBLE_LN_I32,
   NIMBLE_LN_BOOL, /* results of comparisons; not a tensor element type */
+  /* One byte, unsigned: the element type of bool tensors, which the
+   * runtime holds as DLPack {kDLUInt, 8, 1} (or TVM's {kDLUInt, 1, 1}),
+   * one byte of 0 or 1 per element. A load gives a u8 value; it takes
+   * casts (to bool: != 0; from bool: 0/1; to and from f32/i32/i64 as
+   * unsigned), the comparisons (unsigned) and min/max, no arithmetic.
+   * A store into a u8 tensor takes a u8 or a bool value (written 0/1). */
+  NIMBLE_LN_U8,
 } nimble_ln_type_t;
 
 typedef enum nimble_ln_op {
@@ -226,6 +233,7 @@ nimble_ln_var *nimble_ln_var_create(nimble_ln_arena *arena, const char *name, ni
 nimble_ln_expr *nimble_ln_f32(nimble_ln_arena *arena, double value);
 nimble_ln_expr *nimble_ln_i64(nimble_ln_arena *arena, int64_t value);
 nimble_ln_expr *nimble_ln_i32(nimble_ln_arena *arena, int32_t value);
+nimble_ln_expr *nimble_ln_u8(nimble_ln_arena *arena, uint8_t value);
 nimble_ln_expr *nimble_ln_ref(nimble_ln_arena *arena, nimble_ln_var *var);
 nimble_ln_expr *nimble_ln_shape(nimble_ln_arena *arena, nimble_ln_param *param, int axis);
 nimble_ln_expr *nimble_ln_load(nimble_ln_arena *arena, nimble_ln_param *param, nimble_ln_expr *index);

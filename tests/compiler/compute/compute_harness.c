@@ -99,6 +99,11 @@ void ch_tensor_i64(ch_tensor *t, int rank, const int64_t *shape, const int64_t *
   if (values) memcpy(t->data, values, t->n * sizeof(int64_t));
 }
 
+void ch_tensor_u8(ch_tensor *t, int rank, const int64_t *shape, const uint8_t *values) {
+  tensor_init(t, rank, shape, kDLUInt, 1);
+  if (values) memcpy(t->data, values, t->n);
+}
+
 void ch_tensor_free(ch_tensor *t) {
   free(t->data);
   t->data = NULL;

@@ -48,9 +48,13 @@ typedef struct ch_tensor {
 void ch_tensor_f32(ch_tensor *t, int rank, const int64_t *shape, unsigned *seed, float lo, float hi);
 /* int64 tensor with the given values (NULL: zeros). */
 void ch_tensor_i64(ch_tensor *t, int rank, const int64_t *shape, const int64_t *values);
+/* bool tensor ({kDLUInt, 8, 1}, one byte per element) with the given
+ * bytes (NULL: zeros). */
+void ch_tensor_u8(ch_tensor *t, int rank, const int64_t *shape, const uint8_t *values);
 void ch_tensor_free(ch_tensor *t);
 static inline float *ch_f(const ch_tensor *t) { return (float *)t->data; }
 static inline int64_t *ch_i(const ch_tensor *t) { return (int64_t *)t->data; }
+static inline uint8_t *ch_u8(const ch_tensor *t) { return (uint8_t *)t->data; }
 
 typedef struct ch_env {
   nimble_kernel_env_t env;
