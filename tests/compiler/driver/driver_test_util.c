@@ -1,0 +1,132 @@
+#include "driver_test_util.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nimble/tensor_io.h"
+#include "nimble_test.h"
+
+nimble_status_t dt_compile_and_load(const char *path, const char *target, nimble_executable **exe) {
+  *exe = NULL;
+  nimble_compile_options_t o;
+  nimble_compile_options_init(&o);
+  o.target = target;
+  nimble_compile_result *r = NULL;
+  NIMBLE_RETURN_IF_ERROR(nimble_compile_file(path, &o, &r));
+  void *image = NULL;
+  size_t size = 0;
+  nimble_status_t s = nimble_compile_result_serialize(r, &image, &size);
+  nimble_compile_result_destroy(r);
+  if (!s) s = nimble_executable_load_memory(image, size, 0, exe);
+  free(image);
+  return s;
+}
+
+char *dt_models_path(const char *rel) {
+  const char *dir = getenv("NIMBLE_MODELS_DIR");
+  ck_assert_msg(dir && *dir, "NIMBLE_MODELS_DIR is not set (the reference_models fixture sets it)");
+  char *p = NULL;
+  ck_assert_int_ge(asprintf(&p, "%s/%s", dir, rel), 0);
+  return p;
+}
+
+static bool is_float(DLDataType t) { return t.code == kDLFloat && t.bits == 32; }
+
+void dt_compare(const char *model, int case_id, const char *out_name, const DLTensor *got,
+                    const DLTensor *want, double rtol, double atol) {
+  ck_assert_msg(got->ndim == want->ndim, "%s case %d output %s: rank %d, expected %d", model, case_id, out_name,
+                got->ndim, want->ndim);
+  size_t n = 1;
+  for (int d = 0; d < got->ndim; d++) {
+    ck_assert_msg(got->shape[d] == want->shape[d], "%s case %d output %s: dim %d is %lld, expected %lld", model,
+                  case_id, out_name, d, (long long)got->shape[d], (long long)want->shape[d]);
+    n *= (size_t)want->shape[d];
+  }
+  ck_assert_msg(got->dtype.code == want->dtype.code && got->dtype.bits == want->dtype.bits,
+                "%s case %d output %s: dtype code %d/%d bits, expected %d/%d", model, case_id, out_name,
+                got->dtype.code, got->dtype.bits, want->dtype.code, want->dtype.bits);
+  const char *g = (const char *)got->data + got->byte_offset;
+  const char *w = (const char *)want->data + want->byte_offset;
+  if (is_float(want->dtype)) {
+    const float *gf = (const float *)g, *wf = (const float *)w;
+    for (size_t i = 0; i < n; i++) {
+      double diff = fabs((double)gf[i] - (double)wf[i]);
+      ck_assert_msg(diff <= atol + rtol * fabs((double)wf[i]) && !isnan(gf[i]),
+                    "%s case %d output %s[%zu]: got %.9g, expected %.9g (|diff| %.3g > atol %g + rtol %g * |want|)",
+                    model, case_id, out_name, i, gf[i], wf[i], diff, atol, rtol);
+    }
+  } else {
+    size_t es = (size_t)(want->dtype.bits / 8) * want->dtype.lanes;
+    for (size_t i = 0; i < n; i++)
+      ck_assert_msg(memcmp(g + i * es, w + i * es, es) == 0, "%s case %d output %s[%zu] differs (integer dtype)",
+                    model, case_id, out_name, i);
+  }
+}
+
+int dt_run_reference_cases(nimble_executable *exe, const char *name) {
+  char rel[256];
+  snprintf(rel, sizeof rel, "%s.json", name);
+  char *json_path = dt_models_path(rel);
+  json_error_t err;
+  json_t *root = json_load_file(json_path, 0, &err);
+  ck_assert_msg(root != NULL, "%s: %s", json_path, err.text);
+  free(json_path);
+  double rtol = json_number_value(json_object_get(json_object_get(root, "tolerance"), "rtol"));
+  double atol = json_number_value(json_object_get(json_object_get(root, "tolerance"), "atol"));
+  ck_assert_msg(rtol > 0 && atol > 0, "%s.json: no tolerance", name);
+  json_t *outputs = json_object_get(root, "outputs");
+  json_t *cases = json_object_get(root, "cases");
+  ck_assert(json_is_array(outputs) && json_is_array(cases) && json_array_size(cases) > 0);
+
+  nimble_vm_options_t vo;
+  nimble_vm_options_init(&vo);
+  vo.num_threads = 2;
+  nimble_vm *vm = NULL;
+  NIMBLE_ASSERT_OK(nimble_vm_create(exe, &vo, &vm));
+  size_t ci;
+  json_t *c;
+  int ran = 0;
+  json_array_foreach(cases, ci, c) {
+    int case_id = (int)json_integer_value(json_object_get(c, "id"));
+    json_t *ins = json_object_get(c, "inputs");
+    size_t n_in = json_object_size(ins);
+    nimble_tensor_file_t *in_files = calloc(n_in + 1, sizeof *in_files);
+    ck_assert_ptr_nonnull(in_files);
+    const char *key;
+    json_t *val;
+    size_t k = 0;
+    json_object_foreach(ins, key, val) {
+      char *p = dt_models_path(json_string_value(json_object_get(val, "file")));
+      NIMBLE_ASSERT_OK(nimble_tensor_io_read_npy(p, &in_files[k]));
+      free(p);
+      NIMBLE_ASSERT_OK(nimble_vm_set_input_by_name(vm, "main", key, &in_files[k].tensor));
+      k++;
+    }
+    nimble_status_t s = nimble_vm_invoke(vm, "main");
+    ck_assert_msg(s == NULL, "%s case %d (%s): %s", name, case_id,
+                  json_string_value(json_object_get(c, "note")), s ? nimble_status_message(s) : "");
+    ck_assert_uint_eq(nimble_vm_num_outputs(vm), json_array_size(outputs));
+    json_t *outs = json_object_get(c, "outputs");
+    for (size_t o = 0; o < json_array_size(outputs); o++) {
+      const char *oname = json_string_value(json_object_get(json_array_get(outputs, o), "name"));
+      char *p = dt_models_path(json_string_value(json_object_get(json_object_get(outs, oname), "file")));
+      nimble_tensor_file_t want;
+      NIMBLE_ASSERT_OK(nimble_tensor_io_read_npy(p, &want));
+      free(p);
+      DLManagedTensor *got = NULL;
+      NIMBLE_ASSERT_OK(nimble_vm_take_output(vm, (uint32_t)o, &got));
+      dt_compare(name, case_id, oname, &got->dl_tensor, &want.tensor, rtol, atol);
+      got->deleter(got);
+      nimble_tensor_file_deinit(&want);
+    }
+    for (size_t i = 0; i < n_in; i++) nimble_tensor_file_deinit(&in_files[i]);
+    free(in_files);
+    ran++;
+  }
+  nimble_vm_destroy(vm);
+  json_decref(root);
+  return ran;
+}

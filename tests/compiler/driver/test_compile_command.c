@@ -1,0 +1,542 @@
+/* `nimble compile` end to end: the binary run as a user and as the compile
+ * worker would run it, its outputs loaded by the runtime and checked
+ * against references computed here by hand, and its errors. */
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "driver_test_util.h"
+#include "nimble/artifact_config.h"
+#include "nimble/digest.h"
+#include "nimble/tensor_io.h"
+#include "nimble_test.h"
+
+static char g_tmp[256];
+
+static char *path_in(const char *base, const char *rel) {
+  char *p = NULL;
+  ck_assert_int_ge(asprintf(&p, "%s/%s", base, rel), 0);
+  return p;
+}
+
+static char *source_path(const char *rel) {
+  const char *src = getenv("NIMBLE_SOURCE_DIR");
+  ck_assert_ptr_nonnull(src);
+  return path_in(src, rel);
+}
+
+static char *read_text(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  ck_assert_msg(f != NULL, "cannot open %s: %s", path, strerror(errno));
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *buf = malloc((size_t)n + 1);
+  ck_assert_ptr_nonnull(buf);
+  ck_assert_uint_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
+  buf[n] = '\0';
+  fclose(f);
+  if (len) *len = (size_t)n;
+  return buf;
+}
+
+/* Runs argv[0] (a path) with stdout to /dev/null, stderr captured into
+ * *err (caller frees) and, when progress_path is set, fd 3 writing to that
+ * file. Returns the exit status (-signal when killed). */
+static int run_prog(char *const argv[], char **err, const char *progress_path) {
+  char *err_path = path_in(g_tmp, "stderr.txt");
+  pid_t pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if (pid == 0) {
+    int e = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int o = open("/dev/null", O_WRONLY);
+    if (e < 0 || o < 0) _exit(120);
+    dup2(o, 1);
+    dup2(e, 2);
+    if (progress_path) {
+      int p = open(progress_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      if (p < 0 || dup2(p, 3) < 0) _exit(121);
+    }
+    execv(argv[0], argv);
+    _exit(122);
+  }
+  int st = 0;
+  ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+  *err = read_text(err_path, NULL);
+  free(err_path);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st);
+}
+
+static char *nimble_bin(void) {
+  const char *b = getenv("NIMBLE_BUILD_DIR");
+  ck_assert_ptr_nonnull(b);
+  return path_in(b, "client/nimble");
+}
+
+/* nimble ARGS... (NULL-terminated), expecting exit status `want`. */
+static char *nimble_expect(int want, const char *progress, ...) {
+  char *argv[32];
+  int n = 0;
+  argv[n++] = nimble_bin();
+  va_list ap;
+  va_start(ap, progress);
+  const char *a;
+  while ((a = va_arg(ap, const char *)) && n < 31) argv[n++] = (char *)a;
+  va_end(ap);
+  argv[n] = NULL;
+  char *err = NULL;
+  int rc = run_prog(argv, &err, progress);
+  ck_assert_msg(rc == want, "nimble %s %s: exit %d, expected %d; stderr:\n%s", argv[1], argv[2] ? argv[2] : "", rc,
+                want, err);
+  free(argv[0]);
+  return err;
+}
+
+static void setup(void) {
+  snprintf(g_tmp, sizeof g_tmp, "/tmp/nimble-driver-test-XXXXXX");
+  ck_assert_ptr_nonnull(mkdtemp(g_tmp));
+}
+
+static void teardown(void) {
+  char cmd[320];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
+  ck_assert_int_eq(system(cmd), 0);
+}
+
+/* ---- dense_bias_relu.nir: relu(x @ w + b), b = {1, -2, 0.5} ---------------- */
+
+static void check_dense_bias_relu(nimble_executable *exe) {
+  enum { N = 5 };
+  float x[N * 4], w[4 * 3], want[N * 3];
+  for (int i = 0; i < N * 4; i++) x[i] = (float)((i * 7) % 11) * 0.25f - 1.0f;
+  for (int i = 0; i < 12; i++) w[i] = (float)((i * 5) % 7) * 0.5f - 1.5f;
+  const float b[3] = {1.0f, -2.0f, 0.5f};
+  for (int r = 0; r < N; r++)
+    for (int c = 0; c < 3; c++) {
+      float acc = b[c];
+      for (int k = 0; k < 4; k++) acc += x[r * 4 + k] * w[k * 3 + c];
+      want[r * 3 + c] = acc > 0 ? acc : 0;
+    }
+  int64_t xs[2] = {N, 4}, ws[2] = {4, 3};
+  DLTensor tx = {.data = x, .device = {kDLCPU, 0}, .ndim = 2, .dtype = {kDLFloat, 32, 1}, .shape = xs};
+  DLTensor tw = {.data = w, .device = {kDLCPU, 0}, .ndim = 2, .dtype = {kDLFloat, 32, 1}, .shape = ws};
+  nimble_vm *vm = NULL;
+  NIMBLE_ASSERT_OK(nimble_vm_create(exe, NULL, &vm));
+  NIMBLE_ASSERT_OK(nimble_vm_set_input(vm, "main", 0, &tx));
+  NIMBLE_ASSERT_OK(nimble_vm_set_input(vm, "main", 1, &tw));
+  NIMBLE_ASSERT_OK(nimble_vm_invoke(vm, "main"));
+  DLManagedTensor *y = NULL;
+  NIMBLE_ASSERT_OK(nimble_vm_take_output(vm, 0, &y));
+  ck_assert_int_eq(y->dl_tensor.ndim, 2);
+  ck_assert_int_eq(y->dl_tensor.shape[0], N);
+  ck_assert_int_eq(y->dl_tensor.shape[1], 3);
+  const float *got = (const float *)((char *)y->dl_tensor.data + y->dl_tensor.byte_offset);
+  int positives = 0;
+  for (int i = 0; i < N * 3; i++) {
+    ck_assert_msg(fabsf(got[i] - want[i]) <= 1e-5f, "y[%d] = %g, expected %g", i, got[i], want[i]);
+    positives += want[i] > 0;
+  }
+  ck_assert_int_gt(positives, 0); /* the check is not all zeros */
+  y->deleter(y);
+  nimble_vm_destroy(vm);
+}
+
+START_TEST(test_a_nir_program_compiles_to_a_file_the_runtime_runs) {
+  char *src = source_path("tests/compiler/driver/programs/dense_bias_relu.nir");
+  char *out = path_in(g_tmp, "dense.nimble");
+  free(nimble_expect(0, NULL, "compile", src, "--target=x86", "-o", out, NULL));
+  nimble_executable *exe = NULL;
+  NIMBLE_ASSERT_OK(nimble_executable_load_file(out, &exe));
+  ck_assert_str_eq(nimble_executable_target(exe), "x86_64-linux-gnu");
+  /* The source digest is the program's sha256. */
+  size_t len;
+  char *text = read_text(src, &len);
+  nimble_digest_t d;
+  nimble_digest_compute(text, len, &d);
+  char ds[NIMBLE_DIGEST_STRING_LEN + 1];
+  nimble_digest_format(&d, ds);
+  ck_assert_str_eq(nimble_executable_source_digest(exe), ds);
+  check_dense_bias_relu(exe);
+  nimble_executable_release(exe);
+  free(text);
+  free(src);
+  free(out);
+}
+END_TEST
+
+static float run_branch(nimble_executable *exe, float t, float *x, int n, float *out) {
+  int64_t xs[1] = {n};
+  DLTensor tx = {.data = x, .device = {kDLCPU, 0}, .ndim = 1, .dtype = {kDLFloat, 32, 1}, .shape = xs};
+  DLTensor tt = {.data = &t, .device = {kDLCPU, 0}, .ndim = 0, .dtype = {kDLFloat, 32, 1}, .shape = NULL};
+  nimble_vm *vm = NULL;
+  NIMBLE_ASSERT_OK(nimble_vm_create(exe, NULL, &vm));
+  NIMBLE_ASSERT_OK(nimble_vm_set_input(vm, "main", 0, &tx));
+  NIMBLE_ASSERT_OK(nimble_vm_set_input(vm, "main", 1, &tt));
+  NIMBLE_ASSERT_OK(nimble_vm_invoke(vm, "main"));
+  DLManagedTensor *y = NULL;
+  NIMBLE_ASSERT_OK(nimble_vm_take_output(vm, 0, &y));
+  ck_assert_int_eq(y->dl_tensor.ndim, 1);
+  ck_assert_int_eq(y->dl_tensor.shape[0], n);
+  memcpy(out, (char *)y->dl_tensor.data + y->dl_tensor.byte_offset, (size_t)n * sizeof(float));
+  y->deleter(y);
+  nimble_vm_destroy(vm);
+  return 0;
+}
+
+START_TEST(test_a_nir_program_with_control_flow_takes_both_branches) {
+  char *src = source_path("tests/compiler/driver/programs/branch.nir");
+  nimble_executable *exe = NULL;
+  NIMBLE_ASSERT_OK(dt_compile_and_load(src, "x86", &exe));
+  float x[6] = {1, -2, 3.5f, 0, -0.25f, 8}, y[6];
+  run_branch(exe, 2.0f, x, 6, y);
+  for (int i = 0; i < 6; i++) ck_assert_float_eq(y[i], x[i] * 2.0f);
+  run_branch(exe, -1.0f, x, 6, y);
+  for (int i = 0; i < 6; i++) ck_assert_float_eq(y[i], -x[i]);
+  nimble_executable_release(exe);
+  free(src);
+}
+END_TEST
+
+/* ---- the worker's contract: --emit-parts DIR --progress-fd 3 -------------- */
+
+static void check_progress(const char *path) {
+  char *text = read_text(path, NULL);
+  int lines = 0;
+  bool codegen_done = false;
+  const char *last = NULL;
+  for (char *save = NULL, *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+    char phase[40];
+    int pct = -1, used = 0;
+    ck_assert_msg(sscanf(line, "%32[a-z0-9_-] %d%n", phase, &pct, &used) == 2 && line[used] == '\0',
+                  "progress line '%s' is not 'PHASE PERCENT'", line);
+    ck_assert_msg(pct >= 0 && pct <= 100, "progress line '%s': percent out of range", line);
+    if (strcmp(phase, "codegen") == 0 && pct == 100) codegen_done = true;
+    last = line;
+    lines++;
+  }
+  ck_assert_int_ge(lines, 10);
+  ck_assert_msg(codegen_done, "no 'codegen 100' line");
+  ck_assert_str_eq(last, "package 100");
+  free(text);
+}
+
+static void *load_part_file(const char *dir, const char *file, size_t *size) { 
+  char *p = path_in(dir, file);
+  void *d = read_text(p, size);
+  free(p);
+  return d;
+}
+
+START_TEST(test_emit_parts_writes_the_worker_contract_files_and_the_parts_load) {
+  char *src = source_path("tests/compiler/driver/programs/dense_bias_relu.nir");
+  char *dir = path_in(g_tmp, "parts");
+  char *progress = path_in(g_tmp, "progress.txt");
+  free(nimble_expect(0, progress, "compile", src, "--target=x86", "--format=nir", "--emit-parts", dir,
+                     "--progress-fd", "3", "--option", "opt_level=3", "--option", "tune=false", NULL));
+  check_progress(progress);
+
+  char *index_path = path_in(dir, "parts.json");
+  json_error_t jerr;
+  json_t *index = json_load_file(index_path, 0, &jerr);
+  ck_assert_msg(index != NULL, "parts.json: %s", jerr.text);
+  json_t *layers = json_object_get(index, "layers");
+  ck_assert_uint_eq(json_array_size(layers), 4);
+  nimble_executable_part_t parts[4];
+  void *datas[4];
+  bool seen[6] = {false};
+  for (size_t i = 0; i < 4; i++) {
+    json_t *l = json_array_get(layers, i);
+    const char *file = json_string_value(json_object_get(l, "file"));
+    const char *media = json_string_value(json_object_get(l, "mediaType"));
+    ck_assert_ptr_nonnull(file);
+    ck_assert_ptr_nonnull(media);
+    nimble_part_kind_t kind = nimble_part_kind_from_media_type(media);
+    ck_assert_msg(kind != 0, "layer %s: unknown media type %s", file, media);
+    ck_assert_str_eq(media, nimble_part_media_type_for_target(kind, "x86_64-linux-gnu"));
+    ck_assert(!seen[kind]);
+    seen[kind] = true;
+    datas[i] = load_part_file(dir, file, &parts[i].size);
+    parts[i].kind = kind;
+    parts[i].data = datas[i];
+  }
+  /* Any order loads: reverse them. */
+  nimble_executable_part_t rev[4] = {parts[3], parts[2], parts[1], parts[0]};
+  nimble_executable *exe = NULL;
+  NIMBLE_ASSERT_OK(nimble_executable_load_parts(rev, 4, 0, &exe));
+  check_dense_bias_relu(exe);
+  nimble_executable_release(exe);
+  for (int i = 0; i < 4; i++) free(datas[i]);
+  json_decref(index);
+
+  /* config.json decodes with protocol's strict decoder and says what was
+   * compiled: the target, the program's digest and the signature. */
+  char *config = path_in(dir, "config.json");
+  size_t clen;
+  char *ctext = read_text(config, &clen);
+  nimble_artifact_config_t cfg;
+  NIMBLE_ASSERT_OK(nimble_artifact_config_decode(ctext, clen, &cfg));
+  ck_assert_str_eq(cfg.target, "x86");
+  ck_assert_str_eq(cfg.compiler_version, NIMBLE_VERSION_STRING);
+  size_t len;
+  char *text = read_text(src, &len);
+  nimble_digest_t d;
+  nimble_digest_compute(text, len, &d);
+  ck_assert(nimble_digest_equal(&cfg.model, &d));
+  ck_assert_uint_eq(cfg.entry_count, 1);
+  const nimble_entry_sig_t *e = &cfg.entries[0];
+  ck_assert_str_eq(e->name, "main");
+  ck_assert_uint_eq(e->input_count, 2);
+  ck_assert_uint_eq(e->output_count, 1);
+  /* x: [n, 4] float32 (n symbolic), w: [4, 3], output0: [n, 3]. */
+  ck_assert_str_eq(e->inputs[0].name, "x");
+  ck_assert_int_eq(e->inputs[0].dtype, NIMBLE_CONFIG_DTYPE_FLOAT32);
+  ck_assert_uint_eq(e->inputs[0].rank, 2);
+  ck_assert_str_eq(e->inputs[0].dims[0].symbol, "n");
+  ck_assert_ptr_null(e->inputs[0].dims[1].symbol);
+  ck_assert_int_eq(e->inputs[0].dims[1].value, 4);
+  ck_assert_str_eq(e->inputs[1].name, "w");
+  ck_assert_int_eq(e->inputs[1].dims[0].value, 4);
+  ck_assert_int_eq(e->inputs[1].dims[1].value, 3);
+  ck_assert_uint_eq(e->outputs[0].rank, 2);
+  ck_assert_str_eq(e->outputs[0].dims[0].symbol, "n");
+  ck_assert_int_eq(e->outputs[0].dims[1].value, 3);
+  nimble_artifact_config_deinit(&cfg);
+  free(ctext);
+  free(text);
+  free(config);
+  free(index_path);
+  free(progress);
+  free(dir);
+  free(src);
+}
+END_TEST
+
+/* ---- aarch64 ------------------------------------------------------------- */
+
+START_TEST(test_mlp_compiled_for_aarch64_has_an_aarch64_kernel_library) {
+  char *src = dt_models_path("mlp.onnx");
+  char *dir = path_in(g_tmp, "a64");
+  free(nimble_expect(0, NULL, "compile", src, "--target=aarch64", "--emit-parts", dir, NULL));
+  size_t size = 0;
+  unsigned char *so = load_part_file(dir, "kernels", &size);
+  ck_assert_uint_gt(size, 128);
+  /* A part: the 16-byte part header (magic, kind 4: CPU kernels), then the
+   * ELF shared object after the part's own small header. */
+  ck_assert(memcmp(so, "NMBP", 4) == 0);
+  ck_assert_int_eq(so[4], NIMBLE_PART_KERNELS_CPU);
+  const unsigned char *elf = memmem(so, 64, "\x7f" "ELF", 4);
+  ck_assert_ptr_nonnull(elf);
+  ck_assert_int_eq(elf[4], 2); /* ELFCLASS64 */
+  ck_assert_int_eq(elf[16] | elf[17] << 8, 3); /* ET_DYN: a shared object */
+  ck_assert_int_eq(elf[18] | elf[19] << 8, 183); /* EM_AARCH64 (x86-64 would be 62) */
+  free(so);
+  char *index = load_part_file(dir, "parts.json", NULL);
+  ck_assert_ptr_nonnull(strstr(index, nimble_part_media_type_for_target(NIMBLE_PART_KERNELS_CPU, "aarch64-linux-gnu")));
+  free(index);
+  free(dir);
+  free(src);
+}
+END_TEST
+
+
+/* Runs the aarch64 artifact under qemu-aarch64 with the aarch64 nimble-run
+ * that scripts/test-cross.sh builds, named by NIMBLE_AARCH64_NIMBLE_RUN
+ * (CMake cache variable of the same name); without it the test says it
+ * skipped. Every mlp case is compared with PyTorch's output. */
+START_TEST(test_mlp_compiled_for_aarch64_runs_under_qemu_and_matches_pytorch) {
+  const char *run = getenv("NIMBLE_AARCH64_NIMBLE_RUN");
+  if (!run || !*run || access(run, X_OK) != 0 || system("command -v qemu-aarch64 > /dev/null") != 0) {
+    printf("skipped: set NIMBLE_AARCH64_NIMBLE_RUN to an aarch64 nimble-run (scripts/test-cross.sh builds one) "
+           "and install qemu-user to run the aarch64 artifact\n");
+    return;
+  }
+  char *src = dt_models_path("mlp.onnx");
+  char *exe_path = path_in(g_tmp, "mlp-a64.nimble");
+  free(nimble_expect(0, NULL, "compile", src, "--target=aarch64", "-o", exe_path, NULL));
+  for (int c = 0; c < 3; c++) {
+    char rel[64];
+    snprintf(rel, sizeof rel, "mlp.ref/%d/x.npy", c);
+    char *x = dt_models_path(rel);
+    snprintf(rel, sizeof rel, "mlp.ref/%d/y.npy", c);
+    char *y = dt_models_path(rel);
+    char *outdir = path_in(g_tmp, "qemu-out");
+    mkdir(outdir, 0755);
+    char *cmd = NULL;
+    ck_assert_int_ge(asprintf(&cmd, "qemu-aarch64 -L /usr/aarch64-linux-gnu '%s' '%s' --input x='%s' --output-dir '%s' > /dev/null",
+                              run, exe_path, x, outdir), 0);
+    ck_assert_msg(system(cmd) == 0, "%s failed", cmd);
+    char *got_path = path_in(outdir, "output0.npy");
+    nimble_tensor_file_t got, want;
+    NIMBLE_ASSERT_OK(nimble_tensor_io_read_npy(got_path, &got));
+    NIMBLE_ASSERT_OK(nimble_tensor_io_read_npy(y, &want));
+    dt_compare("mlp (aarch64)", c, "y", &got.tensor, &want.tensor, 1e-4, 1e-5);
+    nimble_tensor_file_deinit(&got);
+    nimble_tensor_file_deinit(&want);
+    free(got_path);
+    free(cmd);
+    free(outdir);
+    free(y);
+    free(x);
+  }
+  free(exe_path);
+  free(src);
+}
+END_TEST
+
+/* ---- errors ---------------------------------------------------------------- */
+
+START_TEST(test_a_missing_model_is_an_input_error_naming_the_file) {
+  char *missing = path_in(g_tmp, "nope.onnx");
+  char *out = path_in(g_tmp, "x.nimble");
+  char *err = nimble_expect(3, NULL, "compile", missing, "-o", out, NULL);
+  ck_assert_ptr_nonnull(strstr(err, missing));
+  ck_assert(access(out, F_OK) != 0);
+  free(err);
+  free(out);
+  free(missing);
+}
+END_TEST
+
+START_TEST(test_a_syntax_error_is_an_input_error_with_its_place) {
+  char *bad = path_in(g_tmp, "bad.nir");
+  FILE *f = fopen(bad, "w");
+  fputs("def @main(%x: Tensor[(2,), float32]) {\n  relu(%x\n}\n", f);
+  fclose(f);
+  char *out = path_in(g_tmp, "x.nimble");
+  char *err = nimble_expect(3, NULL, "compile", bad, "-o", out, NULL);
+  ck_assert_msg(strstr(err, "bad.nir:3:1") != NULL, "stderr: %s", err);
+  ck_assert(access(out, F_OK) != 0);
+  free(err);
+  free(out);
+  free(bad);
+}
+END_TEST
+
+START_TEST(test_an_unknown_extension_is_an_input_error) {
+  char *weird = path_in(g_tmp, "model.txt");
+  FILE *f = fopen(weird, "w");
+  fputs("hello\n", f);
+  fclose(f);
+  char *out = path_in(g_tmp, "x.nimble");
+  char *err = nimble_expect(3, NULL, "compile", weird, "-o", out, NULL);
+  ck_assert_msg(strstr(err, "unknown model format") != NULL, "stderr: %s", err);
+  free(err);
+  free(out);
+  free(weird);
+}
+END_TEST
+
+START_TEST(test_cpu_native_is_refused_as_a_usage_error) {
+  char *src = source_path("tests/compiler/driver/programs/dense_bias_relu.nir");
+  char *out = path_in(g_tmp, "x.nimble");
+  char *err = nimble_expect(2, NULL, "compile", src, "--target=x86:cpu=native", "-o", out, NULL);
+  ck_assert_msg(strstr(err, "cpu=native is not allowed") != NULL, "stderr: %s", err);
+  free(err);
+  err = nimble_expect(2, NULL, "compile", src, "--target=sparc", "-o", out, NULL);
+  ck_assert_msg(strstr(err, "sparc") != NULL, "stderr: %s", err);
+  free(err);
+  free(out);
+  free(src);
+}
+END_TEST
+
+START_TEST(test_cuda_is_a_clear_unimplemented_failure) {
+  char *src = source_path("tests/compiler/driver/programs/dense_bias_relu.nir");
+  char *out = path_in(g_tmp, "x.nimble");
+  char *err = nimble_expect(1, NULL, "compile", src, "--target=cuda", "-o", out, NULL);
+  ck_assert_msg(strstr(err, "CUDA") != NULL && strstr(err, "not wired") != NULL, "stderr: %s", err);
+  ck_assert(access(out, F_OK) != 0);
+  free(err);
+  free(out);
+  free(src);
+}
+END_TEST
+
+START_TEST(test_usage_errors_exit_2) {
+  char *src = source_path("tests/compiler/driver/programs/dense_bias_relu.nir");
+  char *out = path_in(g_tmp, "x.nimble");
+  free(nimble_expect(2, NULL, "compile", src, NULL)); /* no output */
+  free(nimble_expect(2, NULL, "compile", "-o", out, NULL)); /* no model */
+  free(nimble_expect(2, NULL, "compile", src, "-o", out, "--opt-level", "4", NULL));
+  free(nimble_expect(2, NULL, "compile", src, "-o", out, "--option", "color=blue", NULL));
+  free(nimble_expect(2, NULL, "compile", src, "-o", out, "--option", "opt_level=x", NULL));
+  free(nimble_expect(2, NULL, "compile", src, "-o", out, "--progress-fd", "97", NULL)); /* not open */
+  free(nimble_expect(2, NULL, "compile", src, "-o", out, "--format", "tflite", NULL));
+  free(nimble_expect(2, NULL, "compile", src, "-o", out, "--bogus", NULL));
+  ck_assert(access(out, F_OK) != 0);
+  free(out);
+  free(src);
+}
+END_TEST
+
+START_TEST(test_help_tells_the_options_and_the_native_rule) {
+  char *argv[] = {nimble_bin(), "compile", "--help", NULL};
+  char *help_path = path_in(g_tmp, "help.txt");
+  char *cmd = NULL;
+  ck_assert_int_ge(asprintf(&cmd, "'%s' compile --help > '%s'", argv[0], help_path), 0);
+  ck_assert_int_eq(system(cmd), 0);
+  char *help = read_text(help_path, NULL);
+  const char *must[] = {"--target", "-o FILE", "--opt-level", "--dump-ir", "-v", "--emit-parts", "--progress-fd",
+                        "--option", "cpu=native is refused", "x86-64-v3"};
+  for (size_t i = 0; i < sizeof must / sizeof must[0]; i++)
+    ck_assert_msg(strstr(help, must[i]) != NULL, "help lacks '%s'", must[i]);
+  free(help);
+  free(cmd);
+  free(help_path);
+  free(argv[0]);
+}
+END_TEST
+
+START_TEST(test_dump_ir_writes_the_module_after_import_and_each_pass) {
+  char *src = source_path("tests/compiler/driver/programs/dense_bias_relu.nir");
+  char *out = path_in(g_tmp, "x.nimble");
+  char *dump = path_in(g_tmp, "ir");
+  char *err = nimble_expect(0, NULL, "compile", src, "-o", out, "--dump-ir", dump, "-v", NULL);
+  /* -v prints the phases with their times. */
+  ck_assert_msg(strstr(err, "codegen") && strstr(err, "total"), "stderr: %s", err);
+  char *first = path_in(dump, "00-import.nir");
+  char *text = read_text(first, NULL);
+  ck_assert_ptr_nonnull(strstr(text, "def @main"));
+  free(text);
+  /* fuse_ops names primitives "fused.*"; some dump after it shows them. */
+  char *cmd = NULL;
+  ck_assert_int_ge(asprintf(&cmd, "grep -l 'fused\\.' '%s'/*fuse*.nir > /dev/null", dump), 0);
+  ck_assert_int_eq(system(cmd), 0);
+  free(cmd);
+  free(first);
+  free(err);
+  free(dump);
+  free(out);
+  free(src);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("compile_command");
+  TCase *tc = tcase_create("command");
+  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_set_timeout(tc, 300);
+  tcase_add_test(tc, test_a_nir_program_compiles_to_a_file_the_runtime_runs);
+  tcase_add_test(tc, test_a_nir_program_with_control_flow_takes_both_branches);
+  tcase_add_test(tc, test_emit_parts_writes_the_worker_contract_files_and_the_parts_load);
+  tcase_add_test(tc, test_mlp_compiled_for_aarch64_has_an_aarch64_kernel_library);
+  tcase_add_test(tc, test_mlp_compiled_for_aarch64_runs_under_qemu_and_matches_pytorch);
+  tcase_add_test(tc, test_a_missing_model_is_an_input_error_naming_the_file);
+  tcase_add_test(tc, test_a_syntax_error_is_an_input_error_with_its_place);
+  tcase_add_test(tc, test_an_unknown_extension_is_an_input_error);
+  tcase_add_test(tc, test_cpu_native_is_refused_as_a_usage_error);
+  tcase_add_test(tc, test_cuda_is_a_clear_unimplemented_failure);
+  tcase_add_test(tc, test_usage_errors_exit_2);
+  tcase_add_test(tc, test_help_tells_the_options_and_the_native_rule);
+  tcase_add_test(tc, test_dump_ir_writes_the_module_after_import_and_each_pass);
+  suite_add_tcase(s, tc);
+  return nimble_test_run(s);
+}
