@@ -14,12 +14,27 @@
 
 static const nimble_cli_command kHelpCommand;
 
+#ifdef NIMBLE_CLI_HAVE_FARM
+#include "farm_client.h" /* submit, status, fetch: the farm's client side */
+#endif
+#ifdef NIMBLE_CLI_HAVE_COMPILE
+extern const nimble_cli_command nimble_cmd_compile; /* cmd_compile.c, with the compiler driver */
+#endif
+
 /* Only the subcommands this build has; the ones still to come are listed in
  * docs/cli.md, not here. */
 static const nimble_cli_command *const kCommands[] = {
     &nimble_cmd_config,
     &kHelpCommand,
     &nimble_cmd_inspect,
+#ifdef NIMBLE_CLI_HAVE_COMPILE
+    &nimble_cmd_compile,
+#endif
+#ifdef NIMBLE_CLI_HAVE_FARM
+    &nimble_cmd_submit,
+    &nimble_cmd_status,
+    &nimble_cmd_fetch,
+#endif
 };
 static const size_t kNumCommands = sizeof kCommands / sizeof kCommands[0];
 

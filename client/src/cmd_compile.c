@@ -1,0 +1,295 @@
+/* `nimble compile`: the compiler driver (nimble/compile.h) on the command
+ * line, for a person (progress on a terminal, -v timings) and for the
+ * compile worker (--emit-parts DIR --progress-fd N, docs/farm.md §4). */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "nimble/cli_progress.h"
+#include "nimble/compile.h"
+#include "nimble/target.h"
+
+extern const nimble_cli_command nimble_cmd_compile;
+
+typedef struct compile_args {
+  const char *model, *target, *out, *emit_parts, *dump_ir, *format;
+  int opt_level;
+  int progress_fd; /* -1: none */
+  bool verbose;
+} compile_args;
+
+/* What the progress callback feeds: the worker's fd, the terminal line,
+ * and the phase reached (which decides the exit code of a failure). */
+typedef struct progress_sink {
+  int fd;
+  nimble_cli_progress *tty;
+  size_t tty_index;
+  const char *phase;
+  bool fd_failed;
+} progress_sink;
+
+static void on_progress(void *user, const char *phase, int percent) {
+  progress_sink *p = user;
+  p->phase = phase;
+  if (p->fd >= 0 && !p->fd_failed) {
+    char line[64];
+    int n = snprintf(line, sizeof line, "%s %d\n", phase, percent);
+    /* A reader that went away must not kill the compile (SIGPIPE is
+     * ignored below); progress is advisory. */
+    if (n > 0 && write(p->fd, line, (size_t)n) != n) p->fd_failed = true;
+  }
+  if (p->tty) nimble_status_free(nimble_cli_progress_update(p->tty, p->tty_index, phase, percent, NULL));
+}
+
+static bool parse_int(const char *s, long lo, long hi, long *out) {
+  if (!s || !*s) return false;
+  char *end = NULL;
+  errno = 0;
+  long v = strtol(s, &end, 10);
+  if (errno || *end || v < lo || v > hi) return false;
+  *out = v;
+  return true;
+}
+
+/* --option KEY=VALUE: the job options the farm passes (docs/protocol.md). */
+static int apply_option(compile_args *a, const char *kv) {
+  const char *eq = strchr(kv, '=');
+  if (!eq || eq == kv)
+    return nimble_cli_usage_error(&nimble_cmd_compile, "--option '%s': expected KEY=VALUE", kv);
+  size_t klen = (size_t)(eq - kv);
+  const char *v = eq + 1;
+  if (klen == 9 && strncmp(kv, "opt_level", 9) == 0) {
+    long lv;
+    if (!parse_int(v, 0, 3, &lv))
+      return nimble_cli_usage_error(&nimble_cmd_compile, "--option opt_level='%s': expected 0 to 3", v);
+    a->opt_level = (int)lv;
+    return NIMBLE_EXIT_OK;
+  }
+  if (klen == 4 && strncmp(kv, "tune", 4) == 0) {
+    if (strcmp(v, "true") != 0 && strcmp(v, "false") != 0)
+      return nimble_cli_usage_error(&nimble_cmd_compile, "--option tune='%s': expected true or false", v);
+    return NIMBLE_EXIT_OK; /* accepted; there is no tuner yet (see --help) */
+  }
+  return nimble_cli_usage_error(&nimble_cmd_compile, "--option '%.*s': unknown option (known: opt_level, tune)",
+                                (int)klen, kv);
+}
+
+/* Takes the value of option `name` at argv[*i] ("--name V" or "--name=V");
+ * returns NULL when argv[*i] is not that option, and sets *missing when it
+ * is but has no value. */
+static const char *take_value(int argc, char **argv, int *i, const char *name, bool *missing) {
+  const char *a = argv[*i];
+  size_t n = strlen(name);
+  if (strncmp(a, name, n) != 0) return NULL;
+  if (a[n] == '=') return a + n + 1;
+  if (a[n] != '\0') return NULL;
+  if (*i + 1 >= argc) {
+    *missing = true;
+    return NULL;
+  }
+  return argv[++*i];
+}
+
+static int parse_args(int argc, char **argv, compile_args *a, bool *help) {
+  memset(a, 0, sizeof *a);
+  a->opt_level = 2;
+  a->progress_fd = -1;
+  bool operands_only = false;
+  static const char *const kValued[] = {"--target", "-o", "--output", "--opt-level", "--dump-ir",
+                                        "--emit-parts", "--progress-fd", "--option", "--format"};
+  for (int i = 1; i < argc; i++) {
+    const char *arg = argv[i];
+    if (!operands_only && strcmp(arg, "--") == 0) {
+      operands_only = true;
+      continue;
+    }
+    if (operands_only || arg[0] != '-' || arg[1] == '\0') {
+      if (a->model)
+        return nimble_cli_usage_error(&nimble_cmd_compile, "expected one model file, got '%s' and '%s'", a->model,
+                                      arg);
+      a->model = arg;
+      continue;
+    }
+    if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
+      *help = true;
+      return NIMBLE_EXIT_OK;
+    }
+    if (strcmp(arg, "-v") == 0 || strcmp(arg, "--verbose") == 0) {
+      a->verbose = true;
+      continue;
+    }
+    const char *v = NULL, *opt = NULL;
+    bool missing = false;
+    for (size_t k = 0; k < sizeof kValued / sizeof kValued[0] && !v && !missing; k++) {
+      v = take_value(argc, argv, &i, kValued[k], &missing);
+      opt = kValued[k];
+    }
+    if (missing) return nimble_cli_usage_error(&nimble_cmd_compile, "option %s needs a value", opt);
+    if (!v) return nimble_cli_usage_error(&nimble_cmd_compile, "unknown option '%s'", arg);
+    if (strcmp(opt, "--target") == 0) {
+      a->target = v;
+    } else if (strcmp(opt, "-o") == 0 || strcmp(opt, "--output") == 0) {
+      if (!*v) return nimble_cli_usage_error(&nimble_cmd_compile, "-o needs a file name");
+      a->out = v;
+    } else if (strcmp(opt, "--opt-level") == 0) {
+      long lv;
+      if (!parse_int(v, 0, 3, &lv))
+        return nimble_cli_usage_error(&nimble_cmd_compile, "--opt-level '%s': expected 0, 1, 2 or 3", v);
+      a->opt_level = (int)lv;
+    } else if (strcmp(opt, "--dump-ir") == 0) {
+      if (!*v) return nimble_cli_usage_error(&nimble_cmd_compile, "--dump-ir needs a folder");
+      a->dump_ir = v;
+    } else if (strcmp(opt, "--emit-parts") == 0) {
+      if (!*v) return nimble_cli_usage_error(&nimble_cmd_compile, "--emit-parts needs a folder");
+      a->emit_parts = v;
+    } else if (strcmp(opt, "--progress-fd") == 0) {
+      long fd;
+      if (!parse_int(v, 0, INT_MAX, &fd))
+        return nimble_cli_usage_error(&nimble_cmd_compile, "--progress-fd '%s': expected a file descriptor number", v);
+      if (fcntl((int)fd, F_GETFD) < 0)
+        return nimble_cli_usage_error(&nimble_cmd_compile, "--progress-fd %ld: the descriptor is not open", fd);
+      a->progress_fd = (int)fd;
+    } else if (strcmp(opt, "--format") == 0) {
+      if (strcmp(v, "onnx") != 0 && strcmp(v, "nir") != 0)
+        return nimble_cli_usage_error(&nimble_cmd_compile, "--format '%s': expected onnx or nir", v);
+      a->format = v;
+    } else if (strcmp(opt, "--option") == 0) {
+      int rc = apply_option(a, v);
+      if (rc) return rc;
+    }
+  }
+  if (!a->model) return nimble_cli_usage_error(&nimble_cmd_compile, "no model file given");
+  if (!a->out && !a->emit_parts)
+    return nimble_cli_usage_error(&nimble_cmd_compile, "no output: give -o FILE.nimble or --emit-parts DIR");
+  if (!a->target) a->target = "x86";
+  nimble_target_t t;
+  nimble_status_t s = nimble_target_parse(a->target, &t);
+  if (s) {
+    int rc = nimble_cli_usage_error(&nimble_cmd_compile, "--target: %s", nimble_status_message(s));
+    nimble_status_free(s);
+    return rc;
+  }
+  return NIMBLE_EXIT_OK;
+}
+
+static int run_compile(nimble_cli_ctx *ctx, int argc, char **argv) {
+  compile_args a;
+  bool help = false;
+  int rc = parse_args(argc, argv, &a, &help);
+  if (rc) return rc;
+  if (help) {
+    nimble_cli_print_command_help(&nimble_cmd_compile, stdout);
+    return NIMBLE_EXIT_OK;
+  }
+  if (a.dump_ir && mkdir(a.dump_ir, 0755) != 0 && errno != EEXIST) {
+    fprintf(stderr, "nimble: cannot create %s: %s\n", a.dump_ir, strerror(errno));
+    return NIMBLE_EXIT_FAILURE;
+  }
+  progress_sink sink = {.fd = a.progress_fd, .phase = "setup"};
+  if (a.progress_fd >= 0) signal(SIGPIPE, SIG_IGN);
+  if (nimble_cli_progress_mode_for(stderr, false) == NIMBLE_CLI_PROGRESS_TTY) {
+    if (nimble_cli_progress_create(stderr, NIMBLE_CLI_PROGRESS_TTY, 0, &sink.tty) == NULL) {
+      nimble_status_t s = nimble_cli_progress_add(sink.tty, a.target, &sink.tty_index);
+      if (s) {
+        nimble_status_free(s);
+        nimble_cli_progress_destroy(sink.tty);
+        sink.tty = NULL;
+      }
+    } else {
+      sink.tty = NULL;
+    }
+  }
+
+  nimble_compile_options_t o;
+  nimble_compile_options_init(&o);
+  o.target = a.target;
+  o.format = a.format;
+  o.opt_level = a.opt_level;
+  o.dump_ir_dir = a.dump_ir;
+  o.progress = on_progress;
+  o.progress_user = &sink;
+  nimble_compile_result *r = NULL;
+  nimble_status_t s = nimble_compile_file(a.model, &o, &r);
+  if (!s) {
+    sink.phase = "package";
+    on_progress(&sink, "package", 0);
+    if (a.emit_parts) s = nimble_compile_result_emit_parts(r, a.emit_parts);
+    if (!s && a.out) s = nimble_compile_result_write_file(r, a.out);
+    if (!s) on_progress(&sink, "package", 100);
+  }
+  if (sink.tty) {
+    nimble_status_free(nimble_cli_progress_update(sink.tty, sink.tty_index, s ? "failed" : "done", s ? -1 : 100,
+                                                  s ? sink.phase : NULL));
+    nimble_cli_progress_destroy(sink.tty);
+  }
+  if (s) {
+    /* The model's own faults (unreadable, unparsable, ill-typed) are input
+     * errors; anything later is the compile failing. */
+    bool input = strcmp(sink.phase, "import") == 0 || strcmp(sink.phase, "typing") == 0 ||
+                 (strcmp(sink.phase, "setup") == 0 && nimble_status_code(s) != NIMBLE_UNIMPLEMENTED);
+    nimble_cli_report(s);
+    nimble_compile_result_destroy(r);
+    return input ? NIMBLE_EXIT_INPUT : NIMBLE_EXIT_FAILURE;
+  }
+  if (a.verbose) {
+    char spec[NIMBLE_TARGET_SPEC_MAX + 1];
+    nimble_target_format(nimble_compile_result_target(r), spec);
+    fprintf(stderr, "compiled %s for %s: %zu kernels\n", a.model, spec, nimble_compile_result_num_kernels(r));
+    double total = 0;
+    for (size_t i = 0; i < nimble_compile_result_num_phases(r); i++) {
+      const nimble_compile_phase_time_t *t = nimble_compile_result_phase_at(r, i);
+      fprintf(stderr, "  %-8s %8.3f s\n", t->phase, t->seconds);
+      total += t->seconds;
+    }
+    fprintf(stderr, "  %-8s %8.3f s\n", "total", total);
+  }
+  nimble_compile_result_destroy(r);
+  return NIMBLE_EXIT_OK;
+}
+
+const nimble_cli_command nimble_cmd_compile = {
+    "compile",
+    "Compile a model (.onnx) or program (.nir) into an executable, locally.",
+    "compile MODEL --target=SPEC -o OUT.nimble [--opt-level N] [--dump-ir DIR] [-v]\n"
+    "       [--emit-parts DIR] [--progress-fd N] [--format onnx|nir] [--option KEY=VALUE]",
+    "Runs the whole compiler on this machine: import, type inference, the\n"
+    "optimisation passes, lowering to VM bytecode, one kernel per fused\n"
+    "primitive, code generation with LLVM and linking with ld.lld-16, then\n"
+    "writes one .nimble file that nimble-run and the runtime load.\n"
+    "\n"
+    "Options:\n"
+    "  --target SPEC      what to compile for (default x86): x86[:cpu=C,features=F]\n"
+    "                     or aarch64[:cpu=C,...]. The default CPUs give portable\n"
+    "                     artifacts (x86-64-v3: AVX2/FMA; aarch64 generic with\n"
+    "                     NEON). cpu=native is refused: an artifact must not\n"
+    "                     depend on the machine that built it. cuda is not\n"
+    "                     supported by the local compiler yet.\n"
+    "  -o FILE            the executable to write (.nimble)\n"
+    "  --opt-level N      0 to 3 (default 2): 0 runs only what lowering needs,\n"
+    "                     1 adds folding and clean-ups, 2 fuses operators and\n"
+    "                     plans memory; LLVM optimises at the same level\n"
+    "  --dump-ir DIR      write the IR after import and after each pass to\n"
+    "                     DIR/NN-PASS.nir\n"
+    "  -v, --verbose      print the time spent in each phase\n"
+    "  --format F         onnx or nir (default: from the file's extension)\n"
+    "  --emit-parts DIR   write the artifact's parts (metadata, bytecode,\n"
+    "                     constants, kernels), config.json and parts.json into\n"
+    "                     DIR, as the compile worker expects\n"
+    "  --progress-fd N    write 'PHASE PERCENT' lines to descriptor N\n"
+    "  --option K=V       a farm job option: opt_level=0..3 (as --opt-level),\n"
+    "                     tune=true|false (accepted; there is no tuner yet, so\n"
+    "                     it changes nothing)\n"
+    "\n"
+    "On a terminal a progress line shows the current phase.\n"
+    "Exit status: 0 success, 1 the compile failed (an operator or shape\n"
+    "the compiler does not cover yet, a code generation or write error),\n"
+    "2 usage error, 3 the model could not be read, parsed, imported or typed.\n",
+    run_compile,
+};
