@@ -6,12 +6,14 @@
  *
  * It depends on nothing but the runtime library and the tensor-file module,
  * so the same program runs wherever the runtime does (x86_64, aarch64). */
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "nimble/runtime.h"
@@ -53,6 +55,9 @@ static const char HELP[] =
     "  ~/.cache/nimble; bearer token from $NIMBLE_TOKEN), and loaded from the\n"
     "  cache when the store is unreachable (docs/fetch.md)\n"
 #endif
+    "  MODEL may be a directory of parts, as `nimble fetch -o DIR` writes it:\n"
+    "  every file in it that starts with a part header is loaded as that part\n"
+    "  (other files, such as manifest.json, are ignored)\n"
     "  --help             this text; --version: the runtime's version\n"
     "\n"
     "Exit status: 0 success; 1 a file could not be read or written, or the\n"
@@ -84,6 +89,77 @@ static nimble_status_t load_reference(const char *ref, nimble_executable **out) 
 
 /* One-line errors: "nimble-run: MESSAGE". Newlines inside a message (none
  * are expected) are flattened so a script can rely on one line. */
+/* A part file starts with "NMBP" and its kind as a little-endian u32
+ * (docs/executable.md). */
+#define MAX_DIR_PARTS 16
+
+static nimble_status_t read_whole_file(const char *path, void **data, size_t *size) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return nimble_status_make(NIMBLE_IO_ERROR, "%s: %s", path, strerror(errno));
+  struct stat st;
+  if (fstat(fileno(f), &st) != 0 || st.st_size < 0) {
+    fclose(f);
+    return nimble_status_make(NIMBLE_IO_ERROR, "%s: cannot stat", path);
+  }
+  size_t n = (size_t)st.st_size;
+  void *buf = malloc(n ? n : 1);
+  if (!buf || fread(buf, 1, n, f) != n) {
+    free(buf);
+    fclose(f);
+    return nimble_status_make(NIMBLE_IO_ERROR, "%s: cannot read %zu bytes", path, n);
+  }
+  fclose(f);
+  *data = buf;
+  *size = n;
+  return nimble_ok();
+}
+
+/* Loads every part file of directory `dir`. The loader copies what it
+ * keeps, so the buffers are freed before returning. */
+static nimble_status_t load_part_dir(const char *dir, nimble_executable **out) {
+  DIR *d = opendir(dir);
+  if (!d) return nimble_status_make(NIMBLE_IO_ERROR, "%s: %s", dir, strerror(errno));
+  nimble_executable_part_t parts[MAX_DIR_PARTS];
+  void *bufs[MAX_DIR_PARTS];
+  size_t n = 0;
+  nimble_status_t s = nimble_ok();
+  struct dirent *e;
+  while (!s && (e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.') continue;
+    char path[4096];
+    if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= (int)sizeof path) continue;
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < 8) continue;
+    void *data = NULL;
+    size_t size = 0;
+    s = read_whole_file(path, &data, &size);
+    if (s) break;
+    const unsigned char *b = data;
+    if (memcmp(b, "NMBP", 4) != 0) {
+      free(data);
+      continue;
+    }
+    if (n == MAX_DIR_PARTS) {
+      free(data);
+      s = nimble_status_make(NIMBLE_INVALID_ARGUMENT, "%s: more than %d part files", dir,
+                             MAX_DIR_PARTS);
+      break;
+    }
+    uint32_t kind = (uint32_t)b[4] | (uint32_t)b[5] << 8 | (uint32_t)b[6] << 16 | (uint32_t)b[7] << 24;
+    parts[n].kind = (nimble_part_kind_t)kind;
+    parts[n].data = data;
+    parts[n].size = size;
+    bufs[n++] = data;
+  }
+  closedir(d);
+  if (!s && n == 0)
+    s = nimble_status_make(NIMBLE_INVALID_ARGUMENT, "%s: no part files (files starting with NMBP)",
+                           dir);
+  if (!s) s = nimble_executable_load_parts(parts, n, 0, out);
+  for (size_t i = 0; i < n; i++) free(bufs[i]);
+  return s;
+}
+
 static int fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int fail(int code, const char *fmt, ...) {
   char msg[2048];
@@ -262,7 +338,13 @@ static int run(run_args *a) {
     s = load_reference(a->model, &exe);
   else
 #endif
-    s = nimble_executable_load_file(a->model, &exe);
+  {
+    struct stat st;
+    if (stat(a->model, &st) == 0 && S_ISDIR(st.st_mode))
+      s = load_part_dir(a->model, &exe);
+    else
+      s = nimble_executable_load_file(a->model, &exe);
+  }
   if (s) {
     const char *m = nimble_status_message(s);
     return fail_status(EXIT_RUN_ERROR, s, strstr(m, a->model) ? NULL : a->model);
