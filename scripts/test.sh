@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # The test command (README quick start, CI): installs what it needs, builds
-# Nimble twice (release, and AddressSanitizer + UndefinedBehaviorSanitizer),
-# and runs every suite in both. Integration suites start their own servers
+# Nimble twice (release, and AddressSanitizer + UndefinedBehaviorSanitizer)
+# and runs every suite in both, runs the runtime's concurrency suites under
+# ThreadSanitizer, and builds and tests the runtime for aarch64 under qemu. Integration suites start their own servers
 # (nimble-store, docker-registry, redis-server, ...) on loopback as ctest
 # fixtures and stop them by pid.
 #
-#   NIMBLE_TEST_STAGES="release asan cross"   which stages to run (default: all)
+#   NIMBLE_TEST_STAGES="release asan tsan cross"   which stages to run (default: all)
 #   NIMBLE_TEST_JOBS=N                         build and ctest parallelism
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 
-STAGES=${NIMBLE_TEST_STAGES:-release asan cross}
+STAGES=${NIMBLE_TEST_STAGES:-release asan tsan cross}
 JOBS=${NIMBLE_TEST_JOBS:-$(nproc)}
 
 bash scripts/setup.sh
@@ -34,9 +35,20 @@ for stage in $STAGES; do
       ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:halt_on_error=1:abort_on_error=1} \
       UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1} \
         run_stage asan "$ROOT/build-asan" -DNIMBLE_SANITIZE=ON ;;
+    tsan)
+      # Only the runtime is shared across threads by design; its suites
+      # labelled tsan (8 VMs on one executable, the BLAS env) run here.
+      echo "== stage tsan: configure and build in $ROOT/build-tsan"
+      cmake -S "$ROOT" -B "$ROOT/build-tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNIMBLE_TSAN=ON \
+        -DNIMBLE_ONLY=runtime >"$ROOT/build-tsan.configure.log" 2>&1 \
+        || { cat "$ROOT/build-tsan.configure.log"; exit 1; }
+      cmake --build "$ROOT/build-tsan" -j"$JOBS"
+      echo "== stage tsan: tests"
+      TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1} \
+        ctest --test-dir "$ROOT/build-tsan" --output-on-failure -j"$JOBS" -L tsan ;;
     cross)
       if [ -f "$ROOT/scripts/test-cross.sh" ]; then bash "$ROOT/scripts/test-cross.sh"; fi ;;
-    *) echo "unknown stage '$stage' (release, asan, cross)" >&2; exit 2 ;;
+    *) echo "unknown stage '$stage' (release, asan, tsan, cross)" >&2; exit 2 ;;
   esac
 done
 echo "== all stages passed: $STAGES"
