@@ -2,17 +2,19 @@
 # The test command (README quick start, CI): installs what it needs, builds
 # Nimble twice (release, and AddressSanitizer + UndefinedBehaviorSanitizer)
 # and runs every suite in both, runs the runtime's concurrency suites under
-# ThreadSanitizer, and builds and tests the runtime for aarch64 under qemu. Integration suites start their own servers
+# ThreadSanitizer, builds and tests the runtime for aarch64 under qemu, and
+# runs the farm end to end with the real compiler (scripts/farm-run.sh:
+# redis, store, scheduler, workers; x86 run natively, aarch64 under qemu). Integration suites start their own servers
 # (nimble-store, docker-registry, redis-server, ...) on loopback as ctest
 # fixtures and stop them by pid.
 #
-#   NIMBLE_TEST_STAGES="release asan tsan cross"   which stages to run (default: all)
+#   NIMBLE_TEST_STAGES="release asan tsan cross farm"   which stages to run (default: all)
 #   NIMBLE_TEST_JOBS=N                         build and ctest parallelism
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 
-STAGES=${NIMBLE_TEST_STAGES:-release asan tsan cross}
+STAGES=${NIMBLE_TEST_STAGES:-release asan tsan cross farm}
 JOBS=${NIMBLE_TEST_JOBS:-$(nproc)}
 
 bash scripts/setup.sh
@@ -48,7 +50,10 @@ for stage in $STAGES; do
         ctest --test-dir "$ROOT/build-tsan" --output-on-failure -j"$JOBS" -L tsan ;;
     cross)
       if [ -f "$ROOT/scripts/test-cross.sh" ]; then bash "$ROOT/scripts/test-cross.sh"; fi ;;
-    *) echo "unknown stage '$stage' (release, asan, tsan, cross)" >&2; exit 2 ;;
+    farm)
+      echo "== stage farm: the compile farm end to end (needs the release and cross stages' builds)"
+      bash "$ROOT/scripts/farm-run.sh" "$ROOT/build" "${NIMBLE_CROSS_BUILD_DIR:-$ROOT/build-aarch64}" ;;
+    *) echo "unknown stage '$stage' (release, asan, tsan, cross, farm)" >&2; exit 2 ;;
   esac
 done
 echo "== all stages passed: $STAGES"
