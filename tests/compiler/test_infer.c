@@ -134,6 +134,63 @@ START_TEST(test_symbolic_dims_of_a_signature_are_instantiated_per_call) {
 }
 END_TEST
 
+/* Issue 3 (found by `nimble inspect` on tests/client/programs/no_main.nir):
+ * @double's symbolic k is instantiated afresh at the call in @scale; the
+ * argument's dim is `?`, so the fresh variable stays unbound, and it used to
+ * leak into @scale's type as `Tensor[(k,), float32]`. At the end of a
+ * global function (its generalisation point) an unbound variable made by
+ * the inference is `?`: Any against anything stays Any (DESIGN.md §1). */
+START_TEST(test_a_callee_symbol_instantiated_against_any_becomes_any) {
+  nimble_module *m;
+  nimble_typing *t = test_check(arena,
+                                "def @double(%x: Tensor[(k,), float32]) {\n  add(%x, %x)\n}\n"
+                                "def @scale(%x: Tensor[(?,), float32], %s: Tensor[(), float32]) {\n"
+                                "  multiply(@double(%x), %s)\n}\n",
+                                &m);
+  char buf[256];
+  ck_assert_str_eq(test_global_type(t, "scale", buf, sizeof buf),
+                   "fn(Tensor[(?,), float32], Tensor[(), float32]) -> Tensor[(?,), float32]");
+  /* The callee's own declared symbol stays symbolic. */
+  ck_assert_str_eq(test_global_type(t, "double", buf, sizeof buf),
+                   "fn(Tensor[(k,), float32]) -> Tensor[(k,), float32]");
+}
+END_TEST
+
+/* The leaked variable was shared by every caller of @scale (only declared
+ * symbols are instantiated per call), so two calls with different lengths
+ * bound one variable; each now gets `?`. */
+START_TEST(test_callers_of_a_function_with_an_any_result_do_not_share_a_variable) {
+  ck_assert_str_eq(main_type("def @double(%x: Tensor[(k,), float32]) { add(%x, %x) }\n"
+                             "def @scale(%x: Tensor[(?,), float32]) { @double(%x) }\n"
+                             "def @main(%a: Tensor[(3,), float32], %b: Tensor[(5,), float32]) {\n"
+                             "  let %p = @scale(%a);\n  let %q = @scale(%b);\n  (%p, %q, add(%p, %q))\n}\n"),
+                   "fn(Tensor[(3,), float32], Tensor[(5,), float32]) -> "
+                   "(Tensor[(?,), float32], Tensor[(?,), float32], Tensor[(?,), float32])");
+}
+END_TEST
+
+/* A fresh variable that meets a declared symbol is that symbol: it stays
+ * symbolic (under the caller's name), through a call and through recursion. */
+START_TEST(test_a_callee_symbol_met_by_a_declared_symbol_stays_symbolic) {
+  nimble_module *m;
+  nimble_typing *t = test_check(arena,
+                                "def @double(%x: Tensor[(k,), float32]) { add(%x, %x) }\n"
+                                "def @f(%x: Tensor[(n,), float32]) { @double(%x) }\n"
+                                "def @g(%x: Tensor[(n,), float32]) { let %y = @double(%x); add(%y, %x) }\n"
+                                "def @loop(%i: Tensor[(), int64], %x: Tensor[(b, 4), float32]) {\n"
+                                "  if (less(%i, 3)) { @loop(add(%i, 1), tanh(%x)) } else { %x }\n}\n"
+                                "def @main(%a: Tensor[(m, 4), float32]) { @loop(0, %a) }\n",
+                                &m);
+  char buf[256];
+  ck_assert_str_eq(test_global_type(t, "f", buf, sizeof buf), "fn(Tensor[(n,), float32]) -> Tensor[(n,), float32]");
+  ck_assert_str_eq(test_global_type(t, "g", buf, sizeof buf), "fn(Tensor[(n,), float32]) -> Tensor[(n,), float32]");
+  ck_assert_str_eq(test_global_type(t, "loop", buf, sizeof buf),
+                   "fn(Tensor[(), int64], Tensor[(b, 4), float32]) -> Tensor[(b, 4), float32]");
+  ck_assert_str_eq(test_global_type(t, "main", buf, sizeof buf),
+                   "fn(Tensor[(m, 4), float32]) -> Tensor[(m, 4), float32]");
+}
+END_TEST
+
 START_TEST(test_closures_capture_and_apply) {
   ck_assert_str_eq(main_type("def @main(%s: Tensor[(), float32], %x: Tensor[(4,), float32]) {\n"
                              "  let %scale = fn (%v: Tensor[(4,), float32]) { multiply(%v, %s) };\n"
@@ -344,6 +401,9 @@ int main(void) {
   tcase_add_test(tc, test_symbolic_dims_in_a_type_definition_are_per_value);
   tcase_add_test(tc, test_recursive_function_checks_through_its_annotation);
   tcase_add_test(tc, test_symbolic_dims_of_a_signature_are_instantiated_per_call);
+  tcase_add_test(tc, test_a_callee_symbol_instantiated_against_any_becomes_any);
+  tcase_add_test(tc, test_callers_of_a_function_with_an_any_result_do_not_share_a_variable);
+  tcase_add_test(tc, test_a_callee_symbol_met_by_a_declared_symbol_stays_symbolic);
   tcase_add_test(tc, test_closures_capture_and_apply);
   tcase_add_test(tc, test_higher_order_polymorphic_function_checks);
   tcase_add_test(tc, test_type_parameter_cannot_be_fixed_in_its_body);

@@ -78,6 +78,29 @@ START_TEST(test_unify_binds_a_variable_to_another_variable) {
 }
 END_TEST
 
+/* Of two unbound variables the older (made first, so the one the user
+ * wrote rather than a call's fresh copy) stays the representative, in
+ * whichever order they are unified, and keeps its name. */
+START_TEST(test_unifying_two_variables_keeps_the_older_one_either_way) {
+  nimble_dim_t n = nimble_subst_fresh_dim_var(subst, "n"), k = nimble_subst_fresh_dim_var(subst, "k"), out;
+  NIMBLE_ASSERT_OK(nimble_dim_unify(&ctx, n, k, &out)); /* binds n: turned around */
+  nimble_dim_t r = nimble_subst_resolve_dim(subst, n);
+  ck_assert_int_eq(r.kind, NIMBLE_DIM_VAR);
+  ck_assert_uint_eq(r.var_id, n.var_id);
+  r = nimble_subst_resolve_dim(subst, k);
+  ck_assert_uint_eq(r.var_id, n.var_id);
+  ck_assert_str_eq(r.name, "n");
+  nimble_dim_t a = nimble_subst_fresh_dim_var(subst, "a"), b = nimble_subst_fresh_dim_var(subst, "b");
+  NIMBLE_ASSERT_OK(nimble_dim_unify(&ctx, b, a, &out)); /* binds b: kept */
+  ck_assert_str_eq(fmt(tensor2(a, b)), "Tensor[(a, a), float32]");
+  /* A variable unified with itself binds nothing. */
+  NIMBLE_ASSERT_OK(nimble_subst_bind_dim(subst, a.var_id, a));
+  ck_assert_int_eq(nimble_subst_resolve_dim(subst, a).kind, NIMBLE_DIM_VAR);
+  /* Binding twice is still an error. */
+  NIMBLE_ASSERT_ERROR(nimble_subst_bind_dim(subst, b.var_id, nimble_dim_const(3)), NIMBLE_INTERNAL, "bound twice");
+}
+END_TEST
+
 START_TEST(test_broadcast_any_with_d_gives_d) {
   nimble_dim_t out;
   NIMBLE_ASSERT_OK(nimble_dim_broadcast(&ctx, nimble_dim_any(), nimble_dim_const(5), &out));
@@ -195,6 +218,7 @@ int main(void) {
   tcase_add_test(tc, test_unify_any_with_constant_stays_any);
   tcase_add_test(tc, test_unify_binds_a_variable_to_a_constant);
   tcase_add_test(tc, test_unify_binds_a_variable_to_another_variable);
+  tcase_add_test(tc, test_unifying_two_variables_keeps_the_older_one_either_way);
   tcase_add_test(tc, test_broadcast_any_with_d_gives_d);
   tcase_add_test(tc, test_broadcast_any_with_one_gives_any);
   tcase_add_test(tc, test_broadcast_of_shapes_follows_numpy);

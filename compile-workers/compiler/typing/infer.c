@@ -174,7 +174,16 @@ static const nimble_type *rename_type(nimble_arena *a, const renaming *r, const 
 /* A global's signature with fresh type parameters and symbolic dims. */
 static nimble_status_t instantiate_global(infer_ctx *c, const global_sig *g,
                                           const nimble_type **out) {
-  const nimble_type *f = g->type;
+  /* The signature as known so far: a result the callee did not declare is
+   * a type variable bound to its inferred type, which mentions the callee's
+   * symbols; applied first, they are renamed with the rest. (Renaming the
+   * bare variable kept the callee's own `k` in every caller's type.) The
+   * declared type parameters are kept: apply does not carry them. */
+  const nimble_type *d = g->type, *f = nimble_subst_apply(c->s, d);
+  if (!f || f->kind != NIMBLE_TYPE_FUNC) return oom();
+  f = nimble_type_func(c->arena, d->u.func.num_type_params, d->u.func.type_params, f->u.func.num_params,
+                       f->u.func.params, f->u.func.ret);
+  if (!f) return oom();
   size_t nt = f->u.func.num_type_params;
   uint32_t tids[64];
   const nimble_type *fresh[64];
@@ -428,7 +437,7 @@ static nimble_status_t infer_func(infer_ctx *c, const nimble_expr *e, const nimb
     if (!t && !(t = nimble_subst_fresh_type_var(c->s, "T"))) return oom();
     NIMBLE_RETURN_IF_ERROR(bind_var(c, v, t, &ps[i]));
   }
-  const nimble_type *body, *ret = body;
+  const nimble_type *body = NULL, *ret;
   NIMBLE_RETURN_IF_ERROR(infer(c, e->u.func.body, &body));
   ret = body;
   const nimble_type *want = ret_hint ? ret_hint : e->u.func.ret;
@@ -626,6 +635,25 @@ static nimble_status_t make_signature(infer_ctx *c, const nimble_global_func_t *
   return nimble_ok();
 }
 
+/* The end of a global function is its generalisation point: a dim variable
+ * made while inferring it (ids from `first` up: the fresh symbols of the
+ * calls it makes, of operator relations) that is still unbound was met by
+ * nothing but Any, so it is Any (DESIGN.md §1: Any against anything stays
+ * Any). Left unbound it would leak into the function's type under the
+ * callee's symbol name, and be shared by every caller of the function (only
+ * declared symbols are instantiated per call). A fresh variable that met a
+ * declared symbol is bound to it (the older variable is always the
+ * representative, see nimble_subst_bind_dim), so symbols survive. */
+static nimble_status_t generalize_fresh_dims(infer_ctx *c, uint32_t first) {
+  uint32_t end = nimble_subst_fresh_id(c->s);
+  for (uint32_t id = first; id < end; id++) {
+    nimble_dim_t d = nimble_subst_resolve_dim(c->s, nimble_dim_var(id, NULL));
+    if (d.kind == NIMBLE_DIM_VAR && d.var_id == id)
+      NIMBLE_RETURN_IF_ERROR(nimble_subst_bind_dim(c->s, id, nimble_dim_any()));
+  }
+  return nimble_ok();
+}
+
 nimble_status_t nimble_typing_infer_module(const nimble_module *m, nimble_typing **out) {
   infer_ctx c;
   memset(&c, 0, sizeof c);
@@ -649,8 +677,10 @@ nimble_status_t nimble_typing_infer_module(const nimble_module *m, nimble_typing
     /* A function's type parameters stand for any type in its body. */
     for (size_t k = 0; k < g->func->u.func.num_type_params; k++)
       NIMBLE_RETURN_IF_ERROR(nimble_subst_set_rigid(c.s, g->func->u.func.type_params[k]->u.var.id, true));
+    uint32_t first = nimble_subst_fresh_id(c.s);
     NIMBLE_RETURN_IF_ERROR_CTX(infer_func(&c, g->func, sig->u.func.ret, sig->u.func.params, &ft),
                                "in @%s", g->name);
+    NIMBLE_RETURN_IF_ERROR(generalize_fresh_dims(&c, first));
     NIMBLE_RETURN_IF_ERROR(record(&c, g->func, ft));
     for (size_t k = 0; k < g->func->u.func.num_type_params; k++)
       NIMBLE_RETURN_IF_ERROR(nimble_subst_set_rigid(c.s, g->func->u.func.type_params[k]->u.var.id, false));

@@ -17,6 +17,9 @@ struct nimble_subst {
   nimble_dim_t *dims;
   unsigned char *dim_bound;
   unsigned char *rigid; /* type variables that may not be bound */
+  /* The name of each dim variable seen (resolved, bound or made fresh), so
+   * that a binding can be turned around (see nimble_subst_bind_dim). */
+  const char **dim_names;
 };
 
 static nimble_status_t oom(void) {
@@ -41,13 +44,16 @@ static bool ensure(nimble_subst *s, uint32_t id) {
   nimble_dim_t *d = nimble_arena_calloc(s->arena, cap, sizeof(*d));
   unsigned char *b = nimble_arena_calloc(s->arena, cap, 1);
   unsigned char *r = nimble_arena_calloc(s->arena, cap, 1);
-  if (!t || !d || !b || !r) return false;
+  const char **n = nimble_arena_calloc(s->arena, cap, sizeof(*n));
+  if (!t || !d || !b || !r || !n) return false;
   if (s->cap) {
     memcpy(t, s->types, s->cap * sizeof(*t));
     memcpy(d, s->dims, s->cap * sizeof(*d));
     memcpy(b, s->dim_bound, s->cap);
     memcpy(r, s->rigid, s->cap);
+    memcpy(n, s->dim_names, s->cap * sizeof(*n));
   }
+  s->dim_names = n;
   s->rigid = r;
   s->types = t;
   s->dims = d;
@@ -72,11 +78,21 @@ const nimble_type *nimble_subst_fresh_type_var(nimble_subst *s, const char *name
   return nimble_type_var(s->arena, nimble_subst_fresh_id(s), name);
 }
 
+/* Remembers the name of dim variable d (best effort: without memory the
+ * name stays unknown and bindings keep the caller's direction). */
+static void note_dim_name(nimble_subst *s, nimble_dim_t d) {
+  if (d.kind != NIMBLE_DIM_VAR || !d.name || !ensure(s, d.var_id)) return;
+  if (!s->dim_names[d.var_id]) s->dim_names[d.var_id] = d.name;
+}
+
 nimble_dim_t nimble_subst_fresh_dim_var(nimble_subst *s, const char *name) {
-  return nimble_dim_var(nimble_subst_fresh_id(s), name);
+  nimble_dim_t d = nimble_dim_var(nimble_subst_fresh_id(s), name);
+  note_dim_name(s, d);
+  return d;
 }
 
 nimble_dim_t nimble_subst_resolve_dim(nimble_subst *s, nimble_dim_t d) {
+  note_dim_name(s, d);
   /* Chains are short; a cycle cannot form because binding resolves both
    * sides first and never binds a variable to itself. */
   while (d.kind == NIMBLE_DIM_VAR && d.var_id < s->cap && s->dim_bound[d.var_id])
@@ -88,6 +104,22 @@ nimble_status_t nimble_subst_bind_dim(nimble_subst *s, uint32_t var_id, nimble_d
   if (!ensure(s, var_id)) return oom();
   if (s->dim_bound[var_id])
     return nimble_status_make(NIMBLE_INTERNAL, "dim variable %u is bound twice", var_id);
+  value = nimble_subst_resolve_dim(s, value);
+  if (value.kind == NIMBLE_DIM_VAR && value.var_id == var_id) return nimble_ok(); /* x = x */
+  /* Two unbound variables: the older one (smaller id) stays the
+   * representative, whichever side the caller binds. Ids grow in order of
+   * creation, so the symbols written in the source (the parser's ids) win
+   * over the fresh variables of calls: the inferred types keep the names the
+   * user wrote, and every unbound variable newer than a point in the
+   * inference stands only for variables made since (what the end of a
+   * global function relies on to turn them into Any). */
+  if (value.kind == NIMBLE_DIM_VAR && value.var_id > var_id && s->dim_names[var_id]) {
+    uint32_t newer = value.var_id;
+    if (!ensure(s, newer)) return oom();
+    s->dims[newer] = nimble_dim_var(var_id, s->dim_names[var_id]);
+    s->dim_bound[newer] = 1;
+    return nimble_ok();
+  }
   s->dims[var_id] = value;
   s->dim_bound[var_id] = 1;
   return nimble_ok();
