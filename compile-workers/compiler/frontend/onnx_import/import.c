@@ -144,6 +144,24 @@ nimble_status_t imp_const(imp_ctx *c, nimble_dtype_t dtype, size_t rank, const i
     return imp_err(NIMBLE_OUT_OF_RANGE, "constant of rank %zu, at most %d", rank, NIMBLE_MAX_RANK);
   const nimble_expr *e = nimble_ir_constant(c->arena, dtype, rank, dims, data, NULL);
   if (!e) return imp_err(NIMBLE_RESOURCE_EXHAUSTED, "constant too large or out of memory");
+  /* Every NaN becomes the one NaN the text form has (`nan`): the sign and
+   * payload bits of a NaN in the file mean nothing to any operator, and
+   * keeping them made the printed module read back as a different one
+   * (found by the importer's fuzzer). The data is this constant's own copy. */
+  if (dtype == NIMBLE_DTYPE_FLOAT32 || dtype == NIMBLE_DTYPE_FLOAT64) {
+    void *own = (void *)e->u.constant.data;
+    for (size_t k = 0; k < e->u.constant.num_elements; k++) {
+      if (dtype == NIMBLE_DTYPE_FLOAT32) {
+        float f;
+        memcpy(&f, (char *)own + 4 * k, 4);
+        if (isnan(f)) f = (float)NAN, memcpy((char *)own + 4 * k, &f, 4);
+      } else {
+        double d;
+        memcpy(&d, (char *)own + 8 * k, 8);
+        if (isnan(d)) d = NAN, memcpy((char *)own + 8 * k, &d, 8);
+      }
+    }
+  }
   nimble_tensor_sig_t sig;
   memset(&sig, 0, sizeof sig);
   sig.dtype = dtype;

@@ -291,6 +291,14 @@ static nimble_status_t build_loop_func(imp_ctx *c, const loop_spec *L, const nim
   const nimble_expr *acc_vars[MAX_LOOP_VALUES];
   imp_val *go = NULL;
 #define TRY(x) do { s = (x); if (s) goto done; } while (0)
+  /* Checked before the carried parameters are named after the body's
+   * inputs (a short input list was read past its end: fuzz crash
+   * tests/compiler/onnx_import/corpus/crash-loop-body-short-inputs). */
+  size_t want_inputs = L->is_scan ? nc + ns : 2 + nc;
+  if (g->n_inputs != want_inputs) {
+    s = imp_err(NIMBLE_INVALID_ARGUMENT, "body has %zu inputs, expected %zu", g->n_inputs, want_inputs);
+    goto done;
+  }
   TRY(make_param(c, "i", &i64, &params[np++], &pi));
   TRY(make_param(c, "max", &i64, &params[np++], &pmax));
   if (!L->is_scan) TRY(make_param(c, "cond", &b1, &params[np++], &pcond));
@@ -319,15 +327,8 @@ static nimble_status_t build_loop_func(imp_ctx *c, const loop_spec *L, const nim
   c->chain = &body;
   /* Body inputs. */
   if (!L->is_scan) {
-    if (g->n_inputs != 2 + nc) {
-      s = imp_err(NIMBLE_INVALID_ARGUMENT, "body has %zu inputs, expected %zu", g->n_inputs, 2 + nc);
-      goto done;
-    }
     TRY(imp_scope_set(c, g->inputs[0]->name, pi));
     TRY(imp_scope_set(c, g->inputs[1]->name, pcond));
-  } else if (g->n_inputs != nc + ns) {
-    s = imp_err(NIMBLE_INVALID_ARGUMENT, "body has %zu inputs, expected %zu", g->n_inputs, nc + ns);
-    goto done;
   }
   for (size_t j = 0; j < nc; j++) TRY(imp_scope_set(c, g->inputs[(L->is_scan ? 0 : 2) + j]->name, carried_vals[j]));
   for (size_t j = 0; j < ns; j++) {

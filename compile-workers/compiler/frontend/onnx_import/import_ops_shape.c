@@ -477,15 +477,18 @@ static nimble_status_t cv_slice(imp_ctx *c, const nimble_onnx_node *n) {
   imp_val *in[5] = {x, NULL, NULL, NULL, NULL};
   if (n->opset < 10) {
     const int64_t *v;
+    /* Slice-1 requires both (fuzz: a model without them sliced nothing). */
+    if (!nimble_onnx_node_attr(n, "starts") || !nimble_onnx_node_attr(n, "ends"))
+      return imp_err(NIMBLE_INVALID_ARGUMENT, "attributes 'starts' and 'ends' are required before opset 10");
     RET(nimble_onnx_node_get_ints(n, "starts", &v, &nb));
     if (nb > NIMBLE_MAX_RANK) return imp_err(NIMBLE_OUT_OF_RANGE, "too many starts");
-    memcpy(b, v, nb * sizeof *b);
+    if (nb) memcpy(b, v, nb * sizeof *b); /* v is NULL when absent */
     RET(nimble_onnx_node_get_ints(n, "ends", &v, &ne));
     if (ne > NIMBLE_MAX_RANK) return imp_err(NIMBLE_OUT_OF_RANGE, "too many ends");
-    memcpy(e, v, ne * sizeof *e);
+    if (ne) memcpy(e, v, ne * sizeof *e);
     RET(nimble_onnx_node_get_ints(n, "axes", &v, &na));
     if (na > NIMBLE_MAX_RANK) return imp_err(NIMBLE_OUT_OF_RANGE, "too many axes");
-    memcpy(ax, v, na * sizeof *ax);
+    if (na) memcpy(ax, v, na * sizeof *ax);
   } else {
     for (size_t i = 1; i < 5; i++) RET(imp_input(c, n, i, &in[i]));
     if (!in[1] || !in[2]) return imp_err(NIMBLE_INVALID_ARGUMENT, "inputs 'starts' and 'ends' are required");
