@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "nimble/store_client.h"
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zmq.h>
@@ -16,27 +18,6 @@ static nimble_scheduler *g_sched;
 static void on_signal(int sig) {
   (void)sig;
   if (g_sched) nimble_scheduler_stop(g_sched);
-}
-
-/* The first token in a token file (the store's format: one a line, '#'
- * comment lines, blanks around a token ignored). 0 when found. */
-static int read_first_token(const char *path, char *out, size_t cap) {
-  FILE *f = fopen(path, "r");
-  if (!f) return -1;
-  char line[1024];
-  int found = -1;
-  while (found && fgets(line, sizeof line, f)) {
-    char *p = line;
-    while (*p == ' ' || *p == '\t') p++;
-    size_t n = strcspn(p, "\r\n");
-    while (n && (p[n - 1] == ' ' || p[n - 1] == '\t')) n--;
-    p[n] = '\0';
-    if (!n || *p == '#' || n >= cap) continue;
-    memcpy(out, p, n + 1);
-    found = 0;
-  }
-  fclose(f);
-  return found;
 }
 
 static void usage(FILE *f) {
@@ -178,9 +159,10 @@ int main(int argc, char **argv) {
   o.redis_port = (int)port;
   char store_token[1024] = "";
   if (store_token_file) {
-    if (read_first_token(store_token_file, store_token, sizeof store_token) != 0) {
-      fprintf(stderr, "nimble-scheduler: --store-token-file '%s': cannot read a token\n",
-              store_token_file);
+    nimble_status_t ts = nimble_store_read_token_file(store_token_file, store_token, sizeof store_token);
+    if (ts) {
+      fprintf(stderr, "nimble-scheduler: --store-token-file: %s\n", nimble_status_message(ts));
+      nimble_status_free(ts);
       return 2;
     }
     o.store_token = store_token;

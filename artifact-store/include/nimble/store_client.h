@@ -85,6 +85,13 @@ typedef struct nimble_store_client_options_t {
   void *event_user;
 } nimble_store_client_options_t;
 
+/* Reads the first token of a token file (the store's format: one token a
+ * line, blank and '#' lines skipped, blanks around a token ignored) into
+ * out (cap bytes, NUL-terminated). Errors name the file and the reason:
+ * IO_ERROR when it cannot be opened, INVALID_ARGUMENT when it holds no
+ * token or one longer than cap - 1. */
+nimble_status_t nimble_store_read_token_file(const char *path, char *out, size_t cap);
+
 /* Creates a client. `opts` and its strings are copied. Caller destroys
  * `*out_client` with nimble_store_client_destroy(). INVALID_ARGUMENT names a
  * bad base URL or option. */
