@@ -112,8 +112,16 @@ void sched_handle_zap(nimble_scheduler *s);
 nimble_status_t sched_read_z85_key(const char *path, uint8_t out[32]);
 
 /* cache_check.c: *out_ok 1 when the store still has the manifest and every
- * blob it references. Any failure reads as "not cached": recompiling is
- * always safe. */
-void sched_cache_verify(nimble_scheduler *s, const char *name, const char *manifest, int *out_ok);
+ * blob it references, and the manifest is then tagged `want_name:tag` (the
+ * name and target the new job asked for: a hit compiled under another name
+ * must be fetchable under this one). Any failure reads as "not cached":
+ * recompiling is always safe. */
+void sched_cache_verify(nimble_scheduler *s, const char *name, const char *manifest,
+                        const char *want_name, const char *tag, int *out_ok);
+
+/* Tags the manifest `manifest` of repository `from` as `to:tag` (blobs are
+ * global in the store, so only the manifest is pushed). */
+nimble_status_t sched_store_tag(nimble_scheduler *s, const char *from, const char *manifest,
+                                const char *to, const char *tag);
 
 #endif

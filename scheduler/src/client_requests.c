@@ -53,7 +53,7 @@ static nimble_status_t submit_target(nimble_scheduler *s, const char *job, const
   nimble_status_t st = nimble_sched_cache_get(s->redis, keytext, &found, manifest, name);
   if (!st && found) {
     int ok = 0;
-    sched_cache_verify(s, name, manifest, &ok);
+    sched_cache_verify(s, name, manifest, t.name, tag, &ok);
     if (ok) {
       snprintf(t.state, sizeof t.state, "done");
       snprintf(t.manifest, sizeof t.manifest, "%s", manifest);
@@ -78,8 +78,13 @@ static nimble_status_t submit_target(nimble_scheduler *s, const char *job, const
       if (!hs) nimble_sched_task_deinit(&h);
       if (live) {
         snprintf(tid, NIMBLE_SCHED_ID_MAX + 1, "%s", holder);
-        nimble_sched_task_deinit(&t);
         sched_log(s, "job %s target %s merged into task %s", job, spec, holder);
+        /* A job under another name gets the artifact tagged there too when
+         * the task finishes (handle_result). */
+        st = nimble_sched_redis_command(s->redis, NULL, "SADD nimble:task:%s:names %s", holder,
+                                        t.name);
+        nimble_sched_task_deinit(&t);
+        if (st) return st;
         return nimble_sched_redis_command(s->redis, NULL, "SADD nimble:task:%s:jobs %s", holder,
                                           job);
       }

@@ -135,6 +135,26 @@ static void handle_progress(nimble_scheduler *s, const json_t *body) {
   nimble_sched_task_deinit(&t);
 }
 
+/* Jobs merged into this task under other names (client_requests.c) get the
+ * artifact tagged under theirs. A failure is logged, not fatal: the
+ * artifact exists under the task's name, and a resubmission retags it from
+ * the cache. */
+static void tag_merged_names(nimble_scheduler *s, const nimble_sched_task_t *t) {
+  redisReply *rep = NULL;
+  nimble_status_t st = nimble_sched_redis_command(s->redis, &rep, "SMEMBERS nimble:task:%s:names", t->id);
+  const char *tag = strchr(t->id, '.');
+  for (size_t i = 0; !st && tag && rep && rep->type == REDIS_REPLY_ARRAY && i < rep->elements; i++) {
+    const char *name = rep->element[i]->str;
+    if (!name || !strcmp(name, t->name)) continue;
+    nimble_status_t ts = sched_store_tag(s, t->name, t->manifest, name, tag + 1);
+    if (ts) sched_log(s, "tagging %s as %s:%s: %s", t->manifest, name, tag + 1, nimble_status_message(ts));
+    nimble_status_free(ts);
+  }
+  if (rep) freeReplyObject(rep);
+  if (st) sched_log(s, "names merged into %s: %s", t->id, nimble_status_message(st));
+  nimble_status_free(st);
+}
+
 static void handle_result(nimble_scheduler *s, sched_worker *w, const json_t *body) {
   const char *tid = str_of(body, "task");
   nimble_sched_task_t t;
@@ -162,6 +182,7 @@ static void handle_result(nimble_scheduler *s, sched_worker *w, const json_t *bo
     snprintf(t.state, sizeof t.state, "done");
     t.percent = 100;
     st = nimble_sched_cache_put(s->redis, t.key, t.manifest, t.name);
+    if (!st) tag_merged_names(s, &t);
   }
   if (!st) st = sched_task_finish(s, &t);
   if (st) sched_log(s, "RESULT for %s not recorded: %s", tid, nimble_status_message(st));

@@ -157,13 +157,28 @@ START_TEST(test_job_over_three_targets_on_three_workers_puts_three_manifests_in_
 }
 END_TEST
 
-static char *submit_one(farm *f, const char *model, const char *target, int *cached) {
+static char *submit_named(farm *f, const char *model, const char *name, const char *target,
+                          int *cached) {
   const char *targets[] = {target, NULL};
-  json_t *acc = farm_submit(f, model, "team/cache", targets, NULL);
+  json_t *acc = farm_submit(f, model, name, targets, NULL);
   *cached = json_is_true(json_object_get(acc, "cached"));
   char *job = strdup(json_string_value(json_object_get(acc, "job")));
   json_decref(acc);
   return job;
+}
+
+static char *submit_one(farm *f, const char *model, const char *target, int *cached) {
+  return submit_named(f, model, "team/cache", target, cached);
+}
+
+/* The manifest digest the store's tag NAME:TAG points at. */
+static void tagged_manifest(farm *f, const char *name, const char *tag, char out[72]) {
+  uint8_t *bytes = NULL;
+  size_t n = 0;
+  nimble_digest_t d;
+  NIMBLE_ASSERT_OK(nimble_store_pull_manifest(f->store, name, tag, &bytes, &n, NULL, &d));
+  free(bytes);
+  nimble_digest_format(&d, out);
 }
 
 START_TEST(test_resubmission_is_answered_from_the_cache_until_a_blob_is_deleted) {
@@ -188,6 +203,17 @@ START_TEST(test_resubmission_is_answered_from_the_cache_until_a_blob_is_deleted)
   ck_assert_str_eq(task_field(st2, 0, "manifest"), manifest);
   ck_assert(json_is_true(json_object_get(json_array_get(json_object_get(st2, "tasks"), 0), "cached")));
   ck_assert_int_eq(farm_count_compiles(&f, NULL), 1);
+
+  /* A hit under another name is fetchable under that name. */
+  char *job2b = submit_named(&f, model, "team/other", "x86", &cached);
+  ck_assert_msg(cached, "a submit under another name was not answered from the cache");
+  json_t *st2b = farm_wait_job(&f, job2b, "done", 1000, NULL);
+  char tagged[72];
+  tagged_manifest(&f, "team/other", "x86", tagged);
+  ck_assert_str_eq(tagged, manifest);
+  ck_assert_int_eq(farm_count_compiles(&f, NULL), 1);
+  json_decref(st2b);
+  free(job2b);
 
   /* Delete the bytecode blob from the store's root: the cache must not
    * answer with an artifact the store can no longer serve. */
@@ -234,7 +260,7 @@ START_TEST(test_identical_submissions_in_flight_merge_into_one_task) {
   int cached;
   /* No worker yet: both jobs are queued when the second arrives. */
   char *job1 = submit_one(&f, model, "x86", &cached);
-  char *job2 = submit_one(&f, model, "x86", &cached);
+  char *job2 = submit_named(&f, model, "team/merged", "x86", &cached);
   char key1[80], key2[80];
   snprintf(key1, sizeof key1, "nimble:job:%s", job1);
   snprintf(key2, sizeof key2, "nimble:job:%s", job2);
@@ -249,6 +275,12 @@ START_TEST(test_identical_submissions_in_flight_merge_into_one_task) {
   ck_assert_str_eq(json_string_value(json_object_get(s2, "state")), "done");
   ck_assert_str_eq(task_field(s1, 0, "manifest"), task_field(s2, 0, "manifest"));
   ck_assert_int_eq(farm_count_compiles(&f, NULL), 1);
+  /* Each job's name has the artifact, though one task compiled it. */
+  char tagged[72];
+  tagged_manifest(&f, "team/cache", "x86", tagged);
+  ck_assert_str_eq(tagged, task_field(s1, 0, "manifest"));
+  tagged_manifest(&f, "team/merged", "x86", tagged);
+  ck_assert_str_eq(tagged, task_field(s1, 0, "manifest"));
   json_decref(s1);
   json_decref(s2);
   free(t1);
