@@ -114,10 +114,19 @@ nimble_status_t nimble_fetch_parse_reference(const char *text, nimble_fetch_refe
     if (!tagp) return bad(text, len, "missing ':TAG' or '@sha256:...' after the name");
     name_e = (size_t)(tagp - text);
   } else {
+    /* NAME:TAG@DIGEST (what `nimble submit` prints): the digest pins the
+     * artifact and the tag is informational, as in OCI tools. */
     name_e = at;
-    if (memchr(text + p, ':', at - p))
-      return bad(text, (size_t)((const char *)memchr(text + p, ':', at - p) - text),
-                 "give a tag or a digest, not both");
+    const char *colon = memchr(text + p, ':', at - p);
+    if (colon) {
+      name_e = (size_t)(colon - text);
+      if (memchr(colon + 1, '/', at - name_e - 1))
+        return bad(text, name_e, "a ':' in the name must start its tag");
+      if (name_e + 1 == at) return bad(text, name_e + 1, "empty tag");
+      for (size_t i = name_e + 1; i < at; i++)
+        if (!(is_alnum(text[i]) || text[i] == '_' || text[i] == '.' || text[i] == '-'))
+          return bad(text, i, "a tag may hold only letters, digits, '_', '.' and '-'");
+    }
   }
   if (name_e == name_b) return bad(text, name_b, "empty name");
   if (name_e - name_b > MAX_NAME) return bad(text, name_b, "name longer than 255 bytes");

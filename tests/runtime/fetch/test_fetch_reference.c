@@ -21,6 +21,13 @@ START_TEST(test_tag_and_digest_references_split_into_their_parts) {
   ck_assert_str_eq(r.digest, DIGEST);
   nimble_fetch_reference_deinit(&r);
 
+  /* NAME:TAG@DIGEST, as `nimble submit` prints: the digest pins it. */
+  NIMBLE_ASSERT_OK(nimble_fetch_parse_reference("http://h:5000/team/bert:x86@" DIGEST, &r));
+  ck_assert_str_eq(r.name, "team/bert");
+  ck_assert_ptr_null(r.tag);
+  ck_assert_str_eq(r.digest, DIGEST);
+  nimble_fetch_reference_deinit(&r);
+
   NIMBLE_ASSERT_OK(nimble_fetch_parse_reference("http://[::1]:8080/m:x86-84a9ff0d0f0134a5", &r));
   ck_assert_str_eq(r.base_url, "http://[::1]:8080");
   ck_assert_str_eq(r.name, "m");
@@ -63,7 +70,9 @@ START_TEST(test_bad_references_name_the_problem_and_its_byte) {
   assert_bad("http://h:5000/m@sha256:abc", "at byte 16: expected a digest sha256:<64 lowercase hex");
   assert_bad("http://h:5000/m@" "sha256:BA7816BF8F01CFEA414140DE5DAE2223B00361A396177A9CB410FF61F20015AD",
              "expected a digest");
-  assert_bad("http://h:5000/m:t@" DIGEST, "at byte 15: give a tag or a digest, not both");
+  assert_bad("http://h:5000/m:@" DIGEST, "at byte 16: empty tag");
+  assert_bad("http://h:5000/m:t!@" DIGEST, "at byte 17: a tag may hold only");
+  assert_bad("http://h:5000/m:t/x@" DIGEST, "at byte 15: a ':' in the name must start its tag");
   char longname[400] = "http://h:5000/";
   memset(longname + 14, 'a', 300);
   strcpy(longname + 314, ":t");
