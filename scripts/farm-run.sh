@@ -26,13 +26,10 @@ $PY scripts/gen_reference_models.py "$MODELS" --only mlp >/dev/null
 MODEL=$MODELS/mlp.onnx
 
 WORK=$(mktemp -d /tmp/nimble-farm.XXXXXX)
-PIDS=()
+source scripts/farm-lib.sh
 cleanup() {
   local rc=$?
-  for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
-    kill "${PIDS[i]}" 2>/dev/null || true
-  done
-  for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+  farm_stop
   if [ "${NIMBLE_FARM_KEEP:-0}" = 1 ] || [ $rc -ne 0 ]; then
     echo "== work folder kept: $WORK (logs in $WORK/*.log)"
   else
@@ -41,45 +38,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-wait_for_file() { # FILE WHAT
-  for _ in $(seq 200); do [ -s "$1" ] && return 0; sleep 0.1; done
-  echo "$2 did not start; see $WORK/*.log" >&2
-  exit 1
-}
-free_port() { $PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-
-TOKEN=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
-echo "$TOKEN" >"$WORK/tokens"
-
-REDIS_PORT=$(free_port)
-redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no --dir "$WORK" \
-  >"$WORK/redis.log" 2>&1 &
-PIDS+=($!)
-for _ in $(seq 100); do redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
-
-"$BUILD/artifact-store/server/nimble-store" --listen 127.0.0.1:0 --root "$WORK/store" \
-  --token-file "$WORK/tokens" --ready-file "$WORK/store.addr" >"$WORK/store.log" 2>&1 &
-PIDS+=($!)
-wait_for_file "$WORK/store.addr" nimble-store
-STORE="http://$(cat "$WORK/store.addr")"
-
-"$BUILD/scheduler/nimble-scheduler" --clients 'tcp://127.0.0.1:*' --workers 'tcp://127.0.0.1:*' \
-  --events 'tcp://127.0.0.1:*' --redis "127.0.0.1:$REDIS_PORT" --store "$STORE" \
-  --store-token-file "$WORK/tokens" --token-file "$WORK/tokens" \
-  --ready-file "$WORK/scheduler.ready" >"$WORK/scheduler.log" 2>&1 &
-PIDS+=($!)
-wait_for_file "$WORK/scheduler.ready" nimble-scheduler
-CLIENTS=$(sed -n 's/^clients=//p' "$WORK/scheduler.ready")
-WORKERS=$(sed -n 's/^workers=//p' "$WORK/scheduler.ready")
-EVENTS=$(sed -n 's/^events=//p' "$WORK/scheduler.ready")
-
-for t in x86 aarch64 cuda; do
-  mkdir -p "$WORK/worker-$t"
-  "$BUILD/compile-workers/worker/nimble-worker" --scheduler "$WORKERS" --store "$STORE" \
-    --targets "$t" --id "worker-$t" --compiler "$BUILD/client/nimble" \
-    --store-token-file "$WORK/tokens" --work-dir "$WORK/worker-$t" >"$WORK/worker-$t.log" 2>&1 &
-  PIDS+=($!)
-done
+farm_start "$BUILD" "$WORK" x86 aarch64 cuda
 echo "== farm up: redis :$REDIS_PORT, store $STORE, scheduler $CLIENTS, workers x86 aarch64 cuda"
 
 NIMBLE=("$BUILD/client/nimble" --scheduler "$CLIENTS" --store "$STORE" --token "$TOKEN")
@@ -100,7 +59,7 @@ X=$MODELS/mlp.ref/1/x.npy
 Y=$MODELS/mlp.ref/1/y.npy
 check() { # OUTPUT_DIR LABEL
   local out
-  out=$(ls "$1"/*.npy)
+  out=$1/y.npy # nimble-run names output files after the model's outputs (mlp's is y)
   $PY - "$out" "$Y" "$2" <<'PY'
 import sys, numpy as np
 got, want, label = np.load(sys.argv[1]), np.load(sys.argv[2]), sys.argv[3]
