@@ -291,6 +291,16 @@ START_TEST(test_fetch_by_digest_runs_and_shares_the_cache_with_the_tag) {
   assert_runs(exe);
   nimble_executable_release(exe);
   ck_assert_int_eq(c.blob_gets, 5);
+  /* Again by digest: the digest pins the bytes, so the store is not asked
+   * at all, not even for the manifest. */
+  o = options(&e, &c);
+  nimble_fetch_stats_t st;
+  NIMBLE_ASSERT_OK(nimble_fetch_artifact_stats(&o, ref, &exe, &st));
+  assert_runs(exe);
+  nimble_executable_release(exe);
+  ck_assert_int_eq(c.manifest_gets + c.blob_gets, 0);
+  ck_assert_int_eq(c.warnings, 0);
+  ck_assert_int_eq(st.offline, 0);
   /* The same artifact by tag: blobs come from the cache. */
   o = options(&e, &c);
   ref_tag(ref, sizeof ref, &e, "models/vadd", "v1");
