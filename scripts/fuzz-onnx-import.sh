@@ -14,7 +14,8 @@
 # tests/compiler/onnx_import/corpus/ (commit them once fixed, minimised with
 # -minimize_crash=1: test_onnx_import_corpus replays every file there). The
 # working corpus stays in NIMBLE_FUZZ_DIR (default build-fuzz-onnx-import/).
-# NIMBLE_FUZZ_NICE (default 19) is the nice level. NIMBLE_FUZZ_KEEP_GOING=1
+# NIMBLE_FUZZ_NICE (default 19) is the nice level. The script ends by
+# printing the CPU-seconds the fuzzer used (the budget that counts). NIMBLE_FUZZ_KEEP_GOING=1
 # runs in libFuzzer's fork mode and carries on past crashes, leaks and
 # timeouts (each still lands in the corpus folder), for long unattended runs.
 
@@ -83,6 +84,7 @@ if [ "${NIMBLE_FUZZ_KEEP_GOING:-0}" = 1 ]; then
 fi
 log=$work/fuzz.log
 echo "fuzz-onnx-import: running for ${seconds}s; log in $log"
+times >"$work/times.before" # the build's CPU, not counted below
 set +e
 nice -n "${NIMBLE_FUZZ_NICE:-19}" "$work/fuzz_onnx_import" -max_total_time="$seconds" -max_len=65536 -timeout=10 \
   -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$corpus/" "${keep[@]}" \
@@ -90,6 +92,15 @@ nice -n "${NIMBLE_FUZZ_NICE:-19}" "$work/fuzz_onnx_import" -max_total_time="$sec
 rc=$?
 set -e
 grep -E '^Done [0-9]+ runs|stat::number_of_executed_units' "$log" || true
+# CPU time, not wall time, is what a fuzzing budget counts: on a shared
+# machine at nice 19 the two differ by 10x. `times` gives the children's.
+times >"$work/times.txt" # a builtin in this shell: a pipe would run it in a subshell
+secs() { tail -1 "$1" | awk '{
+  n = split($1 " " $2, t, " "); s = 0
+  for (i = 1; i <= n; i++) { split(t[i], p, "m"); s += p[1] * 60 + p[2] }
+  printf "%.0f", s }'; }
+cpu=$(( $(secs "$work/times.txt") - $(secs "$work/times.before") ))
+echo "fuzz-onnx-import: ${cpu} CPU-seconds in the fuzzer (wall ${seconds}s asked)" | tee -a "$log"
 if [ $rc -ne 0 ]; then
   echo "fuzz-onnx-import: the fuzzer stopped with status $rc; see $log and the new files in $corpus" >&2
   exit $rc
