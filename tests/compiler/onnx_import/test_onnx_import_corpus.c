@@ -109,6 +109,26 @@ START_TEST(test_a_nan_constant_prints_and_reads_back_as_the_same_module) {
 }
 END_TEST
 
+/* A BOOL constant whose raw byte is 0x55: true to ONNX, but kept as 85 it
+ * printed as `true` and read back as 1, a different module. The loader now
+ * stores 0 or 1. */
+START_TEST(test_a_bool_constant_byte_other_than_one_reads_back_as_the_same_module) {
+  char path[1024];
+  nimble_arena *arena;
+  NIMBLE_ASSERT_OK(nimble_arena_create(&arena));
+  nimble_module *m, *m2;
+  nimble_typing *t;
+  NIMBLE_ASSERT_OK(import_test_check_file(arena, corpus_file("crash-bool-constant-byte-85", path, sizeof path), &m, &t));
+  char *text;
+  NIMBLE_ASSERT_OK(nimble_ir_print_module(m, &text));
+  ck_assert_msg(strstr(text, "true") != NULL, "%s", text);
+  NIMBLE_ASSERT_OK(nimble_nir_parse(arena, "bool.nir", text, strlen(text), &m2));
+  ck_assert_msg(nimble_ir_module_equal(m, m2), "the parsed module differs:\n%s", text);
+  free(text);
+  nimble_arena_destroy(arena);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("onnx_import_corpus");
   TCase *tc = tcase_create("corpus");
@@ -117,6 +137,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_a_loop_body_with_too_few_inputs_is_an_error_naming_the_node);
   tcase_add_test(tc, test_an_old_slice_without_starts_and_ends_is_an_error_naming_the_node);
   tcase_add_test(tc, test_a_nan_constant_prints_and_reads_back_as_the_same_module);
+  tcase_add_test(tc, test_a_bool_constant_byte_other_than_one_reads_back_as_the_same_module);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -7,6 +7,7 @@
  * tensor that claims 2^40 elements but carries 6 is an error, not an
  * allocation. */
 #include <inttypes.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "onnx_internal.h"
@@ -227,12 +228,19 @@ nimble_status_t nimble_onnx_convert_tensor(onnx_loader *ld, const Onnx__TensorPr
                                 count * (uint64_t)nimble_onnx_dtype_size(dtype));
     t->size = tp->raw_data.len;
     if (t->size == 0) return *out = t, nimble_ok();
-    if (((uintptr_t)tp->raw_data.data & 15) == 0) {
+    /* A BOOL byte other than 0 or 1 is true; keep only canonical bytes, so
+     * every later stage (folding, the printer's true/false) sees one value. */
+    bool canonical = true;
+    if (dtype == NIMBLE_ONNX_BOOL)
+      for (size_t i = 0; i < t->size && canonical; i++) canonical = tp->raw_data.data[i] <= 1;
+    if (canonical && ((uintptr_t)tp->raw_data.data & 15) == 0) {
       t->data = tp->raw_data.data; /* lives as long as the proto, i.e. the model */
     } else {
       void *copy = nimble_onnx_arena_alloc(a, t->size);
       if (!copy) return oom("tensor data");
       memcpy(copy, tp->raw_data.data, t->size);
+      if (!canonical)
+        for (size_t i = 0; i < t->size; i++) ((uint8_t *)copy)[i] = ((uint8_t *)copy)[i] != 0;
       t->data = copy;
     }
     *out = t;
