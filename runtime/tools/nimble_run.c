@@ -1,8 +1,9 @@
-/* nimble-run: load a compiled executable, run one entry on tensor files,
- * write every output as NAME.npy.
+/* nimble-run: load a compiled executable, run one entry on tensor files
+ * (and JSON files for ADT inputs), write every output as NAME.npy.
  *
  *   nimble-run model.nimble --input x=x.npy --input mask=mask.pb \
  *              --output-dir out --repeat 20 --threads 4
+ *   nimble-run treelstm.nimble --input tree=tree.json --input emb=emb.npy ...
  *
  * It depends on nothing but the runtime library and the tensor-file module,
  * so the same program runs wherever the runtime does (x86_64, aarch64). */
@@ -16,6 +17,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "adt_json.h"
 #include "nimble/runtime.h"
 #include "nimble/tensor_io.h"
 #ifdef NIMBLE_RUN_WITH_FETCH
@@ -34,12 +36,15 @@ static const char USAGE[] =
 static const char HELP[] =
     "\n"
     "Loads a compiled Nimble executable, runs one of its entries on the given\n"
-    "inputs, writes each output to DIR/NAME.npy (NAME from the entry's\n"
-    "signature) and prints every output's type and shape.\n"
+    "inputs, writes each output to DIR/NAME.npy (NAME is the output's name in\n"
+    "the entry's signature, the model's own output name; output_<i> when it\n"
+    "has none) and prints every output's type and shape.\n"
     "\n"
     "  --input NAME=FILE  the entry's input NAME, from a NumPy .npy file or an\n"
-    "                     ONNX TensorProto .pb file; every input of the entry\n"
-    "                     must be given exactly once\n"
+    "                     ONNX TensorProto .pb file; an ADT input (a tree)\n"
+    "                     from a JSON file: {\"Node\": [{\"Leaf\": 3}, {\"Leaf\": 7}]}\n"
+    "                     (docs/cli.md); every input of the entry must be\n"
+    "                     given exactly once\n"
     "  --output-dir DIR   where outputs are written (default: the current\n"
     "                     directory; it must exist)\n"
     "  --repeat N         run N times (1 to 1000000) and print the median and\n"
@@ -198,6 +203,7 @@ typedef struct run_input {
   const char *name; /* points into argv */
   const char *path;
   nimble_tensor_file_t file;
+  nimble_value *value; /* an ADT input, read from JSON; else NULL */
 } run_input;
 
 typedef struct run_args {
@@ -324,6 +330,13 @@ static void output_file_name(const char *name, uint32_t index, char *buf, size_t
   buf[n] = '\0';
 }
 
+static nimble_status_t set_value_by_name(nimble_vm *vm, const nimble_entry_info_t *entry, const char *name,
+                                         nimble_value *value) {
+  for (uint32_t j = 0; j < entry->num_inputs; j++)
+    if (strcmp(entry->inputs[j].name, name) == 0) return nimble_vm_set_input_value(vm, entry->name, j, value);
+  return nimble_status_make(NIMBLE_NOT_FOUND, "entry '%s' has no input '%s'", entry->name, name);
+}
+
 static int run(run_args *a) {
   nimble_executable *exe = NULL;
   nimble_vm *vm = NULL;
@@ -385,7 +398,12 @@ static int run(run_args *a) {
     }
   }
   for (int k = 0; k < a->num_inputs; k++) {
-    s = nimble_tensor_io_read_auto(a->inputs[k].path, &a->inputs[k].file);
+    uint32_t j = 0;
+    while (strcmp(entry->inputs[j].name, a->inputs[k].name) != 0) j++; /* checked above */
+    if (nimble_tensor_info_is_adt(&entry->inputs[j]))
+      s = nimble_run_read_adt_file(a->inputs[k].path, entry, j, &a->inputs[k].value);
+    else
+      s = nimble_tensor_io_read_auto(a->inputs[k].path, &a->inputs[k].file);
     if (s) {
       char ctx[512];
       snprintf(ctx, sizeof(ctx), "input '%s'", a->inputs[k].name);
@@ -411,7 +429,8 @@ static int run(run_args *a) {
   for (long r = 0; r < a->repeat; r++) {
     double t0 = now_ms();
     for (int k = 0; k < a->num_inputs && !s; k++)
-      s = nimble_vm_set_input_by_name(vm, a->entry, a->inputs[k].name, &a->inputs[k].file.tensor);
+      s = a->inputs[k].value ? set_value_by_name(vm, entry, a->inputs[k].name, a->inputs[k].value)
+                             : nimble_vm_set_input_by_name(vm, a->entry, a->inputs[k].name, &a->inputs[k].file.tensor);
     if (!s) s = nimble_vm_invoke(vm, a->entry);
     times[r] = now_ms() - t0;
     if (s) {
@@ -492,6 +511,7 @@ int main(int argc, char **argv) {
   for (int k = 0; k < a.num_inputs; k++) {
     free((char *)a.inputs[k].name);
     nimble_tensor_file_deinit(&a.inputs[k].file);
+    nimble_value_release(a.inputs[k].value);
   }
   free(a.inputs);
   if (fflush(stdout) != 0 && rc == 0) rc = fail(EXIT_RUN_ERROR, "cannot write to stdout");

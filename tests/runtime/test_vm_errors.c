@@ -250,7 +250,7 @@ static void emit_negative_storage(nimble_executable_builder *b, uint32_t f) {
 }
 static void emit_cuda_storage(nimble_executable_builder *b, uint32_t f) {
   RT_EMIT(b, f, NIMBLE_OP_LOAD_CONSTI, 1, 16);
-  RT_EMIT(b, f, NIMBLE_OP_ALLOC_STORAGE, 2, 1, 64, kDLCUDA, 0, kDLFloat, 32, 1);
+  RT_EMIT(b, f, NIMBLE_OP_ALLOC_STORAGE, 2, 1, 64, kDLCUDA, 1, kDLFloat, 32, 1);
   RT_EMIT(b, f, NIMBLE_OP_RET, 0);
 }
 static void emit_wrong_output_kind(nimble_executable_builder *b, uint32_t f) {
@@ -278,7 +278,8 @@ START_TEST(test_misused_registers_give_errors_naming_the_instruction) {
   expect_runtime_error(emit_bad_reshape, NIMBLE_INVALID_ARGUMENT,
                        "(ReshapeTensor): register 2 does not hold a shape");
   expect_runtime_error(emit_negative_storage, NIMBLE_INVALID_ARGUMENT, "negative storage size -5");
-  expect_runtime_error(emit_cuda_storage, NIMBLE_UNIMPLEMENTED, "device cuda is not available");
+  expect_runtime_error(emit_cuda_storage, NIMBLE_UNIMPLEMENTED,
+                       "(AllocStorage): cuda device 1: this runtime uses device 0 only");
   expect_runtime_error(emit_wrong_output_kind, NIMBLE_INTERNAL, "entry 'main': output 0 is an ADT");
   expect_runtime_error(emit_wrong_output_shape, NIMBLE_INTERNAL,
                        "entry 'main': output 'out' is int64 [0], declared int64 []");

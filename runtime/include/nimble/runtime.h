@@ -222,6 +222,82 @@ uint32_t nimble_vm_num_outputs(const nimble_vm *vm);
  * taken once. */
 nimble_status_t nimble_vm_take_output(nimble_vm *vm, uint32_t index, DLManagedTensor **out);
 
+/* ---- ADT inputs ---------------------------------------------------------- */
+
+/* An entry input may be a value of an algebraic data type, e.g. the parse
+ * tree of a Tree-LSTM (`type Tree[T] { Leaf(T), Node(Tree[T], Tree[T]) }`).
+ * Its nimble_tensor_info_t has dtype kDLOpaqueHandle (64 bits, 1 lane), and
+ * its `dims` are not dims: each describes one constructor (docs/vm.md,
+ * "ADT inputs"). The input is set with nimble_vm_set_input_value from a
+ * value built here: constructor tags and field counts come from the entry's
+ * description (nimble_entry_find_constructor), and the whole value is checked
+ * against it when set (constructors, field counts, field dtypes and dims).
+ *
+ *   int32_t leaf, node; uint32_t nf;
+ *   nimble_entry_find_constructor(info, 0, "Leaf", &leaf, &nf);
+ *   nimble_entry_find_constructor(info, 0, "Node", &node, &nf);
+ *   nimble_value *w, *l, *r, *t;
+ *   nimble_value_from_tensor(&word3, &w);            // copies the tensor
+ *   nimble_value_adt(leaf, &w, 1, &l);               // Leaf(3)
+ *   ...
+ *   nimble_value *kids[2] = {l, r};
+ *   nimble_value_adt(node, kids, 2, &t);             // Node(l, r)
+ *   nimble_value_release(w); ...                     // t keeps what it needs
+ *   nimble_vm_set_input_value(vm, "main", 0, t);
+ *   nimble_value_release(t);
+ *
+ * Values are immutable and reference counted with atomic counts: any number
+ * of VMs on any threads may use one value at the same time. */
+typedef struct nimble_value nimble_value;
+
+/* Whether `info` describes an ADT input (dtype kDLOpaqueHandle). */
+int nimble_tensor_info_is_adt(const nimble_tensor_info_t *info);
+
+/* A field of a constructor. */
+typedef struct nimble_adt_field_t {
+  int32_t is_adt;         /* 1: a value of ADT type `adt_type`; 0: a tensor */
+  const char *adt_type;   /* is_adt: the type's name, adt_type_len bytes, not
+                           * NUL-terminated (borrowed from the executable) */
+  size_t adt_type_len;
+  DLDataType dtype;       /* a tensor: its dtype, rank and dims (-1: Any) */
+  int32_t ndim;
+  int64_t dims[32];
+} nimble_adt_field_t;
+
+/* Finds constructor `name` of ADT input `input` of `entry`: "Leaf", or
+ * qualified by its type, "Tree.Leaf" (a bare name matches the first type
+ * that has it, the input's own type first). Gives its tag and its field
+ * count (either pointer may be NULL). NIMBLE_NOT_FOUND names it when absent;
+ * NIMBLE_INVALID_ARGUMENT when the input is not an ADT. */
+nimble_status_t nimble_entry_find_constructor(const nimble_entry_info_t *entry, uint32_t input,
+                                              const char *name, int32_t *tag, uint32_t *num_fields);
+
+/* Describes field `field` of constructor `name` (as above) into *out. */
+nimble_status_t nimble_entry_constructor_field(const nimble_entry_info_t *entry, uint32_t input,
+                                               const char *name, uint32_t field, nimble_adt_field_t *out);
+
+/* A value holding a copy of a compact row-major CPU tensor (shape and data
+ * are copied: the caller's buffer may go at once). Caller releases *out. */
+nimble_status_t nimble_value_from_tensor(const DLTensor *tensor, nimble_value **out);
+
+/* An ADT value: constructor `tag` with `num_fields` fields (each retained;
+ * the caller keeps its own references). Caller releases *out. */
+nimble_status_t nimble_value_adt(int32_t tag, nimble_value *const *fields, uint32_t num_fields,
+                                 nimble_value **out);
+
+/* Reference counting; thread-safe. NULL is fine. */
+void nimble_value_retain(nimble_value *value);
+void nimble_value_release(nimble_value *value);
+
+/* Sets input `index` of `entry` to `value` (retained until the next invoke
+ * returns). For an ADT input the value is checked now against the input's
+ * description, whatever its size: an error names the path to the fault,
+ * e.g. "entry 'main': input 'tree' at .1.0: constructor Node has 2 fields,
+ * the value 1". A tensor input takes a tensor value, checked as by
+ * nimble_vm_set_input. */
+nimble_status_t nimble_vm_set_input_value(nimble_vm *vm, const char *entry, uint32_t index,
+                                          nimble_value *value);
+
 /* ---- Memory statistics --------------------------------------------------- */
 
 typedef struct nimble_memory_stats_t {

@@ -29,7 +29,8 @@ typedef struct nimble_function_t {
 typedef struct nimble_kernel_ref_t {
   char *symbol;
   DLDeviceType device;
-  nimble_kernel_fn fn; /* resolved at load */
+  nimble_kernel_fn fn; /* resolved at load (cpu kernels) */
+  void *cuda_fn;       /* the CUfunction, resolved at load (cuda kernels) */
 } nimble_kernel_ref_t;
 
 /* Parsed metadata; strings and arrays owned by it. */
@@ -68,6 +69,7 @@ struct nimble_executable {
   nimble_bytecode_t code;
   nimble_constants_t consts;
   nimble_kernel_library_t cpu_kernels;
+  struct nimble_cuda_module *cuda_kernels; /* NULL without cuda kernels */
   int kernels_loaded; /* 0 under NIMBLE_LOAD_NO_KERNELS */
   void *mapping; /* the mapped file, when loaded from one */
   size_t mapping_size;
@@ -106,6 +108,13 @@ nimble_status_t nimble_kernel_library_load_cpu(const uint8_t *data, size_t size,
                                                nimble_kernel_library_t *lib,
                                                nimble_bytecode_t *code);
 void nimble_kernel_library_unload(nimble_kernel_library_t *lib);
+
+/* Loads a CUDA kernel part (PTX, or a cubin) into device 0 through the
+ * driver and resolves every CUDA kernel of `code`. Without a driver:
+ * `cuda: cannot load libcuda.so.1 (...): this executable has CUDA kernels`. */
+nimble_status_t nimble_kernel_library_load_cuda(const uint8_t *data, size_t size, size_t base,
+                                                struct nimble_cuda_module **module,
+                                                nimble_bytecode_t *code);
 
 const char *nimble_part_name(nimble_part_kind_t kind);
 

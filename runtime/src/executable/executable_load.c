@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "device/cuda/cuda_device.h"
 #include "executable/byte_reader.h"
 #include "executable/executable.h"
 #include "executable/format.h"
@@ -29,6 +30,7 @@ static void executable_free(nimble_executable *exe) {
   nimble_bytecode_deinit(&exe->code);
   nimble_metadata_deinit(&exe->meta);
   nimble_kernel_library_unload(&exe->cpu_kernels);
+  nimble_cuda_module_unload(exe->cuda_kernels);
   if (exe->mapping) munmap(exe->mapping, exe->mapping_size);
   free(exe);
 }
@@ -77,9 +79,9 @@ static nimble_status_t cross_check(nimble_executable *exe, const part_view *part
       return nimble_status_make(NIMBLE_INVALID_ARGUMENT,
                                 "kernel '%s' needs a cpu kernel library, and the executable has none",
                                 c->kernels[i].symbol);
-    if (c->kernels[i].device == kDLCUDA)
-      return nimble_status_make(NIMBLE_UNIMPLEMENTED,
-                                "kernel '%s' runs on cuda, which this runtime does not support yet",
+    if (c->kernels[i].device == kDLCUDA && !parts[NIMBLE_PART_KERNELS_CUDA].present)
+      return nimble_status_make(NIMBLE_INVALID_ARGUMENT,
+                                "kernel '%s' needs a cuda kernel library, and the executable has none",
                                 c->kernels[i].symbol);
   }
   return nimble_ok();
@@ -143,6 +145,18 @@ static nimble_status_t load_from_views(const part_view *parts, uint32_t flags, v
   if (!s && parts[NIMBLE_PART_KERNELS_CPU].present && exe->kernels_loaded) {
     p = &parts[NIMBLE_PART_KERNELS_CPU];
     s = nimble_kernel_library_load_cpu(p->data, p->size, p->base, &exe->cpu_kernels, &exe->code);
+  }
+  /* The CUDA module is loaded here too, when some kernel runs on cuda (a
+   * CUDA part no kernel uses is checked above and left alone): the driver
+   * is needed then and not before, an executable stays immutable once
+   * loaded, and a missing driver is reported where the executable is
+   * loaded rather than at its first CUDA instruction. */
+  int has_cuda_kernels = 0;
+  for (uint32_t i = 0; i < exe->code.num_kernels; i++)
+    has_cuda_kernels |= exe->code.kernels[i].device == kDLCUDA;
+  if (!s && has_cuda_kernels && exe->kernels_loaded) {
+    p = &parts[NIMBLE_PART_KERNELS_CUDA];
+    s = nimble_kernel_library_load_cuda(p->data, p->size, p->base, &exe->cuda_kernels, &exe->code);
   }
   if (s) {
     executable_free(exe);

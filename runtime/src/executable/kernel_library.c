@@ -1,4 +1,5 @@
-/* Loading the CPU kernel library from memory.
+/* Loading the kernel libraries: the CPU one from memory, the CUDA one (PTX)
+ * through the driver.
  *
  * The ELF image goes into an anonymous memfd that dlopen reads through
  * /proc/self/fd/N; the fd is closed right after, so nothing is left in the
@@ -17,6 +18,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "device/cuda/cuda_device.h"
 #include "executable/byte_reader.h"
 #include "executable/executable.h"
 #include "executable/format.h"
@@ -145,4 +147,34 @@ nimble_status_t nimble_kernel_library_load_cpu(const uint8_t *data, size_t size,
 void nimble_kernel_library_unload(nimble_kernel_library_t *lib) {
   if (lib->handle) dlclose(lib->handle);
   lib->handle = NULL;
+}
+
+nimble_status_t nimble_kernel_library_load_cuda(const uint8_t *data, size_t size, size_t base,
+                                                struct nimble_cuda_module **module,
+                                                nimble_bytecode_t *code) {
+  const uint8_t *image;
+  size_t image_size;
+  NIMBLE_RETURN_IF_ERROR(
+      nimble_kernel_part_parse(data, size, base, NIMBLE_PART_KERNELS_CUDA, &image, &image_size));
+  /* The driver is needed from here on; a CPU executable never gets here. */
+  const nimble_device_t *dev;
+  nimble_status_t s = nimble_device_get(kDLCUDA, &dev);
+  if (s) {
+    nimble_status_t t = nimble_status_make(nimble_status_code(s), "%s: this executable has CUDA kernels",
+                                           nimble_status_message(s));
+    nimble_status_free(s);
+    return t;
+  }
+  NIMBLE_RETURN_IF_ERROR(nimble_cuda_module_load(image, image_size, module));
+  for (uint32_t i = 0; i < code->num_kernels; i++) {
+    nimble_kernel_ref_t *k = &code->kernels[i];
+    if (k->device != kDLCUDA) continue;
+    s = nimble_cuda_module_function(*module, k->symbol, &k->cuda_fn);
+    if (s) {
+      nimble_cuda_module_unload(*module);
+      *module = NULL;
+      return nimble_status_annotate(s, "kernel '%s' (kernel %u)", k->symbol, i);
+    }
+  }
+  return nimble_ok();
 }

@@ -28,7 +28,9 @@ static nimble_status_t parse_tensor_info(nimble_reader_t *r, const char *role, u
   NIMBLE_RETURN_IF_ERROR(nimble_reader_u8(r, "dtype code", &code));
   NIMBLE_RETURN_IF_ERROR(nimble_reader_u8(r, "dtype bits", &bits));
   NIMBLE_RETURN_IF_ERROR(nimble_reader_u16(r, "dtype lanes", &lanes));
-  if (!nimble_dtype_valid(code, bits, lanes)) {
+  /* kDLOpaqueHandle/64/1 marks an ADT input (docs/executable.md). */
+  int adt = code == kDLOpaqueHandle && bits == 64 && lanes == 1 && strcmp(role, "input") == 0;
+  if (!adt && !nimble_dtype_valid(code, bits, lanes)) {
     r->pos = at;
     return nimble_reader_error(r, NIMBLE_INVALID_ARGUMENT,
                                "%s %u '%s': unsupported dtype (code %u, bits %u, lanes %u)", role,

@@ -65,7 +65,7 @@ static int class_of(uint64_t size) {
 
 nimble_status_t nimble_pool_alloc(nimble_pool *p, uint64_t size, uint64_t alignment, void **out,
                                   uint64_t *block_size) {
-  if (alignment == 0 || alignment > 4096 || (alignment & (alignment - 1)))
+  if (alignment == 0 || alignment > p->dev->max_alignment || (alignment & (alignment - 1)))
     return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "%s pool: bad alignment %llu", p->dev->name,
                               (unsigned long long)alignment);
   if (size > ((uint64_t)1 << 62))
@@ -74,9 +74,10 @@ nimble_status_t nimble_pool_alloc(nimble_pool *p, uint64_t size, uint64_t alignm
   uint64_t need = size < alignment ? alignment : size;
   int c = class_of(need);
   uint64_t bytes = (uint64_t)1 << c;
-  /* Every block is aligned to its class size up to 4096, which covers any
-   * alignment a request of that class may ask for. */
-  uint64_t block_align = bytes < 4096 ? bytes : 4096;
+  /* Every block is aligned to its class size up to the device's largest
+   * alignment (4096 on the CPU, 256 on CUDA), which covers any alignment a
+   * request of that class may ask for. */
+  uint64_t block_align = bytes < p->dev->max_alignment ? bytes : p->dev->max_alignment;
 
   pthread_mutex_lock(&p->mu);
   for (int k = c; k <= c + REUSE_SPAN && k <= NUM_CLASSES; k++) {

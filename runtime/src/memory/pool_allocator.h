@@ -28,7 +28,7 @@ void nimble_pool_retain(nimble_pool *p);
 void nimble_pool_release(nimble_pool *p);
 
 /* Allocates at least `size` bytes aligned to `alignment` (power of two, at
- * most 4096). *block_size is what to pass back to nimble_pool_free. */
+ * most the device's max_alignment: 4096 on the CPU, 256 on CUDA). *block_size is what to pass back to nimble_pool_free. */
 nimble_status_t nimble_pool_alloc(nimble_pool *p, uint64_t size, uint64_t alignment, void **out,
                                   uint64_t *block_size);
 void nimble_pool_free(nimble_pool *p, void *ptr, uint64_t block_size);

@@ -53,6 +53,7 @@ static int try_open(const char *file, nimble_blas_lib_t *lib, char *why, size_t 
   }
   lib->handle = h;
   lib->sgemm = fn;
+  lib->sgemv = (nimble_cblas_sgemv_fn)dlsym(h, "cblas_sgemv");
   snprintf(lib->file, sizeof lib->file, "%s", file);
   describe(lib);
   return 1;
@@ -144,6 +145,37 @@ void nimble_blas_sgemm_split(nimble_cblas_sgemm_fn fn, int64_t limit, int32_t tr
       }
 }
 
+int nimble_blas_sgemm_as_gemv(nimble_cblas_sgemv_fn fn, int32_t trans_a, int32_t trans_b, int64_t m, int64_t n,
+                              int64_t k, float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
+                              float beta, float *c, int64_t ldc) {
+  if (!fn || (m != 1 && n != 1) || m <= 0 || n <= 0 || k <= 0 || alpha == 0.0f) return 0;
+  if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX || lda > INT32_MAX || ldb > INT32_MAX || ldc > INT32_MAX)
+    return 0;
+  /* The same leading-dimension rule as sgemm: rows may not overlap. */
+  if (lda < max1(trans_a ? m : k) || ldb < max1(trans_b ? k : n) || ldc < max1(n)) return 0;
+  /* beta == 0 must clear C even when it holds NaNs: do not leave that to
+   * the BLAS's scaling of y. */
+  if (beta == 0.0f) scale_c(m, n, 0.0f, c, ldc);
+  if (m == 1) {
+    /* c[0, :] (unit stride) = alpha * op(B)^T x, x = op(A)'s only row:
+     * A[0, p] (A stored [1, k]) or A[p, 0] (stored [k, 1], stride lda). */
+    int incx = trans_a ? (int)lda : 1;
+    if (trans_b) /* B stored [n, k]: y = B x */
+      fn(CBLAS_ROW_MAJOR, CBLAS_NO_TRANS, (int)n, (int)k, alpha, b, (int)ldb, a, incx, beta, c, 1);
+    else /* B stored [k, n]: y = B^T x */
+      fn(CBLAS_ROW_MAJOR, CBLAS_TRANS, (int)k, (int)n, alpha, b, (int)ldb, a, incx, beta, c, 1);
+    return 1;
+  }
+  /* n == 1: c[:, 0] (stride ldc) = alpha * op(A) x, x = op(B)'s only
+   * column: B[p, 0] (stored [k, 1], stride ldb) or B[0, p] (stored [1, k]). */
+  int incx = trans_b ? 1 : (int)ldb;
+  if (trans_a) /* A stored [k, m]: y = A^T x */
+    fn(CBLAS_ROW_MAJOR, CBLAS_TRANS, (int)k, (int)m, alpha, a, (int)lda, b, incx, beta, c, (int)ldc);
+  else /* A stored [m, k]: y = A x */
+    fn(CBLAS_ROW_MAJOR, CBLAS_NO_TRANS, (int)m, (int)k, alpha, a, (int)lda, b, incx, beta, c, (int)ldc);
+  return 1;
+}
+
 /* ---- The process-wide choice ---------------------------------------------- */
 
 static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
@@ -153,14 +185,42 @@ static char blas_name[1280];
 static void blas_adapter(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                          const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
                          int64_t ldc) {
+  if (nimble_blas_sgemm_as_gemv(blas_lib.sgemv, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc))
+    return;
   nimble_blas_sgemm_split(blas_lib.sgemm, INT32_MAX, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta,
                           c, ldc);
+}
+
+/* The OpenBLAS kernel set for this CPU by its instruction set, or NULL to
+ * leave the choice to OpenBLAS. OpenBLAS 0.3.21 (DYNAMIC_ARCH) picks by
+ * CPU model and falls back to its SSE3 "Prescott" kernels on models it
+ * does not know (this project's Xeon, family 6 model 207, and Zen 5);
+ * those run sgemm 2-4x slower than the AVX2/AVX-512 ones the CPU can
+ * execute (docs/vm.md has the measurements). */
+static const char *pick_coretype(void) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+      __builtin_cpu_supports("avx512cd"))
+    return "SkylakeX";
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
+#endif
+  return NULL;
 }
 
 static void blas_load(void) {
   /* secure_getenv: a set-user-ID program must not dlopen a path its
    * caller chose. */
   const char *spec = secure_getenv("NIMBLE_BLAS");
+  /* OpenBLAS reads OPENBLAS_CORETYPE when it is loaded: choose a kernel set
+   * by instruction set unless the user chose one (any value, even empty,
+   * is theirs). No effect when the process has OpenBLAS loaded already. */
+  const char *core = NULL;
+  if (!(spec && strcmp(spec, "none") == 0) && !getenv("OPENBLAS_CORETYPE")) {
+    core = pick_coretype();
+    if (core && setenv("OPENBLAS_CORETYPE", core, 0) != 0) core = NULL;
+  }
   nimble_status_t s = nimble_blas_open(spec, &blas_lib);
   if (s) {
     snprintf(blas_name, sizeof blas_name, "none (%s)", nimble_status_message(s));
@@ -182,7 +242,10 @@ static void blas_load(void) {
     set_threads(1);
     describe(&blas_lib);
   }
-  snprintf(blas_name, sizeof blas_name, "%s", blas_lib.name);
+  if (core && dlsym(blas_lib.handle, "openblas_get_config"))
+    snprintf(blas_name, sizeof blas_name, "%s [OPENBLAS_CORETYPE=%s set by the runtime]", blas_lib.name, core);
+  else
+    snprintf(blas_name, sizeof blas_name, "%s", blas_lib.name);
 }
 
 nimble_sgemm_fn nimble_blas_sgemm(void) {

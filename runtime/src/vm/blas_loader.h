@@ -26,6 +26,13 @@ typedef void (*nimble_cblas_sgemm_fn)(int order, int trans_a, int trans_b, int m
                                       float alpha, const float *a, int lda, const float *b, int ldb,
                                       float beta, float *c, int ldc);
 
+/* CBLAS's cblas_sgemv (order, trans, m, n, alpha, a, lda, x, incx, beta, y,
+ * incy), 32-bit integers. Optional: the adapter sends products with one
+ * row or one column of C there, where sgemm would pack a whole operand for
+ * a single matrix-vector product. */
+typedef void (*nimble_cblas_sgemv_fn)(int order, int trans, int m, int n, float alpha, const float *a,
+                                      int lda, const float *x, int incx, float beta, float *y, int incy);
+
 /* The process-wide sgemm for env->sgemm: the first call loads the library
  * (thread-safe, once per process); NULL when there is none. */
 nimble_sgemm_fn nimble_blas_sgemm(void);
@@ -37,6 +44,7 @@ nimble_sgemm_fn nimble_blas_sgemm(void);
 typedef struct nimble_blas_lib_t {
   void *handle;                /* from dlopen; NULL when nothing is open */
   nimble_cblas_sgemm_fn sgemm; /* inside handle */
+  nimble_cblas_sgemv_fn sgemv; /* inside handle; NULL when it has none */
   char file[192];              /* the name it was opened by */
   char name[384];              /* as nimble_runtime_blas_name() describes it */
 } nimble_blas_lib_t;
@@ -61,5 +69,14 @@ void nimble_blas_close(nimble_blas_lib_t *lib);
 void nimble_blas_sgemm_split(nimble_cblas_sgemm_fn fn, int64_t limit, int32_t trans_a, int32_t trans_b,
                              int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
                              const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
+
+/* C = alpha * op(A) * op(B) + beta * C as one cblas_sgemv call when m or n
+ * is 1 (a matrix-vector product), with the kernel ABI's conventions (beta
+ * == 0 clears C, NaNs included). Returns 0, having done nothing, when the
+ * product is not of that form or does not fit CBLAS's ints or leading
+ * dimension rules; the caller then goes on with nimble_blas_sgemm_split. */
+int nimble_blas_sgemm_as_gemv(nimble_cblas_sgemv_fn fn, int32_t trans_a, int32_t trans_b, int64_t m, int64_t n,
+                              int64_t k, float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
+                              float beta, float *c, int64_t ldc);
 
 #endif

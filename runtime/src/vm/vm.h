@@ -25,6 +25,18 @@ struct nimble_vm {
   nimble_executable *exe; /* retained */
   nimble_vm_options_t opts;
   nimble_pool *cpu_pool;  /* retained */
+  /* CUDA (device/cuda/cuda_vm.c): NULL until the VM needs the device. */
+  nimble_pool *cuda_pool;
+  struct nimble_cuda_stream *cuda_stream;
+  nimble_object **cuda_kept; /* sources of queued uploads, retained */
+  uint32_t cuda_kept_count;
+  /* Constants uploaded once per VM: host data, size, device storage. */
+  struct nimble_vm_cuda_const {
+    const void *host;
+    uint64_t nbytes;
+    nimble_storage_obj *storage; /* retained */
+  } *cuda_consts;
+  uint32_t cuda_num_consts, cuda_consts_cap;
   nimble_thread_pool *threads;
   nimble_kernel_env_t env;
 
@@ -41,9 +53,10 @@ struct nimble_vm {
   uint32_t frames_cap, depth;
   DLTensor **packed_args; /* max_kernel_args slots */
 
-  /* Inputs set for `input_entry` (-1: none yet). */
+  /* Inputs set for `input_entry` (-1: none yet): tensors, or ADT values
+   * for ADT inputs. */
   int64_t input_entry;
-  nimble_tensor_obj **inputs;
+  nimble_object **inputs;
   uint32_t inputs_cap;
 
   /* Outputs of the last invoke; taken ones are NULL. */
@@ -53,6 +66,27 @@ struct nimble_vm {
 
 /* Fills vm->env for this VM. */
 void nimble_kernel_env_init(nimble_vm *vm);
+
+/* The VM's CUDA pool and stream (device/cuda/cuda_vm.c). _init creates
+ * them once; a driver that does not load fails with its message followed
+ * by ": <why>". _sync waits for the stream and drops the kept sources;
+ * _keep holds `o` (retained) until then, for a copy queued from its
+ * memory; _host_waited says the stream was just waited for; _deinit waits
+ * and frees. All are no-ops for a VM without CUDA. */
+nimble_status_t nimble_vm_cuda_init(nimble_vm *vm, const char *why);
+nimble_status_t nimble_vm_cuda_sync(nimble_vm *vm);
+nimble_status_t nimble_vm_cuda_keep(nimble_vm *vm, nimble_object *o);
+void nimble_vm_cuda_host_waited(nimble_vm *vm);
+void nimble_vm_cuda_deinit(nimble_vm *vm);
+
+/* The device copy of constant data `host` (`nbytes`) this VM uploaded
+ * before, or NULL (borrowed). _remember records a new one (retained; a
+ * failure to record only costs a later upload). _is_constant_copy: whether
+ * `owner` is such a copy (kernels may not write into it). */
+nimble_storage_obj *nimble_vm_cuda_constant(const nimble_vm *vm, const void *host, uint64_t nbytes);
+void nimble_vm_cuda_remember_constant(nimble_vm *vm, const void *host, uint64_t nbytes,
+                                      nimble_storage_obj *storage);
+_Bool nimble_vm_cuda_is_constant_copy(const nimble_vm *vm, const nimble_object *owner);
 
 /* Runs function `func` on `args` (borrowed; the callee gets its own
  * references) and stores the result in *result (caller releases). Errors

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "device/cuda/cuda_device.h"
 #include "device/device.h"
 #include "nimble/bytecode.h"
 #include "vm/vm.h"
@@ -107,9 +108,23 @@ static nimble_status_t get_shape(const nimble_vm *vm, nimble_object **R, int64_t
   return nimble_ok();
 }
 
-static nimble_status_t pool_for(const nimble_vm *vm, int64_t device_type, nimble_pool **out) {
+static nimble_status_t pool_for(nimble_vm *vm, int64_t device_type, int64_t device_id,
+                                nimble_pool **out) {
   if (device_type == kDLCPU) {
     *out = vm->cpu_pool;
+    return nimble_ok();
+  }
+  if (device_type == kDLCUDA) {
+    if (device_id != 0)
+      return rt_error(vm, NIMBLE_UNIMPLEMENTED, "cuda device %lld: this runtime uses device 0 only",
+                      (long long)device_id);
+    /* An executable with CUDA kernels has its pool from vm_create; one
+     * without gets it here, at its first CUDA memory. */
+    if (!vm->cuda_pool) {
+      nimble_status_t s = nimble_vm_cuda_init(vm, "this executable uses cuda memory");
+      if (s) return rt_wrap(vm, s);
+    }
+    *out = vm->cuda_pool;
     return nimble_ok();
   }
   return rt_error(vm, NIMBLE_UNIMPLEMENTED, "device %s is not available in this runtime",
@@ -190,7 +205,25 @@ static nimble_status_t invoke_packed(nimble_vm *vm, nimble_object **R, const int
     if (i >= first_output && t->owner == &vm->exe->consts.backing->base)
       return rt_error(vm, NIMBLE_INVALID_ARGUMENT, "output %d of kernel '%s' is a constant",
                       i - first_output, k->symbol);
+    /* A kernel reads its own device's memory only: a host pointer handed
+     * to a GPU kernel (or the reverse) would fault or read garbage. */
+    if (t->dl.device.device_type != k->device)
+      return rt_error(vm, NIMBLE_INVALID_ARGUMENT, "argument %d of %s kernel '%s' is on %s", i,
+                      nimble_device_name(k->device), k->symbol,
+                      nimble_device_name(t->dl.device.device_type));
     vm->packed_args[i] = &t->dl;
+  }
+  if (k->device == kDLCUDA) {
+    /* The device copy of a constant is shared by every later invoke. */
+    for (int32_t i = first_output; i < arity; i++)
+      if (nimble_vm_cuda_is_constant_copy(vm, ((nimble_tensor_obj *)R[o[2 + i]])->owner))
+        return rt_error(vm, NIMBLE_INVALID_ARGUMENT,
+                        "output %d of kernel '%s' is the device copy of a constant",
+                        i - first_output, k->symbol);
+    /* Queued on the VM's stream; the host waits where it reads results. */
+    nimble_status_t s = nimble_cuda_launch(vm->cuda_stream, k->cuda_fn, k->symbol, vm->packed_args,
+                                           arity);
+    return rt_wrap(vm, s);
   }
   vm->has_kernel_error = 0;
   int32_t rc = k->fn(vm->packed_args, arity, &vm->env);
@@ -339,7 +372,7 @@ nimble_status_t nimble_vm_run(nimble_vm *vm, uint32_t func, nimble_object *const
         s = get_scalar(vm, R, o[1], &size);
         if (!s && size < 0)
           s = rt_error(vm, NIMBLE_INVALID_ARGUMENT, "negative storage size %lld", (long long)size);
-        if (!s) s = pool_for(vm, o[3], &pool);
+        if (!s) s = pool_for(vm, o[3], o[4], &pool);
         if (!s) s = new_storage(vm, pool, (uint64_t)size, (uint64_t)o[2], &st);
         if (s) goto fail;
         set_reg(R, o[0], &st->base);
@@ -509,14 +542,52 @@ nimble_status_t nimble_vm_run(nimble_vm *vm, uint32_t func, nimble_object *const
         nimble_storage_obj *st = NULL;
         uint64_t nbytes;
         s = get_tensor(vm, R, o[1], &src);
-        if (!s) s = pool_for(vm, o[2], &pool);
+        if (!s) s = pool_for(vm, o[2], o[3], &pool);
         if (s) goto fail;
         nimble_tensor_nbytes(src->dl.ndim, src->dl.shape, src->dl.dtype, &nbytes);
+        /* A constant goes to the device once per VM (it never changes, and
+         * no kernel may write its device copy: see invoke_packed). */
+        int constant_upload = nimble_pool_device(pool)->type == kDLCUDA &&
+                              src->dl.device.device_type == kDLCPU && vm->exe->consts.backing &&
+                              src->owner == &vm->exe->consts.backing->base;
+        nimble_storage_obj *cached =
+            constant_upload ? nimble_vm_cuda_constant(vm, nimble_dl_data(&src->dl), nbytes) : NULL;
+        if (cached) {
+          nimble_tensor_obj *t = nimble_tensor_obj_view(&cached->base, cached->data, src->dl.ndim,
+                                                        src->dl.shape, src->dl.dtype, cached->device);
+          if (!t) {
+            s = OOM(vm);
+            goto fail;
+          }
+          set_reg(R, o[0], &t->base);
+          f->pc++;
+          break;
+        }
         s = new_storage(vm, pool, nbytes, 64, &st);
         if (s) goto fail;
+        /* The copy is the non-CPU side's (a cpu-to-cpu copy the CPU's),
+         * queued on the VM's stream for CUDA. */
+        DLDeviceType src_type = src->dl.device.device_type;
+        DLDeviceType dst_type = nimble_pool_device(pool)->type;
         const nimble_device_t *dev = nimble_pool_device(pool);
-        s = dev->copy(dev, st->data, dev->type, nimble_dl_data(&src->dl),
-                      src->dl.device.device_type, nbytes);
+        if (dst_type == kDLCPU && src_type != kDLCPU) {
+          nimble_pool *src_pool = NULL;
+          s = pool_for(vm, src_type, src->dl.device.device_id, &src_pool);
+          if (s) {
+            nimble_object_release(&st->base);
+            goto fail;
+          }
+          dev = nimble_pool_device(src_pool);
+        }
+        void *stream = dev->type == kDLCUDA ? (void *)vm->cuda_stream : NULL;
+        s = dev->copy(dev, st->data, dst_type, nimble_dl_data(&src->dl), src_type, nbytes, stream);
+        /* A copy to the host has waited for the stream; an upload from the
+         * host keeps its source alive until the stream is waited for. */
+        if (!s && dst_type == kDLCPU && src_type == kDLCUDA) nimble_vm_cuda_host_waited(vm);
+        if (!s && constant_upload)
+          nimble_vm_cuda_remember_constant(vm, nimble_dl_data(&src->dl), nbytes, st);
+        else if (!s && dst_type == kDLCUDA && src_type == kDLCPU)
+          s = nimble_vm_cuda_keep(vm, &src->base);
         if (s) {
           nimble_object_release(&st->base);
           s = rt_wrap(vm, s);

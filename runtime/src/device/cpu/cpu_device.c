@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "device/cuda/cuda_device.h"
 #include "device/device.h"
 
 static nimble_status_t cpu_alloc(const nimble_device_t *dev, uint64_t size, uint64_t alignment,
@@ -22,7 +23,8 @@ static nimble_status_t cpu_alloc(const nimble_device_t *dev, uint64_t size, uint
 static void cpu_free(const nimble_device_t *dev, void *ptr) { free(ptr); }
 
 static nimble_status_t cpu_copy(const nimble_device_t *dev, void *dst, DLDeviceType dst_type,
-                                const void *src, DLDeviceType src_type, uint64_t size) {
+                                const void *src, DLDeviceType src_type, uint64_t size,
+                                void *stream) {
   if (dst_type != kDLCPU || src_type != kDLCPU)
     return nimble_status_make(NIMBLE_UNIMPLEMENTED, "cpu: cannot copy from %s to %s",
                               nimble_device_name(src_type), nimble_device_name(dst_type));
@@ -30,15 +32,16 @@ static nimble_status_t cpu_copy(const nimble_device_t *dev, void *dst, DLDeviceT
   return nimble_ok();
 }
 
-static const nimble_device_t kCpu = {"cpu", kDLCPU, cpu_alloc, cpu_free, cpu_copy};
+static const nimble_device_t kCpu = {"cpu", kDLCPU, 4096, cpu_alloc, cpu_free, cpu_copy};
 
 nimble_status_t nimble_device_get(DLDeviceType type, const nimble_device_t **out) {
   if (type == kDLCPU) {
     *out = &kCpu;
     return nimble_ok();
   }
+  if (type == kDLCUDA) return nimble_cuda_device_get(out);
   return nimble_status_make(NIMBLE_UNIMPLEMENTED,
-                            "device %s is not available in this runtime (only cpu)",
+                            "device %s is not available in this runtime (only cpu and cuda)",
                             nimble_device_name(type));
 }
 
