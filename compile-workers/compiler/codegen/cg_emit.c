@@ -39,6 +39,8 @@ enum {
   E_PARALLEL_FOR = offsetof(nimble_kernel_env_t, parallel_for),
   E_SET_ERROR = offsetof(nimble_kernel_env_t, set_error),
   E_SGEMM = offsetof(nimble_kernel_env_t, sgemm),
+  E_WS_ALLOC = offsetof(nimble_kernel_env_t, workspace_alloc),
+  E_WS_FREE = offsetof(nimble_kernel_env_t, workspace_free),
 };
 _Static_assert(sizeof(void *) == 8 && sizeof(int64_t) == 8, "LP64 host expected");
 
@@ -176,9 +178,9 @@ static void emit_require(cg_fn *f, LLVMValueRef ok, const char *message) {
 
 /* Loads every parameter's data pointer (plus byte_offset) and extents. The
  * entry point has checked them; LLVM drops what a function does not use. */
-static void setup_params(cg_fn *f) {
+static void setup_params_n(cg_fn *f, int n) {
   cg_mod *cm = f->cm;
-  for (int i = 0; i < cm->k->n_params; i++) {
+  for (int i = 0; i < n; i++) {
     const nimble_ln_param *p = cm->k->params[i];
     LLVMValueRef idx = ci64(cm, i);
     LLVMValueRef t = LLVMBuildLoad2(cm->b, cm->ptr, LLVMBuildGEP2(cm->b, cm->ptr, f->args, &idx, 1, ""), "");
@@ -192,6 +194,17 @@ static void setup_params(cg_fn *f) {
     }
   }
 }
+
+/* The caller's arguments: the parameters before any scratch buffer. */
+static int n_args_of(const nimble_ln_kernel *k) {
+  int n = k->n_params;
+  while (n > 0 && k->params[n - 1]->scratch) n--;
+  return n;
+}
+
+/* Inside variants and outlined bodies the argument array also holds the
+ * scratch buffers (the entry point appends them). */
+static void setup_params(cg_fn *f) { setup_params_n(f, f->cm->k->n_params); }
 
 static LLVMValueRef emit_expr(cg_fn *f, const nimble_ln_expr *e);
 
@@ -333,6 +346,10 @@ static LLVMValueRef emit_has_sgemm(cg_fn *f) {
 }
 
 static LLVMValueRef element_ptr(cg_fn *f, const nimble_ln_param *p, LLVMValueRef index) {
+  if (!f->data[p->index]) {
+    fail(f->cm, NIMBLE_UNIMPLEMENTED, "scratch buffer '%s': no workspace on this target", p->name);
+    return LLVMGetUndef(f->cm->ptr);
+  }
   return LLVMBuildGEP2(f->cm->b, lt(f->cm, p->dtype), f->data[p->index], &index, 1, "");
 }
 
@@ -843,6 +860,88 @@ static const char *dtype_text(nimble_ln_type_t t) {
   }
 }
 
+/* Scratch buffers of one call: their workspace pointers, freed on return. */
+typedef struct cg_scratch {
+  LLVMValueRef ptr[NIMBLE_LN_MAX_PARAMS];
+  int n;
+} cg_scratch;
+
+static void free_scratch(cg_fn *f, const cg_scratch *ws) {
+  cg_mod *cm = f->cm;
+  if (!ws->n) return;
+  LLVMValueRef wfree = load_at(cm, f->env, E_WS_FREE, cm->ptr);
+  LLVMTypeRef fp[2] = {cm->ptr, cm->ptr};
+  LLVMTypeRef fty = LLVMFunctionType(cm->vd, fp, 2, 0);
+  for (int i = 0; i < ws->n; i++) {
+    LLVMValueRef a[2] = {f->env, ws->ptr[i]};
+    LLVMBuildCall2(cm->b, fty, wfree, a, 2, "");
+  }
+}
+
+/* Calls a variant, frees the scratch buffers, returns its code. */
+static void ret_variant(cg_fn *f, LLVMValueRef variant, LLVMValueRef *vargs, const cg_scratch *ws) {
+  cg_mod *cm = f->cm;
+  LLVMValueRef rc = LLVMBuildCall2(cm->b, cm->variant_ty, variant, vargs, 2, "");
+  free_scratch(f, ws);
+  LLVMBuildRet(cm->b, rc);
+}
+
+/* Takes every scratch buffer from env->workspace_alloc and returns a new
+ * argument array: the caller's arguments, then one DLTensor per buffer
+ * (rank 1, its element count as the extent), so variants and outlined
+ * bodies read it like any argument. */
+static LLVMValueRef alloc_scratch(cg_fn *f, int na, cg_scratch *ws) {
+  cg_mod *cm = f->cm;
+  const nimble_ln_kernel *k = cm->k;
+  LLVMValueRef arr = alloca_in_entry(f, LLVMArrayType(cm->ptr, (unsigned)k->n_params), "args_ws");
+  for (int i = 0; i < na; i++) {
+    LLVMValueRef idx = ci64(cm, i);
+    LLVMValueRef t = LLVMBuildLoad2(cm->b, cm->ptr, LLVMBuildGEP2(cm->b, cm->ptr, f->args, &idx, 1, ""), "");
+    LLVMBuildStore(cm->b, t, LLVMBuildGEP2(cm->b, cm->ptr, arr, &idx, 1, ""));
+  }
+  LLVMValueRef walloc = load_at(cm, f->env, E_WS_ALLOC, cm->ptr);
+  LLVMTypeRef ap[3] = {cm->ptr, cm->i64, cm->i64};
+  LLVMTypeRef aty = LLVMFunctionType(cm->ptr, ap, 3, 0);
+  for (int i = na; i < k->n_params && !cm->err; i++) {
+    const nimble_ln_param *p = k->params[i];
+    LLVMValueRef n = emit_expr(f, p->scratch);
+    if (!n) return f->args;
+    n = LLVMBuildSelect(cm->b, LLVMBuildICmp(cm->b, LLVMIntSGT, n, ci64(cm, 0), ""), n, ci64(cm, 0), "");
+    /* At least one element, so a NULL answer always means "no memory". */
+    LLVMValueRef bytes = LLVMBuildMul(cm->b, LLVMBuildAdd(cm->b, n, ci64(cm, 1), ""), ci64(cm, param_bytes(p)), "");
+    LLVMValueRef a[3] = {f->env, bytes, ci64(cm, 64)};
+    LLVMValueRef mem = LLVMBuildCall2(cm->b, aty, walloc, a, 3, p->name);
+    LLVMBasicBlockRef bad = new_block(f, "ws_fail"), good = new_block(f, "ws_ok");
+    LLVMBuildCondBr(cm->b, LLVMBuildIsNull(cm->b, mem, ""), bad, good);
+    LLVMPositionBuilderAtEnd(cm->b, bad);
+    free_scratch(f, ws);
+    char msg[300];
+    snprintf(msg, sizeof msg, "the runtime gave no workspace for scratch buffer '%s'", p->name);
+    emit_fail_return(f, msg);
+    LLVMPositionBuilderAtEnd(cm->b, good);
+    ws->ptr[ws->n++] = mem;
+    /* DLTensor {data, device, ndim, dtype, shape, strides, byte_offset}. */
+    LLVMValueRef t = alloca_in_entry(f, LLVMArrayType(cm->i8, sizeof(DLTensor)), "ws_tensor");
+    LLVMSetAlignment(t, 16);
+    LLVMValueRef shp = alloca_in_entry(f, cm->i64, "ws_shape");
+    LLVMBuildStore(cm->b, n, shp);
+    LLVMValueRef off;
+    off = ci64(cm, T_DATA);
+    LLVMBuildStore(cm->b, mem, LLVMBuildGEP2(cm->b, cm->i8, t, &off, 1, ""));
+    off = ci64(cm, T_NDIM);
+    LLVMBuildStore(cm->b, ci32(cm, 1), LLVMBuildGEP2(cm->b, cm->i8, t, &off, 1, ""));
+    off = ci64(cm, T_SHAPE);
+    LLVMBuildStore(cm->b, shp, LLVMBuildGEP2(cm->b, cm->i8, t, &off, 1, ""));
+    off = ci64(cm, T_STRIDES);
+    LLVMBuildStore(cm->b, LLVMConstNull(cm->ptr), LLVMBuildGEP2(cm->b, cm->i8, t, &off, 1, ""));
+    off = ci64(cm, T_BYTE_OFFSET);
+    LLVMBuildStore(cm->b, ci64(cm, 0), LLVMBuildGEP2(cm->b, cm->i8, t, &off, 1, ""));
+    LLVMValueRef idx = ci64(cm, i);
+    LLVMBuildStore(cm->b, t, LLVMBuildGEP2(cm->b, cm->ptr, arr, &idx, 1, ""));
+  }
+  return arr;
+}
+
 /* The exported entry point: argument checks, then the variant dispatch. */
 static void emit_entry(cg_mod *cm, LLVMValueRef aliased, LLVMValueRef general, LLVMValueRef divisible) {
   const nimble_ln_kernel *k = cm->k;
@@ -861,10 +960,11 @@ static void emit_entry(cg_mod *cm, LLVMValueRef aliased, LLVMValueRef general, L
   LLVMPositionBuilderAtEnd(cm->b, env_ok);
 
   char msg[400];
-  snprintf(msg, sizeof msg, "expects %d arguments (inputs then outputs)", k->n_params);
-  emit_require(&f, LLVMBuildICmp(cm->b, LLVMIntEQ, LLVMGetParam(fn, 1), ci32(cm, k->n_params), ""), msg);
+  int na = n_args_of(k);
+  snprintf(msg, sizeof msg, "expects %d arguments (inputs then outputs)", na);
+  emit_require(&f, LLVMBuildICmp(cm->b, LLVMIntEQ, LLVMGetParam(fn, 1), ci32(cm, na), ""), msg);
   emit_require(&f, LLVMBuildIsNotNull(cm->b, f.args, ""), "the argument array is NULL");
-  for (int i = 0; i < k->n_params; i++) {
+  for (int i = 0; i < na; i++) {
     const nimble_ln_param *p = k->params[i];
     LLVMValueRef idx = ci64(cm, i);
     LLVMValueRef t = LLVMBuildLoad2(cm->b, cm->ptr, LLVMBuildGEP2(cm->b, cm->ptr, f.args, &idx, 1, ""), "");
@@ -951,19 +1051,21 @@ static void emit_entry(cg_mod *cm, LLVMValueRef aliased, LLVMValueRef general, L
    * take the plain variant; otherwise the alias-free ones, specialised
    * when every divisibility assumption holds. */
   LLVMValueRef vargs[2] = {f.args, f.env};
-  setup_params(&f);
+  setup_params_n(&f, na);
+  cg_scratch ws = {0};
+  if (na < k->n_params) vargs[0] = alloc_scratch(&f, na, &ws);
   LLVMValueRef bytes[NIMBLE_LN_MAX_PARAMS];
-  for (int i = 0; i < k->n_params; i++) {
+  for (int i = 0; i < na; i++) {
     LLVMValueRef n = ci64(cm, param_bytes(k->params[i]));
     for (int a = 0; a < k->params[i]->rank; a++) n = LLVMBuildMul(cm->b, n, f.shape[i][a], "");
     bytes[i] = n;
   }
   LLVMValueRef disjoint = LLVMConstInt(cm->i1, 1, 0);
-  for (int i = 0; i < k->n_params; i++) {
+  for (int i = 0; i < na; i++) {
     if (!k->params[i]->is_output) continue;
     LLVMValueRef lo_i = LLVMBuildPtrToInt(cm->b, f.data[i], cm->i64, "");
     LLVMValueRef hi_i = LLVMBuildAdd(cm->b, lo_i, bytes[i], "");
-    for (int j = 0; j < k->n_params; j++) {
+    for (int j = 0; j < na; j++) {
       if (j == i) continue;
       LLVMValueRef lo_j = LLVMBuildPtrToInt(cm->b, f.data[j], cm->i64, "");
       LLVMValueRef hi_j = LLVMBuildAdd(cm->b, lo_j, bytes[j], "");
@@ -978,10 +1080,10 @@ static void emit_entry(cg_mod *cm, LLVMValueRef aliased, LLVMValueRef general, L
   LLVMBasicBlockRef al = new_block(&f, "aliased"), fast = new_block(&f, "alias_free");
   LLVMBuildCondBr(cm->b, disjoint, fast, al);
   LLVMPositionBuilderAtEnd(cm->b, al);
-  LLVMBuildRet(cm->b, LLVMBuildCall2(cm->b, cm->variant_ty, aliased, vargs, 2, ""));
+  ret_variant(&f, aliased, vargs, &ws);
   LLVMPositionBuilderAtEnd(cm->b, fast);
   if (!divisible) {
-    LLVMBuildRet(cm->b, LLVMBuildCall2(cm->b, cm->variant_ty, general, vargs, 2, ""));
+    ret_variant(&f, general, vargs, &ws);
     return;
   }
   LLVMValueRef all = LLVMConstInt(cm->i1, 1, 0);
@@ -993,9 +1095,9 @@ static void emit_entry(cg_mod *cm, LLVMValueRef aliased, LLVMValueRef general, L
   LLVMBasicBlockRef d = new_block(&f, "divisible"), g = new_block(&f, "general");
   LLVMBuildCondBr(cm->b, all, d, g);
   LLVMPositionBuilderAtEnd(cm->b, d);
-  LLVMBuildRet(cm->b, LLVMBuildCall2(cm->b, cm->variant_ty, divisible, vargs, 2, ""));
+  ret_variant(&f, divisible, vargs, &ws);
   LLVMPositionBuilderAtEnd(cm->b, g);
-  LLVMBuildRet(cm->b, LLVMBuildCall2(cm->b, cm->variant_ty, general, vargs, 2, ""));
+  ret_variant(&f, general, vargs, &ws);
 }
 
 static LLVMValueRef sreg(cg_mod *cm, const char *name) {
@@ -1015,9 +1117,12 @@ static void emit_gpu_kernel(cg_mod *cm) {
   LLVMValueRef fn = LLVMAddFunction(cm->m, k->name, LLVMFunctionType(cm->vd, ps, 2, 0));
   cg_fn f = {.cm = cm, .fn = fn, .args = LLVMGetParam(fn, 0)};
   LLVMPositionBuilderAtEnd(cm->b, LLVMAppendBasicBlockInContext(cm->ctx, fn, "entry"));
-  emit_require(&f, LLVMBuildICmp(cm->b, LLVMIntEQ, LLVMGetParam(fn, 1), ci32(cm, k->n_params), ""), "arity");
+  /* No workspace on the device: scratch buffers get no data pointer, and
+   * code that reaches one fails to build (element_ptr). */
+  int na = n_args_of(k);
+  emit_require(&f, LLVMBuildICmp(cm->b, LLVMIntEQ, LLVMGetParam(fn, 1), ci32(cm, na), ""), "arity");
   emit_require(&f, LLVMBuildIsNotNull(cm->b, f.args, ""), "args");
-  for (int i = 0; i < k->n_params; i++) {
+  for (int i = 0; i < na; i++) {
     const nimble_ln_param *p = k->params[i];
     LLVMValueRef idx = ci64(cm, i);
     LLVMValueRef t = LLVMBuildLoad2(cm->b, cm->ptr, LLVMBuildGEP2(cm->b, cm->ptr, f.args, &idx, 1, ""), "");
@@ -1029,7 +1134,7 @@ static void emit_gpu_kernel(cg_mod *cm) {
                            sreg(cm, "llvm.nvvm.read.ptx.sreg.tid.x"), "gtid");
   f.gpu_threads = LLVMBuildMul(cm->b, sreg(cm, "llvm.nvvm.read.ptx.sreg.nctaid.x"),
                                sreg(cm, "llvm.nvvm.read.ptx.sreg.ntid.x"), "gthreads");
-  setup_params(&f);
+  setup_params_n(&f, na);
   emit_stmt(&f, k->body);
   LLVMBuildRetVoid(cm->b);
   LLVMValueRef md[3] = {fn, LLVMMDStringInContext(cm->ctx, "kernel", 6), ci32(cm, 1)};

@@ -73,6 +73,10 @@ nimble_ln_param *nimble_ln_kernel_add_param(nimble_ln_kernel *k, const char *nam
                          name, (int)dtype);
     return NULL;
   }
+  if (k->n_params > 0 && k->params[k->n_params - 1]->scratch) {
+    nimble_ln_arena_fail(k->arena, "kernel '%s': parameter '%s' follows a scratch buffer", k->name, name);
+    return NULL;
+  }
   if (!is_output && k->n_params > 0 && k->params[k->n_params - 1]->is_output) {
     nimble_ln_arena_fail(k->arena, "kernel '%s': input '%s' follows an output", k->name, name);
     return NULL;
@@ -85,6 +89,26 @@ nimble_ln_param *nimble_ln_kernel_add_param(nimble_ln_kernel *k, const char *nam
   p->index = k->n_params;
   p->is_output = is_output;
   k->params[k->n_params++] = p;
+  return p;
+}
+
+nimble_ln_param *nimble_ln_kernel_add_scratch(nimble_ln_kernel *k, const char *name,
+                                              nimble_ln_type_t dtype, nimble_ln_expr *elements) {
+  if (!k) return NULL;
+  if (!elements || elements->type != NIMBLE_LN_I64) {
+    nimble_ln_arena_fail(k->arena, "kernel '%s': scratch '%s' needs an i64 element count", k->name,
+                         name ? name : "?");
+    return NULL;
+  }
+  if (k->n_params == 0 || !k->params[k->n_params - 1]->is_output) {
+    nimble_ln_arena_fail(k->arena, "kernel '%s': scratch '%s' must follow the outputs", k->name,
+                         name ? name : "?");
+    return NULL;
+  }
+  /* add_param refuses anything after a scratch buffer, so add it as an
+   * output first and mark it. */
+  nimble_ln_param *p = nimble_ln_kernel_add_param(k, name, dtype, 1, 1);
+  if (p) p->scratch = elements;
   return p;
 }
 

@@ -205,13 +205,19 @@ nimble_status_t nimble_ln_kernel_print(const nimble_ln_kernel *k, char **out) {
   put(&b, "kernel %s(", k->name);
   for (int i = 0; i < k->n_params; i++) {
     const nimble_ln_param *p = k->params[i];
-    put(&b, "%s%s %s: %s[%d]", i ? ", " : "", p->is_output ? "out" : "in", p->name,
+    put(&b, "%s%s %s: %s[%d]", i ? ", " : "", p->scratch ? "scratch" : p->is_output ? "out" : "in", p->name,
         nimble_ln_type_name(p->dtype), p->rank);
   }
   put(&b, ") {\n");
   for (int i = 0; i < k->n_specs; i++)
     put(&b, "  # variant when shape(%s, %d) %% %lld == 0\n", k->specs[i].param->name,
         k->specs[i].axis, (long long)k->specs[i].factor);
+  for (int i = 0; i < k->n_params; i++)
+    if (k->params[i]->scratch) {
+      put(&b, "  # scratch %s: ", k->params[i]->name);
+      print_expr(&b, k->params[i]->scratch);
+      put(&b, " elements from env->workspace_alloc\n");
+    }
   print_stmt(&b, k->body, 1);
   put(&b, "}\n");
   if (b.failed) {

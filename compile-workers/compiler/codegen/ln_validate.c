@@ -123,7 +123,9 @@ nimble_status_t nimble_ln_kernel_validate(const nimble_ln_kernel *k) {
   if (!k) return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "no kernel");
   NIMBLE_RETURN_IF_ERROR_CTX(nimble_ln_arena_status(k->arena), "kernel '%s'", k->name);
   if (!k->body) return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "kernel '%s' has no body", k->name);
-  if (k->n_params == 0 || !k->params[k->n_params - 1]->is_output)
+  int n_args = k->n_params;
+  while (n_args > 0 && k->params[n_args - 1]->scratch) n_args--;
+  if (n_args == 0 || !k->params[n_args - 1]->is_output)
     return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "kernel '%s' has no output parameter", k->name);
   scope s = {.k = k};
   return check_stmt(&s, k->body);

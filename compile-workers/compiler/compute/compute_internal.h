@@ -188,4 +188,17 @@ nimble_ln_stmt *cp_for(cp_ctx *c, nimble_ln_var *v, nimble_ln_expr *ext, nimble_
 /* Rows per parallel task for `rows` rows of `row_work` work each. */
 nimble_ln_expr *cp_rows_per_task(cp_ctx *c, nimble_ln_expr *rows, nimble_ln_expr *row_work);
 
+/* conv2d, max_pool2d and avg_pool2d computed into the output by their own
+ * loop nests (conv.c): the raw result (conv: plus its bias input), before
+ * any epilogue, which the caller applies in place. NULL when n is not one
+ * of them or its attributes are not handled there. */
+nimble_ln_stmt *cp_window_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o);
+
+/* Dense and matmul through env->sgemm (nn.c): the statement that computes
+ * the anchor n into the output o (one sgemm call, or a loop of calls over
+ * batch matrices), NULL when not applicable; cp_gemm_desc gives the call's
+ * description inside it (m, n and k are the same for every batch). */
+nimble_ln_stmt *cp_gemm_sgemm(cp_ctx *c, cp_node *n, nimble_ln_param *o);
+const nimble_ln_sgemm_desc_t *cp_gemm_desc(const nimble_ln_stmt *s);
+
 #endif

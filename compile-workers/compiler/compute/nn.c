@@ -10,9 +10,9 @@
  * statistics along the axis, then the write): softmax, log_softmax,
  * layer_norm. batch_norm (inference) is element-wise given its statistics.
  *
- * Dense and 2-D matmul over plain f32 parameters can also run through
- * env->sgemm (cp_gemm_sgemm): the kernel tests has_sgemm() at run time and
- * keeps its own loops otherwise. */
+ * Dense and matmul (any batch rank) over plain f32 parameters can also run
+ * through env->sgemm (cp_gemm_sgemm): the kernel tests has_sgemm() at run
+ * time and keeps its own loops otherwise. */
 #include <math.h>
 #include <string.h>
 
@@ -159,33 +159,100 @@ static nimble_ln_stmt *emit_matmul(cp_ctx *c, cp_node *n, nimble_ln_expr *const 
                         nimble_ln_seq2(c->A, loop, nimble_ln_let(c->A, result, nimble_ln_ref(c->A, acc), body)));
 }
 
-nimble_ln_stmt *cp_gemm_sgemm(cp_ctx *c, cp_node *n, nimble_ln_param *o);
+/* Dense's C input added in place to alpha op(A) op(B) in the output:
+ * out[i, j] += beta * C[broadcast (i, j)], rows in parallel tasks, the row
+ * vectorized. */
+static nimble_ln_stmt *gemm_add_c(cp_ctx *c, cp_node *n, nimble_ln_param *o) {
+  nimble_ln_var *v[2] = {cp_var(c, "i", NIMBLE_LN_I64), cp_var(c, "j", NIMBLE_LN_I64)};
+  nimble_ln_expr *idx[2] = {nimble_ln_ref(c->A, v[0]), nimble_ln_ref(c->A, v[1])}, *ci[2];
+  cp_broadcast_index(c, n->in[2], n, idx, ci);
+  nimble_ln_expr *cv = cp_value(c, n->in[2], ci);
+  double beta = cp_attr_float(n, "beta");
+  if (beta != 1.0) cv = nimble_ln_binary(c->A, NIMBLE_LN_MUL, cv, nimble_ln_f32(c->A, beta));
+  nimble_ln_expr *at = nimble_ln_flat_index(c->A, o, idx);
+  nimble_ln_stmt *st = nimble_ln_store(c->A, o, at, nimble_ln_binary(c->A, NIMBLE_LN_ADD, nimble_ln_load(c->A, o, at), cv));
+  bool vec = c->opt.vector_width > 1;
+  nimble_ln_stmt *row = cp_for(c, v[1], n->ext[1], vec ? NIMBLE_LN_VECTORIZED : NIMBLE_LN_SERIAL, vec ? c->opt.vector_width : 0, st);
+  nimble_ln_stmt *all = cp_for(c, v[0], n->ext[0], NIMBLE_LN_SERIAL, 0, row);
+  if (all && c->opt.parallel) all = nimble_ln_chunk(c->A, all, cp_rows_per_task(c, n->ext[0], n->ext[1]));
+  return all;
+}
+
 /* C = op(A) op(B) through env->sgemm into the output, when both operands
- * are f32 parameters (no C input, 2-D). NULL when not applicable. */
+ * are f32 parameters. NULL when not applicable.
+ *
+ * - dense, 2-D matmul: one call (dense's transA/transB become sgemm's);
+ *   dense's C input (a bias) is then added in place (gemm_add_c).
+ * - matmul with a 2-D B and an A of rank r > 2: A's leading axes fold into
+ *   the rows (A is C-contiguous, so [b..., m, k] is [b*...*m, k]), one call.
+ * - other batched matmuls (both operands of rank >= 2, batch axes equal or
+ *   broadcast from 1): a loop over the result's batch axes, one call per
+ *   batch matrix, with element offsets into A, B and the output; the loop is
+ *   chunked into parallel tasks.
+ * Vector operands (rank 1) keep the own loops. The caller guards the whole
+ * statement with has_sgemm() and m, n, k > 0 (cp_gemm_desc gives them). */
 nimble_ln_stmt *cp_gemm_sgemm(cp_ctx *c, cp_node *n, nimble_ln_param *o) {
   cp_node *a = n->in[0], *b = n->in[1];
   bool dense = strcmp(n->op->name, "dense") == 0;
   if (!dense && strcmp(n->op->name, "matmul") != 0) return NULL;
-  if (a->kind != CP_PARAM || b->kind != CP_PARAM || a->rank != 2 || b->rank != 2 || n->n_in != 2) return NULL;
-  if (o->rank != 2 || o->dtype != NIMBLE_LN_F32) return NULL;
+  if (a->kind != CP_PARAM || b->kind != CP_PARAM || a->rank < 2 || b->rank < 2) return NULL;
+  if (dense ? a->rank != 2 || b->rank != 2 || n->n_in > 3 : n->n_in != 2) return NULL;
+  if (o->rank != n->rank || o->dtype != NIMBLE_LN_F32 || a->type != NIMBLE_LN_F32 || b->type != NIMBLE_LN_F32)
+    return NULL;
+  int ra = a->rank, rb = b->rank, R = n->rank, batch = R - 2;
   bool ta = dense && cp_attr_int(n, "transA") != 0, tb = dense && cp_attr_int(n, "transB") != 0;
   nimble_ln_sgemm_desc_t d;
   memset(&d, 0, sizeof d);
   d.trans_a = ta;
   d.trans_b = tb;
-  d.m = n->ext[0];
-  d.n = n->ext[1];
-  d.k = a->ext[ta ? 0 : 1];
+  d.m = n->ext[R - 2];
+  d.n = n->ext[R - 1];
+  d.k = a->ext[ta ? ra - 2 : ra - 1];
   d.alpha = dense ? (float)cp_attr_float(n, "alpha") : 1.0f;
   d.beta = 0.0f;
   d.a = a->param;
   d.b = b->param;
   d.c = o;
   d.a_offset = d.b_offset = d.c_offset = cp_i(c, 0);
-  d.lda = cp_max(c, a->ext[1], cp_i(c, 1));
-  d.ldb = cp_max(c, b->ext[1], cp_i(c, 1));
-  d.ldc = cp_max(c, n->ext[1], cp_i(c, 1));
-  return nimble_ln_sgemm(c->A, &d);
+  d.lda = cp_max(c, a->ext[ra - 1], cp_i(c, 1));
+  d.ldb = cp_max(c, b->ext[rb - 1], cp_i(c, 1));
+  d.ldc = cp_max(c, n->ext[R - 1], cp_i(c, 1));
+  if (rb == 2) {
+    /* No batch in B (also dense): A's batch axes are more rows. */
+    d.m = cp_product(c, n->ext, 0, R - 1);
+    nimble_ln_stmt *call = nimble_ln_sgemm(c->A, &d);
+    if (n->n_in == 3 && call) call = nimble_ln_seq2(c->A, call, gemm_add_c(c, n, o));
+    return call;
+  }
+  /* One call per batch matrix: t runs over the result's batch matrices,
+   * its index along batch axis x is (t / (extents after x)) % extent. */
+  nimble_ln_var *t = cp_var(c, "bt", NIMBLE_LN_I64);
+  nimble_ln_expr *tr = nimble_ln_ref(c->A, t);
+  nimble_ln_expr *aoff = cp_i(c, 0), *boff = cp_i(c, 0);
+  for (int x = 0; x < batch; x++) {
+    nimble_ln_expr *ix = nimble_ln_binary(c->A, NIMBLE_LN_REM, cp_div(c, tr, cp_product(c, n->ext, x + 1, batch)), n->ext[x]);
+    int xa = x - (batch - (ra - 2)), xb = x - (batch - (rb - 2));
+    if (xa >= 0) aoff = cp_add(c, cp_mul(c, aoff, a->ext[xa]), batch_index(c, a->ext[xa], n->ext[x], ix));
+    if (xb >= 0) boff = cp_add(c, cp_mul(c, boff, b->ext[xb]), batch_index(c, b->ext[xb], n->ext[x], ix));
+  }
+  d.a_offset = cp_mul(c, aoff, cp_mul(c, a->ext[ra - 2], a->ext[ra - 1]));
+  d.b_offset = cp_mul(c, boff, cp_mul(c, b->ext[rb - 2], b->ext[rb - 1]));
+  d.c_offset = cp_mul(c, tr, cp_mul(c, n->ext[R - 2], n->ext[R - 1]));
+  nimble_ln_expr *count = cp_product(c, n->ext, 0, batch);
+  nimble_ln_stmt *body = cp_for(c, t, count, NIMBLE_LN_SERIAL, 0, nimble_ln_sgemm(c->A, &d));
+  if (body && c->opt.parallel)
+    body = nimble_ln_chunk(c->A, body, cp_rows_per_task(c, count, cp_mul(c, cp_mul(c, d.m, d.n), d.k)));
+  return body;
+}
+
+/* The sgemm call inside what cp_gemm_sgemm returned (its m, n and k do not
+ * depend on the batch loops). */
+const nimble_ln_sgemm_desc_t *cp_gemm_desc(const nimble_ln_stmt *s) {
+  while (s && s->kind != NIMBLE_LN_S_SGEMM)
+    s = s->kind == NIMBLE_LN_S_FOR || s->kind == NIMBLE_LN_S_LET ? s->body
+        : s->kind == NIMBLE_LN_S_SEQ && s->n_stmts > 0 ? s->stmts[0]
+                                                      : NULL;
+  return s ? &s->sgemm : NULL;
 }
 
 /* ---- conv2d and pooling ---- */
@@ -428,12 +495,26 @@ static nimble_ln_stmt *emit_softmax(cp_ctx *c, cp_node *n, nimble_ln_param *o) {
   nimble_ln_expr *e = nimble_ln_unary(c->A, NIMBLE_LN_EXP, sh);
   nimble_ln_stmt *maxl = inner_loops(c, n, v, ax, ax + 1, false,
       nimble_ln_assign(c->A, m, nimble_ln_binary(c->A, NIMBLE_LN_MAX, nimble_ln_ref(c->A, m), x)));
-  nimble_ln_stmt *suml = inner_loops(c, n, v, ax, ax + 1, true,
-      nimble_ln_assign(c->A, s, nimble_ln_binary(c->A, NIMBLE_LN_ADD, nimble_ln_ref(c->A, s), e)));
-  nimble_ln_expr *val = lg ? nimble_ln_binary(c->A, NIMBLE_LN_SUB, sh, nimble_ln_unary(c->A, NIMBLE_LN_LOG, nimble_ln_ref(c->A, s)))
-                           : nimble_ln_binary(c->A, NIMBLE_LN_DIV, e, nimble_ln_ref(c->A, s));
-  nimble_ln_stmt *wr = inner_loops(c, n, v, ax, ax + 1, true,
-                                   nimble_ln_store(c->A, o, nimble_ln_flat_index(c->A, o, idx), val));
+  nimble_ln_expr *at = nimble_ln_flat_index(c->A, o, idx);
+  nimble_ln_stmt *acc = nimble_ln_assign(c->A, s, nimble_ln_binary(c->A, NIMBLE_LN_ADD, nimble_ln_ref(c->A, s), e));
+  nimble_ln_stmt *suml, *wr;
+  if (lg) {
+    suml = inner_loops(c, n, v, ax, ax + 1, true, acc);
+    nimble_ln_expr *val = nimble_ln_binary(c->A, NIMBLE_LN_SUB, sh, nimble_ln_unary(c->A, NIMBLE_LN_LOG, nimble_ln_ref(c->A, s)));
+    wr = inner_loops(c, n, v, ax, ax + 1, true, nimble_ln_store(c->A, o, at, val));
+  } else {
+    /* exp once: the sum pass stores e into the output, the last pass
+     * scales it by 1/sum. The output is written only after the input's
+     * row has been read: the max pass reads x alone, and the sum pass
+     * reads x[i] before it writes out[i]; an output that is the input
+     * itself (the aliased variant) still sees each x[i] before it is
+     * overwritten. */
+    suml = inner_loops(c, n, v, ax, ax + 1, true, nimble_ln_seq2(c->A, nimble_ln_store(c->A, o, at, e), acc));
+    nimble_ln_var *r = cp_var(c, "rcp", NIMBLE_LN_F32);
+    nimble_ln_stmt *scale = inner_loops(c, n, v, ax, ax + 1, true,
+        nimble_ln_store(c->A, o, at, nimble_ln_binary(c->A, NIMBLE_LN_MUL, nimble_ln_load(c->A, o, at), nimble_ln_ref(c->A, r))));
+    wr = nimble_ln_let(c->A, r, nimble_ln_binary(c->A, NIMBLE_LN_DIV, nimble_ln_f32(c->A, 1), nimble_ln_ref(c->A, s)), scale);
+  }
   nimble_ln_stmt *row = nimble_ln_decl(
       c->A, m, nimble_ln_f32(c->A, -INFINITY),
       nimble_ln_seq2(c->A, maxl, nimble_ln_decl(c->A, s, nimble_ln_f32(c->A, 0), nimble_ln_seq2(c->A, suml, wr))));

@@ -387,7 +387,9 @@ static nimble_ln_stmt *emit_nest(cp_ctx *c, cp_node *root, nimble_ln_param *o, b
       if (!inner) return NULL;
       bool have = false;
       for (int i = 0; i < c->k->n_specs; i++) have |= c->k->specs[i].param == o;
-      if (!have) nimble_ln_kernel_specialize(c->k, o, R - 1, w);
+      /* A speed-up only (the split keeps its tail loop): skipped once the
+       * kernel has all the specialisations it may (split into 5 outputs). */
+      if (!have && c->k->n_specs < NIMBLE_LN_MAX_SPECIALIZATIONS) nimble_ln_kernel_specialize(c->k, o, R - 1, w);
       if (R == 1) {
         nimble_ln_stmt *blocks = inner->stmts[0];
         if (c->opt.parallel)
@@ -472,13 +474,20 @@ nimble_status_t nimble_compute_primitive(const nimble_module *m, const char *nam
          * then the epilogue in place; the own loops otherwise. */
         nimble_ln_stmt *epi = root == c.anchor ? NULL : emit_nest(&c, root, o, true);
         if (root == c.anchor || epi) {
-          const nimble_ln_sgemm_desc_t *d = &sg->sgemm;
+          const nimble_ln_sgemm_desc_t *d = cp_gemm_desc(sg);
           nimble_ln_expr *cond = nimble_ln_has_sgemm(arena);
           nimble_ln_expr *dims[3] = {d->m, d->n, d->k};
           for (int i = 0; i < 3; i++)
             cond = nimble_ln_binary(arena, NIMBLE_LN_AND, cond, nimble_ln_binary(arena, NIMBLE_LN_GT, dims[i], cp_i(&c, 0)));
           body = nimble_ln_if(arena, cond, epi ? nimble_ln_seq2(arena, sg, epi) : sg, body);
         }
+      }
+      /* conv2d and pooling: their own loop nests into the output (conv.c),
+       * then the epilogue in place, like the sgemm path. */
+      nimble_ln_stmt *win = body && c.anchor ? cp_window_into_out(&c, c.anchor, o) : NULL;
+      if (win) {
+        nimble_ln_stmt *epi = root == c.anchor ? NULL : emit_nest(&c, root, o, true);
+        if (root == c.anchor || epi) body = epi ? nimble_ln_seq2(arena, win, epi) : win;
       }
     }
     if (!body && !c.err) c.err = nimble_ln_arena_status(arena);

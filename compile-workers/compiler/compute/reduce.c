@@ -1,5 +1,7 @@
 /* Reduction compute definitions: sum, mean, max, min, prod over axes
- * (empty: all) with keepdims, and argmax/argmin along one axis. Each is a
+ * (empty: all) with keepdims, dyn_sum (the axes a run-time tensor),
+ * argmax/argmin and hardmax along one axis,
+ * and conv2d_transpose (a sum over channels and kernel taps). Each is a
  * point anchor: per output element an accumulator runs over the reduced
  * axes, reading its input's value (so an element-wise or injective chain
  * below the reduction is computed inline), and the result feeds the
@@ -224,6 +226,243 @@ nimble_ln_stmt *cp_emit_topk(cp_ctx *c, cp_node *n, nimble_ln_param *values, nim
   return row;
 }
 
+/* hardmax: 1 where the element is the first maximum along the axis, else
+ * 0 (the row's argmax, as emit_arg finds it, compared with the index). */
+static nimble_status_t shape_hardmax(cp_ctx *c, cp_node *n) {
+  cp_node *x = n->in[0];
+  int ax;
+  n->type = x->type;
+  n->dtype = x->dtype;
+  n->rank = x->rank;
+  for (int a = 0; a < x->rank; a++) n->ext[a] = x->ext[a];
+  if (x->type == NIMBLE_LN_BOOL) return nimble_status_make(NIMBLE_UNIMPLEMENTED, "hardmax of bool");
+  cp_axis(c, n, cp_attr_int(n, "axis"), x->rank, &ax);
+  return nimble_ok();
+}
+
+static nimble_ln_stmt *emit_hardmax(cp_ctx *c, cp_node *n, nimble_ln_expr *const *idx, nimble_ln_var *result,
+                                    nimble_ln_stmt *body) {
+  cp_node *x = n->in[0];
+  int ax;
+  if (!cp_axis(c, n, cp_attr_int(n, "axis"), x->rank, &ax)) return NULL;
+  nimble_ln_expr *in_idx[CP_MAX_RANK];
+  nimble_ln_var *r = cp_var(c, "r", NIMBLE_LN_I64);
+  for (int a = 0; a < x->rank; a++) in_idx[a] = a == ax ? nimble_ln_ref(c->A, r) : idx[a];
+  nimble_ln_var *best = cp_var(c, "best", x->type), *bi = cp_var(c, "bi", NIMBLE_LN_I64);
+  nimble_ln_expr *v = cp_value(c, x, in_idx);
+  nimble_ln_expr *better = nimble_ln_binary(
+      c->A, NIMBLE_LN_OR, nimble_ln_binary(c->A, NIMBLE_LN_LT, nimble_ln_ref(c->A, bi), cp_i(c, 0)),
+      nimble_ln_binary(c->A, NIMBLE_LN_GT, v, nimble_ln_ref(c->A, best)));
+  nimble_ln_stmt *upd = nimble_ln_if(c->A, better,
+                                     nimble_ln_seq2(c->A, nimble_ln_assign(c->A, best, v),
+                                                    nimble_ln_assign(c->A, bi, nimble_ln_ref(c->A, r))),
+                                     NULL);
+  nimble_ln_stmt *loop = cp_for(c, r, x->ext[ax], NIMBLE_LN_SERIAL, 0, upd);
+  nimble_ln_expr *hit = nimble_ln_binary(c->A, NIMBLE_LN_EQ, idx[ax], nimble_ln_ref(c->A, bi));
+  nimble_ln_expr *val = nimble_ln_select(c->A, hit, cp_const_of(c, x->type, 1), cp_const_of(c, x->type, 0));
+  return nimble_ln_decl(
+      c->A, best, cp_const_of(c, x->type, 0),
+      nimble_ln_decl(c->A, bi, cp_i(c, -1), nimble_ln_seq2(c->A, loop, nimble_ln_let(c->A, result, val, body))));
+}
+
+/* conv2d_transpose (ONNX ConvTranspose, NCHW): a point anchor summing over
+ * the group's input channels and the kernel taps. Output (oy, ox) takes
+ * input (iy, ix) through tap (ky, kx) when oy + pad_top - ky * dil_y =
+ * iy * stride_y (and the same for x): the scatter of the definition read
+ * as a gather, so each output element is computed once. The weights are
+ * [C, M / groups, KH, KW]; the optional bias [M] is added at the end. */
+typedef struct {
+  int64_t s[2], d[2], p[4], op[2], groups;
+} convt_attrs;
+
+static bool convt_read(cp_ctx *c, cp_node *n, convt_attrs *a) {
+  static const char *const names[] = {"strides", "dilations", "pads", "output_padding"};
+  static const size_t want[] = {2, 2, 4, 2};
+  static const int64_t dflt[] = {1, 1, 0, 0};
+  int64_t *dst[] = {a->s, a->d, a->p, a->op};
+  for (int k = 0; k < 4; k++) {
+    size_t cnt;
+    const int64_t *v = cp_attr_ints(n, names[k], &cnt);
+    if (cnt && cnt != want[k]) {
+      cp_fail(c, NIMBLE_INVALID_ARGUMENT, "%s: conv2d_transpose %s has %zu values", c->prim, names[k], cnt);
+      return false;
+    }
+    for (size_t i = 0; i < want[k]; i++) dst[k][i] = cnt ? v[i] : dflt[k];
+  }
+  a->groups = cp_attr_int(n, "groups");
+  if (a->groups < 1 || a->s[0] < 1 || a->s[1] < 1 || a->d[0] < 1 || a->d[1] < 1) {
+    cp_fail(c, NIMBLE_INVALID_ARGUMENT, "%s: conv2d_transpose strides, dilations and groups must be >= 1", c->prim);
+    return false;
+  }
+  return true;
+}
+
+static nimble_status_t shape_conv_transpose(cp_ctx *c, cp_node *n) {
+  cp_node *x = n->in[0], *w = n->in[1];
+  convt_attrs a;
+  n->type = x->type;
+  n->dtype = x->dtype;
+  if (x->type != NIMBLE_LN_F32) return nimble_status_make(NIMBLE_UNIMPLEMENTED, "conv2d_transpose of non-float32");
+  if (x->rank != 4 || w->rank != 4)
+    return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "conv2d_transpose: input and weights need rank 4");
+  if (!convt_read(c, n, &a)) return nimble_ok();
+  n->rank = 4;
+  n->ext[0] = x->ext[0];
+  n->ext[1] = cp_mul(c, w->ext[1], cp_i(c, a.groups));
+  for (int i = 0; i < 2; i++) {
+    /* (in - 1) * s - pad_begin - pad_end + d * (k - 1) + 1 + output_padding */
+    nimble_ln_expr *e = cp_mul(c, cp_sub(c, x->ext[2 + i], cp_i(c, 1)), cp_i(c, a.s[i]));
+    e = cp_add(c, e, cp_mul(c, cp_i(c, a.d[i]), cp_sub(c, w->ext[2 + i], cp_i(c, 1))));
+    n->ext[2 + i] = cp_add(c, e, cp_i(c, 1 + a.op[i] - a.p[i] - a.p[2 + i]));
+  }
+  cp_check(c, cp_eq(c, x->ext[1], w->ext[0]), "conv2d_transpose: input channels differ from the weights' axis 0");
+  cp_check(c, cp_eq(c, cp_rem(c, x->ext[1], cp_i(c, a.groups)), cp_i(c, 0)),
+           "conv2d_transpose: input channels are not a multiple of groups");
+  return nimble_ok();
+}
+
+static nimble_ln_stmt *emit_conv_transpose(cp_ctx *c, cp_node *n, nimble_ln_expr *const *idx, nimble_ln_var *result,
+                                           nimble_ln_stmt *body) {
+  cp_node *x = n->in[0], *w = n->in[1];
+  nimble_ln_arena *A = c->A;
+  convt_attrs a;
+  if (!convt_read(c, n, &a)) return NULL;
+  nimble_ln_expr *mg = w->ext[1];                                   /* outputs per group */
+  nimble_ln_expr *cg = cp_div(c, x->ext[1], cp_i(c, a.groups));    /* inputs per group */
+  nimble_ln_expr *g = cp_div(c, idx[1], mg), *mm = cp_rem(c, idx[1], mg);
+  nimble_ln_var *ci = cp_var(c, "ci", NIMBLE_LN_I64), *ky = cp_var(c, "ky", NIMBLE_LN_I64);
+  nimble_ln_var *kx = cp_var(c, "kx", NIMBLE_LN_I64);
+  nimble_ln_expr *ch = cp_add(c, cp_mul(c, g, cg), nimble_ln_ref(A, ci));
+  nimble_ln_var *kv[2] = {ky, kx};
+  nimble_ln_expr *valid = NULL, *in_pos[2];
+  for (int i = 0; i < 2; i++) {
+    nimble_ln_expr *t = cp_sub(c, cp_add(c, idx[2 + i], cp_i(c, a.p[i])), cp_mul(c, nimble_ln_ref(A, kv[i]), cp_i(c, a.d[i])));
+    nimble_ln_expr *q = cp_div(c, t, cp_i(c, a.s[i]));
+    nimble_ln_expr *ok = nimble_ln_binary(
+        A, NIMBLE_LN_AND, nimble_ln_binary(A, NIMBLE_LN_GE, t, cp_i(c, 0)),
+        nimble_ln_binary(A, NIMBLE_LN_AND, nimble_ln_binary(A, NIMBLE_LN_EQ, cp_rem(c, t, cp_i(c, a.s[i])), cp_i(c, 0)),
+                         nimble_ln_binary(A, NIMBLE_LN_LT, q, x->ext[2 + i])));
+    valid = valid ? nimble_ln_binary(A, NIMBLE_LN_AND, valid, ok) : ok;
+    /* Clamped so the load stays inside even where the tap does not count. */
+    in_pos[i] = cp_min(c, cp_max(c, q, cp_i(c, 0)), cp_max(c, cp_sub(c, x->ext[2 + i], cp_i(c, 1)), cp_i(c, 0)));
+  }
+  nimble_ln_expr *xi[4] = {idx[0], ch, in_pos[0], in_pos[1]};
+  nimble_ln_expr *wi[4] = {ch, mm, nimble_ln_ref(A, ky), nimble_ln_ref(A, kx)};
+  nimble_ln_expr *prod = nimble_ln_binary(A, NIMBLE_LN_MUL, cp_value(c, x, xi), cp_value(c, w, wi));
+  nimble_ln_var *acc = cp_var(c, "acc", NIMBLE_LN_F32);
+  nimble_ln_expr *ra = nimble_ln_ref(A, acc);
+  nimble_ln_stmt *loop = nimble_ln_if(A, valid, nimble_ln_assign(A, acc, nimble_ln_binary(A, NIMBLE_LN_ADD, ra, prod)), NULL);
+  loop = cp_for(c, kx, w->ext[3], NIMBLE_LN_SERIAL, 0, loop);
+  loop = cp_for(c, ky, w->ext[2], NIMBLE_LN_SERIAL, 0, loop);
+  loop = cp_for(c, ci, cg, NIMBLE_LN_SERIAL, 0, loop);
+  nimble_ln_expr *fin = ra;
+  if (n->n_in == 3) {
+    nimble_ln_expr *bi[1] = {idx[1]};
+    fin = nimble_ln_binary(A, NIMBLE_LN_ADD, ra, cp_value(c, n->in[2], bi));
+  }
+  return nimble_ln_decl(A, acc, nimble_ln_f32(A, 0), nimble_ln_seq2(A, loop, nimble_ln_let(A, result, fin, body)));
+}
+
+/* dyn_sum (ONNX ReduceSum 13: the axes are a 1-D tensor read at run time,
+ * of a static length). Whether input axis a is reduced is the run-time
+ * flag aux[a] (i64 0 or 1); with keepdims=0 the kept axes move left, so
+ * output axis p is the p-th kept input axis, found by select chains. One
+ * point anchor sums over every input axis, each with extent 1 unless
+ * reduced. */
+static bool dyn_sum_flags(cp_ctx *c, cp_node *n, nimble_ln_expr **red) {
+  cp_node *x = n->in[0];
+  nimble_ln_arena *A = c->A;
+  int64_t na = 0;
+  if (n->n_in == 2 && !cp_const_i(n->in[1]->ext[0], &na)) {
+    cp_fail(c, NIMBLE_UNIMPLEMENTED, "%s: dyn_sum with axes of unknown length", c->prim);
+    return false;
+  }
+  if (na > x->rank) {
+    cp_fail(c, NIMBLE_INVALID_ARGUMENT, "%s: dyn_sum has %lld axes for rank %d", c->prim, (long long)na, x->rank);
+    return false;
+  }
+  bool all = na == 0 && !cp_attr_int(n, "noop_with_empty_axes");
+  for (int a = 0; a < x->rank; a++) red[a] = cp_i(c, all ? 1 : 0);
+  for (int64_t j = 0; j < na; j++) {
+    nimble_ln_expr *ji[1] = {cp_i(c, j)};
+    nimble_ln_expr *v = cp_convert(c, cp_value(c, n->in[1], ji), NIMBLE_LN_I64);
+    if (!v) return false;
+    v = nimble_ln_select(A, nimble_ln_binary(A, NIMBLE_LN_LT, v, cp_i(c, 0)), cp_add(c, v, cp_i(c, x->rank)), v);
+    cp_check(c, nimble_ln_cast(A, NIMBLE_LN_I64, nimble_ln_binary(A, NIMBLE_LN_AND, nimble_ln_binary(A, NIMBLE_LN_GE, v, cp_i(c, 0)),
+                                                                  nimble_ln_binary(A, NIMBLE_LN_LT, v, cp_i(c, x->rank)))),
+             "dyn_sum: axis %lld is out of range for rank %d", (long long)j, x->rank);
+    for (int a = 0; a < x->rank; a++)
+      red[a] = cp_max(c, red[a], nimble_ln_cast(A, NIMBLE_LN_I64, nimble_ln_binary(A, NIMBLE_LN_EQ, v, cp_i(c, a))));
+  }
+  return true;
+}
+
+static nimble_ln_expr *is_set(cp_ctx *c, nimble_ln_expr *flag) {
+  return nimble_ln_binary(c->A, NIMBLE_LN_NE, flag, cp_i(c, 0));
+}
+
+static nimble_status_t shape_dyn_sum(cp_ctx *c, cp_node *n) {
+  cp_node *x = n->in[0];
+  nimble_ln_expr *red[CP_MAX_RANK];
+  n->type = x->type;
+  n->dtype = x->dtype;
+  if (x->type == NIMBLE_LN_BOOL) return nimble_status_make(NIMBLE_UNIMPLEMENTED, "reducing bool tensors");
+  if (!dyn_sum_flags(c, n, red)) return nimble_ok();
+  int64_t na = 0;
+  if (n->n_in == 2) cp_const_i(n->in[1]->ext[0], &na);
+  bool keep = cp_attr_int(n, "keepdims") != 0;
+  for (int a = 0; a < x->rank; a++) n->aux[a] = red[a];
+  if (keep || (na == 0 && cp_attr_int(n, "noop_with_empty_axes"))) {
+    n->rank = x->rank;
+    for (int a = 0; a < x->rank; a++) n->ext[a] = nimble_ln_select(c->A, is_set(c, red[a]), cp_i(c, 1), x->ext[a]);
+    return nimble_ok();
+  }
+  n->rank = na == 0 ? 0 : x->rank - (int)na;
+  /* Output axis p: the input axis a that is kept with p kept axes before it. */
+  for (int p = 0; p < n->rank; p++) {
+    nimble_ln_expr *e = cp_i(c, 1), *before = cp_i(c, 0);
+    for (int a = 0; a < x->rank; a++) {
+      nimble_ln_expr *hit = nimble_ln_binary(c->A, NIMBLE_LN_AND, nimble_ln_binary(c->A, NIMBLE_LN_EQ, red[a], cp_i(c, 0)),
+                                             nimble_ln_binary(c->A, NIMBLE_LN_EQ, before, cp_i(c, p)));
+      e = nimble_ln_select(c->A, hit, x->ext[a], e);
+      before = cp_add(c, before, cp_sub(c, cp_i(c, 1), red[a]));
+    }
+    n->ext[p] = e;
+  }
+  return nimble_ok();
+}
+
+static nimble_ln_stmt *emit_dyn_sum(cp_ctx *c, cp_node *n, nimble_ln_expr *const *idx, nimble_ln_var *result,
+                                    nimble_ln_stmt *body) {
+  cp_node *x = n->in[0];
+  nimble_ln_arena *A = c->A;
+  nimble_ln_expr *red[CP_MAX_RANK];
+  if (!dyn_sum_flags(c, n, red)) return NULL;
+  bool shifted = n->rank != x->rank;
+  nimble_ln_var *rv[CP_MAX_RANK];
+  nimble_ln_expr *in_idx[CP_MAX_RANK], *before = cp_i(c, 0);
+  for (int a = 0; a < x->rank; a++) {
+    rv[a] = cp_var(c, "r", NIMBLE_LN_I64);
+    nimble_ln_expr *kept = cp_i(c, 0);
+    if (!shifted) {
+      kept = idx[a];
+    } else {
+      for (int p = 0; p < n->rank; p++)
+        kept = nimble_ln_select(A, nimble_ln_binary(A, NIMBLE_LN_EQ, before, cp_i(c, p)), idx[p], kept);
+      before = cp_add(c, before, cp_sub(c, cp_i(c, 1), red[a]));
+    }
+    in_idx[a] = nimble_ln_select(A, is_set(c, red[a]), nimble_ln_ref(A, rv[a]), kept);
+  }
+  nimble_ln_var *acc = cp_var(c, "acc", n->type);
+  nimble_ln_expr *v = cp_value(c, x, in_idx);
+  if (!v) return NULL;
+  nimble_ln_stmt *loop = nimble_ln_assign(A, acc, nimble_ln_binary(A, NIMBLE_LN_ADD, nimble_ln_ref(A, acc), v));
+  for (int a = x->rank - 1; a >= 0; a--)
+    loop = cp_for(c, rv[a], nimble_ln_select(A, is_set(c, red[a]), x->ext[a], cp_i(c, 1)), NIMBLE_LN_SERIAL, 0, loop);
+  return nimble_ln_decl(A, acc, cp_const_of(c, n->type, 0),
+                        nimble_ln_seq2(A, loop, nimble_ln_let(A, result, nimble_ln_ref(A, acc), body)));
+}
+
 #define RED(name) {name, CP_ANCHOR_POINT, shape_reduce, NULL, emit_reduce, NULL}
 
 const cp_def cp_defs_reduce[] = {
@@ -231,5 +470,8 @@ const cp_def cp_defs_reduce[] = {
     {"argmax", CP_ANCHOR_POINT, shape_arg, NULL, emit_arg, NULL},
     {"argmin", CP_ANCHOR_POINT, shape_arg, NULL, emit_arg, NULL},
     {"topk", CP_INJECTIVE, shape_topk, NULL, NULL, NULL},
+    {"hardmax", CP_ANCHOR_POINT, shape_hardmax, NULL, emit_hardmax, NULL},
+    {"conv2d_transpose", CP_ANCHOR_POINT, shape_conv_transpose, NULL, emit_conv_transpose, NULL},
+    {"dyn_sum", CP_ANCHOR_POINT, shape_dyn_sum, NULL, emit_dyn_sum, NULL},
 };
 const int cp_defs_reduce_count = (int)(sizeof cp_defs_reduce / sizeof cp_defs_reduce[0]);

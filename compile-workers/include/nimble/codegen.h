@@ -122,6 +122,30 @@ typedef enum nimble_codegen_epilogue {
 nimble_status_t nimble_codegen_build_dense(nimble_ln_arena *arena, const char *name,
                                            nimble_codegen_epilogue_t epilogue, nimble_ln_kernel **out);
 
+/* --- GPU thread mappings (nvptx64; cg_ptx_map.c, docs/targets.md). ---
+ * A kernel built without parallel chunks (compute's parallel = false,
+ * vector width 1) has one top-level loop nest over its output. The mapping
+ * rewrites that nest into one PARALLEL loop, which the nvptx64 emitter
+ * turns into a grid-stride loop over all threads of the launch. */
+typedef enum nimble_codegen_thread_mapping {
+  /* The perfect nest of output loops flattened: one thread per output
+   * element; what is inside the nest (a reduction's accumulator loop, a
+   * conv window, a softmax row) runs in that thread. */
+  NIMBLE_CODEGEN_MAP_PER_OUTPUT = 0,
+  /* Matrix products: the last two output axes in 16x16 tiles, one tile
+   * per 256 consecutive threads (a block of 256 threads computes one tile,
+   * so neighbouring threads share rows of A and columns of B); leading
+   * axes (batch) outermost. Falls back to PER_OUTPUT below two axes. */
+  NIMBLE_CODEGEN_MAP_TILED_2D,
+} nimble_codegen_thread_mapping_t;
+
+/* Applies `mapping` to k in place (new nodes in `arena`). A kernel whose
+ * body has no single top-level loop, or whose top loop is already
+ * parallel, is left as it is (every thread then runs it and thread 0
+ * stores, which is correct but serial). */
+nimble_status_t nimble_codegen_map_threads(nimble_ln_arena *arena, nimble_ln_kernel *k,
+                                           nimble_codegen_thread_mapping_t mapping);
+
 #ifdef __cplusplus
 }
 #endif

@@ -102,6 +102,9 @@ typedef struct nimble_ln_param {
   int rank;
   int index; /* position in the kernel's argument list */
   int is_output;
+  /* A scratch buffer (nimble_ln_kernel_add_scratch): its element count.
+   * NULL for the kernel's arguments. */
+  struct nimble_ln_expr *scratch;
 } nimble_ln_param;
 
 typedef enum nimble_ln_expr_kind {
@@ -219,6 +222,16 @@ const char *nimble_ln_op_name(nimble_ln_op_t op);
 nimble_ln_kernel *nimble_ln_kernel_create(nimble_ln_arena *arena, const char *name);
 nimble_ln_param *nimble_ln_kernel_add_param(nimble_ln_kernel *k, const char *name,
                                             nimble_ln_type_t dtype, int rank, int is_output);
+/* A rank-1 scratch buffer of `elements` elements (an i64 expression of
+ * constants and shape() reads of the kernel's arguments), after every
+ * argument: it is not passed by the caller; the entry point takes it from
+ * env->workspace_alloc (64-byte aligned) before the body runs, frees it
+ * after, and fails with a message when the runtime cannot provide it.
+ * Loads, stores and sgemm use it like any parameter; its contents start
+ * undefined. nvptx64 has no workspace: a kernel whose code reaches a
+ * scratch buffer there fails to build (NIMBLE_UNIMPLEMENTED). */
+nimble_ln_param *nimble_ln_kernel_add_scratch(nimble_ln_kernel *k, const char *name,
+                                              nimble_ln_type_t dtype, nimble_ln_expr *elements);
 void nimble_ln_kernel_set_body(nimble_ln_kernel *k, nimble_ln_stmt *body);
 /* Declares the specialised variant's assumption shape(param, axis) % factor == 0. */
 void nimble_ln_kernel_specialize(nimble_ln_kernel *k, nimble_ln_param *param, int axis,

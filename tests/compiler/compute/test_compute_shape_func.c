@@ -374,6 +374,154 @@ START_TEST(test_topk_gives_sorted_values_and_indices_with_k_from_an_input) {
 }
 END_TEST
 
+/* The pieces of a masked select (x[x > 0] as NonZero, then GatherND) and a
+ * top-k with k from an input, on 1-D inputs, down to empty results: the
+ * expected values are worked out by hand. */
+START_TEST(test_empty_results_of_nonzero_gather_nd_and_topk) {
+  nimble_arena *arena;
+  ch_kernel sf, kern;
+  ch_env env;
+  ch_env_init(&env, false);
+  const char *p = "def @main(%m: Tensor[(n,), bool]) { nonzero(%m) }\n";
+  /* {mask, its extent, count, indices}: some set, none set, an empty input. */
+  static const struct {
+    uint8_t mask[6];
+    int64_t n, count, idx[6];
+  } cases[] = {{{0, 1, 0, 1, 1, 0}, 6, 3, {1, 3, 4}}, {{0, 0, 0, 0, 0}, 5, 0, {0}}, {{0}, 0, 0, {0}}};
+  build(&arena, p, "fused.nonzero", true, &sf);
+  nimble_arena *arena2;
+  build(&arena2, p, "fused.nonzero", false, &kern);
+  for (int t = 0; t < 3; t++) {
+    ch_tensor m, bound, out, real;
+    int64_t two = 2, n = cases[t].n;
+    ch_tensor_u8(&m, 1, &n, cases[t].mask);
+    ch_tensor_i64(&bound, 1, &two, NULL);
+    ch_tensor *a1[] = {&m, &bound};
+    ck_assert_int_eq(ch_call(&sf, &env, a1, 2), 0);
+    ck_assert_int_eq(ch_i(&bound)[0], 1);
+    ck_assert_int_eq(ch_i(&bound)[1], n);
+    /* The output is allocated at the bound; the kernel writes the real
+     * shape, and the count indices at the start. Past them nothing is
+     * written (the harness fills with zeros; a sentinel shows it). */
+    ch_tensor_i64(&out, 2, ch_i(&bound), NULL);
+    for (int64_t i = 0; i < n; i++) ch_i(&out)[i] = -7;
+    ch_tensor_i64(&real, 1, &two, NULL);
+    ch_tensor *a2[] = {&m, &out, &real};
+    ck_assert_int_eq(ch_call(&kern, &env, a2, 3), 0);
+    ck_assert_int_eq(ch_i(&real)[0], 1);
+    ck_assert_int_eq(ch_i(&real)[1], cases[t].count);
+    for (int64_t i = 0; i < cases[t].count; i++) ck_assert_int_eq(ch_i(&out)[i], cases[t].idx[i]);
+    for (int64_t i = cases[t].count; i < n; i++) ck_assert_int_eq(ch_i(&out)[i], -7);
+    ch_tensor_free(&m), ch_tensor_free(&bound), ch_tensor_free(&out), ch_tensor_free(&real);
+  }
+  ch_kernel_free(&sf), ch_kernel_free(&kern);
+  nimble_arena_destroy(arena), nimble_arena_destroy(arena2);
+
+  /* gather_nd of x [5] with [count, 1] indices: [count]; with none, the
+   * kernel runs on an empty output. */
+  const char *g = "def @main(%x: Tensor[(n,), float32], %i: Tensor[(?, 1), int64]) { gather_nd(%x, %i) }\n";
+  int64_t out1[1];
+  char err[512];
+  int64_t xs[1] = {5}, is0[2] = {0, 1}, is3[2] = {3, 1};
+  const int64_t *sh[2] = {xs, is0};
+  int ranks[2] = {1, 2};
+  ck_assert_int_eq(run_shape_func(g, "fused.gather_nd", 2, sh, ranks, 1, out1, err, sizeof err), 0);
+  ck_assert_int_eq(out1[0], 0);
+  sh[1] = is3;
+  ck_assert_int_eq(run_shape_func(g, "fused.gather_nd", 2, sh, ranks, 1, out1, err, sizeof err), 0);
+  ck_assert_int_eq(out1[0], 3);
+  build(&arena, g, "fused.gather_nd", false, &kern);
+  {
+    static const float xv[5] = {-1, 2, -3, 4, 5};
+    static const int64_t iv[3] = {1, 3, 4};
+    unsigned seed = 3;
+    int64_t five = 5, zero = 0, three = 3;
+    ch_tensor x, idx, o;
+    ch_tensor_f32(&x, 1, &five, &seed, 0, 0);
+    memcpy(x.data, xv, sizeof xv);
+    for (int t = 0; t < 2; t++) {
+      int64_t cnt = t ? three : zero;
+      ch_tensor_i64(&idx, 2, (int64_t[]){cnt, 1}, iv);
+      ch_tensor_f32(&o, 1, &cnt, &seed, 0, 0);
+      ch_tensor *a[] = {&x, &idx, &o};
+      ck_assert_int_eq(ch_call(&kern, &env, a, 3), 0);
+      for (int64_t i = 0; i < cnt; i++) ck_assert_float_eq(ch_f(&o)[i], xv[iv[i]]);
+      ch_tensor_free(&idx), ch_tensor_free(&o);
+    }
+    ch_tensor_free(&x);
+  }
+  ch_kernel_free(&kern);
+  nimble_arena_destroy(arena);
+
+  /* topk with k from an input on x [5]: k = 0 gives two empty outputs,
+   * k = 5 the whole axis sorted (ties by the smaller index). */
+  const char *q = "def @main(%x: Tensor[(n,), float32], %k: Tensor[(1,), int64]) { let %t = topk(%x, %k); %t }\n";
+  build(&arena, q, "fused.topk", true, &sf);
+  build(&arena2, q, "fused.topk", false, &kern);
+  {
+    static const float xv[5] = {0.5f, -1, 2, 0.5f, -3};
+    static const float want_v[5] = {2, 0.5f, 0.5f, -1, -3};
+    static const int64_t want_i[5] = {2, 0, 3, 1, 4};
+    unsigned seed = 9;
+    int64_t five = 5, one = 1;
+    ch_tensor x, kk, s0, s1, ov, oi;
+    ch_tensor_f32(&x, 1, &five, &seed, 0, 0);
+    memcpy(x.data, xv, sizeof xv);
+    for (int64_t kv = 0; kv <= 5; kv += 5) {
+      ch_tensor_i64(&kk, 1, &one, &kv);
+      ch_tensor_i64(&s0, 1, &one, NULL);
+      ch_tensor_i64(&s1, 1, &one, NULL);
+      ch_tensor *a1[] = {&x, &kk, &s0, &s1};
+      ck_assert_int_eq(ch_call(&sf, &env, a1, 4), 0);
+      ck_assert_int_eq(ch_i(&s0)[0], kv);
+      ck_assert_int_eq(ch_i(&s1)[0], kv);
+      ch_tensor_f32(&ov, 1, &kv, &seed, 0, 0);
+      ch_tensor_i64(&oi, 1, &kv, NULL);
+      ch_tensor *a2[] = {&x, &kk, &ov, &oi};
+      ck_assert_int_eq(ch_call(&kern, &env, a2, 4), 0);
+      for (int64_t j = 0; j < kv; j++) {
+        ck_assert_float_eq(ch_f(&ov)[j], want_v[j]);
+        ck_assert_int_eq(ch_i(&oi)[j], want_i[j]);
+      }
+      ch_tensor_free(&kk), ch_tensor_free(&s0), ch_tensor_free(&s1), ch_tensor_free(&ov), ch_tensor_free(&oi);
+    }
+    /* A negative k fails the shape function, naming topk. */
+    int64_t neg = -1;
+    ch_tensor_i64(&kk, 1, &one, &neg);
+    ch_tensor_i64(&s0, 1, &one, NULL);
+    ch_tensor_i64(&s1, 1, &one, NULL);
+    ch_tensor *a3[] = {&x, &kk, &s0, &s1};
+    ck_assert_int_ne(ch_call(&sf, &env, a3, 4), 0);
+    ck_assert_msg(strstr(env.error, "topk") != NULL, "message: %s", env.error);
+    ch_tensor_free(&kk), ch_tensor_free(&s0), ch_tensor_free(&s1), ch_tensor_free(&x);
+  }
+  ch_kernel_free(&sf), ch_kernel_free(&kern);
+  nimble_arena_destroy(arena), nimble_arena_destroy(arena2);
+
+  /* arange(0, n, 1), n read from an int64 scalar as bert_tiny_emb's
+   * positions: n = 0 gives an empty output, n = 4 gives 0 1 2 3. */
+  const char *r = "def @main(%n: Tensor[(), int64]) { arange(0, %n, 1) }\n";
+  build(&arena, r, "fused.arange", true, &sf);
+  build(&arena2, r, "fused.arange", false, &kern);
+  for (int64_t nv = 0; nv <= 4; nv += 4) {
+    int64_t one = 1;
+    ch_tensor n, shp, o;
+    ch_tensor_i64(&n, 0, NULL, &nv);
+    ch_tensor_i64(&shp, 1, &one, NULL);
+    ch_tensor *a1[] = {&n, &shp};
+    ck_assert_int_eq(ch_call(&sf, &env, a1, 2), 0);
+    ck_assert_int_eq(ch_i(&shp)[0], nv);
+    ch_tensor_i64(&o, 1, &nv, NULL);
+    ch_tensor *a2[] = {&n, &o};
+    ck_assert_int_eq(ch_call(&kern, &env, a2, 2), 0);
+    for (int64_t i = 0; i < nv; i++) ck_assert_int_eq(ch_i(&o)[i], i);
+    ch_tensor_free(&n), ch_tensor_free(&shp), ch_tensor_free(&o);
+  }
+  ch_kernel_free(&sf), ch_kernel_free(&kern);
+  nimble_arena_destroy(arena), nimble_arena_destroy(arena2);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("compute_shape_func");
   TCase *tc = tcase_create("shape_functions");
@@ -385,6 +533,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_the_storage_size_host_primitive_multiplies_the_shape);
   tcase_add_test(tc, test_nonzero_writes_compact_indices_and_its_real_shape);
   tcase_add_test(tc, test_topk_gives_sorted_values_and_indices_with_k_from_an_input);
+  tcase_add_test(tc, test_empty_results_of_nonzero_gather_nd_and_topk);
   suite_add_tcase(s, tc);
   return s;
 }

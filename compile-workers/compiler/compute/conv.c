@@ -1,0 +1,503 @@
+/* conv2d and max/avg pooling computed straight into the output by their
+ * own loop nests (cp_window_into_out), instead of one point anchor per
+ * output element. The primitive then applies its epilogue in place (the
+ * sgemm path's arrangement, primitive.c).
+ *
+ * conv2d through env->sgemm (f32 weights as a parameter, at least 8
+ * output channels per group, or a plain 1x1 with groups 1), when the
+ * runtime has it: per image and group the output is set to the bias and
+ * sgemm adds w[group] x cols, cols being the input itself for a 1x1 with
+ * unit strides and no padding, else an im2col copy in a scratch buffer
+ * (nimble_ln_kernel_add_scratch: env->workspace_alloc).
+ *
+ * conv2d direct (the rest, and the fallback without BLAS): tasks over
+ * (batch, block of B output channels); per output row the row is set to
+ * the bias; interior column blocks whose window never touches the padding
+ * accumulate over (ci, kh, kw) in the output, which LLVM keeps in B x J/8
+ * vector registers across those loops; the other columns go by rows: for
+ * every input channel and kernel row inside the image, a vectorized loop
+ * over the interior columns adds the sum over the kernel columns of
+ * weight times input (the B weights per kernel column bound before the
+ * loop), and the columns whose window crosses the padding run a short
+ * scalar loop with clamped reads, so the vector loops carry no selects.
+ * A 1x1 convolution with unit strides and no padding is one row of H*W
+ * columns.
+ *
+ * max/avg pooling: tasks over (batch, channel); per output row the same
+ * interior/border split, max or sum; avg then divides each element by its
+ * window count (the padded area for count_include_pad, the part inside
+ * the image otherwise). */
+#include <math.h>
+#include <string.h>
+
+#include "compute_internal.h"
+
+#define CV_MAX_B 8 /* output channels per task block */
+
+typedef struct cv_geom {
+  int64_t s[2], d[2], p[4];
+  nimble_ln_expr *H, *W, *OH, *OW; /* the spatial extents of the loops (1x1: one row) */
+  nimble_ln_expr *KH, *KW;
+  int64_t kw_const; /* KW when it is a small constant (the columns unrolled), else 0 */
+} cv_geom;
+
+static nimble_ln_expr *ref(cp_ctx *c, nimble_ln_var *v) { return nimble_ln_ref(c->A, v); }
+static nimble_ln_expr *bin(cp_ctx *c, nimble_ln_op_t op, nimble_ln_expr *a, nimble_ln_expr *b) {
+  return nimble_ln_binary(c->A, op, a, b);
+}
+static nimble_ln_expr *inside(cp_ctx *c, nimble_ln_expr *v, nimble_ln_expr *hi) {
+  return bin(c, NIMBLE_LN_AND, bin(c, NIMBLE_LN_GE, v, cp_i(c, 0)), bin(c, NIMBLE_LN_LT, v, hi));
+}
+static nimble_ln_expr *clamp(cp_ctx *c, nimble_ln_expr *v, nimble_ln_expr *hi) {
+  return cp_max(c, cp_min(c, v, cp_sub(c, hi, cp_i(c, 1))), cp_i(c, 0));
+}
+
+static bool get_ints(cp_ctx *c, cp_node *n, const char *name, size_t want, int64_t dflt, int64_t *out) {
+  size_t got;
+  const int64_t *v = cp_attr_ints(n, name, &got);
+  if (got == 0) {
+    for (size_t i = 0; i < want; i++) out[i] = dflt;
+    return true;
+  }
+  if (got != want) return false;
+  memcpy(out, v, want * sizeof *out);
+  return true;
+}
+
+/* First output column whose window column `off` (kw*dw - pw) is inside the
+ * image: ceil(max(-off, 0) / s), at most OW. */
+static nimble_ln_expr *col_lo(cp_ctx *c, const cv_geom *g, nimble_ln_expr *off) {
+  nimble_ln_expr *need = cp_max(c, cp_sub(c, cp_i(c, 0), off), cp_i(c, 0));
+  return cp_min(c, g->OW, cp_div(c, cp_add(c, need, cp_i(c, g->s[1] - 1)), cp_i(c, g->s[1])));
+}
+/* One past the last output column with ow*s + off <= W-1, at least 0, at
+ * most OW: floor((W-1-off)/s) + 1 = (W-1-off+s)/s for W-1-off >= -s. */
+static nimble_ln_expr *col_hi(cp_ctx *c, const cv_geom *g, nimble_ln_expr *off) {
+  nimble_ln_expr *num = cp_add(c, cp_sub(c, cp_sub(c, g->W, cp_i(c, 1)), off), cp_i(c, g->s[1]));
+  return cp_min(c, g->OW, cp_div(c, cp_max(c, num, cp_i(c, 0)), cp_i(c, g->s[1])));
+}
+
+/* Column offset of kernel column kw: kw*dw - pw. */
+static nimble_ln_expr *col_off(cp_ctx *c, const cv_geom *g, nimble_ln_expr *kw) {
+  return cp_sub(c, cp_mul(c, kw, cp_i(c, g->d[1])), cp_i(c, g->p[1]));
+}
+
+/* The combine step of the accumulation: acc + v (conv, avg) or max. */
+typedef enum cv_kind { CV_CONV, CV_MAX, CV_AVG } cv_kind_t;
+
+static nimble_ln_expr *combine(cp_ctx *c, cv_kind_t k, nimble_ln_expr *acc, nimble_ln_expr *v) {
+  return bin(c, k == CV_MAX ? NIMBLE_LN_MAX : NIMBLE_LN_ADD, acc, v);
+}
+
+/* One output row's accumulation over the kernel columns of one (input
+ * channel, kernel row), for B outputs:
+ *   out_b[ow] = combine(out_b[ow], sum/max over kw of w_b(kw) * x(ow*s + off(kw)))
+ * xrow: flat index of the input row's column 0; orow[b]: of output row b.
+ * wval(b, kw) gives the weight (NULL for pooling). */
+typedef nimble_ln_expr *(*cv_weight_fn)(cp_ctx *c, void *ctx, int b, nimble_ln_expr *kw);
+
+static nimble_ln_stmt *row_update(cp_ctx *c, cv_kind_t kind, const cv_geom *g, cp_node *x, nimble_ln_param *o,
+                                  nimble_ln_expr *xrow, nimble_ln_expr *const *orow, int B, cv_weight_fn wf,
+                                  void *wctx, nimble_ln_expr *skip) {
+  int vw = c->opt.vector_width > 1 ? c->opt.vector_width : 0;
+  nimble_ln_loop_kind_t vk = vw ? NIMBLE_LN_VECTORIZED : NIMBLE_LN_SERIAL;
+  if (g->kw_const > 0) {
+    /* Interior: every kernel column inside; unrolled over kw. */
+    int KW = (int)g->kw_const;
+    nimble_ln_expr *lo = col_lo(c, g, col_off(c, g, cp_i(c, 0)));
+    nimble_ln_expr *hi = cp_max(c, col_hi(c, g, col_off(c, g, cp_i(c, KW - 1))), lo);
+    nimble_ln_var *wv[CV_MAX_B][16];
+    nimble_ln_var *ow = cp_var(c, "ow", NIMBLE_LN_I64);
+    nimble_ln_expr *owr = ref(c, ow);
+    nimble_ln_expr *base = cp_add(c, xrow, cp_mul(c, owr, cp_i(c, g->s[1])));
+    nimble_ln_expr *xv[16];
+    for (int kw = 0; kw < KW; kw++) xv[kw] = cp_value_flat(c, x, cp_add(c, base, col_off(c, g, cp_i(c, kw))));
+    nimble_ln_stmt *st[CV_MAX_B];
+    for (int b = 0; b < B; b++) {
+      nimble_ln_expr *v = NULL;
+      for (int kw = 0; kw < KW; kw++) {
+        nimble_ln_expr *t = xv[kw];
+        if (wf) {
+          wv[b][kw] = cp_var(c, "wv", NIMBLE_LN_F32);
+          t = bin(c, NIMBLE_LN_MUL, ref(c, wv[b][kw]), t);
+        }
+        v = v ? (kind == CV_MAX ? bin(c, NIMBLE_LN_MAX, v, t) : bin(c, NIMBLE_LN_ADD, v, t)) : t;
+      }
+      nimble_ln_expr *oi = cp_add(c, orow[b], owr);
+      st[b] = nimble_ln_store(c->A, o, oi, combine(c, kind, nimble_ln_load(c->A, o, oi), v));
+    }
+    /* skip: interior columns [lo, lo + skip) another nest has done. */
+    nimble_ln_expr *from = skip ? cp_add(c, lo, skip) : lo;
+    nimble_ln_stmt *loop = nimble_ln_for(c->A, ow, from, hi, vk, vw, nimble_ln_seq(c->A, st, (size_t)B));
+    if (wf)
+      for (int b = B - 1; b >= 0; b--)
+        for (int kw = KW - 1; kw >= 0; kw--) loop = nimble_ln_let(c->A, wv[b][kw], wf(c, wctx, b, cp_i(c, kw)), loop);
+    /* Borders: scalar columns [0, lo) and [hi, OW), every kw checked. */
+    nimble_ln_stmt *border[2];
+    for (int side = 0; side < 2; side++) {
+      nimble_ln_var *bw = cp_var(c, "ow", NIMBLE_LN_I64), *kw = cp_var(c, "kw", NIMBLE_LN_I64);
+      nimble_ln_expr *iw = cp_add(c, cp_mul(c, ref(c, bw), cp_i(c, g->s[1])), col_off(c, g, ref(c, kw)));
+      nimble_ln_expr *ok = inside(c, iw, g->W);
+      nimble_ln_expr *xval = cp_value_flat(c, x, cp_add(c, xrow, clamp(c, iw, g->W)));
+      nimble_ln_stmt *bs[CV_MAX_B];
+      for (int b = 0; b < B; b++) {
+        nimble_ln_expr *t = wf ? bin(c, NIMBLE_LN_MUL, wf(c, wctx, b, ref(c, kw)), xval) : xval;
+        nimble_ln_expr *oi = cp_add(c, orow[b], ref(c, bw));
+        nimble_ln_expr *cur = nimble_ln_load(c->A, o, oi);
+        bs[b] = nimble_ln_store(c->A, o, oi, nimble_ln_select(c->A, ok, combine(c, kind, cur, t), cur));
+      }
+      nimble_ln_stmt *inner = cp_for(c, kw, g->KW, NIMBLE_LN_SERIAL, 0, nimble_ln_seq(c->A, bs, (size_t)B));
+      border[side] = side == 0 ? nimble_ln_for(c->A, bw, cp_i(c, 0), lo, NIMBLE_LN_SERIAL, 0, inner)
+                               : nimble_ln_for(c->A, bw, hi, g->OW, NIMBLE_LN_SERIAL, 0, inner);
+    }
+    nimble_ln_stmt *all[3] = {border[0], loop, border[1]};
+    return nimble_ln_seq(c->A, all, 3);
+  }
+  /* Any KW: per kernel column, the columns where it is inside. */
+  nimble_ln_var *kw = cp_var(c, "kw", NIMBLE_LN_I64), *ow = cp_var(c, "ow", NIMBLE_LN_I64);
+  nimble_ln_expr *off = col_off(c, g, ref(c, kw));
+  nimble_ln_expr *lo = col_lo(c, g, off), *hi = cp_max(c, col_hi(c, g, off), lo);
+  nimble_ln_expr *xval = cp_value_flat(c, x, cp_add(c, cp_add(c, xrow, cp_mul(c, ref(c, ow), cp_i(c, g->s[1]))), off));
+  nimble_ln_var *wv[CV_MAX_B];
+  nimble_ln_stmt *st[CV_MAX_B];
+  for (int b = 0; b < B; b++) {
+    nimble_ln_expr *t = xval;
+    if (wf) {
+      wv[b] = cp_var(c, "wv", NIMBLE_LN_F32);
+      t = bin(c, NIMBLE_LN_MUL, ref(c, wv[b]), t);
+    }
+    nimble_ln_expr *oi = cp_add(c, orow[b], ref(c, ow));
+    st[b] = nimble_ln_store(c->A, o, oi, combine(c, kind, nimble_ln_load(c->A, o, oi), t));
+  }
+  nimble_ln_stmt *loop = nimble_ln_for(c->A, ow, lo, hi, vk, vw, nimble_ln_seq(c->A, st, (size_t)B));
+  if (wf)
+    for (int b = B - 1; b >= 0; b--) loop = nimble_ln_let(c->A, wv[b], wf(c, wctx, b, ref(c, kw)), loop);
+  return cp_for(c, kw, g->KW, NIMBLE_LN_SERIAL, 0, loop);
+}
+
+typedef struct conv_w {
+  cp_node *wt;
+  nimble_ln_expr *co0, *ci, *kh, *cg;
+} conv_w;
+
+static nimble_ln_expr *conv_weight(cp_ctx *c, void *ctx, int b, nimble_ln_expr *kw) {
+  conv_w *w = ctx;
+  nimble_ln_expr *co = cp_add(c, w->co0, cp_i(c, b));
+  nimble_ln_expr *flat = cp_add(c, cp_mul(c, cp_add(c, cp_mul(c, cp_add(c, cp_mul(c, co, w->cg), w->ci), w->wt->ext[2]), w->kh),
+                                          w->wt->ext[3]),
+                                kw);
+  return cp_value_flat(c, w->wt, flat);
+}
+
+static bool geometry(cp_ctx *c, cp_node *n, cp_node *x, nimble_ln_expr *KH, nimble_ln_expr *KW, bool flatten_1x1,
+                     cv_geom *g) {
+  memset(g, 0, sizeof *g);
+  if (!get_ints(c, n, "strides", 2, 1, g->s) || !get_ints(c, n, "dilations", 2, 1, g->d) ||
+      !get_ints(c, n, "pads", 4, 0, g->p))
+    return false;
+  for (int i = 0; i < 2; i++)
+    if (g->s[i] <= 0 || g->d[i] <= 0 || g->p[i] < 0 || g->p[i + 2] < 0) return false;
+  g->H = x->ext[2];
+  g->W = x->ext[3];
+  g->OH = n->ext[2];
+  g->OW = n->ext[3];
+  g->KH = KH;
+  g->KW = KW;
+  int64_t kh, kw;
+  bool one = cp_const_i(KH, &kh) && cp_const_i(KW, &kw) && kh == 1 && kw == 1;
+  if (flatten_1x1 && one && g->s[0] == 1 && g->s[1] == 1 && !g->p[0] && !g->p[1] && !g->p[2] && !g->p[3]) {
+    g->H = g->OH = cp_i(c, 1);
+    g->W = g->OW = cp_mul(c, x->ext[2], x->ext[3]);
+  }
+  if (cp_const_i(KW, &kw) && kw >= 1 && kw <= 16) g->kw_const = kw;
+  return true;
+}
+
+/* conv2d into o (raw conv plus its bias input, before any epilogue). */
+static nimble_ln_stmt *conv_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o) {
+  cp_node *x = n->in[0], *wt = n->in[1], *bias = n->n_in == 3 ? n->in[2] : NULL;
+  if (bias && bias->rank != 1) return NULL;
+  int64_t groups = cp_attr_int(n, "groups");
+  if (groups < 1) return NULL;
+  cv_geom g;
+  if (!geometry(c, n, x, wt->ext[2], wt->ext[3], true, &g)) return NULL;
+  nimble_ln_expr *Co = wt->ext[0], *cg = wt->ext[1], *Ci = x->ext[1];
+  nimble_ln_expr *og = cp_div(c, Co, cp_i(c, groups));
+  int64_t ogv;
+  int B = 1;
+  if (cp_const_i(og, &ogv)) B = ogv % 8 == 0 ? 8 : ogv % 4 == 0 ? 4 : ogv % 2 == 0 ? 2 : 1;
+  /* Whether the sgemm path below applies (f32 weights as a parameter, at
+   * least 8 output channels per group, or a plain 1x1 with groups 1); the
+   * direct nest is then only the fallback of runtimes without BLAS. */
+  int64_t one_;
+  bool flat1_ = cp_const_i(wt->ext[2], &one_) && one_ == 1 && cp_const_i(wt->ext[3], &one_) && one_ == 1 &&
+                g.s[0] == 1 && g.s[1] == 1 && !g.p[0] && !g.p[1] && !g.p[2] && !g.p[3];
+  bool sg_path = c->opt.use_sgemm && wt->kind == CP_PARAM && wt->param && wt->type == NIMBLE_LN_F32 &&
+                 o->dtype == NIMBLE_LN_F32 && ((cp_const_i(og, &one_) ? one_ >= 8 : true) || (flat1_ && groups == 1));
+  /* A fallback nest keeps to one channel per task block and no register
+   * blocks: measured on squeezenet1_0, that takes the compile from 25 s to
+   * 18 s of CPU (the kernels have three variants each). */
+  if (sg_path) B = 1;
+  nimble_ln_expr *blocks = cp_div(c, Co, cp_i(c, B)); /* blocks of B channels per image */
+  nimble_ln_var *t = cp_var(c, "t", NIMBLE_LN_I64), *oh = cp_var(c, "oh", NIMBLE_LN_I64),
+                *ci = cp_var(c, "ci", NIMBLE_LN_I64), *kh = cp_var(c, "kh", NIMBLE_LN_I64),
+                *ow = cp_var(c, "ow", NIMBLE_LN_I64), *nv = cp_var(c, "n", NIMBLE_LN_I64),
+                *co0 = cp_var(c, "co", NIMBLE_LN_I64);
+  nimble_ln_expr *tr = ref(c, t);
+  nimble_ln_expr *plane = cp_mul(c, g.OH, g.OW), *iplane = cp_mul(c, g.H, g.W);
+  nimble_ln_expr *orow[CV_MAX_B];
+  for (int b = 0; b < B; b++)
+    orow[b] = cp_mul(c, cp_add(c, cp_mul(c, cp_add(c, cp_mul(c, ref(c, nv), Co), cp_add(c, ref(c, co0), cp_i(c, b))), g.OH),
+                               ref(c, oh)),
+                     g.OW);
+  /* Row init: the bias (or 0). */
+  int vw = c->opt.vector_width > 1 ? c->opt.vector_width : 0;
+  nimble_ln_stmt *init[CV_MAX_B];
+  for (int b = 0; b < B; b++) {
+    nimble_ln_expr *bv = nimble_ln_f32(c->A, 0);
+    if (bias) {
+      nimble_ln_expr *bi[1] = {cp_add(c, ref(c, co0), cp_i(c, b))};
+      bv = cp_value(c, bias, bi);
+    }
+    init[b] = nimble_ln_store(c->A, o, cp_add(c, orow[b], ref(c, ow)), bv);
+  }
+  nimble_ln_stmt *init_loop = cp_for(c, ow, g.OW, vw ? NIMBLE_LN_VECTORIZED : NIMBLE_LN_SERIAL, vw,
+                                     nimble_ln_seq(c->A, init, (size_t)B));
+  /* Input row of (ci, kh). */
+  nimble_ln_var *ih = cp_var(c, "ih", NIMBLE_LN_I64);
+  nimble_ln_expr *cin = cp_add(c, cp_mul(c, cp_div(c, ref(c, co0), cp_max(c, og, cp_i(c, 1))), cg), ref(c, ci));
+  nimble_ln_expr *xrow = cp_add(c, cp_mul(c, cp_add(c, cp_mul(c, ref(c, nv), Ci), cin), iplane),
+                                cp_mul(c, ref(c, ih), g.W));
+  conv_w wc = {wt, ref(c, co0), ref(c, ci), ref(c, kh), cg};
+  /* Register blocks: interior column blocks of J, every kernel column
+   * inside, accumulated over (ci, kh, kw) in the output, which LLVM keeps
+   * in registers across those loops (B x J/8 vectors); the row nest below
+   * does the rest of the columns. */
+  nimble_ln_expr *skip = NULL;
+  nimble_ln_stmt *blocked = NULL;
+  if (g.kw_const > 0 && !sg_path) {
+    int J = B >= 8 ? 8 : B >= 4 ? 16 : 32;
+    nimble_ln_expr *lo = col_lo(c, &g, col_off(c, &g, cp_i(c, 0)));
+    nimble_ln_expr *hi = cp_max(c, col_hi(c, &g, col_off(c, &g, cp_i(c, g.kw_const - 1))), lo);
+    nimble_ln_expr *nb = cp_div(c, cp_sub(c, hi, lo), cp_i(c, J));
+    skip = cp_mul(c, nb, cp_i(c, J));
+    nimble_ln_var *owb = cp_var(c, "owb", NIMBLE_LN_I64), *j = cp_var(c, "j", NIMBLE_LN_I64),
+                  *kw = cp_var(c, "kw", NIMBLE_LN_I64), *ci2 = cp_var(c, "ci", NIMBLE_LN_I64),
+                  *kh2 = cp_var(c, "kh", NIMBLE_LN_I64);
+    nimble_ln_expr *owv = cp_add(c, cp_add(c, lo, cp_mul(c, ref(c, owb), cp_i(c, J))), ref(c, j));
+    nimble_ln_expr *ih0 = cp_sub(c, cp_mul(c, ref(c, oh), cp_i(c, g.s[0])), cp_i(c, g.p[0]));
+    nimble_ln_expr *ihv = cp_add(c, ih0, cp_mul(c, ref(c, kh2), cp_i(c, g.d[0])));
+    nimble_ln_expr *cin2 = cp_add(c, cp_mul(c, cp_div(c, ref(c, co0), cp_max(c, og, cp_i(c, 1))), cg), ref(c, ci2));
+    nimble_ln_expr *xr = cp_add(c, cp_mul(c, cp_add(c, cp_mul(c, ref(c, nv), Ci), cin2), iplane), cp_mul(c, ihv, g.W));
+    nimble_ln_expr *xv = cp_value_flat(c, x, cp_add(c, xr, cp_add(c, cp_mul(c, owv, cp_i(c, g.s[1])),
+                                                                   col_off(c, &g, ref(c, kw)))));
+    conv_w wc2 = {wt, ref(c, co0), ref(c, ci2), ref(c, kh2), cg};
+    nimble_ln_var *wv[CV_MAX_B];
+    nimble_ln_stmt *st[CV_MAX_B];
+    for (int b = 0; b < B; b++) {
+      wv[b] = cp_var(c, "wv", NIMBLE_LN_F32);
+      nimble_ln_expr *oi = cp_add(c, orow[b], owv);
+      st[b] = nimble_ln_store(c->A, o, oi, bin(c, NIMBLE_LN_ADD, nimble_ln_load(c->A, o, oi),
+                                                bin(c, NIMBLE_LN_MUL, ref(c, wv[b]), xv)));
+    }
+    nimble_ln_stmt *jl = cp_for(c, j, cp_i(c, J), vw ? NIMBLE_LN_VECTORIZED : NIMBLE_LN_SERIAL, vw,
+                                nimble_ln_seq(c->A, st, (size_t)B));
+    for (int b = B - 1; b >= 0; b--) jl = nimble_ln_let(c->A, wv[b], conv_weight(c, &wc2, b, ref(c, kw)), jl);
+    jl = cp_for(c, kw, g.KW, NIMBLE_LN_SERIAL, 0, jl);
+    /* Kernel rows inside the image: [kh_lo, kh_hi). */
+    nimble_ln_expr *kh_lo = cp_div(c, cp_add(c, cp_max(c, cp_sub(c, cp_i(c, 0), ih0), cp_i(c, 0)), cp_i(c, g.d[0] - 1)),
+                                   cp_i(c, g.d[0]));
+    nimble_ln_expr *kh_hi = cp_min(c, g.KH, cp_div(c, cp_add(c, cp_max(c, cp_sub(c, g.H, ih0), cp_i(c, 0)),
+                                                             cp_i(c, g.d[0] - 1)),
+                                                   cp_i(c, g.d[0])));
+    jl = nimble_ln_for(c->A, kh2, kh_lo, cp_max(c, kh_hi, kh_lo), NIMBLE_LN_SERIAL, 0, jl);
+    jl = cp_for(c, ci2, cg, NIMBLE_LN_SERIAL, 0, jl);
+    blocked = cp_for(c, owb, nb, NIMBLE_LN_SERIAL, 0, jl);
+  }
+  nimble_ln_stmt *upd = row_update(c, CV_CONV, &g, x, o, xrow, orow, B, conv_weight, &wc, skip);
+  upd = nimble_ln_if(c->A, inside(c, ref(c, ih), g.H), upd, NULL);
+  upd = nimble_ln_let(c->A, ih,
+                      cp_add(c, cp_sub(c, cp_mul(c, ref(c, oh), cp_i(c, g.s[0])), cp_i(c, g.p[0])),
+                             cp_mul(c, ref(c, kh), cp_i(c, g.d[0]))),
+                      upd);
+  upd = cp_for(c, kh, g.KH, NIMBLE_LN_SERIAL, 0, upd);
+  upd = cp_for(c, ci, cg, NIMBLE_LN_SERIAL, 0, upd);
+  nimble_ln_stmt *steps[3] = {init_loop, blocked, upd};
+  nimble_ln_stmt *row = cp_for(c, oh, g.OH, NIMBLE_LN_SERIAL, 0,
+                               blocked ? nimble_ln_seq(c->A, steps, 3) : nimble_ln_seq2(c->A, init_loop, upd));
+  row = nimble_ln_let(c->A, co0, cp_mul(c, cp_rem(c, tr, cp_max(c, blocks, cp_i(c, 1))), cp_i(c, B)), row);
+  row = nimble_ln_let(c->A, nv, cp_div(c, tr, cp_max(c, blocks, cp_i(c, 1))), row);
+  nimble_ln_stmt *direct = cp_for(c, t, cp_mul(c, x->ext[0], blocks), NIMBLE_LN_SERIAL, 0, row);
+  if (c->opt.parallel) {
+    nimble_ln_expr *work = cp_mul(c, cp_mul(c, plane, cp_i(c, B)), cp_mul(c, cp_mul(c, cg, g.KH), g.KW));
+    direct = nimble_ln_chunk(c->A, direct, cp_rows_per_task(c, direct->end, work));
+  }
+  if (!direct) return NULL;
+
+  /* Through env->sgemm (f32 weights as a parameter, at least 8 output
+   * channels per group, or any 1x1 with groups 1): per image and group,
+   * out[n, group] = w[group] (og x cg*KH*KW) times the input's columns
+   * (cg*KH*KW x OH*OW): the input itself for a 1x1 with unit strides and
+   * no padding, else an im2col copy in a scratch buffer. The output is
+   * first set to the bias (or 0) and sgemm adds (beta 1). */
+  if (!sg_path) return direct;
+  bool direct_b = flat1_ && x->kind == CP_PARAM && x->param && x->type == NIMBLE_LN_F32;
+  nimble_ln_expr *P = plane, *KK = cp_mul(c, g.KH, g.KW);
+  nimble_ln_expr *K = cp_mul(c, cg, KK);
+  nimble_ln_param *col = NULL;
+  if (!direct_b) {
+    col = nimble_ln_kernel_add_scratch(c->k, "col", NIMBLE_LN_F32, cp_mul(c, K, P));
+    if (!col) return direct;
+  }
+  nimble_ln_var *ni = cp_var(c, "n", NIMBLE_LN_I64), *gi = cp_var(c, "g", NIMBLE_LN_I64);
+  nimble_ln_expr *nr = ref(c, ni), *gr = ref(c, gi);
+  /* out[n] = bias (or 0) */
+  nimble_ln_var *co = cp_var(c, "co", NIMBLE_LN_I64), *p = cp_var(c, "p", NIMBLE_LN_I64);
+  nimble_ln_expr *bi[1] = {ref(c, co)};
+  nimble_ln_expr *oi = cp_add(c, cp_mul(c, cp_add(c, cp_mul(c, nr, Co), ref(c, co)), P), ref(c, p));
+  nimble_ln_stmt *fill = cp_for(c, p, P, vw ? NIMBLE_LN_VECTORIZED : NIMBLE_LN_SERIAL, vw,
+                                nimble_ln_store(c->A, o, oi, bias ? cp_value(c, bias, bi) : nimble_ln_f32(c->A, 0)));
+  fill = cp_for(c, co, Co, NIMBLE_LN_SERIAL, 0, fill);
+  nimble_ln_sgemm_desc_t d;
+  memset(&d, 0, sizeof d);
+  d.m = og;
+  d.n = P;
+  d.k = K;
+  d.alpha = 1.0f;
+  d.beta = 1.0f;
+  d.a = wt->param;
+  d.c = o;
+  d.a_offset = cp_mul(c, cp_mul(c, gr, og), K);
+  d.c_offset = cp_mul(c, cp_add(c, cp_mul(c, nr, Co), cp_mul(c, gr, og)), P);
+  d.lda = cp_max(c, K, cp_i(c, 1));
+  d.ldb = cp_max(c, P, cp_i(c, 1));
+  d.ldc = cp_max(c, P, cp_i(c, 1));
+  nimble_ln_stmt *per_group;
+  if (direct_b) {
+    d.b = x->param;
+    d.b_offset = cp_mul(c, cp_add(c, cp_mul(c, nr, Ci), cp_mul(c, gr, cg)), P);
+    per_group = nimble_ln_sgemm(c->A, &d);
+  } else {
+    /* im2col: row r = (ci, kh, kw) of col holds, per output pixel, the
+     * input it multiplies (0 in the padding); rows in parallel tasks. */
+    d.b = col;
+    d.b_offset = cp_i(c, 0);
+    nimble_ln_var *r = cp_var(c, "r", NIMBLE_LN_I64), *oh2 = cp_var(c, "oh", NIMBLE_LN_I64),
+                  *ow2 = cp_var(c, "ow", NIMBLE_LN_I64), *ihv = cp_var(c, "ih", NIMBLE_LN_I64),
+                  *kwv = cp_var(c, "kw", NIMBLE_LN_I64), *khv = cp_var(c, "kh", NIMBLE_LN_I64),
+                  *civ = cp_var(c, "ci", NIMBLE_LN_I64);
+    nimble_ln_expr *rr = ref(c, r);
+    nimble_ln_expr *off = col_off(c, &g, ref(c, kwv));
+    nimble_ln_expr *lo = col_lo(c, &g, off), *hi = cp_max(c, col_hi(c, &g, off), lo);
+    nimble_ln_expr *crow = cp_add(c, cp_mul(c, rr, P), cp_mul(c, ref(c, oh2), g.OW));
+    nimble_ln_expr *xrow2 = cp_add(c, cp_mul(c, cp_add(c, cp_mul(c, nr, Ci), cp_add(c, cp_mul(c, gr, cg), ref(c, civ))),
+                                             iplane),
+                                   cp_mul(c, ref(c, ihv), g.W));
+    nimble_ln_expr *iw = cp_add(c, cp_mul(c, ref(c, ow2), cp_i(c, g.s[1])), off);
+    nimble_ln_expr *xin = cp_value_flat(c, x, cp_add(c, xrow2, iw));
+    nimble_ln_expr *xsel = nimble_ln_select(c->A, inside(c, iw, g.W),
+                                            cp_value_flat(c, x, cp_add(c, xrow2, clamp(c, iw, g.W))),
+                                            nimble_ln_f32(c->A, 0));
+    nimble_ln_expr *ci_ = cp_add(c, crow, ref(c, ow2));
+    nimble_ln_stmt *parts[3] = {
+        nimble_ln_for(c->A, ow2, cp_i(c, 0), lo, NIMBLE_LN_SERIAL, 0, nimble_ln_store(c->A, col, ci_, xsel)),
+        nimble_ln_for(c->A, ow2, lo, hi, vw ? NIMBLE_LN_VECTORIZED : NIMBLE_LN_SERIAL, vw,
+                      nimble_ln_store(c->A, col, ci_, xin)),
+        nimble_ln_for(c->A, ow2, hi, g.OW, NIMBLE_LN_SERIAL, 0, nimble_ln_store(c->A, col, ci_, xsel)),
+    };
+    nimble_ln_stmt *zero = cp_for(c, ow2, g.OW, vw ? NIMBLE_LN_VECTORIZED : NIMBLE_LN_SERIAL, vw,
+                                  nimble_ln_store(c->A, col, ci_, nimble_ln_f32(c->A, 0)));
+    nimble_ln_stmt *rowc = nimble_ln_if(c->A, inside(c, ref(c, ihv), g.H), nimble_ln_seq(c->A, parts, 3), zero);
+    rowc = nimble_ln_let(c->A, ihv,
+                         cp_add(c, cp_sub(c, cp_mul(c, ref(c, oh2), cp_i(c, g.s[0])), cp_i(c, g.p[0])),
+                                cp_mul(c, ref(c, khv), cp_i(c, g.d[0]))),
+                         rowc);
+    rowc = cp_for(c, oh2, g.OH, NIMBLE_LN_SERIAL, 0, rowc);
+    rowc = nimble_ln_let(c->A, kwv, cp_rem(c, rr, cp_max(c, g.KW, cp_i(c, 1))), rowc);
+    rowc = nimble_ln_let(c->A, khv, cp_rem(c, cp_div(c, rr, cp_max(c, g.KW, cp_i(c, 1))), cp_max(c, g.KH, cp_i(c, 1))),
+                         rowc);
+    rowc = nimble_ln_let(c->A, civ, cp_div(c, rr, cp_max(c, KK, cp_i(c, 1))), rowc);
+    nimble_ln_stmt *im2col = cp_for(c, r, K, NIMBLE_LN_SERIAL, 0, rowc);
+    if (c->opt.parallel && im2col) im2col = nimble_ln_chunk(c->A, im2col, cp_rows_per_task(c, K, P));
+    per_group = nimble_ln_seq2(c->A, im2col, nimble_ln_sgemm(c->A, &d));
+  }
+  nimble_ln_expr *nonempty = bin(c, NIMBLE_LN_AND, bin(c, NIMBLE_LN_GT, og, cp_i(c, 0)),
+                                 bin(c, NIMBLE_LN_AND, bin(c, NIMBLE_LN_GT, P, cp_i(c, 0)),
+                                     bin(c, NIMBLE_LN_GT, K, cp_i(c, 0))));
+  per_group = nimble_ln_if(c->A, nonempty, cp_for(c, gi, cp_i(c, groups), NIMBLE_LN_SERIAL, 0, per_group), NULL);
+  nimble_ln_stmt *gemm = cp_for(c, ni, x->ext[0], NIMBLE_LN_SERIAL, 0, nimble_ln_seq2(c->A, fill, per_group));
+  /* has_sgemm() alone is the condition, so nvptx64 folds the branch away. */
+  return nimble_ln_if(c->A, nimble_ln_has_sgemm(c->A), gemm, direct);
+}
+
+/* Number of k in [0, K) with lo <= base + k*d < hi (d > 0). */
+static nimble_ln_expr *count_in(cp_ctx *c, nimble_ln_expr *base, int64_t d, nimble_ln_expr *K, nimble_ln_expr *lo,
+                                nimble_ln_expr *hi) {
+  /* first k: ceil((lo - base)/d) clamped at 0; last+1: ceil((hi - base)/d) clamped to [0, K]. */
+  nimble_ln_expr *a = cp_max(c, cp_sub(c, lo, base), cp_i(c, 0));
+  nimble_ln_expr *first = cp_div(c, cp_add(c, a, cp_i(c, d - 1)), cp_i(c, d));
+  nimble_ln_expr *b = cp_max(c, cp_sub(c, hi, base), cp_i(c, 0));
+  nimble_ln_expr *end = cp_min(c, K, cp_div(c, cp_add(c, b, cp_i(c, d - 1)), cp_i(c, d)));
+  return cp_max(c, cp_sub(c, end, first), cp_i(c, 0));
+}
+
+static nimble_ln_stmt *pool_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o) {
+  cp_node *x = n->in[0];
+  bool is_max = !strcmp(n->op->name, "max_pool2d");
+  int64_t k[2];
+  if (!get_ints(c, n, "kernel_shape", 2, 1, k) || k[0] < 1 || k[1] < 1) return NULL;
+  cv_geom g;
+  if (!geometry(c, n, x, cp_i(c, k[0]), cp_i(c, k[1]), false, &g)) return NULL;
+  bool include_pad = !is_max && cp_attr_int(n, "count_include_pad") != 0;
+  cv_kind_t kind = is_max ? CV_MAX : CV_AVG;
+  nimble_ln_var *t = cp_var(c, "t", NIMBLE_LN_I64), *oh = cp_var(c, "oh", NIMBLE_LN_I64),
+                *kh = cp_var(c, "kh", NIMBLE_LN_I64), *ow = cp_var(c, "ow", NIMBLE_LN_I64),
+                *ih = cp_var(c, "ih", NIMBLE_LN_I64);
+  nimble_ln_expr *orow[1] = {cp_mul(c, cp_add(c, cp_mul(c, ref(c, t), g.OH), ref(c, oh)), g.OW)};
+  int vw = c->opt.vector_width > 1 ? c->opt.vector_width : 0;
+  nimble_ln_loop_kind_t vk = vw ? NIMBLE_LN_VECTORIZED : NIMBLE_LN_SERIAL;
+  nimble_ln_stmt *init = cp_for(c, ow, g.OW, vk, vw,
+                                nimble_ln_store(c->A, o, cp_add(c, orow[0], ref(c, ow)),
+                                                nimble_ln_f32(c->A, is_max ? -INFINITY : 0.0)));
+  nimble_ln_expr *xrow = cp_add(c, cp_mul(c, ref(c, t), cp_mul(c, g.H, g.W)), cp_mul(c, ref(c, ih), g.W));
+  nimble_ln_stmt *upd = row_update(c, kind, &g, x, o, xrow, orow, 1, NULL, NULL, NULL);
+  upd = nimble_ln_if(c->A, inside(c, ref(c, ih), g.H), upd, NULL);
+  nimble_ln_expr *ih0 = cp_sub(c, cp_mul(c, ref(c, oh), cp_i(c, g.s[0])), cp_i(c, g.p[0]));
+  upd = nimble_ln_let(c->A, ih, cp_add(c, ih0, cp_mul(c, ref(c, kh), cp_i(c, g.d[0]))), upd);
+  upd = cp_for(c, kh, g.KH, NIMBLE_LN_SERIAL, 0, upd);
+  nimble_ln_stmt *parts[3] = {init, upd, NULL};
+  int np = 2;
+  if (!is_max) {
+    /* Divide by the window count: rows times columns inside [lo, hi). */
+    nimble_ln_var *ow2 = cp_var(c, "ow", NIMBLE_LN_I64);
+    nimble_ln_expr *iw0 = cp_sub(c, cp_mul(c, ref(c, ow2), cp_i(c, g.s[1])), cp_i(c, g.p[1]));
+    nimble_ln_expr *lo0 = cp_i(c, include_pad ? -g.p[0] : 0), *lo1 = cp_i(c, include_pad ? -g.p[1] : 0);
+    nimble_ln_expr *hi0 = include_pad ? cp_add(c, x->ext[2], cp_i(c, g.p[2])) : x->ext[2];
+    nimble_ln_expr *hi1 = include_pad ? cp_add(c, x->ext[3], cp_i(c, g.p[3])) : x->ext[3];
+    nimble_ln_expr *cnt = cp_mul(c, count_in(c, ih0, g.d[0], g.KH, lo0, hi0), count_in(c, iw0, g.d[1], g.KW, lo1, hi1));
+    nimble_ln_expr *den = nimble_ln_binary(c->A, NIMBLE_LN_MAX, cp_convert(c, cnt, NIMBLE_LN_F32), nimble_ln_f32(c->A, 1));
+    nimble_ln_expr *oi = cp_add(c, orow[0], ref(c, ow2));
+    parts[np++] = cp_for(c, ow2, g.OW, vk, vw,
+                         nimble_ln_store(c->A, o, oi, bin(c, NIMBLE_LN_DIV, nimble_ln_load(c->A, o, oi), den)));
+  }
+  nimble_ln_stmt *row = cp_for(c, oh, g.OH, NIMBLE_LN_SERIAL, 0, nimble_ln_seq(c->A, parts, (size_t)np));
+  nimble_ln_stmt *all = cp_for(c, t, cp_mul(c, x->ext[0], x->ext[1]), NIMBLE_LN_SERIAL, 0, row);
+  if (c->opt.parallel && all) {
+    nimble_ln_expr *work = cp_mul(c, cp_mul(c, g.OH, g.OW), cp_i(c, k[0] * k[1]));
+    all = nimble_ln_chunk(c->A, all, cp_rows_per_task(c, all->end, work));
+  }
+  return all;
+}
+
+nimble_ln_stmt *cp_window_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o) {
+  if (!n || n->kind != CP_CALL || n->rank != 4 || n->type != NIMBLE_LN_F32 || !o || o->rank != 4 ||
+      o->dtype != NIMBLE_LN_F32)
+    return NULL;
+  if (n->in[0]->type != NIMBLE_LN_F32) return NULL;
+  if (!strcmp(n->op->name, "conv2d")) {
+    if (n->in[1]->type != NIMBLE_LN_F32 || n->in[1]->rank != 4) return NULL;
+    return conv_into_out(c, n, o);
+  }
+  if (!strcmp(n->op->name, "max_pool2d") || !strcmp(n->op->name, "avg_pool2d")) return pool_into_out(c, n, o);
+  return NULL;
+}

@@ -1,0 +1,256 @@
+/* conv2d and pooling kernels (compute/conv.c: their own loop nests into
+ * the output, the epilogue in place; 1x1 convolutions through env->sgemm)
+ * against plain C loops written here, over strides, asymmetric padding,
+ * dilation, groups (depthwise), 1x1, kernels wider than the unrolled
+ * limit, images smaller than the window, batches > 1 and symbolic
+ * spatial extents, each with and without the runtime's sgemm and with
+ * tasks on two threads. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compute_harness.h"
+#include "nimble/codegen.h"
+#include "nimble/passes.h"
+#include "nimble_test.h"
+
+typedef struct conv_case {
+  int64_t N, C, H, W, O, KH, KW, sh, sw, pt, pl, pb, pr, dh, dw, g;
+  int bias;     /* 0 none, 1 conv2d's third input, 2 add of an (O,1,1) tensor */
+  int epilogue; /* 0 none, 1 relu, 2 clip [0, 6] */
+  int symbolic; /* x annotated (?, C, h, w) */
+} conv_case;
+
+static const conv_case kConv[] = {
+    /* cnn-like 3x3 pad 1 with bias + relu */
+    {1, 3, 9, 11, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 1, 1},
+    /* 1x1 pointwise (sgemm path), with bias input, batch 2, clip epilogue */
+    {2, 16, 5, 7, 12, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 2, 0},
+    /* 1x1 without bias, symbolic spatial extents */
+    {1, 5, 3, 3, 4, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 0, 0, 1},
+    /* 1x1 stride 2 (not one row; no sgemm) */
+    {1, 6, 7, 9, 4, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1, 1, 0, 0},
+    /* depthwise 3x3 stride 2 pad 1 (mobilenet) with bias and clip */
+    {1, 8, 9, 9, 8, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 8, 1, 2, 0},
+    /* depthwise 3x3 stride 1, batch 2 */
+    {2, 6, 6, 5, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 6, 1, 1, 1},
+    /* 7x7 stride 2 pad 3 (squeezenet's first layer shape class) */
+    {1, 3, 13, 15, 8, 7, 7, 2, 2, 3, 3, 3, 3, 1, 1, 1, 1, 1, 0},
+    /* dilation 2, asymmetric pads, strides (2, 1), 3x5 kernel, 2 groups of 3 outputs */
+    {1, 4, 11, 12, 6, 3, 5, 2, 1, 0, 1, 2, 0, 2, 2, 2, 1, 0, 0},
+    /* a tall kernel on a one-column image (all border columns) */
+    {1, 2, 4, 1, 3, 5, 1, 1, 1, 2, 0, 2, 0, 1, 1, 1, 0, 1, 0},
+    /* 3x3 pad 1 on a 1x1 image */
+    {1, 4, 1, 1, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0},
+    /* a kernel 17 columns wide (past the unrolled limit) */
+    {1, 2, 3, 20, 4, 1, 17, 1, 1, 0, 8, 0, 8, 1, 1, 1, 1, 0, 0},
+    /* 6 and 5 output channels (blocks of 2 and 1) */
+    {1, 3, 6, 7, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0},
+    {1, 3, 6, 7, 5, 3, 3, 1, 2, 1, 0, 1, 2, 1, 1, 1, 1, 0, 1},
+    /* wide image: many vector blocks and a tail */
+    {1, 4, 5, 67, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 1, 0},
+};
+
+static void conv_ref(const conv_case *c, const float *x, const float *w, const float *b, float *y, int64_t OH,
+                     int64_t OW) {
+  int64_t cg = c->C / c->g, og = c->O / c->g;
+  for (int64_t n = 0; n < c->N; n++)
+    for (int64_t o = 0; o < c->O; o++)
+      for (int64_t oh = 0; oh < OH; oh++)
+        for (int64_t ow = 0; ow < OW; ow++) {
+          double acc = b ? b[o] : 0.0;
+          int64_t grp = o / og;
+          for (int64_t ci = 0; ci < cg; ci++)
+            for (int64_t kh = 0; kh < c->KH; kh++)
+              for (int64_t kw = 0; kw < c->KW; kw++) {
+                int64_t ih = oh * c->sh - c->pt + kh * c->dh, iw = ow * c->sw - c->pl + kw * c->dw;
+                if (ih < 0 || ih >= c->H || iw < 0 || iw >= c->W) continue;
+                acc += (double)x[((n * c->C + grp * cg + ci) * c->H + ih) * c->W + iw] *
+                       w[((o * cg + ci) * c->KH + kh) * c->KW + kw];
+              }
+          if (c->epilogue == 1) acc = acc < 0 ? 0 : acc;
+          if (c->epilogue == 2) acc = acc < 0 ? 0 : acc > 6 ? 6 : acc;
+          y[((n * c->O + o) * OH + oh) * OW + ow] = (float)acc;
+        }
+}
+
+static void program(const conv_case *c, char *buf, size_t size) {
+  char x[96], call[512], bdecl[96] = "";
+  if (c->symbolic) snprintf(x, sizeof x, "Tensor[(?, %lld, h, w), float32]", (long long)c->C);
+  else snprintf(x, sizeof x, "Tensor[(%lld, %lld, %lld, %lld), float32]", (long long)c->N, (long long)c->C,
+                (long long)c->H, (long long)c->W);
+  if (c->bias == 1) snprintf(bdecl, sizeof bdecl, ", %%b: Tensor[(%lld,), float32]", (long long)c->O);
+  if (c->bias == 2) snprintf(bdecl, sizeof bdecl, ", %%b: Tensor[(%lld, 1, 1), float32]", (long long)c->O);
+  snprintf(call, sizeof call,
+           "conv2d(%%x, %%k%s, strides=[%lld, %lld], pads=[%lld, %lld, %lld, %lld], dilations=[%lld, %lld], "
+           "groups=%lld)",
+           c->bias == 1 ? ", %b" : "", (long long)c->sh, (long long)c->sw, (long long)c->pt, (long long)c->pl,
+           (long long)c->pb, (long long)c->pr, (long long)c->dh, (long long)c->dw, (long long)c->g);
+  char e1[600], e2[700];
+  if (c->bias == 2) snprintf(e1, sizeof e1, "add(%s, %%b)", call);
+  else snprintf(e1, sizeof e1, "%s", call);
+  if (c->epilogue == 1) snprintf(e2, sizeof e2, "relu(%s)", e1);
+  else if (c->epilogue == 2) snprintf(e2, sizeof e2, "clip(%s, min=0.0, max=6.0)", e1);
+  else snprintf(e2, sizeof e2, "%s", e1);
+  snprintf(buf, size, "def @main(%%x: %s, %%k: Tensor[(%lld, %lld, %lld, %lld), float32]%s) {\n  %s\n}\n", x,
+           (long long)c->O, (long long)(c->C / c->g), (long long)c->KH, (long long)c->KW, bdecl, e2);
+}
+
+START_TEST(test_conv2d_cases_match_direct_loops_with_and_without_sgemm) {
+  unsigned seed = 5;
+  for (size_t ci = 0; ci < sizeof kConv / sizeof kConv[0]; ci++) {
+    const conv_case *c = &kConv[ci];
+    char text[1200];
+    program(c, text, sizeof text);
+    nimble_arena *arena;
+    NIMBLE_ASSERT_OK(nimble_arena_create(&arena));
+    nimble_module *m = ch_compile_module(arena, text);
+    const char *prim = ch_find_primitive(m, "fused.conv2d");
+    ch_kernel k;
+    ch_kernel_build(m, prim, false, NULL, &k);
+    /* The convolution is computed into the output by its own nest: no
+     * per-element window loop with clamped, selected reads remains for the
+     * interior (the kernel has an ow loop starting past the left border). */
+    char *pr = NULL;
+    NIMBLE_ASSERT_OK(nimble_ln_kernel_print(k.kernel, &pr));
+    ck_assert_msg(strstr(pr, "vectorized(8)") != NULL, "case %zu: %s", ci, pr);
+    int64_t one1 = c->KH == 1 && c->KW == 1 && c->sh == 1 && c->sw == 1 && !c->pt && !c->pl && !c->pb && !c->pr &&
+                   c->g == 1;
+    /* sgemm for a plain 1x1 (on the input itself) and for 8 or more
+     * output channels per group (on an im2col scratch buffer). */
+    bool want_sg = one1 || c->O / c->g >= 8, want_col = want_sg && !one1;
+    ck_assert_msg((strstr(pr, "sgemm(") != NULL) == want_sg, "case %zu: sgemm %s expected:\n%s", ci,
+                  want_sg ? "" : "not", pr);
+    ck_assert_msg((strstr(pr, "scratch col") != NULL) == want_col, "case %zu: scratch %s expected:\n%s", ci,
+                  want_col ? "" : "not", pr);
+    free(pr);
+    int64_t OH = (c->H + c->pt + c->pb - c->dh * (c->KH - 1) - 1) / c->sh + 1;
+    int64_t OW = (c->W + c->pl + c->pr - c->dw * (c->KW - 1) - 1) / c->sw + 1;
+    size_t ny = (size_t)(c->N * c->O * OH * OW);
+    for (int variant = 0; variant < 3; variant++) {
+      ch_env env;
+      ch_env_init(&env, variant != 0);
+      if (variant == 2) ch_env_threads(&env, 2);
+      ch_tensor x, w, b, y;
+      ch_tensor_f32(&x, 4, (int64_t[]){c->N, c->C, c->H, c->W}, &seed, -1, 1);
+      ch_tensor_f32(&w, 4, (int64_t[]){c->O, c->C / c->g, c->KH, c->KW}, &seed, -1, 1);
+      if (c->bias == 2) ch_tensor_f32(&b, 3, (int64_t[]){c->O, 1, 1}, &seed, -1, 1);
+      else ch_tensor_f32(&b, 1, (int64_t[]){c->O}, &seed, -1, 1);
+      ch_tensor_f32(&y, 4, (int64_t[]){c->N, c->O, OH, OW}, &seed, 50, 60);
+      ch_tensor *args[4] = {&x, &w, &b, &y};
+      if (!c->bias) args[2] = &y;
+      int nargs = c->bias ? 4 : 3;
+      int32_t rc = ch_call(&k, &env, args, nargs);
+      ck_assert_msg(rc == 0, "case %zu variant %d: %s", ci, variant, env.error);
+      float *want = malloc((ny ? ny : 1) * sizeof(float));
+      conv_ref(c, ch_f(&x), ch_f(&w), c->bias ? ch_f(&b) : NULL, want, OH, OW);
+      char what[64];
+      snprintf(what, sizeof what, "conv case %zu variant %d", ci, variant);
+      ch_assert_close(what, ch_f(&y), want, ny, 1e-5f, 1e-5f);
+      free(want);
+      ch_tensor_free(&x), ch_tensor_free(&w), ch_tensor_free(&b), ch_tensor_free(&y);
+    }
+    ch_kernel_free(&k);
+    nimble_arena_destroy(arena);
+  }
+}
+END_TEST
+
+typedef struct pool_case {
+  int kind; /* 0 max, 1 avg, 2 avg counting the padding */
+  int64_t N, C, H, W, KH, KW, sh, sw, pt, pl, pb, pr, dh, dw;
+  int ceil_mode;
+} pool_case;
+
+static const pool_case kPool[] = {
+    {0, 1, 4, 8, 8, 2, 2, 2, 2, 0, 0, 0, 0, 1, 1, 0},   /* cnn's 2x2 stride 2 */
+    {0, 1, 3, 13, 13, 3, 3, 2, 2, 0, 0, 0, 0, 1, 1, 1}, /* squeezenet's 3x3 stride 2 ceil_mode */
+    {0, 2, 2, 12, 10, 3, 3, 2, 2, 0, 0, 0, 0, 1, 1, 1}, /* ceil_mode with a window past the edge */
+    {0, 1, 3, 7, 6, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0},   /* padded max */
+    {0, 1, 2, 9, 11, 3, 2, 1, 2, 2, 1, 0, 1, 2, 2, 0},  /* dilated max, asymmetric pads */
+    {1, 2, 3, 7, 6, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0},   /* avg excluding the padding */
+    {2, 2, 3, 7, 6, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0},   /* avg including the padding */
+    {1, 1, 2, 12, 10, 3, 3, 2, 2, 1, 0, 1, 0, 1, 1, 1}, /* avg, ceil_mode: the extra window counts what is inside */
+    {2, 1, 2, 12, 10, 3, 3, 2, 2, 1, 0, 1, 0, 1, 1, 1}, /* avg incl. pad, ceil_mode: not what ceil adds */
+    {1, 1, 3, 5, 40, 2, 3, 1, 1, 0, 1, 1, 1, 2, 1, 0},  /* wide avg, dilated rows */
+    {0, 1, 2, 1, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0},   /* a 1x1 image */
+};
+
+START_TEST(test_pooling_cases_match_direct_loops) {
+  unsigned seed = 9;
+  for (size_t pi = 0; pi < sizeof kPool / sizeof kPool[0]; pi++) {
+    const pool_case *p = &kPool[pi];
+    char text[600];
+    snprintf(text, sizeof text,
+             "def @main(%%x: Tensor[(?, %lld, h, w), float32]) { %s(%%x, kernel_shape=[%lld, %lld], "
+             "strides=[%lld, %lld], pads=[%lld, %lld, %lld, %lld], dilations=[%lld, %lld], ceil_mode=%d%s) }\n",
+             (long long)p->C, p->kind == 0 ? "max_pool2d" : "avg_pool2d", (long long)p->KH, (long long)p->KW,
+             (long long)p->sh, (long long)p->sw, (long long)p->pt, (long long)p->pl, (long long)p->pb,
+             (long long)p->pr, (long long)p->dh, (long long)p->dw, p->ceil_mode,
+             p->kind == 2 ? ", count_include_pad=1" : "");
+    nimble_arena *arena;
+    NIMBLE_ASSERT_OK(nimble_arena_create(&arena));
+    nimble_module *m = ch_compile_module(arena, text);
+    ch_kernel k;
+    ch_kernel_build(m, ch_find_primitive(m, "fused."), false, NULL, &k);
+    int64_t sp[2][6] = {{p->H, p->KH, p->sh, p->pt, p->pb, p->dh}, {p->W, p->KW, p->sw, p->pl, p->pr, p->dw}};
+    int64_t O[2];
+    for (int i = 0; i < 2; i++) {
+      int64_t span = sp[i][0] + sp[i][3] + sp[i][4] - sp[i][5] * (sp[i][1] - 1) - 1;
+      O[i] = (p->ceil_mode ? (span + sp[i][2] - 1) / sp[i][2] : span / sp[i][2]) + 1;
+    }
+    for (int variant = 0; variant < 2; variant++) {
+      ch_env env;
+      ch_env_init(&env, false);
+      if (variant) ch_env_threads(&env, 2);
+      ch_tensor x, y;
+      ch_tensor_f32(&x, 4, (int64_t[]){p->N, p->C, p->H, p->W}, &seed, -1, 1);
+      ch_tensor_f32(&y, 4, (int64_t[]){p->N, p->C, O[0], O[1]}, &seed, 50, 60);
+      ch_tensor *args[2] = {&x, &y};
+      int32_t rc = ch_call(&k, &env, args, 2);
+      ck_assert_msg(rc == 0, "pool case %zu: %s", pi, env.error);
+      size_t ny = (size_t)(p->N * p->C * O[0] * O[1]);
+      float *want = malloc(ny * sizeof(float));
+      for (int64_t nc = 0; nc < p->N * p->C; nc++)
+        for (int64_t oh = 0; oh < O[0]; oh++)
+          for (int64_t ow = 0; ow < O[1]; ow++) {
+            float best = -INFINITY;
+            double sum = 0;
+            int cnt = 0, padded = 0;
+            for (int64_t kh = 0; kh < p->KH; kh++)
+              for (int64_t kw = 0; kw < p->KW; kw++) {
+                int64_t ih = oh * p->sh - p->pt + kh * p->dh, iw = ow * p->sw - p->pl + kw * p->dw;
+                if (ih >= -p->pt && ih < p->H + p->pb && iw >= -p->pl && iw < p->W + p->pr) padded++;
+                if (ih < 0 || ih >= p->H || iw < 0 || iw >= p->W) continue;
+                float v = ch_f(&x)[(nc * p->H + ih) * p->W + iw];
+                best = fmaxf(best, v);
+                sum += v;
+                cnt++;
+              }
+            int den = p->kind == 2 ? padded : cnt;
+            want[(nc * O[0] + oh) * O[1] + ow] = p->kind == 0 ? best : (float)(sum / (den > 0 ? den : 1));
+          }
+      char what[64];
+      snprintf(what, sizeof what, "pool case %zu variant %d", pi, variant);
+      ch_assert_close(what, ch_f(&y), want, ny, 1e-6f, 1e-5f);
+      free(want);
+      ch_tensor_free(&x), ch_tensor_free(&y);
+    }
+    ch_kernel_free(&k);
+    nimble_arena_destroy(arena);
+  }
+}
+END_TEST
+
+static Suite *suite(void) {
+  Suite *s = suite_create("compute_conv");
+  TCase *tc = tcase_create("core");
+  tcase_set_timeout(tc, 600);
+  tcase_add_test(tc, test_conv2d_cases_match_direct_loops_with_and_without_sgemm);
+  tcase_add_test(tc, test_pooling_cases_match_direct_loops);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) { return nimble_test_run(suite()); }
