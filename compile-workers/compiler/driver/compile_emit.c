@@ -89,6 +89,14 @@ static nimble_status_t add_values(nimble_entry_sig_t *e, int is_output, const ni
                                   uint32_t n) {
   for (uint32_t i = 0; i < n; i++) {
     const nimble_tensor_info_t *v = &vals[i];
+    if (nimble_tensor_info_is_adt(v)) {
+      /* An ADT input: its first pseudo-dim holds the IR type as text
+       * (docs/executable.md, "ADT inputs"). */
+      if (v->ndim < 1 || !v->dims[0].symbol)
+        return nimble_status_make(NIMBLE_INTERNAL, "value '%s': an ADT without its type", v->name);
+      NIMBLE_RETURN_IF_ERROR(nimble_entry_sig_add_value(e, is_output, v->name, v->dims[0].symbol));
+      continue;
+    }
     nimble_config_dtype_t dt = NIMBLE_CONFIG_DTYPE_FLOAT32;
     NIMBLE_RETURN_IF_ERROR(dtype_of(v->dtype, v->name, &dt));
     if (v->ndim < 0 || v->ndim > NIMBLE_CONFIG_MAX_RANK)
@@ -156,6 +164,7 @@ nimble_status_t nimble_compile_result_emit_parts(const nimble_compile_result *r,
       {NIMBLE_PART_BYTECODE, "bytecode"},
       {NIMBLE_PART_CONSTANTS, "constants"},
       {NIMBLE_PART_KERNELS_CPU, "kernels"},
+      {NIMBLE_PART_KERNELS_CUDA, "kernels-cuda"},
   };
   const char *triple = nimble_target_host_triple(&r->target);
   json_t *layers = json_array();
@@ -169,6 +178,7 @@ nimble_status_t nimble_compile_result_emit_parts(const nimble_compile_result *r,
   nimble_status_t s = nimble_ok();
   for (size_t i = 0; i < sizeof kParts / sizeof kParts[0] && !s; i++) {
     if (kParts[i].kind == NIMBLE_PART_KERNELS_CPU && !r->has_kernels) continue;
+    if (kParts[i].kind == NIMBLE_PART_KERNELS_CUDA && !r->has_cuda_kernels) continue;
     const char *media = nimble_part_media_type_for_target(kParts[i].kind, triple);
     if (!media) {
       s = nimble_status_make(NIMBLE_UNIMPLEMENTED, "part '%s': no media type for target %s", kParts[i].file, triple);

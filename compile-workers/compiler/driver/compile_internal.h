@@ -18,6 +18,7 @@ struct nimble_compile_result {
   nimble_digest_t model_digest;
   size_t num_kernels;
   bool has_kernels; /* a CPU kernel library was set */
+  bool has_cuda_kernels; /* a CUDA (PTX) kernel library was set */
   nimble_compile_phase_time_t phases[NIMBLE_COMPILE_MAX_PHASES];
   size_t num_phases;
 };

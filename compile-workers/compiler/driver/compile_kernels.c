@@ -1,6 +1,9 @@
 /* The kernels of a lowered module: one loop-nest kernel per primitive the
  * lowering listed (nimble/compute.h), compiled and linked together by the
- * code generator into the builder's CPU kernel library. */
+ * code generator into the builder's kernel libraries: the CPU kernels (the
+ * host triple's shared object, part kind 4) and, for the cuda target, the
+ * GPU kernels as PTX (part kind 5) with a thread mapping per operator
+ * class (docs/targets.md). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -8,89 +11,166 @@
 #include "nimble/codegen.h"
 #include "nimble/compute.h"
 
-nimble_status_t nimble_compile_kernels(const nimble_module *m, const nimble_lower_result *lr,
-                                       nimble_compile_phase_clock *clock) {
-  nimble_compile_result *r = clock->r;
-  const nimble_compile_options_t *o = clock->o;
-  size_t n = nimble_lower_num_primitives(lr);
-  nimble_compile_phase_begin(clock, "compute");
-  if (n == 0) {
-    /* A program without kernels (pure control flow, or identity) needs no
-     * library: the loader asks only for the devices the bytecode uses. */
-    nimble_compile_phase_end(clock);
-    return nimble_ok();
-  }
-  nimble_ln_arena *arena = NULL;
-  NIMBLE_RETURN_IF_ERROR(nimble_ln_arena_create(&arena));
-  const nimble_ln_kernel **kernels = calloc(n, sizeof *kernels);
-  if (!kernels) {
-    nimble_ln_arena_destroy(arena);
-    return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory for %zu kernels", n);
-  }
-  nimble_compute_options_t co = nimble_compute_default_options();
-  /* NEON holds 4 float32 lanes, AVX2 8. */
-  co.vector_width = r->target.kind == NIMBLE_TARGET_AARCH64 ? 4 : 8;
-  nimble_status_t s = nimble_ok();
-  for (size_t i = 0; i < n && !s; i++) {
-    const nimble_lower_primitive_t *prim = nimble_lower_primitive_at(lr, i);
-    if (prim->device != kDLCPU) {
-      s = nimble_status_make(NIMBLE_UNIMPLEMENTED, "kernel '%s' of '%s': device %d is not supported by the driver",
-                             prim->symbol, prim->name, (int)prim->device);
-      break;
+/* The thread mapping of a GPU primitive: a 2-D tiled mapping when its
+ * anchor is a matrix product, otherwise one thread per output element
+ * (element-wise, injective, conv, pooling) or per output (reductions,
+ * softmax, normalisation: the reduction runs inside the thread). */
+static bool has_matmul(const nimble_expr *e) {
+  if (!e) return false;
+  switch (e->kind) {
+    case NIMBLE_EXPR_CALL: {
+      if (e->u.call.callee->kind == NIMBLE_EXPR_OP) {
+        const char *op = e->u.call.callee->u.op.op->name;
+        if (!strcmp(op, "dense") || !strcmp(op, "matmul") || !strcmp(op, "batch_matmul")) return true;
+      }
+      for (size_t i = 0; i < e->u.call.num_args; i++)
+        if (has_matmul(e->u.call.args[i])) return true;
+      return false;
     }
+    case NIMBLE_EXPR_LET: return has_matmul(e->u.let.value) || has_matmul(e->u.let.body);
+    case NIMBLE_EXPR_TUPLE:
+      for (size_t i = 0; i < e->u.tuple.count; i++)
+        if (has_matmul(e->u.tuple.fields[i])) return true;
+      return false;
+    case NIMBLE_EXPR_PROJ: return has_matmul(e->u.proj.tuple);
+    default: return false;
+  }
+}
+
+/* The kernels of one device: built in phase "compute", compiled in
+ * phase "codegen". */
+typedef struct kernel_set {
+  DLDeviceType device;
+  nimble_ln_arena *arena;
+  const nimble_ln_kernel **kernels;
+  size_t n;
+} kernel_set;
+
+static void kernel_set_deinit(kernel_set *ks) {
+  free(ks->kernels);
+  nimble_ln_arena_destroy(ks->arena);
+  memset(ks, 0, sizeof *ks);
+}
+
+/* Builds the loop nest of every primitive on ks->device. */
+static nimble_status_t compute_set(const nimble_module *m, const nimble_lower_result *lr, kernel_set *ks,
+                                   nimble_compile_phase_clock *clock, size_t *done, size_t total) {
+  nimble_compile_result *r = clock->r;
+  size_t n_all = nimble_lower_num_primitives(lr), n = 0;
+  for (size_t i = 0; i < n_all; i++) n += nimble_lower_primitive_at(lr, i)->device == ks->device;
+  if (n == 0) return nimble_ok();
+  bool gpu = ks->device == kDLCUDA;
+  NIMBLE_RETURN_IF_ERROR(nimble_ln_arena_create(&ks->arena));
+  ks->kernels = calloc(n, sizeof *ks->kernels);
+  if (!ks->kernels) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory for %zu kernels", n);
+  nimble_compute_options_t co = nimble_compute_default_options();
+  /* NEON holds 4 float32 lanes, AVX2 8. On the GPU the loops stay plain:
+   * the thread mapping spreads them over threads. */
+  co.vector_width = r->target.kind == NIMBLE_TARGET_AARCH64 ? 4 : 8;
+  if (gpu) {
+    co.vector_width = 1;
+    co.parallel = false;
+    co.use_sgemm = false;
+  }
+  for (size_t i = 0; i < n_all; i++) {
+    const nimble_lower_primitive_t *prim = nimble_lower_primitive_at(lr, i);
+    if (prim->device != ks->device) continue;
     nimble_ln_kernel *k = NULL;
     co.kernel_name = prim->symbol;
     if (prim->kind == NIMBLE_LOWER_KERNEL_COMPUTE) {
-      s = nimble_compute_primitive(m, prim->name, &co, arena, &k);
-    } else if (prim->shape_mode && strcmp(prim->shape_mode, "data_independent") == 0) {
-      s = nimble_compute_shape_func(m, prim->name, &co, arena, &k);
+      NIMBLE_RETURN_IF_ERROR(nimble_compute_primitive(m, prim->name, &co, ks->arena, &k));
+    } else if (gpu) {
+      return nimble_status_make(NIMBLE_INTERNAL, "the shape function of '%s' was placed on the GPU", prim->name);
+    } else if (prim->shape_mode &&
+               (strcmp(prim->shape_mode, "data_independent") == 0 || strcmp(prim->shape_mode, "data_dependent") == 0 ||
+                strcmp(prim->shape_mode, "upper_bound") == 0)) {
+      /* compute picks the shape function's arguments from the primitive's
+       * operators: data-independent ones take input shapes, the others the
+       * input tensors (docs/compute.md). */
+      NIMBLE_RETURN_IF_ERROR(nimble_compute_shape_func(m, prim->name, &co, ks->arena, &k));
     } else {
-      s = nimble_status_make(NIMBLE_UNIMPLEMENTED,
-                             "the %s shape function of '%s' (a data-dependent or upper-bound output shape) "
-                             "has no compute definition yet",
-                             prim->shape_mode ? prim->shape_mode : "unknown", prim->name);
+      return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "the shape function of '%s' has an unknown mode '%s'",
+                                prim->name, prim->shape_mode ? prim->shape_mode : "(none)");
     }
-    if (s) break;
     /* compute names shape functions "<name>__shape_func"; the bytecode
      * calls the symbol the lowering chose, so that is the one exported. */
-    char *sym = nimble_ln_arena_strdup(arena, prim->symbol);
+    char *sym = nimble_ln_arena_strdup(ks->arena, prim->symbol);
     if (!sym) {
-      s = nimble_ln_arena_status(arena);
-      if (!s) s = nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
-      break;
+      nimble_status_t s = nimble_ln_arena_status(ks->arena);
+      return s ? s : nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
     }
     k->name = sym;
-    kernels[i] = k;
-    nimble_compile_phase_progress(clock, (int)((i + 1) * 100 / n));
+    if (gpu) {
+      nimble_codegen_thread_mapping_t map =
+          has_matmul(prim->func ? prim->func->u.func.body : NULL) ? NIMBLE_CODEGEN_MAP_TILED_2D
+                                                                  : NIMBLE_CODEGEN_MAP_PER_OUTPUT;
+      NIMBLE_RETURN_IF_ERROR_CTX(nimble_codegen_map_threads(ks->arena, k, map), "thread mapping of '%s'",
+                                 prim->name);
+    }
+    ks->kernels[ks->n++] = k;
+    ++*done;
+    nimble_compile_phase_progress(clock, (int)(*done * 100 / total));
   }
-  if (s) {
-    free(kernels);
-    nimble_ln_arena_destroy(arena);
-    return s;
-  }
-  nimble_compile_phase_end(clock);
+  return nimble_ok();
+}
 
-  nimble_compile_phase_begin(clock, "codegen");
+/* Compiles ks into the builder's library for its device. */
+static nimble_status_t codegen_set(const kernel_set *ks, nimble_compile_phase_clock *clock) {
+  if (ks->n == 0) return nimble_ok();
+  nimble_compile_result *r = clock->r;
+  const nimble_compile_options_t *o = clock->o;
+  bool gpu = ks->device == kDLCUDA;
   char features[NIMBLE_TARGET_SPEC_MAX + 1];
   nimble_target_llvm_features(&r->target, features);
   nimble_codegen_options_t cg = nimble_codegen_default_options();
-  cg.triple = nimble_target_host_triple(&r->target);
-  cg.cpu = nimble_target_cpu(&r->target);
-  cg.features = features;
+  cg.triple = gpu ? "nvptx64-nvidia-cuda" : nimble_target_host_triple(&r->target);
+  cg.cpu = gpu ? nimble_target_cuda_arch(&r->target) : nimble_target_cpu(&r->target);
+  /* The target's features are the host CPU's; the GPU takes none. */
+  cg.features = gpu ? NULL : features;
   cg.opt_level = o->opt_level;
   if (o->lld) cg.lld = o->lld;
   nimble_codegen_output_t out;
   memset(&out, 0, sizeof out);
-  s = nimble_codegen_build(kernels, n, &cg, &out);
-  free(kernels);
-  nimble_ln_arena_destroy(arena);
-  NIMBLE_RETURN_IF_ERROR(s);
-  s = nimble_builder_set_kernel_library(r->builder, NIMBLE_PART_KERNELS_CPU, out.shared_object,
-                                        out.shared_object_size);
+  NIMBLE_RETURN_IF_ERROR_CTX(nimble_codegen_build(ks->kernels, ks->n, &cg, &out), "%s kernels",
+                             gpu ? "cuda" : "cpu");
+  nimble_status_t s;
+  /* PTX is stored as text, without a terminating NUL (docs/executable.md). */
+  if (gpu) s = nimble_builder_set_kernel_library(r->builder, NIMBLE_PART_KERNELS_CUDA, out.ptx, strlen(out.ptx));
+  else s = nimble_builder_set_kernel_library(r->builder, NIMBLE_PART_KERNELS_CPU, out.shared_object,
+                                             out.shared_object_size);
   nimble_codegen_output_deinit(&out);
   NIMBLE_RETURN_IF_ERROR(s);
+  if (gpu) r->has_cuda_kernels = true;
+  else r->has_kernels = true;
+  return nimble_ok();
+}
+
+nimble_status_t nimble_compile_kernels(const nimble_module *m, const nimble_lower_result *lr,
+                                       nimble_compile_phase_clock *clock) {
+  nimble_compile_result *r = clock->r;
+  size_t n = nimble_lower_num_primitives(lr);
+  for (size_t i = 0; i < n; i++) {
+    const nimble_lower_primitive_t *prim = nimble_lower_primitive_at(lr, i);
+    if (prim->device != kDLCPU && (prim->device != kDLCUDA || r->target.kind != NIMBLE_TARGET_CUDA))
+      return nimble_status_make(NIMBLE_UNIMPLEMENTED,
+                                "kernel '%s' of '%s': device %d is not supported for target %s", prim->symbol,
+                                prim->name, (int)prim->device, r->target_spec);
+  }
+  /* A program without kernels (pure control flow, or identity) needs no
+   * library: the loader asks only for the devices the bytecode uses. */
+  kernel_set sets[2] = {{.device = kDLCPU}, {.device = kDLCUDA}};
+  nimble_compile_phase_begin(clock, "compute");
+  size_t done = 0;
+  nimble_status_t s = nimble_ok();
+  for (int i = 0; i < 2 && !s; i++) s = compute_set(m, lr, &sets[i], clock, &done, n ? n : 1);
+  if (!s) {
+    nimble_compile_phase_end(clock);
+    if (n) nimble_compile_phase_begin(clock, "codegen");
+    for (int i = 0; i < 2 && !s; i++) s = codegen_set(&sets[i], clock);
+    if (!s && n) nimble_compile_phase_end(clock);
+  }
+  for (int i = 0; i < 2; i++) kernel_set_deinit(&sets[i]);
+  NIMBLE_RETURN_IF_ERROR(s);
   r->num_kernels = n;
-  r->has_kernels = true;
-  nimble_compile_phase_end(clock);
   return nimble_ok();
 }

@@ -170,6 +170,30 @@ static nimble_status_t dump_hook(void *user, const char *pass_name, const nimble
   return dump_module(user, pass_name, m);
 }
 
+#ifdef NIMBLE_DRIVER_HAVE_ONNX
+/* Imports an ONNX model from its bytes and keeps the graph's output names
+ * (arena copies): they name the entry's outputs in the executable. */
+static nimble_status_t import_onnx(const char *path, const char *bytes, size_t size, nimble_arena *arena,
+                                   nimble_module **m, const char ***names, size_t *num_names) {
+  nimble_onnx_model *model = NULL;
+  NIMBLE_RETURN_IF_ERROR(nimble_onnx_model_load_memory(bytes, size, path, &model));
+  nimble_status_t s = nimble_onnx_import_model(arena, model, NULL, m);
+  if (s) s = nimble_status_annotate(s, "while importing %s", path);
+  const nimble_onnx_graph *g = nimble_onnx_model_graph(model);
+  if (!s && g->n_outputs) {
+    *names = nimble_arena_calloc(arena, g->n_outputs, sizeof **names);
+    for (size_t i = 0; *names && i < g->n_outputs; i++) {
+      (*names)[i] = nimble_arena_strdup(arena, g->outputs[i]->name ? g->outputs[i]->name : "");
+      if (!(*names)[i]) *names = NULL;
+    }
+    if (!*names) s = nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+    *num_names = g->n_outputs;
+  }
+  nimble_onnx_model_destroy(model);
+  return s;
+}
+#endif
+
 static nimble_status_t run(pipeline *p, nimble_arena *arena) {
   const nimble_compile_options_t *o = p->o;
   nimble_compile_result *r = p->r;
@@ -177,11 +201,6 @@ static nimble_status_t run(pipeline *p, nimble_arena *arena) {
   /* Target first: a bad spec should not cost an import. */
   NIMBLE_RETURN_IF_ERROR(nimble_target_parse(o->target ? o->target : "x86", &r->target));
   nimble_target_format(&r->target, r->target_spec);
-  if (r->target.kind == NIMBLE_TARGET_CUDA)
-    return nimble_status_make(NIMBLE_UNIMPLEMENTED,
-                              "target '%s': CUDA code generation is not wired into the driver yet "
-                              "(x86 and aarch64 are supported)",
-                              r->target_spec);
   if (o->opt_level < 0 || o->opt_level > 3)
     return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "opt level %d is out of range (0 to 3)", o->opt_level);
   const char *format;
@@ -193,12 +212,14 @@ static nimble_status_t run(pipeline *p, nimble_arena *arena) {
   NIMBLE_RETURN_IF_ERROR(read_file(p->path, &bytes, &size));
   nimble_digest_compute(bytes, size, &r->model_digest);
   nimble_module *m = NULL;
+  const char **output_names = NULL; /* the ONNX graph's, for the entry's signature */
+  size_t num_output_names = 0;
   nimble_status_t s;
   if (strcmp(format, "nir") == 0) {
     s = nimble_nir_parse(arena, p->path, bytes, size, &m);
   } else {
 #ifdef NIMBLE_DRIVER_HAVE_ONNX
-    s = nimble_onnx_import_file(p->path, arena, NULL, &m);
+    s = import_onnx(p->path, bytes, size, arena, &m, &output_names, &num_output_names);
 #else
     s = nimble_status_make(NIMBLE_UNIMPLEMENTED, "%s: this build has no ONNX importer (NIMBLE_WITH_ONNX=OFF)",
                            p->path);
@@ -215,11 +236,20 @@ static nimble_status_t run(pipeline *p, nimble_arena *arena) {
   phase_end(p);
 
   phase_begin(p, "passes");
-  NIMBLE_RETURN_IF_ERROR(nimble_passes_run_default(m, o->opt_level, false, o->dump_ir_dir ? dump_hook : NULL, p));
+  /* cuda: place_devices decides which invokes run on the GPU. */
+  NIMBLE_RETURN_IF_ERROR(nimble_passes_run_for_target(m, o->opt_level, false, r->target.kind == NIMBLE_TARGET_CUDA,
+                                                      o->dump_ir_dir ? dump_hook : NULL, p));
   phase_end(p);
 
   phase_begin(p, "lower");
-  NIMBLE_RETURN_IF_ERROR(nimble_builder_create(nimble_target_host_triple(&r->target), &r->builder));
+  /* The executable's target: the host triple, plus "+<device triple>" for
+   * a target with a device ("x86_64-linux-gnu+nvptx64-nvidia-cuda";
+   * docs/executable.md). */
+  char exe_target[128];
+  const char *device_triple = nimble_target_device_triple(&r->target);
+  snprintf(exe_target, sizeof exe_target, "%s%s%s", nimble_target_host_triple(&r->target),
+           device_triple ? "+" : "", device_triple ? device_triple : "");
+  NIMBLE_RETURN_IF_ERROR(nimble_builder_create(exe_target, &r->builder));
   char producer[64];
   snprintf(producer, sizeof producer, "nimble %s", r->compiler_version);
   NIMBLE_RETURN_IF_ERROR(nimble_builder_set_producer(r->builder, producer));
@@ -227,7 +257,11 @@ static nimble_status_t run(pipeline *p, nimble_arena *arena) {
   nimble_digest_format(&r->model_digest, digest);
   NIMBLE_RETURN_IF_ERROR(nimble_builder_set_source_digest(r->builder, digest));
   const nimble_lower_result *lr = NULL;
-  NIMBLE_RETURN_IF_ERROR(nimble_lower_module(m, NULL, r->builder, &lr));
+  nimble_lower_options_t lower_options;
+  nimble_lower_options_init(&lower_options);
+  lower_options.output_names = output_names;
+  lower_options.num_output_names = num_output_names;
+  NIMBLE_RETURN_IF_ERROR(nimble_lower_module(m, &lower_options, r->builder, &lr));
   phase_end(p);
 
   /* compute, codegen (with link) report their own phases. */

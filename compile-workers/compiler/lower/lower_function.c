@@ -343,9 +343,14 @@ static nimble_status_t op_call(fn_ctx *fc, const nimble_expr *e, mode m, int64_t
                                 total, NIMBLE_MAX_KERNEL_ARGS);
     const nimble_attr_value_t *md = shape_fn ? attr(e, "mode") : NULL;
     int64_t k;
-    NIMBLE_RETURN_IF_ERROR(lw_kernel(fc->c, kern->s,
-                                     shape_fn ? NIMBLE_LOWER_KERNEL_SHAPE_FUNC : NIMBLE_LOWER_KERNEL_COMPUTE,
-                                     (uint32_t)nout, shape_fn ? (md ? md->s : "data_independent") : NULL, &k));
+    /* invoke device="cuda" (place_devices): the kernel is declared on the GPU. */
+    const nimble_attr_value_t *kdev = shape_fn ? NULL : attr(e, "device");
+    int64_t kdt = kDLCPU;
+    if (kdev && kdev->s) NIMBLE_RETURN_IF_ERROR(device_type(kdev->s, &kdt));
+    NIMBLE_RETURN_IF_ERROR(lw_kernel_on(fc->c, kern->s,
+                                        shape_fn ? NIMBLE_LOWER_KERNEL_SHAPE_FUNC : NIMBLE_LOWER_KERNEL_COMPUTE,
+                                        (uint32_t)nout, shape_fn ? (md ? md->s : "data_independent") : NULL,
+                                        kdt == kDLCUDA, &k));
     int64_t *ops = malloc((total + 2) * sizeof *ops);
     if (!ops) return oom();
     ops[0] = k;
@@ -391,6 +396,14 @@ static nimble_status_t op_call(fn_ctx *fc, const nimble_expr *e, mode m, int64_t
     }
     free(ops);
     NIMBLE_RETURN_IF_ERROR(s);
+  } else if (strcmp(name, "device_copy") == 0) {
+    /* ---- device_copy (place_devices): DeviceCopy dst, src, device, 0 ---- */
+    const nimble_attr_value_t *dev = attr(e, "device");
+    int64_t dt = kDLCPU;
+    if (dev && dev->s) NIMBLE_RETURN_IF_ERROR(device_type(dev->s, &dt));
+    NIMBLE_RETURN_IF_ERROR(operands(fc, e, 0, 1, a));
+    NIMBLE_RETURN_IF_ERROR(reg_alloc(fc, &dst));
+    NIMBLE_RETURN_IF_ERROR(EMIT(fc, NIMBLE_OP_DEVICE_COPY, dst, a[0], dt, 0));
   } else if (strcmp(name, "reshape_tensor") == 0) {
     NIMBLE_RETURN_IF_ERROR(operands(fc, e, 0, 2, a));
     NIMBLE_RETURN_IF_ERROR(reg_alloc(fc, &dst));

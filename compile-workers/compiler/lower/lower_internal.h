@@ -68,6 +68,10 @@ int64_t lw_find_func(const lower_ctx *c, const char *name);
 /* The kernel index of primitive `name` as `kind` (declared on first use). */
 nimble_status_t lw_kernel(lower_ctx *c, const char *name, nimble_lower_kernel_kind_t kind,
                           uint32_t num_outputs, const char *mode, int64_t *index);
+/* The same, for a compute kernel that place_devices put on the GPU when
+ * on_cuda (a primitive invoked on both devices gets one kernel each). */
+nimble_status_t lw_kernel_on(lower_ctx *c, const char *name, nimble_lower_kernel_kind_t kind,
+                             uint32_t num_outputs, const char *mode, bool on_cuda, int64_t *index);
 
 /* The constant pool index of a constant expression (added on first use). */
 nimble_status_t lw_constant(lower_ctx *c, const nimble_expr *e, int64_t *index);

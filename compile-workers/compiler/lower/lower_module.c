@@ -83,6 +83,7 @@ bool lw_map_put(lw_map *m, const void *key, int64_t val) {
 /* ---- names ---------------------------------------------------------------- */
 
 void nimble_lower_options_init(nimble_lower_options_t *o) {
+  memset(o, 0, sizeof *o);
   o->entry = "main";
   o->kernel_device = kDLCPU;
   o->symbol_prefix = "nimble_k_";
@@ -133,9 +134,16 @@ static bool symbol_taken(const lower_ctx *c, const char *sym) {
 
 nimble_status_t lw_kernel(lower_ctx *c, const char *name, nimble_lower_kernel_kind_t kind,
                           uint32_t num_outputs, const char *mode, int64_t *index) {
+  return lw_kernel_on(c, name, kind, num_outputs, mode, false, index);
+}
+
+nimble_status_t lw_kernel_on(lower_ctx *c, const char *name, nimble_lower_kernel_kind_t kind,
+                             uint32_t num_outputs, const char *mode, bool on_cuda, int64_t *index) {
   for (size_t i = 0; i < c->num_prims; i++) {
     nimble_lower_primitive_t *p = &c->prims[i];
     if (p->kind != kind || strcmp(p->name, name) != 0) continue;
+    /* One primitive invoked on two devices is two kernels. */
+    if (kind == NIMBLE_LOWER_KERNEL_COMPUTE && (p->device == kDLCUDA) != on_cuda) continue;
     if (p->num_outputs != num_outputs || (mode && strcmp(p->shape_mode, mode) != 0))
       return nimble_status_make(NIMBLE_INVALID_ARGUMENT,
                                 "primitive '%s' is invoked with %" PRIu32 " outputs%s%s here and "
@@ -169,6 +177,8 @@ nimble_status_t lw_kernel(lower_ctx *c, const char *name, nimble_lower_kernel_ki
   /* Storage sizes are host arithmetic feeding AllocStorage. */
   if (strncmp(name, NIMBLE_PRIMITIVE_PREFIX "storage_size_", strlen(NIMBLE_PRIMITIVE_PREFIX) + 13) == 0)
     dev = kDLCPU;
+  /* place_devices put this invoke on the GPU (invoke device="cuda"). */
+  if (kind == NIMBLE_LOWER_KERNEL_COMPUTE && on_cuda) dev = kDLCUDA;
   uint32_t k;
   NIMBLE_RETURN_IF_ERROR_CTX(lw_b_add_kernel(c->b, sym, dev, &k), "kernel '%s'", sym);
   nimble_lower_primitive_t *p = &c->prims[c->num_prims];
@@ -226,13 +236,164 @@ nimble_status_t lw_constant(lower_ctx *c, const nimble_expr *e, int64_t *index) 
 
 /* ---- the entry's signature ------------------------------------------------ */
 
+/* An ADT-typed entry input (docs/executable.md, "ADT inputs"): dtype
+ * kDLOpaqueHandle and pseudo-dims (value -1) whose symbols describe it:
+ * first the IR type as text ("Tree[Tensor[(), int64]]"), then one per
+ * constructor: "Tree.Leaf(int64[])", "Tree.Node(Tree,Tree)". The input's
+ * own type comes first, its constructors in tag order; the constructors of
+ * every other ADT type its fields reach follow, type by type. Field tensors
+ * are spelled "<DLPack dtype>[<dims>]" with "?" for an Any dim. */
+#define ADT_MAX_CTORS (NIMBLE_MAX_NDIM - 1)
+typedef struct adt_desc {
+  const nimble_type *types[ADT_MAX_CTORS]; /* instantiated ADT types, in order */
+  size_t num_types;
+  const char *ctors[ADT_MAX_CTORS];
+  size_t num_ctors;
+} adt_desc;
+
+/* Substitutes the typedef's parameters by the instance's arguments. */
+static const nimble_type *instantiate(lower_ctx *c, const nimble_typedef *td, const nimble_type *inst,
+                                      const nimble_type *field) {
+  if (field->kind == NIMBLE_TYPE_VAR) {
+    for (size_t i = 0; i < td->num_params && i < inst->u.adt.num_args; i++)
+      if (td->params[i]->kind == NIMBLE_TYPE_VAR && td->params[i]->u.var.id == field->u.var.id)
+        return inst->u.adt.args[i];
+    return field;
+  }
+  if (field->kind != NIMBLE_TYPE_ADT || field->u.adt.num_args == 0) return field;
+  const nimble_type **args = nimble_arena_calloc(c->arena, field->u.adt.num_args, sizeof *args);
+  if (!args) return NULL;
+  for (size_t i = 0; i < field->u.adt.num_args; i++) {
+    args[i] = instantiate(c, td, inst, field->u.adt.args[i]);
+    if (!args[i]) return NULL;
+  }
+  return nimble_type_adt(c->arena, field->u.adt.name, field->u.adt.num_args, args);
+}
+
+/* Index of ADT type `t` in d->types, adding it (and checking that another
+ * instance of the same type definition is not there) when new. */
+static nimble_status_t adt_type_index(lower_ctx *c, const char *input, adt_desc *d, const nimble_type *t,
+                                      size_t *index) {
+  char a[160], b[160];
+  for (size_t i = 0; i < d->num_types; i++) {
+    if (strcmp(d->types[i]->u.adt.name, t->u.adt.name) != 0) continue;
+    if (!nimble_type_equal(d->types[i], t))
+      return nimble_status_make(NIMBLE_UNIMPLEMENTED,
+                                "entry '%s': input '%s' reaches both %s and %s; an ADT input may use "
+                                "one instance of each type definition",
+                                c->opts.entry, input, nimble_type_format(d->types[i], a, sizeof a),
+                                nimble_type_format(t, b, sizeof b));
+    *index = i;
+    return nimble_ok();
+  }
+  if (d->num_types == ADT_MAX_CTORS)
+    return nimble_status_make(NIMBLE_UNIMPLEMENTED, "entry '%s': input '%s' reaches more than %d ADT types",
+                              c->opts.entry, input, ADT_MAX_CTORS);
+  d->types[d->num_types] = t;
+  *index = d->num_types++;
+  return nimble_ok();
+}
+
+static nimble_status_t describe_adt(lower_ctx *c, const char *input, const nimble_type *root, adt_desc *d) {
+  char buf[160];
+  size_t ignored;
+  memset(d, 0, sizeof *d);
+  NIMBLE_RETURN_IF_ERROR(adt_type_index(c, input, d, root, &ignored));
+  for (size_t ti = 0; ti < d->num_types; ti++) {
+    const nimble_type *t = d->types[ti];
+    const nimble_typedef *td = nimble_module_find_typedef(c->m, t->u.adt.name);
+    if (!td)
+      return nimble_status_make(NIMBLE_NOT_FOUND, "entry '%s': input '%s': type '%s' is not defined",
+                                c->opts.entry, input, t->u.adt.name);
+    if (td->num_ctors == 0 || d->num_ctors + td->num_ctors > ADT_MAX_CTORS)
+      return nimble_status_make(NIMBLE_UNIMPLEMENTED,
+                                "entry '%s': input '%s': type '%s' gives %zu constructors (an ADT input "
+                                "may reach 1 to %d)",
+                                c->opts.entry, input, td->name, d->num_ctors + td->num_ctors, ADT_MAX_CTORS);
+    for (size_t k = 0; k < td->num_ctors; k++) {
+      const nimble_constructor *ctor = td->ctors[k];
+      char text[1024];
+      size_t used = (size_t)snprintf(text, sizeof text, "%s.%s(", td->name, ctor->name);
+      for (size_t f = 0; f < ctor->num_fields && used < sizeof text; f++) {
+        const nimble_type *ft = instantiate(c, td, t, ctor->fields[f]);
+        if (!ft) return oom();
+        const char *sep = f ? "," : "";
+        if (ft->kind == NIMBLE_TYPE_ADT) {
+          size_t fi;
+          NIMBLE_RETURN_IF_ERROR(adt_type_index(c, input, d, ft, &fi));
+          used += (size_t)snprintf(text + used, sizeof text - used, "%s%s", sep, ft->u.adt.name);
+          continue;
+        }
+        if (ft->kind != NIMBLE_TYPE_TENSOR || ft->u.tensor.rank > NIMBLE_MAX_NDIM)
+          return nimble_status_make(NIMBLE_UNIMPLEMENTED,
+                                    "entry '%s': input '%s': field %zu of constructor %s is %s; fields of "
+                                    "an ADT input are tensors or ADTs",
+                                    c->opts.entry, input, f, ctor->name,
+                                    nimble_type_format(ft, buf, sizeof buf));
+        DLDataType dt = lw_dl_dtype(ft->u.tensor.dtype);
+        used += (size_t)snprintf(text + used, sizeof text - used, "%s%s%u[", sep,
+                                 dt.code == kDLFloat ? "float" : dt.code == kDLUInt ? "uint" : "int", dt.bits);
+        for (size_t i = 0; i < ft->u.tensor.rank && used < sizeof text; i++) {
+          nimble_dim_t dim = ft->u.tensor.dims[i];
+          if (dim.kind == NIMBLE_DIM_VAR)
+            return nimble_status_make(NIMBLE_UNIMPLEMENTED,
+                                      "entry '%s': input '%s': field %zu of constructor %s is %s; a field of "
+                                      "an ADT input may have constant and Any dims, not named ones",
+                                      c->opts.entry, input, f, ctor->name,
+                                      nimble_type_format(ft, buf, sizeof buf));
+          if (dim.kind == NIMBLE_DIM_CONST)
+            used += (size_t)snprintf(text + used, sizeof text - used, "%s%" PRId64, i ? "," : "", dim.value);
+          else
+            used += (size_t)snprintf(text + used, sizeof text - used, "%s?", i ? "," : "");
+        }
+        if (used < sizeof text) used += (size_t)snprintf(text + used, sizeof text - used, "]");
+      }
+      if (used < sizeof text) used += (size_t)snprintf(text + used, sizeof text - used, ")");
+      if (used >= sizeof text)
+        return nimble_status_make(NIMBLE_UNIMPLEMENTED, "entry '%s': input '%s': constructor %s has too "
+                                  "long a description", c->opts.entry, input, ctor->name);
+      d->ctors[d->num_ctors] = nimble_arena_strdup(c->arena, text);
+      if (!d->ctors[d->num_ctors]) return oom();
+      d->num_ctors++;
+    }
+  }
+  return nimble_ok();
+}
+
+static nimble_status_t adt_info(lower_ctx *c, const char *name, const nimble_type *t, lw_sig *out) {
+  adt_desc d;
+  NIMBLE_RETURN_IF_ERROR(describe_adt(c, name, t, &d));
+  size_t n = d.num_ctors + 1;
+  int64_t *dims = nimble_arena_calloc(c->arena, n, sizeof *dims);
+  const char **syms = nimble_arena_calloc(c->arena, n, sizeof *syms);
+  const char *text = nimble_type_to_string(c->arena, t);
+  if (!dims || !syms || !text) return oom();
+  if (strlen(text) > 4096)
+    return nimble_status_make(NIMBLE_UNIMPLEMENTED, "entry '%s': input '%s': its type's text is over 4096 bytes",
+                              c->opts.entry, name);
+  for (size_t i = 0; i < n; i++) {
+    dims[i] = -1;
+    syms[i] = i ? d.ctors[i - 1] : text;
+  }
+  memset(out, 0, sizeof *out);
+  out->name = name;
+  out->dtype.code = kDLOpaqueHandle;
+  out->dtype.bits = 64;
+  out->dtype.lanes = 1;
+  out->ndim = (int32_t)n;
+  out->dims = dims;
+  out->symbols = syms;
+  return nimble_ok();
+}
+
 static nimble_status_t tensor_info(lower_ctx *c, const char *what, const char *name,
                                    const nimble_type *t, lw_sig *out) {
   char buf[160];
+  if (t && t->kind == NIMBLE_TYPE_ADT && strcmp(what, "input") == 0) return adt_info(c, name, t, out);
   if (!t || t->kind != NIMBLE_TYPE_TENSOR)
     return nimble_status_make(NIMBLE_UNIMPLEMENTED,
-                              "entry '%s': %s '%s' has type %s; entries take and return tensors "
-                              "(or a tuple of two or more tensors)",
+                              "entry '%s': %s '%s' has type %s; entries take tensors and ADTs and "
+                              "return tensors (or a tuple of two or more tensors)",
                               c->opts.entry, what, name, t ? nimble_type_format(t, buf, sizeof buf) : "?");
   size_t rank = t->u.tensor.rank;
   if (rank > NIMBLE_MAX_NDIM)
@@ -276,10 +437,14 @@ static nimble_status_t add_entry(lower_ctx *c, const nimble_typing *types, const
                               "entry '%s' returns a tuple of %zu; return a tensor or a tuple of two "
                               "or more tensors",
                               c->opts.entry, no);
+  if (c->opts.output_names && c->opts.num_output_names != no)
+    return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "entry '%s' has %zu outputs, but %zu output names were given",
+                              c->opts.entry, no, c->opts.num_output_names);
   lw_sig *outs = nimble_arena_calloc(c->arena, no, sizeof *outs);
   if (!outs) return oom();
   for (size_t i = 0; i < no; i++) {
-    const char *name = nimble_arena_sprintf(c->arena, "output%zu", i);
+    const char *given = c->opts.output_names ? c->opts.output_names[i] : NULL;
+    const char *name = given && given[0] ? given : nimble_arena_sprintf(c->arena, "output%zu", i);
     if (!name) return oom();
     const nimble_type *t = ret && ret->kind == NIMBLE_TYPE_TUPLE ? ret->u.tuple.fields[i] : ret;
     NIMBLE_RETURN_IF_ERROR(tensor_info(c, "output", name, t, &outs[i]));
@@ -387,6 +552,8 @@ nimble_status_t nimble_lower_module(const nimble_module *m, const nimble_lower_o
     if (options->entry) c.opts.entry = options->entry;
     if (options->kernel_device) c.opts.kernel_device = options->kernel_device;
     if (options->symbol_prefix) c.opts.symbol_prefix = options->symbol_prefix;
+    c.opts.output_names = options->output_names;
+    c.opts.num_output_names = options->output_names ? options->num_output_names : 0;
   }
   size_t plen = strlen(c.opts.symbol_prefix);
   bool ok = plen <= 64;

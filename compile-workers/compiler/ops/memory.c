@@ -16,7 +16,13 @@
  *                                        the kernel's shape function on the
  *                                        host: one 1-D int64 shape per output
  *   reshape_tensor(x, shape)             a view of x with a new shape
+ *   device_copy(x, device=)              a copy of x on `device` ("cpu" or
+ *                                        "cuda"); same type (place_devices
+ *                                        inserts it; the VM's DeviceCopy)
  *   kill(x)                              x's last use: frees it early
+ *
+ * invoke's `device` says where the kernel runs ("cpu", or "cuda" once
+ * place_devices has put it on the GPU); its tensors must live there.
  *
  * They are opaque to fusion, and DCE keeps invoke and kill (effects). */
 #include <inttypes.h>
@@ -31,6 +37,11 @@ static nimble_status_t expect_int_scalar(const nimble_rel_call_t *call, size_t i
     return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "input %zu (%s) must be an integer scalar, got %s",
                               i, what, SIG_STR(s, buf));
   return nimble_ok();
+}
+
+static nimble_status_t device_name_ok(const char *device, const char *what) {
+  if (strcmp(device, "cpu") == 0 || strcmp(device, "cuda") == 0) return nimble_ok();
+  return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "%s: unknown device '%s' (cpu or cuda)", what, device);
 }
 
 static nimble_status_t rel_alloc_storage(const nimble_rel_call_t *call, nimble_tensor_sig_t *out,
@@ -118,6 +129,7 @@ static nimble_status_t rel_invoke(const nimble_rel_call_t *call, nimble_tensor_s
                                   size_t *num_out) {
   const char *kernel = A_STRING(call, "kernel");
   if (!kernel[0]) return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "invoke names no kernel");
+  NIMBLE_RETURN_IF_ERROR(device_name_ok(A_STRING(call, "device"), "invoke"));
   int64_t nout = A_INT(call, "num_outputs");
   if (nout < 0 || (uint64_t)nout > call->num_inputs)
     return nimble_status_make(NIMBLE_INVALID_ARGUMENT,
@@ -203,6 +215,13 @@ static nimble_status_t rel_reshape_tensor(const nimble_rel_call_t *call, nimble_
   return nimble_rel_one(out, num_out, &r);
 }
 
+static nimble_status_t rel_device_copy(const nimble_rel_call_t *call, nimble_tensor_sig_t *out,
+                                       size_t *num_out) {
+  NIMBLE_RETURN_IF_ERROR(device_name_ok(A_STRING(call, "device"), "device_copy"));
+  /* The same tensor elsewhere: shape and dtype unchanged. */
+  return nimble_rel_one(out, num_out, &call->inputs[0]);
+}
+
 static nimble_status_t rel_kill(const nimble_rel_call_t *call, nimble_tensor_sig_t *out,
                                 size_t *num_out) {
   (void)call;
@@ -222,6 +241,10 @@ static const nimble_attr_spec_t kAllocTensorAttrs[] = {
 static const nimble_attr_spec_t kInvokeAttrs[] = {
     ATTR_STRING("kernel", "", "the primitive function (a global) to run"),
     ATTR_INT("num_outputs", 1, "how many trailing arguments are outputs"),
+    ATTR_STRING("device", "cpu", "where the kernel runs (cpu or cuda)"),
+};
+static const nimble_attr_spec_t kDeviceCopyAttrs[] = {
+    ATTR_STRING("device", "cpu", "the device the copy lives on (cpu or cuda)"),
 };
 static const nimble_attr_spec_t kShapeFuncAttrs[] = {
     ATTR_STRING("kernel", "", "the primitive function whose output shapes are computed"),
@@ -243,6 +266,9 @@ const nimble_op nimble_ops_memory[] = {
      NIMBLE_FUSE_OPAQUE, true},
     {"reshape_tensor", "a view with a new shape given as a 1-D tensor", 2, 2, NO_ATTRS,
      rel_reshape_tensor, NIMBLE_SHAPE_DATA_DEPENDENT, NULL, 1u << 1, NIMBLE_FUSE_OPAQUE, false},
+    {"device_copy", "a copy of a tensor on another device (the VM's DeviceCopy)", 1, 1,
+     ATTRS(kDeviceCopyAttrs), rel_device_copy, NIMBLE_SHAPE_DATA_INDEPENDENT, NULL, 0, NIMBLE_FUSE_OPAQUE,
+     false},
     {"kill", "the last use of a value: frees it early", 1, 1, NO_ATTRS, rel_kill,
      NIMBLE_SHAPE_DATA_INDEPENDENT, NULL, 0, NIMBLE_FUSE_OPAQUE, true},
 };

@@ -13,6 +13,11 @@ static nimble_status_t fuse_singletons(nimble_module *m) { return pass_fuse_ops(
 
 nimble_status_t nimble_passes_run_default(nimble_module *m, int opt_level, bool check_types,
                                           nimble_pass_dump_fn dump, void *user) {
+  return nimble_passes_run_for_target(m, opt_level, check_types, false, dump, user);
+}
+
+nimble_status_t nimble_passes_run_for_target(nimble_module *m, int opt_level, bool check_types,
+                                             bool place_devices, nimble_pass_dump_fn dump, void *user) {
   if (!m) return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "run_default: no module");
   if (opt_level < 0 || opt_level > 3)
     return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "run_default: opt level %d is not 0 to 3",
@@ -27,6 +32,8 @@ nimble_status_t nimble_passes_run_default(nimble_module *m, int opt_level, bool 
       {"manifest_memory", nimble_passes_manifest_memory, 0},
       /* shape_of of one tensor, asked for by several shape functions */
       {"eliminate_common_subexprs", nimble_passes_eliminate_common_subexprs, 1},
+      /* cuda only: which invokes run on the GPU, and the copies */
+      {"place_devices", nimble_passes_place_devices, 0},
       {"plan_memory", nimble_passes_plan_memory, 2},
       {"lift_lambdas", nimble_passes_lift_lambdas, 0},
   };
@@ -37,6 +44,7 @@ nimble_status_t nimble_passes_run_default(nimble_module *m, int opt_level, bool 
   for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
     const pass_step *s = &steps[i];
     if (opt_level < s->min_level) continue;
+    if (s->run == nimble_passes_place_devices && !place_devices) continue;
     nimble_status_t (*run)(nimble_module *) = s->run;
     if (!run) run = opt_level >= 2 ? nimble_passes_fuse_ops : fuse_singletons;
     NIMBLE_RETURN_IF_ERROR(run(m));

@@ -193,6 +193,15 @@ static bool non_aliasing(const nimble_expr *v) {
 
 static nimble_status_t plan_expr(void *user, const nimble_expr *e, const nimble_expr **out);
 
+/* The device of storage variable `s` (alloc_storage's attribute; place_devices
+ * sets "cuda"): a storage is handed on only to a tensor on its device. */
+static const char *storage_device(const pass_chain *chain, const pass_map *storage_at, const nimble_expr *s) {
+  size_t i = (size_t)(uintptr_t)pass_map_get(storage_at, s);
+  if (!i) return "cpu";
+  const nimble_expr *v = chain->values[i - 1];
+  return nimble_attrs_string(pass_called_op(v), &v->u.call.attrs, "device");
+}
+
 static nimble_status_t plan_chain(plan_ctx *c, const nimble_expr *e, const nimble_expr **out) {
   pass_chain chain, res = {0};
   NIMBLE_RETURN_IF_ERROR(pass_chain_collect(e, &chain));
@@ -331,6 +340,8 @@ static nimble_status_t plan_chain(plan_ctx *c, const nimble_expr *e, const nimbl
         size_t best = npool;
         for (size_t p = 0; p < npool; p++) {
           if (pool[p].free_after >= i || !fits(&pool[p].size, &t->size)) continue;
+          if (strcmp(storage_device(&chain, &storage_at, pool[p].var), storage_device(&chain, &storage_at, t->storage)))
+            continue;
           if (best == npool || pool[p].size.factor < pool[best].size.factor) best = p;
         }
         if (best < npool) {

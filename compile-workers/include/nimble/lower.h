@@ -54,6 +54,12 @@ typedef struct nimble_lower_options {
    * bytes of [A-Za-z0-9_]), e.g. to keep two models' kernels apart in one
    * library. */
   const char *symbol_prefix;
+  /* The entry's output names, in order, e.g. an ONNX graph's output names
+   * (NULL: none). An output without a name here (NULL or "", or past
+   * num_output_names) is called "output<i>": output0, output1, ... When
+   * given, num_output_names must equal the entry's output count. */
+  const char *const *output_names;
+  size_t num_output_names;
 } nimble_lower_options_t;
 
 /* Fills the defaults. */
@@ -96,7 +102,8 @@ typedef struct nimble_lower_result nimble_lower_result;
 
 /* Lowers every non-primitive global of `m` into `builder` (borrowed, not
  * serialised) and declares the entry (options->entry, default "main"):
- * inputs named after its parameters, outputs "output0", "output1", ...,
+ * inputs named after its parameters, outputs after options->output_names
+ * or else "output0", "output1", ...,
  * dtypes and shapes (symbolic dims by name) from the inferred types.
  * `options` may be NULL. *out (may be NULL) lives in m's arena. Errors
  * name the global and the expression at fault. */

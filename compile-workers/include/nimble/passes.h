@@ -71,6 +71,26 @@ typedef struct nimble_memory_plan_stats {
 /* plan_memory, reporting what it did (stats may be NULL). */
 nimble_status_t nimble_passes_plan_memory_stats(nimble_module *m, nimble_memory_plan_stats_t *stats);
 
+/* Device placement for the cuda target (docs/passes.md, place_devices):
+ * on the explicit-memory form, each primitive's invokes run on the GPU
+ * (invoke device="cuda", outputs' alloc_storage device="cuda") unless the
+ * primitive is host work (storage sizes, scalar and shape arithmetic,
+ * data-dependent shapes, operators the PTX generator refuses); shape
+ * functions stay on the CPU; device_copy is inserted once per value and
+ * device where a value is read on the other device. Values that cross
+ * function boundaries, containers and `if` conditions are on the CPU. */
+nimble_status_t nimble_passes_place_devices(nimble_module *m);
+
+/* What place_devices did, for tests and statistics. */
+typedef struct nimble_device_placement_stats {
+  size_t gpu_invokes;   /* invoke calls placed on the GPU */
+  size_t cpu_invokes;   /* invoke calls left on the CPU */
+  size_t copies_to_gpu; /* device_copy(..., device="cuda") inserted */
+  size_t copies_to_cpu; /* device_copy(..., device="cpu") inserted */
+} nimble_device_placement_stats_t;
+/* place_devices, reporting what it did (stats may be NULL). */
+nimble_status_t nimble_passes_place_devices_stats(nimble_module *m, nimble_device_placement_stats_t *stats);
+
 /* Called after each pass with its name and the module (borrowed for the
  * call); a non-OK status stops the pipeline and is returned annotated. */
 typedef nimble_status_t (*nimble_pass_dump_fn)(void *user, const char *pass_name,
@@ -83,6 +103,12 @@ typedef nimble_status_t (*nimble_pass_dump_fn)(void *user, const char *pass_name
  * output is type-checked (the error names the pass). */
 nimble_status_t nimble_passes_run_default(nimble_module *m, int opt_level, bool check_types,
                                           nimble_pass_dump_fn dump, void *user);
+
+/* The default pipeline for a target with a GPU when `place_devices` is
+ * true: place_devices runs after manifest_memory (and its CSE), before
+ * plan_memory, at every opt level. With false it is run_default. */
+nimble_status_t nimble_passes_run_for_target(nimble_module *m, int opt_level, bool check_types,
+                                             bool place_devices, nimble_pass_dump_fn dump, void *user);
 
 #ifdef __cplusplus
 }

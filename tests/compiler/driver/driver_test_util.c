@@ -130,3 +130,75 @@ int dt_run_reference_cases(nimble_executable *exe, const char *name) {
   json_decref(root);
   return ran;
 }
+
+void dt_ref_model_load(const char *name, dt_ref_model_t *m) {
+  memset(m, 0, sizeof *m);
+  char rel[256];
+  snprintf(rel, sizeof rel, "%s.json", name);
+  char *json_path = dt_models_path(rel);
+  json_error_t err;
+  json_t *root = json_load_file(json_path, 0, &err);
+  ck_assert_msg(root != NULL, "%s: %s", json_path, err.text);
+  free(json_path);
+  m->json_ = root;
+  m->rtol = json_number_value(json_object_get(json_object_get(root, "tolerance"), "rtol"));
+  m->atol = json_number_value(json_object_get(json_object_get(root, "tolerance"), "atol"));
+  ck_assert_msg(m->rtol > 0 && m->atol > 0, "%s.json: no tolerance", name);
+  json_t *outputs = json_object_get(root, "outputs");
+  json_t *cases = json_object_get(root, "cases");
+  ck_assert_msg(json_is_array(outputs) && json_array_size(outputs) > 0 && json_is_array(cases) &&
+                    json_array_size(cases) > 0,
+                "%s.json: no outputs or no cases", name);
+  m->num_cases = json_array_size(cases);
+  m->cases = calloc(m->num_cases, sizeof *m->cases);
+  ck_assert_ptr_nonnull(m->cases);
+  for (size_t ci = 0; ci < m->num_cases; ci++) {
+    json_t *c = json_array_get(cases, ci);
+    dt_ref_case_t *rc = &m->cases[ci];
+    rc->id = (int)json_integer_value(json_object_get(c, "id"));
+    rc->note = json_string_value(json_object_get(c, "note"));
+    json_t *ins = json_object_get(c, "inputs");
+    rc->num_inputs = json_object_size(ins);
+    rc->input_names = calloc(rc->num_inputs + 1, sizeof *rc->input_names);
+    rc->input_paths = calloc(rc->num_inputs + 1, sizeof *rc->input_paths);
+    ck_assert(rc->input_names && rc->input_paths);
+    const char *key;
+    json_t *val;
+    size_t k = 0;
+    json_object_foreach(ins, key, val) {
+      const char *file = json_string_value(json_object_get(val, "file"));
+      ck_assert_msg(file != NULL, "%s.json case %d: input %s has no file", name, rc->id, key);
+      rc->input_names[k] = key;
+      rc->input_paths[k] = dt_models_path(file);
+      k++;
+    }
+    json_t *outs = json_object_get(c, "outputs");
+    rc->num_outputs = json_array_size(outputs);
+    rc->output_names = calloc(rc->num_outputs, sizeof *rc->output_names);
+    rc->output_paths = calloc(rc->num_outputs, sizeof *rc->output_paths);
+    ck_assert(rc->output_names && rc->output_paths);
+    for (size_t o = 0; o < rc->num_outputs; o++) {
+      const char *oname = json_string_value(json_object_get(json_array_get(outputs, o), "name"));
+      ck_assert_msg(oname != NULL, "%s.json: output %zu has no name", name, o);
+      const char *file = json_string_value(json_object_get(json_object_get(outs, oname), "file"));
+      ck_assert_msg(file != NULL, "%s.json case %d: output %s has no file", name, rc->id, oname);
+      rc->output_names[o] = oname;
+      rc->output_paths[o] = dt_models_path(file);
+    }
+  }
+}
+
+void dt_ref_model_deinit(dt_ref_model_t *m) {
+  for (size_t ci = 0; ci < m->num_cases; ci++) {
+    dt_ref_case_t *rc = &m->cases[ci];
+    for (size_t k = 0; k < rc->num_inputs; k++) free(rc->input_paths[k]);
+    for (size_t o = 0; o < rc->num_outputs; o++) free(rc->output_paths[o]);
+    free(rc->input_names);
+    free(rc->input_paths);
+    free(rc->output_names);
+    free(rc->output_paths);
+  }
+  free(m->cases);
+  json_decref((json_t *)m->json_);
+  memset(m, 0, sizeof *m);
+}

@@ -32,4 +32,33 @@ int dt_run_reference_cases(nimble_executable *exe, const char *name);
 void dt_compare(const char *model, int case_id, const char *out_name, const DLTensor *got, const DLTensor *want,
                 double rtol, double atol);
 
+/* One case of a reference model, as NAME.json lists it: input and output
+ * names (the model's, in the json's order: outputs in the model's output
+ * order) with the absolute paths of their .npy files. */
+typedef struct dt_ref_case {
+  int id;
+  const char *note; /* may be NULL */
+  size_t num_inputs;
+  const char **input_names;
+  char **input_paths;
+  size_t num_outputs;
+  const char **output_names;
+  char **output_paths;
+} dt_ref_case_t;
+
+/* A reference model's cases and tolerance, loaded from NAME.json in the
+ * models folder. Names and notes point into the loaded json and live as
+ * long as the model; dt_ref_model_deinit frees everything. */
+typedef struct dt_ref_model {
+  double rtol, atol;
+  size_t num_cases;
+  dt_ref_case_t *cases;
+  void *json_; /* the parsed json (json_t *), owned */
+} dt_ref_model_t;
+
+/* Loads NAME.json (fails the test when it is unreadable or has no
+ * tolerance, outputs or cases). */
+void dt_ref_model_load(const char *name, dt_ref_model_t *m);
+void dt_ref_model_deinit(dt_ref_model_t *m);
+
 #endif

@@ -14,14 +14,14 @@
 #include "nimble_test.h"
 
 /* Models whose compile is known to stop at a missing piece (the reason is
- * printed from the error, not from here). */
-static const char *const kNotYet[] = {
-    "bert_tiny_emb", /* data-dependent shape function of arange */
-    "dyn_ops",       /* upper-bound shape function of nonzero */
-};
+ * printed from the error, not from here), NULL-terminated. None today:
+ * bert_tiny_emb (arange's data-dependent shape function) and dyn_ops
+ * (nonzero's upper bound, topk with k from an input, empty results) left it
+ * once their shape functions were compiled. */
+static const char *const kNotYet[] = {NULL};
 
 static bool not_yet_expected(const char *name) {
-  for (size_t i = 0; i < sizeof kNotYet / sizeof kNotYet[0]; i++)
+  for (size_t i = 0; kNotYet[i]; i++)
     if (strcmp(kNotYet[i], name) == 0) return true;
   return false;
 }
