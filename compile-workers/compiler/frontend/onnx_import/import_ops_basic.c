@@ -151,7 +151,19 @@ static nimble_status_t cv_mod(imp_ctx *c, const nimble_onnx_node *n) {
   RET(imp_input_req(c, n, 1, &b));
   if (!fmod_ && nimble_dtype_is_float(a->sig.dtype))
     return imp_err(NIMBLE_INVALID_ARGUMENT, "Mod with fmod=0 needs integer inputs");
-  return simple(c, n, "mod", 2, NULL, 0);
+  if (!fmod_) return simple(c, n, "mod", 2, NULL, 0);
+  /* fmod=1 is C's fmod: the dividend's sign. With |a| and |b| both
+   * conventions agree, so fmod(a, b) = +-mod(|a|, |b|) by the sign of a. */
+  imp_val *aa, *ab, *m, *neg, *zero, *is_neg, *r;
+  RET(emit1(c, "abs", a, &aa));
+  RET(emit1(c, "abs", b, &ab));
+  RET(emit2(c, "mod", aa, ab, &m));
+  RET(emit1(c, "negative", m, &neg));
+  RET(scalar_like(c, a, 0, &zero));
+  RET(emit2(c, "less", a, zero, &is_neg));
+  imp_val *args[3] = {is_neg, neg, m};
+  RET(imp_emit(c, "where", 3, args, NULL, 0, &r));
+  return imp_define(c, n, 0, r);
 }
 
 static nimble_status_t variadic(imp_ctx *c, const nimble_onnx_node *n, const char *op, bool mean) {
