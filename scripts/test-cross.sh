@@ -5,6 +5,11 @@
 # prints the stripped sizes of libnimble_runtime.so and nimble-run for
 # aarch64 and, when build/ has them, for x86_64.
 #
+#   scripts/test-cross.sh --nimble-run   only configure and build the aarch64
+#                             nimble-run, print its path as the last line
+#                             (scripts/test.sh passes it to the release and
+#                             asan stages as NIMBLE_AARCH64_NIMBLE_RUN)
+#
 #   NIMBLE_TEST_JOBS=N        build and ctest parallelism (default: nproc)
 #   NIMBLE_CROSS_BUILD_DIR    build directory (default: build-aarch64)
 #   NIMBLE_HOST_BUILD_DIR     x86_64 tree to compare sizes with (default: build)
@@ -15,6 +20,12 @@ BUILD=${NIMBLE_CROSS_BUILD_DIR:-$ROOT/build-aarch64}
 HOST_BUILD=${NIMBLE_HOST_BUILD_DIR:-$ROOT/build}
 JOBS=${NIMBLE_TEST_JOBS:-$(nproc)}
 TRIPLE=aarch64-linux-gnu
+NIMBLE_RUN_ONLY=0
+case "${1:-}" in
+  "") ;;
+  --nimble-run) NIMBLE_RUN_ONLY=1 ;;
+  *) echo "test-cross.sh: unknown argument '$1' (expected nothing or --nimble-run)" >&2; exit 2 ;;
+esac
 
 # What the stage needs, each with the Debian package that provides it.
 missing=()
@@ -35,6 +46,11 @@ cmake -S "$ROOT" -B "$BUILD" \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DNIMBLE_RUNTIME_ONLY=ON >"$BUILD.configure.log" 2>&1 \
   || { cat "$BUILD.configure.log"; exit 1; }
+if [ "$NIMBLE_RUN_ONLY" = 1 ]; then
+  cmake --build "$BUILD" -j"$JOBS" --target nimble-run >&2
+  echo "$BUILD/runtime/tools/nimble-run"
+  exit 0
+fi
 cmake --build "$BUILD" -j"$JOBS"
 
 echo "== cross: tests under qemu-aarch64"
