@@ -167,6 +167,35 @@ def write_inputs(cache, models_dir, configs):
     return paths
 
 
+def tree_json(tree):
+    """nimble-run's JSON for an ADT tree (docs/cli.md) from the reference's
+    nested lists: a word id is {"Leaf": w}, [l, r] is {"Node": [l, r]}."""
+    if isinstance(tree, int):
+        return {"Leaf": tree}
+    return {"Node": [tree_json(tree[0]), tree_json(tree[1])]}
+
+
+def write_tree_inputs(cache, models_dir):
+    """Per reference tree, nimble-run's inputs for examples/treelstm.nir: the
+    tree as JSON and the weights (.npy from the generator), by the program's
+    parameter names."""
+    with open(os.path.join(models_dir, "treelstm.json")) as f:
+        trees = json.load(f)["trees"]
+    d = os.path.join(cache, "inputs", "treelstm")
+    os.makedirs(d, exist_ok=True)
+    weights = {"emb": "emb.weight", "leaf_w": "leaf.weight", "leaf_b": "leaf.bias",
+               "node_w": "node.weight", "node_b": "node.bias"}
+    per_tree = []
+    for i, tree in enumerate(trees):
+        p = os.path.join(d, "tree%02d.json" % i)
+        with open(p, "w") as f:
+            json.dump(tree_json(tree), f)
+        inputs = {"tree": p}
+        inputs.update({k: os.path.join(models_dir, "treelstm", v + ".npy") for k, v in weights.items()})
+        per_tree.append(inputs)
+    return per_tree
+
+
 def machine_info():
     info = {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
             "kernel": platform.release()}
@@ -348,6 +377,26 @@ def compare(models_dir, model, a_path, b_path):
     return bool(np.allclose(a, b, rtol=tol["rtol"], atol=tol["atol"])), diff
 
 
+def check_trees(models_dir, outdir):
+    """Nimble's root h and c for every tree (output0/output1: a .nir program's
+    outputs have no names) against the stored PyTorch reference."""
+    with open(os.path.join(models_dir, "treelstm.json")) as f:
+        tol = json.load(f)["tolerance"]
+    want = [np.load(os.path.join(models_dir, "treelstm", k + ".npy")) for k in ("root_h", "root_c")]
+    worst, ok = 0.0, True
+    for i in range(want[0].shape[0]):
+        for o in range(2):
+            p = os.path.join(outdir, "tree%02d" % i, "output%d.npy" % o)
+            if not os.path.exists(p):
+                return "Nimble: no output file for tree %d" % i
+            got = np.load(p)
+            if got.shape != want[o][i].shape:
+                return "Nimble NO (tree %d: shape %s)" % (i, got.shape)
+            worst = max(worst, float(np.abs(got.astype(np.float64) - want[o][i]).max()))
+            ok &= bool(np.allclose(got, want[o][i], rtol=tol["rtol"], atol=tol["atol"]))
+    return "Nimble root h, c %s (max diff %.1e)" % ("yes" if ok else "NO", worst)
+
+
 def main():
     ap = argparse.ArgumentParser(prog="bench/models/run.sh", description="Nimble vs ONNX Runtime vs PyTorch: model latency.")
     ap.add_argument("--threads", type=int, choices=(1, 2), default=1)
@@ -439,8 +488,10 @@ def main():
         if exe is None:
             row["nimble"] = Cell(secs)
         elif model == "treelstm":
-            row["nimble"] = Cell("tree inputs: nimble-run feeds tensors only")
+            row["nimble"] = Cell()
             row["nimble"].compile_s = secs
+            row["nimble"].exe = exe
+            row["nimble"].trees = write_tree_inputs(cache, models_dir)
         else:
             row["nimble"] = Cell()
             row["nimble"].compile_s = secs
@@ -464,6 +515,23 @@ def main():
             for peer in order:
                 cell = row[peer]
                 if not cell.ok():
+                    continue
+                if peer == "nimble" and model == "treelstm":
+                    # One nimble-run per tree (it runs one input set), n runs
+                    # each: a batch's median is that tree's; the cell's median
+                    # is over trees and rounds, like PyTorch's over its runs.
+                    trees = cell.trees
+                    n = max(3, runs // len(trees))
+                    med = cell.median()
+                    if med:
+                        n = max(3, min(n, int(2 * a.max_batch_s * 1000 / len(trees) / max(med, 1e-3))))
+                    for i, tree_inputs in enumerate(trees):
+                        res, why = nimble.run(cell.exe, tree_inputs, n,
+                                              os.path.join(outputs, "nimble", safe(label), "tree%02d" % i))
+                        if why:
+                            cell.reason = "tree %d: %s" % (i, why)
+                            break
+                        cell.batches.append(res + (n,))
                     continue
                 if peer == "nimble":
                     n = runs
@@ -493,8 +561,10 @@ def main():
     checks = {}
     for label, model, spec in configs:
         if model == "treelstm":
-            ok_t = cells[label]["torch"].ok()
-            checks[label] = "root h = stored reference" if ok_t else "—"
+            notes = ["PyTorch root h = stored reference" if cells[label]["torch"].ok() else "PyTorch —"]
+            if cells[label]["nimble"].ok():
+                notes.append(check_trees(models_dir, os.path.join(outputs, "nimble", safe(label))))
+            checks[label] = "; ".join(notes)
             continue
         tag = safe(label)
         ref = os.path.join(outputs, "torch", tag + ".npy")
@@ -508,9 +578,7 @@ def main():
                 with open(os.path.join(models_dir, model + ".json")) as f:
                     first = json.load(f)["outputs"][0]["name"]
                 d = os.path.join(outputs, "nimble", tag)
-                got = os.path.join(d, first + ".npy")
-                if not os.path.exists(got):
-                    got = os.path.join(d, "output_0.npy")
+                got = os.path.join(d, first + ".npy")  # nimble-run names files after the model's outputs
             if not os.path.exists(got):
                 notes.append("%s: no output file" % name)
                 continue
@@ -592,7 +660,9 @@ def main():
         lines.append("| " + " | ".join(cols) + " |")
     lines.append("")
     lines.append("Ratios are Nimble's median over the peer's (below 1: Nimble is faster). "
-                 "Tree-LSTM: one timed run is one tree (20 trees of 20–40 leaves, in turn).")
+                 "Tree-LSTM: one timed run is one tree (20 trees of 20–40 leaves, in turn); Nimble runs "
+                 "each tree with its own nimble-run (JSON tree input), and its median is over the per-tree "
+                 "medians.")
     if reasons:
         lines.append("")
         lines.append("Why a cell is n/a:")
