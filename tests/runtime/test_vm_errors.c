@@ -124,11 +124,33 @@ START_TEST(test_a_failing_kernel_reports_its_code_and_message) {
 }
 END_TEST
 
+/* A kernel output that is the caller's input memory (what a wrong
+ * in-place update would produce) is refused before the kernel runs. */
+START_TEST(test_an_entry_input_as_a_kernel_output_is_refused) {
+  nimble_executable_builder *b = rt_builder();
+  int64_t k = rt_kernel(b, "add_i64");
+  uint32_t f = rt_function(b, "main", 1, 2);
+  RT_EMIT(b, f, NIMBLE_OP_LOAD_CONSTI, 1, 5);
+  RT_EMIT(b, f, NIMBLE_OP_INVOKE_PACKED, k, 1, 0, 1, 0);
+  RT_EMIT(b, f, NIMBLE_OP_RET, 0);
+  rt_add_scalar_entry(b, "main", f, 1);
+  nimble_vm *vm = make_vm(b, NULL);
+  int64_t x = 1;
+  DLTensor t = rt_tensor(&x, RT_I64, 0, NULL);
+  NIMBLE_ASSERT_OK(nimble_vm_set_input(vm, "main", 0, &t));
+  NIMBLE_ASSERT_ERROR(nimble_vm_invoke(vm, "main"), NIMBLE_INVALID_ARGUMENT,
+                      "output 0 of kernel 'add_i64' is the caller's input memory");
+  ck_assert_int_eq(x, 1);
+  nimble_vm_destroy(vm);
+}
+END_TEST
+
 START_TEST(test_a_kernel_given_the_wrong_operands_fails_cleanly) {
   nimble_executable_builder *b = rt_builder();
   int64_t k = rt_kernel(b, "vadd_f32");
   uint32_t f = rt_function(b, "main", 1, 2);
-  RT_EMIT(b, f, NIMBLE_OP_INVOKE_PACKED, k, 1, 0, 0, 0); /* int64 operands */
+  RT_EMIT(b, f, NIMBLE_OP_LOAD_CONSTI, 1, 0);
+  RT_EMIT(b, f, NIMBLE_OP_INVOKE_PACKED, k, 1, 0, 0, 1); /* int64 operands */
   RT_EMIT(b, f, NIMBLE_OP_RET, 0);
   rt_add_scalar_entry(b, "main", f, 1);
   nimble_vm *vm = make_vm(b, NULL);
@@ -333,6 +355,7 @@ Suite *vm_errors_suite(void) {
   tcase_add_test(tc, test_a_bad_input_dtype_device_or_layout_is_refused);
   tcase_add_test(tc, test_a_failing_kernel_reports_its_code_and_message);
   tcase_add_test(tc, test_a_kernel_given_the_wrong_operands_fails_cleanly);
+  tcase_add_test(tc, test_an_entry_input_as_a_kernel_output_is_refused);
   tcase_add_test(tc, test_going_over_the_memory_cap_names_the_request_and_the_cap);
   tcase_add_test(tc, test_unbounded_recursion_hits_the_call_depth_limit);
   tcase_add_test(tc, test_misused_registers_give_errors_naming_the_instruction);

@@ -420,8 +420,11 @@ static nimble_ln_stmt *serial_nest(cp_ctx *c, nimble_ln_var *const *v, nimble_ln
   return body;
 }
 
-/* out = data, element by element. */
+/* out = data, element by element. An in-place scatter (attribute
+ * inplace=1, set by update_in_place) gets its data tensor as the output
+ * itself: nothing to copy, so an empty statement. */
 static nimble_ln_stmt *copy_into(cp_ctx *c, cp_node *n, nimble_ln_param *o) {
+  if (cp_attr_int(n, "inplace")) return nimble_ln_seq(c->A, NULL, 0);
   nimble_ln_var *v[CP_MAX_RANK];
   nimble_ln_expr *idx[CP_MAX_RANK];
   for (int a = 0; a < n->rank; a++) {

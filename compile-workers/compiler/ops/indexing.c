@@ -176,11 +176,18 @@ static const nimble_attr_spec_t kReverseSequence[] = {
     ATTR_INT("batch_axis", 1, "the batch axis (0 or 1)"),
     ATTR_INT("time_axis", 0, "the time axis (0 or 1)"),
 };
+/* `inplace` is set by the update_in_place pass, never by a frontend: the
+ * data input is dead and owned, so the kernel writes the updates into it
+ * (the invoke's output is the data tensor) instead of copying it first. */
 static const nimble_attr_spec_t kScatterElements[] = {
     ATTR_INT("axis", 0, "axis indexed"),
     ATTR_STRING("reduction", "none", "none, add or mul"),
+    ATTR_INT("inplace", 0, "1: the output is the data tensor itself (update_in_place)"),
 };
-static const nimble_attr_spec_t kScatterNd[] = {ATTR_STRING("reduction", "none", "none, add or mul")};
+static const nimble_attr_spec_t kScatterNd[] = {
+    ATTR_STRING("reduction", "none", "none, add or mul"),
+    ATTR_INT("inplace", 0, "1: the output is the data tensor itself (update_in_place)"),
+};
 static const nimble_attr_spec_t kTrilu[] = {ATTR_INT("upper", 1, "keep the upper (1) or lower (0) triangle")};
 static const nimble_attr_spec_t kCumsum[] = {
     ATTR_INT("axis", 0, "axis summed along"),

@@ -78,6 +78,38 @@ static bool is_view(const nimble_expr *prim) {
   return false;
 }
 
+/* Whether `e` holds a scatter marked inplace=1 by update_in_place. */
+static bool has_in_place_scatter(const nimble_expr *e) {
+  const nimble_op *op = pass_called_op(e);
+  if (!op) return false;
+  if ((!strcmp(op->name, "scatter_nd") || !strcmp(op->name, "scatter_elements")) &&
+      nimble_attrs_int(op, &e->u.call.attrs, "inplace"))
+    return true;
+  for (size_t i = 0; i < e->u.call.num_args; i++)
+    if (has_in_place_scatter(e->u.call.args[i])) return true;
+  return false;
+}
+
+/* A primitive that is one scatter marked inplace=1 by update_in_place:
+ * its output is its data input (the first parameter), updated in place.
+ * Its kernel does not copy the data, so a primitive that holds such a
+ * scatter in any other form would compute garbage: refused. */
+static nimble_status_t in_place_form(const nimble_expr *prim, const char *kernel, bool *yes) {
+  const nimble_expr *b = prim->u.func.body;
+  *yes = false;
+  if (!has_in_place_scatter(b)) return nimble_ok();
+  const nimble_op *op = pass_called_op(b);
+  if (!op || (strcmp(op->name, "scatter_nd") && strcmp(op->name, "scatter_elements")) ||
+      !nimble_attrs_int(op, &b->u.call.attrs, "inplace") || prim->u.func.num_params < 1 ||
+      b->u.call.args[0] != prim->u.func.params[0])
+    return nimble_status_make(NIMBLE_INTERNAL,
+                              "%s: an in-place scatter must be a primitive of its own with the data as its "
+                              "first parameter",
+                              kernel);
+  *yes = true;
+  return nimble_ok();
+}
+
 static nimble_status_t emit(manifest_ctx *c, pass_chain *out, const char *base, const nimble_expr *value,
                             const nimble_expr **var) {
   *var = pass_namer_var(&c->names, base, NULL);
@@ -263,6 +295,23 @@ static nimble_status_t manifest_call(manifest_ctx *c, pass_chain *out, const nim
     const nimble_expr *args[2] = {call->u.call.args[0], shape}, *view;
     NIMBLE_RETURN_IF_ERROR(pass_op_call(c->arena, "reshape_tensor", 2, args, NULL, 0, &view));
     return pass_chain_push(out, result, view);
+  }
+
+  bool in_place;
+  NIMBLE_RETURN_IF_ERROR(in_place_form(prim, kernel, &in_place));
+  if (in_place) {
+    /* invoke(data, ..., data): the kernel writes the updates into data,
+     * which the result then names (update_in_place proved nothing else
+     * reads it). No allocation, no shape function. */
+    size_t nin = call->u.call.num_args;
+    const nimble_expr **args = nimble_arena_calloc(c->arena, nin + 1, sizeof *args);
+    if (!args) return pass_oom();
+    for (size_t i = 0; i < nin; i++) args[i] = call->u.call.args[i];
+    args[nin] = call->u.call.args[0];
+    nimble_named_attr_t attrs[2] = {attr_str("kernel", kernel), attr_int("num_outputs", 1)};
+    const nimble_expr *done;
+    NIMBLE_RETURN_IF_ERROR(emit_op(c, out, "u", "invoke", nin + 1, args, attrs, 2, &done));
+    return pass_chain_push(out, result, call->u.call.args[0]);
   }
 
   const nimble_expr *shapes = NULL;

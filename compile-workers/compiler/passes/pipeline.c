@@ -28,6 +28,8 @@ nimble_status_t nimble_passes_run_for_target(nimble_module *m, int opt_level, bo
       {"fold_constants", nimble_passes_fold_constants, 1},
       {"eliminate_common_subexprs", nimble_passes_eliminate_common_subexprs, 1},
       {"eliminate_dead_code", nimble_passes_eliminate_dead_code, 1},
+      /* scatters into dead, owned tensors write in place (LSTM's Y) */
+      {"update_in_place", nimble_passes_update_in_place, 1},
       {"fuse_ops", NULL, 0}, /* groups from level 2, single ops below */
       {"manifest_memory", nimble_passes_manifest_memory, 0},
       /* shape_of of one tensor, asked for by several shape functions */

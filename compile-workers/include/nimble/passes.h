@@ -91,6 +91,21 @@ typedef struct nimble_device_placement_stats {
 /* place_devices, reporting what it did (stats may be NULL). */
 nimble_status_t nimble_passes_place_devices_stats(nimble_module *m, nimble_device_placement_stats_t *stats);
 
+/* update_in_place (before fuse_ops; docs/passes.md): a scatter_nd or
+ * scatter_elements whose data input is dead after it and owned (fresh,
+ * or a parameter every caller hands over) gets inplace=1, so it writes
+ * into that tensor instead of a copy; calls that would hand over a tensor
+ * still in use (a constant, an entry input, a value read later) get a
+ * `copy` first. `main`'s parameters are never updated. */
+nimble_status_t nimble_passes_update_in_place(nimble_module *m);
+
+typedef struct nimble_inplace_stats {
+  size_t in_place; /* scatters made to update their data in place */
+  size_t copies;   /* copies inserted before calls, so the callee owns its argument */
+} nimble_inplace_stats_t;
+/* update_in_place, reporting what it did (stats may be NULL). */
+nimble_status_t nimble_passes_update_in_place_stats(nimble_module *m, nimble_inplace_stats_t *stats);
+
 /* Called after each pass with its name and the module (borrowed for the
  * call); a non-OK status stops the pipeline and is returned annotated. */
 typedef nimble_status_t (*nimble_pass_dump_fn)(void *user, const char *pass_name,

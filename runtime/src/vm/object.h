@@ -60,6 +60,14 @@ typedef struct nimble_tensor_obj {
   int64_t shape[];       /* ndim entries, then inline data when any */
 } nimble_tensor_obj;
 
+/* Whether t's data lives inside the object itself (immediates, shapes,
+ * copied values), as nimble_tensor_obj_new(..., inline_bytes > 0) lays it
+ * out. */
+static inline int nimble_tensor_obj_data_inline(const nimble_tensor_obj *t) {
+  size_t shape_bytes = ((size_t)t->dl.ndim * sizeof(int64_t) + 15) & ~(size_t)15;
+  return t->dl.data == (const void *)((const char *)t->shape + shape_bytes);
+}
+
 typedef struct nimble_adt_obj {
   nimble_object base;
   int32_t tag;

@@ -205,6 +205,12 @@ static nimble_status_t invoke_packed(nimble_vm *vm, nimble_object **R, const int
     if (i >= first_output && t->owner == &vm->exe->consts.backing->base)
       return rt_error(vm, NIMBLE_INVALID_ARGUMENT, "output %d of kernel '%s' is a constant",
                       i - first_output, k->symbol);
+    /* Kernels never write the caller's memory: an entry input is a view
+     * with no owner (immediates and shapes hold their data inline), even
+     * where an in-place update names its data tensor as the output. */
+    if (i >= first_output && !t->owner && !nimble_tensor_obj_data_inline(t))
+      return rt_error(vm, NIMBLE_INVALID_ARGUMENT, "output %d of kernel '%s' is the caller's input memory",
+                      i - first_output, k->symbol);
     /* A kernel reads its own device's memory only: a host pointer handed
      * to a GPU kernel (or the reverse) would fault or read garbage. */
     if (t->dl.device.device_type != k->device)

@@ -35,7 +35,7 @@ START_TEST(test_level_two_runs_every_pass_in_order_and_dumps_after_each) {
   NIMBLE_ASSERT_OK(nimble_passes_run_default(m, 2, true, record, &s));
   ck_assert_str_eq(s.names,
                    "to_anf simplify_shapes fold_constants eliminate_common_subexprs "
-                   "eliminate_dead_code fuse_ops manifest_memory eliminate_common_subexprs plan_memory "
+                   "eliminate_dead_code update_in_place fuse_ops manifest_memory eliminate_common_subexprs plan_memory "
                    "lift_lambdas ");
   /* 2 storages for the layers, 1 for the sizes computed at run time;
    * 6 layer kernels and 2 size kernels (see test_plan_memory). */

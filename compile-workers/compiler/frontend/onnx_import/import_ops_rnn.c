@@ -64,35 +64,26 @@ static nimble_status_t slice_rows(imp_ctx *c, imp_val *x, int64_t b, int64_t e, 
   return emit1a(c, "strided_slice", x, at, 3, out);
 }
 
-/* Zeros shaped [lead..., batch, H] where batch is X's dim 1 (maybe only
- * known at run time). lead is 0 or 1 extent-0 axis. */
-static nimble_status_t zeros_state(imp_ctx *c, imp_val *X, int64_t H, bool empty_lead, imp_val **out) {
+/* Zeros shaped [batch, H] where batch is X's dim 1 (maybe only known at
+ * run time). */
+static nimble_status_t zeros_state(imp_ctx *c, imp_val *X, int64_t H, imp_val **out) {
   nimble_dim_t b = imp_resolve(c, X->sig.dims[1]);
   nimble_dtype_t dt = X->sig.dtype;
   if (b.kind == NIMBLE_DIM_CONST) {
-    int64_t shape[3], n = 0;
-    if (empty_lead) shape[n++] = 0;
-    shape[n++] = b.value;
-    shape[n++] = H;
-    nimble_named_attr_t at[2] = {imp_attr_ints("shape", shape, (size_t)n), imp_attr_str("dtype", nimble_dtype_name(dt))};
+    int64_t shape[2] = {b.value, H};
+    nimble_named_attr_t at[2] = {imp_attr_ints("shape", shape, 2), imp_attr_str("dtype", nimble_dtype_name(dt))};
     return imp_emit(c, "zeros", 0, NULL, at, 2, out);
   }
-  imp_val *sh, *bd, *lead, *hv, *shape;
+  imp_val *sh, *bd, *hv, *shape;
   RET(imp_emit(c, "shape_of", 1, &X, NULL, 0, &sh));
   RET(slice_rows(c, sh, 1, 2, &bd));
-  int64_t z = 0;
-  RET(imp_const_i64(c, 1, &z, false, &lead));
   RET(imp_const_i64(c, 1, &H, false, &hv));
-  imp_val *parts[3];
-  size_t np = 0;
-  if (empty_lead) parts[np++] = lead;
-  parts[np++] = bd;
-  parts[np++] = hv;
+  imp_val *parts[2] = {bd, hv};
   nimble_named_attr_t a0 = imp_attr_int("axis", 0);
-  RET(imp_emit(c, "concatenate", np, parts, &a0, 1, &shape));
+  RET(imp_emit(c, "concatenate", 2, parts, &a0, 1, &shape));
   nimble_named_attr_t at[2] = {imp_attr_str("dtype", nimble_dtype_name(dt)), imp_attr_float("value", 0.0)};
   RET(imp_emit(c, "constant_of_shape", 1, &shape, at, 2, out));
-  (*out)->sig.dims[empty_lead ? 1 : 0] = b;
+  (*out)->sig.dims[0] = b;
   return nimble_ok();
 }
 
@@ -110,77 +101,96 @@ static bool put(char *buf, size_t size, size_t *len, const char *fmt, ...) {
 
 /* The step function's text:
  *
- *   def @lstm_0(%t, %T, %X, <weights>, [%sl, %zs,] %h, [%c,] %Y) -> (Y, h[, c]) {
- *     if (less(%t, %T)) { <one step>; @lstm_0(add(%t, 1), ..., %hn, [%cn,] concat(%Y, %yr)) }
- *     else { (%Y, %h[, %c]) }
+ *   def @lstm_0(%t, %T, %XW, <weights>, [%sl, %zs,] %h, [%c,] %Y) -> (Y, h[, c]) {
+ *     if (less(%t, %T)) {
+ *       <one step from row %ti of XW>;
+ *       @lstm_0(add(%t, 1), ..., %hn, [%cn,] scatter_nd(%Y, [[%ti]], [%yr]))
+ *     } else { (%Y, %h[, %c]) }
  *   }
  *
- * With sequence lengths (%sl, int64 [batch]) a batch entry whose sequence
- * has ended keeps its state and contributes zeros (%zs) to Y. */
+ * XW = X W^T (+ the biases that are not gated) for every step at once, one
+ * matrix product before the loop; a step adds only h R^T. Y [T, batch, H]
+ * is allocated before the loop and each step writes its row: the row write
+ * goes in place (update_in_place), so a step costs the same at step 1 and
+ * step T. The gates are slices of one [batch, gates*H] product, which
+ * fuse into the element-wise kernels that read them. With sequence
+ * lengths (%sl, int64 [batch]) a batch entry whose sequence has ended
+ * keeps its state and contributes zeros (%zs) to Y. */
 static nimble_status_t step_text(imp_ctx *c, cell_kind k, const char *name, bool reverse, bool peep, bool lbr,
-                                 bool seqlen, const char *dt, const char *B, const char *I, int64_t H, char *buf,
-                                 size_t size) {
+                                 bool seqlen, const char *dt, const char *B, int64_t H, char *buf, size_t size) {
   (void)c;
-  char hb[96], seq[96], mat[96], vec[96], hh[96], hv[96];
+  char hb[96], seq[96], xw[96], hh[96], hv[96];
   int64_t G = k == CELL_LSTM ? 4 * H : k == CELL_GRU ? 3 * H : H;
   snprintf(hb, sizeof hb, "Tensor[(%s, %" PRId64 "), %s]", B, H, dt);
   snprintf(seq, sizeof seq, "Tensor[(?, %s, %" PRId64 "), %s]", B, H, dt);
-  snprintf(mat, sizeof mat, "Tensor[(%" PRId64 ", %s), %s]", G, I, dt);
-  snprintf(vec, sizeof vec, "Tensor[(%" PRId64 ",), %s]", G, dt);
+  snprintf(xw, sizeof xw, "Tensor[(?, %s, %" PRId64 "), %s]", B, G, dt);
   snprintf(hh, sizeof hh, "Tensor[(%" PRId64 ", %" PRId64 "), %s]", k == CELL_LSTM ? 4 * H : H, H, dt);
   snprintf(hv, sizeof hv, "Tensor[(%" PRId64 ",), %s]", H, dt);
-  const char *idx = reverse ? "subtract(subtract(%T, 1), %t)" : "%t";
   bool ok = true;
   size_t len = 0;
-  /* Parameters (names and types) and the weights passed on unchanged. */
+  /* Gate j of a [batch, n*H] value: columns [j*H, (j+1)*H). */
+#define GATE(v, j) "strided_slice(" v ", begin=[%" PRId64 "], end=[%" PRId64 "], axes=[1])"
+#define GATE_ARGS(j) (int64_t)(j) * H, (int64_t)((j) + 1) * H
   const char *weights;
-  ok = ok && put(buf, size, &len, "def @%s(%%t: Tensor[(), int64], %%T: Tensor[(), int64], %%X: Tensor[(?, %s, %s), %s], %%W: %s, ",
-                 name, B, I, dt, mat);
+  ok = ok && put(buf, size, &len, "def @%s(%%t: Tensor[(), int64], %%T: Tensor[(), int64], %%XW: %s, ", name, xw);
   if (k == CELL_LSTM) {
-    ok = ok && put(buf, size, &len, "%%R: %s, %%b: %s, ", hh, vec);
+    ok = ok && put(buf, size, &len, "%%R: %s, ", hh);
     if (peep) ok = ok && put(buf, size, &len, "%%pi: %s, %%po: %s, %%pf: %s, ", hv, hv, hv);
-    weights = peep ? "%W, %R, %b, %pi, %po, %pf" : "%W, %R, %b";
+    weights = peep ? "%R, %pi, %po, %pf" : "%R";
   } else if (k == CELL_GRU) {
     char rm[96];
     snprintf(rm, sizeof rm, "Tensor[(%" PRId64 ", %" PRId64 "), %s]", H, H, dt);
-    ok = ok && put(buf, size, &len, "%%wb: %s, %%Rz: %s, %%Rr: %s, %%Rh: %s, %%bz: %s, %%br: %s, %%bh: %s, ", vec, rm,
-                   rm, rm, hv, hv, hv);
-    weights = "%W, %wb, %Rz, %Rr, %Rh, %bz, %br, %bh";
+    ok = ok && put(buf, size, &len, "%%Rz: %s, %%Rr: %s, %%Rh: %s, %%bz: %s, %%br: %s, %%bh: %s, ", rm, rm, rm, hv,
+                   hv, hv);
+    weights = "%Rz, %Rr, %Rh, %bz, %br, %bh";
   } else {
-    ok = ok && put(buf, size, &len, "%%R: %s, %%b: %s, ", hh, vec);
-    weights = "%W, %R, %b";
+    ok = ok && put(buf, size, &len, "%%R: %s, ", hh);
+    weights = "%R";
   }
   if (seqlen) ok = ok && put(buf, size, &len, "%%sl: Tensor[(%s,), int64], %%zs: %s, ", B, hb);
   ok = ok && put(buf, size, &len, "%%h: %s, ", hb);
   if (k == CELL_LSTM) ok = ok && put(buf, size, &len, "%%c: %s, ", hb);
   ok = ok && put(buf, size, &len, "%%Y: %s) -> (%s, %s%s%s) {\n", seq, seq, hb, k == CELL_LSTM ? ", " : "",
                  k == CELL_LSTM ? hb : "");
-  ok = ok && put(buf, size, &len, "  if (less(%%t, %%T)) {\n    let %%x = take(%%X, %s, axis=0);\n", idx);
-  /* One step: %h2 (and %c2). */
+  ok = ok && put(buf, size, &len, "  if (less(%%t, %%T)) {\n    let %%ti = %s;\n",
+                 reverse ? "subtract(subtract(%T, 1), %t)" : "%t");
+  ok = ok && put(buf, size, &len, "    let %%xw = take(%%XW, %%ti, axis=0);\n");
+  /* One step: %h2 (and %c2). ONNX's gate order: LSTM i, o, f, c; GRU z, r, h. */
   if (k == CELL_LSTM) {
+    ok = ok && put(buf, size, &len, "    let %%g = add(%%xw, dense(%%h, %%R, transB=1));\n");
+    if (peep)
+      ok = ok && put(buf, size, &len,
+                     "    let %%i = sigmoid(add(" GATE("%%g", 0) ", multiply(%%pi, %%c)));\n"
+                     "    let %%f = sigmoid(add(" GATE("%%g", 2) ", multiply(%%pf, %%c)));\n",
+                     GATE_ARGS(0), GATE_ARGS(2));
+    else
+      ok = ok && put(buf, size, &len,
+                     "    let %%i = sigmoid(" GATE("%%g", 0) ");\n"
+                     "    let %%f = sigmoid(" GATE("%%g", 2) ");\n",
+                     GATE_ARGS(0), GATE_ARGS(2));
     ok = ok && put(buf, size, &len,
-                   "    let %%g = add(dense(%%x, %%W, %%b, transB=1), dense(%%h, %%R, transB=1));\n"
-                   "    let %%s = split(%%g, axis=1, sections=4);\n"
-                   "    let %%i = sigmoid(%s);\n"
-                   "    let %%f = sigmoid(%s);\n"
-                   "    let %%u = tanh(%%s.3);\n"
-                   "    let %%c2 = add(multiply(%%f, %%c), multiply(%%i, %%u));\n"
-                   "    let %%o = sigmoid(%s);\n"
-                   "    let %%h2 = multiply(%%o, tanh(%%c2));\n",
-                   peep ? "add(%s.0, multiply(%pi, %c))" : "%s.0", peep ? "add(%s.2, multiply(%pf, %c))" : "%s.2",
-                   peep ? "add(%s.1, multiply(%po, %c2))" : "%s.1");
+                   "    let %%u = tanh(" GATE("%%g", 3) ");\n"
+                   "    let %%c2 = add(multiply(%%f, %%c), multiply(%%i, %%u));\n",
+                   GATE_ARGS(3));
+    if (peep)
+      ok = ok && put(buf, size, &len, "    let %%o = sigmoid(add(" GATE("%%g", 1) ", multiply(%%po, %%c2)));\n",
+                     GATE_ARGS(1));
+    else
+      ok = ok && put(buf, size, &len, "    let %%o = sigmoid(" GATE("%%g", 1) ");\n", GATE_ARGS(1));
+    ok = ok && put(buf, size, &len, "    let %%h2 = multiply(%%o, tanh(%%c2));\n");
   } else if (k == CELL_GRU) {
     ok = ok && put(buf, size, &len,
-                   "    let %%sx = split(dense(%%x, %%W, %%wb, transB=1), axis=1, sections=3);\n"
-                   "    let %%z = sigmoid(add(%%sx.0, dense(%%h, %%Rz, %%bz, transB=1)));\n"
-                   "    let %%r = sigmoid(add(%%sx.1, dense(%%h, %%Rr, %%br, transB=1)));\n"
-                   "    let %%hh = tanh(add(%%sx.2, %s));\n"
-                   "    let %%h2 = add(%%hh, multiply(%%z, subtract(%%h, %%hh)));\n",
+                   "    let %%z = sigmoid(add(" GATE("%%xw", 0) ", dense(%%h, %%Rz, %%bz, transB=1)));\n"
+                   "    let %%r = sigmoid(add(" GATE("%%xw", 1) ", dense(%%h, %%Rr, %%br, transB=1)));\n",
+                   GATE_ARGS(0), GATE_ARGS(1));
+    ok = ok && put(buf, size, &len, "    let %%hh = tanh(add(" GATE("%%xw", 2) ", %s));\n", GATE_ARGS(2),
                    lbr ? "multiply(%r, dense(%h, %Rh, %bh, transB=1))" : "dense(multiply(%r, %h), %Rh, %bh, transB=1)");
+    ok = ok && put(buf, size, &len, "    let %%h2 = add(%%hh, multiply(%%z, subtract(%%h, %%hh)));\n");
   } else {
-    ok = ok && put(buf, size, &len,
-                   "    let %%h2 = tanh(add(dense(%%x, %%W, %%b, transB=1), dense(%%h, %%R, transB=1)));\n");
+    ok = ok && put(buf, size, &len, "    let %%h2 = tanh(add(%%xw, dense(%%h, %%R, transB=1)));\n");
   }
+#undef GATE
+#undef GATE_ARGS
   /* Masking by sequence length. */
   if (seqlen) {
     ok = ok && put(buf, size, &len,
@@ -190,16 +200,50 @@ static nimble_status_t step_text(imp_ctx *c, cell_kind k, const char *name, bool
     if (k == CELL_LSTM) ok = ok && put(buf, size, &len, "    let %%cn = where(%%m, %%c2, %%c);\n");
   }
   const char *hn = seqlen ? "%hn" : "%h2", *cn = seqlen ? "%cn" : "%c2", *yr = seqlen ? "%yr" : "%h2";
-  ok = ok && put(buf, size, &len, "    @%s(add(%%t, 1), %%T, %%X, %s%s, ", name, weights, seqlen ? ", %sl, %zs" : "");
+  ok = ok && put(buf, size, &len,
+                 "    let %%Y2 = scatter_nd(%%Y, reshape(%%ti, newshape=[1, 1]), expand_dims(%s, axis=0));\n", yr);
+  ok = ok && put(buf, size, &len, "    @%s(add(%%t, 1), %%T, %%XW, %s%s, ", name, weights, seqlen ? ", %sl, %zs" : "");
   ok = ok && put(buf, size, &len, "%s, ", hn);
   if (k == CELL_LSTM) ok = ok && put(buf, size, &len, "%s, ", cn);
-  if (reverse)
-    ok = ok && put(buf, size, &len, "concatenate(expand_dims(%s, axis=0), %%Y, axis=0))\n", yr);
-  else
-    ok = ok && put(buf, size, &len, "concatenate(%%Y, expand_dims(%s, axis=0), axis=0))\n", yr);
+  ok = ok && put(buf, size, &len, "%%Y2)\n");
   ok = ok && put(buf, size, &len, "  } else {\n    (%%Y, %%h%s)\n  }\n}\n", k == CELL_LSTM ? ", %c" : "");
   if (!ok) return imp_err(NIMBLE_INTERNAL, "step function text too long");
   return nimble_ok();
+}
+
+/* A [T, batch, n] shape for X [T, batch, I]: X's first two dims, then n. */
+static nimble_status_t seq_shape(imp_ctx *c, imp_val *X, int64_t n, imp_val **out) {
+  imp_val *sh, *lead, *nv;
+  RET(imp_emit(c, "shape_of", 1, &X, NULL, 0, &sh));
+  RET(slice_rows(c, sh, 0, 2, &lead));
+  RET(imp_const_i64(c, 1, &n, false, &nv));
+  imp_val *parts[2] = {lead, nv};
+  nimble_named_attr_t a0 = imp_attr_int("axis", 0);
+  return imp_emit(c, "concatenate", 2, parts, &a0, 1, out);
+}
+
+/* X W^T + b for every step: [T, batch, G] from X [T, batch, I] and W [G, I]
+ * as one matrix product over T * batch rows. */
+static nimble_status_t input_projection(imp_ctx *c, imp_val *X, imp_val *W, imp_val *b, int64_t G, imp_val **out) {
+  nimble_dim_t I = imp_resolve(c, X->sig.dims[2]);
+  if (I.kind != NIMBLE_DIM_CONST) return imp_err(NIMBLE_UNIMPLEMENTED, "X's input size must be known");
+  int64_t flat[2] = {-1, I.value};
+  nimble_named_attr_t fa = imp_attr_ints("newshape", flat, 2);
+  imp_val *x2, *p;
+  RET(emit1a(c, "reshape", X, &fa, 1, &x2));
+  nimble_named_attr_t tb = imp_attr_int("transB", 1);
+  imp_val *args[3] = {x2, W, b};
+  RET(imp_emit(c, "dense", 3, args, &tb, 1, &p));
+  nimble_dim_t bd = imp_resolve(c, X->sig.dims[1]);
+  if (bd.kind == NIMBLE_DIM_CONST) {
+    int64_t back[3] = {-1, bd.value, G};
+    nimble_named_attr_t ba = imp_attr_ints("newshape", back, 3);
+    return emit1a(c, "reshape", p, &ba, 1, out);
+  }
+  imp_val *shape;
+  RET(seq_shape(c, X, G, &shape));
+  imp_val *r[2] = {p, shape};
+  return imp_emit(c, "dyn_reshape", 2, r, NULL, 0, out);
 }
 
 static nimble_status_t convert_rnn(imp_ctx *c, const nimble_onnx_node *n, cell_kind k) {
@@ -271,51 +315,56 @@ static nimble_status_t convert_rnn(imp_ctx *c, const nimble_onnx_node *n, cell_k
     RET(take_dir(c, R, d, &Rd));
     if (B) RET(take_dir(c, B, d, &Bd));
     if (h0in) RET(take_dir(c, h0in, d, &hi));
-    else RET(zeros_state(c, X, H, false, &hi));
+    else RET(zeros_state(c, X, H, &hi));
     if (k == CELL_LSTM) {
       if (c0in) RET(take_dir(c, c0in, d, &ci));
-      else RET(zeros_state(c, X, H, false, &ci));
+      else RET(zeros_state(c, X, H, &ci));
     }
-    RET(zeros_state(c, X, H, true, &Y0));
-    imp_val *zb;
     {
+      /* Y, written row by row by the steps: zeros [T, batch, H]. */
+      imp_val *shape;
+      RET(seq_shape(c, X, H, &shape));
+      nimble_named_attr_t at[2] = {imp_attr_str("dtype", nimble_dtype_name(X->sig.dtype)), imp_attr_float("value", 0.0)};
+      RET(imp_emit(c, "constant_of_shape", 1, &shape, at, 2, &Y0));
+    }
+    if (!Bd) {
       int64_t shape = 2 * gates * H;
       nimble_named_attr_t at[2] = {imp_attr_ints("shape", &shape, 1), imp_attr_str("dtype", dt)};
-      if (!Bd) {
-        RET(imp_emit(c, "zeros", 0, NULL, at, 2, &zb));
-        Bd = zb;
-      }
+      RET(imp_emit(c, "zeros", 0, NULL, at, 2, &Bd));
     }
     const char *name = imp_fresh_global(c, k == CELL_LSTM ? "lstm" : k == CELL_GRU ? "gru" : "rnn");
     if (!name) return imp_oom();
     char text[4096];
-    RET(step_text(c, k, name, reverse, P != NULL, lbr != 0, seqlens != NULL, dt, Bt, It, H, text, sizeof text));
+    RET(step_text(c, k, name, reverse, P != NULL, lbr != 0, seqlens != NULL, dt, Bt, H, text, sizeof text));
     RET(imp_add_nir_func(c, name, text));
     const nimble_expr *args[20];
     size_t na = 0;
     args[na++] = zero->expr;
     args[na++] = T->expr;
-    args[na++] = X->expr;
-    args[na++] = Wd->expr;
     if (k == CELL_GRU) {
-      imp_val *wb, *rz, *rr, *rh, *bz, *br, *bh;
+      /* The input projection carries W's bias; R's biases stay per gate
+       * (r gates R h + b_r in the candidate). */
+      imp_val *wb, *rz, *rr, *rh, *bz, *br, *bh, *XW;
       RET(slice_rows(c, Bd, 0, 3 * H, &wb));
+      RET(input_projection(c, X, Wd, wb, 3 * H, &XW));
       RET(slice_rows(c, Rd, 0, H, &rz));
       RET(slice_rows(c, Rd, H, 2 * H, &rr));
       RET(slice_rows(c, Rd, 2 * H, 3 * H, &rh));
       RET(slice_rows(c, Bd, 3 * H, 4 * H, &bz));
       RET(slice_rows(c, Bd, 4 * H, 5 * H, &br));
       RET(slice_rows(c, Bd, 5 * H, 6 * H, &bh));
-      imp_val *v[7] = {wb, rz, rr, rh, bz, br, bh};
+      imp_val *v[7] = {XW, rz, rr, rh, bz, br, bh};
       for (int i = 0; i < 7; i++) args[na++] = v[i]->expr;
     } else {
-      imp_val *wb, *rb, *b;
+      /* Both biases add to every gate: both go into the projection. */
+      imp_val *wb, *rb, *b, *XW;
       RET(slice_rows(c, Bd, 0, gates * H, &wb));
       RET(slice_rows(c, Bd, gates * H, 2 * gates * H, &rb));
       imp_val *pair[2] = {wb, rb};
       RET(imp_emit(c, "add", 2, pair, NULL, 0, &b));
+      RET(input_projection(c, X, Wd, b, gates * H, &XW));
+      args[na++] = XW->expr;
       args[na++] = Rd->expr;
-      args[na++] = b->expr;
       if (P) {
         imp_val *Pd, *pi, *po, *pf;
         RET(take_dir(c, P, d, &Pd));
@@ -329,7 +378,7 @@ static nimble_status_t convert_rnn(imp_ctx *c, const nimble_onnx_node *n, cell_k
     }
     if (seqlens) {
       imp_val *zs;
-      RET(zeros_state(c, X, H, false, &zs));
+      RET(zeros_state(c, X, H, &zs));
       args[na++] = seqlens->expr;
       args[na++] = zs->expr;
     }
