@@ -129,6 +129,21 @@ START_TEST(test_a_bool_constant_byte_other_than_one_reads_back_as_the_same_modul
 }
 END_TEST
 
+/* Pad of opset < 11 without its pads attribute: the absent list (NULL, 0)
+ * went to memcpy (UndefinedBehaviorSanitizer's find). It is an error
+ * naming the node and the count. */
+START_TEST(test_an_old_pad_without_pads_is_an_error_naming_the_node) {
+  for (int i = 1; i <= 3; i++) {
+    char name[64];
+    snprintf(name, sizeof name, "crash-pad-without-pads-%d", i);
+    nimble_status_t s = import_corpus_file(name);
+    ck_assert_ptr_nonnull(s);
+    ck_assert_msg(strstr(nimble_status_message(s), "(Pad): 0 pads for rank"), "%s: %s", name, nimble_status_message(s));
+    nimble_status_free(s);
+  }
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("onnx_import_corpus");
   TCase *tc = tcase_create("corpus");
@@ -138,6 +153,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_an_old_slice_without_starts_and_ends_is_an_error_naming_the_node);
   tcase_add_test(tc, test_a_nan_constant_prints_and_reads_back_as_the_same_module);
   tcase_add_test(tc, test_a_bool_constant_byte_other_than_one_reads_back_as_the_same_module);
+  tcase_add_test(tc, test_an_old_pad_without_pads_is_an_error_naming_the_node);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -490,7 +490,7 @@ nimble_status_t imp_conv(imp_ctx *c, const nimble_onnx_node *n, imp_val *x, imp_
   const int64_t *ks;
   size_t nks;
   RET(nimble_onnx_node_get_ints(n, "kernel_shape", &ks, &nks));
-  if (nks == nsp) memcpy(k, ks, nsp * sizeof *k);
+  if (nks == nsp && nsp) memcpy(k, ks, nsp * sizeof *k); /* absent: (NULL, 0) */
   RET(auto_pads(c, n, x, k, s, d, nsp, pads));
   if (nsp == 1) {
     RET(lift_1d(c, x, &x));
@@ -522,7 +522,7 @@ static nimble_status_t pool(imp_ctx *c, const nimble_onnx_node *n, bool is_max) 
   size_t nks;
   RET(nimble_onnx_node_get_ints(n, "kernel_shape", &ks, &nks));
   if (nks != nsp) return imp_err(NIMBLE_INVALID_ARGUMENT, "attribute 'kernel_shape' has %zu values, expected %zu", nks, nsp);
-  memcpy(k, ks, nsp * sizeof *k);
+  if (nsp) memcpy(k, ks, nsp * sizeof *k); /* absent: (NULL, 0) */
   RET(ints_attr(n, "strides", nsp, 1, s));
   RET(ints_attr(n, "dilations", nsp, 1, d));
   RET(ints_attr(n, "pads", 2 * nsp, 0, pads));

@@ -618,7 +618,7 @@ static nimble_status_t cv_pad(imp_ctx *c, const nimble_onnx_node *n) {
     const int64_t *v;
     RET(nimble_onnx_node_get_ints(n, n->opset < 2 ? "paddings" : "pads", &v, &np));
     if (np > 2 * NIMBLE_MAX_RANK) return imp_err(NIMBLE_OUT_OF_RANGE, "too many pads");
-    memcpy(pads, v, np * sizeof *pads);
+    if (np) memcpy(pads, v, np * sizeof *pads); /* an absent attribute is (NULL, 0) */
     float f;
     RET(nimble_onnx_node_get_float(n, "value", 0.0f, &f));
     value = f;
