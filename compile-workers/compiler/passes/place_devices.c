@@ -20,9 +20,10 @@
  * read on the other:
  *   - a GPU invoke's inputs that live on the CPU (parameters, constants,
  *     CPU results) get a GPU copy;
- *   - the CPU reads GPU values: CPU invokes' inputs, the tensors a
- *     data-dependent shape function reads (only those: the parameters whose
- *     values its operators read), `if` conditions, and values that cross a
+ *   - the CPU reads GPU values: CPU invokes' inputs, the tensors given to
+ *     a data-dependent or upper-bound shape function (its primitive runs on
+ *     the host and reads them all, so its invoke reuses that copy: nothing
+ *     moves that the host does not read), `if` conditions, and values that cross a
  *     boundary — function results, call and constructor arguments, tuple
  *     fields, closures' captures — which are always on the CPU (so entry
  *     inputs and outputs stay on the host, and a loop, a self-recursive
@@ -118,43 +119,6 @@ static int primitive_device(place_ctx *c, const char *name) {
   }
   pass_map_put(&c->prim_dev, f, (void *)(uintptr_t)(dev + 1));
   return dev;
-}
-
-/* Marks in `read` the parameters of primitive f whose values its shape
- * function reads: those flowing into an operator input whose value the
- * operator's shape function needs (op->value_inputs). */
-static void mark_all_params(const nimble_expr *e, pass_map *read) {
-  if (!e) return;
-  if (e->kind == NIMBLE_EXPR_VAR) {
-    pass_map_put(read, e, (void *)1);
-  } else if (e->kind == NIMBLE_EXPR_CALL) {
-    for (size_t i = 0; i < e->u.call.num_args; i++) mark_all_params(e->u.call.args[i], read);
-  } else if (e->kind == NIMBLE_EXPR_TUPLE) {
-    for (size_t i = 0; i < e->u.tuple.count; i++) mark_all_params(e->u.tuple.fields[i], read);
-  } else if (e->kind == NIMBLE_EXPR_PROJ) {
-    mark_all_params(e->u.proj.tuple, read);
-  } else if (e->kind == NIMBLE_EXPR_LET) {
-    mark_all_params(e->u.let.value, read);
-    mark_all_params(e->u.let.body, read);
-  }
-}
-
-static void mark_value_reads(const nimble_expr *e, pass_map *read) {
-  if (!e) return;
-  if (e->kind == NIMBLE_EXPR_CALL) {
-    const nimble_op *op = pass_called_op(e);
-    for (size_t i = 0; i < e->u.call.num_args; i++) {
-      if (op && i < 32 && (op->value_inputs & (1u << i))) mark_all_params(e->u.call.args[i], read);
-      else mark_value_reads(e->u.call.args[i], read);
-    }
-  } else if (e->kind == NIMBLE_EXPR_TUPLE) {
-    for (size_t i = 0; i < e->u.tuple.count; i++) mark_value_reads(e->u.tuple.fields[i], read);
-  } else if (e->kind == NIMBLE_EXPR_PROJ) {
-    mark_value_reads(e->u.proj.tuple, read);
-  } else if (e->kind == NIMBLE_EXPR_LET) {
-    mark_value_reads(e->u.let.value, read);
-    mark_value_reads(e->u.let.body, read);
-  }
 }
 
 /* ---- devices of values and the copies ------------------------------------------ */
@@ -320,22 +284,20 @@ static nimble_status_t place_value(place_ctx *c, pass_chain *out, const nimble_e
       if (!strcmp(name, "invoke_shape_func")) {
         const char *mode = nimble_attrs_string(op, &v->u.call.attrs, "mode");
         if (strcmp(mode, "data_independent") == 0) return nimble_ok(); /* host shapes */
-        /* Copy to the host only what the shape function reads. */
-        const char *kernel = nimble_attrs_string(op, &v->u.call.attrs, "kernel");
-        const nimble_expr *f = nimble_module_find_func(c->m, kernel);
-        pass_map read = {0};
-        if (f && f->kind == NIMBLE_EXPR_FUNC) mark_value_reads(f->u.func.body, &read);
+        /* The shape function is a host kernel, and the runtime hands a
+         * host kernel host memory only, so each tensor it gets is on the
+         * host. That moves nothing the host would not read anyway: a
+         * primitive with a data-dependent or upper-bound shape stays on
+         * the host (primitive_device), so its own invoke reads every one
+         * of these inputs there, and it reuses the copy made here. */
         const nimble_expr **args = nimble_arena_alloc(c->arena, (n ? n : 1) * sizeof *args);
         nimble_status_t s = args ? nimble_ok() : pass_oom();
         bool changed = false;
         for (size_t i = 0; !s && i < n; i++) {
           args[i] = v->u.call.args[i];
-          bool reads = !f || f->kind != NIMBLE_EXPR_FUNC || i >= f->u.func.num_params ||
-                       pass_map_has(&read, f->u.func.params[i]);
-          if (reads) s = need(c, out, args[i], DEV_CPU, &args[i]);
+          s = need(c, out, args[i], DEV_CPU, &args[i]);
           changed |= args[i] != v->u.call.args[i];
         }
-        pass_map_free(&read);
         NIMBLE_RETURN_IF_ERROR(s);
         if (changed) *res = pass_call_with_args(c->arena, v, v->u.call.callee, args);
         return *res ? nimble_ok() : pass_oom();

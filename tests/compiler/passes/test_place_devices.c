@@ -192,10 +192,45 @@ START_TEST(test_shapes_never_travel_and_storage_sizes_stay_on_the_host) {
 }
 END_TEST
 
+START_TEST(test_an_upper_bound_shape_function_reads_the_host_copy_its_kernel_reads_too) {
+  /* e = exp(x) runs on the GPU; nonzero(e) has an upper-bound shape, so
+   * it and its shape function run on the host. Both read one host copy of
+   * e, made before the shape function: x in, e out, once each. GPU 1 (the
+   * exp), CPU 1 (the nonzero), GPU storages 1 (e's). */
+  const char *program =
+      "def @main(%x: Tensor[(8,), float32]) {\n"
+      "  let %s1 = alloc_storage(32);\n"
+      "  let %e = alloc_tensor(%s1, 0, shape=[8]);\n"
+      "  let %u1 = invoke(%x, %e, kernel=\"fused.e\");\n"
+      "  let %b = invoke_shape_func(%e, kernel=\"fused.nz\", out_ranks=[2], mode=\"upper_bound\");\n"
+      "  let %bound = %b.0;\n"
+      "  let %s2 = alloc_storage(128);\n"
+      "  let %o = alloc_tensor(%s2, 0, %bound, dtype=\"int64\");\n"
+      "  let %s3 = alloc_storage(16);\n"
+      "  let %r = alloc_tensor(%s3, 0, shape=[2], dtype=\"int64\");\n"
+      "  let %u2 = invoke(%e, %o, %r, kernel=\"fused.nz\", num_outputs=2);\n"
+      "  reshape_tensor(%o, %r)\n"
+      "}\n"
+      "def @\"fused.e\"(%p0: Tensor[(8,), float32]) -> Tensor[(8,), float32] { exp(%p0) }\n"
+      "def @\"fused.nz\"(%p0: Tensor[(8,), float32]) -> Tensor[(1, ?), int64] { nonzero(%p0) }\n";
+  expect_placement(program, (counts){.gpu_invokes = 1, .cpu_invokes = 1, .to_gpu = 1, .to_cpu = 1, .gpu_storages = 1});
+  nimble_arena *a;
+  NIMBLE_ASSERT_OK(nimble_arena_create(&a));
+  nimble_module *m = pt_run(a, program, NULL, 0);
+  NIMBLE_ASSERT_OK(nimble_passes_place_devices(m));
+  char *text;
+  NIMBLE_ASSERT_OK(nimble_ir_print_module(m, &text));
+  ck_assert_msg(strstr(text, "invoke_shape_func(%e_host") != NULL, "the shape function reads e on the GPU:\n%s", text);
+  free(text);
+  nimble_arena_destroy(a);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("place_devices");
   TCase *tc = tcase_create("core");
   tcase_add_test(tc, test_a_chain_of_gpu_kernels_copies_the_input_in_and_the_result_out_once);
+  tcase_add_test(tc, test_an_upper_bound_shape_function_reads_the_host_copy_its_kernel_reads_too);
   tcase_add_test(tc, test_a_value_read_on_the_other_device_twice_is_copied_once);
   tcase_add_test(tc, test_an_if_condition_from_a_gpu_kernel_is_copied_to_the_host);
   tcase_add_test(tc, test_a_loop_keeps_its_counter_on_the_host_and_moves_the_tensor_once_per_iteration);
