@@ -170,7 +170,7 @@ static int parse_args(int argc, char **argv, compile_args *a, bool *help) {
     return nimble_cli_usage_error(&nimble_cmd_compile, "no output: give -o FILE.nimble or --emit-parts DIR");
   if (!a->target) a->target = "x86";
   nimble_target_t t;
-  nimble_status_t s = nimble_target_parse(a->target, &t);
+  nimble_status_t s = nimble_target_parse_local(a->target, &t);
   if (s) {
     int rc = nimble_cli_usage_error(&nimble_cmd_compile, "--target: %s", nimble_status_message(s));
     nimble_status_free(s);
@@ -270,8 +270,9 @@ const nimble_cli_command nimble_cmd_compile = {
     "                     code plus PTX for the GPU, default sm_80, which newer\n"
     "                     drivers JIT for their GPU). The default CPUs give\n"
     "                     portable artifacts (x86-64-v3: AVX2/FMA; aarch64\n"
-    "                     generic with NEON). cpu=native is refused: an artifact\n"
-    "                     must not depend on the machine that built it.\n"
+    "                     generic with NEON). cpu=native builds for this\n"
+    "                     machine's CPU and all its features: the artifact may\n"
+    "                     not run elsewhere, and the farm refuses it.\n"
     "  -o FILE            the executable to write (.nimble)\n"
     "  --opt-level N      0 to 3 (default 2): 0 runs only what lowering needs,\n"
     "                     1 adds folding and clean-ups, 2 fuses operators and\n"

@@ -165,7 +165,7 @@ static nimble_status_t parse_features(const char *v, size_t len, char *out, size
 /* Checks one `key=value` option and stores it in t. `seen` is a bit set of
  * keys already given. */
 static nimble_status_t apply_option(nimble_target_t *t, const char *opt, size_t len,
-                                    unsigned *seen) {
+                                    unsigned *seen, int allow_native) {
   const kind_info *info = info_of(t);
   const char *eq = memchr(opt, '=', len);
   if (len == 0) return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "empty option");
@@ -200,9 +200,24 @@ static nimble_status_t apply_option(nimble_target_t *t, const char *opt, size_t 
   switch (bit) {
     case 1:
       if (vlen == 6 && memcmp(v, "native", 6) == 0) {
-        return nimble_status_make(NIMBLE_INVALID_ARGUMENT,
-                                  "cpu=native is not allowed: an artifact must not depend on "
-                                  "the worker that built it; name the cpu");
+        if (!allow_native)
+          return nimble_status_make(NIMBLE_INVALID_ARGUMENT,
+                                    "cpu=native is not allowed: an artifact must not depend on "
+                                    "the worker that built it; name the cpu");
+        /* The host code is for this machine: only when it is that kind. */
+#if defined(__x86_64__)
+        int host_is_kind = t->kind == NIMBLE_TARGET_X86 || t->kind == NIMBLE_TARGET_CUDA;
+#elif defined(__aarch64__)
+        int host_is_kind = t->kind == NIMBLE_TARGET_AARCH64;
+#else
+        int host_is_kind = 0;
+#endif
+        if (!host_is_kind)
+          return nimble_status_make(NIMBLE_INVALID_ARGUMENT,
+                                    "cpu=native means this machine's CPU, which is not a %s CPU",
+                                    info->name);
+        strcpy(t->cpu, "native");
+        return nimble_ok();
       }
       if (!in_list(info->cpus, v, vlen)) {
         join_list(info->cpus, list, sizeof(list));
@@ -230,7 +245,7 @@ static nimble_status_t apply_option(nimble_target_t *t, const char *opt, size_t 
   }
 }
 
-static nimble_status_t parse_spec(const char *spec, size_t len, nimble_target_t *out) {
+static nimble_status_t parse_spec(const char *spec, size_t len, int allow_native, nimble_target_t *out) {
   if (len == 0) return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "empty target");
   if (len > NIMBLE_TARGET_SPEC_MAX) {
     return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "longer than %d bytes",
@@ -263,7 +278,7 @@ static nimble_status_t parse_spec(const char *spec, size_t len, nimble_target_t 
     for (;;) {
       const char *comma = memchr(p, ',', (size_t)(end - p));
       const char *stop = comma ? comma : end;
-      NIMBLE_RETURN_IF_ERROR(apply_option(&t, p, (size_t)(stop - p), &seen));
+      NIMBLE_RETURN_IF_ERROR(apply_option(&t, p, (size_t)(stop - p), &seen, allow_native));
       if (!comma) break;
       p = comma + 1;
     }
@@ -272,9 +287,9 @@ static nimble_status_t parse_spec(const char *spec, size_t len, nimble_target_t 
   return nimble_ok();
 }
 
-nimble_status_t nimble_target_parse_n(const char *spec, size_t len, nimble_target_t *out_target) {
+static nimble_status_t parse_n(const char *spec, size_t len, int allow_native, nimble_target_t *out_target) {
   if (!spec) return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "target: missing");
-  nimble_status_t s = parse_spec(spec, len, out_target);
+  nimble_status_t s = parse_spec(spec, len, allow_native, out_target);
   if (s) {
     char quoted[80];
     nimble_text_quote(spec, len, quoted, sizeof(quoted));
@@ -283,10 +298,21 @@ nimble_status_t nimble_target_parse_n(const char *spec, size_t len, nimble_targe
   return nimble_ok();
 }
 
+nimble_status_t nimble_target_parse_n(const char *spec, size_t len, nimble_target_t *out_target) {
+  return parse_n(spec, len, 0, out_target);
+}
+
 nimble_status_t nimble_target_parse(const char *spec, nimble_target_t *out_target) {
   if (!spec) return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "target: missing");
-  return nimble_target_parse_n(spec, strlen(spec), out_target);
+  return parse_n(spec, strlen(spec), 0, out_target);
 }
+
+nimble_status_t nimble_target_parse_local(const char *spec, nimble_target_t *out_target) {
+  if (!spec) return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "target: missing");
+  return parse_n(spec, strlen(spec), 1, out_target);
+}
+
+int nimble_target_is_native(const nimble_target_t *target) { return strcmp(target->cpu, "native") == 0; }
 
 void nimble_target_format(const nimble_target_t *t, char out[NIMBLE_TARGET_SPEC_MAX + 1]) {
   const kind_info *info = info_of(t);

@@ -267,6 +267,29 @@ START_TEST(test_mutated_specs_never_crash) {
 }
 END_TEST
 
+/* cpu=native: only through nimble_target_parse_local (a local compile),
+ * for this machine's own kind; the farm's parse refuses it. */
+START_TEST(test_cpu_native_is_for_local_builds_of_this_machines_kind) {
+  nimble_target_t t;
+  NIMBLE_ASSERT_OK(nimble_target_parse_local("x86:cpu=native", &t));
+  ck_assert(nimble_target_is_native(&t));
+  char out[NIMBLE_TARGET_SPEC_MAX + 1];
+  nimble_target_format(&t, out);
+  ck_assert_str_eq(out, "x86:cpu=native");
+  NIMBLE_ASSERT_OK(nimble_target_parse_local("cuda:cpu=native,arch=sm_90", &t));
+  nimble_target_format(&t, out);
+  ck_assert_str_eq(out, "cuda:arch=sm_90,cpu=native");
+  NIMBLE_ASSERT_OK(nimble_target_parse_local("x86:cpu=haswell", &t));
+  ck_assert(!nimble_target_is_native(&t));
+  nimble_status_t s = nimble_target_parse_local("aarch64:cpu=native", &t);
+  ck_assert_ptr_nonnull(s);
+  ck_assert_msg(strstr(nimble_status_message(s), "which is not a aarch64 CPU"), "%s", nimble_status_message(s));
+  nimble_status_free(s);
+  expect_error("x86:cpu=native", "cpu=native is not allowed");
+  expect_error("cuda:cpu=native", "cpu=native is not allowed");
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("target");
   TCase *tc = tcase_create("core");
@@ -284,6 +307,7 @@ int main(void) {
   tcase_add_test(tc, test_lists_refuse_duplicates_empties_and_overflow);
   tcase_add_test(tc, test_every_listed_cpu_round_trips);
   tcase_add_test(tc, test_mutated_specs_never_crash);
+  tcase_add_test(tc, test_cpu_native_is_for_local_builds_of_this_machines_kind);
   suite_add_tcase(s, tc);
   return nimble_test_run(s);
 }

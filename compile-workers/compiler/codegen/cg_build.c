@@ -107,6 +107,23 @@ static nimble_status_t build_run(build *b, const nimble_ln_kernel *const *kernel
     NIMBLE_RETURN_IF_ERROR_CTX(nimble_ln_kernel_validate(kernels[i]), "codegen: kernel %zu", i);
   const char *cpu = o->cpu ? o->cpu : is_x86 ? "x86-64-v3" : is_ptx ? "sm_80" : "generic";
   const char *features = o->features ? o->features : is_a64 ? "+neon" : "";
+  /* cpu=native (a local build, nimble_target_parse_local): this machine's
+   * CPU and every feature it has, then the spec's own features. */
+  char *host_cpu = NULL, *host_features = NULL, *native_features = NULL;
+  if (!is_ptx && strcmp(cpu, "native") == 0) {
+    host_cpu = LLVMGetHostCPUName();
+    host_features = LLVMGetHostCPUFeatures();
+    size_t n = strlen(host_features) + strlen(features) + 2;
+    native_features = malloc(n);
+    if (!native_features) {
+      LLVMDisposeMessage(host_cpu);
+      LLVMDisposeMessage(host_features);
+      return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "codegen: out of memory");
+    }
+    snprintf(native_features, n, "%s%s%s", host_features, features[0] ? "," : "", features);
+    cpu = host_cpu;
+    features = native_features;
+  }
 
   LLVMTargetRef target;
   char *err = NULL;
@@ -119,7 +136,12 @@ static nimble_status_t build_run(build *b, const nimble_ln_kernel *const *kernel
                                                LLVMCodeGenLevelDefault, LLVMCodeGenLevelAggressive};
   b->tm = LLVMCreateTargetMachine(target, triple, cpu, features, levels[o->opt_level], LLVMRelocPIC,
                                   LLVMCodeModelDefault);
-  if (!b->tm) return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "codegen: no target machine for %s/%s", triple, cpu);
+  nimble_status_t tm_status =
+      b->tm ? nimble_ok() : nimble_status_make(NIMBLE_INVALID_ARGUMENT, "codegen: no target machine for %s/%s", triple, cpu);
+  if (host_cpu) LLVMDisposeMessage(host_cpu);
+  if (host_features) LLVMDisposeMessage(host_features);
+  free(native_features);
+  NIMBLE_RETURN_IF_ERROR(tm_status);
   b->ctx = LLVMContextCreate();
   LLVMContextSetDiagnosticHandler(b->ctx, on_diagnostic, b);
   b->mod = LLVMModuleCreateWithNameInContext("nimble_kernels", b->ctx);

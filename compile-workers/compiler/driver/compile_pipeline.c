@@ -199,7 +199,7 @@ static nimble_status_t run(pipeline *p, nimble_arena *arena) {
   nimble_compile_result *r = p->r;
 
   /* Target first: a bad spec should not cost an import. */
-  NIMBLE_RETURN_IF_ERROR(nimble_target_parse(o->target ? o->target : "x86", &r->target));
+  NIMBLE_RETURN_IF_ERROR(nimble_target_parse_local(o->target ? o->target : "x86", &r->target));
   nimble_target_format(&r->target, r->target_spec);
   if (o->opt_level < 0 || o->opt_level > 3)
     return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "opt level %d is out of range (0 to 3)", o->opt_level);

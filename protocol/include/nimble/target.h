@@ -61,6 +61,17 @@ typedef struct nimble_target_t {
  * unknown target, unknown or repeated option, or bad value. */
 nimble_status_t nimble_target_parse(const char *spec, nimble_target_t *out_target);
 
+/* As nimble_target_parse, and also accepts `cpu=native` (x86 and cuda on
+ * an x86_64 machine, aarch64 on an aarch64 one): host code for the CPU of
+ * the machine that compiles, with all its features. For a local `nimble
+ * compile` only: such an artifact may not run elsewhere, so the farm
+ * (which parses with nimble_target_parse) refuses it. The canonical
+ * spelling keeps `cpu=native`. */
+nimble_status_t nimble_target_parse_local(const char *spec, nimble_target_t *out_target);
+
+/* 1 when target's cpu is `native` (nimble_target_parse_local). */
+int nimble_target_is_native(const nimble_target_t *target);
+
 /* Same for `len` bytes that need not be NUL-terminated. */
 nimble_status_t nimble_target_parse_n(const char *spec, size_t len, nimble_target_t *out_target);
 

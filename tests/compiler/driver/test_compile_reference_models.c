@@ -26,12 +26,12 @@ static bool not_yet_expected(const char *name) {
   return false;
 }
 
-static void check_model(const char *name) {
+static void check_model_for(const char *name, const char *target) {
   char rel[128];
   snprintf(rel, sizeof rel, "%s.onnx", name);
   char *path = dt_models_path(rel);
   nimble_executable *exe = NULL;
-  nimble_status_t s = dt_compile_and_load(path, "x86", &exe);
+  nimble_status_t s = dt_compile_and_load(path, target, &exe);
   free(path);
   if (s && not_yet_expected(name) && nimble_status_code(s) == NIMBLE_UNIMPLEMENTED) {
     printf("%s: not yet: %s\n", name, nimble_status_message(s));
@@ -40,10 +40,20 @@ static void check_model(const char *name) {
   }
   ck_assert_msg(s == NULL, "%s: %s", name, s ? nimble_status_message(s) : "");
   int cases = dt_run_reference_cases(exe, name);
-  printf("%s: %d cases match%s\n", name, cases,
+  printf("%s (%s): %d cases match%s\n", name, target, cases,
          not_yet_expected(name) ? " (it compiles now: remove it from kNotYet and docs/compile.md's list)" : "");
   nimble_executable_release(exe);
 }
+
+static void check_model(const char *name) { check_model_for(name, "x86"); }
+
+/* cpu=native: this machine's CPU with all its features (AVX-512 here),
+ * for a local build; the same outputs. */
+START_TEST(test_the_mlp_and_bert_for_cpu_native_match_pytorch_too) {
+  check_model_for("mlp", "x86:cpu=native");
+  check_model_for("bert_tiny", "x86:cpu=native");
+}
+END_TEST
 
 #define MODEL_TEST(n)                                                 \
   START_TEST(test_##n##_compiles_and_matches_pytorch_on_every_case) { \
@@ -78,6 +88,7 @@ int main(void) {
   tcase_add_test(tc, test_squeezenet1_0_compiles_and_matches_pytorch_on_every_case);
   tcase_add_test(tc, test_mobilenet_v2_compiles_and_matches_pytorch_on_every_case);
   tcase_add_test(tc, test_lstm2_compiles_and_matches_pytorch_on_every_case);
+  tcase_add_test(tc, test_the_mlp_and_bert_for_cpu_native_match_pytorch_too);
   suite_add_tcase(s, tc);
   return nimble_test_run(s);
 }
