@@ -453,6 +453,47 @@ START_TEST(test_a_wrong_token_exits_7_saying_the_token_was_refused) {
 }
 END_TEST
 
+/* A model over the store's blob limit (64 KiB here): submit fails saying
+ * so, the store keeps nothing of it, no job starts, and the farm goes on
+ * serving the next submission. */
+START_TEST(test_an_oversized_model_upload_is_refused_and_loses_nothing) {
+  farm f;
+  farm_config cfg = {.token = "test-token\n", .store_args = "--max-blob-size 64K"};
+  farm_start(&f, &cfg);
+  farm_start_worker(&f, "w1", "x86", NULL);
+  size_t n = 200 * 1024;
+  char *big = malloc(n + 1);
+  ck_assert_ptr_nonnull(big);
+  memset(big, 'x', n);
+  memcpy(big, "model: too big\n", 15);
+  big[n - 1] = '\n';
+  big[n] = '\0';
+  char *model = model_file("big.onnx", big);
+  cli_result r = run_on(&f, "test-token", ARGS("submit", model, "--targets=x86", "--name", "team/big", "--timeout", "30"));
+  ck_assert_msg(r.exit_code != 0, "submit of an oversized model succeeded:\n%s", r.out);
+  ASSERT_CONTAINS(r.err, "uploading model");
+  ASSERT_CONTAINS(r.err, "413");
+  ck_assert_str_eq(r.out, "");
+  cli_result_free(&r);
+  nimble_digest_t d;
+  nimble_digest_compute(big, n, &d);
+  int exists = 1;
+  NIMBLE_ASSERT_OK(nimble_store_blob_exists(f.store, "models", &d, &exists, NULL));
+  ck_assert_int_eq(exists, 0);
+  ck_assert_int_eq(farm_count_compiles(&f, NULL), 0);
+  /* The farm is unharmed: a model under the limit compiles. */
+  char *small = model_file("small.onnx", "model: small enough\n");
+  r = run_on(&f, "test-token", ARGS("submit", small, "--targets=x86", "--name", "team/small", "--timeout", "30"));
+  ck_assert_msg(r.exit_code == 0, "stderr: %s", r.err);
+  ASSERT_CONTAINS(r.out, "team/small:x86@sha256:");
+  cli_result_free(&r);
+  free(small);
+  free(model);
+  free(big);
+  farm_stop(&f);
+}
+END_TEST
+
 /* A loopback TCP port nothing listens on (bound then closed). */
 static int closed_port(void) {
   int s = socket(AF_INET, SOCK_STREAM, 0);
@@ -573,6 +614,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_fetch_writes_parts_whose_digests_match_the_manifest);
   tcase_add_test(tc, test_an_unknown_target_is_a_usage_error_naming_it);
   tcase_add_test(tc, test_a_wrong_token_exits_7_saying_the_token_was_refused);
+  tcase_add_test(tc, test_an_oversized_model_upload_is_refused_and_loses_nothing);
   tcase_add_test(tc, test_a_scheduler_or_store_that_is_down_gives_its_own_exit_code_in_time);
   tcase_add_test(tc, test_a_model_the_compiler_rejects_shows_its_error_per_target_and_fails);
   tcase_add_test(tc, test_options_reach_the_compiler_and_a_wait_past_the_timeout_fails_naming_the_job);

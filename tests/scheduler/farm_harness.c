@@ -244,7 +244,9 @@ void farm_start(farm *f, const farm_config *cfg) {
                            cfg && cfg->aof ? "--appendonly yes" : "--appendonly no") == 0,
                 "redis_fixture.sh start failed (see %s/fixtures.log)", f->redis_dir);
   read_addr(f->redis_dir, f->redis_host, &f->redis_port);
-  ck_assert_msg(run_script("store_fixture.sh", "start", f->store_dir, "--quiet") == 0,
+  char store_args[256];
+  snprintf(store_args, sizeof store_args, "--quiet %s", cfg && cfg->store_args ? cfg->store_args : "");
+  ck_assert_msg(run_script("store_fixture.sh", "start", f->store_dir, store_args) == 0,
                 "store_fixture.sh start failed");
   char host[64];
   int port;
