@@ -39,6 +39,7 @@ typedef struct nimble_cli_command {
 
 extern const nimble_cli_command nimble_cmd_config;
 extern const nimble_cli_command nimble_cmd_inspect;
+extern const nimble_cli_command nimble_cmd_run; /* cmd_run.c, where the build has nimble-run */
 
 /* Prints the command's help to `f`. */
 void nimble_cli_print_command_help(const nimble_cli_command *cmd, FILE *f);

@@ -30,6 +30,9 @@ static const nimble_cli_command *const kCommands[] = {
 #ifdef NIMBLE_CLI_HAVE_COMPILE
     &nimble_cmd_compile,
 #endif
+#ifdef NIMBLE_CLI_HAVE_RUN
+    &nimble_cmd_run,
+#endif
 #ifdef NIMBLE_CLI_HAVE_FARM
     &nimble_cmd_submit,
     &nimble_cmd_status,

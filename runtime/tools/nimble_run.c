@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "adt_json.h"
+#include "nimble_run.h"
 #include "nimble/runtime.h"
 #include "nimble/tensor_io.h"
 #ifdef NIMBLE_RUN_WITH_FETCH
@@ -29,9 +30,13 @@ enum { EXIT_RUN_ERROR = 1, EXIT_USAGE = 2 };
 #define MAX_REPEAT 1000000L
 #define MAX_THREADS 1024L
 
+/* The program's name in messages: "nimble-run", or "nimble run" when the
+ * CLI runs this (nimble_run_main). */
+static const char *g_prog = "nimble-run";
+
 static const char USAGE[] =
-    "usage: nimble-run MODEL.nimble --input NAME=FILE [--input NAME=FILE ...]\n"
-    "                  [--output-dir DIR] [--repeat N] [--threads N] [--entry NAME]\n";
+    "usage: %s MODEL.nimble --input NAME=FILE [--input NAME=FILE ...]\n"
+    "       [--output-dir DIR] [--repeat N] [--threads N] [--entry NAME]\n";
 
 static const char HELP[] =
     "\n"
@@ -73,7 +78,7 @@ static const char HELP[] =
 /* Warnings from the fetcher (offline start, a damaged cache entry
  * replaced) go to stderr; the run goes on. */
 static void on_fetch_event(void *user, const nimble_fetch_event_t *e) {
-  if (e->kind == NIMBLE_FETCH_EVENT_WARNING) fprintf(stderr, "nimble-run: warning: %s\n", e->message);
+  if (e->kind == NIMBLE_FETCH_EVENT_WARNING) fprintf(stderr, "%s: warning: %s\n", g_prog, e->message);
 }
 
 /* Fetches a store reference and says on stderr where it came from. */
@@ -175,9 +180,9 @@ static int fail(int code, const char *fmt, ...) {
   for (char *p = msg; *p; p++)
     if (*p == '\n' || *p == '\r') *p = ' ';
   if (code == EXIT_USAGE && strstr(msg, "--help") == NULL)
-    fprintf(stderr, "nimble-run: %s (see nimble-run --help)\n", msg);
+    fprintf(stderr, "%s: %s (see %s --help)\n", g_prog, msg, g_prog);
   else
-    fprintf(stderr, "nimble-run: %s\n", msg);
+    fprintf(stderr, "%s: %s\n", g_prog, msg);
   return code;
 }
 
@@ -228,11 +233,12 @@ static int parse_args(int argc, char **argv, run_args *a) {
   for (int i = 1; i < argc; i++) {
     const char *arg = argv[i];
     if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
-      printf("%s%s", USAGE, HELP);
+      printf(USAGE, g_prog);
+      printf("%s", HELP);
       return 0;
     }
     if (strcmp(arg, "--version") == 0) {
-      printf("nimble-run %s\n", nimble_runtime_version());
+      printf("%s %s\n", g_prog, nimble_runtime_version());
       return 0;
     }
     if (strncmp(arg, "--", 2) != 0 || strcmp(arg, "--") == 0) {
@@ -503,7 +509,8 @@ done:
   return rc;
 }
 
-int main(int argc, char **argv) {
+int nimble_run_main(int argc, char **argv, const char *prog) {
+  if (prog) g_prog = prog;
   run_args a;
   memset(&a, 0, sizeof(a));
   int rc = parse_args(argc, argv, &a);

@@ -391,6 +391,56 @@ START_TEST(test_mlp_compiled_for_aarch64_runs_under_qemu_and_matches_pytorch) {
 }
 END_TEST
 
+/* `nimble run` is nimble-run inside the CLI: the mlp compiled and run
+ * through it matches PyTorch on every case; a NAME:TAG with no store
+ * configured is a usage error saying so. */
+START_TEST(test_nimble_run_runs_the_compiled_mlp_and_matches_pytorch) {
+  char *src = dt_models_path("mlp.onnx");
+  char *exe_path = path_in(g_tmp, "mlp-run.nimble");
+  free(nimble_expect(0, NULL, "compile", src, "-o", exe_path, NULL));
+  char *outdir = path_in(g_tmp, "run-out");
+  mkdir(outdir, 0755);
+  for (int c = 0; c < 3; c++) {
+    char rel[64];
+    snprintf(rel, sizeof rel, "mlp.ref/%d/x.npy", c);
+    char *x = dt_models_path(rel);
+    snprintf(rel, sizeof rel, "mlp.ref/%d/y.npy", c);
+    char *y = dt_models_path(rel);
+    char *input = NULL;
+    ck_assert_int_ge(asprintf(&input, "x=%s", x), 0);
+    char *err = nimble_expect(0, NULL, "run", exe_path, "--input", input, "--output-dir", outdir, NULL);
+    free(err);
+    char *got_path = path_in(outdir, "y.npy");
+    nimble_tensor_file_t got, want;
+    NIMBLE_ASSERT_OK(nimble_tensor_io_read_npy(got_path, &got));
+    NIMBLE_ASSERT_OK(nimble_tensor_io_read_npy(y, &want));
+    dt_compare("mlp (nimble run)", c, "y", &got.tensor, &want.tensor, 1e-4, 1e-5);
+    nimble_tensor_file_deinit(&got);
+    nimble_tensor_file_deinit(&want);
+    free(got_path);
+    free(input);
+    free(y);
+    free(x);
+  }
+  /* NAME:TAG is fetched from the configured store (here one that is down,
+   * with an empty cache): the error names the reference it built. */
+  char *cache = path_in(g_tmp, "run-cache");
+  setenv("NIMBLE_CACHE_DIR", cache, 1);
+  char *err = nimble_expect(1, NULL, "run", "team/mlp:x86", "--store", "http://127.0.0.1:1", "--input", "x=x.npy", NULL);
+  ck_assert_msg(strstr(err, "http://127.0.0.1:1/team/mlp:x86") != NULL && strstr(err, "has no record of this tag"),
+                "stderr: %s", err);
+  free(err);
+  unsetenv("NIMBLE_CACHE_DIR");
+  free(cache);
+  err = nimble_expect(2, NULL, "run", exe_path, "--input", "nope=x.npy", NULL);
+  ck_assert_msg(strstr(err, "nimble run: ") != NULL && strstr(err, "no input 'nope'") != NULL, "stderr: %s", err);
+  free(err);
+  free(outdir);
+  free(exe_path);
+  free(src);
+}
+END_TEST
+
 /* ---- errors ---------------------------------------------------------------- */
 
 START_TEST(test_a_missing_model_is_an_input_error_naming_the_file) {
@@ -538,6 +588,7 @@ int main(void) {
   tcase_add_test(tc, test_emit_parts_writes_the_worker_contract_files_and_the_parts_load);
   tcase_add_test(tc, test_mlp_compiled_for_aarch64_has_an_aarch64_kernel_library);
   tcase_add_test(tc, test_mlp_compiled_for_aarch64_runs_under_qemu_and_matches_pytorch);
+  tcase_add_test(tc, test_nimble_run_runs_the_compiled_mlp_and_matches_pytorch);
   tcase_add_test(tc, test_a_missing_model_is_an_input_error_naming_the_file);
   tcase_add_test(tc, test_a_syntax_error_is_an_input_error_with_its_place);
   tcase_add_test(tc, test_an_unknown_extension_is_an_input_error);
