@@ -104,6 +104,9 @@ static void walk_free(walk *w) {
 }
 
 static bool save_path(walk *w, size_t *at, size_t *len) {
+  *at = w->paths_n;
+  *len = w->depth;
+  if (w->depth == 0) return true; /* the function's top: nothing to copy (stack may be NULL) */
   if (!grow((void **)&w->paths, &w->paths_cap, w->paths_n + w->depth, sizeof *w->paths)) return false;
   memcpy(w->paths + w->paths_n, w->stack, w->depth * sizeof *w->stack);
   *at = w->paths_n;
