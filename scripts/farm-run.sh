@@ -71,11 +71,11 @@ NIMBLE_CACHE_DIR="$WORK/cache" NIMBLE_TOKEN="$TOKEN" "$BUILD/runtime/tools/nimbl
   "$STORE/demo/mlp:x86" --input "x=$X" --output-dir "$WORK/out-x86"
 check "$WORK/out-x86" "x86 run"
 
-echo "== aarch64: nimble fetch, then the aarch64 nimble-run under qemu"
-"${NIMBLE[@]}" fetch demo/mlp --target=aarch64 -o "$WORK/mlp-aarch64"
+echo "== aarch64: nimble fetch -o mlp-aarch64.nimble (one file), then the aarch64 nimble-run under qemu"
+"${NIMBLE[@]}" fetch demo/mlp --target=aarch64 -o "$WORK/mlp-aarch64.nimble"
 mkdir -p "$WORK/out-aarch64"
 qemu-aarch64 -L /usr/aarch64-linux-gnu -E LD_LIBRARY_PATH=/usr/aarch64-linux-gnu/lib \
-  "$BUILD_A64/runtime/tools/nimble-run" "$WORK/mlp-aarch64" --input "x=$X" \
+  "$BUILD_A64/runtime/tools/nimble-run" "$WORK/mlp-aarch64.nimble" --input "x=$X" \
   --output-dir "$WORK/out-aarch64"
 check "$WORK/out-aarch64" "aarch64 run (qemu)"
 

@@ -1,19 +1,22 @@
 /* `nimble fetch NAME --target=T`: pulls an artifact's manifest, config and
  * layers from the store, each verified against its digest, into a
  * directory of parts (manifest.json, config.json and one file per layer,
- * named by its title). The runtime loads parts as they are; joining them
- * into one .nimble file is left to a later runtime tool (the runtime has no
- * public API that joins parts yet). */
+ * named by its title), or, with `-o FILE.nimble`, into one executable file
+ * joined from the parts (nimble_executable_join_parts) and checked by the
+ * runtime's loader before it is renamed into place. */
+#include <dirent.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "farm_client.h"
 #include "nimble/manifest.h"
+#include "nimble/runtime.h"
 #include "nimble/target.h"
 
 /* A layer title usable as a file name in the output directory: the
@@ -148,6 +151,108 @@ static nimble_status_t fetch(nimble_store_client *sc, const fetch_args *a, const
   return s;
 }
 
+static bool ends_with(const char *s, const char *suffix) {
+  size_t n = strlen(s), k = strlen(suffix);
+  return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+/* Reads the part files of `dir` (files that start with a part header),
+ * joins them into one image, checks that the runtime loads it, and writes
+ * it to `path` through a temporary file renamed into place. */
+static nimble_status_t join_into_file(const char *dir, const char *path) {
+  enum { MAX_PARTS = 8 };
+  nimble_executable_part_t parts[MAX_PARTS];
+  void *bufs[MAX_PARTS];
+  size_t n = 0;
+  nimble_status_t s = nimble_ok();
+  DIR *d = opendir(dir);
+  if (!d) return nimble_status_make(NIMBLE_IO_ERROR, "cannot read '%s': %s", dir, strerror(errno));
+  struct dirent *e;
+  while (!s && (e = readdir(d))) {
+    if (e->d_name[0] == '.') continue;
+    char file[4096];
+    s = join_path(file, sizeof file, dir, e->d_name);
+    if (s) break;
+    FILE *f = fopen(file, "rb");
+    if (!f) {
+      s = nimble_status_make(NIMBLE_IO_ERROR, "cannot read '%s': %s", file, strerror(errno));
+      break;
+    }
+    uint8_t head[8];
+    bool is_part = fread(head, 1, 8, f) == 8 && memcmp(head, "NMBP", 4) == 0;
+    long size = 0;
+    if (is_part && (fseek(f, 0, SEEK_END) != 0 || (size = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0))
+      s = nimble_status_make(NIMBLE_IO_ERROR, "cannot read '%s'", file);
+    if (!s && is_part) {
+      if (n == MAX_PARTS) {
+        s = nimble_status_make(NIMBLE_INVALID_ARGUMENT, "more than %d parts in the artifact", MAX_PARTS);
+      } else if (!(bufs[n] = malloc(size ? (size_t)size : 1))) {
+        s = nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory for '%s'", file);
+      } else if (fread(bufs[n], 1, (size_t)size, f) != (size_t)size) {
+        free(bufs[n]);
+        s = nimble_status_make(NIMBLE_IO_ERROR, "cannot read '%s'", file);
+      } else {
+        parts[n].kind = (nimble_part_kind_t)((uint32_t)head[4] | (uint32_t)head[5] << 8 | (uint32_t)head[6] << 16 |
+                                             (uint32_t)head[7] << 24);
+        parts[n].data = bufs[n];
+        parts[n].size = (size_t)size;
+        n++;
+      }
+    }
+    fclose(f);
+  }
+  closedir(d);
+  /* Sections in kind order, as the compiler writes them. */
+  for (size_t i = 1; i < n; i++)
+    for (size_t j = i; j > 0 && parts[j].kind < parts[j - 1].kind; j--) {
+      nimble_executable_part_t t = parts[j];
+      parts[j] = parts[j - 1];
+      parts[j - 1] = t;
+    }
+  void *image = NULL;
+  size_t image_size = 0;
+  if (!s && n == 0)
+    s = nimble_status_make(NIMBLE_INVALID_ARGUMENT,
+                           "the artifact's layers hold no executable parts (no layer starts with a part header, "
+                           "NMBP)");
+  if (!s) s = nimble_executable_join_parts(parts, n, &image, &image_size);
+  if (!s) {
+    /* The loader checks every byte (kernels are not loaded: a cuda
+     * artifact must be fetchable where there is no GPU). */
+    nimble_executable *exe = NULL;
+    s = nimble_executable_load_memory(image, image_size, NIMBLE_LOAD_NO_KERNELS, &exe);
+    if (s) s = nimble_status_annotate(s, "the joined executable does not load");
+    nimble_executable_release(exe);
+  }
+  if (!s) {
+    char tmp[4096];
+    if ((size_t)snprintf(tmp, sizeof tmp, "%s.partial", path) >= sizeof tmp)
+      s = nimble_status_make(NIMBLE_INVALID_ARGUMENT, "path '%s' is too long", path);
+    if (!s) s = write_file(tmp, image, image_size);
+    if (!s && rename(tmp, path) != 0)
+      s = nimble_status_make(NIMBLE_IO_ERROR, "cannot rename '%s' to '%s': %s", tmp, path, strerror(errno));
+    if (s) remove(tmp);
+  }
+  free(image);
+  for (size_t i = 0; i < n; i++) free(bufs[i]);
+  return s;
+}
+
+/* Removes the files of a temporary directory and the directory. */
+static void remove_dir(const char *dir) {
+  DIR *d = opendir(dir);
+  if (d) {
+    struct dirent *e;
+    while ((e = readdir(d))) {
+      char file[4096];
+      if (e->d_name[0] == '.' && (!e->d_name[1] || (e->d_name[1] == '.' && !e->d_name[2]))) continue;
+      if (!join_path(file, sizeof file, dir, e->d_name)) remove(file);
+    }
+    closedir(d);
+  }
+  rmdir(dir);
+}
+
 static int run_fetch(nimble_cli_ctx *ctx, int argc, char **argv) {
   const nimble_cli_command *self = &nimble_cmd_fetch;
   fetch_args a = {0};
@@ -167,7 +272,7 @@ static int run_fetch(nimble_cli_ctx *ctx, int argc, char **argv) {
       a.digest = v;
     } else if ((r = nimble_farm_take_value(argc, argv, &i, "-o", &v)) != 0 ||
                (r = nimble_farm_take_value(argc, argv, &i, "--output", &v)) != 0) {
-      if (r < 0) return nimble_cli_usage_error(self, "-o needs a directory");
+      if (r < 0) return nimble_cli_usage_error(self, "-o needs a file (.nimble) or a directory");
       a.out = v;
     } else if (arg[0] == '-' && arg[1] != '\0') {
       return nimble_cli_usage_error(self, "unknown option '%s'", arg);
@@ -226,8 +331,28 @@ static int run_fetch(nimble_cli_ctx *ctx, int argc, char **argv) {
   char manifest[NIMBLE_DIGEST_STRING_LEN + 1] = "";
   size_t layers = 0;
   nimble_farm_peer_t peer;
-  s = fetch(sc, &a, spec, tag, dir, manifest, &layers, &peer);
+  /* -o FILE.nimble: the parts go to a temporary directory beside FILE,
+   * then are joined into it. */
+  bool one_file = a.out && ends_with(a.out, ".nimble");
+  char parts_dir[4096 + 16];
+  if (one_file) {
+    snprintf(parts_dir, sizeof parts_dir, "%s.parts-XXXXXX", dir);
+    if (!mkdtemp(parts_dir)) {
+      s = nimble_status_make(NIMBLE_IO_ERROR, "cannot create a directory beside '%s': %s", dir, strerror(errno));
+      nimble_store_client_destroy(sc);
+      nimble_cli_report(s);
+      return NIMBLE_EXIT_FAILURE;
+    }
+  }
+  s = fetch(sc, &a, spec, tag, one_file ? parts_dir : dir, manifest, &layers, &peer);
   nimble_store_client_destroy(sc);
+  if (one_file) {
+    if (!s) {
+      s = join_into_file(parts_dir, dir);
+      if (s) peer = NIMBLE_FARM_PEER_SCHEDULER; /* not a store outage */
+    }
+    remove_dir(parts_dir);
+  }
   if (s) {
     if (nimble_status_code(s) == NIMBLE_NOT_FOUND)
       s = nimble_status_annotate(s, "no artifact %s for target '%s' in the store at %s", a.name,
@@ -240,15 +365,18 @@ static int run_fetch(nimble_cli_ctx *ctx, int argc, char **argv) {
   char *ref = nimble_farm_reference(store, a.name, tag, manifest);
   if (a.json) {
     json_t *doc = json_pack("{s:s,s:s,s:s,s:s,s:i}", "reference", ref ? ref : manifest,
-                            "manifest", manifest, "target", spec, "directory", dir, "layers",
-                            (json_int_t)layers);
+                            "manifest", manifest, "target", spec, one_file ? "file" : "directory", dir,
+                            "layers", (json_int_t)layers);
     char *text = json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     if (text) printf("%s\n", text);
     free(text);
     json_decref(doc);
   } else {
-    printf("%s -> %s/ (%zu layers, manifest.json, config.json)\n", ref ? ref : manifest, dir,
-           layers);
+    if (one_file)
+      printf("%s -> %s (one executable from %zu layers)\n", ref ? ref : manifest, dir, layers);
+    else
+      printf("%s -> %s/ (%zu layers, manifest.json, config.json)\n", ref ? ref : manifest, dir,
+             layers);
   }
   free(ref);
   return NIMBLE_EXIT_OK;
@@ -257,18 +385,19 @@ static int run_fetch(nimble_cli_ctx *ctx, int argc, char **argv) {
 const nimble_cli_command nimble_cmd_fetch = {
     "fetch",
     "Download a compiled artifact's parts from the store.",
-    "fetch NAME --target=T [-o DIR] [--digest D] [--json]",
+    "fetch NAME --target=T [-o FILE.nimble|DIR] [--digest D] [--json]",
     "Pulls the artifact of repository NAME for target T (by the target's tag,\n"
-    "or by manifest digest D) and writes its parts to DIR (default\n"
+    "or by manifest digest D). With -o FILE.nimble it writes one executable\n"
+    "file, joined from the layers and checked by the runtime's loader before\n"
+    "it is renamed into place; otherwise it writes the parts to DIR (default\n"
     "NAME-TAG): manifest.json, config.json and one file per layer, named by\n"
     "the layer's title. Every byte is checked against its digest; the\n"
-    "manifest must hold kernels for T and the config must name T.\n"
-    "(The parts are not joined into one .nimble file: the runtime has no\n"
-    "public way to join parts yet.)\n"
+    "manifest must hold kernels for T and the config must name T. Both\n"
+    "forms run with nimble run / nimble-run.\n"
     "\n"
     "Options:\n"
     "  --target=T      the target (x86, aarch64, cuda:arch=sm_90, ...)\n"
-    "  -o, --output DIR  where the parts go\n"
+    "  -o, --output PATH  FILE.nimble (one file) or a directory of parts\n"
     "  --digest D      pull this manifest (sha256:...) instead of the tag\n"
     "  --json          print the result as JSON\n"
     "\n"

@@ -328,6 +328,22 @@ START_TEST(test_fetch_writes_parts_whose_digests_match_the_manifest) {
   ASSERT_CONTAINS(r.out, manifest);
   cli_result_free(&r);
 
+  /* -o FILE.nimble joins the parts into one executable and has the
+   * runtime's loader check it first: test_compiler's stand-in parts are
+   * not an executable, so it is refused, and neither the file nor the
+   * temporary parts directory is left behind (the real compiler's
+   * artifact is fetched this way by scripts/farm-run.sh). */
+  char file[512];
+  snprintf(file, sizeof file, "%s/fetched.nimble", cli_scratch_dir());
+  r = run_on(&f, "test-token", ARGS("fetch", "team/fetch", "--target=aarch64", "-o", file));
+  ck_assert_int_eq(r.exit_code, 1);
+  ck_assert_msg(strstr(r.err, "part header") || strstr(r.err, "does not load"), "%s", r.err);
+  ck_assert_msg(access(file, F_OK) != 0, "%s was written", file);
+  char listing[700];
+  snprintf(listing, sizeof listing, "ls -d '%s'.parts-* > /dev/null 2>&1", file);
+  ck_assert_msg(system(listing) != 0, "a parts directory beside %s was left behind", file);
+  cli_result_free(&r);
+
   char path[700];
   size_t n;
   snprintf(path, sizeof path, "%s/manifest.json", dir);

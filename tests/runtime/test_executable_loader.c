@@ -178,6 +178,55 @@ START_TEST(test_file_memory_borrowed_and_parts_all_load_and_run) {
 }
 END_TEST
 
+/* Parts joined into one file image are, byte for byte, the file the
+ * builder writes (same sections in the same order), and it runs; bad part
+ * lists are refused naming the part. */
+START_TEST(test_joined_parts_are_the_builders_file_byte_for_byte) {
+  size_t size;
+  void *img = sample_image(&size);
+  nimble_executable_builder *b = sample_builder();
+  static const nimble_part_kind_t kinds[4] = {NIMBLE_PART_METADATA, NIMBLE_PART_BYTECODE, NIMBLE_PART_CONSTANTS,
+                                              NIMBLE_PART_KERNELS_CPU};
+  nimble_executable_part_t parts[4];
+  void *blobs[4];
+  for (int i = 0; i < 4; i++) {
+    NIMBLE_ASSERT_OK(nimble_builder_serialize_part(b, kinds[i], &blobs[i], &parts[i].size));
+    parts[i].kind = kinds[i];
+    parts[i].data = blobs[i];
+  }
+  nimble_builder_destroy(b);
+  void *joined;
+  size_t joined_size;
+  NIMBLE_ASSERT_OK(nimble_executable_join_parts(parts, 4, &joined, &joined_size));
+  ck_assert_uint_eq(joined_size, size);
+  ck_assert(memcmp(joined, img, size) == 0);
+  nimble_executable *exe;
+  NIMBLE_ASSERT_OK(nimble_executable_load_memory(joined, joined_size, 0, &exe));
+  check_runs(exe, 0);
+  nimble_executable_release(exe);
+  free(joined);
+  void *none = NULL;
+  size_t none_size = 0;
+  NIMBLE_ASSERT_ERROR(nimble_executable_join_parts(parts, 0, &none, &none_size), NIMBLE_INVALID_ARGUMENT,
+                      "0 parts");
+  parts[1].kind = NIMBLE_PART_CONSTANTS;
+  NIMBLE_ASSERT_ERROR(nimble_executable_join_parts(parts, 4, &none, &none_size), NIMBLE_INVALID_ARGUMENT,
+                      "part 1 is of kind 3, its header says 2");
+  parts[1] = parts[2];
+  NIMBLE_ASSERT_ERROR(nimble_executable_join_parts(parts, 4, &none, &none_size), NIMBLE_INVALID_ARGUMENT,
+                      "two parts of kind 3");
+  uint8_t junk[32] = "not a part at all";
+  parts[1].kind = NIMBLE_PART_BYTECODE;
+  parts[1].data = junk;
+  parts[1].size = sizeof junk;
+  NIMBLE_ASSERT_ERROR(nimble_executable_join_parts(parts, 4, &none, &none_size), NIMBLE_INVALID_ARGUMENT,
+                      "part 1 does not start with a part header");
+  ck_assert_ptr_null(none);
+  for (int i = 0; i < 4; i++) free(blobs[i]);
+  free(img);
+}
+END_TEST
+
 START_TEST(test_part_media_types_round_trip) {
   /* docs/artifacts.md's table, written out: the one set protocol's manifest
    * encoder admits. */
@@ -727,6 +776,7 @@ Suite *loader_suite(void) {
   tcase_add_test(tc, test_any_dims_print_as_a_bare_question_mark);
   tcase_add_test(tc, test_file_memory_borrowed_and_parts_all_load_and_run);
   tcase_add_test(tc, test_part_media_types_round_trip);
+  tcase_add_test(tc, test_joined_parts_are_the_builders_file_byte_for_byte);
   tcase_add_test(tc, test_cpu_kernel_media_types_carry_the_triple);
   tcase_add_test(tc, test_truncation_at_every_byte_offset_is_an_error);
   tcase_add_test(tc, test_bad_bytecode_is_refused_with_the_function_and_pc);

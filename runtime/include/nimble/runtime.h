@@ -125,6 +125,15 @@ nimble_status_t nimble_executable_load_memory(const void *data, size_t size, uin
 nimble_status_t nimble_executable_load_parts(const nimble_executable_part_t *parts, size_t num_parts,
                                              uint32_t flags, nimble_executable **out);
 
+/* Lays parts (as the store keeps them, each with its part header) out as
+ * one `.nimble` file image, sections in the order given: what
+ * nimble_executable_load_memory and _load_file read. Checks each part's
+ * header (magic, kind matching parts[i].kind, one format version for all)
+ * and refuses two parts of one kind; the parts' contents are validated
+ * when the image is loaded. *data is malloc'ed (caller frees). */
+nimble_status_t nimble_executable_join_parts(const nimble_executable_part_t *parts, size_t num_parts,
+                                             void **data, size_t *size);
+
 /* Reference counting; thread-safe. Release frees at zero. NULL is fine. */
 void nimble_executable_retain(nimble_executable *exe);
 void nimble_executable_release(nimble_executable *exe);
