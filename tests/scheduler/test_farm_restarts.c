@@ -27,7 +27,11 @@ static void task_key(farm *f, const char *job, int i, char out[200]) {
 
 START_TEST(test_scheduler_killed_mid_job_and_restarted_completes_the_job) {
   farm f;
-  farm_start(&f, NULL);
+  /* A lease longer than a restart takes on a loaded 2-core machine: the
+   * test is about the lease surviving the restart, not about its length
+   * (a 2 s lease lapsed once while the machine ran two builds). */
+  farm_config cfg = {.lease_ms = 8000};
+  farm_start(&f, &cfg);
   farm_start_worker(&f, "w1", "x86", NULL);
   char model[72], queued_model[72];
   farm_push_model(&f, "model M\nsleep 2500\n", model);
