@@ -9,10 +9,17 @@
  * with. Once our fd is closed its number can be reused by a later memfd,
  * and dlopen of the same "/proc/self/fd/N" would then hand back the earlier
  * library. So before loading we ask (RTLD_NOLOAD) whether that path is
- * taken and, if so, move to a fresh descriptor number. */
+ * taken and, if so, move to a fresh descriptor number. That probe and the
+ * load that follows are one step under `g_dl_mu`, as is every unload: two
+ * threads loading executables at once could otherwise interleave a probe
+ * with another's load or unload of the same path. (It also gives
+ * ThreadSanitizer an order between the loader's own allocations, which it
+ * cannot see locked inside ld.so.) Loads are rare; the lock costs nothing
+ * on the hot path. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -24,6 +31,8 @@
 #include "executable/format.h"
 
 #define MAX_FD_TRIES 64
+
+static pthread_mutex_t g_dl_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static nimble_status_t write_all(int fd, const uint8_t *data, size_t size) {
   while (size) {
@@ -39,7 +48,16 @@ static nimble_status_t write_all(int fd, const uint8_t *data, size_t size) {
   return nimble_ok();
 }
 
+static nimble_status_t open_from_fd_locked(int fd, void **handle);
+
 static nimble_status_t open_from_fd(int fd, void **handle) {
+  pthread_mutex_lock(&g_dl_mu);
+  nimble_status_t s = open_from_fd_locked(fd, handle);
+  pthread_mutex_unlock(&g_dl_mu);
+  return s;
+}
+
+static nimble_status_t open_from_fd_locked(int fd, void **handle) {
   int fds[MAX_FD_TRIES];
   int nfds = 0;
   int cur = fd;
@@ -145,7 +163,11 @@ nimble_status_t nimble_kernel_library_load_cpu(const uint8_t *data, size_t size,
 }
 
 void nimble_kernel_library_unload(nimble_kernel_library_t *lib) {
-  if (lib->handle) dlclose(lib->handle);
+  if (lib->handle) {
+    pthread_mutex_lock(&g_dl_mu);
+    dlclose(lib->handle);
+    pthread_mutex_unlock(&g_dl_mu);
+  }
   lib->handle = NULL;
 }
 
