@@ -89,7 +89,7 @@ set -e
 if [ $CUDA_RC -eq 0 ]; then
   check "$WORK/out-cuda" "cuda run"
 elif grep -q 'cannot load libcuda.so.1' "$WORK/cuda-run.err"; then
-  echo "== cuda run: skipped: no CUDA driver on this machine ($(head -c 200 "$WORK/cuda-run.err"))"
+  echo "== cuda run: skipped: no CUDA driver on this machine ($(head -n 1 "$WORK/cuda-run.err"))"
 else
   cat "$WORK/cuda-run.err" >&2
   exit 1
