@@ -29,6 +29,9 @@ static void print_text(const json_t *body) {
     if (manifest) printf(" %s", manifest);
     if (json_is_true(json_object_get(task, "cached"))) printf(" (cached)");
     if (error) printf(" %.*s", (int)strcspn(error, "\n"), error);
+    json_t *workers = json_object_get(task, "workers");
+    if (!strcmp(state, "queued") && json_is_integer(workers) && json_integer_value(workers) == 0)
+      printf(" (no worker for this target is connected)");
     printf("\n");
   }
 }

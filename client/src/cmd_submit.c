@@ -26,6 +26,7 @@ typedef struct submit_target {
   char state[16];       /* the last state shown */
   char phase[40];
   int percent;
+  int workers;          /* while queued: workers serving the target; -1 unknown */
   char manifest[(NIMBLE_DIGEST_STRING_LEN + 1)]; /* "" until done */
   char *error;          /* owned: the failure text, NULL when none */
   bool cached;
@@ -70,6 +71,8 @@ static void show(submit_job *j, submit_target *t) {
   } else if (!strcmp(state, "failed") && t->error) {
     /* The first line only; the whole text comes at the end. */
     snprintf(detail, sizeof detail, "%.*s", (int)strcspn(t->error, "\n"), t->error);
+  } else if (!strcmp(state, "queued") && t->workers == 0) {
+    snprintf(detail, sizeof detail, "no worker for this target is connected; waiting for one");
   }
   nimble_status_t s =
       nimble_cli_progress_update(j->progress, t->line, state, percent, detail[0] ? detail : NULL);
@@ -99,11 +102,14 @@ static void apply_status(submit_job *j, const json_t *body) {
     const char *error = json_string_value(json_object_get(task, "error"));
     bool cached = json_is_true(json_object_get(task, "cached"));
     int percent = json_is_integer(pct) ? (int)json_integer_value(pct) : -1;
+    json_t *wk = json_object_get(task, "workers");
+    int workers = json_is_integer(wk) ? (int)json_integer_value(wk) : -1;
     bool changed = strcmp(t->state, state) != 0 || strcmp(t->phase, phase ? phase : "") != 0 ||
-                   t->percent != percent || t->cached != cached;
+                   t->percent != percent || t->cached != cached || t->workers != workers;
     snprintf(t->state, sizeof t->state, "%s", state);
     snprintf(t->phase, sizeof t->phase, "%s", phase ? phase : "");
     t->percent = percent;
+    t->workers = workers;
     t->cached = cached;
     if (manifest) snprintf(t->manifest, sizeof t->manifest, "%s", manifest);
     if (error && (!t->error || strcmp(t->error, error) != 0)) {
@@ -417,6 +423,7 @@ static int submit(nimble_cli_ctx *ctx, submit_args *a) {
     nimble_target_format(&parsed[i], job.targets[i].spec);
     nimble_target_tag(&parsed[i], job.targets[i].tag);
     job.targets[i].percent = -1;
+    job.targets[i].workers = -1;
     json_array_append_new(specs, json_string(job.targets[i].spec));
   }
   json_t *body = json_pack("{s:s,s:s,s:s,s:o}", "model", model, "format", format, "name", name,

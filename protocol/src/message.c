@@ -89,6 +89,7 @@ static const field_spec kTaskStatus[] = {{"target", F_TARGET, 1, 0, 0},
                                          {"manifest", F_DIGEST, 0, 0, 0},
                                          {"error", F_TEXT, 0, 0, MAX_TEXT},
                                          {"cached", F_BOOL, 0, 0, 0},
+                                         {"workers", F_INT, 0, 0, 1000000},
                                          END};
 static const field_spec kTask[] = {{"task", F_ID, 1, 0, 0},
                                    {"job", F_ID, 1, 0, 0},

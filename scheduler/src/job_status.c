@@ -7,7 +7,21 @@
 
 #include "broker.h"
 
-static json_t *task_entry(const nimble_sched_task_t *t, const char *target, int cancelled) {
+/* How many connected workers serve `target` (the task's canonical spec, as
+ * workers advertise it). */
+static size_t workers_serving(const nimble_scheduler *s, const char *target) {
+  size_t n = 0;
+  for (size_t i = 0; i < s->nwk; i++)
+    for (size_t k = 0; k < s->wk[i].ntargets; k++)
+      if (!strcmp(s->wk[i].targets[k], target)) {
+        n++;
+        break;
+      }
+  return n;
+}
+
+static json_t *task_entry(const nimble_scheduler *s, const nimble_sched_task_t *t,
+                          const char *target, int cancelled) {
   const char *state = t->state;
   /* A cancelled job shows its unfinished targets as cancelled, even when a
    * task shared with another job goes on for that job. */
@@ -20,6 +34,10 @@ static json_t *task_entry(const nimble_sched_task_t *t, const char *target, int 
   if (!strcmp(state, "failed"))
     json_object_set_new(e, "error", json_string(t->error && *t->error ? t->error : "failed"));
   if (t->cached) json_object_set_new(e, "cached", json_true());
+  /* A queued task says whether anyone can take it: without a worker for
+   * its target it waits until one joins, and the client should say so. */
+  if (!strcmp(state, "queued"))
+    json_object_set_new(e, "workers", json_integer((json_int_t)workers_serving(s, target)));
   return e;
 }
 
@@ -56,7 +74,7 @@ nimble_status_t sched_job_status(nimble_scheduler *s, const char *job, json_t **
     } else {
       snprintf(t.state, sizeof t.state, "queued"); /* the submit is still being recorded */
     }
-    json_t *e = task_entry(&t, spec ? spec : "x86", cancelled);
+    json_t *e = task_entry(s, &t, spec ? spec : "x86", cancelled);
     const char *state = json_string_value(json_object_get(e, "state"));
     if (state && !strcmp(state, "done")) n_done++;
     else if (state && !strcmp(state, "failed")) n_failed++;

@@ -619,6 +619,51 @@ START_TEST(test_options_reach_the_compiler_and_a_wait_past_the_timeout_fails_nam
 }
 END_TEST
 
+/* A target no connected worker serves: the task waits in its queue and the
+ * client says why it is not moving; a worker that joins later takes it. */
+START_TEST(test_a_target_without_a_worker_says_so_and_completes_when_one_joins) {
+  farm f;
+  farm_config cfg = {.token = "test-token\n"};
+  farm_start(&f, &cfg);
+  farm_start_worker(&f, "w-x86", "x86", NULL);
+  char *model = model_file("lonely.onnx", "model: lonely\n");
+  cli_result r = run_on(&f, "test-token",
+                        ARGS("submit", model, "--targets=aarch64", "--name", "team/lonely",
+                             "--timeout", "2"));
+  ck_assert_int_eq(r.exit_code, 1);
+  ASSERT_CONTAINS(r.err, "aarch64: queued - no worker for this target is connected");
+  ASSERT_CONTAINS(r.err, "did not finish within 2 s");
+  const char *at = strstr(r.err, "nimble status j-");
+  ck_assert_msg(at != NULL, "%s", r.err);
+  char job[64];
+  ck_assert_int_eq(sscanf(at + strlen("nimble status "), "%63[a-z0-9-]", job), 1);
+  cli_result_free(&r);
+
+  cli_result s = run_on(&f, "test-token", ARGS("status", job));
+  ck_assert_int_eq(s.exit_code, 0);
+  ASSERT_CONTAINS(s.out, "queued    (no worker for this target is connected)");
+  cli_result_free(&s);
+  s = run_on(&f, "test-token", ARGS("status", "--json", job));
+  json_t *got = json_loads(s.out, 0, NULL);
+  ck_assert_msg(got != NULL, "%s", s.out);
+  json_t *task = json_array_get(json_object_get(got, "tasks"), 0);
+  ck_assert_str_eq(json_string_value(json_object_get(task, "state")), "queued");
+  ck_assert_int_eq(json_integer_value(json_object_get(task, "workers")), 0);
+  json_decref(got);
+  cli_result_free(&s);
+
+  /* Nothing was lost: an aarch64 worker joins and the job finishes. */
+  farm_start_worker(&f, "w-a64", "aarch64", NULL);
+  json_t *st = farm_wait_job(&f, job, "done", 20000, "test-token");
+  ck_assert_str_eq(json_string_value(json_object_get(st, "state")), "done");
+  task = json_array_get(json_object_get(st, "tasks"), 0);
+  ck_assert_ptr_null(json_object_get(task, "workers"));
+  json_decref(st);
+  free(model);
+  farm_stop(&f);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("cli_farm");
   TCase *tc = tcase_create("farm");
@@ -634,6 +679,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_a_scheduler_or_store_that_is_down_gives_its_own_exit_code_in_time);
   tcase_add_test(tc, test_a_model_the_compiler_rejects_shows_its_error_per_target_and_fails);
   tcase_add_test(tc, test_options_reach_the_compiler_and_a_wait_past_the_timeout_fails_naming_the_job);
+  tcase_add_test(tc, test_a_target_without_a_worker_says_so_and_completes_when_one_joins);
   suite_add_tcase(s, tc);
   return s;
 }
