@@ -199,6 +199,10 @@ nimble_ln_stmt *cp_window_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o);
  * batch matrices), NULL when not applicable; cp_gemm_desc gives the call's
  * description inside it (m, n and k are the same for every batch). */
 nimble_ln_stmt *cp_gemm_sgemm(cp_ctx *c, cp_node *n, nimble_ln_param *o);
+/* The own row-by-row loops for the same products when B is stored [k, n]
+ * (the else branch of the sgemm call on CPU targets); NULL when not
+ * applicable. Dense's C input included. */
+nimble_ln_stmt *cp_gemm_rows(cp_ctx *c, cp_node *n, nimble_ln_param *o);
 const nimble_ln_sgemm_desc_t *cp_gemm_desc(const nimble_ln_stmt *s);
 
 #endif

@@ -245,6 +245,51 @@ nimble_ln_stmt *cp_gemm_sgemm(cp_ctx *c, cp_node *n, nimble_ln_param *o) {
   return body;
 }
 
+/* The own loops for what cp_gemm_sgemm covers when B is stored [k, n]
+ * (dense without transposes, matmul with a 2-D B) on a vectorizing target:
+ * per row r of C, C[r, :] = 0, then for each p, C[r, :] += alpha A[r, p]
+ * B[p, :], the row vectorized. The generic nest computes each C[r, j] as
+ * a dot product down a column of B, a stride of n floats per step (~100x
+ * slower at [128, 128] x [128, 512], docs/codegen.md). Rows go to parallel
+ * tasks; dense's C input is added in place after. NULL when not
+ * applicable (also on the GPU, whose thread mapping wants the generic
+ * nest's one thread per element). */
+nimble_ln_stmt *cp_gemm_rows(cp_ctx *c, cp_node *n, nimble_ln_param *o) {
+  int vw = c->opt.vector_width > 1 ? c->opt.vector_width : 0;
+  if (!vw) return NULL;
+  cp_node *a = n->in[0], *b = n->in[1];
+  bool dense = strcmp(n->op->name, "dense") == 0;
+  if (!dense && strcmp(n->op->name, "matmul") != 0) return NULL;
+  if (a->kind != CP_PARAM || b->kind != CP_PARAM || a->rank < 2 || b->rank != 2) return NULL;
+  if (dense ? a->rank != 2 || n->n_in > 3 : n->n_in != 2) return NULL;
+  if (dense && (cp_attr_int(n, "transA") != 0 || cp_attr_int(n, "transB") != 0)) return NULL;
+  if (o->rank != n->rank || o->dtype != NIMBLE_LN_F32 || a->type != NIMBLE_LN_F32 || b->type != NIMBLE_LN_F32)
+    return NULL;
+  int R = n->rank, ra = a->rank;
+  nimble_ln_expr *M = cp_product(c, n->ext, 0, R - 1), *N = n->ext[R - 1], *K = a->ext[ra - 1];
+  double alpha = dense ? cp_attr_float(n, "alpha") : 1.0;
+  nimble_ln_var *r = cp_var(c, "r", NIMBLE_LN_I64), *j = cp_var(c, "j", NIMBLE_LN_I64),
+                *p = cp_var(c, "p", NIMBLE_LN_I64), *j2 = cp_var(c, "j", NIMBLE_LN_I64),
+                *av = cp_var(c, "av", NIMBLE_LN_F32);
+  nimble_ln_expr *crow = cp_mul(c, nimble_ln_ref(c->A, r), N);
+  nimble_ln_stmt *zero = cp_for(c, j, N, NIMBLE_LN_VECTORIZED, vw,
+                                nimble_ln_store(c->A, o, cp_add(c, crow, nimble_ln_ref(c->A, j)), nimble_ln_f32(c->A, 0)));
+  nimble_ln_expr *at = cp_add(c, crow, nimble_ln_ref(c->A, j2));
+  nimble_ln_expr *bv = nimble_ln_load(c->A, b->param, cp_add(c, cp_mul(c, nimble_ln_ref(c->A, p), N), nimble_ln_ref(c->A, j2)));
+  nimble_ln_stmt *axpy = cp_for(
+      c, j2, N, NIMBLE_LN_VECTORIZED, vw,
+      nimble_ln_store(c->A, o, at,
+                      nimble_ln_binary(c->A, NIMBLE_LN_ADD, nimble_ln_load(c->A, o, at),
+                                       nimble_ln_binary(c->A, NIMBLE_LN_MUL, nimble_ln_ref(c->A, av), bv))));
+  nimble_ln_expr *aval = nimble_ln_load(c->A, a->param, cp_add(c, cp_mul(c, nimble_ln_ref(c->A, r), K), nimble_ln_ref(c->A, p)));
+  if (alpha != 1.0) aval = nimble_ln_binary(c->A, NIMBLE_LN_MUL, aval, nimble_ln_f32(c->A, alpha));
+  nimble_ln_stmt *acc = cp_for(c, p, K, NIMBLE_LN_SERIAL, 0, nimble_ln_let(c->A, av, aval, axpy));
+  nimble_ln_stmt *rows = cp_for(c, r, M, NIMBLE_LN_SERIAL, 0, nimble_ln_seq2(c->A, zero, acc));
+  if (rows && c->opt.parallel) rows = nimble_ln_chunk(c->A, rows, cp_rows_per_task(c, M, cp_mul(c, N, K)));
+  if (rows && n->n_in == 3) rows = nimble_ln_seq2(c->A, rows, gemm_add_c(c, n, o));
+  return rows;
+}
+
 /* The sgemm call inside what cp_gemm_sgemm returned (its m, n and k do not
  * depend on the batch loops). */
 const nimble_ln_sgemm_desc_t *cp_gemm_desc(const nimble_ln_stmt *s) {

@@ -479,7 +479,11 @@ nimble_status_t nimble_compute_primitive(const nimble_module *m, const char *nam
           nimble_ln_expr *dims[3] = {d->m, d->n, d->k};
           for (int i = 0; i < 3; i++)
             cond = nimble_ln_binary(arena, NIMBLE_LN_AND, cond, nimble_ln_binary(arena, NIMBLE_LN_GT, dims[i], cp_i(&c, 0)));
-          body = nimble_ln_if(arena, cond, epi ? nimble_ln_seq2(arena, sg, epi) : sg, body);
+          /* Without sgemm: the row loops where B is [k, n], whose columns
+           * the generic nest would walk with a stride (nn.c). */
+          nimble_ln_stmt *rows = cp_gemm_rows(&c, c.anchor, o);
+          nimble_ln_stmt *own = rows ? (epi ? nimble_ln_seq2(arena, rows, epi) : rows) : body;
+          body = nimble_ln_if(arena, cond, epi ? nimble_ln_seq2(arena, sg, epi) : sg, own);
         }
       }
       /* conv2d and pooling: their own loop nests into the output (conv.c),

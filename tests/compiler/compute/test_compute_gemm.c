@@ -206,20 +206,31 @@ START_TEST(test_dense_with_its_c_input_goes_through_sgemm_then_adds_c) {
     const char *text;
     int c_rank;
     float alpha, beta;
-    bool relu;
+    bool relu, w_kn; /* w stored [K, N] (no transB): the own loops go row by row */
   } cases[] = {
       {"def @main(%x: Tensor[(?, 9), float32], %w: Tensor[(11, 9), float32], %c: Tensor[(11,), float32]) {\n"
        "  relu(dense(%x, %w, %c, transB=1))\n}\n",
-       1, 1.0f, 1.0f, true},
+       1, 1.0f, 1.0f, true, false},
       {"def @main(%x: Tensor[(?, 9), float32], %w: Tensor[(11, 9), float32], %c: Tensor[(?, 11), float32]) {\n"
        "  dense(%x, %w, %c, transB=1, alpha=0.5, beta=-2.0)\n}\n",
-       2, 0.5f, -2.0f, false},
+       2, 0.5f, -2.0f, false, false},
+      {"def @main(%x: Tensor[(?, 9), float32], %w: Tensor[(9, 11), float32], %c: Tensor[(11,), float32]) {\n"
+       "  relu(dense(%x, %w, %c, alpha=0.5, beta=-2.0))\n}\n",
+       1, 0.5f, -2.0f, true, true},
   };
   unsigned seed = 41;
   static const int64_t rows[] = {1, 5, 0, 130};
   for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
     fixture f;
     fx_open(&f, cases[ci].text, "fused.dense");
+    if (cases[ci].w_kn) {
+      /* The own loops walk w's rows (C[r, :] += a * w[p, :]), not its
+       * columns. */
+      char *text = NULL;
+      NIMBLE_ASSERT_OK(nimble_ln_kernel_print(f.k.kernel, &text));
+      ck_assert_msg(strstr(text, "av") != NULL, "%s", text);
+      free(text);
+    }
     for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++)
       for (int sg = 0; sg < 2; sg++) {
         int64_t M = rows[r], K = 9, N = 11;
@@ -227,7 +238,8 @@ START_TEST(test_dense_with_its_c_input_goes_through_sgemm_then_adds_c) {
         env_with(&env, sg == 1);
         ch_tensor x, w, c, y;
         ch_tensor_f32(&x, 2, (int64_t[]){M, K}, &seed, -1, 1);
-        ch_tensor_f32(&w, 2, (int64_t[]){N, K}, &seed, -1, 1);
+        if (cases[ci].w_kn) ch_tensor_f32(&w, 2, (int64_t[]){K, N}, &seed, -1, 1);
+        else ch_tensor_f32(&w, 2, (int64_t[]){N, K}, &seed, -1, 1);
         if (cases[ci].c_rank == 1) ch_tensor_f32(&c, 1, &N, &seed, -1, 1);
         else ch_tensor_f32(&c, 2, (int64_t[]){M, N}, &seed, -1, 1);
         ch_tensor_f32(&y, 2, (int64_t[]){M, N}, &seed, 7, 8);
@@ -238,7 +250,8 @@ START_TEST(test_dense_with_its_c_input_goes_through_sgemm_then_adds_c) {
         for (int64_t i = 0; i < M; i++)
           for (int64_t j = 0; j < N; j++) {
             double acc = 0;
-            for (int64_t p = 0; p < K; p++) acc += (double)ch_f(&x)[i * K + p] * ch_f(&w)[j * K + p];
+            for (int64_t p = 0; p < K; p++)
+              acc += (double)ch_f(&x)[i * K + p] * ch_f(&w)[cases[ci].w_kn ? p * N + j : j * K + p];
             double cv = ch_f(&c)[cases[ci].c_rank == 1 ? j : i * N + j];
             double v = cases[ci].alpha * acc + cases[ci].beta * cv;
             want[i * N + j] = cases[ci].relu && v < 0 ? 0 : v;
