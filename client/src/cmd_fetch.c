@@ -156,66 +156,18 @@ static bool ends_with(const char *s, const char *suffix) {
   return n >= k && strcmp(s + n - k, suffix) == 0;
 }
 
-/* Reads the part files of `dir` (files that start with a part header),
- * joins them into one image, checks that the runtime loads it, and writes
- * it to `path` through a temporary file renamed into place. */
+/* Joins the part files of `dir` into one image, checks that the runtime
+ * loads it, and writes it to `path` through a temporary file renamed into
+ * place. */
 static nimble_status_t join_into_file(const char *dir, const char *path) {
-  enum { MAX_PARTS = 8 };
-  nimble_executable_part_t parts[MAX_PARTS];
-  void *bufs[MAX_PARTS];
-  size_t n = 0;
-  nimble_status_t s = nimble_ok();
-  DIR *d = opendir(dir);
-  if (!d) return nimble_status_make(NIMBLE_IO_ERROR, "cannot read '%s': %s", dir, strerror(errno));
-  struct dirent *e;
-  while (!s && (e = readdir(d))) {
-    if (e->d_name[0] == '.') continue;
-    char file[4096];
-    s = join_path(file, sizeof file, dir, e->d_name);
-    if (s) break;
-    FILE *f = fopen(file, "rb");
-    if (!f) {
-      s = nimble_status_make(NIMBLE_IO_ERROR, "cannot read '%s': %s", file, strerror(errno));
-      break;
-    }
-    uint8_t head[8];
-    bool is_part = fread(head, 1, 8, f) == 8 && memcmp(head, "NMBP", 4) == 0;
-    long size = 0;
-    if (is_part && (fseek(f, 0, SEEK_END) != 0 || (size = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0))
-      s = nimble_status_make(NIMBLE_IO_ERROR, "cannot read '%s'", file);
-    if (!s && is_part) {
-      if (n == MAX_PARTS) {
-        s = nimble_status_make(NIMBLE_INVALID_ARGUMENT, "more than %d parts in the artifact", MAX_PARTS);
-      } else if (!(bufs[n] = malloc(size ? (size_t)size : 1))) {
-        s = nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory for '%s'", file);
-      } else if (fread(bufs[n], 1, (size_t)size, f) != (size_t)size) {
-        free(bufs[n]);
-        s = nimble_status_make(NIMBLE_IO_ERROR, "cannot read '%s'", file);
-      } else {
-        parts[n].kind = (nimble_part_kind_t)((uint32_t)head[4] | (uint32_t)head[5] << 8 | (uint32_t)head[6] << 16 |
-                                             (uint32_t)head[7] << 24);
-        parts[n].data = bufs[n];
-        parts[n].size = (size_t)size;
-        n++;
-      }
-    }
-    fclose(f);
-  }
-  closedir(d);
-  /* Sections in kind order, as the compiler writes them. */
-  for (size_t i = 1; i < n; i++)
-    for (size_t j = i; j > 0 && parts[j].kind < parts[j - 1].kind; j--) {
-      nimble_executable_part_t t = parts[j];
-      parts[j] = parts[j - 1];
-      parts[j - 1] = t;
-    }
+  nimble_executable_part_t *parts;
+  size_t n;
+  nimble_status_t s = nimble_executable_read_part_dir(dir, &parts, &n);
+  if (s) return nimble_status_annotate(s, "the artifact's layers");
   void *image = NULL;
   size_t image_size = 0;
-  if (!s && n == 0)
-    s = nimble_status_make(NIMBLE_INVALID_ARGUMENT,
-                           "the artifact's layers hold no executable parts (no layer starts with a part header, "
-                           "NMBP)");
-  if (!s) s = nimble_executable_join_parts(parts, n, &image, &image_size);
+  s = nimble_executable_join_parts(parts, n, &image, &image_size);
+  nimble_executable_parts_free(parts, n);
   if (!s) {
     /* The loader checks every byte (kernels are not loaded: a cuda
      * artifact must be fetchable where there is no GPU). */
@@ -234,7 +186,6 @@ static nimble_status_t join_into_file(const char *dir, const char *path) {
     if (s) remove(tmp);
   }
   free(image);
-  for (size_t i = 0; i < n; i++) free(bufs[i]);
   return s;
 }
 

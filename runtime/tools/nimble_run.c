@@ -7,7 +7,6 @@
  *
  * It depends on nothing but the runtime library and the tensor-file module,
  * so the same program runs wherever the runtime does (x86_64, aarch64). */
-#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -97,79 +96,19 @@ static nimble_status_t load_reference(const char *ref, nimble_executable **out) 
 }
 #endif
 
-/* One-line errors: "nimble-run: MESSAGE". Newlines inside a message (none
- * are expected) are flattened so a script can rely on one line. */
-/* A part file starts with "NMBP" and its kind as a little-endian u32
- * (docs/executable.md). */
-#define MAX_DIR_PARTS 16
-
-static nimble_status_t read_whole_file(const char *path, void **data, size_t *size) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return nimble_status_make(NIMBLE_IO_ERROR, "%s: %s", path, strerror(errno));
-  struct stat st;
-  if (fstat(fileno(f), &st) != 0 || st.st_size < 0) {
-    fclose(f);
-    return nimble_status_make(NIMBLE_IO_ERROR, "%s: cannot stat", path);
-  }
-  size_t n = (size_t)st.st_size;
-  void *buf = malloc(n ? n : 1);
-  if (!buf || fread(buf, 1, n, f) != n) {
-    free(buf);
-    fclose(f);
-    return nimble_status_make(NIMBLE_IO_ERROR, "%s: cannot read %zu bytes", path, n);
-  }
-  fclose(f);
-  *data = buf;
-  *size = n;
-  return nimble_ok();
-}
-
-/* Loads every part file of directory `dir`. The loader copies what it
- * keeps, so the buffers are freed before returning. */
+/* Loads every part file of directory `dir` (the loader copies what it
+ * keeps, so the parts are freed before returning). */
 static nimble_status_t load_part_dir(const char *dir, nimble_executable **out) {
-  DIR *d = opendir(dir);
-  if (!d) return nimble_status_make(NIMBLE_IO_ERROR, "%s: %s", dir, strerror(errno));
-  nimble_executable_part_t parts[MAX_DIR_PARTS];
-  void *bufs[MAX_DIR_PARTS];
-  size_t n = 0;
-  nimble_status_t s = nimble_ok();
-  struct dirent *e;
-  while (!s && (e = readdir(d)) != NULL) {
-    if (e->d_name[0] == '.') continue;
-    char path[4096];
-    if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= (int)sizeof path) continue;
-    struct stat st;
-    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < 8) continue;
-    void *data = NULL;
-    size_t size = 0;
-    s = read_whole_file(path, &data, &size);
-    if (s) break;
-    const unsigned char *b = data;
-    if (memcmp(b, "NMBP", 4) != 0) {
-      free(data);
-      continue;
-    }
-    if (n == MAX_DIR_PARTS) {
-      free(data);
-      s = nimble_status_make(NIMBLE_INVALID_ARGUMENT, "%s: more than %d part files", dir,
-                             MAX_DIR_PARTS);
-      break;
-    }
-    uint32_t kind = (uint32_t)b[4] | (uint32_t)b[5] << 8 | (uint32_t)b[6] << 16 | (uint32_t)b[7] << 24;
-    parts[n].kind = (nimble_part_kind_t)kind;
-    parts[n].data = data;
-    parts[n].size = size;
-    bufs[n++] = data;
-  }
-  closedir(d);
-  if (!s && n == 0)
-    s = nimble_status_make(NIMBLE_INVALID_ARGUMENT, "%s: no part files (files starting with NMBP)",
-                           dir);
-  if (!s) s = nimble_executable_load_parts(parts, n, 0, out);
-  for (size_t i = 0; i < n; i++) free(bufs[i]);
+  nimble_executable_part_t *parts;
+  size_t n;
+  NIMBLE_RETURN_IF_ERROR(nimble_executable_read_part_dir(dir, &parts, &n));
+  nimble_status_t s = nimble_executable_load_parts(parts, n, 0, out);
+  nimble_executable_parts_free(parts, n);
   return s;
 }
 
+/* One-line errors: "nimble-run: MESSAGE". Newlines inside a message (none
+ * are expected) are flattened so a script can rely on one line. */
 static int fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int fail(int code, const char *fmt, ...) {
   char msg[2048];

@@ -178,23 +178,28 @@ START_TEST(test_file_memory_borrowed_and_parts_all_load_and_run) {
 }
 END_TEST
 
-/* Parts joined into one file image are, byte for byte, the file the
- * builder writes (same sections in the same order), and it runs; bad part
- * lists are refused naming the part. */
-START_TEST(test_joined_parts_are_the_builders_file_byte_for_byte) {
-  size_t size;
-  void *img = sample_image(&size);
-  nimble_executable_builder *b = sample_builder();
+/* The builder's four parts, in kind order, as the store keeps them
+ * (blobs[i] malloc'ed; parts[i].data points at it). Destroys b. */
+static void serialize_parts(nimble_executable_builder *b, nimble_executable_part_t parts[4], void *blobs[4]) {
   static const nimble_part_kind_t kinds[4] = {NIMBLE_PART_METADATA, NIMBLE_PART_BYTECODE, NIMBLE_PART_CONSTANTS,
                                               NIMBLE_PART_KERNELS_CPU};
-  nimble_executable_part_t parts[4];
-  void *blobs[4];
   for (int i = 0; i < 4; i++) {
     NIMBLE_ASSERT_OK(nimble_builder_serialize_part(b, kinds[i], &blobs[i], &parts[i].size));
     parts[i].kind = kinds[i];
     parts[i].data = blobs[i];
   }
   nimble_builder_destroy(b);
+}
+
+/* Parts joined into one file image are, byte for byte, the file the
+ * builder writes (same sections in the same order), and it runs; bad part
+ * lists are refused naming the part. */
+START_TEST(test_joined_parts_are_the_builders_file_byte_for_byte) {
+  size_t size;
+  void *img = sample_image(&size);
+  nimble_executable_part_t parts[4];
+  void *blobs[4];
+  serialize_parts(sample_builder(), parts, blobs);
   void *joined;
   size_t joined_size;
   NIMBLE_ASSERT_OK(nimble_executable_join_parts(parts, 4, &joined, &joined_size));
@@ -224,6 +229,63 @@ START_TEST(test_joined_parts_are_the_builders_file_byte_for_byte) {
   ck_assert_ptr_null(none);
   for (int i = 0; i < 4; i++) free(blobs[i]);
   free(img);
+}
+END_TEST
+
+static void write_bytes(const char *dir, const char *name, const void *data, size_t size) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE *f = fopen(path, "wb");
+  ck_assert_ptr_nonnull(f);
+  ck_assert_uint_eq(fwrite(data, 1, size, f), size);
+  fclose(f);
+}
+
+/* A directory as `nimble fetch -o DIR` leaves it: the part files (named
+ * so that readdir has no reason to list them in kind order) come back in
+ * kind order with their bytes; other files are skipped; a directory
+ * without parts, or none at all, is an error naming it. */
+START_TEST(test_a_directory_of_parts_reads_back_in_kind_order) {
+  nimble_executable_part_t want[4];
+  void *blobs[4];
+  serialize_parts(sample_builder(), want, blobs);
+  char dir[] = "/tmp/nimble-part-dir-XXXXXX";
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  static const char *names[4] = {"zz-metadata", "b-bytecode", "y-constants", "a-kernels"};
+  for (int i = 0; i < 4; i++) write_bytes(dir, names[i], want[i].data, want[i].size);
+  static const char manifest[] = "{\"schemaVersion\": 2, \"padding\": \"past 16 bytes\"}";
+  write_bytes(dir, "manifest.json", manifest, strlen(manifest));
+  write_bytes(dir, "tiny", "NMBP", 4);
+  nimble_executable_part_t *got;
+  size_t n;
+  NIMBLE_ASSERT_OK(nimble_executable_read_part_dir(dir, &got, &n));
+  ck_assert_uint_eq(n, 4);
+  for (int i = 0; i < 4; i++) {
+    ck_assert_int_eq(got[i].kind, want[i].kind);
+    ck_assert_uint_eq(got[i].size, want[i].size);
+    ck_assert(memcmp(got[i].data, want[i].data, want[i].size) == 0);
+  }
+  nimble_executable *exe;
+  NIMBLE_ASSERT_OK(nimble_executable_load_parts(got, n, 0, &exe));
+  check_runs(exe, 0);
+  nimble_executable_release(exe);
+  nimble_executable_parts_free(got, n);
+
+  char path[512];
+  for (int i = 0; i < 4; i++) {
+    snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+    ck_assert_int_eq(remove(path), 0);
+  }
+  NIMBLE_ASSERT_ERROR(nimble_executable_read_part_dir(dir, &got, &n), NIMBLE_INVALID_ARGUMENT, "no part files");
+  ck_assert_ptr_null(got);
+  ck_assert_uint_eq(n, 0);
+  snprintf(path, sizeof path, "%s/manifest.json", dir);
+  remove(path);
+  snprintf(path, sizeof path, "%s/tiny", dir);
+  remove(path);
+  ck_assert_int_eq(rmdir(dir), 0);
+  NIMBLE_ASSERT_ERROR(nimble_executable_read_part_dir(dir, &got, &n), NIMBLE_IO_ERROR, dir);
+  for (int i = 0; i < 4; i++) free(blobs[i]);
 }
 END_TEST
 
@@ -341,16 +403,9 @@ START_TEST(test_truncation_at_every_byte_offset_is_an_error) {
   free(buf);
   free(img);
   /* The same for each part loaded on its own. */
-  static const nimble_part_kind_t kinds[4] = {NIMBLE_PART_METADATA, NIMBLE_PART_BYTECODE,
-                                              NIMBLE_PART_CONSTANTS, NIMBLE_PART_KERNELS_CPU};
   nimble_executable_part_t parts[4];
   void *blobs[4];
-  for (int i = 0; i < 4; i++) {
-    NIMBLE_ASSERT_OK(nimble_builder_serialize_part(b, kinds[i], &blobs[i], &parts[i].size));
-    parts[i].kind = kinds[i];
-    parts[i].data = blobs[i];
-  }
-  nimble_builder_destroy(b);
+  serialize_parts(b, parts, blobs);
   for (int i = 0; i < 4; i++) {
     size_t full = parts[i].size;
     buf = malloc(full);
@@ -777,6 +832,7 @@ Suite *loader_suite(void) {
   tcase_add_test(tc, test_file_memory_borrowed_and_parts_all_load_and_run);
   tcase_add_test(tc, test_part_media_types_round_trip);
   tcase_add_test(tc, test_joined_parts_are_the_builders_file_byte_for_byte);
+  tcase_add_test(tc, test_a_directory_of_parts_reads_back_in_kind_order);
   tcase_add_test(tc, test_cpu_kernel_media_types_carry_the_triple);
   tcase_add_test(tc, test_truncation_at_every_byte_offset_is_an_error);
   tcase_add_test(tc, test_bad_bytecode_is_refused_with_the_function_and_pc);

@@ -134,6 +134,17 @@ nimble_status_t nimble_executable_load_parts(const nimble_executable_part_t *par
 nimble_status_t nimble_executable_join_parts(const nimble_executable_part_t *parts, size_t num_parts,
                                              void **data, size_t *size);
 
+/* Reads the part files of directory `dir`, as `nimble fetch -o DIR` writes
+ * them: every regular file that starts with a part header; other files
+ * (manifest.json, config.json) are skipped. The parts come sorted by kind,
+ * the order the compiler writes sections in. Fails when the directory or
+ * a part file cannot be read, when it holds more parts than a file has
+ * sections, or none. *parts and each parts[i].data are malloc'ed: free
+ * them with nimble_executable_parts_free. */
+nimble_status_t nimble_executable_read_part_dir(const char *dir, nimble_executable_part_t **parts,
+                                                size_t *num_parts);
+void nimble_executable_parts_free(nimble_executable_part_t *parts, size_t num_parts);
+
 /* Reference counting; thread-safe. Release frees at zero. NULL is fine. */
 void nimble_executable_retain(nimble_executable *exe);
 void nimble_executable_release(nimble_executable *exe);
