@@ -207,7 +207,10 @@ DLDataType lw_dl_dtype(nimble_dtype_t dt) {
     case NIMBLE_DTYPE_INT32: r.code = kDLInt; r.bits = 32; break;
     case NIMBLE_DTYPE_INT64: r.code = kDLInt; r.bits = 64; break;
     case NIMBLE_DTYPE_UINT8: r.code = kDLUInt; r.bits = 8; break;
-    case NIMBLE_DTYPE_BOOL: r.code = kDLUInt; r.bits = 8; break;
+    /* Bool is {kDLUInt, 1, 1}, one byte per element (TVM's bool, what the
+     * tensor files read and write), so that it stays apart from uint8 in
+     * signatures and outputs (docs/executable.md, "Element types"). */
+    case NIMBLE_DTYPE_BOOL: r.code = kDLUInt; r.bits = 1; break;
     default: break;
   }
   return r;

@@ -27,10 +27,19 @@
 #define NIMBLE_MAX_OPERANDS 65535u
 
 /* dtypes the runtime accepts: int, uint, float, bfloat, complex of 8 to 128
- * bits in 1 to 64 lanes. */
+ * bits in 1 to 64 lanes, and bool: {kDLUInt, 1 bit, 1 lane}, stored one
+ * byte (0 or 1) per element as TVM does, so that it stays apart from uint8. */
 static inline int nimble_dtype_valid(uint64_t code, uint64_t bits, uint64_t lanes) {
+  if (code == 1 && bits == 1 && lanes == 1) return 1;
   int code_ok = code == 0 || code == 1 || code == 2 || code == 4 || code == 5;
   int bits_ok = bits == 8 || bits == 16 || bits == 32 || bits == 64 || bits == 128;
   return code_ok && bits_ok && lanes >= 1 && lanes <= 64;
+}
+
+/* DLPack 0.8's kDLBool (the Debian header predates it): {6, 8 bits, 1 lane}
+ * is accepted wherever the runtime's bool {kDLUInt, 1, 1} is expected. */
+#define NIMBLE_DL_BOOL_CODE 6
+static inline int nimble_dtype_is_bool(uint64_t code, uint64_t bits, uint64_t lanes) {
+  return lanes == 1 && ((code == 1 && bits == 1) || (code == NIMBLE_DL_BOOL_CODE && bits == 8));
 }
 #endif

@@ -140,7 +140,9 @@ char *nimble_format_dtype(DLDataType dtype, char *buf, size_t size) {
     case kDLComplex: base = "complex"; break;
     default: break;
   }
-  if (dtype.lanes > 1)
+  if ((dtype.code == kDLUInt && dtype.bits == 1 && dtype.lanes == 1) || (dtype.code == 6 && dtype.bits == 8 && dtype.lanes == 1))
+    snprintf(buf, size, "bool");
+  else if (dtype.lanes > 1)
     snprintf(buf, size, "%s%ux%u", base, dtype.bits, dtype.lanes);
   else
     snprintf(buf, size, "%s%u", base, dtype.bits);

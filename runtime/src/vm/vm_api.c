@@ -131,8 +131,11 @@ static nimble_status_t check_tensor_input(const char *entry, const nimble_tensor
   if (!tensor)
     return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "entry '%s': input '%s' is NULL", entry, in->name);
   char a[32], b[32];
-  if (tensor->dtype.code != in->dtype.code || tensor->dtype.bits != in->dtype.bits ||
-      tensor->dtype.lanes != in->dtype.lanes)
+  int same_dtype = tensor->dtype.code == in->dtype.code && tensor->dtype.bits == in->dtype.bits &&
+                   tensor->dtype.lanes == in->dtype.lanes;
+  if (nimble_dtype_is_bool(in->dtype.code, in->dtype.bits, in->dtype.lanes))
+    same_dtype = nimble_dtype_is_bool(tensor->dtype.code, tensor->dtype.bits, tensor->dtype.lanes);
+  if (!same_dtype)
     return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "entry '%s': input '%s' has dtype %s, expected %s",
                               entry, in->name, nimble_format_dtype(tensor->dtype, a, sizeof a),
                               nimble_format_dtype(in->dtype, b, sizeof b));
@@ -201,8 +204,9 @@ nimble_status_t nimble_vm_set_input(nimble_vm *vm, const char *entry, uint32_t i
                               "entry '%s': input '%s' is an ADT; set it with nimble_vm_set_input_value",
                               entry, info->inputs[index].name);
   NIMBLE_RETURN_IF_ERROR(check_tensor_input(entry, &info->inputs[index], tensor));
+  /* The declared dtype: a DLPack kDLBool input becomes the runtime's bool. */
   nimble_tensor_obj *t = nimble_tensor_obj_view(NULL, nimble_dl_data(tensor),
-                                                tensor->ndim, tensor->shape, tensor->dtype,
+                                                tensor->ndim, tensor->shape, info->inputs[index].dtype,
                                                 tensor->device);
   if (!t) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
   return store_input(vm, e, index, &t->base);
@@ -456,7 +460,9 @@ static int parse_tensor_field(const char *f, size_t len, nimble_adt_field_t *out
       if (*q < '0' || *q > '9' || bits > 1000) return 0;
       bits = bits * 10 + (unsigned)(*q - '0');
     }
-    if (bits != 8 && bits != 16 && bits != 32 && bits != 64) return 0;
+    /* uint1 is the runtime's bool */
+    if (bits != 8 && bits != 16 && bits != 32 && bits != 64 && !(bits == 1 && bases[b].code == kDLUInt))
+      return 0;
     out->dtype.code = bases[b].code;
     out->dtype.bits = (uint8_t)bits;
     out->dtype.lanes = 1;
@@ -636,7 +642,7 @@ nimble_status_t nimble_value_from_tensor(const DLTensor *tensor, nimble_value **
   if (tensor->ndim < 0 || tensor->ndim > NIMBLE_MAX_NDIM || (tensor->ndim && !tensor->shape))
     return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "value_from_tensor: bad rank %d", tensor->ndim);
   if (!nimble_dtype_valid(tensor->dtype.code, tensor->dtype.bits, tensor->dtype.lanes) &&
-      !(tensor->dtype.code == kDLUInt && tensor->dtype.bits == 1 && tensor->dtype.lanes == 1))
+      !nimble_dtype_is_bool(tensor->dtype.code, tensor->dtype.bits, tensor->dtype.lanes))
     return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "value_from_tensor: unsupported dtype %s",
                               nimble_format_dtype(tensor->dtype, dt, sizeof dt));
   uint64_t nbytes;

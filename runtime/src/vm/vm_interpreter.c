@@ -76,6 +76,7 @@ static nimble_status_t get_scalar(const nimble_vm *vm, nimble_object **R, int64_
   const char *p = (const char *)nimble_dl_data(&t->dl);
   int is_signed = t->dl.dtype.code == kDLInt;
   switch (t->dl.dtype.bits) {
+    case 1: /* bool, one byte per element */
     case 8: *out = is_signed ? (int64_t)*(const int8_t *)p : (int64_t)*(const uint8_t *)p; break;
     case 16: { int16_t v; uint16_t u; memcpy(&v, p, 2); memcpy(&u, p, 2); *out = is_signed ? v : u; break; }
     case 32: { int32_t v; uint32_t u; memcpy(&v, p, 4); memcpy(&u, p, 4); *out = is_signed ? v : (int64_t)u; break; }

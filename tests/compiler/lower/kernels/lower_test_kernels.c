@@ -33,13 +33,14 @@ static int fail(const nimble_kernel_env_t *env, const char *kernel, const char *
 enum { F32 = kDLFloat, I64 = kDLInt, BOOL = kDLUInt };
 
 /* Checks args: `n` of them with the given dtype codes (bits follow: f32
- * 32, i64 64, bool 8), and that every input has one element or as many as
+ * 32, i64 64, bool 1: the runtime's bool, {kDLUInt, 1, 1}, one byte per
+ * element), and that every input has one element or as many as
  * the output (the last argument). */
 static int check(DLTensor *const *args, int32_t num_args, const nimble_kernel_env_t *env,
                  const char *kernel, int n, const int *codes) {
   if (num_args != n) return fail(env, kernel, "wrong argument count");
   for (int i = 0; i < n; i++) {
-    int bits = codes[i] == F32 ? 32 : codes[i] == I64 ? 64 : 8;
+    int bits = codes[i] == F32 ? 32 : codes[i] == I64 ? 64 : 1;
     if (!is(args[i], codes[i], bits)) return fail(env, kernel, "wrong dtype");
   }
   int64_t out = numel(args[n - 1]);
