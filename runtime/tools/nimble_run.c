@@ -35,22 +35,31 @@ static const char *g_prog = "nimble-run";
 
 static const char USAGE[] =
     "usage: %s MODEL.nimble --input NAME=FILE [--input NAME=FILE ...]\n"
-    "       [--output-dir DIR] [--repeat N] [--threads N] [--entry NAME]\n";
+    "       [--output NAME=FILE ...] [--output-dir DIR] [--repeat N] [--threads N]\n"
+    "       [--entry NAME]\n";
 
 static const char HELP[] =
     "\n"
     "Loads a compiled Nimble executable, runs one of its entries on the given\n"
-    "inputs, writes each output to DIR/NAME.npy (NAME is the output's name in\n"
-    "the entry's signature, the model's own output name; output_<i> when it\n"
-    "has none) and prints every output's type and shape.\n"
+    "inputs, writes every output to a file and prints, per output, its name,\n"
+    "type and shape and the file it went to.\n"
     "\n"
     "  --input NAME=FILE  the entry's input NAME, from a NumPy .npy file or an\n"
     "                     ONNX TensorProto .pb file; an ADT input (a tree)\n"
     "                     from a JSON file: {\"Node\": [{\"Leaf\": 3}, {\"Leaf\": 7}]}\n"
     "                     (docs/cli.md); every input of the entry must be\n"
-    "                     given exactly once\n"
-    "  --output-dir DIR   where outputs are written (default: the current\n"
-    "                     directory; it must exist)\n"
+    "                     given exactly once. NAME is the input's name as the\n"
+    "                     model spells it, even when it contains '='\n"
+    "  --output NAME=FILE write output NAME (its name in the model, or its\n"
+    "                     position from 0 when no output has that name) to\n"
+    "                     FILE: an ONNX TensorProto when FILE ends in .pb,\n"
+    "                     else NumPy .npy\n"
+    "  --output-dir DIR   where the other outputs are written (default: the\n"
+    "                     current directory; it must exist), as DIR/NAME.npy:\n"
+    "                     NAME is the output's name with every character but\n"
+    "                     [A-Za-z0-9._-] replaced by '_' (output_<i> when it\n"
+    "                     has none, or when two names would collide); .pb for\n"
+    "                     bfloat16, which NumPy lacks\n"
     "  --repeat N         run N times (1 to 1000000) and print the median and\n"
     "                     minimum latency of setting the inputs plus invoking;\n"
     "                     the outputs of the last run are written\n"
@@ -143,9 +152,14 @@ static int parse_count(const char *text, long max, long *out) {
   return 0;
 }
 
+/* An --input or --output argument, NAME=FILE. The split is made once the
+ * entry is known (resolve_spec), so that a NAME containing '=' still
+ * matches the model's own spelling. */
 typedef struct run_input {
-  const char *name; /* points into argv */
-  const char *path;
+  const char *spec; /* NAME=FILE, points into argv */
+  const char *name; /* resolved: owned copy of NAME */
+  const char *path; /* resolved: points into spec */
+  uint32_t index;   /* resolved: the entry's input (or output) index */
   nimble_tensor_file_t file;
   nimble_value *value; /* an ADT input, read from JSON; else NULL */
 } run_input;
@@ -159,7 +173,48 @@ typedef struct run_args {
   long threads;
   run_input *inputs;
   int num_inputs;
+  run_input *outputs; /* --output; `file` and `value` unused */
+  int num_outputs;
 } run_args;
+
+/* Checks the shape of a NAME=FILE argument; 0 when it will do. */
+static int check_spec(const char *opt, const char *value) {
+  const char *sep = strchr(value, '=');
+  if (!sep) return fail(EXIT_USAGE, "%s '%s': expected NAME=FILE", opt, value);
+  if (sep == value) return fail(EXIT_USAGE, "%s '%s': the NAME is empty", opt, value);
+  if (value[strlen(value) - 1] == '=') return fail(EXIT_USAGE, "%s '%s': the FILE is empty", opt, value);
+  return 0;
+}
+
+/* Splits spec at the '=' after the longest of `names` it starts with; at
+ * its first '=' when none fits (*index is then UINT32_MAX). */
+static int resolve_spec(run_input *in, const nimble_tensor_info_t *vals, uint32_t n) {
+  size_t best = 0;
+  in->index = UINT32_MAX;
+  for (uint32_t j = 0; j < n; j++) {
+    size_t len = strlen(vals[j].name);
+    if (len > best && strncmp(in->spec, vals[j].name, len) == 0 && in->spec[len] == '=' && in->spec[len + 1]) {
+      best = len;
+      in->index = j;
+    }
+  }
+  if (!best) best = (size_t)(strchr(in->spec, '=') - in->spec);
+  free((char *)in->name);
+  in->name = strndup(in->spec, best);
+  in->path = in->spec + best + 1;
+  return in->name ? 0 : fail(EXIT_RUN_ERROR, "out of memory");
+}
+
+/* Names of `vals`, comma-separated, for messages. */
+static void name_list(const nimble_tensor_info_t *vals, uint32_t n, char *buf, size_t size) {
+  size_t used = 0;
+  buf[0] = '\0';
+  for (uint32_t q = 0; q < n && used < size; q++) {
+    int k = snprintf(buf + used, size - used, "%s%s", q ? ", " : "", vals[q].name);
+    if (k > 0) used += (size_t)k;
+  }
+  if (!n) snprintf(buf, size, "none");
+}
 
 /* Parses argv. Returns -1 to go on, or an exit code. */
 static int parse_args(int argc, char **argv, run_args *a) {
@@ -168,7 +223,8 @@ static int parse_args(int argc, char **argv, run_args *a) {
   a->repeat = 1;
   a->threads = 1;
   a->inputs = calloc((size_t)argc, sizeof(run_input));
-  if (!a->inputs) return fail(EXIT_RUN_ERROR, "out of memory");
+  a->outputs = calloc((size_t)argc, sizeof(run_input));
+  if (!a->inputs || !a->outputs) return fail(EXIT_RUN_ERROR, "out of memory");
   for (int i = 1; i < argc; i++) {
     const char *arg = argv[i];
     if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
@@ -195,8 +251,8 @@ static int parse_args(int argc, char **argv, run_args *a) {
     const char *eq = strchr(arg, '=');
     size_t optlen = eq ? (size_t)(eq - arg) : strlen(arg);
     const char *value = NULL;
-    static const char *const known[] = {"--input", "--output-dir", "--repeat", "--threads",
-                                        "--entry"};
+    static const char *const known[] = {"--input", "--output", "--output-dir", "--repeat",
+                                        "--threads", "--entry"};
     const char *opt = NULL;
     for (size_t k = 0; k < sizeof(known) / sizeof(known[0]); k++)
       if (strlen(known[k]) == optlen && strncmp(arg, known[k], optlen) == 0) opt = known[k];
@@ -207,24 +263,11 @@ static int parse_args(int argc, char **argv, run_args *a) {
       if (i + 1 >= argc) return fail(EXIT_USAGE, "%s needs a value", opt);
       value = argv[++i];
     }
-    if (strcmp(opt, "--input") == 0) {
-      const char *sep = strchr(value, '=');
-      if (!sep) return fail(EXIT_USAGE, "--input '%s': expected NAME=FILE", value);
-      if (sep == value) return fail(EXIT_USAGE, "--input '%s': the input NAME is empty", value);
-      if (sep[1] == '\0') return fail(EXIT_USAGE, "--input '%s': the FILE is empty", value);
-      size_t nlen = (size_t)(sep - value);
-      char *name = strndup(value, nlen);
-      if (!name) return fail(EXIT_RUN_ERROR, "out of memory");
-      for (int k = 0; k < a->num_inputs; k++) {
-        if (strcmp(a->inputs[k].name, name) == 0) {
-          int rc = fail(EXIT_USAGE, "--input '%s': input '%s' is given twice", value, name);
-          free(name);
-          return rc;
-        }
-      }
-      a->inputs[a->num_inputs].name = name;
-      a->inputs[a->num_inputs].path = sep + 1;
-      a->num_inputs++;
+    if (strcmp(opt, "--input") == 0 || strcmp(opt, "--output") == 0) {
+      int rc = check_spec(opt, value);
+      if (rc) return rc;
+      if (opt[2] == 'i') a->inputs[a->num_inputs++].spec = value;
+      else a->outputs[a->num_outputs++].spec = value;
     } else if (strcmp(opt, "--output-dir") == 0) {
       if (!*value) return fail(EXIT_USAGE, "--output-dir is empty");
       a->output_dir = value;
@@ -275,13 +318,6 @@ static void output_file_name(const char *name, uint32_t index, char *buf, size_t
   buf[n] = '\0';
 }
 
-static nimble_status_t set_value_by_name(nimble_vm *vm, const nimble_entry_info_t *entry, const char *name,
-                                         nimble_value *value) {
-  for (uint32_t j = 0; j < entry->num_inputs; j++)
-    if (strcmp(entry->inputs[j].name, name) == 0) return nimble_vm_set_input_value(vm, entry->name, j, value);
-  return nimble_status_make(NIMBLE_NOT_FOUND, "entry '%s' has no input '%s'", entry->name, name);
-}
-
 static int run(run_args *a) {
   nimble_executable *exe = NULL;
   nimble_vm *vm = NULL;
@@ -314,37 +350,61 @@ static int run(run_args *a) {
     goto done;
   }
 
-  /* Every given input must exist, and every declared input be given. */
+  /* Every given input must exist, once, and every declared input be given. */
   for (int k = 0; k < a->num_inputs; k++) {
-    uint32_t j;
-    for (j = 0; j < entry->num_inputs; j++)
-      if (strcmp(entry->inputs[j].name, a->inputs[k].name) == 0) break;
-    if (j == entry->num_inputs) {
-      char names[1024] = "";
-      size_t used = 0;
-      for (uint32_t q = 0; q < entry->num_inputs && used < sizeof(names); q++) {
-        int n = snprintf(names + used, sizeof(names) - used, "%s%s", q ? ", " : "",
-                         entry->inputs[q].name);
-        if (n > 0) used += (size_t)n;
-      }
-      rc = fail(EXIT_USAGE, "--input %s=%s: entry '%s' of %s has no input '%s' (its inputs: %s)",
-                a->inputs[k].name, a->inputs[k].path, a->entry, a->model, a->inputs[k].name,
-                entry->num_inputs ? names : "none");
+    run_input *in = &a->inputs[k];
+    if ((rc = resolve_spec(in, entry->inputs, entry->num_inputs)) != 0) goto done;
+    if (in->index == UINT32_MAX) {
+      char names[1024];
+      name_list(entry->inputs, entry->num_inputs, names, sizeof names);
+      rc = fail(EXIT_USAGE, "--input %s: entry '%s' of %s has no input '%s' (its inputs: %s)", in->spec,
+                a->entry, a->model, in->name, names);
       goto done;
+    }
+    for (int q = 0; q < k; q++) {
+      if (a->inputs[q].index == in->index) {
+        rc = fail(EXIT_USAGE, "--input '%s': input '%s' is given twice", in->spec, in->name);
+        goto done;
+      }
     }
   }
   for (uint32_t j = 0; j < entry->num_inputs; j++) {
     int given = 0;
-    for (int k = 0; k < a->num_inputs; k++) given |= strcmp(entry->inputs[j].name, a->inputs[k].name) == 0;
+    for (int k = 0; k < a->num_inputs; k++) given |= a->inputs[k].index == j;
     if (!given) {
       rc = fail(EXIT_USAGE, "input '%s' of entry '%s' is not given (use --input %s=FILE)",
                 entry->inputs[j].name, a->entry, entry->inputs[j].name);
       goto done;
     }
   }
+  /* --output NAME=FILE: a name of the entry's outputs, else a position. */
+  for (int k = 0; k < a->num_outputs; k++) {
+    run_input *o = &a->outputs[k];
+    if ((rc = resolve_spec(o, entry->outputs, entry->num_outputs)) != 0) goto done;
+    if (o->index == UINT32_MAX) {
+      char *end;
+      errno = 0;
+      unsigned long pos = strtoul(o->name, &end, 10);
+      if (!errno && !*end && o->name[0] >= '0' && o->name[0] <= '9' && pos < entry->num_outputs)
+        o->index = (uint32_t)pos;
+    }
+    if (o->index == UINT32_MAX) {
+      char names[1024];
+      name_list(entry->outputs, entry->num_outputs, names, sizeof names);
+      rc = fail(EXIT_USAGE, "--output %s: entry '%s' of %s has no output '%s' (its outputs: %s; or give a "
+                "position from 0)", o->spec, a->entry, a->model, o->name, names);
+      goto done;
+    }
+    for (int q = 0; q < k; q++) {
+      if (a->outputs[q].index == o->index) {
+        rc = fail(EXIT_USAGE, "--output '%s': output '%s' is given twice", o->spec,
+                  entry->outputs[o->index].name);
+        goto done;
+      }
+    }
+  }
   for (int k = 0; k < a->num_inputs; k++) {
-    uint32_t j = 0;
-    while (strcmp(entry->inputs[j].name, a->inputs[k].name) != 0) j++; /* checked above */
+    uint32_t j = a->inputs[k].index;
     if (nimble_tensor_info_is_adt(&entry->inputs[j]))
       s = nimble_run_read_adt_file(a->inputs[k].path, entry, j, &a->inputs[k].value);
     else
@@ -374,8 +434,8 @@ static int run(run_args *a) {
   for (long r = 0; r < a->repeat; r++) {
     double t0 = now_ms();
     for (int k = 0; k < a->num_inputs && !s; k++)
-      s = a->inputs[k].value ? set_value_by_name(vm, entry, a->inputs[k].name, a->inputs[k].value)
-                             : nimble_vm_set_input_by_name(vm, a->entry, a->inputs[k].name, &a->inputs[k].file.tensor);
+      s = a->inputs[k].value ? nimble_vm_set_input_value(vm, entry->name, a->inputs[k].index, a->inputs[k].value)
+                             : nimble_vm_set_input(vm, a->entry, a->inputs[k].index, &a->inputs[k].file.tensor);
     if (!s) s = nimble_vm_invoke(vm, a->entry);
     times[r] = now_ms() - t0;
     if (s) {
@@ -400,33 +460,44 @@ static int run(run_args *a) {
 
   for (uint32_t o = 0; o < num_outs; o++) {
     const char *name = o < entry->num_outputs ? entry->outputs[o].name : NULL;
-    char file[256], path[4096 + 300], shape[512];
-    output_file_name(name, o, file, sizeof(file));
-    /* Two outputs that sanitize to one name must not overwrite each other. */
-    for (uint32_t p = 0; p < o; p++) {
-      char other[256];
-      output_file_name(p < entry->num_outputs ? entry->outputs[p].name : NULL, p, other,
-                       sizeof(other));
-      if (strcmp(other, file) == 0) {
-        snprintf(file, sizeof(file), "output_%u", o);
-        break;
-      }
-    }
-    int plen = snprintf(path, sizeof(path), "%s/%s.npy", a->output_dir, file);
-    if (plen < 0 || (size_t)plen >= sizeof(path)) {
-      rc = fail(EXIT_USAGE, "--output-dir '%.64s...': the path is too long", a->output_dir);
-      goto done;
-    }
     const DLTensor *t = &outs[o]->dl_tensor;
-    s = nimble_tensor_io_write_npy(path, t);
+    char file[256], path[4096 + 300], shape[512];
+    const char *dest = NULL;
+    for (int k = 0; k < a->num_outputs && !dest; k++)
+      if (a->outputs[k].index == o) dest = a->outputs[k].path;
+    if (!dest) {
+      output_file_name(name, o, file, sizeof(file));
+      /* Two outputs that sanitize to one name must not overwrite each other. */
+      for (uint32_t p = 0; p < o; p++) {
+        char other[256];
+        output_file_name(p < entry->num_outputs ? entry->outputs[p].name : NULL, p, other, sizeof(other));
+        if (strcmp(other, file) == 0) {
+          snprintf(file, sizeof(file), "output_%u", o);
+          break;
+        }
+      }
+      /* NumPy has no bfloat16: such an output goes to an ONNX TensorProto. */
+      const char *ext = t->dtype.code == kDLBfloat ? "pb" : "npy";
+      int plen = snprintf(path, sizeof(path), "%s/%s.%s", a->output_dir, file, ext);
+      if (plen < 0 || (size_t)plen >= sizeof(path)) {
+        rc = fail(EXIT_USAGE, "--output-dir '%.64s...': the path is too long", a->output_dir);
+        goto done;
+      }
+      dest = path;
+    }
+    size_t dl = strlen(dest);
+    if (dl > 3 && strcmp(dest + dl - 3, ".pb") == 0)
+      s = nimble_tensor_io_write_pb(dest, name ? name : "", t);
+    else
+      s = nimble_tensor_io_write_npy(dest, t);
     if (s) {
       char ctx[512];
-      snprintf(ctx, sizeof(ctx), "output '%s'", name ? name : file);
+      snprintf(ctx, sizeof(ctx), "output '%s'", name && *name ? name : "?");
       rc = fail_status(EXIT_RUN_ERROR, s, ctx);
       goto done;
     }
-    printf("%s: %s %s -> %s\n", name && *name ? name : file, nimble_tensor_io_dtype_name(t->dtype),
-           nimble_tensor_io_format_shape(t, shape, sizeof(shape)), path);
+    printf("%s: %s %s -> %s\n", name && *name ? name : "(unnamed)", nimble_tensor_io_dtype_name(t->dtype),
+           nimble_tensor_io_format_shape(t, shape, sizeof(shape)), dest);
   }
   if (a->repeat_given) {
     qsort(times, (size_t)a->repeat, sizeof(double), cmp_double);
@@ -459,7 +530,9 @@ int nimble_run_main(int argc, char **argv, const char *prog) {
     nimble_tensor_file_deinit(&a.inputs[k].file);
     nimble_value_release(a.inputs[k].value);
   }
+  for (int k = 0; k < a.num_outputs; k++) free((char *)a.outputs[k].name);
   free(a.inputs);
+  free(a.outputs);
   if (fflush(stdout) != 0 && rc == 0) rc = fail(EXIT_RUN_ERROR, "cannot write to stdout");
   return rc;
 }

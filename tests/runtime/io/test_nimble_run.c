@@ -63,6 +63,16 @@ static void write_vadd_model(void) {
   rt_info_free(&x);
   rt_info_free(&outs[0]);
   rt_info_free(&outs[1]);
+  /* flags("x=1": bool[?n]) -> '{"mask": 1}': x. Names a command line
+   * must take as they are: '=' in an input's, JSON in an output's. */
+  uint32_t h = rt_function(b, "flags", 1, 2);
+  RT_EMIT(b, h, NIMBLE_OP_RET, 0);
+  const DLDataType bool_dt = {kDLUInt, 1, 1};
+  nimble_tensor_info_t fx = rt_info("x=1", bool_dt, 1, NULL, sym);
+  nimble_tensor_info_t fm = rt_info("{\"mask\": 1}", bool_dt, 1, NULL, sym);
+  NIMBLE_ASSERT_OK(nimble_builder_add_entry(b, "flags", h, &fx, 1, &fm, 1));
+  rt_info_free(&fx);
+  rt_info_free(&fm);
   void *data;
   size_t size;
   NIMBLE_ASSERT_OK(nimble_builder_serialize(b, &data, &size));
@@ -174,11 +184,37 @@ START_TEST(test_every_output_gets_a_file_whose_name_stays_in_the_directory) {
 }
 END_TEST
 
+/* A bool input from an ONNX BOOL TensorProto comes back as NumPy bool
+ * (and as an ONNX BOOL tensor), under names that need care on a command
+ * line; --output takes a name or a position and says where each went. */
+START_TEST(test_bool_round_trips_and_outputs_go_where_output_says) {
+  char args[32768], out[8192], dir[8192], want[32768], npy[8300], pb[8300];
+  snprintf(dir, sizeof(dir), "%s", scratch("run4"));
+  mkdir(dir, 0777);
+  snprintf(npy, sizeof(npy), "%s/mask.npy", dir);
+  snprintf(pb, sizeof(pb), "%s/mask.pb", dir);
+  snprintf(args, sizeof(args), "'%s' --entry flags --input 'x=1=%s' --output '{\"mask\": 1}=%s'", model_path,
+           fixture("typed_bool.pb"), npy);
+  ck_assert_msg(run_tool(args, out, sizeof(out)) == 0, "output: %s", out);
+  snprintf(want, sizeof(want), "{\"mask\": 1}: bool [3] -> %s\n", npy);
+  ck_assert_str_eq(out, want);
+  ck_assert_int_eq(verify_with_reference(npy, "bool", "3", "True,False,True", NULL), 0);
+  snprintf(args, sizeof(args), "'%s' --entry flags --input 'x=1=%s' --output '0=%s'", model_path,
+           fixture("typed_bool.pb"), pb);
+  ck_assert_msg(run_tool(args, out, sizeof(out)) == 0, "output: %s", out);
+  ck_assert_int_eq(verify_with_reference(pb, "bool", "3", "True,False,True", "{\"mask\": 1}"), 0);
+  /* Without --output: a file name made safe, in the output directory. */
+  snprintf(args, sizeof(args), "'%s' --entry flags --input 'x=1=%s' --output-dir '%s'", model_path,
+           fixture("b1_2x2.npy"), dir);
+  expect_failure(args, 1, "input 'x=1' has shape [2,2], expected [?n]");
+}
+END_TEST
+
 START_TEST(test_help_describes_the_options_and_exit_codes) {
   char out[8192];
   ck_assert_int_eq(run_tool("--help", out, sizeof(out)), 0);
   const char *want[] = {"usage: nimble-run MODEL.nimble --input NAME=FILE", "--output-dir DIR",
-                        "--repeat N", "median", "--threads N", "--entry NAME", ".npy", ".pb",
+                        "--repeat N", "median", "--threads N", "--output NAME=FILE", "--entry NAME", ".npy", ".pb",
                         "Exit status: 0 success; 1", "2 a usage error"};
   for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
     ck_assert_msg(strstr(out, want[i]) != NULL, "--help lacks '%s'", want[i]);
@@ -193,9 +229,10 @@ START_TEST(test_malformed_command_lines_exit_2_with_one_line) {
   expect_failure("--bogus", 2, "unknown option '--bogus'");
   expect_failure("-x m.nimble", 2, "unknown option '-x'");
   expect_failure("m.nimble --input a", 2, "--input 'a': expected NAME=FILE");
-  expect_failure("m.nimble --input =x.npy", 2, "--input '=x.npy': the input NAME is empty");
+  expect_failure("m.nimble --input =x.npy", 2, "--input '=x.npy': the NAME is empty");
+  expect_failure("m.nimble --output =x.npy", 2, "--output '=x.npy': the NAME is empty");
+  expect_failure("m.nimble --output c", 2, "--output 'c': expected NAME=FILE");
   expect_failure("m.nimble --input a=", 2, "--input 'a=': the FILE is empty");
-  expect_failure("m.nimble --input a=x.npy --input a=y.npy", 2, "input 'a' is given twice");
   expect_failure("m.nimble --input", 2, "--input needs a value");
   expect_failure("m.nimble --repeat 0", 2, "--repeat '0': expected a whole number");
   expect_failure("m.nimble --repeat 3x", 2, "--repeat '3x'");
@@ -209,6 +246,17 @@ START_TEST(test_malformed_command_lines_exit_2_with_one_line) {
   expect_failure(args, 2, "has no input 'z' (its inputs: a, b)");
   snprintf(args, sizeof(args), "'%s' --input a='%s'", model_path, fixture("vadd_a.npy"));
   expect_failure(args, 2, "input 'b' of entry 'main' is not given (use --input b=FILE)");
+  snprintf(args, sizeof(args), "'%s' --input a=x.npy --input a=y.npy", model_path);
+  expect_failure(args, 2, "input 'a' is given twice");
+  snprintf(args, sizeof(args), "'%s' --input a='%s' --input b='%s' --output d=d.npy", model_path,
+           fixture("vadd_a.npy"), fixture("vadd_a.npy"));
+  expect_failure(args, 2, "has no output 'd' (its outputs: c; or give a position from 0)");
+  snprintf(args, sizeof(args), "'%s' --input a='%s' --input b='%s' --output 1=d.npy", model_path,
+           fixture("vadd_a.npy"), fixture("vadd_a.npy"));
+  expect_failure(args, 2, "has no output '1'");
+  snprintf(args, sizeof(args), "'%s' --input a='%s' --input b='%s' --output c=d.npy --output 0=e.npy",
+           model_path, fixture("vadd_a.npy"), fixture("vadd_a.npy"));
+  expect_failure(args, 2, "output 'c' is given twice");
   snprintf(args, sizeof(args), "'%s' --entry nope --input a='%s'", model_path,
            fixture("vadd_a.npy"));
   expect_failure(args, 2, "no entry 'nope'");
@@ -251,6 +299,7 @@ int main(void) {
   tcase_add_test(tc, test_vector_add_writes_the_sum_as_npy_that_numpy_reads);
   tcase_add_test(tc, test_repeat_prints_the_median_and_minimum_latency);
   tcase_add_test(tc, test_every_output_gets_a_file_whose_name_stays_in_the_directory);
+  tcase_add_test(tc, test_bool_round_trips_and_outputs_go_where_output_says);
   tcase_add_test(tc, test_help_describes_the_options_and_exit_codes);
   tcase_add_test(tc, test_malformed_command_lines_exit_2_with_one_line);
   tcase_add_test(tc, test_unreadable_files_and_failed_runs_exit_1_naming_the_culprit);
