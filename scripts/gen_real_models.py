@@ -284,8 +284,8 @@ def _models():
         (40 bands, 16 kHz), log(x + 1e-6).
 
         torch 1.13 cannot export torch.stft to ONNX (no STFT symbolic at any
-        opset), so forward() does what exportable front ends do (Silero VAD,
-        NeMo, nnAudio): reflect Pad, then Conv1d with the windowed DFT basis
+        opset), so forward() does what exportable front ends do (nnAudio,
+        Silero VAD): reflect Pad, then Conv1d with the windowed DFT basis
         (cos rows, then -sin rows). reference() is torch.stft itself."""
 
         def __init__(self, n_fft=256, hop=64, n_mels=40, sr=16000):
