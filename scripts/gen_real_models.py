@@ -383,8 +383,8 @@ def _models():
         ex = boxes_scores(20, 100)
         return Spec("det_nms", "detector head: k = min(k, n) (Shape/Min), TopK, Gather of the candidate boxes, "
                     "torchvision.ops.nms (IoU 0.5) -> NonMaxSuppression, Gather of the kept boxes/scores/"
-                    "indices; two cases make TopK's K 0 (k = 0, and no candidate boxes at all): the ONNX spec asks for a "
-                    "positive K, PyTorch returns empty outputs",
+                    "indices; two cases make TopK's K 0 (k = 0, and no candidate boxes at all): the ONNX spec "
+                    "asks for a positive K, PyTorch returns empty outputs",
                     ["TopK with K from an input", "NonMaxSuppression", "outputs whose length depends on data",
                      "empty inputs and outputs (K = 0, n = 0)", "int64 0-d input", "opset 11"],
                     net, "script", 11, (ex[0], ex[1], i64(10)), ["boxes", "scores", "k"],

@@ -59,7 +59,8 @@ for i, o in enumerate(meta["outputs"]):
     a = np.load(os.path.join(models_dir, case["outputs"][o["name"]]["file"]))
     if not spoiled and a.size:
         if mode == "float_off" and a.dtype == np.float32:
-            a = a.copy(); a.flat[a.size // 2] *= np.float32(1.001); a.flat[a.size // 2] += np.float32(1e-3); spoiled = True
+            a = a.copy(); a.flat[a.size // 2] = a.flat[a.size // 2] * np.float32(1.001) + np.float32(1e-3)
+            spoiled = True
         elif mode == "nan" and a.dtype == np.float32:
             a = a.copy(); a.flat[0] = np.nan; spoiled = True
         elif mode == "int_off" and a.dtype == np.int64:
