@@ -134,8 +134,11 @@ static bool can_join(int consumer, const node *cg, const node *pg) {
   }
 }
 
+/* Scalars (one element) are inlined into the kernel; every other constant,
+ * an empty one included (Concat with an empty shape piece, as exporters
+ * write), is passed in as a tensor. */
 static bool inline_const(const nimble_expr *e) {
-  return e->kind == NIMBLE_EXPR_CONSTANT && e->u.constant.num_elements <= 1;
+  return e->kind == NIMBLE_EXPR_CONSTANT && e->u.constant.num_elements == 1;
 }
 
 typedef struct group_build {

@@ -41,6 +41,23 @@ START_TEST(test_a_reduction_takes_its_input_chain_and_its_epilogue) {
 }
 END_TEST
 
+START_TEST(test_an_empty_constant_is_passed_in_not_inlined) {
+  /* Only one-element constants are inlined; an empty one (a Concat piece
+   * exporters write) is an argument like any other tensor. */
+  pt_expect(nimble_passes_fuse_ops,
+            "def @main(%s: Tensor[(2,), int64]) {\n"
+            "  add(concatenate(%s, const[(0,), int64]{}, axis=0), 1)\n"
+            "}\n",
+            "def @main(%s: Tensor[(2,), int64]) {\n"
+            "  let %y = @\"fused.concatenate_add\"(%s, const[(0,), int64]{});\n"
+            "  %y\n"
+            "}\n"
+            "def @\"fused.concatenate_add\"(%p0: Tensor[(2,), int64], %p1: Tensor[(0,), int64]) -> Tensor[(2,), int64] {\n"
+            "  add(concatenate(%p0, %p1, axis=0), 1)\n"
+            "}\n");
+}
+END_TEST
+
 START_TEST(test_a_value_used_twice_is_not_fused_into_either_use) {
   pt_expect(nimble_passes_fuse_ops,
             "def @main(%x: Tensor[(3,), float32]) {\n"
@@ -197,6 +214,7 @@ int main(void) {
   tcase_add_test(tc, test_dense_bias_relu_becomes_one_primitive_called_once);
   tcase_add_test(tc, test_a_reduction_takes_its_input_chain_and_its_epilogue);
   tcase_add_test(tc, test_a_value_used_twice_is_not_fused_into_either_use);
+  tcase_add_test(tc, test_an_empty_constant_is_passed_in_not_inlined);
   tcase_add_test(tc, test_nothing_fuses_across_a_data_dependent_shape_function);
   tcase_add_test(tc, test_a_group_keeps_one_anchor_and_injective_ops_take_no_dense);
   tcase_add_test(tc, test_mlp_layers_fuse_to_one_primitive_each_and_softmax_stays_alone);
