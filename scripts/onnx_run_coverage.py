@@ -1,18 +1,24 @@
 #!/usr/bin/python3
-"""Writes docs/onnx-backend.md from the node suite's end-to-end results.
+"""Writes docs/onnx-backend.md from the node suite's results on the user's path.
 
 The ctest suite test_onnx_node_run compiles every case of the ONNX backend
-node suite for x86, runs it and compares the outputs with the case's
-expected outputs; it writes one line per case to BUILD/onnx-run-coverage.tsv
-(case, pass/fail/unsupported, op types, message). This script groups the
-cases by operator (as scripts/onnx_coverage.py does) and writes the table:
+node suite with `nimble compile --target=x86`, runs each data set with
+`nimble-run` (separate processes, as a user does) and compares the outputs
+with the case's expected outputs; test_onnx_node_run_aarch64 does the same
+for aarch64 under qemu-aarch64 for the cases in aarch64_cases.txt. Each
+writes one line per case to BUILD/onnx-run-coverage[-aarch64].tsv (case,
+pass/fail/unsupported, op types, message, tensor/non-tensor). This script
+groups the cases by operator (as scripts/onnx_coverage.py does) and writes
+the table:
 
     ctest --test-dir BUILD -R test_onnx_node_run
     /usr/bin/python3 scripts/onnx_run_coverage.py BUILD/onnx-run-coverage.tsv \\
+        [--aarch64 BUILD/onnx-run-coverage-aarch64.tsv] \\
         [-o docs/onnx-backend.md] [--update-floor] [--failures]
 
---update-floor writes the pass count to tests/compiler/node_run/run_floor.txt,
-the floor the suite enforces. --failures prints the failing and unsupported
+--update-floor writes the tensor-only pass counts to
+tests/compiler/node_run/run_floor.txt (and run_floor_aarch64.txt), the
+floors the suites enforce. --failures prints the failing and unsupported
 cases grouped by their message (numbers and names blanked), largest group
 first: the list to work from. Run it with /usr/bin/python3 (Debian's
 python3-onnx lists the operators).
@@ -28,13 +34,15 @@ from onnx_coverage import onnx_operators, primary_op  # noqa: E402
 
 
 def read_rows(path):
+    """(case, result, types, message, tensor_only) per line."""
     rows = []
     with open(path) as f:
         for line in f:
             parts = line.rstrip("\n").split("\t")
             if len(parts) < 4 or line.startswith("#"):
                 continue
-            rows.append(parts[:4])
+            tensor_only = len(parts) < 5 or parts[4] != "non-tensor"
+            rows.append(parts[:4] + [tensor_only])
     return rows
 
 
@@ -48,7 +56,7 @@ def message_group(msg):
 
 def short_message(msg):
     """The message without the model paths the driver and importer prepend."""
-    msg = re.sub(r"compiling \S+ \(\w+\): ", "", msg)
+    msg = re.sub(r"compiling \S+ \(\w+(, unsupported)?\): ", "", msg)
     return re.sub(r"while importing \S+: ", "", msg)
 
 
@@ -59,9 +67,18 @@ def md_cell(msg, limit=110):
     return msg
 
 
+def summarize(rows):
+    totals = {k: 0 for k in ("pass", "fail", "unsupported")}
+    for _case, result, _types, _msg, _t in rows:
+        totals[result if result in totals else "fail"] += 1
+    tensor = sum(1 for r in rows if r[4])
+    return totals, tensor
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("results")
+    ap.add_argument("--aarch64", default=None, help="the aarch64 suite's results")
     ap.add_argument("-o", "--output", default=None)
     ap.add_argument("--update-floor", action="store_true")
     ap.add_argument("--failures", action="store_true")
@@ -71,10 +88,11 @@ def main():
     rows = read_rows(args.results)
     if not rows:
         sys.exit("onnx_run_coverage.py: no results in %s" % args.results)
+    a64 = {r[0]: r for r in read_rows(args.aarch64)} if args.aarch64 else {}
 
     if args.failures:
         groups = collections.defaultdict(list)
-        for case, result, _types, msg in rows:
+        for case, result, _types, msg, _t in rows:
             if result != "pass":
                 groups[(result, message_group(msg))].append((case, msg))
         for (result, _g), cases in sorted(groups.items(), key=lambda kv: -len(kv[1])):
@@ -84,49 +102,73 @@ def main():
 
     ops, version = onnx_operators()
     per_op = {}
-    for case, result, types, msg in rows:
+    for case, result, types, msg, _t in rows:
         op = primary_op(case, ops, types.split(","))
-        e = per_op.setdefault(op, {"pass": 0, "fail": 0, "unsupported": 0, "first": None})
+        e = per_op.setdefault(op, {"pass": 0, "fail": 0, "unsupported": 0, "first": None,
+                                   "a64_pass": 0, "a64_run": 0})
         e[result if result in ("pass", "fail", "unsupported") else "fail"] += 1
         if result != "pass" and e["first"] is None:
             e["first"] = (case, result, msg)
-    totals = {k: sum(e[k] for e in per_op.values()) for k in ("pass", "fail", "unsupported")}
+        if case in a64:
+            e["a64_run"] += 1
+            e["a64_pass"] += a64[case][1] == "pass"
+    totals, tensor = summarize(rows)
     n = len(rows)
     lines = [
-        "# ONNX backend node suite, run end to end: %d of %d cases pass" % (totals["pass"], n),
+        "# ONNX backend node suite on the user's path: %d of %d tensor-only cases pass"
+        % (totals["pass"], tensor),
         "",
-        "Generated by `scripts/onnx_run_coverage.py` from the results of the ctest suite",
-        "`test_onnx_node_run` over the ONNX %s backend node suite" % version,
-        "(`scripts/gen_onnx_node_tests.py`). Do not edit by hand.",
+        "Generated by `scripts/onnx_run_coverage.py` from the results of the ctest suites",
+        "`test_onnx_node_run` (x86) and `test_onnx_node_run_aarch64` over the ONNX %s" % version,
+        "backend node suite (`scripts/gen_onnx_node_tests.py`). Do not edit by hand.",
         "",
-        "Every case's `model.onnx` is compiled for x86 (`nimble_compile_file`, opt level 2),",
-        "loaded into the runtime, run on each `test_data_set_<k>` and every output compared",
-        "with the expected `output_<j>.pb` as ONNX's backend test runner does: rtol 1e-3,",
-        "atol 1e-7, NaN equals NaN, exact for integers and bools. A case is",
+        "Every case is run the way a user runs a model: `nimble compile model.onnx",
+        "--target=x86 -o m.nimble`, then for each `test_data_set_<k>` `nimble-run m.nimble",
+        "--input NAME=input_<j>.pb ... --output NAME=FILE ...`, each its own process; every",
+        "written output is compared with the expected `output_<j>.pb` as ONNX's backend test",
+        "runner does: rtol 1e-3, atol 1e-7, NaN equals NaN, exact for integers and bools, and",
+        "the ONNX dtype (a BOOL output must come back as NumPy bool). A case is",
         "",
         "- **passed** when every output of every data set matches;",
-        "- **failed** on wrong values, shapes or dtypes, a compile error after type-checking,",
-        "  a runtime error, a crash or a timeout (each case runs in its own child process);",
-        "- **unsupported** when the import or type-checking fails, the compiler answers",
-        "  UNIMPLEMENTED, or an input is not a tensor.",
+        "- **failed** on wrong values, shapes or dtypes, a compile error that is not",
+        "  \"unsupported\", an executable that nimble-run cannot load or run, a crash or a",
+        "  timeout (each case runs in its own process group with a time limit);",
+        "- **unsupported** when `nimble compile` cannot import or type the model (exit 3)",
+        "  or says the model asks for something it does not cover (`unsupported`), or an",
+        "  input is not a tensor.",
         "",
+        "Only the %d tensor-only cases (every graph input and output a tensor) can pass;" % tensor,
+        "the other %d take sequences or optionals, which Nimble's importer refuses." % (n - tensor),
         "The suite fails when fewer cases pass than `tests/compiler/node_run/run_floor.txt`.",
         "`docs/onnx-coverage.md` is the importer's view (import and type-check only).",
         "",
-        "| | cases | share |",
+        "| x86 | cases | share of tensor-only |",
         "|---|---|---|",
     ]
     for k, label in (("pass", "passed"), ("fail", "failed"), ("unsupported", "unsupported")):
-        lines.append("| %s | %d | %.1f%% |" % (label, totals[k], 100.0 * totals[k] / n))
-    lines.append("| total | %d | |" % n)
+        lines.append("| %s | %d | %.1f%% |" % (label, totals[k], 100.0 * totals[k] / max(tensor, 1)))
+    lines.append("| tensor-only | %d | |" % tensor)
+    lines.append("| all cases | %d | |" % n)
+    if a64:
+        a_tot, a_tensor = summarize(list(a64.values()))
+        lines += [
+            "",
+            "aarch64 (`nimble compile --target=aarch64`, the aarch64 nimble-run under",
+            "`qemu-aarch64`, the cases in `tests/compiler/node_run/aarch64_cases.txt`: the",
+            "element-wise, reduction, shape, indexing and control-flow families): %d of %d"
+            % (a_tot["pass"], a_tensor),
+            "tensor-only cases pass, %d fail, %d unsupported; floor in `run_floor_aarch64.txt`."
+            % (a_tot["fail"], a_tot["unsupported"]),
+        ]
     lines += [
         "",
         "## Per operator",
         "",
-        "Cases are grouped by the operator their name tests.",
+        "Cases are grouped by the operator their name tests.%s"
+        % (" aarch64: passed / run under qemu." if a64 else ""),
         "",
-        "| operator | passed | failed | unsupported | first failing case |",
-        "|---|---|---|---|---|",
+        "| operator | passed | failed | unsupported |%s first failing case (x86) |" % (" aarch64 |" if a64 else ""),
+        "|---|---|---|---|%s---|" % ("---|" if a64 else ""),
     ]
     for op in sorted(per_op):
         e = per_op[op]
@@ -134,7 +176,10 @@ def main():
         if e["first"]:
             case, result, msg = e["first"]
             first = "`%s` (%s): %s" % (case, result, md_cell(msg))
-        lines.append("| %s | %d | %d | %d | %s |" % (op, e["pass"], e["fail"], e["unsupported"], first))
+        a_cell = ""
+        if a64:
+            a_cell = " %s |" % ("%d / %d" % (e["a64_pass"], e["a64_run"]) if e["a64_run"] else "")
+        lines.append("| %s | %d | %d | %d |%s %s |" % (op, e["pass"], e["fail"], e["unsupported"], a_cell, first))
     none_pass = [op for op in ops if per_op.get(op, {}).get("pass", 0) == 0]
     untested = [op for op in none_pass if op not in per_op]
     lines += [
@@ -149,13 +194,17 @@ def main():
     ]
     with open(out_path, "w") as f:
         f.write("\n".join(lines))
-    print("%s: %d of %d cases pass, %d fail, %d unsupported" % (out_path, totals["pass"], n, totals["fail"],
-                                                               totals["unsupported"]))
+    print("%s: %d of %d tensor-only cases pass, %d fail, %d unsupported (%d cases)"
+          % (out_path, totals["pass"], tensor, totals["fail"], totals["unsupported"], n))
     if args.update_floor:
-        floor_path = os.path.join(root, "tests", "compiler", "node_run", "run_floor.txt")
-        with open(floor_path, "w") as f:
-            f.write("%d\n" % totals["pass"])
-        print("%s: %d" % (floor_path, totals["pass"]))
+        floors = [("run_floor.txt", totals["pass"])]
+        if a64:
+            floors.append(("run_floor_aarch64.txt", summarize(list(a64.values()))[0]["pass"]))
+        for name, count in floors:
+            floor_path = os.path.join(root, "tests", "compiler", "node_run", name)
+            with open(floor_path, "w") as f:
+                f.write("%d\n" % count)
+            print("%s: %d" % (floor_path, count))
 
 
 if __name__ == "__main__":
