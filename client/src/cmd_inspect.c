@@ -4,10 +4,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 #include "inspect_ir.h"
 #include "model_load.h"
+#include "nimble/runtime.h"
 #include "nimble/typing.h"
 
 /* Exit code for a status from loading or typing: what the input caused is
@@ -77,6 +79,40 @@ done:
   return rc;
 }
 
+/* A compiled executable (.nimble) or a directory of its parts: the
+ * disassembly. Kernels are not loaded, so an artifact for another target
+ * (aarch64, cuda) is shown as well. */
+static bool is_executable(const char *path) {
+  struct stat st;
+  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) return true;
+  size_t n = strlen(path);
+  return n > 7 && strcmp(path + n - 7, ".nimble") == 0;
+}
+
+static int disassemble(const char *path) {
+  nimble_executable *exe = NULL;
+  struct stat st;
+  nimble_status_t s;
+  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+    nimble_executable_part_t *parts;
+    size_t n;
+    s = nimble_executable_read_part_dir(path, &parts, &n);
+    if (!s) {
+      s = nimble_executable_load_parts(parts, n, NIMBLE_LOAD_NO_KERNELS, &exe);
+      nimble_executable_parts_free(parts, n);
+    }
+  } else {
+    s = nimble_executable_load_file_flags(path, NIMBLE_LOAD_NO_KERNELS, &exe);
+  }
+  char *text = NULL;
+  if (!s) s = nimble_executable_disassemble(exe, &text);
+  nimble_executable_release(exe);
+  if (s) return input_error(nimble_status_annotate(s, "inspecting %s", path));
+  fputs(text, stdout);
+  free(text);
+  return NIMBLE_EXIT_OK;
+}
+
 static int run_inspect(nimble_cli_ctx *ctx, int argc, char **argv) {
   bool json = false, all_constants = false, operands_only = false;
   const char *path = NULL;
@@ -101,16 +137,28 @@ static int run_inspect(nimble_cli_ctx *ctx, int argc, char **argv) {
     }
   }
   if (!path) return nimble_cli_usage_error(&nimble_cmd_inspect, "no model file given");
+  if (is_executable(path)) {
+    if (json || all_constants)
+      return nimble_cli_usage_error(&nimble_cmd_inspect, "--json and --constants are for models; '%s' is an "
+                                    "executable", path);
+    return disassemble(path);
+  }
   return inspect(path, json, all_constants);
 }
 
 const nimble_cli_command nimble_cmd_inspect = {
     "inspect",
-    "Show the typed IR of a model (.onnx) or program (.nir).",
+    "Show the typed IR of a model (.onnx) or program (.nir), or an executable's bytecode.",
     "inspect [--json] [--constants] FILE",
     "Imports FILE (an ONNX model or a .nir program), infers its types and\n"
     "prints the IR with every binding annotated: dims are numbers, symbolic\n"
     "names (n, seq) or ? (Any: known only at run time).\n"
+    "\n"
+    "For a compiled executable (FILE.nimble, or a directory of its parts as\n"
+    "`nimble fetch -o DIR` writes it) it prints the disassembly instead: the\n"
+    "target, entries and kernels, then every function's bytecode, one\n"
+    "instruction a line with named operands (docs/vm.md). Kernels are not\n"
+    "loaded, so artifacts for any target can be shown.\n"
     "\n"
     "Constants of more than 16 elements (weights) are shown without their\n"
     "elements, as %\"const[(512, 784), float32]{...}\".\n"

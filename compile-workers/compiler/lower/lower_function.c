@@ -160,9 +160,21 @@ static nimble_status_t emit_f(fn_ctx *fc, int op, const int64_t *ops, size_t n, 
   return nimble_ok();
 }
 
-#define EMIT(fc, op, ...)                                                                    \
-  emit_f((fc), (op), (const int64_t[]){__VA_ARGS__},                                         \
-         sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t), -1, NULL)
+/* EMIT(fc, MOVE, dst, src) and EMIT_PC(fc, &pc, GOTO, 0) (which records
+ * the instruction's pc for patching) go through NIMBLE_EMIT: an operand
+ * count that does not fit the instruction table fails to compile. */
+typedef struct emit_at {
+  fn_ctx *fc;
+  size_t *pc;
+} emit_at;
+
+static nimble_status_t emit_at_pc(const emit_at *at, int op, const int64_t *ops, size_t n) {
+  return emit_f(at->fc, op, ops, n, -1, at->pc);
+}
+
+#define EMIT_PC(fc, pcp, OP, ...) NIMBLE_EMIT(emit_at_pc, (&(emit_at){(fc), (pcp)}), OP, __VA_ARGS__)
+#define EMIT(fc, OP, ...) EMIT_PC(fc, NULL, OP, __VA_ARGS__)
+#define EMIT_FATAL(fc) NIMBLE_EMIT0(emit_at_pc, (&(emit_at){(fc), NULL}), FATAL)
 
 static size_t pc_now(const fn_ctx *fc) { return fc->f->n; }
 
@@ -235,10 +247,10 @@ static nimble_status_t finish(fn_ctx *fc, mode m, int64_t r, int64_t *out) {
   if (r < 0 && m != EFFECT) {
     /* A unit value `()` that is needed after all. */
     NIMBLE_RETURN_IF_ERROR(reg_alloc(fc, &r));
-    NIMBLE_RETURN_IF_ERROR(EMIT(fc, NIMBLE_OP_ALLOC_ADT, r, 0));
+    NIMBLE_RETURN_IF_ERROR(EMIT(fc, ALLOC_ADT, r, 0));
   }
   if (m == TAIL) {
-    NIMBLE_RETURN_IF_ERROR(EMIT(fc, NIMBLE_OP_RET, r));
+    NIMBLE_RETURN_IF_ERROR(EMIT(fc, RET, r));
     reg_release(fc, r);
     return nimble_ok();
   }
@@ -290,7 +302,7 @@ static nimble_status_t op_call(fn_ctx *fc, const nimble_expr *e, mode m, int64_t
   if (strcmp(name, "shape_of") == 0) {
     NIMBLE_RETURN_IF_ERROR(operands(fc, e, 0, 1, a));
     NIMBLE_RETURN_IF_ERROR(reg_alloc(fc, &dst));
-    NIMBLE_RETURN_IF_ERROR(EMIT(fc, NIMBLE_OP_SHAPE_OF, dst, a[0]));
+    NIMBLE_RETURN_IF_ERROR(EMIT(fc, SHAPE_OF, dst, a[0]));
   } else if (strcmp(name, "alloc_storage") == 0) {
     const nimble_attr_value_t *al = attr(e, "alignment"), *dev = attr(e, "device");
     int64_t dt = kDLCPU;
@@ -301,7 +313,7 @@ static nimble_status_t op_call(fn_ctx *fc, const nimble_expr *e, mode m, int64_t
                                 align, NIMBLE_MAX_ALIGNMENT);
     NIMBLE_RETURN_IF_ERROR(operands(fc, e, 0, 1, a));
     NIMBLE_RETURN_IF_ERROR(reg_alloc(fc, &dst));
-    NIMBLE_RETURN_IF_ERROR(EMIT(fc, NIMBLE_OP_ALLOC_STORAGE, dst, a[0], align, dt, 0, kDLUInt, 8, 1));
+    NIMBLE_RETURN_IF_ERROR(EMIT(fc, ALLOC_STORAGE, dst, a[0], align, dt, 0, kDLUInt, 8, 1));
   } else if (strcmp(name, "alloc_tensor") == 0) {
     const nimble_attr_value_t *dtn = attr(e, "dtype"), *shape = attr(e, "shape");
     nimble_dtype_t dt = NIMBLE_DTYPE_FLOAT32;
@@ -311,7 +323,7 @@ static nimble_status_t op_call(fn_ctx *fc, const nimble_expr *e, mode m, int64_t
     NIMBLE_RETURN_IF_ERROR(operands(fc, e, 0, n, a));
     NIMBLE_RETURN_IF_ERROR(reg_alloc(fc, &dst));
     if (n == 3) {
-      NIMBLE_RETURN_IF_ERROR(EMIT(fc, NIMBLE_OP_ALLOC_TENSOR_REG, dst, a[0], a[1], a[2], d.code, d.bits, d.lanes));
+      NIMBLE_RETURN_IF_ERROR(EMIT(fc, ALLOC_TENSOR_REG, dst, a[0], a[1], a[2], d.code, d.bits, d.lanes));
     } else {
       size_t rank = shape ? shape->n : 0;
       if (rank > NIMBLE_MAX_NDIM)
@@ -365,13 +377,13 @@ static nimble_status_t op_call(fn_ctx *fc, const nimble_expr *e, mode m, int64_t
         break;
       }
       if (!s) s = reg_alloc(fc, &size);
-      if (!s) s = EMIT(fc, NIMBLE_OP_LOAD_CONSTI, size, rank ? 8 * rank : 8);
+      if (!s) s = EMIT(fc, LOAD_CONSTI, size, rank ? 8 * rank : 8);
       if (!s) s = reg_alloc(fc, &st);
-      if (!s) s = EMIT(fc, NIMBLE_OP_ALLOC_STORAGE, st, size, 64, kDLCPU, 0, kDLInt, 64, 1);
+      if (!s) s = EMIT(fc, ALLOC_STORAGE, st, size, 64, kDLCPU, 0, kDLInt, 64, 1);
       if (!s) s = reg_alloc(fc, &off);
-      if (!s) s = EMIT(fc, NIMBLE_OP_LOAD_CONSTI, off, 0);
+      if (!s) s = EMIT(fc, LOAD_CONSTI, off, 0);
       if (!s) s = reg_alloc(fc, &t);
-      if (!s) s = EMIT(fc, NIMBLE_OP_ALLOC_TENSOR, t, st, off, kDLInt, 64, 1, rank);
+      if (!s) s = EMIT(fc, ALLOC_TENSOR, t, st, off, kDLInt, 64, 1, rank);
       if (!s) {
         reg_release(fc, size);
         reg_release(fc, st);
@@ -403,11 +415,11 @@ static nimble_status_t op_call(fn_ctx *fc, const nimble_expr *e, mode m, int64_t
     if (dev && dev->s) NIMBLE_RETURN_IF_ERROR(device_type(dev->s, &dt));
     NIMBLE_RETURN_IF_ERROR(operands(fc, e, 0, 1, a));
     NIMBLE_RETURN_IF_ERROR(reg_alloc(fc, &dst));
-    NIMBLE_RETURN_IF_ERROR(EMIT(fc, NIMBLE_OP_DEVICE_COPY, dst, a[0], dt, 0));
+    NIMBLE_RETURN_IF_ERROR(EMIT(fc, DEVICE_COPY, dst, a[0], dt, 0));
   } else if (strcmp(name, "reshape_tensor") == 0) {
     NIMBLE_RETURN_IF_ERROR(operands(fc, e, 0, 2, a));
     NIMBLE_RETURN_IF_ERROR(reg_alloc(fc, &dst));
-    NIMBLE_RETURN_IF_ERROR(EMIT(fc, NIMBLE_OP_RESHAPE_TENSOR, dst, a[0], a[1]));
+    NIMBLE_RETURN_IF_ERROR(EMIT(fc, RESHAPE_TENSOR, dst, a[0], a[1]));
   } else if (strcmp(name, "kill") == 0) {
     const nimble_expr *x = e->u.call.args[0];
     if (x->kind == NIMBLE_EXPR_VAR) {
@@ -416,7 +428,7 @@ static nimble_status_t op_call(fn_ctx *fc, const nimble_expr *e, mode m, int64_t
       NIMBLE_RETURN_IF_ERROR(use_var(fc, x, &last, &r));
       /* Only the last holder of a register may drop its value (a pattern
        * variable or an alias may share it). */
-      if (last && fc->refs[r] == 1) NIMBLE_RETURN_IF_ERROR(EMIT(fc, NIMBLE_OP_KILL_REGISTER, r));
+      if (last && fc->refs[r] == 1) NIMBLE_RETURN_IF_ERROR(EMIT(fc, KILL_REGISTER, r));
     }
   } else {
     return nimble_status_make(NIMBLE_UNIMPLEMENTED,
@@ -442,13 +454,13 @@ static nimble_status_t self_tail_call(fn_ctx *fc, const nimble_expr *e) {
      * list, which may hold freed parameter registers). */
     int64_t t;
     s = reg_alloc_fresh(fc, &t);
-    if (!s) s = EMIT(fc, NIMBLE_OP_MOVE, t, src[i]);
+    if (!s) s = EMIT(fc, MOVE, t, src[i]);
     if (!s) s = pend(fc, t);
     src[i] = t;
   }
   for (size_t i = 0; !s && i < n; i++)
-    if (src[i] != (int64_t)i) s = EMIT(fc, NIMBLE_OP_MOVE, (int64_t)i, src[i]);
-  if (!s) s = EMIT(fc, NIMBLE_OP_GOTO, -(int64_t)pc_now(fc));
+    if (src[i] != (int64_t)i) s = EMIT(fc, MOVE, (int64_t)i, src[i]);
+  if (!s) s = EMIT(fc, GOTO, -(int64_t)pc_now(fc));
   free(src);
   flush(fc, mark);
   return s;
@@ -514,10 +526,10 @@ static nimble_status_t if_expr(fn_ctx *fc, const nimble_expr *e, mode m, int64_t
   NIMBLE_RETURN_IF_ERROR(operand(fc, e->u.if_.cond, &cond));
   NIMBLE_RETURN_IF_ERROR(reg_alloc(fc, &zero));
   NIMBLE_RETURN_IF_ERROR(pend(fc, zero));
-  NIMBLE_RETURN_IF_ERROR(EMIT(fc, NIMBLE_OP_LOAD_CONSTI, zero, 0));
+  NIMBLE_RETURN_IF_ERROR(EMIT(fc, LOAD_CONSTI, zero, 0));
   /* cond == 0 jumps to the else branch; any other value falls through. */
   size_t jump;
-  NIMBLE_RETURN_IF_ERROR(emit_f(fc, NIMBLE_OP_IF, (const int64_t[]){cond, zero, 0, 1}, 4, -1, &jump));
+  NIMBLE_RETURN_IF_ERROR(EMIT_PC(fc, &jump, IF, cond, zero, 0, 1));
   flush(fc, mark);
   if (m != TAIL) NIMBLE_RETURN_IF_ERROR(reg_alloc(fc, &dst));
   const nimble_expr *branches[2] = {e->u.if_.then_branch, e->u.if_.else_branch};
@@ -530,9 +542,9 @@ static nimble_status_t if_expr(fn_ctx *fc, const nimble_expr *e, mode m, int64_t
     }
     int64_t r;
     NIMBLE_RETURN_IF_ERROR(expr(fc, branches[b], VALUE, &r));
-    NIMBLE_RETURN_IF_ERROR(EMIT(fc, NIMBLE_OP_MOVE, dst, r));
+    NIMBLE_RETURN_IF_ERROR(EMIT(fc, MOVE, dst, r));
     reg_release(fc, r);
-    if (b == 0) NIMBLE_RETURN_IF_ERROR(emit_f(fc, NIMBLE_OP_GOTO, (const int64_t[]){0}, 1, -1, &to_end));
+    if (b == 0) NIMBLE_RETURN_IF_ERROR(EMIT_PC(fc, &to_end, GOTO, 0));
   }
   if (m != TAIL) patch(fc, to_end, 0, pc_now(fc));
   if (m == TAIL) return nimble_ok();
@@ -575,11 +587,11 @@ static nimble_status_t pattern(fn_ctx *fc, const nimble_pattern *p, int64_t r, b
         int64_t tag, want;
         size_t pc;
         NIMBLE_RETURN_IF_ERROR(reg_alloc(fc, &tag));
-        NIMBLE_RETURN_IF_ERROR(EMIT(fc, NIMBLE_OP_GET_TAG, tag, r));
+        NIMBLE_RETURN_IF_ERROR(EMIT(fc, GET_TAG, tag, r));
         NIMBLE_RETURN_IF_ERROR(reg_alloc(fc, &want));
-        NIMBLE_RETURN_IF_ERROR(EMIT(fc, NIMBLE_OP_LOAD_CONSTI, want, p->ctor->tag));
+        NIMBLE_RETURN_IF_ERROR(EMIT(fc, LOAD_CONSTI, want, p->ctor->tag));
         /* Equal tags fall through; different ones go to the next arm. */
-        NIMBLE_RETURN_IF_ERROR(emit_f(fc, NIMBLE_OP_IF, (const int64_t[]){tag, want, 1, 0}, 4, -1, &pc));
+        NIMBLE_RETURN_IF_ERROR(EMIT_PC(fc, &pc, IF, tag, want, 1, 0));
         NIMBLE_RETURN_IF_ERROR(jumps_add(fails, pc));
         reg_release(fc, tag);
         reg_release(fc, want);
@@ -589,7 +601,7 @@ static nimble_status_t pattern(fn_ctx *fc, const nimble_pattern *p, int64_t r, b
         if (sub->kind == NIMBLE_PATTERN_WILDCARD) continue;
         int64_t fr;
         NIMBLE_RETURN_IF_ERROR(reg_alloc(fc, &fr));
-        NIMBLE_RETURN_IF_ERROR(EMIT(fc, NIMBLE_OP_GET_FIELD, fr, r, (int64_t)i));
+        NIMBLE_RETURN_IF_ERROR(EMIT(fc, GET_FIELD, fr, r, (int64_t)i));
         NIMBLE_RETURN_IF_ERROR(pattern(fc, sub, fr, check, fails));
         reg_release(fc, fr);
       }
@@ -622,18 +634,18 @@ static nimble_status_t match_expr(fn_ctx *fc, const nimble_expr *e, mode m, int6
     } else {
       int64_t r;
       s = expr(fc, e->u.match.clauses[i].body, VALUE, &r);
-      if (!s) s = EMIT(fc, NIMBLE_OP_MOVE, dst, r);
+      if (!s) s = EMIT(fc, MOVE, dst, r);
       if (!s) reg_release(fc, r);
       bool falls_to_more = !last || fails.n > 0;
       size_t pc;
-      if (!s && falls_to_more) s = emit_f(fc, NIMBLE_OP_GOTO, (const int64_t[]){0}, 1, -1, &pc);
+      if (!s && falls_to_more) s = EMIT_PC(fc, &pc, GOTO, 0);
       if (!s && falls_to_more) s = jumps_add(&ends, pc);
     }
     for (size_t k = 0; !s && k < fails.n; k++) patch(fc, fails.pcs[k], 3, pc_now(fc));
     /* After the last arm, failing tests land on the Fatal below. */
-    if (!s && last && fails.n > 0) s = emit_f(fc, NIMBLE_OP_FATAL, NULL, 0, -1, NULL);
+    if (!s && last && fails.n > 0) s = EMIT_FATAL(fc);
   }
-  if (!s && nc == 0) s = emit_f(fc, NIMBLE_OP_FATAL, NULL, 0, -1, NULL);
+  if (!s && nc == 0) s = EMIT_FATAL(fc);
   for (size_t k = 0; !s && k < ends.n; k++) patch(fc, ends.pcs[k], 0, pc_now(fc));
   free(ends.pcs);
   free(fails.pcs);
@@ -684,11 +696,11 @@ static nimble_status_t expr(fn_ctx *fc, const nimble_expr *e, mode m, int64_t *o
       if (is_i64_scalar(e)) {
         int64_t v;
         memcpy(&v, e->u.constant.data, sizeof v);
-        NIMBLE_RETURN_IF_ERROR(EMIT(fc, NIMBLE_OP_LOAD_CONSTI, r, v));
+        NIMBLE_RETURN_IF_ERROR(EMIT(fc, LOAD_CONSTI, r, v));
       } else {
         int64_t k;
         NIMBLE_RETURN_IF_ERROR(lw_constant(fc->c, e, &k));
-        NIMBLE_RETURN_IF_ERROR(EMIT(fc, NIMBLE_OP_LOAD_CONST, r, k));
+        NIMBLE_RETURN_IF_ERROR(EMIT(fc, LOAD_CONST, r, k));
       }
       return finish(fc, m, r, out);
     }
@@ -708,7 +720,7 @@ static nimble_status_t expr(fn_ctx *fc, const nimble_expr *e, mode m, int64_t *o
       if (k->num_fields)
         return nimble_status_make(NIMBLE_UNIMPLEMENTED, "constructor %s used as a function value", k->name);
       NIMBLE_RETURN_IF_ERROR(reg_alloc(fc, &r));
-      NIMBLE_RETURN_IF_ERROR(EMIT(fc, NIMBLE_OP_ALLOC_ADT, r, k->tag));
+      NIMBLE_RETURN_IF_ERROR(EMIT(fc, ALLOC_ADT, r, k->tag));
       return finish(fc, m, r, out);
     }
     case NIMBLE_EXPR_CALL:
@@ -739,7 +751,7 @@ static nimble_status_t expr(fn_ctx *fc, const nimble_expr *e, mode m, int64_t *o
       int64_t t;
       NIMBLE_RETURN_IF_ERROR(operand(fc, e->u.proj.tuple, &t));
       NIMBLE_RETURN_IF_ERROR(reg_alloc(fc, &r));
-      NIMBLE_RETURN_IF_ERROR(EMIT(fc, NIMBLE_OP_GET_FIELD, r, t, (int64_t)e->u.proj.index));
+      NIMBLE_RETURN_IF_ERROR(EMIT(fc, GET_FIELD, r, t, (int64_t)e->u.proj.index));
       flush(fc, mark);
       return finish(fc, m, r, out);
     }

@@ -188,6 +188,13 @@ const nimble_entry_info_t *nimble_executable_entry_at(const nimble_executable *e
 nimble_status_t nimble_executable_find_entry(const nimble_executable *exe, const char *name,
                                              const nimble_entry_info_t **out);
 
+/* The executable as text: target, entries, kernels, then every function's
+ * bytecode, one instruction a line with its operands named and formatted
+ * by the instruction table (nimble/bytecode.h): registers r3, functions
+ * @name, kernels #2 symbol, jumps +3 (pc 9), dtypes float32, devices
+ * cpu:0. *out is NUL-terminated; the caller frees it with free(). */
+nimble_status_t nimble_executable_disassemble(const nimble_executable *exe, char **out);
+
 /* Formats a declared shape as "[2,?seq,4]" ("?" alone for Any) into buf
  * (always NUL-terminated, truncated to buf_size). Returns buf. */
 char *nimble_format_declared_shape(const nimble_tensor_info_t *info, char *buf, size_t buf_size);

@@ -58,11 +58,6 @@ static nimble_status_t reg(const check_ctx *c, uint32_t k) {
   return nimble_ok();
 }
 
-static nimble_status_t regs_from(const check_ctx *c, uint32_t k) {
-  for (uint32_t i = k; i < c->n; i++) NIMBLE_RETURN_IF_ERROR(reg(c, i));
-  return nimble_ok();
-}
-
 static nimble_status_t func(const check_ctx *c, uint32_t k) {
   int64_t f = c->o[k];
   if (f < 0 || f >= (int64_t)c->code->num_functions)
@@ -86,127 +81,89 @@ static nimble_status_t jump(const check_ctx *c, uint32_t k) {
   return nimble_ok();
 }
 
-static nimble_status_t check_instruction(const check_ctx *c) {
+/* One operand of kind `kind` (a schema letter, nimble/bytecode.h) at k. */
+static nimble_status_t check_operand(const check_ctx *c, char kind, uint32_t k) {
+  int64_t v = c->o[k];
+  switch (kind) {
+    case 'r': return reg(c, k);
+    case 'f': return func(c, k);
+    case 'k':
+      if (v < 0 || v >= (int64_t)c->code->num_kernels) return bad(c, "%s %lld is out of range", "kernel index", v);
+      return nimble_ok();
+    case 'c':
+      /* the pool's size is checked by the loader once the pool is read */
+      if (v < 0 || v > UINT32_MAX) return bad(c, "%s %lld is out of range", "constant index", v);
+      return nimble_ok();
+    case 'i': return nimble_ok();
+    case 'j': return jump(c, k);
+    case 'a':
+      if (v < 1 || v > NIMBLE_MAX_ALIGNMENT || (v & (v - 1)) != 0)
+        return bad(c, "%s %lld is not a power of two up to 4096", "alignment", v);
+      return nimble_ok();
+    case 'D':
+      if ((v != kDLCPU && v != kDLCUDA) || c->o[k + 1] < 0 || c->o[k + 1] > 1024)
+        return bad(c, "%s %lld is not supported", "device type", v);
+      return nimble_ok();
+    case 'C': return dtype(c, k);
+    case 'N': case 'B': case 'L': return nimble_ok(); /* checked with their D or C */
+    case 'g':
+      if (v < INT32_MIN || v > INT32_MAX) return bad(c, "%s %lld does not fit 32 bits", "tag", v);
+      return nimble_ok();
+    case 'x':
+      if (v < 0 || v > UINT32_MAX) return bad(c, "%s %lld is out of range", "field index", v);
+      return nimble_ok();
+    case 'o':
+      if (v < 0 || v > (int64_t)(c->n - k - 1)) return bad(c, "%s %lld exceeds the argument count", "output count", v);
+      return nimble_ok();
+    case 'e':
+      if (v < 0) return bad(c, "%s %lld is negative", "dim", v);
+      return nimble_ok();
+    default: return bad(c, "%s '%c' in the instruction table", "unknown operand kind", kind);
+  }
+}
+
+/* The rules the schema cannot say: callee parameter counts and limits. */
+static nimble_status_t check_counts(const check_ctx *c, uint16_t op) {
   const nimble_function_t *callee;
-  switch (c->fn->instructions[c->pc].op) {
-    case NIMBLE_OP_MOVE:
-      NIMBLE_RETURN_IF_ERROR(want_count(c, 2));
-      return regs_from(c, 0);
-    case NIMBLE_OP_RET:
-      NIMBLE_RETURN_IF_ERROR(want_count(c, 1));
-      return reg(c, 0);
+  char what[300];
+  switch (op) {
     case NIMBLE_OP_INVOKE:
-      NIMBLE_RETURN_IF_ERROR(want_at_least(c, 2));
-      NIMBLE_RETURN_IF_ERROR(reg(c, 0));
-      NIMBLE_RETURN_IF_ERROR(func(c, 1));
       callee = &c->code->functions[c->o[1]];
       if (c->n - 2 != callee->num_params) {
-        char what[300];
-        snprintf(what, sizeof what, "function '%s' takes %u arguments", callee->name,
-                 callee->num_params);
+        snprintf(what, sizeof what, "function '%s' takes %u arguments", callee->name, callee->num_params);
         return bad(c, "%s, given %lld", what, c->n - 2);
       }
-      return regs_from(c, 2);
-    case NIMBLE_OP_INVOKE_CLOSURE:
-      NIMBLE_RETURN_IF_ERROR(want_at_least(c, 2));
-      return regs_from(c, 0);
-    case NIMBLE_OP_INVOKE_PACKED:
-      NIMBLE_RETURN_IF_ERROR(want_at_least(c, 2));
-      if (c->o[0] < 0 || c->o[0] >= (int64_t)c->code->num_kernels)
-        return bad(c, "%s %lld is out of range", "kernel index", c->o[0]);
-      if (c->n - 2 > NIMBLE_MAX_KERNEL_ARGS)
-        return bad(c, "%s %lld exceeds the limit", "argument count", c->n - 2);
-      if (c->o[1] < 0 || c->o[1] > (int64_t)(c->n - 2))
-        return bad(c, "%s %lld exceeds the argument count", "output count", c->o[1]);
-      return regs_from(c, 2);
-    case NIMBLE_OP_ALLOC_STORAGE:
-      NIMBLE_RETURN_IF_ERROR(want_count(c, 8));
-      NIMBLE_RETURN_IF_ERROR(reg(c, 0));
-      NIMBLE_RETURN_IF_ERROR(reg(c, 1));
-      if (c->o[2] < 1 || c->o[2] > NIMBLE_MAX_ALIGNMENT || (c->o[2] & (c->o[2] - 1)) != 0)
-        return bad(c, "%s %lld is not a power of two up to 4096", "alignment", c->o[2]);
-      if ((c->o[3] != kDLCPU && c->o[3] != kDLCUDA) || c->o[4] < 0 || c->o[4] > 1024)
-        return bad(c, "%s %lld is not supported", "device type", c->o[3]);
-      return dtype(c, 5);
-    case NIMBLE_OP_ALLOC_TENSOR:
-      NIMBLE_RETURN_IF_ERROR(want_at_least(c, 6));
-      NIMBLE_RETURN_IF_ERROR(reg(c, 0));
-      NIMBLE_RETURN_IF_ERROR(reg(c, 1));
-      NIMBLE_RETURN_IF_ERROR(reg(c, 2));
-      NIMBLE_RETURN_IF_ERROR(dtype(c, 3));
-      if (c->n - 6 > NIMBLE_MAX_NDIM) return bad(c, "%s %lld exceeds 32", "ndim", c->n - 6);
-      for (uint32_t k = 6; k < c->n; k++)
-        if (c->o[k] < 0) return bad(c, "%s %lld is negative", "dim", c->o[k]);
       return nimble_ok();
-    case NIMBLE_OP_ALLOC_TENSOR_REG:
-      NIMBLE_RETURN_IF_ERROR(want_count(c, 7));
-      for (uint32_t k = 0; k < 4; k++) NIMBLE_RETURN_IF_ERROR(reg(c, k));
-      return dtype(c, 4);
-    case NIMBLE_OP_ALLOC_ADT:
-      NIMBLE_RETURN_IF_ERROR(want_at_least(c, 2));
-      NIMBLE_RETURN_IF_ERROR(reg(c, 0));
-      if (c->o[1] < INT32_MIN || c->o[1] > INT32_MAX)
-        return bad(c, "%s %lld does not fit 32 bits", "tag", c->o[1]);
-      return regs_from(c, 2);
     case NIMBLE_OP_ALLOC_CLOSURE:
-      NIMBLE_RETURN_IF_ERROR(want_at_least(c, 2));
-      NIMBLE_RETURN_IF_ERROR(reg(c, 0));
-      NIMBLE_RETURN_IF_ERROR(func(c, 1));
       callee = &c->code->functions[c->o[1]];
       if (c->n - 2 > callee->num_params) {
-        char what[300];
-        snprintf(what, sizeof what, "function '%s' takes %u arguments", callee->name,
-                 callee->num_params);
+        snprintf(what, sizeof what, "function '%s' takes %u arguments", callee->name, callee->num_params);
         return bad(c, "%s, %lld captured", what, c->n - 2);
       }
-      return regs_from(c, 2);
-    case NIMBLE_OP_GET_FIELD:
-      NIMBLE_RETURN_IF_ERROR(want_count(c, 3));
-      NIMBLE_RETURN_IF_ERROR(reg(c, 0));
-      NIMBLE_RETURN_IF_ERROR(reg(c, 1));
-      if (c->o[2] < 0 || c->o[2] > UINT32_MAX)
-        return bad(c, "%s %lld is out of range", "field index", c->o[2]);
       return nimble_ok();
-    case NIMBLE_OP_GET_TAG:
-    case NIMBLE_OP_SHAPE_OF:
-      NIMBLE_RETURN_IF_ERROR(want_count(c, 2));
-      return regs_from(c, 0);
-    case NIMBLE_OP_IF:
-      NIMBLE_RETURN_IF_ERROR(want_count(c, 4));
-      NIMBLE_RETURN_IF_ERROR(reg(c, 0));
-      NIMBLE_RETURN_IF_ERROR(reg(c, 1));
-      NIMBLE_RETURN_IF_ERROR(jump(c, 2));
-      return jump(c, 3);
-    case NIMBLE_OP_GOTO:
-      NIMBLE_RETURN_IF_ERROR(want_count(c, 1));
-      return jump(c, 0);
-    case NIMBLE_OP_LOAD_CONST:
-      NIMBLE_RETURN_IF_ERROR(want_count(c, 2));
-      NIMBLE_RETURN_IF_ERROR(reg(c, 0));
-      if (c->o[1] < 0 || c->o[1] > UINT32_MAX)
-        return bad(c, "%s %lld is out of range", "constant index", c->o[1]);
-      return nimble_ok(); /* the pool size is checked by the loader */
-    case NIMBLE_OP_LOAD_CONSTI:
-      NIMBLE_RETURN_IF_ERROR(want_count(c, 2));
-      return reg(c, 0);
-    case NIMBLE_OP_RESHAPE_TENSOR:
-      NIMBLE_RETURN_IF_ERROR(want_count(c, 3));
-      return regs_from(c, 0);
-    case NIMBLE_OP_DEVICE_COPY:
-      NIMBLE_RETURN_IF_ERROR(want_count(c, 4));
-      NIMBLE_RETURN_IF_ERROR(reg(c, 0));
-      NIMBLE_RETURN_IF_ERROR(reg(c, 1));
-      if ((c->o[2] != kDLCPU && c->o[2] != kDLCUDA) || c->o[3] < 0 || c->o[3] > 1024)
-        return bad(c, "%s %lld is not supported", "device type", c->o[2]);
+    case NIMBLE_OP_INVOKE_PACKED:
+      if (c->n - 2 > NIMBLE_MAX_KERNEL_ARGS) return bad(c, "%s %lld exceeds the limit", "argument count", c->n - 2);
       return nimble_ok();
-    case NIMBLE_OP_KILL_REGISTER:
-      NIMBLE_RETURN_IF_ERROR(want_count(c, 1));
-      return reg(c, 0);
-    case NIMBLE_OP_FATAL:
-      return want_count(c, 0);
-    default:
-      return bad(c, "%s %lld", "unknown opcode", c->fn->instructions[c->pc].op);
+    case NIMBLE_OP_ALLOC_TENSOR:
+      if (c->n - 6 > NIMBLE_MAX_NDIM) return bad(c, "%s %lld exceeds 32", "ndim", c->n - 6);
+      return nimble_ok();
+    default: return nimble_ok();
   }
+}
+
+/* Checks an instruction against its row of the table: the operand count,
+ * each fixed operand by its kind, the counts, then the tail. */
+static nimble_status_t check_instruction(const check_ctx *c) {
+  uint16_t op = c->fn->instructions[c->pc].op;
+  char tail;
+  const char *schema = nimble_opcode_schema(op, &tail, NULL);
+  if (!schema) return bad(c, "%s %lld", "unknown opcode", op);
+  uint32_t fixed = (uint32_t)strlen(schema);
+  NIMBLE_RETURN_IF_ERROR(tail ? want_at_least(c, fixed) : want_count(c, fixed));
+  for (uint32_t k = 0; k < fixed; k++) NIMBLE_RETURN_IF_ERROR(check_operand(c, schema[k], k));
+  NIMBLE_RETURN_IF_ERROR(check_counts(c, op));
+  for (uint32_t k = fixed; k < c->n; k++) NIMBLE_RETURN_IF_ERROR(check_operand(c, tail, k));
+  return nimble_ok();
 }
 
 static int is_terminator(uint16_t op) {

@@ -101,19 +101,6 @@ const char *nimble_part_name(nimble_part_kind_t kind) {
   return "unknown part";
 }
 
-static const char *const kOpNames[NIMBLE_OP_COUNT_] = {
-    "Move",        "Ret",           "Invoke",       "InvokeClosure", "InvokePacked",
-    "AllocStorage", "AllocTensor",  "AllocTensorReg", "AllocADT",    "AllocClosure",
-    "GetField",    "GetTag",        "If",           "Goto",          "LoadConst",
-    "LoadConsti",  "ShapeOf",       "ReshapeTensor", "DeviceCopy",   "KillRegister",
-    "Fatal",
-};
-
-const char *nimble_opcode_name(int opcode) {
-  if (opcode < 0 || opcode >= NIMBLE_OP_COUNT_) return "unknown";
-  return kOpNames[opcode];
-}
-
 nimble_status_t nimble_part_header_check(const uint8_t *data, size_t size, size_t base,
                                          nimble_part_kind_t want, const char *what,
                                          uint32_t *version_out) {

@@ -205,6 +205,36 @@ START_TEST(test_a_nir_program_with_control_flow_takes_both_branches) {
 }
 END_TEST
 
+/* `nimble inspect m.nimble` disassembles, also an artifact for another
+ * target (its kernels are not loaded). */
+START_TEST(test_inspect_disassembles_an_executable_of_any_target) {
+  char *src = source_path("tests/compiler/driver/programs/branch.nir");
+  char *out = path_in(g_tmp, "branch-a64.nimble");
+  free(nimble_expect(0, NULL, "compile", src, "--target=aarch64", "-o", out, NULL));
+  char *bin = nimble_bin(), *cmd = NULL;
+  ck_assert_int_ge(asprintf(&cmd, "'%s' inspect '%s'", bin, out), 0);
+  FILE *p = popen(cmd, "r");
+  ck_assert_ptr_nonnull(p);
+  char text[65536];
+  size_t n = fread(text, 1, sizeof text - 1, p);
+  text[n] = 0;
+  ck_assert_int_eq(pclose(p), 0);
+  ck_assert_msg(strncmp(text, "target aarch64-linux-gnu, format version 1, ", 44) == 0, "%s", text);
+  ck_assert_msg(strstr(text, "\nentry main -> @main\n") != NULL, "%s", text);
+  ck_assert_msg(strstr(text, "\nkernel #0 cpu ") != NULL, "%s", text);
+  /* the program's if: a conditional jump with both targets spelled out */
+  ck_assert_msg(strstr(text, "  If             test=r") != NULL && strstr(text, " (pc ") != NULL, "%s", text);
+  ck_assert_msg(strstr(text, "  InvokePacked   kernel=#") != NULL, "%s", text);
+  ck_assert_msg(strstr(text, "  Ret            src=r") != NULL, "%s", text);
+  /* --json is for models */
+  free(nimble_expect(2, NULL, "inspect", "--json", out, NULL));
+  free(cmd);
+  free(bin);
+  free(out);
+  free(src);
+}
+END_TEST
+
 /* ---- the worker's contract: --emit-parts DIR --progress-fd 3 -------------- */
 
 static void check_progress(const char *path) {
@@ -585,6 +615,7 @@ int main(void) {
   tcase_set_timeout(tc, 300);
   tcase_add_test(tc, test_a_nir_program_compiles_to_a_file_the_runtime_runs);
   tcase_add_test(tc, test_a_nir_program_with_control_flow_takes_both_branches);
+  tcase_add_test(tc, test_inspect_disassembles_an_executable_of_any_target);
   tcase_add_test(tc, test_emit_parts_writes_the_worker_contract_files_and_the_parts_load);
   tcase_add_test(tc, test_mlp_compiled_for_aarch64_has_an_aarch64_kernel_library);
   tcase_add_test(tc, test_mlp_compiled_for_aarch64_runs_under_qemu_and_matches_pytorch);
