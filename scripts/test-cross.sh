@@ -57,7 +57,9 @@ echo "== cross: tests under qemu-aarch64"
 tests_rc=0
 # --no-tests=error: a tree configured without tests (scripts/local-farm.sh
 # builds this one with NIMBLE_BUILD_TESTS=OFF) must not pass as "no tests".
-ctest --test-dir "$BUILD" --output-on-failure --no-tests=error -j"$JOBS" || tests_rc=$?
+ctest --test-dir "$BUILD" --output-on-failure --no-tests=error -j"$JOBS" | tee "$BUILD.ctest.log" || tests_rc=$?
+echo "== cross: $(grep -c ' (Skipped)$' "$BUILD.ctest.log" || true) tests skipped"
+grep ' (Skipped)$' "$BUILD.ctest.log" | sed 's/^[[:space:]]*/   /' || true
 
 # Stripped size of the first file named $2 under $1 (strip tool $3), or "-".
 stripped_size() {

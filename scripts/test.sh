@@ -53,7 +53,18 @@ run_stage() { # NAME BUILD_DIR CMAKE_ARGS...
   echo "== stage $name: tests"
   # STAGE_EXCLUDE_LABEL: a ctest label regex this stage leaves out.
   # --no-tests=error: a stage that ran nothing fails.
-  ctest --test-dir "$dir" --output-on-failure --no-tests=error -j"$JOBS" ${STAGE_EXCLUDE_LABEL:+-LE "$STAGE_EXCLUDE_LABEL"}
+  ctest --test-dir "$dir" --output-on-failure --no-tests=error -j"$JOBS" ${STAGE_EXCLUDE_LABEL:+-LE "$STAGE_EXCLUDE_LABEL"} \
+    | tee "$dir.ctest.log"
+  report_skips "$name" "$dir.ctest.log"
+}
+
+# How many tests a stage skipped (exit 77: no qemu, no GPU, ...), and which:
+# a skip is never a pass, and CI shows it.
+report_skips() { # NAME LOG
+  local n
+  n=$(grep -c ' (Skipped)$' "$2" || true)
+  echo "== stage $1: $n tests skipped"
+  grep ' (Skipped)$' "$2" | sed 's/^[[:space:]]*/   /' || true
 }
 
 for stage in $STAGES; do
@@ -80,7 +91,9 @@ for stage in $STAGES; do
       cmake --build "$ROOT/build-tsan" -j"$JOBS"
       echo "== stage tsan: tests"
       TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1} \
-        ctest --test-dir "$ROOT/build-tsan" --output-on-failure --no-tests=error -j"$JOBS" -L tsan ;;
+        ctest --test-dir "$ROOT/build-tsan" --output-on-failure --no-tests=error -j"$JOBS" -L tsan \
+        | tee "$ROOT/build-tsan.ctest.log"
+      report_skips tsan "$ROOT/build-tsan.ctest.log" ;;
     cross)
       if [ -f "$ROOT/scripts/test-cross.sh" ]; then bash "$ROOT/scripts/test-cross.sh"; fi ;;
     farm)

@@ -377,49 +377,8 @@ START_TEST(test_mlp_compiled_for_aarch64_has_an_aarch64_kernel_library) {
 END_TEST
 
 
-/* Runs the aarch64 artifact under qemu-aarch64 with the aarch64 nimble-run
- * that scripts/test-cross.sh builds, named by NIMBLE_AARCH64_NIMBLE_RUN
- * (CMake cache variable of the same name); without it the test says it
- * skipped. Every mlp case is compared with PyTorch's output. */
-START_TEST(test_mlp_compiled_for_aarch64_runs_under_qemu_and_matches_pytorch) {
-  const char *run = getenv("NIMBLE_AARCH64_NIMBLE_RUN");
-  if (!run || !*run || access(run, X_OK) != 0 || system("command -v qemu-aarch64 > /dev/null") != 0) {
-    printf("skipped: set NIMBLE_AARCH64_NIMBLE_RUN to an aarch64 nimble-run (scripts/test-cross.sh builds one) "
-           "and install qemu-user to run the aarch64 artifact\n");
-    return;
-  }
-  char *src = dt_models_path("mlp.onnx");
-  char *exe_path = path_in(g_tmp, "mlp-a64.nimble");
-  free(nimble_expect(0, NULL, "compile", src, "--target=aarch64", "-o", exe_path, NULL));
-  for (int c = 0; c < 3; c++) {
-    char rel[64];
-    snprintf(rel, sizeof rel, "mlp.ref/%d/x.npy", c);
-    char *x = dt_models_path(rel);
-    snprintf(rel, sizeof rel, "mlp.ref/%d/y.npy", c);
-    char *y = dt_models_path(rel);
-    char *outdir = path_in(g_tmp, "qemu-out");
-    mkdir(outdir, 0755);
-    char *cmd = NULL;
-    ck_assert_int_ge(asprintf(&cmd, "qemu-aarch64 -L /usr/aarch64-linux-gnu '%s' '%s' --input x='%s' --output-dir '%s' > /dev/null",
-                              run, exe_path, x, outdir), 0);
-    ck_assert_msg(system(cmd) == 0, "%s failed", cmd);
-    char *got_path = path_in(outdir, "y.npy"); /* the ONNX graph's output name */
-    nimble_tensor_file_t got, want;
-    NIMBLE_ASSERT_OK(nimble_tensor_io_read_npy(got_path, &got));
-    NIMBLE_ASSERT_OK(nimble_tensor_io_read_npy(y, &want));
-    dt_compare("mlp (aarch64)", c, "y", &got.tensor, &want.tensor, 1e-4, 1e-5);
-    nimble_tensor_file_deinit(&got);
-    nimble_tensor_file_deinit(&want);
-    free(got_path);
-    free(cmd);
-    free(outdir);
-    free(y);
-    free(x);
-  }
-  free(exe_path);
-  free(src);
-}
-END_TEST
+/* Running aarch64 artifacts under qemu is test_compile_reference_models_aarch64's
+ * (every reference model; ctest reports it skipped without qemu). */
 
 /* `nimble run` is nimble-run inside the CLI: the mlp compiled and run
  * through it matches PyTorch on every case; a NAME:TAG with no store
@@ -618,7 +577,6 @@ int main(void) {
   tcase_add_test(tc, test_inspect_disassembles_an_executable_of_any_target);
   tcase_add_test(tc, test_emit_parts_writes_the_worker_contract_files_and_the_parts_load);
   tcase_add_test(tc, test_mlp_compiled_for_aarch64_has_an_aarch64_kernel_library);
-  tcase_add_test(tc, test_mlp_compiled_for_aarch64_runs_under_qemu_and_matches_pytorch);
   tcase_add_test(tc, test_nimble_run_runs_the_compiled_mlp_and_matches_pytorch);
   tcase_add_test(tc, test_a_missing_model_is_an_input_error_naming_the_file);
   tcase_add_test(tc, test_a_syntax_error_is_an_input_error_with_its_place);
