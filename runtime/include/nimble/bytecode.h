@@ -11,6 +11,8 @@
 #ifndef NIMBLE_BYTECODE_H
 #define NIMBLE_BYTECODE_H
 
+#include "nimble/export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -73,7 +75,7 @@ typedef enum nimble_opcode {
 } nimble_opcode_t;
 
 /* The opcode's name ("InvokePacked"); "unknown" outside the set. Static. */
-const char *nimble_opcode_name(int opcode);
+NIMBLE_API const char *nimble_opcode_name(int opcode);
 
 /* Limits the loader enforces. */
 #define NIMBLE_MAX_NDIM 32
