@@ -165,12 +165,13 @@ def _candidates(env_var, stem):
     """Paths (or bare names for the dynamic linker) to try, in order."""
     out = []
     if os.environ.get(env_var):
-        out.append(os.environ[env_var])
+        out.append(os.path.abspath(os.environ[env_var]))
     here = os.path.dirname(os.path.abspath(__file__))
     for build in (os.environ.get("NIMBLE_BUILD_DIR"),
                   os.path.join(here, os.pardir, os.pardir, "build")):
         if build:
-            out.append(os.path.join(build, "runtime", "%s.so.%s" % (stem, SOVERSION)))
+            out.append(os.path.normpath(os.path.join(os.path.abspath(build), "runtime",
+                                                     "%s.so.%s" % (stem, SOVERSION))))
     out.append("%s.so.%s" % (stem, SOVERSION))
     try:
         libdir = subprocess.run(["pkg-config", "--variable=libdir", "nimble-runtime"],

@@ -17,9 +17,9 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, os.pardir, os.pardir))
-BUILD = os.environ.get("NIMBLE_BUILD_DIR", os.path.join(ROOT, "build"))
-MODELS = os.environ.get("NIMBLE_MODELS_DIR", os.path.join(BUILD, "models"))
-CLI = os.environ.get("NIMBLE_CLI", os.path.join(BUILD, "client", "nimble"))
+BUILD = os.path.abspath(os.environ.get("NIMBLE_BUILD_DIR", os.path.join(ROOT, "build")))
+MODELS = os.path.abspath(os.environ.get("NIMBLE_MODELS_DIR", os.path.join(BUILD, "models")))
+CLI = os.path.abspath(os.environ.get("NIMBLE_CLI", os.path.join(BUILD, "client", "nimble")))
 TARGET = {"x86_64": "x86", "aarch64": "aarch64"}.get(platform.machine(), platform.machine())
 
 
