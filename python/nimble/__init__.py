@@ -13,14 +13,14 @@ from ._errors import (AlreadyExistsError, CancelledError, DataLossError, Deadlin
                       IOFailureError, NotFoundError, OutOfRangeError, PermissionDeniedError,
                       ResourceExhaustedError, UnauthenticatedError, UnavailableError,
                       UnimplementedError)
-from ._executable import Entry, Executable, Outputs, TensorInfo, fetch, load
+from ._executable import Adt, Entry, Executable, Outputs, TensorInfo, fetch, load
 from ._tensor import Tensor, output_counts, live_exports
 from . import _capi
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "load", "fetch", "Executable", "Entry", "Outputs", "TensorInfo", "Tensor", "Error",
+    "load", "fetch", "Adt", "Executable", "Entry", "Outputs", "TensorInfo", "Tensor", "Error",
     "InvalidArgumentError", "NotFoundError", "AlreadyExistsError", "PermissionDeniedError",
     "UnauthenticatedError", "ResourceExhaustedError", "FailedPreconditionError",
     "OutOfRangeError", "UnimplementedError", "InternalError", "UnavailableError",

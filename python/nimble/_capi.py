@@ -83,6 +83,11 @@ class MemoryStats(Structure):
                 ("pool_hits", c_uint64)]
 
 
+class AdtField(Structure):
+    _fields_ = [("is_adt", c_int32), ("adt_type", c_void_p), ("adt_type_len", c_size_t),
+                ("dtype", DLDataType), ("ndim", c_int32), ("dims", c_int64 * 32)]
+
+
 class ExecutablePart(Structure):
     _fields_ = [("kind", c_int), ("data", c_void_p), ("size", c_size_t)]
 
@@ -131,6 +136,15 @@ _RUNTIME_PROTOTYPES = {
     "nimble_executable_num_entries": (c_uint32, [c_void_p]),
     "nimble_executable_entry_at": (POINTER(EntryInfoC), [c_void_p, c_uint32]),
     "nimble_tensor_info_is_adt": (c_int, [POINTER(TensorInfoC)]),
+    # ADT values
+    "nimble_entry_find_constructor": (Status, [POINTER(EntryInfoC), c_uint32, c_char_p,
+                                               POINTER(c_int32), POINTER(c_uint32)]),
+    "nimble_entry_constructor_field": (Status, [POINTER(EntryInfoC), c_uint32, c_char_p, c_uint32,
+                                                POINTER(AdtField)]),
+    "nimble_value_from_tensor": (Status, [POINTER(DLTensor), POINTER(c_void_p)]),
+    "nimble_value_adt": (Status, [c_int32, POINTER(c_void_p), c_uint32, POINTER(c_void_p)]),
+    "nimble_value_release": (None, [c_void_p]),
+    "nimble_vm_set_input_value": (Status, [c_void_p, c_char_p, c_uint32, c_void_p]),
     # VM
     "nimble_vm_options_init": (None, [c_void_p]),
     "nimble_vm_create": (Status, [c_void_p, POINTER(VMOptions), POINTER(c_void_p)]),
@@ -162,25 +176,24 @@ def _declare(lib, prototypes):
 
 
 def _candidates(env_var, stem):
-    """Paths (or bare names for the dynamic linker) to try, in order."""
-    out = []
+    """Paths (or bare names for the dynamic linker) to try, in order; lazy,
+    so pkg-config only runs when nothing before it was found."""
     if os.environ.get(env_var):
-        out.append(os.path.abspath(os.environ[env_var]))
+        yield os.path.abspath(os.environ[env_var])
     here = os.path.dirname(os.path.abspath(__file__))
     for build in (os.environ.get("NIMBLE_BUILD_DIR"),
                   os.path.join(here, os.pardir, os.pardir, "build")):
         if build:
-            out.append(os.path.normpath(os.path.join(os.path.abspath(build), "runtime",
-                                                     "%s.so.%s" % (stem, SOVERSION))))
-    out.append("%s.so.%s" % (stem, SOVERSION))
+            yield os.path.normpath(os.path.join(os.path.abspath(build), "runtime",
+                                                "%s.so.%s" % (stem, SOVERSION)))
+    yield "%s.so.%s" % (stem, SOVERSION)
     try:
         libdir = subprocess.run(["pkg-config", "--variable=libdir", "nimble-runtime"],
                                 capture_output=True, text=True, timeout=10).stdout.strip()
-        if libdir:
-            out.append(os.path.join(libdir, "%s.so.%s" % (stem, SOVERSION)))
     except (OSError, subprocess.SubprocessError):
-        pass
-    return out
+        libdir = ""
+    if libdir:
+        yield os.path.join(libdir, "%s.so.%s" % (stem, SOVERSION))
 
 
 def _load_runtime():
@@ -205,6 +218,11 @@ _fetch = None
 _fetch_error = None
 
 
+def _unique(items):
+    seen = set()
+    return [i for i in items if not (i in seen or seen.add(i))]
+
+
 def fetch_library():
     """The fetcher (libnimble_fetch.so), loaded on first use; None when absent
     (fetch_error() then says why)."""
@@ -213,13 +231,12 @@ def fetch_library():
         return _fetch
     names = []
     if os.environ.get("NIMBLE_FETCH_LIBRARY"):
-        names.append(os.environ["NIMBLE_FETCH_LIBRARY"])
+        names.append(os.path.abspath(os.environ["NIMBLE_FETCH_LIBRARY"]))
     if runtime_path and os.sep in runtime_path:
         names.append(os.path.join(os.path.dirname(runtime_path),
                                   "libnimble_fetch.so.%s" % SOVERSION))
-    names += [n for n in _candidates("NIMBLE_FETCH_LIBRARY", "libnimble_fetch") if n not in names]
     tried = []
-    for path in names:
+    for path in _unique(names + list(_candidates("NIMBLE_FETCH_LIBRARY", "libnimble_fetch"))):
         if os.sep in path and not os.path.exists(path):
             tried.append("%s (no such file)" % path)
             continue

@@ -62,6 +62,28 @@ def _describe(info):
                       tuple(dims))
 
 
+class Adt:
+    """A value of an algebraic data type, for an ADT input (a tree):
+    a constructor name ("Leaf", or "Tree.Leaf") and its fields, each an
+    Adt or a tensor (anything run() takes; numbers take the field's dtype).
+
+        leaf = lambda w: nimble.Adt("Leaf", w)
+        tree = nimble.Adt("Node", leaf(3), nimble.Adt("Node", leaf(7), leaf(1)))
+        exe.run(tree=tree, emb=emb, ...)
+
+    The whole value is checked against the input's declared type when it is
+    set: an error names the path to the fault ("at .1.0")."""
+
+    __slots__ = ("constructor", "fields")
+
+    def __init__(self, constructor, *fields):
+        self.constructor = str(constructor)
+        self.fields = fields
+
+    def __repr__(self):
+        return "Adt(%s)" % ", ".join([repr(self.constructor)] + [repr(f) for f in self.fields])
+
+
 class Outputs(dict):
     """The outputs of a run: a dict keyed by output name, in the entry's
     order, that also takes an index (outputs[0])."""
@@ -84,8 +106,10 @@ class _VM:
 class Entry:
     """One entry function of an executable (most have one, "main")."""
 
-    def __init__(self, exe, info):
+    def __init__(self, exe, info_ptr):
         self._exe = exe
+        self._info_ptr = info_ptr  # borrowed from the executable, which exe keeps
+        info = info_ptr.contents
         self.name = _str(info.name)
         self._name_b = info.name  # bytes, borrowed from the executable
         self.inputs = tuple(_describe(info.inputs[i]) for i in range(info.num_inputs))
@@ -121,25 +145,75 @@ class Entry:
                                           ", ".join(names)))
         return values
 
+    def _adt_value(self, index, adt, what):
+        """A nimble_value for ADT input `index` (caller releases it)."""
+        lib = _lib()
+        if not isinstance(adt, Adt):
+            raise InvalidArgumentError("%s is an ADT value (a tree): give a nimble.Adt, not %s"
+                                       % (what, type(adt).__name__))
+        tag, num_fields = ctypes.c_int32(), ctypes.c_uint32()
+        name = adt.constructor.encode()
+        _check(lib.nimble_entry_find_constructor(self._info_ptr, index, name, ctypes.byref(tag),
+                                                 ctypes.byref(num_fields)))
+        fields = []
+        try:
+            for k, field in enumerate(adt.fields):
+                if isinstance(field, Adt):
+                    fields.append(self._adt_value(index, field, what))
+                    continue
+                declared = None
+                if k < num_fields.value:
+                    fd = _capi.AdtField()
+                    _check(lib.nimble_entry_constructor_field(self._info_ptr, index, name, k,
+                                                              ctypes.byref(fd)))
+                    if fd.is_adt:
+                        raise InvalidArgumentError(
+                            "%s: field %d of %s is a %s value: give a nimble.Adt, not %s"
+                            % (what, k, adt.constructor,
+                               ctypes.string_at(fd.adt_type, fd.adt_type_len).decode(),
+                               type(field).__name__))
+                    declared = numpy_dtype(fd.dtype)
+                t = InputTensor(to_array(field, declared, "%s: field %d of %s"
+                                         % (what, k, adt.constructor)))
+                value = ctypes.c_void_p()
+                _check(lib.nimble_value_from_tensor(ctypes.byref(t.dl), ctypes.byref(value)))
+                fields.append(value)
+            array = (ctypes.c_void_p * max(len(fields), 1))(*[f.value for f in fields])
+            out = ctypes.c_void_p()
+            _check(lib.nimble_value_adt(tag.value, array, len(fields), ctypes.byref(out)))
+            return out
+        finally:
+            for f in fields:
+                lib.nimble_value_release(f)
+
     def run_tensors(self, *args, **kwargs):
         """Runs the entry; the outputs as nimble.Tensor objects (DLPack managed
         tensors from the runtime), in an Outputs dict."""
         values = self._bind(args, kwargs)
         lib = _lib()
-        inputs = []
-        for info, value in zip(self.inputs, values):
-            what = "entry '%s': input '%s'" % (self.name, info.name)
-            if info.dtype == "adt":
-                raise UnimplementedError("%s is an ADT value (a tree); the Python package does "
-                                         "not build ADT values yet (use the C API: "
-                                         "nimble_value_adt)" % what)
-            declared = info.dtype if isinstance(info.dtype, np.dtype) else None
-            inputs.append(InputTensor(to_array(value, declared, what)))
-        vm = self._exe._thread_vm()
-        arrays = tuple(t.array for t in inputs)
-        vm.pending = arrays
-        for i, t in enumerate(inputs):
-            _check(lib.nimble_vm_set_input(vm.handle, self._name_b, i, ctypes.byref(t.dl)))
+        inputs, adts = [], []
+        try:
+            for index, (info, value) in enumerate(zip(self.inputs, values)):
+                what = "entry '%s': input '%s'" % (self.name, info.name)
+                if info.dtype == "adt":
+                    adts.append(self._adt_value(index, value, what))
+                    inputs.append(None)
+                    continue
+                declared = info.dtype if isinstance(info.dtype, np.dtype) else None
+                inputs.append(InputTensor(to_array(value, declared, what)))
+            vm = self._exe._thread_vm()
+            arrays = tuple(t.array for t in inputs if t is not None)
+            vm.pending = arrays
+            remaining = iter(adts)
+            for i, t in enumerate(inputs):
+                if t is None:
+                    _check(lib.nimble_vm_set_input_value(vm.handle, self._name_b, i, next(remaining)))
+                else:
+                    _check(lib.nimble_vm_set_input(vm.handle, self._name_b, i, ctypes.byref(t.dl)))
+        finally:
+            # The VM holds its own references to the values it was given.
+            for v in adts:
+                lib.nimble_value_release(v)
         _check(lib.nimble_vm_invoke(vm.handle, self._name_b))
         vm.pending = ()
         outputs = Outputs()
@@ -199,7 +273,7 @@ class Executable:
         self._local = threading.local()
         self._entries = collections.OrderedDict()
         for i in range(lib.nimble_executable_num_entries(handle)):
-            e = Entry(self, lib.nimble_executable_entry_at(handle, i).contents)
+            e = Entry(self, lib.nimble_executable_entry_at(handle, i))
             self._entries[e.name] = e
 
     def __repr__(self):

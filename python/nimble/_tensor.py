@@ -297,6 +297,26 @@ def _torch_tensor(value):
     return torch is not None and isinstance(value, torch.Tensor)
 
 
+def _convert(value, declared, what):
+    """A Python number or (nested) list as an array of the declared dtype;
+    a conversion that would change a value (1.5 to an integer, -1 or 300 to
+    uint8, 2 to bool) is refused. Floats may round to a narrower float."""
+    try:
+        natural = np.asarray(value)
+    except (TypeError, ValueError) as e:
+        raise InvalidArgumentError("%s: cannot make an array of %r: %s" % (what, value, e))
+    if declared is None or natural.dtype == declared or natural.dtype.kind not in "biufc":
+        return natural
+    with np.errstate(all="ignore"):
+        converted = natural.astype(declared)
+        exact = (natural.dtype.kind in "fc" and declared.kind in "fc") or \
+            np.array_equal(converted.astype(natural.dtype), natural)
+    if not exact:
+        raise InvalidArgumentError("%s: %r does not fit the declared dtype %s"
+                                   % (what, value, declared))
+    return converted
+
+
 def to_array(value, declared_dtype, what):
     """The input as a NumPy array the runtime can read in place: C-contiguous,
     aligned, native byte order. Arrays and DLPack tensors keep their dtype
@@ -320,7 +340,7 @@ def to_array(value, declared_dtype, what):
     elif isinstance(value, np.generic):
         array = np.asarray(value)
     else:
-        array = np.asarray(value, dtype=declared_dtype)
+        array = _convert(value, declared_dtype, what)
     if not array.dtype.isnative:
         array = array.astype(array.dtype.newbyteorder("="))
     if not (array.flags.c_contiguous and array.flags.aligned):

@@ -94,3 +94,39 @@ def test_bad_store_references_and_unreachable_stores(tmp_path, monkeypatch):
     with pytest.raises(nimble.UnavailableError) as e:
         nimble.fetch("http://127.0.0.1:1/team/model:x86", cache_dir=tmp_path, max_attempts=1)
     assert "has no record of this tag" in e.value.message
+
+
+def test_python_numbers_that_do_not_fit_the_declared_dtype_are_refused(reference, compile_model):
+    exe = nimble.load(compile_model(reference("loop_if").onnx))
+    x = np.zeros((1, 16), np.float32)
+    with pytest.raises(nimble.InvalidArgumentError,
+                       match="input 'n': 1.5 does not fit the declared dtype int64"):
+        exe.run(x=x, n=1.5)
+    assert exe.run(x=x, n=3)["y"].shape == (1, 16)  # an int that fits is taken
+
+
+def test_adt_values_are_checked_against_the_declared_type(compile_model, reference):
+    import os
+    from test_models import tree
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    exe = nimble.load(compile_model(os.path.join(root, "examples", "treelstm.nir")))
+    w = [np.zeros(s, np.float32) for s in ((1000, 128), (384, 128), (384,), (640, 256), (640,))]
+    with pytest.raises(nimble.InvalidArgumentError,
+                       match=r"input 'tree' \(the root\): constructor Node has 2 fields, the value 1"):
+        exe.run(nimble.Adt("Node", nimble.Adt("Leaf", 1)), *w)
+    with pytest.raises(nimble.InvalidArgumentError,
+                       match=r"input 'tree' at \.0\.0: field 0 of Leaf is a int64 tensor of shape \[2\]"):
+        exe.run(nimble.Adt("Node", nimble.Adt("Leaf", np.array([1, 2])), tree(3)), *w)
+    with pytest.raises(nimble.NotFoundError, match="input 'tree' has no constructor 'Twig'"):
+        exe.run(nimble.Adt("Twig", 1), *w)
+    with pytest.raises(nimble.InvalidArgumentError,
+                       match="field 0 of Node is a Tree value: give a nimble.Adt, not int"):
+        exe.run(nimble.Adt("Node", 3, 4), *w)
+    with pytest.raises(nimble.InvalidArgumentError,
+                       match="input 'tree' is an ADT value \\(a tree\\): give a nimble.Adt"):
+        exe.run([1, 2], *w)
+    with pytest.raises(nimble.InvalidArgumentError, match="1.5 does not fit the declared dtype int64"):
+        exe.run(tree(1.5), *w)
+    # After all that, a good tree still runs on the same VM.
+    h, c = exe.run(tree([1, [2, 3]]), *w).values()
+    assert h.shape == c.shape == (128,)

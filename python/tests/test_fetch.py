@@ -45,7 +45,11 @@ def store(tmp_path):
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
-            proc.wait(timeout=30)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
         log.close()
 
 

@@ -107,3 +107,28 @@ def test_executable_metadata(mlp):
     assert exe.format_version == 1
     assert nimble.runtime_library() and os.path.exists(nimble.runtime_library())
     assert nimble.blas_name()
+
+
+def tree(t):
+    """A tree of word ids from treelstm.json (a leaf is an int, a node a
+    pair) as a nimble.Adt of the Tree-LSTM's `type Tree[T] { Leaf(T), Node(...) }`."""
+    if isinstance(t, list):
+        return nimble.Adt("Node", tree(t[0]), tree(t[1]))
+    return nimble.Adt("Leaf", t)
+
+
+def test_the_tree_lstm_runs_on_adt_trees_and_matches_pytorch(reference, compile_model):
+    ref = reference("treelstm")
+    exe = nimble.load(compile_model(os.path.join(os.path.dirname(os.path.dirname(
+        os.path.dirname(os.path.abspath(__file__)))), "examples", "treelstm.nir")))
+    assert exe.inputs[0] == nimble.TensorInfo("tree", "adt", ())
+    models = os.path.dirname(ref.meta_path)
+    params = {k: np.load(os.path.join(models, v["file"])) for k, v in ref.meta["params"].items()}
+    weights = [params[k] for k in ("emb.weight", "leaf.weight", "leaf.bias", "node.weight",
+                                   "node.bias")]
+    want_h = np.load(os.path.join(models, ref.meta["root_h"]["file"]))
+    want_c = np.load(os.path.join(models, ref.meta["root_c"]["file"]))
+    for i, t in enumerate(ref.meta["trees"]):
+        h, c = exe.run(tree(t), *weights).values()
+        assert_matches(h, want_h[i], ref.rtol, ref.atol, "root h of tree %d" % i)
+        assert_matches(c, want_c[i], ref.rtol, ref.atol, "root c of tree %d" % i)
