@@ -173,9 +173,11 @@ class Tensor:
             strides = tuple(s * self.dtype.itemsize for s in self._strides)
         return _view(self, self.data_ptr, self.shape, self.dtype, strides, readonly=True)
 
-    def __array__(self, dtype=None):
+    def __array__(self, dtype=None, copy=None):
         a = self.numpy()
-        return a if dtype is None else a.astype(dtype)
+        if dtype is not None and np.dtype(dtype) != a.dtype:
+            return a.astype(dtype)
+        return a.copy() if copy else a
 
     def __dlpack_device__(self):
         return self.device
