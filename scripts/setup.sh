@@ -21,6 +21,8 @@ PACKAGES=(
   python3 python3-onnx python3-numpy python3-torch python3-torchvision
   # tools the tests call
   curl
+  # the Python package's tests (python/tests) and its offline pip install
+  python3-pytest python3-venv python3-pip python3-setuptools
 )
 
 # The arm64 packages need Debian's multiarch support for that architecture.

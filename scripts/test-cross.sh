@@ -61,11 +61,12 @@ ctest --test-dir "$BUILD" --output-on-failure --no-tests=error -j"$JOBS" | tee "
 echo "== cross: $(grep -c ' (Skipped)$' "$BUILD.ctest.log" || true) tests skipped"
 grep ' (Skipped)$' "$BUILD.ctest.log" | sed 's/^[[:space:]]*/   /' || true
 
-# Stripped size of the first file named $2 under $1 (strip tool $3), or "-".
+# Stripped size of the first file named $2 (or $2.N..., a versioned shared
+# library whose plain name is a symlink) under $1 (strip tool $3), or "-".
 stripped_size() {
   local dir=$1 name=$2 strip=$3 file tmp
   [ -d "$dir" ] || { echo "-"; return; }
-  file=$(find "$dir" -name "$name" -type f -not -path '*/CMakeFiles/*' 2>/dev/null | head -n 1)
+  file=$(find "$dir" \( -name "$name" -o -name "$name.[0-9]*" \) -type f -not -path '*/CMakeFiles/*' 2>/dev/null | head -n 1)
   [ -n "$file" ] || { echo "-"; return; }
   tmp=$(mktemp)
   "$strip" -o "$tmp" "$file"

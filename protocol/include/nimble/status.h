@@ -16,6 +16,8 @@
 #ifndef NIMBLE_STATUS_H
 #define NIMBLE_STATUS_H
 
+#include "nimble/export.h"
+
 #include <stdarg.h>
 
 #ifdef __cplusplus
@@ -50,29 +52,29 @@ typedef struct nimble_status *nimble_status_t;
  * With code NIMBLE_OK it returns nimble_ok(). Never returns NULL for a
  * non-OK code: when memory is short it returns a static out-of-memory
  * status that nimble_status_free() knows not to free. */
-nimble_status_t nimble_status_make(nimble_status_code_t code, const char *fmt, ...)
+NIMBLE_API nimble_status_t nimble_status_make(nimble_status_code_t code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-nimble_status_t nimble_status_makev(nimble_status_code_t code, const char *fmt, va_list ap);
+NIMBLE_API nimble_status_t nimble_status_makev(nimble_status_code_t code, const char *fmt, va_list ap);
 
 /* Prepends context: "CONTEXT: old message". Takes ownership of `status` and
  * returns the status to pass on (possibly a new object). OK stays OK. */
-nimble_status_t nimble_status_annotate(nimble_status_t status, const char *fmt, ...)
+NIMBLE_API nimble_status_t nimble_status_annotate(nimble_status_t status, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 /* The code; NIMBLE_OK for nimble_ok(). */
-nimble_status_code_t nimble_status_code(nimble_status_t status);
+NIMBLE_API nimble_status_code_t nimble_status_code(nimble_status_t status);
 
 /* The message, borrowed from the status; "" for OK. */
-const char *nimble_status_message(nimble_status_t status);
+NIMBLE_API const char *nimble_status_message(nimble_status_t status);
 
 /* A short stable name for a code, e.g. "INVALID_ARGUMENT". */
-const char *nimble_status_code_name(nimble_status_code_t code);
+NIMBLE_API const char *nimble_status_code_name(nimble_status_code_t code);
 
 /* Frees a status; nimble_ok() is fine. */
-void nimble_status_free(nimble_status_t status);
+NIMBLE_API void nimble_status_free(nimble_status_t status);
 
 /* Returns the code and frees the status: for callers that only branch. */
-nimble_status_code_t nimble_status_consume(nimble_status_t status);
+NIMBLE_API nimble_status_code_t nimble_status_consume(nimble_status_t status);
 
 #define NIMBLE_RETURN_IF_ERROR(expr)          \
   do {                                        \

@@ -13,6 +13,8 @@
 
 #include <stdint.h>
 
+#include "nimble/export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -100,11 +102,11 @@ enum {
 };
 
 /* The opcode's name ("InvokePacked"); "unknown" outside the set. Static. */
-const char *nimble_opcode_name(int opcode);
+NIMBLE_API const char *nimble_opcode_name(int opcode);
 
 /* The opcode's schema (see above), its tail kind (0: none) and operand
  * names; NULL schema outside the set. Static strings. */
-const char *nimble_opcode_schema(int opcode, char *tail, const char **operand_names);
+NIMBLE_API const char *nimble_opcode_schema(int opcode, char *tail, const char **operand_names);
 
 /* Emits ENUM (MOVE, INVOKE_PACKED, ...) with the given operands through
  * `emit(ctx, opcode, operands, count)`, failing to compile when the

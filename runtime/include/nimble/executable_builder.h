@@ -21,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "nimble/export.h"
 #include "nimble/bytecode.h"
 #include "nimble/runtime.h"
 
@@ -31,46 +32,46 @@ extern "C" {
 typedef struct nimble_executable_builder nimble_executable_builder;
 
 /* Creates an empty builder for `target` (copied). Caller destroys *out. */
-nimble_status_t nimble_builder_create(const char *target, nimble_executable_builder **out);
-void nimble_builder_destroy(nimble_executable_builder *b);
+NIMBLE_API nimble_status_t nimble_builder_create(const char *target, nimble_executable_builder **out);
+NIMBLE_API void nimble_builder_destroy(nimble_executable_builder *b);
 
 /* Metadata strings (copied). Defaults: producer "nimble <version>", digest "". */
-nimble_status_t nimble_builder_set_producer(nimble_executable_builder *b, const char *producer);
-nimble_status_t nimble_builder_set_source_digest(nimble_executable_builder *b, const char *digest);
+NIMBLE_API nimble_status_t nimble_builder_set_producer(nimble_executable_builder *b, const char *producer);
+NIMBLE_API nimble_status_t nimble_builder_set_source_digest(nimble_executable_builder *b, const char *digest);
 
 /* Overrides the format version written into the header and every part
  * (tests use it to make versions the loader does not know). */
-void nimble_builder_set_format_version(nimble_executable_builder *b, uint32_t version);
+NIMBLE_API void nimble_builder_set_format_version(nimble_executable_builder *b, uint32_t version);
 
 /* Declares a kernel the bytecode calls by index; its symbol is looked up in
  * the kernel library of `device` at load time. */
-nimble_status_t nimble_builder_add_kernel(nimble_executable_builder *b, const char *symbol,
-                                          DLDeviceType device, uint32_t *index_out);
+NIMBLE_API nimble_status_t nimble_builder_add_kernel(nimble_executable_builder *b, const char *symbol,
+                                                     DLDeviceType device, uint32_t *index_out);
 
 /* Sets the kernel library for a device part (NIMBLE_PART_KERNELS_CPU or
  * NIMBLE_PART_KERNELS_CUDA); the bytes are copied. */
-nimble_status_t nimble_builder_set_kernel_library(nimble_executable_builder *b,
-                                                  nimble_part_kind_t kind, const void *data,
-                                                  size_t size);
+NIMBLE_API nimble_status_t nimble_builder_set_kernel_library(nimble_executable_builder *b,
+                                                             nimble_part_kind_t kind, const void *data,
+                                                             size_t size);
 
 /* Adds a constant: a compact row-major tensor whose data is copied now.
  * `tensor->device` is recorded (the data must be readable from the host). */
-nimble_status_t nimble_builder_add_constant(nimble_executable_builder *b, const DLTensor *tensor,
-                                            uint32_t *index_out);
+NIMBLE_API nimble_status_t nimble_builder_add_constant(nimble_executable_builder *b, const DLTensor *tensor,
+                                                       uint32_t *index_out);
 
 /* Adds a function with `num_params` parameters (registers 0..num_params-1
  * on entry) and a register file of `num_registers`. */
-nimble_status_t nimble_builder_add_function(nimble_executable_builder *b, const char *name,
-                                            uint32_t num_params, uint32_t num_registers,
-                                            uint32_t *index_out);
+NIMBLE_API nimble_status_t nimble_builder_add_function(nimble_executable_builder *b, const char *name,
+                                                       uint32_t num_params, uint32_t num_registers,
+                                                       uint32_t *index_out);
 
 /* Appends an instruction to function `func`. `operands` is copied. */
-nimble_status_t nimble_builder_emit(nimble_executable_builder *b, uint32_t func, int opcode,
-                                    const int64_t *operands, uint32_t num_operands);
+NIMBLE_API nimble_status_t nimble_builder_emit(nimble_executable_builder *b, uint32_t func, int opcode,
+                                               const int64_t *operands, uint32_t num_operands);
 
 /* The number of instructions function `func` has so far (the pc of the
  * next one); 0 for an unknown function. */
-uint32_t nimble_builder_function_size(const nimble_executable_builder *b, uint32_t func);
+NIMBLE_API uint32_t nimble_builder_function_size(const nimble_executable_builder *b, uint32_t func);
 
 /* Convenience: NIMBLE_BUILDER_EMIT(b, f, NIMBLE_OP_MOVE, 1, 0). */
 #define NIMBLE_BUILDER_EMIT(b, f, op, ...)                                          \
@@ -80,19 +81,19 @@ uint32_t nimble_builder_function_size(const nimble_executable_builder *b, uint32
 
 /* Declares an entry: `func` runs it; inputs and outputs (names, dtypes,
  * shapes, all copied) form its signature. */
-nimble_status_t nimble_builder_add_entry(nimble_executable_builder *b, const char *name,
-                                         uint32_t func, const nimble_tensor_info_t *inputs,
-                                         uint32_t num_inputs, const nimble_tensor_info_t *outputs,
-                                         uint32_t num_outputs);
+NIMBLE_API nimble_status_t nimble_builder_add_entry(nimble_executable_builder *b, const char *name,
+                                                    uint32_t func, const nimble_tensor_info_t *inputs,
+                                                    uint32_t num_inputs, const nimble_tensor_info_t *outputs,
+                                                    uint32_t num_outputs);
 
 /* Serialises a whole `.nimble` image. Caller frees *data with free(). */
-nimble_status_t nimble_builder_serialize(const nimble_executable_builder *b, void **data,
-                                         size_t *size);
+NIMBLE_API nimble_status_t nimble_builder_serialize(const nimble_executable_builder *b, void **data,
+                                                    size_t *size);
 
 /* Serialises one part, as the artifact store keeps it. Caller frees *data.
  * NIMBLE_NOT_FOUND for a kernel part the builder has no library for. */
-nimble_status_t nimble_builder_serialize_part(const nimble_executable_builder *b,
-                                              nimble_part_kind_t kind, void **data, size_t *size);
+NIMBLE_API nimble_status_t nimble_builder_serialize_part(const nimble_executable_builder *b,
+                                                         nimble_part_kind_t kind, void **data, size_t *size);
 
 #ifdef __cplusplus
 }

@@ -27,6 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "nimble/export.h"
 #include "nimble/runtime.h"
 #include "nimble/status.h"
 
@@ -45,12 +46,12 @@ typedef struct nimble_fetch_reference_t {
 
 /* Parses `text` (borrowed). INVALID_ARGUMENT names what is wrong and the
  * byte where it is. On failure *out is zeroed. */
-nimble_status_t nimble_fetch_parse_reference(const char *text, nimble_fetch_reference_t *out);
-void nimble_fetch_reference_deinit(nimble_fetch_reference_t *ref);
+NIMBLE_API nimble_status_t nimble_fetch_parse_reference(const char *text, nimble_fetch_reference_t *out);
+NIMBLE_API void nimble_fetch_reference_deinit(nimble_fetch_reference_t *ref);
 
 /* 1 when `text` starts like a reference ("http://" or "https://"), so a
  * program can tell a reference from a file path before parsing it. */
-int nimble_fetch_looks_like_reference(const char *text);
+NIMBLE_API int nimble_fetch_looks_like_reference(const char *text);
 
 typedef enum nimble_fetch_event_kind_t {
   NIMBLE_FETCH_EVENT_REQUEST = 1, /* an HTTP GET finished (or failed) */
@@ -84,7 +85,7 @@ typedef struct nimble_fetch_options_t {
   void *event_user;
 } nimble_fetch_options_t;
 
-void nimble_fetch_options_init(nimble_fetch_options_t *options);
+NIMBLE_API void nimble_fetch_options_init(nimble_fetch_options_t *options);
 
 /* What one fetch did. */
 typedef struct nimble_fetch_stats_t {
@@ -103,15 +104,15 @@ typedef struct nimble_fetch_stats_t {
  * UNAVAILABLE (store unreachable and nothing usable cached), DATA_LOSS (a
  * digest mismatch, naming the digest), UNIMPLEMENTED (not a Nimble artifact
  * or a part this runtime cannot load). */
-nimble_status_t nimble_fetch_artifact(const nimble_fetch_options_t *options, const char *reference,
-                                      nimble_executable **out);
-nimble_status_t nimble_fetch_artifact_stats(const nimble_fetch_options_t *options,
-                                            const char *reference, nimble_executable **out,
-                                            nimble_fetch_stats_t *stats);
+NIMBLE_API nimble_status_t nimble_fetch_artifact(const nimble_fetch_options_t *options, const char *reference,
+                                                 nimble_executable **out);
+NIMBLE_API nimble_status_t nimble_fetch_artifact_stats(const nimble_fetch_options_t *options,
+                                                       const char *reference, nimble_executable **out,
+                                                       nimble_fetch_stats_t *stats);
 
 /* The cache directory the options select (see cache_dir above). Caller frees
  * with free(). */
-nimble_status_t nimble_fetch_cache_dir(const nimble_fetch_options_t *options, char **out);
+NIMBLE_API nimble_status_t nimble_fetch_cache_dir(const nimble_fetch_options_t *options, char **out);
 
 #ifdef __cplusplus
 }

@@ -33,6 +33,7 @@
 
 #include <dlpack/dlpack.h>
 
+#include "nimble/export.h"
 #include "nimble/status.h"
 
 #ifdef __cplusplus
@@ -73,23 +74,23 @@ typedef struct nimble_executable_part_t {
  * unknown kind. CPU kernels carry their CPU's triple, so this gives this
  * host's ("application/vnd.nimble.kernels.x86_64-linux-gnu.v1+elf"), NULL on
  * a CPU without one. Static string. */
-const char *nimble_part_media_type(nimble_part_kind_t kind);
+NIMBLE_API const char *nimble_part_media_type(nimble_part_kind_t kind);
 
 /* The same for an executable built for `triple` (nimble_executable_target(),
  * e.g. "aarch64-linux-gnu"): only CPU kernels depend on it; NULL for an
  * unknown kind or a triple the artifact manifest has no kernels type for.
  * Static string. */
-const char *nimble_part_media_type_for_target(nimble_part_kind_t kind, const char *triple);
+NIMBLE_API const char *nimble_part_media_type_for_target(nimble_part_kind_t kind, const char *triple);
 
 /* The part kind named by an OCI media type; 0 when unknown. Every
  * "application/vnd.nimble.kernels.<triple>.v1+elf" is CPU kernels, whatever
  * the triple (see nimble_part_kernels_triple for which CPU). */
-nimble_part_kind_t nimble_part_kind_from_media_type(const char *media_type);
+NIMBLE_API nimble_part_kind_t nimble_part_kind_from_media_type(const char *media_type);
 
 /* For a CPU kernels media type, points *triple (may be NULL) into
  * media_type at its triple and returns the triple's length (not
  * NUL-terminated there); 0 for any other media type. */
-size_t nimble_part_kernels_triple(const char *media_type, const char **triple);
+NIMBLE_API size_t nimble_part_kernels_triple(const char *media_type, const char **triple);
 
 /* ---- Loading ------------------------------------------------------------- */
 
@@ -108,22 +109,22 @@ enum {
 /* Loads a `.nimble` file. The file is mapped read-only; constants are used
  * in place in the mapping. Caller releases *out. Everything is validated
  * before use: a bad file gives an error naming the problem and its offset. */
-nimble_status_t nimble_executable_load_file(const char *path, nimble_executable **out);
+NIMBLE_API nimble_status_t nimble_executable_load_file(const char *path, nimble_executable **out);
 
 /* The same with load flags (NIMBLE_LOAD_NO_KERNELS; BORROW is implied). */
-nimble_status_t nimble_executable_load_file_flags(const char *path, uint32_t flags,
-                                                  nimble_executable **out);
+NIMBLE_API nimble_status_t nimble_executable_load_file_flags(const char *path, uint32_t flags,
+                                                             nimble_executable **out);
 
 /* Loads a `.nimble` image held in memory (see NIMBLE_LOAD_BORROW). Caller
  * releases *out. */
-nimble_status_t nimble_executable_load_memory(const void *data, size_t size, uint32_t flags,
-                                              nimble_executable **out);
+NIMBLE_API nimble_status_t nimble_executable_load_memory(const void *data, size_t size, uint32_t flags,
+                                                         nimble_executable **out);
 
 /* Loads an executable from its parts, in any order. METADATA, BYTECODE and
  * CONSTANTS are required; kernel parts for the devices the bytecode uses.
  * Caller releases *out. */
-nimble_status_t nimble_executable_load_parts(const nimble_executable_part_t *parts, size_t num_parts,
-                                             uint32_t flags, nimble_executable **out);
+NIMBLE_API nimble_status_t nimble_executable_load_parts(const nimble_executable_part_t *parts, size_t num_parts,
+                                                        uint32_t flags, nimble_executable **out);
 
 /* Lays parts (as the store keeps them, each with its part header) out as
  * one `.nimble` file image, sections in the order given: what
@@ -131,8 +132,8 @@ nimble_status_t nimble_executable_load_parts(const nimble_executable_part_t *par
  * header (magic, kind matching parts[i].kind, one format version for all)
  * and refuses two parts of one kind; the parts' contents are validated
  * when the image is loaded. *data is malloc'ed (caller frees). */
-nimble_status_t nimble_executable_join_parts(const nimble_executable_part_t *parts, size_t num_parts,
-                                             void **data, size_t *size);
+NIMBLE_API nimble_status_t nimble_executable_join_parts(const nimble_executable_part_t *parts, size_t num_parts,
+                                                        void **data, size_t *size);
 
 /* Reads the part files of directory `dir`, as `nimble fetch -o DIR` writes
  * them: every regular file that starts with a part header; other files
@@ -141,13 +142,13 @@ nimble_status_t nimble_executable_join_parts(const nimble_executable_part_t *par
  * a part file cannot be read, when it holds more parts than a file has
  * sections, or none. *parts and each parts[i].data are malloc'ed: free
  * them with nimble_executable_parts_free. */
-nimble_status_t nimble_executable_read_part_dir(const char *dir, nimble_executable_part_t **parts,
-                                                size_t *num_parts);
-void nimble_executable_parts_free(nimble_executable_part_t *parts, size_t num_parts);
+NIMBLE_API nimble_status_t nimble_executable_read_part_dir(const char *dir, nimble_executable_part_t **parts,
+                                                           size_t *num_parts);
+NIMBLE_API void nimble_executable_parts_free(nimble_executable_part_t *parts, size_t num_parts);
 
 /* Reference counting; thread-safe. Release frees at zero. NULL is fine. */
-void nimble_executable_retain(nimble_executable *exe);
-void nimble_executable_release(nimble_executable *exe);
+NIMBLE_API void nimble_executable_retain(nimble_executable *exe);
+NIMBLE_API void nimble_executable_release(nimble_executable *exe);
 
 /* ---- Signature ----------------------------------------------------------- */
 
@@ -177,27 +178,27 @@ typedef struct nimble_entry_info_t {
 
 /* All strings and arrays below are borrowed from the executable and live as
  * long as it does. */
-const char *nimble_executable_target(const nimble_executable *exe);          /* "x86_64-linux-gnu" */
-const char *nimble_executable_producer(const nimble_executable *exe);        /* "nimble 0.1.0" */
-const char *nimble_executable_source_digest(const nimble_executable *exe);   /* "sha256:..." or "" */
-uint32_t nimble_executable_format_version(const nimble_executable *exe);
-uint32_t nimble_executable_num_entries(const nimble_executable *exe);
+NIMBLE_API const char *nimble_executable_target(const nimble_executable *exe);          /* "x86_64-linux-gnu" */
+NIMBLE_API const char *nimble_executable_producer(const nimble_executable *exe);        /* "nimble 0.1.0" */
+NIMBLE_API const char *nimble_executable_source_digest(const nimble_executable *exe);   /* "sha256:..." or "" */
+NIMBLE_API uint32_t nimble_executable_format_version(const nimble_executable *exe);
+NIMBLE_API uint32_t nimble_executable_num_entries(const nimble_executable *exe);
 /* The i-th entry; NULL when i is out of range. */
-const nimble_entry_info_t *nimble_executable_entry_at(const nimble_executable *exe, uint32_t i);
+NIMBLE_API const nimble_entry_info_t *nimble_executable_entry_at(const nimble_executable *exe, uint32_t i);
 /* The entry named `name`; NIMBLE_NOT_FOUND names it when absent. */
-nimble_status_t nimble_executable_find_entry(const nimble_executable *exe, const char *name,
-                                             const nimble_entry_info_t **out);
+NIMBLE_API nimble_status_t nimble_executable_find_entry(const nimble_executable *exe, const char *name,
+                                                        const nimble_entry_info_t **out);
 
 /* The executable as text: target, entries, kernels, then every function's
  * bytecode, one instruction a line with its operands named and formatted
  * by the instruction table (nimble/bytecode.h): registers r3, functions
  * @name, kernels #2 symbol, jumps +3 (pc 9), dtypes float32, devices
  * cpu:0. *out is NUL-terminated; the caller frees it with free(). */
-nimble_status_t nimble_executable_disassemble(const nimble_executable *exe, char **out);
+NIMBLE_API nimble_status_t nimble_executable_disassemble(const nimble_executable *exe, char **out);
 
 /* Formats a declared shape as "[2,?seq,4]" ("?" alone for Any) into buf
  * (always NUL-terminated, truncated to buf_size). Returns buf. */
-char *nimble_format_declared_shape(const nimble_tensor_info_t *info, char *buf, size_t buf_size);
+NIMBLE_API char *nimble_format_declared_shape(const nimble_tensor_info_t *info, char *buf, size_t buf_size);
 
 /* ---- VM ------------------------------------------------------------------ */
 
@@ -209,18 +210,18 @@ typedef struct nimble_vm_options_t {
 } nimble_vm_options_t;
 
 /* Fills the defaults. */
-void nimble_vm_options_init(nimble_vm_options_t *options);
+NIMBLE_API void nimble_vm_options_init(nimble_vm_options_t *options);
 
 /* Creates a VM over `exe` (retained by the VM). `options` may be NULL for
  * defaults. Caller destroys *out. */
-nimble_status_t nimble_vm_create(nimble_executable *exe, const nimble_vm_options_t *options,
-                                 nimble_vm **out);
+NIMBLE_API nimble_status_t nimble_vm_create(nimble_executable *exe, const nimble_vm_options_t *options,
+                                            nimble_vm **out);
 
 /* Destroys the VM. Outputs already taken stay valid. NULL is fine. */
-void nimble_vm_destroy(nimble_vm *vm);
+NIMBLE_API void nimble_vm_destroy(nimble_vm *vm);
 
 /* The executable this VM runs (borrowed). */
-nimble_executable *nimble_vm_executable(const nimble_vm *vm);
+NIMBLE_API nimble_executable *nimble_vm_executable(const nimble_vm *vm);
 
 /* Sets input `index` of `entry` to a view of `tensor`, without copying. The
  * DLTensor is read now (shape and strides are copied); its data must stay
@@ -228,26 +229,26 @@ nimble_executable *nimble_vm_executable(const nimble_vm *vm);
  * an entry may return an input as an output, as long as such an output is
  * used. Only compact row-major tensors are accepted. Dtype, rank and
  * constant dimensions are checked now; symbolic dimensions at invoke. */
-nimble_status_t nimble_vm_set_input(nimble_vm *vm, const char *entry, uint32_t index,
-                                    const DLTensor *tensor);
+NIMBLE_API nimble_status_t nimble_vm_set_input(nimble_vm *vm, const char *entry, uint32_t index,
+                                               const DLTensor *tensor);
 
 /* The same, naming the input. */
-nimble_status_t nimble_vm_set_input_by_name(nimble_vm *vm, const char *entry, const char *input,
-                                            const DLTensor *tensor);
+NIMBLE_API nimble_status_t nimble_vm_set_input_by_name(nimble_vm *vm, const char *entry, const char *input,
+                                                       const DLTensor *tensor);
 
 /* Runs `entry` on the inputs set since the last invoke (all are required).
  * On success the outputs are ready for nimble_vm_take_output; inputs are
  * cleared. */
-nimble_status_t nimble_vm_invoke(nimble_vm *vm, const char *entry);
+NIMBLE_API nimble_status_t nimble_vm_invoke(nimble_vm *vm, const char *entry);
 
 /* The number of outputs the last successful invoke produced. */
-uint32_t nimble_vm_num_outputs(const nimble_vm *vm);
+NIMBLE_API uint32_t nimble_vm_num_outputs(const nimble_vm *vm);
 
 /* Hands output `index` of the last invoke to the caller as a DLPack managed
  * tensor, without copying: the caller calls (*out)->deleter(*out) when done,
  * from any thread, before or after nimble_vm_destroy. Each output can be
  * taken once. */
-nimble_status_t nimble_vm_take_output(nimble_vm *vm, uint32_t index, DLManagedTensor **out);
+NIMBLE_API nimble_status_t nimble_vm_take_output(nimble_vm *vm, uint32_t index, DLManagedTensor **out);
 
 /* ---- ADT inputs ---------------------------------------------------------- */
 
@@ -278,7 +279,7 @@ nimble_status_t nimble_vm_take_output(nimble_vm *vm, uint32_t index, DLManagedTe
 typedef struct nimble_value nimble_value;
 
 /* Whether `info` describes an ADT input (dtype kDLOpaqueHandle). */
-int nimble_tensor_info_is_adt(const nimble_tensor_info_t *info);
+NIMBLE_API int nimble_tensor_info_is_adt(const nimble_tensor_info_t *info);
 
 /* A field of a constructor. */
 typedef struct nimble_adt_field_t {
@@ -296,25 +297,25 @@ typedef struct nimble_adt_field_t {
  * that has it, the input's own type first). Gives its tag and its field
  * count (either pointer may be NULL). NIMBLE_NOT_FOUND names it when absent;
  * NIMBLE_INVALID_ARGUMENT when the input is not an ADT. */
-nimble_status_t nimble_entry_find_constructor(const nimble_entry_info_t *entry, uint32_t input,
-                                              const char *name, int32_t *tag, uint32_t *num_fields);
+NIMBLE_API nimble_status_t nimble_entry_find_constructor(const nimble_entry_info_t *entry, uint32_t input,
+                                                         const char *name, int32_t *tag, uint32_t *num_fields);
 
 /* Describes field `field` of constructor `name` (as above) into *out. */
-nimble_status_t nimble_entry_constructor_field(const nimble_entry_info_t *entry, uint32_t input,
-                                               const char *name, uint32_t field, nimble_adt_field_t *out);
+NIMBLE_API nimble_status_t nimble_entry_constructor_field(const nimble_entry_info_t *entry, uint32_t input,
+                                                          const char *name, uint32_t field, nimble_adt_field_t *out);
 
 /* A value holding a copy of a compact row-major CPU tensor (shape and data
  * are copied: the caller's buffer may go at once). Caller releases *out. */
-nimble_status_t nimble_value_from_tensor(const DLTensor *tensor, nimble_value **out);
+NIMBLE_API nimble_status_t nimble_value_from_tensor(const DLTensor *tensor, nimble_value **out);
 
 /* An ADT value: constructor `tag` with `num_fields` fields (each retained;
  * the caller keeps its own references). Caller releases *out. */
-nimble_status_t nimble_value_adt(int32_t tag, nimble_value *const *fields, uint32_t num_fields,
-                                 nimble_value **out);
+NIMBLE_API nimble_status_t nimble_value_adt(int32_t tag, nimble_value *const *fields, uint32_t num_fields,
+                                            nimble_value **out);
 
 /* Reference counting; thread-safe. NULL is fine. */
-void nimble_value_retain(nimble_value *value);
-void nimble_value_release(nimble_value *value);
+NIMBLE_API void nimble_value_retain(nimble_value *value);
+NIMBLE_API void nimble_value_release(nimble_value *value);
 
 /* Sets input `index` of `entry` to `value` (retained until the next invoke
  * returns). For an ADT input the value is checked now against the input's
@@ -322,8 +323,8 @@ void nimble_value_release(nimble_value *value);
  * e.g. "entry 'main': input 'tree' at .1.0: constructor Node has 2 fields,
  * the value 1". A tensor input takes a tensor value, checked as by
  * nimble_vm_set_input. */
-nimble_status_t nimble_vm_set_input_value(nimble_vm *vm, const char *entry, uint32_t index,
-                                          nimble_value *value);
+NIMBLE_API nimble_status_t nimble_vm_set_input_value(nimble_vm *vm, const char *entry, uint32_t index,
+                                                     nimble_value *value);
 
 /* ---- Memory statistics --------------------------------------------------- */
 
@@ -336,21 +337,21 @@ typedef struct nimble_memory_stats_t {
 } nimble_memory_stats_t;
 
 /* Statistics of the VM's CPU pool (device_type kDLCPU). */
-nimble_status_t nimble_vm_memory_stats(const nimble_vm *vm, DLDeviceType device_type,
-                                       nimble_memory_stats_t *out);
+NIMBLE_API nimble_status_t nimble_vm_memory_stats(const nimble_vm *vm, DLDeviceType device_type,
+                                                  nimble_memory_stats_t *out);
 
 /* Returns cached, unused memory of every pool to the system. */
-void nimble_vm_trim_memory(nimble_vm *vm);
+NIMBLE_API void nimble_vm_trim_memory(nimble_vm *vm);
 
 /* The runtime library's version ("0.1.0"); static string. */
-const char *nimble_runtime_version(void);
+NIMBLE_API const char *nimble_runtime_version(void);
 
 /* The BLAS that kernels' env->sgemm goes to (docs/vm.md): found at run time,
  * once per process, e.g. "OpenBLAS 0.3.21 ... (libopenblas.so.0, 1 thread)",
  * or "none (why)" when kernels use their own loops. The environment variable
  * NIMBLE_BLAS, read on the first call or VM creation, names a library or
  * "none". Static string; loads the BLAS if no VM has yet. */
-const char *nimble_runtime_blas_name(void);
+NIMBLE_API const char *nimble_runtime_blas_name(void);
 
 #ifdef __cplusplus
 }

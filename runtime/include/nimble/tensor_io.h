@@ -32,6 +32,7 @@
 
 #include <dlpack/dlpack.h>
 
+#include "nimble/export.h"
 #include "nimble/status.h"
 
 #ifdef __cplusplus
@@ -61,60 +62,60 @@ typedef struct nimble_tensor_file {
 } nimble_tensor_file_t;
 
 /* Releases what `file` owns and zeroes it; a zeroed struct is fine. */
-void nimble_tensor_file_deinit(nimble_tensor_file_t *file);
+NIMBLE_API void nimble_tensor_file_deinit(nimble_tensor_file_t *file);
 
 /* Reads a .npy file (format 1.0, 2.0 or 3.0; little-endian; C order).
  * On success `out` owns a new tensor; on failure `out` is zeroed. */
-nimble_status_t nimble_tensor_io_read_npy(const char *path, nimble_tensor_file_t *out);
+NIMBLE_API nimble_status_t nimble_tensor_io_read_npy(const char *path, nimble_tensor_file_t *out);
 
 /* Reads a serialized ONNX TensorProto. Same ownership as read_npy. */
-nimble_status_t nimble_tensor_io_read_pb(const char *path, nimble_tensor_file_t *out);
+NIMBLE_API nimble_status_t nimble_tensor_io_read_pb(const char *path, nimble_tensor_file_t *out);
 
 /* Reads either format: a file that starts with "\x93NUMPY" is .npy; else a
  * name ending in ".pb" is a TensorProto; anything else is an error naming
  * the file. Same ownership as read_npy. */
-nimble_status_t nimble_tensor_io_read_auto(const char *path, nimble_tensor_file_t *out);
+NIMBLE_API nimble_status_t nimble_tensor_io_read_auto(const char *path, nimble_tensor_file_t *out);
 
 /* Decoders over memory, for callers that already hold the bytes (and for
  * tests). `label` names the source in error messages (e.g. the path);
  * `bytes` is borrowed. Same ownership of `out` as the readers. */
-nimble_status_t nimble_tensor_io_parse_npy(const void *bytes, size_t len, const char *label,
-                                           nimble_tensor_file_t *out);
-nimble_status_t nimble_tensor_io_parse_pb(const void *bytes, size_t len, const char *label,
-                                          nimble_tensor_file_t *out);
+NIMBLE_API nimble_status_t nimble_tensor_io_parse_npy(const void *bytes, size_t len, const char *label,
+                                                      nimble_tensor_file_t *out);
+NIMBLE_API nimble_status_t nimble_tensor_io_parse_pb(const void *bytes, size_t len, const char *label,
+                                                     nimble_tensor_file_t *out);
 
 /* Encoders to memory. On success *out_bytes is a malloc'd buffer the caller
  * frees, *out_len its length. `tensor` is borrowed; it must be on the CPU,
  * compact in C order (strides NULL or matching), lanes 1, of a supported
  * type. `name` (pb only) may be NULL for no name. */
-nimble_status_t nimble_tensor_io_encode_npy(const DLTensor *tensor, void **out_bytes,
-                                            size_t *out_len);
-nimble_status_t nimble_tensor_io_encode_pb(const DLTensor *tensor, const char *name,
-                                           void **out_bytes, size_t *out_len);
+NIMBLE_API nimble_status_t nimble_tensor_io_encode_npy(const DLTensor *tensor, void **out_bytes,
+                                                       size_t *out_len);
+NIMBLE_API nimble_status_t nimble_tensor_io_encode_pb(const DLTensor *tensor, const char *name,
+                                                      void **out_bytes, size_t *out_len);
 
 /* Writes a .npy file that numpy.load reads: format 1.0 (whose 64 KiB header
  * always holds at most 64 dims), the header exactly as np.save writes it.
  * The file appears whole or not at all (temporary file + rename). */
-nimble_status_t nimble_tensor_io_write_npy(const char *path, const DLTensor *tensor);
+NIMBLE_API nimble_status_t nimble_tensor_io_write_npy(const char *path, const DLTensor *tensor);
 
 /* Writes a TensorProto with raw_data, as onnx.numpy_helper.from_array does.
  * `name` may be NULL. Same atomicity as write_npy. */
-nimble_status_t nimble_tensor_io_write_pb(const char *path, const char *name,
-                                          const DLTensor *tensor);
+NIMBLE_API nimble_status_t nimble_tensor_io_write_pb(const char *path, const char *name,
+                                                     const DLTensor *tensor);
 
 /* The bool element type as this module represents it: {kDLUInt, 1, 1}. */
-DLDataType nimble_tensor_io_dtype_bool(void);
+NIMBLE_API DLDataType nimble_tensor_io_dtype_bool(void);
 
 /* Bytes per element of a supported type; 0 for an unsupported one. */
-size_t nimble_tensor_io_dtype_size(DLDataType dtype);
+NIMBLE_API size_t nimble_tensor_io_dtype_size(DLDataType dtype);
 
 /* A short name such as "float32", "int64", "bool"; "unsupported" otherwise.
  * The string is static. */
-const char *nimble_tensor_io_dtype_name(DLDataType dtype);
+NIMBLE_API const char *nimble_tensor_io_dtype_name(DLDataType dtype);
 
 /* Writes "[2, 3]" (or "[]" for a scalar) into buf, truncating to fit.
  * Returns buf. */
-char *nimble_tensor_io_format_shape(const DLTensor *tensor, char *buf, size_t size);
+NIMBLE_API char *nimble_tensor_io_format_shape(const DLTensor *tensor, char *buf, size_t size);
 
 #ifdef __cplusplus
 }
