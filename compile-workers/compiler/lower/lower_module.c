@@ -208,6 +208,10 @@ DLDataType lw_dl_dtype(nimble_dtype_t dt) {
     case NIMBLE_DTYPE_INT64: r.code = kDLInt; r.bits = 64; break;
     case NIMBLE_DTYPE_UINT8: r.code = kDLUInt; r.bits = 8; break;
     case NIMBLE_DTYPE_BOOL: r.code = kDLUInt; r.bits = 8; break;
+    case NIMBLE_DTYPE_UINT16: r.code = kDLUInt; r.bits = 16; break;
+    case NIMBLE_DTYPE_UINT32: r.code = kDLUInt; r.bits = 32; break;
+    case NIMBLE_DTYPE_UINT64: r.code = kDLUInt; r.bits = 64; break;
+    case NIMBLE_DTYPE_BFLOAT16: r.code = kDLBfloat; r.bits = 16; break;
     default: break;
   }
   return r;
