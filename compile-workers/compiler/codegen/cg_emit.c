@@ -246,9 +246,11 @@ static LLVMValueRef intrinsic2(cg_mod *cm, const char *name, LLVMTypeRef ty, LLV
   return nimble_cg_intrinsic(cm->m, cm->b, name, ty, args, 2);
 }
 
-/* Calls a libm function double(double) (the kernel ABI allows libm). */
+/* Calls a libm function double(double) or float(float) (the kernel ABI
+ * allows libm). */
 static LLVMValueRef libm1(cg_mod *cm, const char *name, LLVMValueRef x) {
-  LLVMTypeRef fty = LLVMFunctionType(cm->f64, &cm->f64, 1, 0);
+  LLVMTypeRef xt = LLVMTypeOf(x);
+  LLVMTypeRef fty = LLVMFunctionType(xt, &xt, 1, 0);
   LLVMValueRef fn = LLVMGetNamedFunction(cm->m, name);
   if (!fn) fn = LLVMAddFunction(cm->m, name, fty);
   return LLVMBuildCall2(cm->b, fty, fn, &x, 1, "");
@@ -262,6 +264,9 @@ static LLVMValueRef emit_math_f64(cg_mod *cm, nimble_ln_op_t op, LLVMValueRef a)
   case NIMBLE_LN_SQRT: return intrinsic1(cm, "llvm.sqrt", cm->f64, a);
   case NIMBLE_LN_TANH: return libm1(cm, "tanh", a);
   case NIMBLE_LN_ERF: return libm1(cm, "erf", a);
+  case NIMBLE_LN_SIN: return libm1(cm, "sin", a);
+  case NIMBLE_LN_COS: return libm1(cm, "cos", a);
+  case NIMBLE_LN_ATAN: return libm1(cm, "atan", a);
   case NIMBLE_LN_SIGMOID: {
     /* As the f32 one: e = exp(-|x|) never overflows. */
     LLVMValueRef one = LLVMConstReal(cm->f64, 1.0);
@@ -305,11 +310,18 @@ static LLVMValueRef emit_unary(cg_fn *f, const nimble_ln_expr *e) {
       if (cm->gpu) break; /* libm's logf is not there on the device */
       r = intrinsic1(cm, "llvm.log", ty, a);
       break;
+    case NIMBLE_LN_SIN:
+    case NIMBLE_LN_COS:
+    case NIMBLE_LN_ATAN:
+      if (cm->gpu) break;
+      r = libm1(cm, e->op == NIMBLE_LN_SIN ? "sinf" : e->op == NIMBLE_LN_COS ? "cosf" : "atanf", a);
+      break;
     default: break;
     }
     if (r) return round_to(cm, t, r);
   }
-  if (cm->gpu && e->op == NIMBLE_LN_LOG) fail(cm, NIMBLE_UNIMPLEMENTED, "log is not available on nvptx64");
+  if (cm->gpu && (e->op == NIMBLE_LN_LOG || e->op >= NIMBLE_LN_SIN))
+    fail(cm, NIMBLE_UNIMPLEMENTED, "%s is not available on nvptx64", nimble_ln_op_name(e->op));
   else fail(cm, NIMBLE_INTERNAL, "unary operator %d not lowered", (int)e->op);
   return NULL;
 }

@@ -61,12 +61,15 @@ int nimble_ln_type_bits(nimble_ln_type_t t) {
 const char *nimble_ln_op_name(nimble_ln_op_t op) {
   static const char *const names[] = {
       "neg", "not", "abs", "exp", "tanh", "sigmoid", "erf", "sqrt", "log", "+", "-", "*", "/",
-      "%", "min", "max", "pow", "<", "<=", ">", ">=", "==", "!=", "&&", "||", "<<", ">>"};
+      "%", "min", "max", "pow", "<", "<=", ">", ">=", "==", "!=", "&&", "||", "<<", ">>",
+      "sin", "cos", "atan"};
   if ((unsigned)op < sizeof names / sizeof names[0]) return names[op];
   return "?";
 }
 
-static int op_is_unary(nimble_ln_op_t op) { return op <= NIMBLE_LN_LOG; }
+static int op_is_unary(nimble_ln_op_t op) {
+  return op <= NIMBLE_LN_LOG || (op >= NIMBLE_LN_SIN && op <= NIMBLE_LN_ATAN);
+}
 
 nimble_ln_kernel *nimble_ln_kernel_create(nimble_ln_arena *arena, const char *name) {
   if (!name || !*name) {

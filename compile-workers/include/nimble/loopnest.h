@@ -95,6 +95,12 @@ typedef enum nimble_ln_op {
    * value: -1), never poison. */
   NIMBLE_LN_SHL,
   NIMBLE_LN_SHR,
+  /* unary, floats: libm's sin, cos, atan (sinf ... for f32, f16, bf16);
+   * compute definitions use them for f64, where no f32 approximation will
+   * do. Not on nvptx64. */
+  NIMBLE_LN_SIN,
+  NIMBLE_LN_COS,
+  NIMBLE_LN_ATAN,
 } nimble_ln_op_t;
 
 typedef enum nimble_ln_loop_kind {

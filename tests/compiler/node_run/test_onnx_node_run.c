@@ -62,6 +62,9 @@ static bool dtype_is_bool(DLDataType t) { return t.code == kDLUInt && t.bits == 
  * {kDLUInt, 1}. Same bytes, so these count as equal. */
 static bool dtype_same(DLDataType got, DLDataType want) {
   if (dtype_is_bool(want)) return got.code == kDLUInt && (got.bits == 8 || got.bits == 1);
+  /* bfloat16 results are stored as UINT16 bit patterns in ONNX's suite
+   * (NumPy has no bfloat16); compared bit for bit. */
+  if (got.code == kDLBfloat && got.bits == 16 && want.code == kDLUInt && want.bits == 16) return true;
   return got.code == want.code && got.bits == want.bits && got.lanes == want.lanes;
 }
 
@@ -171,6 +174,12 @@ static const char *run_data_sets(const char *dir, const nimble_onnx_graph *g, ni
       DLTensor *t = &ins[n_in - 1].tensor;
       if (dtype_is_bool(t->dtype)) t->dtype.bits = 8;
       const char *name = j < g->n_inputs ? g->inputs[j]->name : "";
+      /* NumPy has no bfloat16: ONNX's suite stores bfloat16 data as UINT16
+       * bit patterns. Where the model says BFLOAT16, they are that. */
+      const nimble_onnx_type_t *it = j < g->n_inputs ? g->inputs[j]->type : NULL;
+      if (it && it->kind == NIMBLE_ONNX_TYPE_TENSOR && it->elem_type == NIMBLE_ONNX_BFLOAT16 &&
+          t->dtype.code == kDLUInt && t->dtype.bits == 16)
+        t->dtype.code = kDLBfloat;
       s = nimble_vm_set_input_by_name(vm, "main", name, t);
       if (s && nimble_status_code(s) == NIMBLE_NOT_FOUND) {
         nimble_status_free(s);
