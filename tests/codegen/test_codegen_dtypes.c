@@ -8,6 +8,7 @@
  * the printed form, vectorized IR for narrow types, and the nvptx64
  * refusal. */
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include "codegen_harness.h"
 
@@ -224,14 +225,15 @@ START_TEST(test_every_element_type_computes_the_hand_worked_values) {
 }
 END_TEST
 
-/* f64 math is libm's double precision, not an f32 approximation widened:
+/* f64 math (exp, log, tanh, erf, sqrt, sin, cos, atan, pow) is libm's
+ * double precision, not an f32 approximation widened:
  * the results equal libm's to the last bit (sigmoid, computed as e/(1+e)
  * with e = exp(-|x|), within 2 ulp of 1/(1+exp(-x))). */
 START_TEST(test_f64_math_is_double_precision) {
-  static const nimble_ln_op_t ops[] = {NIMBLE_LN_EXP, NIMBLE_LN_LOG, NIMBLE_LN_TANH, NIMBLE_LN_ERF,
-                                       NIMBLE_LN_SQRT, NIMBLE_LN_SIGMOID};
-  static const char *names[] = {"dexp", "dlog", "dtanh", "derf", "dsqrt", "dsigmoid"};
-  enum { NOPS = 6, N = 9 };
+  static const nimble_ln_op_t ops[] = {NIMBLE_LN_EXP, NIMBLE_LN_LOG, NIMBLE_LN_TANH, NIMBLE_LN_ERF, NIMBLE_LN_SQRT,
+                                       NIMBLE_LN_SIGMOID, NIMBLE_LN_SIN, NIMBLE_LN_COS, NIMBLE_LN_ATAN};
+  static const char *names[] = {"dexp", "dlog", "dtanh", "derf", "dsqrt", "dsigmoid", "dsin", "dcos", "datan"};
+  enum { NOPS = 9, N = 9 };
   nimble_ln_arena *A;
   NIMBLE_ASSERT_OK(nimble_ln_arena_create(&A));
   const nimble_ln_kernel *ks[NOPS + 1];
@@ -265,6 +267,9 @@ START_TEST(test_f64_math_is_double_precision) {
       case 3: want = erf(x[i]); break;
       case 4: want = sqrt(x[i]); break;
       case 5: want = 1.0 / (1.0 + exp(-x[i])); break;
+      case 6: want = sin(x[i]); break;
+      case 7: want = cos(x[i]); break;
+      case 8: want = atan(x[i]); break;
       default: want = pow(x[i], y[i]); break;
       }
       double tol = o == 5 ? 2 * (nextafter(want, INFINITY) - want) : 0;
@@ -413,9 +418,109 @@ START_TEST(test_nvptx64_refuses_other_types_by_name) {
 }
 END_TEST
 
-/* The same kernels for aarch64 (NEON has native half conversions; ours
- * are integer code either way): they build. */
-START_TEST(test_every_type_builds_for_aarch64) {
+/* The same kernels for aarch64, run under qemu-user when it and the cross
+ * compiler are installed: a small aarch64 host program reads the cases
+ * (arguments and the hand-worked expected bytes) from a file, calls each
+ * kernel and compares, NaN matching any NaN. */
+static const char host_source[] =
+    "#include <dlfcn.h>\n#include <stdint.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n"
+    "#include \"nimble/kernel_abi.h\"\n"
+    "static char err[256];\n"
+    "static void set_error(const nimble_kernel_env_t *e, const char *m) { snprintf(err, sizeof err, \"%s\", m); }\n"
+    "static int is_nan(const uint8_t *p, int code, int bits) {\n"
+    "  uint64_t u = 0; memcpy(&u, p, bits / 8);\n"
+    "  if (code == 2 && bits == 16) return (u & 0x7c00) == 0x7c00 && (u & 0x3ff);\n"
+    "  if (code == 4 && bits == 16) return (u & 0x7f80) == 0x7f80 && (u & 0x7f);\n"
+    "  if (code == 2 && bits == 32) return (u & 0x7f800000u) == 0x7f800000u && (u & 0x7fffffu);\n"
+    "  if (code == 2 && bits == 64) return (u >> 52 & 0x7ff) == 0x7ff && (u & 0xfffffffffffffull);\n"
+    "  return 0;\n}\n"
+    "int main(int argc, char **argv) {\n"
+    "  void *h = dlopen(argv[1], RTLD_NOW);\n"
+    "  if (!h) { printf(\"dlopen: %s\\n\", dlerror()); return 2; }\n"
+    "  FILE *f = fopen(argv[2], \"rb\"); if (!f) return 3;\n"
+    "  nimble_kernel_env_t env; memset(&env, 0, sizeof env);\n"
+    "  env.struct_size = sizeof env; env.abi_version = NIMBLE_KERNEL_ABI_VERSION; env.set_error = set_error;\n"
+    "  int cases = 0; char name[64]; uint32_t nl, na, n;\n"
+    "  while (fread(&nl, 4, 1, f) == 1) {\n"
+    "    if (nl >= sizeof name || fread(name, 1, nl, f) != nl) return 4;\n"
+    "    name[nl] = 0;\n"
+    "    if (fread(&na, 4, 1, f) != 1 || na > 3 || fread(&n, 4, 1, f) != 1) return 4;\n"
+    "    static uint8_t buf[4][128]; DLTensor t[3]; DLTensor *args[3]; int64_t shape = n; uint8_t code[4], bits[4];\n"
+    "    for (uint32_t a = 0; a <= na; a++) {\n"
+    "      if (fread(&code[a], 1, 1, f) != 1 || fread(&bits[a], 1, 1, f) != 1) return 4;\n"
+    "      if (fread(buf[a], 1, n * bits[a] / 8, f) != n * bits[a] / 8) return 4;\n"
+    "      if (a < na) { DLTensor x = {buf[a], {kDLCPU, 0}, 1, {code[a], bits[a], 1}, &shape, NULL, 0}; t[a] = x; args[a] = &t[a]; }\n"
+    "    }\n"
+    "    nimble_kernel_fn fn = (nimble_kernel_fn)dlsym(h, name);\n"
+    "    if (!fn) { printf(\"no %s\\n\", name); return 5; }\n"
+    "    if (fn(args, (int32_t)na, &env) != 0) { printf(\"%s failed: %s\\n\", name, err); return 6; }\n"
+    "    uint32_t o = na - 1, es = bits[o] / 8;\n"
+    "    for (uint32_t k = 0; k < n; k++) {\n"
+    "      const uint8_t *g = buf[o] + k * es, *w = buf[na] + k * es;\n"
+    "      if (memcmp(g, w, es) && !(is_nan(g, code[o], bits[o]) && is_nan(w, code[o], bits[o]))) {\n"
+    "        uint64_t gu = 0, wu = 0; memcpy(&gu, g, es); memcpy(&wu, w, es);\n"
+    "        printf(\"%s element %u: got 0x%llx, want 0x%llx\\n\", name, k, (unsigned long long)gu, (unsigned long long)wu);\n"
+    "        return 7;\n"
+    "      }\n"
+    "    }\n"
+    "    cases++;\n"
+    "  }\n"
+    "  printf(\"aarch64 dtypes ok: %d cases\\n\", cases);\n"
+    "  return 0;\n"
+    "}\n";
+
+static int on_path(const char *prog) {
+  const char *path = getenv("PATH");
+  if (!path) return 0;
+  char buf[4096];
+  snprintf(buf, sizeof buf, "%s", path);
+  for (char *dir = strtok(buf, ":"); dir; dir = strtok(NULL, ":")) {
+    char full[4200];
+    snprintf(full, sizeof full, "%s/%s", dir, prog);
+    if (access(full, X_OK) == 0) return 1;
+  }
+  return 0;
+}
+
+static void write_all(const char *path, const void *data, size_t n) {
+  FILE *f = fopen(path, "wb");
+  ck_assert_ptr_nonnull(f);
+  ck_assert_uint_eq(fwrite(data, 1, n, f), n);
+  ck_assert_int_eq(fclose(f), 0);
+}
+
+static void read_log(const char *path, char *text, size_t size) {
+  text[0] = 0;
+  FILE *f = fopen(path, "r");
+  if (!f) return;
+  size_t n = fread(text, 1, size - 1, f);
+  text[n] = 0;
+  fclose(f);
+}
+
+/* One case in the host program's format: name, argument count, element
+ * count, then per argument (and the expected output last) its DLPack
+ * code and bits and its bytes. */
+static void put_case(FILE *f, const dcase *c) {
+  int cmp = c->kind == K_BIN && c->op >= NIMBLE_LN_LT && c->op <= NIMBLE_LN_NE;
+  nimble_ln_type_t ot = cmp ? NIMBLE_LN_U8 : c->out;
+  uint32_t nl = (uint32_t)strlen(c->name), na = c->kind == K_BIN ? 3 : 2, n = RUN_N;
+  fwrite(&nl, 4, 1, f), fwrite(c->name, 1, nl, f), fwrite(&na, 4, 1, f), fwrite(&n, 4, 1, f);
+  uint8_t buf[RUN_N * 8];
+  for (uint32_t a = 0; a <= na; a++) {
+    /* inputs, the output (filled with 0xAB), the expected output */
+    nimble_ln_type_t t = a + 1 < na ? c->in : ot;
+    if (a == 0) fill(t, buf, c, c->fa, c->ua);
+    else if (a == 1 && na == 3) fill(t, buf, c, c->fb, c->ub);
+    else if (a == na) fill(t, buf, c, c->fwant, c->uwant);
+    else memset(buf, 0xAB, sizeof buf);
+    DLDataType d = dl_type(t);
+    fwrite(&d.code, 1, 1, f), fwrite(&d.bits, 1, 1, f);
+    fwrite(buf, 1, RUN_N * type_bytes(t), f);
+  }
+}
+
+START_TEST(test_every_type_runs_on_aarch64_under_qemu) {
   nimble_ln_arena *A;
   NIMBLE_ASSERT_OK(nimble_ln_arena_create(&A));
   const nimble_ln_kernel *ks[N_CASES];
@@ -424,7 +529,39 @@ START_TEST(test_every_type_builds_for_aarch64) {
   opt.triple = "aarch64-linux-gnu";
   nimble_codegen_output_t out;
   NIMBLE_ASSERT_OK(nimble_codegen_build(ks, N_CASES, &opt, &out));
-  ck_assert_ptr_nonnull(out.shared_object);
+  const uint8_t *e = out.shared_object;
+  ck_assert_int_eq(e[18] | e[19] << 8, 183); /* EM_AARCH64 */
+  if (!on_path("qemu-aarch64") || !on_path("aarch64-linux-gnu-gcc")) {
+    printf("qemu-aarch64 or aarch64-linux-gnu-gcc not installed: built for aarch64 only\n");
+  } else {
+    char dir[] = "/tmp/nimble-dt64-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char so[256], src[256], exe[256], log[256], data[256], cmd[2048], text[2048];
+    snprintf(so, sizeof so, "%s/kernels.so", dir);
+    snprintf(src, sizeof src, "%s/host.c", dir);
+    snprintf(exe, sizeof exe, "%s/host", dir);
+    snprintf(log, sizeof log, "%s/log.txt", dir);
+    snprintf(data, sizeof data, "%s/cases.bin", dir);
+    write_all(so, out.shared_object, out.shared_object_size);
+    write_all(src, host_source, strlen(host_source));
+    FILE *f = fopen(data, "wb");
+    ck_assert_ptr_nonnull(f);
+    for (size_t c = 0; c < N_CASES; c++) put_case(f, &kCases[c]);
+    ck_assert_int_eq(fclose(f), 0);
+    snprintf(cmd, sizeof cmd, "aarch64-linux-gnu-gcc -O2 -I%s -I%s %s -o %s -ldl > %s 2>&1", NIMBLE_RUNTIME_INCLUDE,
+             NIMBLE_CROSS_DLPACK_INCLUDE, src, exe, log);
+    int rc = system(cmd);
+    read_log(log, text, sizeof text);
+    ck_assert_msg(rc == 0, "cross compile failed: %s", text);
+    snprintf(cmd, sizeof cmd, "qemu-aarch64 -L /usr/aarch64-linux-gnu %s %s %s > %s 2>&1", exe, so, data, log);
+    rc = system(cmd);
+    read_log(log, text, sizeof text);
+    char want[64];
+    snprintf(want, sizeof want, "aarch64 dtypes ok: %zu cases", N_CASES);
+    ck_assert_msg(rc == 0 && strstr(text, want), "qemu run failed (%d): %s", rc, text);
+    unlink(so), unlink(src), unlink(exe), unlink(log), unlink(data);
+    ck_assert_int_eq(rmdir(dir), 0);
+  }
   nimble_codegen_output_deinit(&out);
   nimble_ln_arena_destroy(A);
 }
@@ -442,7 +579,7 @@ int main(void) {
   tcase_add_test(tc, test_constants_take_their_types_value_and_print_with_it);
   tcase_add_test(tc, test_narrow_types_vectorize_without_helper_calls);
   tcase_add_test(tc, test_nvptx64_refuses_other_types_by_name);
-  tcase_add_test(tc, test_every_type_builds_for_aarch64);
+  tcase_add_test(tc, test_every_type_runs_on_aarch64_under_qemu);
   suite_add_tcase(s, tc);
   return nimble_test_run(s);
 }
