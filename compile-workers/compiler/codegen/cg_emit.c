@@ -48,7 +48,7 @@ typedef struct cg_mod {
   LLVMModuleRef m;
   LLVMContextRef ctx;
   LLVMBuilderRef b;
-  LLVMTypeRef i1, i8, i16, i32, i64, f32, ptr, vd;
+  LLVMTypeRef i1, i8, i16, i32, i64, f32, f64, ptr, vd;
   LLVMTypeRef variant_ty, body_ty, pf_ty, set_error_ty, sgemm_ty, kernel_ty;
   unsigned md_loop, md_scope, md_noalias;
   /* Per parameter of the current kernel: !alias.scope and !noalias lists. */
@@ -87,15 +87,45 @@ static void fail(cg_mod *cm, nimble_status_code_t code, const char *fmt, ...) {
   cm->err = nimble_status_make(code, "kernel '%s': %s", cm->k ? cm->k->name : "?", msg);
 }
 
+/* The LLVM type of a value. f16 and bf16 values live in float registers,
+ * already rounded to their format; signedness is in the operations. */
 static LLVMTypeRef lt(cg_mod *cm, nimble_ln_type_t t) {
   switch (t) {
-  case NIMBLE_LN_F32: return cm->f32;
-  case NIMBLE_LN_I64: return cm->i64;
-  case NIMBLE_LN_I32: return cm->i32;
+  case NIMBLE_LN_F32:
+  case NIMBLE_LN_F16:
+  case NIMBLE_LN_BF16: return cm->f32;
+  case NIMBLE_LN_F64: return cm->f64;
+  case NIMBLE_LN_I64:
+  case NIMBLE_LN_U64: return cm->i64;
+  case NIMBLE_LN_I32:
+  case NIMBLE_LN_U32: return cm->i32;
+  case NIMBLE_LN_I16:
+  case NIMBLE_LN_U16: return cm->i16;
   case NIMBLE_LN_BOOL: return cm->i1;
-  case NIMBLE_LN_U8: return cm->i8;
+  case NIMBLE_LN_U8:
+  case NIMBLE_LN_I8: return cm->i8;
   }
   return cm->i64;
+}
+
+/* The LLVM type of a stored element: f16/bf16 are 16-bit patterns. */
+static LLVMTypeRef storage_type(cg_mod *cm, nimble_ln_type_t t) {
+  return t == NIMBLE_LN_F16 || t == NIMBLE_LN_BF16 ? cm->i16 : lt(cm, t);
+}
+
+/* A float value (in its register type) rounded to f16/bf16; others as they are. */
+static LLVMValueRef round_to(cg_mod *cm, nimble_ln_type_t t, LLVMValueRef v) {
+  if (t == NIMBLE_LN_F16)
+    return nimble_cg_f16_bits_to_f32(cm->m, cm->b, nimble_cg_f32_to_f16_bits(cm->m, cm->b, v));
+  if (t == NIMBLE_LN_BF16)
+    return nimble_cg_bf16_bits_to_f32(cm->m, cm->b, nimble_cg_f32_to_bf16_bits(cm->m, cm->b, v));
+  return v;
+}
+
+/* Types the nvptx64 path handles (what the f32 models use). */
+static int gpu_type_ok(nimble_ln_type_t t) {
+  return t == NIMBLE_LN_F32 || t == NIMBLE_LN_I64 || t == NIMBLE_LN_I32 || t == NIMBLE_LN_BOOL ||
+         t == NIMBLE_LN_U8;
 }
 
 static void set_var(cg_mod *cm, const nimble_ln_var *v, LLVMValueRef value) {
@@ -216,29 +246,82 @@ static LLVMValueRef intrinsic2(cg_mod *cm, const char *name, LLVMTypeRef ty, LLV
   return nimble_cg_intrinsic(cm->m, cm->b, name, ty, args, 2);
 }
 
+/* Calls a libm function double(double) or float(float) (the kernel ABI
+ * allows libm). */
+static LLVMValueRef libm1(cg_mod *cm, const char *name, LLVMValueRef x) {
+  LLVMTypeRef xt = LLVMTypeOf(x);
+  LLVMTypeRef fty = LLVMFunctionType(xt, &xt, 1, 0);
+  LLVMValueRef fn = LLVMGetNamedFunction(cm->m, name);
+  if (!fn) fn = LLVMAddFunction(cm->m, name, fty);
+  return LLVMBuildCall2(cm->b, fty, fn, &x, 1, "");
+}
+
+/* exp, tanh, sigmoid, erf, sqrt, log in double precision: libm. */
+static LLVMValueRef emit_math_f64(cg_mod *cm, nimble_ln_op_t op, LLVMValueRef a) {
+  switch (op) {
+  case NIMBLE_LN_EXP: return intrinsic1(cm, "llvm.exp", cm->f64, a);
+  case NIMBLE_LN_LOG: return intrinsic1(cm, "llvm.log", cm->f64, a);
+  case NIMBLE_LN_SQRT: return intrinsic1(cm, "llvm.sqrt", cm->f64, a);
+  case NIMBLE_LN_TANH: return libm1(cm, "tanh", a);
+  case NIMBLE_LN_ERF: return libm1(cm, "erf", a);
+  case NIMBLE_LN_SIN: return libm1(cm, "sin", a);
+  case NIMBLE_LN_COS: return libm1(cm, "cos", a);
+  case NIMBLE_LN_ATAN: return libm1(cm, "atan", a);
+  case NIMBLE_LN_SIGMOID: {
+    /* As the f32 one: e = exp(-|x|) never overflows. */
+    LLVMValueRef one = LLVMConstReal(cm->f64, 1.0);
+    LLVMValueRef e = intrinsic1(cm, "llvm.exp", cm->f64, LLVMBuildFNeg(cm->b, intrinsic1(cm, "llvm.fabs", cm->f64, a), ""));
+    LLVMValueRef neg = LLVMBuildFCmp(cm->b, LLVMRealOLT, a, LLVMConstReal(cm->f64, 0), "");
+    return LLVMBuildFDiv(cm->b, LLVMBuildSelect(cm->b, neg, e, one, ""), LLVMBuildFAdd(cm->b, one, e, ""), "");
+  }
+  default: return NULL;
+  }
+}
+
 static LLVMValueRef emit_unary(cg_fn *f, const nimble_ln_expr *e) {
   cg_mod *cm = f->cm;
   LLVMValueRef a = emit_expr(f, e->a);
   if (!a) return NULL;
-  int is_f = e->a->type == NIMBLE_LN_F32;
-  LLVMTypeRef ty = lt(cm, e->a->type);
+  nimble_ln_type_t t = e->a->type;
+  int is_f = nimble_ln_type_is_float(t);
+  LLVMTypeRef ty = lt(cm, t);
   switch (e->op) {
   case NIMBLE_LN_NEG: return is_f ? LLVMBuildFNeg(cm->b, a, "") : LLVMBuildNeg(cm->b, a, "");
   case NIMBLE_LN_NOT: return LLVMBuildNot(cm->b, a, "");
   case NIMBLE_LN_ABS:
     if (is_f) return intrinsic1(cm, "llvm.fabs", ty, a);
+    if (nimble_ln_type_is_unsigned(t)) return a;
     return intrinsic2(cm, "llvm.abs", ty, a, LLVMConstInt(cm->i1, 0, 0));
-  case NIMBLE_LN_EXP: return nimble_cg_exp(cm->m, cm->b, a);
-  case NIMBLE_LN_TANH: return nimble_cg_tanh(cm->m, cm->b, a);
-  case NIMBLE_LN_SIGMOID: return nimble_cg_sigmoid(cm->m, cm->b, a);
-  case NIMBLE_LN_ERF: return nimble_cg_erf(cm->m, cm->b, a);
-  case NIMBLE_LN_SQRT: return intrinsic1(cm, "llvm.sqrt", ty, a);
-  case NIMBLE_LN_LOG:
-    if (cm->gpu) break; /* libm's logf is not there on the device */
-    return intrinsic1(cm, "llvm.log", ty, a);
   default: break;
   }
-  if (cm->gpu && e->op == NIMBLE_LN_LOG) fail(cm, NIMBLE_UNIMPLEMENTED, "log is not available on nvptx64");
+  if (t == NIMBLE_LN_F64) {
+    LLVMValueRef r = emit_math_f64(cm, e->op, a);
+    if (r) return r;
+  } else {
+    /* f32, and f16/bf16 computed in f32 and rounded. */
+    LLVMValueRef r = NULL;
+    switch (e->op) {
+    case NIMBLE_LN_EXP: r = nimble_cg_exp(cm->m, cm->b, a); break;
+    case NIMBLE_LN_TANH: r = nimble_cg_tanh(cm->m, cm->b, a); break;
+    case NIMBLE_LN_SIGMOID: r = nimble_cg_sigmoid(cm->m, cm->b, a); break;
+    case NIMBLE_LN_ERF: r = nimble_cg_erf(cm->m, cm->b, a); break;
+    case NIMBLE_LN_SQRT: r = intrinsic1(cm, "llvm.sqrt", ty, a); break;
+    case NIMBLE_LN_LOG:
+      if (cm->gpu) break; /* libm's logf is not there on the device */
+      r = intrinsic1(cm, "llvm.log", ty, a);
+      break;
+    case NIMBLE_LN_SIN:
+    case NIMBLE_LN_COS:
+    case NIMBLE_LN_ATAN:
+      if (cm->gpu) break;
+      r = libm1(cm, e->op == NIMBLE_LN_SIN ? "sinf" : e->op == NIMBLE_LN_COS ? "cosf" : "atanf", a);
+      break;
+    default: break;
+    }
+    if (r) return round_to(cm, t, r);
+  }
+  if (cm->gpu && (e->op == NIMBLE_LN_LOG || e->op >= NIMBLE_LN_SIN))
+    fail(cm, NIMBLE_UNIMPLEMENTED, "%s is not available on nvptx64", nimble_ln_op_name(e->op));
   else fail(cm, NIMBLE_INTERNAL, "unary operator %d not lowered", (int)e->op);
   return NULL;
 }
@@ -260,42 +343,108 @@ static LLVMValueRef safe_idiv(cg_mod *cm, LLVMValueRef a, LLVMValueRef b, LLVMTy
   return LLVMBuildSelect(cm->b, bad, special, q, "");
 }
 
+/* Unsigned division with the same guarantee: a zero divisor yields 0. */
+static LLVMValueRef safe_udiv(cg_mod *cm, LLVMValueRef a, LLVMValueRef b, LLVMTypeRef ty, int rem) {
+  if (LLVMIsAConstantInt(b) && LLVMConstIntGetZExtValue(b) != 0)
+    return rem ? LLVMBuildURem(cm->b, a, b, "") : LLVMBuildUDiv(cm->b, a, b, "");
+  LLVMValueRef zero = LLVMConstInt(ty, 0, 0);
+  LLVMValueRef bad = LLVMBuildICmp(cm->b, LLVMIntEQ, b, zero, "");
+  LLVMValueRef safe_b = LLVMBuildSelect(cm->b, bad, LLVMConstInt(ty, 1, 0), b, "");
+  LLVMValueRef q = rem ? LLVMBuildURem(cm->b, a, safe_b, "") : LLVMBuildUDiv(cm->b, a, safe_b, "");
+  return LLVMBuildSelect(cm->b, bad, zero, q, "");
+}
+
+/* a << b and a >> b without poison: counts outside [0, bits) give 0, or
+ * the sign fill for an arithmetic right shift. */
+static LLVMValueRef safe_shift(cg_mod *cm, LLVMValueRef a, LLVMValueRef b, LLVMTypeRef ty, int bits, int right,
+                               int is_signed) {
+  LLVMValueRef limit = LLVMConstInt(ty, (unsigned long long)bits, 0);
+  LLVMValueRef in_range = LLVMBuildICmp(cm->b, LLVMIntULT, b, limit, "");
+  LLVMValueRef n = LLVMBuildSelect(cm->b, in_range, b, LLVMConstInt(ty, 0, 0), "");
+  LLVMValueRef r, out;
+  if (!right) {
+    r = LLVMBuildShl(cm->b, a, n, "");
+    out = LLVMConstInt(ty, 0, 0);
+  } else if (is_signed) {
+    r = LLVMBuildAShr(cm->b, a, n, "");
+    out = LLVMBuildAShr(cm->b, a, LLVMConstInt(ty, (unsigned long long)(bits - 1), 0), "");
+  } else {
+    r = LLVMBuildLShr(cm->b, a, n, "");
+    out = LLVMConstInt(ty, 0, 0);
+  }
+  return LLVMBuildSelect(cm->b, in_range, r, out, "");
+}
+
 static LLVMValueRef emit_binary(cg_fn *f, const nimble_ln_expr *e) {
   cg_mod *cm = f->cm;
   LLVMValueRef a = emit_expr(f, e->a), b = emit_expr(f, e->b);
   if (!a || !b) return NULL;
-  int is_f = e->a->type == NIMBLE_LN_F32;
-  int is_u = e->a->type == NIMBLE_LN_U8; /* bytes compare unsigned */
-  LLVMTypeRef ty = lt(cm, e->a->type);
+  nimble_ln_type_t t = e->a->type;
+  int is_f = nimble_ln_type_is_float(t);
+  int is_u = nimble_ln_type_is_unsigned(t); /* and bool: compare unsigned */
+  /* The index types keep the no-signed-wrap flags their arithmetic always
+   * had (it helps the vectorizer); narrower and unsigned tensor data wrap
+   * as NumPy's do. */
+  int nsw = t == NIMBLE_LN_I64 || t == NIMBLE_LN_I32;
+  LLVMTypeRef ty = lt(cm, t);
   LLVMBuilderRef B = cm->b;
+  LLVMValueRef r = NULL;
   switch (e->op) {
-  case NIMBLE_LN_ADD: return is_f ? LLVMBuildFAdd(B, a, b, "") : LLVMBuildNSWAdd(B, a, b, "");
-  case NIMBLE_LN_SUB: return is_f ? LLVMBuildFSub(B, a, b, "") : LLVMBuildNSWSub(B, a, b, "");
-  case NIMBLE_LN_MUL: return is_f ? LLVMBuildFMul(B, a, b, "") : LLVMBuildNSWMul(B, a, b, "");
-  case NIMBLE_LN_DIV: return is_f ? LLVMBuildFDiv(B, a, b, "") : safe_idiv(cm, a, b, ty, 0);
-  case NIMBLE_LN_REM: return is_f ? LLVMBuildFRem(B, a, b, "") : safe_idiv(cm, a, b, ty, 1);
-  case NIMBLE_LN_MIN: return intrinsic2(cm, is_f ? "llvm.minnum" : is_u ? "llvm.umin" : "llvm.smin", ty, a, b);
-  case NIMBLE_LN_MAX: return intrinsic2(cm, is_f ? "llvm.maxnum" : is_u ? "llvm.umax" : "llvm.smax", ty, a, b);
+  case NIMBLE_LN_ADD: r = is_f ? LLVMBuildFAdd(B, a, b, "") : nsw ? LLVMBuildNSWAdd(B, a, b, "") : LLVMBuildAdd(B, a, b, ""); break;
+  case NIMBLE_LN_SUB: r = is_f ? LLVMBuildFSub(B, a, b, "") : nsw ? LLVMBuildNSWSub(B, a, b, "") : LLVMBuildSub(B, a, b, ""); break;
+  case NIMBLE_LN_MUL: r = is_f ? LLVMBuildFMul(B, a, b, "") : nsw ? LLVMBuildNSWMul(B, a, b, "") : LLVMBuildMul(B, a, b, ""); break;
+  case NIMBLE_LN_DIV:
+    r = is_f ? LLVMBuildFDiv(B, a, b, "") : is_u ? safe_udiv(cm, a, b, ty, 0) : safe_idiv(cm, a, b, ty, 0);
+    break;
+  case NIMBLE_LN_REM:
+    r = is_f ? LLVMBuildFRem(B, a, b, "") : is_u ? safe_udiv(cm, a, b, ty, 1) : safe_idiv(cm, a, b, ty, 1);
+    break;
+  case NIMBLE_LN_MIN:
+  case NIMBLE_LN_MAX: {
+    int mx = e->op == NIMBLE_LN_MAX;
+    if (!is_f) return intrinsic2(cm, mx ? (is_u ? "llvm.umax" : "llvm.smax") : (is_u ? "llvm.umin" : "llvm.smin"), ty, a, b);
+    /* NumPy's maximum/minimum: NaN when either side is NaN (maxnum would
+     * drop it). a when it wins or is NaN, else b (which may be NaN). */
+    LLVMValueRef wins = LLVMBuildFCmp(B, mx ? LLVMRealOGT : LLVMRealOLT, a, b, "");
+    LLVMValueRef a_nan = LLVMBuildFCmp(B, LLVMRealUNO, a, a, "");
+    return LLVMBuildSelect(B, LLVMBuildOr(B, wins, a_nan, ""), a, b, mx ? "max" : "min");
+  }
   case NIMBLE_LN_POW:
     if (cm->gpu) {
       fail(cm, NIMBLE_UNIMPLEMENTED, "pow is not available on nvptx64");
       return NULL;
     }
-    return intrinsic2(cm, "llvm.pow", ty, a, b);
+    r = intrinsic2(cm, "llvm.pow", ty, a, b);
+    break;
   case NIMBLE_LN_AND: return LLVMBuildAnd(B, a, b, "");
   case NIMBLE_LN_OR: return LLVMBuildOr(B, a, b, "");
+  case NIMBLE_LN_SHL:
+  case NIMBLE_LN_SHR:
+    return safe_shift(cm, a, b, ty, nimble_ln_type_bits(t), e->op == NIMBLE_LN_SHR, !is_u);
   default: break;
   }
+  if (r) return round_to(cm, t, r);
   static const LLVMRealPredicate fp[] = {LLVMRealOLT, LLVMRealOLE, LLVMRealOGT, LLVMRealOGE, LLVMRealOEQ,
                                          LLVMRealUNE};
   static const LLVMIntPredicate ip[] = {LLVMIntSLT, LLVMIntSLE, LLVMIntSGT, LLVMIntSGE, LLVMIntEQ, LLVMIntNE};
   static const LLVMIntPredicate up[] = {LLVMIntULT, LLVMIntULE, LLVMIntUGT, LLVMIntUGE, LLVMIntEQ, LLVMIntNE};
   if (e->op >= NIMBLE_LN_LT && e->op <= NIMBLE_LN_NE) {
     int i = e->op - NIMBLE_LN_LT;
+    is_u = is_u || t == NIMBLE_LN_BOOL;
     return is_f ? LLVMBuildFCmp(B, fp[i], a, b, "") : LLVMBuildICmp(B, is_u ? up[i] : ip[i], a, b, "");
   }
   fail(cm, NIMBLE_INTERNAL, "binary operator %d not lowered", (int)e->op);
   return NULL;
+}
+
+/* float -> integer, saturating (NaN -> 0): fptosi/fptoui of NaN or an
+ * out-of-range value is poison; the .sat intrinsics are defined. */
+static LLVMValueRef float_to_int(cg_mod *cm, LLVMValueRef x, LLVMTypeRef from, LLVMTypeRef to, int to_unsigned) {
+  LLVMTypeRef tys[2] = {to, from};
+  const char *sat = to_unsigned ? "llvm.fptoui.sat" : "llvm.fptosi.sat";
+  unsigned id = LLVMLookupIntrinsicID(sat, strlen(sat));
+  LLVMValueRef fn = LLVMGetIntrinsicDeclaration(cm->m, id, tys, 2);
+  return LLVMBuildCall2(cm->b, LLVMIntrinsicGetType(cm->ctx, id, tys, 2), fn, &x, 1, "");
 }
 
 static LLVMValueRef emit_cast(cg_fn *f, const nimble_ln_expr *e) {
@@ -303,26 +452,28 @@ static LLVMValueRef emit_cast(cg_fn *f, const nimble_ln_expr *e) {
   LLVMValueRef a = emit_expr(f, e->a);
   if (!a) return NULL;
   nimble_ln_type_t from = e->a->type, to = e->type;
-  LLVMTypeRef ty = lt(cm, to);
+  LLVMTypeRef fty = lt(cm, from), ty = lt(cm, to);
+  int from_f = nimble_ln_type_is_float(from), to_f = nimble_ln_type_is_float(to);
   if (to == NIMBLE_LN_BOOL)
-    return from == NIMBLE_LN_F32 ? LLVMBuildFCmp(cm->b, LLVMRealUNE, a, LLVMConstReal(cm->f32, 0), "")
-                                 : LLVMBuildICmp(cm->b, LLVMIntNE, a, LLVMConstInt(lt(cm, from), 0, 0), "");
-  /* bool and u8 are unsigned: they widen with zeros. */
-  int from_unsigned = from == NIMBLE_LN_BOOL || from == NIMBLE_LN_U8;
-  if (from_unsigned)
-    return to == NIMBLE_LN_F32 ? LLVMBuildUIToFP(cm->b, a, ty, "") : LLVMBuildZExtOrBitCast(cm->b, a, ty, "");
-  if (to == NIMBLE_LN_F32) return LLVMBuildSIToFP(cm->b, a, ty, "");
-  if (from == NIMBLE_LN_F32) {
-    /* fptosi of NaN or an out-of-range value is poison; llvm.fptosi.sat
-     * saturates instead (NaN -> 0), llvm.fptoui.sat to [0, 255] for u8. */
-    LLVMValueRef x = a;
-    LLVMTypeRef tys[2] = {ty, cm->f32};
-    const char *sat = to == NIMBLE_LN_U8 ? "llvm.fptoui.sat" : "llvm.fptosi.sat";
-    unsigned id = LLVMLookupIntrinsicID(sat, strlen(sat));
-    LLVMValueRef fn = LLVMGetIntrinsicDeclaration(cm->m, id, tys, 2);
-    return LLVMBuildCall2(cm->b, LLVMIntrinsicGetType(cm->ctx, id, tys, 2), fn, &x, 1, "");
+    return from_f ? LLVMBuildFCmp(cm->b, LLVMRealUNE, a, LLVMConstReal(fty, 0), "")
+                  : LLVMBuildICmp(cm->b, LLVMIntNE, a, LLVMConstInt(fty, 0, 0), "");
+  /* bool and the u* types are unsigned: they widen with zeros. */
+  int from_unsigned = from == NIMBLE_LN_BOOL || nimble_ln_type_is_unsigned(from);
+  if (!from_f && !to_f) return LLVMBuildIntCast2(cm->b, a, ty, !from_unsigned, "");
+  if (!from_f) {
+    /* integer -> float: one rounding to f32/f64; for f16 the integers f32
+     * would round are beyond its range anyway, so rounding on to f16 is
+     * exact; bf16 may round twice for integers above 2^24. */
+    LLVMValueRef v = from_unsigned ? LLVMBuildUIToFP(cm->b, a, ty, "") : LLVMBuildSIToFP(cm->b, a, ty, "");
+    return round_to(cm, to, v);
   }
-  return LLVMBuildIntCast2(cm->b, a, ty, 1, "");
+  if (!to_f) return float_to_int(cm, a, fty, ty, nimble_ln_type_is_unsigned(to));
+  /* float -> float */
+  if (fty == ty) return round_to(cm, to, a); /* among f32, f16, bf16 (f32 registers) */
+  if (to == NIMBLE_LN_F64) return LLVMBuildFPExt(cm->b, a, ty, "");
+  /* from f64 */
+  if (to == NIMBLE_LN_F32) return LLVMBuildFPTrunc(cm->b, a, ty, "");
+  return round_to(cm, to, nimble_cg_f64_to_f32_odd(cm->m, cm->b, a));
 }
 
 static LLVMValueRef emit_has_sgemm(cg_fn *f) {
@@ -350,7 +501,7 @@ static LLVMValueRef element_ptr(cg_fn *f, const nimble_ln_param *p, LLVMValueRef
     fail(f->cm, NIMBLE_UNIMPLEMENTED, "scratch buffer '%s': no workspace on this target", p->name);
     return LLVMGetUndef(f->cm->ptr);
   }
-  return LLVMBuildGEP2(f->cm->b, lt(f->cm, p->dtype), f->data[p->index], &index, 1, "");
+  return LLVMBuildGEP2(f->cm->b, storage_type(f->cm, p->dtype), f->data[p->index], &index, 1, "");
 }
 
 /* In variants the dispatcher has proven alias-free, every access to a
@@ -399,8 +550,13 @@ static void make_alias_scopes(cg_mod *cm) {
 static LLVMValueRef emit_expr(cg_fn *f, const nimble_ln_expr *e) {
   cg_mod *cm = f->cm;
   if (cm->err) return NULL;
+  if (cm->gpu && !gpu_type_ok(e->type)) {
+    fail(cm, NIMBLE_UNIMPLEMENTED, "%s values are not supported on nvptx64 (f32, i32, i64 and bool are)",
+         nimble_ln_type_name(e->type));
+    return NULL;
+  }
   switch (e->kind) {
-  case NIMBLE_LN_E_CONST_F: return LLVMConstReal(cm->f32, e->f);
+  case NIMBLE_LN_E_CONST_F: return LLVMConstReal(lt(cm, e->type), e->f);
   case NIMBLE_LN_E_CONST_I: return LLVMConstInt(lt(cm, e->type), (unsigned long long)e->i, 1);
   case NIMBLE_LN_E_VAR: {
     LLVMValueRef v = get_var(cm, e->var);
@@ -414,7 +570,11 @@ static LLVMValueRef emit_expr(cg_fn *f, const nimble_ln_expr *e) {
   case NIMBLE_LN_E_LOAD: {
     LLVMValueRef idx = emit_expr(f, e->a);
     if (!idx) return NULL;
-    return tag_access(f, e->param, LLVMBuildLoad2(cm->b, lt(cm, e->type), element_ptr(f, e->param, idx), ""));
+    LLVMValueRef v =
+        tag_access(f, e->param, LLVMBuildLoad2(cm->b, storage_type(cm, e->type), element_ptr(f, e->param, idx), ""));
+    if (e->type == NIMBLE_LN_F16) return nimble_cg_f16_bits_to_f32(cm->m, cm->b, v);
+    if (e->type == NIMBLE_LN_BF16) return nimble_cg_bf16_bits_to_f32(cm->m, cm->b, v);
+    return v;
   }
   case NIMBLE_LN_E_UNARY: return emit_unary(f, e);
   case NIMBLE_LN_E_BINARY: return emit_binary(f, e);
@@ -779,6 +939,9 @@ static void emit_stmt(cg_fn *f, const nimble_ln_stmt *s) {
     if (!idx || !v) return;
     /* A bool stored into a u8 tensor is written as 0 or 1. */
     if (s->value->type == NIMBLE_LN_BOOL && s->param->dtype == NIMBLE_LN_U8) v = LLVMBuildZExt(cm->b, v, cm->i8, "");
+    /* f16/bf16 values are already rounded: the conversion is exact. */
+    if (s->param->dtype == NIMBLE_LN_F16) v = nimble_cg_f32_to_f16_bits(cm->m, cm->b, v);
+    if (s->param->dtype == NIMBLE_LN_BF16) v = nimble_cg_f32_to_bf16_bits(cm->m, cm->b, v);
     if (cm->gpu && !f->in_parallel) {
       /* Outside the threaded loop every thread runs the statement: one
        * thread stores. */
@@ -843,19 +1006,28 @@ static LLVMValueRef emit_variant(cg_mod *cm, const char *suffix, const nimble_ln
 }
 
 /* Bytes per element of a parameter. */
-static unsigned param_bytes(const nimble_ln_param *p) {
-  switch (p->dtype) {
-  case NIMBLE_LN_I64: return 8;
-  case NIMBLE_LN_U8: return 1;
-  default: return 4;
-  }
+static unsigned param_bytes(const nimble_ln_param *p) { return (unsigned)nimble_ln_type_bits(p->dtype) / 8; }
+
+/* DLPack type code of a parameter's elements. */
+static unsigned dl_code(nimble_ln_type_t t) {
+  if (t == NIMBLE_LN_BF16) return 4; /* kDLBfloat */
+  if (nimble_ln_type_is_float(t)) return 2;
+  return nimble_ln_type_is_unsigned(t) ? 1 : 0;
 }
 
 static const char *dtype_text(nimble_ln_type_t t) {
   switch (t) {
   case NIMBLE_LN_F32: return "float32 (DLPack code 2, 32 bits, 1 lane)";
+  case NIMBLE_LN_F64: return "float64 (DLPack code 2, 64 bits, 1 lane)";
+  case NIMBLE_LN_F16: return "float16 (DLPack code 2, 16 bits, 1 lane)";
+  case NIMBLE_LN_BF16: return "bfloat16 (DLPack code 4, 16 bits, 1 lane)";
+  case NIMBLE_LN_I8: return "int8 (DLPack code 0, 8 bits, 1 lane)";
+  case NIMBLE_LN_I16: return "int16 (DLPack code 0, 16 bits, 1 lane)";
   case NIMBLE_LN_I32: return "int32 (DLPack code 0, 32 bits, 1 lane)";
   case NIMBLE_LN_U8: return "uint8 or bool (DLPack code 1 with 8 bits or 1 bit, or code 6 (bool) with 8 bits; 1 lane)";
+  case NIMBLE_LN_U16: return "uint16 (DLPack code 1, 16 bits, 1 lane)";
+  case NIMBLE_LN_U32: return "uint32 (DLPack code 1, 32 bits, 1 lane)";
+  case NIMBLE_LN_U64: return "uint64 (DLPack code 1, 64 bits, 1 lane)";
   default: return "int64 (DLPack code 0, 64 bits, 1 lane)";
   }
 }
@@ -972,7 +1144,7 @@ static void emit_entry(cg_mod *cm, LLVMValueRef aliased, LLVMValueRef general, L
     emit_require(&f, LLVMBuildIsNotNull(cm->b, t, ""), msg);
     snprintf(msg, sizeof msg, "argument %d ('%s') must have rank %d", i, p->name, p->rank);
     emit_require(&f, LLVMBuildICmp(cm->b, LLVMIntEQ, load_at(cm, t, T_NDIM, cm->i32), ci32(cm, p->rank), ""), msg);
-    unsigned code = p->dtype == NIMBLE_LN_F32 ? 2 : p->dtype == NIMBLE_LN_U8 ? 1 : 0;
+    unsigned code = dl_code(p->dtype);
     unsigned bits = param_bytes(p) * 8;
     LLVMValueRef code_v = load_at(cm, t, T_DTYPE, cm->i8), bits_v = load_at(cm, t, T_DTYPE + 1, cm->i8);
     LLVMValueRef code_bits_ok =
@@ -1151,6 +1323,7 @@ nimble_status_t nimble_cg_emit_kernels(LLVMModuleRef m, const nimble_ln_kernel *
   cm.i32 = LLVMInt32TypeInContext(cm.ctx);
   cm.i64 = LLVMInt64TypeInContext(cm.ctx);
   cm.f32 = LLVMFloatTypeInContext(cm.ctx);
+  cm.f64 = LLVMDoubleTypeInContext(cm.ctx);
   cm.ptr = LLVMPointerTypeInContext(cm.ctx, 0);
   cm.vd = LLVMVoidTypeInContext(cm.ctx);
   LLVMTypeRef p2[2] = {cm.ptr, cm.ptr};
@@ -1177,7 +1350,11 @@ nimble_status_t nimble_cg_emit_kernels(LLVMModuleRef m, const nimble_ln_kernel *
       break;
     }
     if (gpu) {
-      emit_gpu_kernel(&cm);
+      for (int p = 0; p < cm.k->n_params && !cm.err; p++)
+        if (!gpu_type_ok(cm.k->params[p]->dtype))
+          fail(&cm, NIMBLE_UNIMPLEMENTED, "parameter '%s' is %s: nvptx64 kernels take f32, i32, i64 and u8 tensors",
+               cm.k->params[p]->name, nimble_ln_type_name(cm.k->params[p]->dtype));
+      if (!cm.err) emit_gpu_kernel(&cm);
       continue;
     }
     make_alias_scopes(&cm);

@@ -17,6 +17,17 @@ LLVMValueRef nimble_cg_tanh(LLVMModuleRef m, LLVMBuilderRef b, LLVMValueRef x);
 LLVMValueRef nimble_cg_sigmoid(LLVMModuleRef m, LLVMBuilderRef b, LLVMValueRef x);
 LLVMValueRef nimble_cg_erf(LLVMModuleRef m, LLVMBuilderRef b, LLVMValueRef x);
 
+/* 16-bit floats: i16 bit patterns to f32 (exact) and f32 to i16 bit
+ * patterns rounded to nearest even (overflow to inf, NaN quiet), as
+ * integer IR. */
+LLVMValueRef nimble_cg_f16_bits_to_f32(LLVMModuleRef m, LLVMBuilderRef b, LLVMValueRef h);
+LLVMValueRef nimble_cg_f32_to_f16_bits(LLVMModuleRef m, LLVMBuilderRef b, LLVMValueRef x);
+LLVMValueRef nimble_cg_bf16_bits_to_f32(LLVMModuleRef m, LLVMBuilderRef b, LLVMValueRef h);
+LLVMValueRef nimble_cg_f32_to_bf16_bits(LLVMModuleRef m, LLVMBuilderRef b, LLVMValueRef x);
+/* A double rounded to float with round-to-odd, so that a further
+ * narrowing (to f16/bf16) rounds once, correctly. */
+LLVMValueRef nimble_cg_f64_to_f32_odd(LLVMModuleRef m, LLVMBuilderRef b, LLVMValueRef x);
+
 /* Emits every kernel into `m` (whose triple and data layout are set), for
  * the CPU kernel ABI or, with gpu, as nvptx64 kernels. Returns the first
  * problem as a status. */

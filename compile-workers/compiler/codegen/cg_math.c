@@ -12,6 +12,8 @@
  * would cancel), that formula above. erf: a Taylor polynomial below
  * |x| = 1, Abramowitz & Stegun 7.1.26 above (absolute error 1.5e-7).
  */
+#include <stdint.h>
+
 #include "cg_internal.h"
 
 LLVMValueRef nimble_cg_intrinsic(LLVMModuleRef m, LLVMBuilderRef b, const char *name, LLVMTypeRef ty,
@@ -122,4 +124,83 @@ LLVMValueRef nimble_cg_erf(LLVMModuleRef m, LLVMBuilderRef b, LLVMValueRef x) {
   LLVMValueRef big = LLVMBuildFSub(b, cf(m, 1.0), LLVMBuildFMul(b, poly, e, ""), "");
   LLVMValueRef is_small = LLVMBuildFCmp(b, LLVMRealOLT, ax, cf(m, 1.0), "");
   return copysign1(m, b, LLVMBuildSelect(b, is_small, small, big, ""), x);
+}
+
+/* ---- 16-bit floats, as integer IR (no F16C or libgcc helpers needed,
+ * and the loop vectorizer widens it). ---- */
+
+static LLVMTypeRef i32t(LLVMModuleRef m) { return LLVMInt32TypeInContext(LLVMGetModuleContext(m)); }
+static LLVMValueRef ci(LLVMModuleRef m, unsigned long long v) { return LLVMConstInt(i32t(m), v, 0); }
+
+LLVMValueRef nimble_cg_f16_bits_to_f32(LLVMModuleRef m, LLVMBuilderRef b, LLVMValueRef h) {
+  LLVMValueRef u = LLVMBuildZExt(b, h, i32t(m), "");
+  LLVMValueRef sign = LLVMBuildShl(b, LLVMBuildAnd(b, u, ci(m, 0x8000), ""), ci(m, 16), "");
+  LLVMValueRef em = LLVMBuildAnd(b, u, ci(m, 0x7fff), "");
+  LLVMValueRef shifted = LLVMBuildShl(b, em, ci(m, 13), "");
+  /* Normal halves: the fields moved into place and the exponent rebiased
+   * (+112). Subnormal ones: mantissa * 2^-24, exact in float (no
+   * subnormal float arithmetic, so denormals-are-zero modes do not
+   * matter). Infinity and NaN: the exponent field set to all ones. */
+  LLVMValueRef normal = LLVMBuildAdd(b, shifted, ci(m, 112u << 23), "");
+  LLVMValueRef sub = LLVMBuildFMul(b, LLVMBuildUIToFP(b, em, f32t(m), ""), cf(m, 0x1p-24), "");
+  LLVMValueRef special = LLVMBuildOr(b, shifted, ci(m, 0x7f800000), "");
+  LLVMValueRef is_special = LLVMBuildICmp(b, LLVMIntUGE, em, ci(m, 0x7c00), "");
+  LLVMValueRef is_sub = LLVMBuildICmp(b, LLVMIntULT, em, ci(m, 0x400), "");
+  LLVMValueRef mag = LLVMBuildSelect(b, is_special, special,
+                                     LLVMBuildSelect(b, is_sub, LLVMBuildBitCast(b, sub, i32t(m), ""), normal, ""), "");
+  return LLVMBuildBitCast(b, LLVMBuildOr(b, mag, sign, ""), f32t(m), "half");
+}
+
+LLVMValueRef nimble_cg_f32_to_f16_bits(LLVMModuleRef m, LLVMBuilderRef b, LLVMValueRef x) {
+  /* F. Giesen's float_to_half_fast3_rtne, as selects. */
+  LLVMValueRef u = LLVMBuildBitCast(b, x, i32t(m), "");
+  LLVMValueRef sign = LLVMBuildAnd(b, u, ci(m, 0x80000000u), "");
+  LLVMValueRef a = LLVMBuildXor(b, u, sign, "");
+  /* |x| >= 65536 (or inf, NaN): inf, or a quiet NaN. */
+  LLVMValueRef nan = LLVMBuildICmp(b, LLVMIntUGT, a, ci(m, 0x7f800000), "");
+  LLVMValueRef big_r = LLVMBuildSelect(b, nan, ci(m, 0x7e00), ci(m, 0x7c00), "");
+  LLVMValueRef big = LLVMBuildICmp(b, LLVMIntUGE, a, ci(m, (127u + 16) << 23), "");
+  /* |x| < 2^-14: adding 0.5 lines the half's subnormal units up with the
+   * float's last mantissa bits, rounding to nearest even. */
+  LLVMValueRef sub_f = LLVMBuildFAdd(b, LLVMBuildBitCast(b, a, f32t(m), ""), cf(m, 0.5), "");
+  LLVMValueRef sub_r = LLVMBuildSub(b, LLVMBuildBitCast(b, sub_f, i32t(m), ""), ci(m, 126u << 23), "");
+  LLVMValueRef sub = LLVMBuildICmp(b, LLVMIntULT, a, ci(m, 113u << 23), "");
+  /* Normal: rebias the exponent and round the 13 dropped bits to even. */
+  LLVMValueRef odd = LLVMBuildAnd(b, LLVMBuildLShr(b, a, ci(m, 13), ""), ci(m, 1), "");
+  LLVMValueRef n = LLVMBuildAdd(b, a, ci(m, (unsigned)((uint32_t)(15 - 127) << 23) + 0xfffu), "");
+  LLVMValueRef norm_r = LLVMBuildLShr(b, LLVMBuildAdd(b, n, odd, ""), ci(m, 13), "");
+  LLVMValueRef r = LLVMBuildSelect(b, big, big_r, LLVMBuildSelect(b, sub, sub_r, norm_r, ""), "");
+  r = LLVMBuildOr(b, r, LLVMBuildLShr(b, sign, ci(m, 16), ""), "");
+  return LLVMBuildTrunc(b, r, LLVMInt16TypeInContext(LLVMGetModuleContext(m)), "to_half");
+}
+
+LLVMValueRef nimble_cg_bf16_bits_to_f32(LLVMModuleRef m, LLVMBuilderRef b, LLVMValueRef h) {
+  LLVMValueRef u = LLVMBuildShl(b, LLVMBuildZExt(b, h, i32t(m), ""), ci(m, 16), "");
+  return LLVMBuildBitCast(b, u, f32t(m), "bfloat");
+}
+
+LLVMValueRef nimble_cg_f32_to_bf16_bits(LLVMModuleRef m, LLVMBuilderRef b, LLVMValueRef x) {
+  LLVMValueRef u = LLVMBuildBitCast(b, x, i32t(m), "");
+  LLVMValueRef odd = LLVMBuildAnd(b, LLVMBuildLShr(b, u, ci(m, 16), ""), ci(m, 1), "");
+  LLVMValueRef r = LLVMBuildLShr(b, LLVMBuildAdd(b, LLVMBuildAdd(b, u, ci(m, 0x7fff), ""), odd, ""), ci(m, 16), "");
+  /* NaN keeps its sign and becomes quiet (rounding could carry it into inf). */
+  LLVMValueRef q = LLVMBuildOr(b, LLVMBuildLShr(b, u, ci(m, 16), ""), ci(m, 0x40), "");
+  r = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealUNO, x, x, ""), q, r, "");
+  return LLVMBuildTrunc(b, r, LLVMInt16TypeInContext(LLVMGetModuleContext(m)), "to_bfloat");
+}
+
+LLVMValueRef nimble_cg_f64_to_f32_odd(LLVMModuleRef m, LLVMBuilderRef b, LLVMValueRef x) {
+  /* Round to nearest, step back toward zero when that went past x (the
+   * float's bits are sign-magnitude, so one less is one ulp smaller in
+   * magnitude), then set the last bit when inexact: round-to-odd, after
+   * which one more rounding to a narrower format is correctly rounded. */
+  LLVMTypeRef f64 = LLVMDoubleTypeInContext(LLVMGetModuleContext(m));
+  LLVMValueRef r = LLVMBuildFPTrunc(b, x, f32t(m), "");
+  LLVMValueRef back = LLVMBuildFPExt(b, r, f64, "");
+  LLVMValueRef ab = nimble_cg_intrinsic(m, b, "llvm.fabs", f64, &back, 1);
+  LLVMValueRef ax = nimble_cg_intrinsic(m, b, "llvm.fabs", f64, &x, 1);
+  LLVMValueRef over = LLVMBuildZExt(b, LLVMBuildFCmp(b, LLVMRealOGT, ab, ax, ""), i32t(m), "");
+  LLVMValueRef inexact = LLVMBuildZExt(b, LLVMBuildFCmp(b, LLVMRealONE, back, x, ""), i32t(m), "");
+  LLVMValueRef u = LLVMBuildSub(b, LLVMBuildBitCast(b, r, i32t(m), ""), over, "");
+  return LLVMBuildBitCast(b, LLVMBuildOr(b, u, inexact, ""), f32t(m), "odd");
 }

@@ -3,6 +3,8 @@
  * freely and check once. */
 #include <string.h>
 
+#include <math.h>
+
 #include "ln_internal.h"
 
 const char *nimble_ln_type_name(nimble_ln_type_t t) {
@@ -12,19 +14,62 @@ const char *nimble_ln_type_name(nimble_ln_type_t t) {
   case NIMBLE_LN_I32: return "i32";
   case NIMBLE_LN_BOOL: return "bool";
   case NIMBLE_LN_U8: return "u8";
+  case NIMBLE_LN_F64: return "f64";
+  case NIMBLE_LN_F16: return "f16";
+  case NIMBLE_LN_BF16: return "bf16";
+  case NIMBLE_LN_I8: return "i8";
+  case NIMBLE_LN_I16: return "i16";
+  case NIMBLE_LN_U16: return "u16";
+  case NIMBLE_LN_U32: return "u32";
+  case NIMBLE_LN_U64: return "u64";
   }
   return "?";
+}
+
+int nimble_ln_type_is_float(nimble_ln_type_t t) {
+  return t == NIMBLE_LN_F32 || t == NIMBLE_LN_F64 || t == NIMBLE_LN_F16 || t == NIMBLE_LN_BF16;
+}
+
+int nimble_ln_type_is_unsigned(nimble_ln_type_t t) {
+  return t == NIMBLE_LN_U8 || t == NIMBLE_LN_U16 || t == NIMBLE_LN_U32 || t == NIMBLE_LN_U64;
+}
+
+int nimble_ln_type_is_int(nimble_ln_type_t t) {
+  return t == NIMBLE_LN_I8 || t == NIMBLE_LN_I16 || t == NIMBLE_LN_I32 || t == NIMBLE_LN_I64 ||
+         nimble_ln_type_is_unsigned(t);
+}
+
+int nimble_ln_type_bits(nimble_ln_type_t t) {
+  switch (t) {
+  case NIMBLE_LN_BOOL: return 1;
+  case NIMBLE_LN_U8:
+  case NIMBLE_LN_I8: return 8;
+  case NIMBLE_LN_F16:
+  case NIMBLE_LN_BF16:
+  case NIMBLE_LN_I16:
+  case NIMBLE_LN_U16: return 16;
+  case NIMBLE_LN_F32:
+  case NIMBLE_LN_I32:
+  case NIMBLE_LN_U32: return 32;
+  case NIMBLE_LN_F64:
+  case NIMBLE_LN_I64:
+  case NIMBLE_LN_U64: return 64;
+  }
+  return 0;
 }
 
 const char *nimble_ln_op_name(nimble_ln_op_t op) {
   static const char *const names[] = {
       "neg", "not", "abs", "exp", "tanh", "sigmoid", "erf", "sqrt", "log", "+", "-", "*", "/",
-      "%", "min", "max", "pow", "<", "<=", ">", ">=", "==", "!=", "&&", "||"};
+      "%", "min", "max", "pow", "<", "<=", ">", ">=", "==", "!=", "&&", "||", "<<", ">>",
+      "sin", "cos", "atan"};
   if ((unsigned)op < sizeof names / sizeof names[0]) return names[op];
   return "?";
 }
 
-static int op_is_unary(nimble_ln_op_t op) { return op <= NIMBLE_LN_LOG; }
+static int op_is_unary(nimble_ln_op_t op) {
+  return op <= NIMBLE_LN_LOG || (op >= NIMBLE_LN_SIN && op <= NIMBLE_LN_ATAN);
+}
 
 nimble_ln_kernel *nimble_ln_kernel_create(nimble_ln_arena *arena, const char *name) {
   if (!name || !*name) {
@@ -68,7 +113,7 @@ nimble_ln_param *nimble_ln_kernel_add_param(nimble_ln_kernel *k, const char *nam
                          k->name, name);
     return NULL;
   }
-  if ((unsigned)dtype > NIMBLE_LN_U8) {
+  if ((unsigned)dtype >= NIMBLE_LN_TYPE_COUNT) {
     nimble_ln_arena_fail(k->arena, "kernel '%s': parameter '%s': unknown element type %d", k->name,
                          name, (int)dtype);
     return NULL;
@@ -173,6 +218,60 @@ nimble_ln_expr *nimble_ln_u8(nimble_ln_arena *arena, uint8_t value) {
   return e;
 }
 
+/* value rounded to `bits` significant bits (ties to even) with the
+ * exponent range of binary16 (min_exp -14) or bfloat16 (-126) and
+ * overflow to infinity past max. The codegen library does not link the
+ * IR's dtype helpers, hence this small copy for constants. */
+static double round_to_format(double value, int bits, int min_exp, double max, double overflow) {
+  if (isnan(value) || isinf(value) || value == 0) return value;
+  double a = fabs(value);
+  if (a >= overflow) return copysign(INFINITY, value);
+  int e;
+  frexp(a, &e); /* a in [2^(e-1), 2^e) */
+  if (e - 1 < min_exp) e = min_exp + 1; /* subnormals: fixed spacing */
+  double ulp = ldexp(1.0, e - bits);
+  double r = nearbyint(a / ulp) * ulp;
+  if (r > max) return copysign(INFINITY, value);
+  return copysign(r, value);
+}
+
+nimble_ln_expr *nimble_ln_const_f(nimble_ln_arena *arena, nimble_ln_type_t type, double value) {
+  if (!nimble_ln_type_is_float(type)) {
+    nimble_ln_arena_fail(arena, "float constant of type %s", nimble_ln_type_name(type));
+    return NULL;
+  }
+  nimble_ln_expr *e = new_expr(arena, NIMBLE_LN_E_CONST_F, type);
+  if (!e) return NULL;
+  switch (type) {
+  case NIMBLE_LN_F64: e->f = value; break;
+  case NIMBLE_LN_F16: e->f = round_to_format(value, 11, -14, 65504.0, 65520.0); break;
+  case NIMBLE_LN_BF16:
+    e->f = round_to_format(value, 8, -126, 0x1.fep127, 0x1.ffp127);
+    break;
+  default: e->f = (float)value; break;
+  }
+  return e;
+}
+
+nimble_ln_expr *nimble_ln_const_i(nimble_ln_arena *arena, nimble_ln_type_t type, int64_t value) {
+  if (!nimble_ln_type_is_int(type) && type != NIMBLE_LN_BOOL) {
+    nimble_ln_arena_fail(arena, "integer constant of type %s", nimble_ln_type_name(type));
+    return NULL;
+  }
+  nimble_ln_expr *e = new_expr(arena, NIMBLE_LN_E_CONST_I, type);
+  if (!e) return NULL;
+  int bits = nimble_ln_type_bits(type);
+  uint64_t u = (uint64_t)value;
+  if (bits < 64) {
+    u &= (UINT64_C(1) << bits) - 1;
+    /* Signed types keep the value sign-extended, unsigned ones zero-extended. */
+    if (!nimble_ln_type_is_unsigned(type) && type != NIMBLE_LN_BOOL && (u >> (bits - 1)) & 1)
+      u |= ~((UINT64_C(1) << bits) - 1);
+  }
+  e->i = (int64_t)u;
+  return e;
+}
+
 nimble_ln_expr *nimble_ln_ref(nimble_ln_arena *arena, nimble_ln_var *var) {
   if (!var) return NULL;
   nimble_ln_expr *e = new_expr(arena, NIMBLE_LN_E_VAR, var->type);
@@ -217,11 +316,12 @@ nimble_ln_expr *nimble_ln_unary(nimble_ln_arena *arena, nimble_ln_op_t op, nimbl
     return NULL;
   }
   int ok;
+  int numeric = nimble_ln_type_is_float(a->type) || nimble_ln_type_is_int(a->type);
   switch (op) {
   case NIMBLE_LN_NEG:
-  case NIMBLE_LN_ABS: ok = a->type != NIMBLE_LN_BOOL && a->type != NIMBLE_LN_U8; break;
+  case NIMBLE_LN_ABS: ok = numeric; break;
   case NIMBLE_LN_NOT: ok = a->type == NIMBLE_LN_BOOL; break;
-  default: ok = a->type == NIMBLE_LN_F32; break;
+  default: ok = nimble_ln_type_is_float(a->type); break;
   }
   if (!ok) {
     nimble_ln_arena_fail(arena, "unary '%s' does not apply to %s", nimble_ln_op_name(op),
@@ -256,12 +356,11 @@ nimble_ln_expr *nimble_ln_binary(nimble_ln_arena *arena, nimble_ln_op_t op, nimb
   } else if (op == NIMBLE_LN_AND || op == NIMBLE_LN_OR) {
     ok = a->type == NIMBLE_LN_BOOL;
   } else if (op == NIMBLE_LN_POW) {
-    ok = a->type == NIMBLE_LN_F32;
-  } else if (a->type == NIMBLE_LN_U8) {
-    /* Bytes hold booleans: ordering them is meaningful, arithmetic is not. */
-    ok = op == NIMBLE_LN_MIN || op == NIMBLE_LN_MAX;
+    ok = nimble_ln_type_is_float(a->type);
+  } else if (op == NIMBLE_LN_SHL || op == NIMBLE_LN_SHR) {
+    ok = nimble_ln_type_is_int(a->type);
   } else {
-    ok = a->type != NIMBLE_LN_BOOL;
+    ok = nimble_ln_type_is_float(a->type) || nimble_ln_type_is_int(a->type);
   }
   if (!ok) {
     nimble_ln_arena_fail(arena, "binary '%s' does not apply to %s", nimble_ln_op_name(op),
@@ -298,7 +397,7 @@ nimble_ln_expr *nimble_ln_select(nimble_ln_arena *arena, nimble_ln_expr *cond, n
 nimble_ln_expr *nimble_ln_cast(nimble_ln_arena *arena, nimble_ln_type_t type, nimble_ln_expr *a) {
   if (!a) return NULL;
   if (a->type == type) return a;
-  if ((unsigned)type > NIMBLE_LN_U8) {
+  if ((unsigned)type >= NIMBLE_LN_TYPE_COUNT) {
     nimble_ln_arena_fail(arena, "cast to unknown type %d", (int)type);
     return NULL;
   }

@@ -47,11 +47,14 @@ static void print_expr(buf *b, const nimble_ln_expr *e) {
     return;
   }
   switch (e->kind) {
-  case NIMBLE_LN_E_CONST_F: put(b, "%.9gf", e->f); break;
+  case NIMBLE_LN_E_CONST_F:
+    if (e->type == NIMBLE_LN_F32) put(b, "%.9gf", e->f);
+    else put(b, "%s(%.17g)", nimble_ln_type_name(e->type), e->f);
+    break;
   case NIMBLE_LN_E_CONST_I:
-    if (e->type == NIMBLE_LN_I32) put(b, "i32(%lld)", (long long)e->i);
-    else if (e->type == NIMBLE_LN_U8) put(b, "u8(%lld)", (long long)e->i);
-    else put(b, "%lld", (long long)e->i);
+    if (e->type == NIMBLE_LN_I64) put(b, "%lld", (long long)e->i);
+    else if (e->type == NIMBLE_LN_U64) put(b, "u64(%llu)", (unsigned long long)e->i);
+    else put(b, "%s(%lld)", nimble_ln_type_name(e->type), (long long)e->i);
     break;
   case NIMBLE_LN_E_VAR: put(b, "%s", e->var->name); break;
   case NIMBLE_LN_E_SHAPE: put(b, "shape(%s, %d)", e->param->name, e->axis); break;

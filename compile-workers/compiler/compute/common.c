@@ -2,6 +2,7 @@
  * extent arithmetic that folds constants (so static shapes give constant
  * loop bounds), NumPy broadcasting of extents and indices, and value
  * lookup through the node graph. */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -193,12 +194,35 @@ void cp_broadcast_index(cp_ctx *c, const cp_node *in, const cp_node *out, nimble
 }
 
 nimble_ln_expr *cp_const_of(cp_ctx *c, nimble_ln_type_t t, double v) {
-  switch (t) {
-  case NIMBLE_LN_F32: return nimble_ln_f32(c->A, v);
-  case NIMBLE_LN_I64: return nimble_ln_i64(c->A, (int64_t)v);
-  case NIMBLE_LN_I32: return nimble_ln_i32(c->A, (int32_t)v);
-  default: return nimble_ln_binary(c->A, NIMBLE_LN_NE, nimble_ln_i64(c->A, v != 0), nimble_ln_i64(c->A, 0));
+  if (nimble_ln_type_is_float(t)) return nimble_ln_const_f(c->A, t, v);
+  if (t == NIMBLE_LN_I64) return nimble_ln_i64(c->A, (int64_t)v);
+  if (nimble_ln_type_is_int(t)) {
+    /* Out-of-range doubles (and NaN) have no integer value: clamp first. */
+    if (isnan(v)) v = 0;
+    if (t == NIMBLE_LN_U64 && v >= 0x1p63) return nimble_ln_const_i(c->A, t, (int64_t)(uint64_t)fmin(v, 0x1.fffffffffffffp63));
+    if (v >= 0x1p63) v = 0x1.fffffffffffffp62; /* the largest double below 2^63 */
+    if (v < -0x1p63) v = -0x1p63;
+    return nimble_ln_const_i(c->A, t, (int64_t)v);
   }
+  return nimble_ln_binary(c->A, NIMBLE_LN_NE, nimble_ln_i64(c->A, v != 0), nimble_ln_i64(c->A, 0));
+}
+
+nimble_ln_expr *cp_type_lowest(cp_ctx *c, nimble_ln_type_t t) {
+  if (nimble_ln_type_is_float(t)) return nimble_ln_const_f(c->A, t, -INFINITY);
+  if (nimble_ln_type_is_unsigned(t)) return nimble_ln_const_i(c->A, t, 0);
+  int bits = nimble_ln_type_bits(t);
+  return nimble_ln_const_i(c->A, t, bits >= 64 ? INT64_MIN : -((int64_t)1 << (bits - 1)));
+}
+
+nimble_ln_expr *cp_type_highest(cp_ctx *c, nimble_ln_type_t t) {
+  if (nimble_ln_type_is_float(t)) return nimble_ln_const_f(c->A, t, INFINITY);
+  int bits = nimble_ln_type_bits(t);
+  if (nimble_ln_type_is_unsigned(t)) return nimble_ln_const_i(c->A, t, bits >= 64 ? -1 : ((int64_t)1 << bits) - 1);
+  return nimble_ln_const_i(c->A, t, bits >= 64 ? INT64_MAX : ((int64_t)1 << (bits - 1)) - 1);
+}
+
+nimble_ln_type_t cp_acc_type(nimble_ln_type_t t) {
+  return t == NIMBLE_LN_F16 || t == NIMBLE_LN_BF16 ? NIMBLE_LN_F32 : t;
 }
 
 nimble_ln_expr *cp_convert(cp_ctx *c, nimble_ln_expr *e, nimble_ln_type_t to) {
@@ -219,8 +243,17 @@ bool cp_ln_type(nimble_dtype_t dt, nimble_ln_type_t *out, bool *is_bool) {
   *is_bool = false;
   switch (dt) {
   case NIMBLE_DTYPE_FLOAT32: *out = NIMBLE_LN_F32; return true;
-  case NIMBLE_DTYPE_INT64: *out = NIMBLE_LN_I64; return true;
+  case NIMBLE_DTYPE_FLOAT64: *out = NIMBLE_LN_F64; return true;
+  case NIMBLE_DTYPE_FLOAT16: *out = NIMBLE_LN_F16; return true;
+  case NIMBLE_DTYPE_BFLOAT16: *out = NIMBLE_LN_BF16; return true;
+  case NIMBLE_DTYPE_INT8: *out = NIMBLE_LN_I8; return true;
+  case NIMBLE_DTYPE_INT16: *out = NIMBLE_LN_I16; return true;
   case NIMBLE_DTYPE_INT32: *out = NIMBLE_LN_I32; return true;
+  case NIMBLE_DTYPE_INT64: *out = NIMBLE_LN_I64; return true;
+  case NIMBLE_DTYPE_UINT8: *out = NIMBLE_LN_U8; return true;
+  case NIMBLE_DTYPE_UINT16: *out = NIMBLE_LN_U16; return true;
+  case NIMBLE_DTYPE_UINT32: *out = NIMBLE_LN_U32; return true;
+  case NIMBLE_DTYPE_UINT64: *out = NIMBLE_LN_U64; return true;
   case NIMBLE_DTYPE_BOOL: *out = NIMBLE_LN_BOOL; *is_bool = true; return true;
   default: return false;
   }

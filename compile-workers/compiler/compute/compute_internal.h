@@ -145,8 +145,16 @@ nimble_ln_expr *cp_value(cp_ctx *c, cp_node *n, nimble_ln_expr *const *idx);
 nimble_ln_expr *cp_value_flat(cp_ctx *c, cp_node *n, nimble_ln_expr *flat);
 /* Casts an expression to f32/i64/i32 when its type differs. */
 nimble_ln_expr *cp_convert(cp_ctx *c, nimble_ln_expr *e, nimble_ln_type_t to);
-/* A constant of type t. */
+/* A constant of type t (rounded to a float type, clamped into an integer
+ * one's range). */
 nimble_ln_expr *cp_const_of(cp_ctx *c, nimble_ln_type_t t, double v);
+/* The least and greatest values of t (floats: -inf and +inf): the
+ * starting values of max and min reductions. */
+nimble_ln_expr *cp_type_lowest(cp_ctx *c, nimble_ln_type_t t);
+nimble_ln_expr *cp_type_highest(cp_ctx *c, nimble_ln_type_t t);
+/* The type sums and products of t accumulate in: f32 for f16/bf16 (as
+ * NumPy's reductions of half floats do), t itself otherwise. */
+nimble_ln_type_t cp_acc_type(nimble_ln_type_t t);
 
 /* Normalizes an axis for rank, recording an error on failure. */
 bool cp_axis(cp_ctx *c, cp_node *n, int64_t axis, int rank, int *out);

@@ -53,7 +53,7 @@ static nimble_ln_expr *value_constant_of_shape(cp_ctx *c, cp_node *n, nimble_ln_
 }
 
 /* ONNX Range: max(ceil((limit - start) / delta), 0) elements; delta 0 is
- * an error. Floats count in f32. */
+ * an error. Floats count in their type (f16/bf16 in f32). */
 static nimble_status_t shape_arange(cp_ctx *c, cp_node *n) {
   cp_node *s0 = n->in[0];
   n->type = s0->type;
@@ -68,14 +68,19 @@ static nimble_status_t shape_arange(cp_ctx *c, cp_node *n) {
   nimble_ln_expr *zero = cp_const_of(c, s0->type, 0);
   cp_check(c, nimble_ln_cast(A, NIMBLE_LN_I64, nimble_ln_binary(A, NIMBLE_LN_NE, step, zero)), "arange: step is 0");
   nimble_ln_expr *count;
-  if (s0->type == NIMBLE_LN_F32) {
-    nimble_ln_expr *q = nimble_ln_binary(A, NIMBLE_LN_DIV, nimble_ln_binary(A, NIMBLE_LN_SUB, stop, start), step);
-    q = nimble_ln_select(A, nimble_ln_binary(A, NIMBLE_LN_EQ, step, zero), nimble_ln_f32(A, 0), q);
+  if (nimble_ln_type_is_float(s0->type)) {
+    nimble_ln_type_t ft = cp_acc_type(s0->type);
+    nimble_ln_expr *q = nimble_ln_binary(A, NIMBLE_LN_DIV,
+                                         nimble_ln_binary(A, NIMBLE_LN_SUB, cp_convert(c, stop, ft), cp_convert(c, start, ft)),
+                                         cp_convert(c, step, ft));
+    q = nimble_ln_select(A, nimble_ln_binary(A, NIMBLE_LN_EQ, step, zero), cp_const_of(c, ft, 0), q);
     nimble_ln_expr *t = nimble_ln_cast(A, NIMBLE_LN_I64, q);
-    count = nimble_ln_select(A, nimble_ln_binary(A, NIMBLE_LN_LT, nimble_ln_cast(A, NIMBLE_LN_F32, t), q),
+    count = nimble_ln_select(A, nimble_ln_binary(A, NIMBLE_LN_LT, nimble_ln_cast(A, ft, t), q),
                              cp_add(c, t, cp_i(c, 1)), t);
   } else {
-    nimble_ln_expr *d = cp_convert(c, nimble_ln_binary(A, NIMBLE_LN_SUB, stop, start), NIMBLE_LN_I64);
+    /* In i64: an unsigned stop below start must not wrap. */
+    nimble_ln_expr *d = nimble_ln_binary(A, NIMBLE_LN_SUB, cp_convert(c, stop, NIMBLE_LN_I64),
+                                         cp_convert(c, start, NIMBLE_LN_I64));
     nimble_ln_expr *st = cp_convert(c, step, NIMBLE_LN_I64);
     nimble_ln_expr *q = nimble_ln_binary(A, NIMBLE_LN_DIV, d, st), *r = nimble_ln_binary(A, NIMBLE_LN_REM, d, st);
     nimble_ln_expr *up = nimble_ln_binary(A, NIMBLE_LN_AND, nimble_ln_binary(A, NIMBLE_LN_NE, r, cp_i(c, 0)),

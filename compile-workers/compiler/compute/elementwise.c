@@ -1,5 +1,5 @@
 /* Element-wise compute definitions: unary and binary math, comparisons,
- * logic, where, cast, clip, leaky_relu, inverse trigonometry. Each is a
+ * logic, where, cast, clip, leaky_relu, inverse trigonometry, bit shifts. Each is a
  * value at an output index from its inputs' values at the NumPy-broadcast
  * indices; with the extents folded, static shapes index without selects.
  * Also the indexing ops computed per element (gather_elements, trilu,
@@ -50,6 +50,14 @@ static nimble_status_t shape_cast(cp_ctx *c, cp_node *n) {
 }
 
 static nimble_ln_expr *f32_floor(cp_ctx *c, nimble_ln_expr *x);
+
+/* f16 and bf16 operands of the longer computations (mod, sin, rounding,
+ * atan) are widened to f32 and the result narrowed once at the end, as
+ * NumPy computes half-precision math in float and rounds the result. */
+static nimble_ln_expr *widen(cp_ctx *c, nimble_ln_expr *x) {
+  return x && (x->type == NIMBLE_LN_F16 || x->type == NIMBLE_LN_BF16) ? nimble_ln_cast(c->A, NIMBLE_LN_F32, x) : x;
+}
+static nimble_ln_expr *narrow(cp_ctx *c, nimble_ln_expr *v, nimble_ln_type_t t) { return cp_convert(c, v, t); }
 
 static nimble_ln_expr *in_value(cp_ctx *c, cp_node *n, int i, nimble_ln_expr *const *idx) {
   nimble_ln_expr *in_idx[CP_MAX_RANK];
@@ -107,8 +115,8 @@ static nimble_ln_expr *value_simple(cp_ctx *c, cp_node *n, nimble_ln_expr *const
     nimble_ln_expr *a = in_value(c, n, 0, idx);
     if (kSimple[i].arity == 1) return nimble_ln_unary(c->A, kSimple[i].op, a);
     nimble_ln_expr *b = in_value(c, n, 1, idx);
-    if (kSimple[i].op == NIMBLE_LN_POW && a && b && a->type != NIMBLE_LN_F32) {
-      if (b->type == NIMBLE_LN_F32 || a->type == NIMBLE_LN_BOOL || b->type == NIMBLE_LN_BOOL)
+    if (kSimple[i].op == NIMBLE_LN_POW && a && b && !nimble_ln_type_is_float(a->type)) {
+      if (nimble_ln_type_is_float(b->type) || a->type == NIMBLE_LN_BOOL || b->type == NIMBLE_LN_BOOL)
         return cp_fail(c, NIMBLE_UNIMPLEMENTED, "%s: power of integers to a non-integer exponent", c->prim);
       return int_power(c, a, cp_convert(c, b, a->type));
     }
@@ -128,28 +136,36 @@ static nimble_ln_expr *value_copy(cp_ctx *c, cp_node *n, nimble_ln_expr *const *
 
 static nimble_ln_expr *value_rsqrt(cp_ctx *c, cp_node *n, nimble_ln_expr *const *idx) {
   nimble_ln_expr *x = in_value(c, n, 0, idx);
-  return nimble_ln_binary(c->A, NIMBLE_LN_DIV, nimble_ln_f32(c->A, 1.0), nimble_ln_unary(c->A, NIMBLE_LN_SQRT, x));
+  if (!x) return NULL;
+  return nimble_ln_binary(c->A, NIMBLE_LN_DIV, cp_const_of(c, x->type, 1.0), nimble_ln_unary(c->A, NIMBLE_LN_SQRT, x));
 }
 
 static nimble_ln_expr *value_leaky(cp_ctx *c, cp_node *n, nimble_ln_expr *const *idx) {
   nimble_ln_expr *x = in_value(c, n, 0, idx);
-  nimble_ln_expr *pos = nimble_ln_binary(c->A, NIMBLE_LN_GT, x, nimble_ln_f32(c->A, 0));
+  if (!x) return NULL;
+  /* NaN is not > 0: it takes the other arm, NaN * alpha, still NaN. */
+  nimble_ln_expr *pos = nimble_ln_binary(c->A, NIMBLE_LN_GT, x, cp_const_of(c, x->type, 0));
   return nimble_ln_select(c->A, pos, x,
-                          nimble_ln_binary(c->A, NIMBLE_LN_MUL, x, nimble_ln_f32(c->A, cp_attr_float(n, "alpha"))));
+                          nimble_ln_binary(c->A, NIMBLE_LN_MUL, x, cp_const_of(c, x->type, cp_attr_float(n, "alpha"))));
 }
 
 static nimble_ln_expr *value_clip(cp_ctx *c, cp_node *n, nimble_ln_expr *const *idx) {
   nimble_ln_expr *x = in_value(c, n, 0, idx);
   if (!x) return NULL;
   double lo = cp_attr_float(n, "min"), hi = cp_attr_float(n, "max");
-  if (x->type != NIMBLE_LN_F32) {
-    /* Integer bounds: infinite ones do not bound. */
-    if (isfinite(lo)) x = nimble_ln_binary(c->A, NIMBLE_LN_MAX, x, cp_const_of(c, x->type, ceil(lo)));
-    if (isfinite(hi)) x = nimble_ln_binary(c->A, NIMBLE_LN_MIN, x, cp_const_of(c, x->type, floor(hi)));
+  if (!nimble_ln_type_is_float(x->type)) {
+    /* Integer bounds: those at or past the type's own range (infinite
+     * ones included) do not bound; the rest are rounded inward. */
+    int bits = nimble_ln_type_bits(x->type);
+    bool u = nimble_ln_type_is_unsigned(x->type);
+    double tmin = u ? 0 : -ldexp(1, bits - 1), tmax = u ? ldexp(1, bits) - 1 : ldexp(1, bits - 1) - 1;
+    if (lo > tmin) x = nimble_ln_binary(c->A, NIMBLE_LN_MAX, x, cp_const_of(c, x->type, fmin(ceil(lo), tmax)));
+    if (hi < tmax) x = nimble_ln_binary(c->A, NIMBLE_LN_MIN, x, cp_const_of(c, x->type, fmax(floor(hi), tmin)));
     return x;
   }
-  if (!isinf(lo) || lo > 0) x = nimble_ln_binary(c->A, NIMBLE_LN_MAX, x, nimble_ln_f32(c->A, lo));
-  if (!isinf(hi) || hi < 0) x = nimble_ln_binary(c->A, NIMBLE_LN_MIN, x, nimble_ln_f32(c->A, hi));
+  /* NumPy's clip: NaN stays NaN (min/max propagate it). */
+  if (!isinf(lo) || lo > 0) x = nimble_ln_binary(c->A, NIMBLE_LN_MAX, x, cp_const_of(c, x->type, lo));
+  if (!isinf(hi) || hi < 0) x = nimble_ln_binary(c->A, NIMBLE_LN_MIN, x, cp_const_of(c, x->type, hi));
   return x;
 }
 
@@ -164,10 +180,23 @@ static nimble_ln_expr *value_cast(cp_ctx *c, cp_node *n, nimble_ln_expr *const *
 static nimble_ln_expr *value_mod(cp_ctx *c, cp_node *n, nimble_ln_expr *const *idx) {
   nimble_ln_expr *a = in_value(c, n, 0, idx), *b = in_value(c, n, 1, idx);
   if (!a || !b) return NULL;
-  if (a->type == NIMBLE_LN_F32) {
-    /* NumPy: a - floor(a / b) * b (the divisor's sign). */
+  nimble_ln_type_t t = a->type;
+  if (t == NIMBLE_LN_F64) {
+    /* NumPy's remainder: fmod, moved to the divisor's sign when they
+     * differ (exact, where a - floor(a/b)*b would lose digits). */
+    nimble_ln_expr *r = nimble_ln_binary(c->A, NIMBLE_LN_REM, a, b);
+    nimble_ln_expr *zero = cp_const_of(c, t, 0);
+    nimble_ln_expr *fix = nimble_ln_binary(
+        c->A, NIMBLE_LN_AND, nimble_ln_binary(c->A, NIMBLE_LN_NE, r, zero),
+        nimble_ln_binary(c->A, NIMBLE_LN_NE, nimble_ln_binary(c->A, NIMBLE_LN_LT, r, zero),
+                         nimble_ln_binary(c->A, NIMBLE_LN_LT, b, zero)));
+    return nimble_ln_select(c->A, fix, nimble_ln_binary(c->A, NIMBLE_LN_ADD, r, b), r);
+  }
+  if (nimble_ln_type_is_float(t)) {
+    /* NumPy: a - floor(a / b) * b (the divisor's sign); f16/bf16 in f32. */
+    a = widen(c, a), b = widen(c, b);
     nimble_ln_expr *q = f32_floor(c, nimble_ln_binary(c->A, NIMBLE_LN_DIV, a, b));
-    return nimble_ln_binary(c->A, NIMBLE_LN_SUB, a, nimble_ln_binary(c->A, NIMBLE_LN_MUL, q, b));
+    return narrow(c, nimble_ln_binary(c->A, NIMBLE_LN_SUB, a, nimble_ln_binary(c->A, NIMBLE_LN_MUL, q, b)), t);
   }
   /* Integer mod takes the divisor's sign (Python/ONNX fmod=0). */
   nimble_ln_expr *r = nimble_ln_binary(c->A, NIMBLE_LN_REM, a, b);
@@ -179,19 +208,38 @@ static nimble_ln_expr *value_mod(cp_ctx *c, cp_node *n, nimble_ln_expr *const *i
   return nimble_ln_select(c->A, fix, nimble_ln_binary(c->A, NIMBLE_LN_ADD, r, b), r);
 }
 
+/* bit_shift (ONNX BitShift, unsigned integers): x << y or x >> y; a count
+ * of the type's width or more shifts every bit out (0), as NumPy's
+ * left_shift/right_shift do. */
+static nimble_ln_expr *value_bit_shift(cp_ctx *c, cp_node *n, nimble_ln_expr *const *idx) {
+  nimble_ln_expr *a = in_value(c, n, 0, idx), *b = in_value(c, n, 1, idx);
+  if (!a || !b) return NULL;
+  if (!nimble_ln_type_is_int(a->type))
+    return cp_fail(c, NIMBLE_UNIMPLEMENTED, "%s: bit_shift of %s", c->prim, nimble_dtype_name(n->dtype));
+  const char *dir = cp_attr_string(n, "direction");
+  return nimble_ln_binary(c->A, !strcmp(dir, "RIGHT") ? NIMBLE_LN_SHR : NIMBLE_LN_SHL, a, cp_convert(c, b, a->type));
+}
+
 static nimble_ln_expr *value_where(cp_ctx *c, cp_node *n, nimble_ln_expr *const *idx) {
   nimble_ln_expr *cond = in_value(c, n, 0, idx);
   if (cond && cond->type != NIMBLE_LN_BOOL) cond = nimble_ln_binary(c->A, NIMBLE_LN_NE, cond, cp_const_of(c, cond->type, 0));
   return nimble_ln_select(c->A, cond, in_value(c, n, 1, idx), in_value(c, n, 2, idx));
 }
 
-/* floor(x) for f32 without libm (see value_rounding). */
+/* Above this magnitude every value of the type is an integer: 2^23 for
+ * f32, 2^52 for f64. */
+static double integral_bound(nimble_ln_type_t t) { return t == NIMBLE_LN_F64 ? 0x1p52 : 0x1p23; }
+
+/* floor(x) for f32 or f64 without libm (see value_rounding). */
 static nimble_ln_expr *f32_floor(cp_ctx *c, nimble_ln_expr *x) {
   nimble_ln_arena *A = c->A;
-  nimble_ln_expr *t = nimble_ln_cast(A, NIMBLE_LN_F32, nimble_ln_cast(A, NIMBLE_LN_I64, x));
+  if (!x) return NULL;
+  nimble_ln_type_t ty = x->type;
+  nimble_ln_expr *t = nimble_ln_cast(A, ty, nimble_ln_cast(A, NIMBLE_LN_I64, x));
   nimble_ln_expr *f = nimble_ln_select(A, nimble_ln_binary(A, NIMBLE_LN_GT, t, x),
-                                       nimble_ln_binary(A, NIMBLE_LN_SUB, t, nimble_ln_f32(A, 1)), t);
-  nimble_ln_expr *small = nimble_ln_binary(A, NIMBLE_LN_LT, nimble_ln_unary(A, NIMBLE_LN_ABS, x), nimble_ln_f32(A, 8388608.0));
+                                       nimble_ln_binary(A, NIMBLE_LN_SUB, t, cp_const_of(c, ty, 1)), t);
+  nimble_ln_expr *small = nimble_ln_binary(A, NIMBLE_LN_LT, nimble_ln_unary(A, NIMBLE_LN_ABS, x),
+                                           cp_const_of(c, ty, integral_bound(ty)));
   return nimble_ln_select(A, small, f, x);
 }
 
@@ -202,7 +250,13 @@ static nimble_ln_expr *f32_floor(cp_ctx *c, nimble_ln_expr *x) {
  * |x| up to about 5e4. */
 static nimble_ln_expr *value_trig(cp_ctx *c, cp_node *n, nimble_ln_expr *const *idx) {
   nimble_ln_expr *x = in_value(c, n, 0, idx);
-  if (!x || x->type != NIMBLE_LN_F32) return cp_fail(c, NIMBLE_UNIMPLEMENTED, "%s: %s of integers", c->prim, n->op->name);
+  if (!x || !nimble_ln_type_is_float(x->type))
+    return cp_fail(c, NIMBLE_UNIMPLEMENTED, "%s: %s of integers", c->prim, n->op->name);
+  /* f64: libm's double-precision sin and cos. */
+  if (x->type == NIMBLE_LN_F64)
+    return nimble_ln_unary(c->A, !strcmp(n->op->name, "cos") ? NIMBLE_LN_COS : NIMBLE_LN_SIN, x);
+  nimble_ln_type_t out_t = x->type;
+  x = widen(c, x);
   nimble_ln_arena *A = c->A;
 #define F(v) nimble_ln_f32(A, (v))
 #define ADD(a, b) nimble_ln_binary(A, NIMBLE_LN_ADD, (a), (b))
@@ -233,7 +287,7 @@ static nimble_ln_expr *value_trig(cp_ctx *c, cp_node *n, nimble_ln_expr *const *
   v = nimble_ln_select(A, neg, nimble_ln_unary(A, NIMBLE_LN_NEG, v), v);
   /* NaN and infinities give NaN (x - x). */
   nimble_ln_expr *finite = nimble_ln_binary(A, NIMBLE_LN_EQ, SUB(x, x), F(0));
-  return nimble_ln_select(A, finite, v, SUB(x, x));
+  return narrow(c, nimble_ln_select(A, finite, v, SUB(x, x)), out_t);
 #undef F
 #undef ADD
 #undef SUB
@@ -245,10 +299,13 @@ static nimble_ln_expr *value_trig(cp_ctx *c, cp_node *n, nimble_ln_expr *const *
  * select keeps x, as it does for NaN and infinities). */
 static nimble_ln_expr *value_rounding(cp_ctx *c, cp_node *n, nimble_ln_expr *const *idx) {
   nimble_ln_expr *x = in_value(c, n, 0, idx);
-  if (!x || x->type != NIMBLE_LN_F32) return x;
+  if (!x || !nimble_ln_type_is_float(x->type)) return x;
+  nimble_ln_type_t out_t = x->type;
+  x = widen(c, x); /* f16/bf16: exact in f32 either way */
+  nimble_ln_type_t ty = x->type;
   nimble_ln_arena *A = c->A;
-  nimble_ln_expr *t = nimble_ln_cast(A, NIMBLE_LN_F32, nimble_ln_cast(A, NIMBLE_LN_I64, x)); /* toward zero */
-  nimble_ln_expr *one = nimble_ln_f32(A, 1), *r;
+  nimble_ln_expr *t = nimble_ln_cast(A, ty, nimble_ln_cast(A, NIMBLE_LN_I64, x)); /* toward zero */
+  nimble_ln_expr *one = cp_const_of(c, ty, 1), *r;
   const char *o = n->op->name;
   if (!strcmp(o, "floor")) {
     r = nimble_ln_select(A, nimble_ln_binary(A, NIMBLE_LN_GT, t, x), nimble_ln_binary(A, NIMBLE_LN_SUB, t, one), t);
@@ -260,7 +317,7 @@ static nimble_ln_expr *value_rounding(cp_ctx *c, cp_node *n, nimble_ln_expr *con
     nimble_ln_expr *f = nimble_ln_select(A, nimble_ln_binary(A, NIMBLE_LN_GT, t, x),
                                          nimble_ln_binary(A, NIMBLE_LN_SUB, t, one), t);
     nimble_ln_expr *d = nimble_ln_binary(A, NIMBLE_LN_SUB, x, f);
-    nimble_ln_expr *half = nimble_ln_f32(A, 0.5);
+    nimble_ln_expr *half = cp_const_of(c, ty, 0.5);
     nimble_ln_expr *odd = nimble_ln_binary(A, NIMBLE_LN_NE,
                                            nimble_ln_binary(A, NIMBLE_LN_REM, nimble_ln_cast(A, NIMBLE_LN_I64, f), cp_i(c, 2)),
                                            cp_i(c, 0));
@@ -268,8 +325,9 @@ static nimble_ln_expr *value_rounding(cp_ctx *c, cp_node *n, nimble_ln_expr *con
                                           nimble_ln_binary(A, NIMBLE_LN_AND, nimble_ln_binary(A, NIMBLE_LN_EQ, d, half), odd));
     r = nimble_ln_select(A, up, nimble_ln_binary(A, NIMBLE_LN_ADD, f, one), f);
   }
-  nimble_ln_expr *small = nimble_ln_binary(A, NIMBLE_LN_LT, nimble_ln_unary(A, NIMBLE_LN_ABS, x), nimble_ln_f32(A, 8388608.0));
-  return nimble_ln_select(A, small, r, x);
+  nimble_ln_expr *small = nimble_ln_binary(A, NIMBLE_LN_LT, nimble_ln_unary(A, NIMBLE_LN_ABS, x),
+                                           cp_const_of(c, ty, integral_bound(ty)));
+  return narrow(c, nimble_ln_select(A, small, r, x), out_t);
 }
 
 /* ---- indexing and masks computed per element: gather_elements, trilu,
@@ -381,12 +439,23 @@ static nimble_ln_expr *f32_atan(cp_ctx *c, nimble_ln_expr *x) {
 
 static nimble_ln_expr *value_inverse_trig(cp_ctx *c, cp_node *n, nimble_ln_expr *const *idx) {
   nimble_ln_expr *x = in_value(c, n, 0, idx);
-  if (!x || x->type != NIMBLE_LN_F32) return cp_fail(c, NIMBLE_UNIMPLEMENTED, "%s: %s of integers", c->prim, n->op->name);
+  if (!x || !nimble_ln_type_is_float(x->type))
+    return cp_fail(c, NIMBLE_UNIMPLEMENTED, "%s: %s of integers", c->prim, n->op->name);
   nimble_ln_arena *A = c->A;
-  if (!strcmp(n->op->name, "atan")) return f32_atan(c, x);
+  nimble_ln_type_t out_t = x->type;
+  if (out_t == NIMBLE_LN_F64) {
+    /* libm's atan in double; asin and acos through it as below, in f64. */
+    nimble_ln_expr *one = cp_const_of(c, out_t, 1);
+    if (!strcmp(n->op->name, "atan")) return nimble_ln_unary(A, NIMBLE_LN_ATAN, x);
+    nimble_ln_expr *as = nimble_ln_unary(A, NIMBLE_LN_ATAN, DIV(x, nimble_ln_unary(A, NIMBLE_LN_SQRT, SUB(one, MUL(x, x)))));
+    if (!strcmp(n->op->name, "asin")) return as;
+    return SUB(cp_const_of(c, out_t, 1.5707963267948966), as);
+  }
+  x = widen(c, x);
+  if (!strcmp(n->op->name, "atan")) return narrow(c, f32_atan(c, x), out_t);
   nimble_ln_expr *asin = f32_atan(c, DIV(x, nimble_ln_unary(A, NIMBLE_LN_SQRT, SUB(F(1), MUL(x, x)))));
-  if (!strcmp(n->op->name, "asin")) return asin;
-  return SUB(F(1.5707963267948966), asin);
+  if (!strcmp(n->op->name, "asin")) return narrow(c, asin, out_t);
+  return narrow(c, SUB(F(1.5707963267948966), asin), out_t);
 #undef F
 #undef ADD
 #undef SUB
@@ -711,6 +780,7 @@ const cp_def cp_defs_elementwise[] = {
     SIMPLE2("add"), SIMPLE2("subtract"), SIMPLE2("multiply"), SIMPLE2("divide"), SIMPLE2("power"),
     SIMPLE2("maximum"), SIMPLE2("minimum"),
     {"mod", CP_INJECTIVE, shape_bcast, value_mod, NULL, NULL},
+    {"bit_shift", CP_INJECTIVE, shape_bcast, value_bit_shift, NULL, NULL},
     CMP("equal"), CMP("not_equal"), CMP("less"), CMP("less_equal"), CMP("greater"), CMP("greater_equal"),
     {"logical_and", CP_INJECTIVE, shape_compare, value_simple, NULL, NULL},
     {"logical_or", CP_INJECTIVE, shape_compare, value_simple, NULL, NULL},

@@ -33,12 +33,23 @@ static void copy_type(cp_node *n, const cp_node *x) {
   n->dtype = x->dtype;
 }
 
+/* Products and sums (dense, matmul, conv2d) take numbers: floats of any
+ * width, integers (wrapping like NumPy's), not bools. */
+static bool numeric(nimble_ln_type_t t) { return nimble_ln_type_is_float(t) || nimble_ln_type_is_int(t); }
+
+/* a * b in the accumulation type of the result. */
+static nimble_ln_expr *acc_mul(cp_ctx *c, nimble_ln_type_t at, nimble_ln_expr *a, nimble_ln_expr *b) {
+  return nimble_ln_binary(c->A, NIMBLE_LN_MUL, cp_convert(c, a, at), cp_convert(c, b, at));
+}
+
 /* ---- dense (Gemm) ---- */
 
 static nimble_status_t shape_dense(cp_ctx *c, cp_node *n) {
   cp_node *a = n->in[0], *b = n->in[1];
   if (a->rank != 2 || b->rank != 2) return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "dense takes matrices");
-  if (a->type != NIMBLE_LN_F32) return nimble_status_make(NIMBLE_UNIMPLEMENTED, "dense on %s", nimble_dtype_name(a->dtype));
+  if (!numeric(a->type) || b->type != a->type)
+    return nimble_status_make(NIMBLE_UNIMPLEMENTED, "dense on %s and %s", nimble_dtype_name(a->dtype),
+                              nimble_dtype_name(b->dtype));
   bool ta = cp_attr_int(n, "transA") != 0, tb = cp_attr_int(n, "transB") != 0;
   copy_type(n, a);
   n->rank = 2;
@@ -62,27 +73,28 @@ static nimble_ln_stmt *emit_dense(cp_ctx *c, cp_node *n, nimble_ln_expr *const *
                                   nimble_ln_stmt *body) {
   cp_node *a = n->in[0], *b = n->in[1];
   bool ta = cp_attr_int(n, "transA") != 0, tb = cp_attr_int(n, "transB") != 0;
-  nimble_ln_var *k = cp_var(c, "k", NIMBLE_LN_I64), *acc = cp_var(c, "acc", NIMBLE_LN_F32);
+  nimble_ln_type_t at = cp_acc_type(n->type);
+  nimble_ln_var *k = cp_var(c, "k", NIMBLE_LN_I64), *acc = cp_var(c, "acc", at);
   nimble_ln_expr *kr = nimble_ln_ref(c->A, k);
   nimble_ln_expr *ai[2] = {ta ? kr : idx[0], ta ? idx[0] : kr};
   nimble_ln_expr *bi[2] = {tb ? idx[1] : kr, tb ? kr : idx[1]};
-  nimble_ln_expr *prod = nimble_ln_binary(c->A, NIMBLE_LN_MUL, cp_value(c, a, ai), cp_value(c, b, bi));
+  nimble_ln_expr *prod = acc_mul(c, at, cp_value(c, a, ai), cp_value(c, b, bi));
   nimble_ln_stmt *loop =
       cp_for(c, k, a->ext[ta ? 0 : 1], c->opt.vector_width > 1 ? NIMBLE_LN_VECTORIZED : NIMBLE_LN_SERIAL,
              c->opt.vector_width > 1 ? c->opt.vector_width : 0,
              nimble_ln_assign(c->A, acc, nimble_ln_binary(c->A, NIMBLE_LN_ADD, nimble_ln_ref(c->A, acc), prod)));
   double alpha = cp_attr_float(n, "alpha"), beta = cp_attr_float(n, "beta");
   nimble_ln_expr *fin = nimble_ln_ref(c->A, acc);
-  if (alpha != 1.0) fin = nimble_ln_binary(c->A, NIMBLE_LN_MUL, fin, nimble_ln_f32(c->A, alpha));
+  if (alpha != 1.0) fin = nimble_ln_binary(c->A, NIMBLE_LN_MUL, fin, cp_const_of(c, at, alpha));
   if (n->n_in == 3) {
     nimble_ln_expr *ci[2];
     cp_broadcast_index(c, n->in[2], n, idx, ci);
-    nimble_ln_expr *cv = cp_value(c, n->in[2], ci);
-    if (beta != 1.0) cv = nimble_ln_binary(c->A, NIMBLE_LN_MUL, cv, nimble_ln_f32(c->A, beta));
+    nimble_ln_expr *cv = cp_convert(c, cp_value(c, n->in[2], ci), at);
+    if (beta != 1.0) cv = nimble_ln_binary(c->A, NIMBLE_LN_MUL, cv, cp_const_of(c, at, beta));
     fin = nimble_ln_binary(c->A, NIMBLE_LN_ADD, fin, cv);
   }
-  return nimble_ln_decl(c->A, acc, nimble_ln_f32(c->A, 0),
-                        nimble_ln_seq2(c->A, loop, nimble_ln_let(c->A, result, fin, body)));
+  return nimble_ln_decl(c->A, acc, cp_const_of(c, at, 0),
+                        nimble_ln_seq2(c->A, loop, nimble_ln_let(c->A, result, cp_convert(c, fin, n->type), body)));
 }
 
 /* ---- matmul (NumPy) ---- */
@@ -95,9 +107,11 @@ typedef struct mm_dims {
 static nimble_status_t shape_matmul(cp_ctx *c, cp_node *n) {
   cp_node *a = n->in[0], *b = n->in[1];
   if (a->rank < 1 || b->rank < 1) return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "matmul of a scalar");
-  if (a->type != NIMBLE_LN_F32) return nimble_status_make(NIMBLE_UNIMPLEMENTED, "matmul on %s", nimble_dtype_name(a->dtype));
+  if (!numeric(a->type) || b->type != a->type)
+    return nimble_status_make(NIMBLE_UNIMPLEMENTED, "matmul on %s and %s", nimble_dtype_name(a->dtype),
+                              nimble_dtype_name(b->dtype));
   copy_type(n, a);
-  nimble_ln_expr *ae[CP_MAX_RANK + 1], *be[CP_MAX_RANK + 1];
+  nimble_ln_expr *ae[CP_MAX_RANK + 1] = {0}, *be[CP_MAX_RANK + 1] = {0};
   int ra = a->rank, rb = b->rank;
   if (ra == 1) { ae[0] = cp_i(c, 1); ae[1] = a->ext[0]; ra = 2; }
   else for (int i = 0; i < ra; i++) ae[i] = a->ext[i];
@@ -135,7 +149,8 @@ static nimble_ln_stmt *emit_matmul(cp_ctx *c, cp_node *n, nimble_ln_expr *const 
   int batch = (ra > rb ? ra : rb) - 2;
   nimble_ln_expr *i = a_vec ? cp_i(c, 0) : idx[batch];
   nimble_ln_expr *j = b_vec ? cp_i(c, 0) : idx[batch + (a_vec ? 0 : 1)];
-  nimble_ln_var *k = cp_var(c, "k", NIMBLE_LN_I64), *acc = cp_var(c, "acc", NIMBLE_LN_F32);
+  nimble_ln_type_t at = cp_acc_type(n->type);
+  nimble_ln_var *k = cp_var(c, "k", NIMBLE_LN_I64), *acc = cp_var(c, "acc", at);
   nimble_ln_expr *kr = nimble_ln_ref(c->A, k);
   nimble_ln_expr *ai[CP_MAX_RANK], *bi[CP_MAX_RANK];
   if (a_vec) ai[0] = kr;
@@ -150,13 +165,213 @@ static nimble_ln_stmt *emit_matmul(cp_ctx *c, cp_node *n, nimble_ln_expr *const 
     bi[rb - 2] = kr;
     bi[rb - 1] = j;
   }
-  nimble_ln_expr *prod = nimble_ln_binary(c->A, NIMBLE_LN_MUL, cp_value(c, a, ai), cp_value(c, b, bi));
+  nimble_ln_expr *prod = acc_mul(c, at, cp_value(c, a, ai), cp_value(c, b, bi));
   nimble_ln_stmt *loop =
       cp_for(c, k, a->ext[a->rank - 1], c->opt.vector_width > 1 ? NIMBLE_LN_VECTORIZED : NIMBLE_LN_SERIAL,
              c->opt.vector_width > 1 ? c->opt.vector_width : 0,
              nimble_ln_assign(c->A, acc, nimble_ln_binary(c->A, NIMBLE_LN_ADD, nimble_ln_ref(c->A, acc), prod)));
-  return nimble_ln_decl(c->A, acc, nimble_ln_f32(c->A, 0),
-                        nimble_ln_seq2(c->A, loop, nimble_ln_let(c->A, result, nimble_ln_ref(c->A, acc), body)));
+  return nimble_ln_decl(c->A, acc, cp_const_of(c, at, 0),
+                        nimble_ln_seq2(c->A, loop, nimble_ln_let(c->A, result, cp_convert(c, nimble_ln_ref(c->A, acc), n->type), body)));
+}
+
+
+/* ---- einsum (ONNX Einsum, NumPy's einsum): a point anchor. Per output
+ * element, loops over the letters summed away (and ellipsis dims the
+ * output drops) accumulate the product of the inputs at their letters'
+ * indices. A letter repeated within a term takes the diagonal; ellipsis
+ * dims broadcast like NumPy's (right-aligned, extent 1 repeats). Without
+ * "->" the output is the ellipsis dims, then the letters used once, in
+ * alphabetical order (uppercase before lowercase, as in ASCII). ---- */
+
+#define EIN_LETTERS 52
+#define EIN_ELL(k) (EIN_LETTERS + (k)) /* ellipsis dim k (global, right-aligned) */
+
+typedef struct ein_spec {
+  int n_in;
+  int dims[CP_MAX_IN][CP_MAX_RANK]; /* per input axis: a letter or EIN_ELL(k) */
+  int ell_rank;
+  int out[CP_MAX_RANK];
+  int out_rank;
+  bool used[EIN_LETTERS + CP_MAX_RANK];   /* appears in some input */
+  bool in_out[EIN_LETTERS + CP_MAX_RANK]; /* appears in the output */
+} ein_spec;
+
+static int ein_letter(char ch) {
+  if (ch >= 'a' && ch <= 'z') return ch - 'a';
+  if (ch >= 'A' && ch <= 'Z') return 26 + ch - 'A';
+  return -1;
+}
+
+/* Parses the equation against the inputs' ranks; false (with the error
+ * recorded) when it does not fit. */
+static bool ein_parse(cp_ctx *c, cp_node *n, ein_spec *sp) {
+  memset(sp, 0, sizeof *sp);
+  const char *eq = cp_attr_string(n, "equation");
+  char e[256];
+  size_t len = 0;
+  for (const char *p = eq; *p; p++)
+    if (*p != ' ' && len + 1 < sizeof e) e[len++] = *p;
+  e[len] = 0;
+  char *arrow = strstr(e, "->");
+  if (arrow) *arrow = 0;
+  int count[EIN_LETTERS] = {0};
+  bool ell_seen = false;
+  char *term = e;
+  sp->n_in = n->n_in;
+  for (int i = 0; i < n->n_in; i++) {
+    char *comma = strchr(term, ',');
+    if (comma) *comma = 0;
+    int letters = 0;
+    bool ell = false;
+    for (const char *p = term; *p; p++) {
+      if (*p == '.') {
+        if (strncmp(p, "...", 3) || ell) goto bad;
+        ell = true;
+        p += 2;
+      } else if (ein_letter(*p) >= 0) {
+        letters++;
+      } else {
+        goto bad;
+      }
+    }
+    int rank = n->in[i]->rank, er = rank - letters, d = 0;
+    if (er < 0 || (!ell && er != 0)) goto bad;
+    if (er > sp->ell_rank) sp->ell_rank = er;
+    for (const char *p = term; *p; p++) {
+      if (*p == '.') {
+        for (int k = 0; k < er; k++) sp->dims[i][d++] = -1 - k; /* fixed below: needs ell_rank */
+        ell_seen = true;
+        p += 2;
+        continue;
+      }
+      int li = ein_letter(*p);
+      sp->dims[i][d++] = li;
+      sp->used[li] = true;
+      count[li]++;
+    }
+    if (!comma ? i != n->n_in - 1 : i == n->n_in - 1) goto bad;
+    term = comma ? comma + 1 : term;
+  }
+  /* Ellipsis dims right-aligned against the longest one. */
+  for (int i = 0; i < n->n_in; i++) {
+    int letters = 0;
+    for (int a = 0; a < n->in[i]->rank; a++) letters += sp->dims[i][a] >= 0;
+    int er = n->in[i]->rank - letters;
+    for (int a = 0; a < n->in[i]->rank; a++)
+      if (sp->dims[i][a] < 0) sp->dims[i][a] = EIN_ELL(sp->ell_rank - er + (-1 - sp->dims[i][a]));
+  }
+  for (int k = 0; k < sp->ell_rank; k++) sp->used[EIN_ELL(k)] = true;
+  if (arrow) {
+    bool ell = false;
+    for (const char *p = arrow + 2; *p; p++) {
+      if (*p == '.') {
+        if (strncmp(p, "...", 3) || ell) goto bad;
+        ell = true;
+        for (int k = 0; k < sp->ell_rank; k++) sp->out[sp->out_rank++] = EIN_ELL(k);
+        p += 2;
+        continue;
+      }
+      int li = ein_letter(*p);
+      if (li < 0 || !sp->used[li] || sp->in_out[li] || sp->out_rank >= CP_MAX_RANK) goto bad;
+      sp->out[sp->out_rank++] = li;
+      sp->in_out[li] = true;
+    }
+  } else {
+    if (ell_seen)
+      for (int k = 0; k < sp->ell_rank; k++) sp->out[sp->out_rank++] = EIN_ELL(k);
+    for (int li = 26; li < EIN_LETTERS; li++) /* 'A'..'Z' sort before 'a'..'z' */
+      if (count[li] == 1 && sp->out_rank < CP_MAX_RANK) sp->out[sp->out_rank++] = li;
+    for (int li = 0; li < 26; li++)
+      if (count[li] == 1 && sp->out_rank < CP_MAX_RANK) sp->out[sp->out_rank++] = li;
+  }
+  for (int a = 0; a < sp->out_rank; a++) sp->in_out[sp->out[a]] = true;
+  return true;
+bad:
+  cp_fail(c, NIMBLE_INVALID_ARGUMENT, "%s: einsum equation '%s' does not fit its %d inputs", c->prim, eq, n->n_in);
+  return false;
+}
+
+/* The extent of a letter or ellipsis dim: from its first input axis
+ * (an ellipsis dim: broadcast over the inputs). */
+static nimble_ln_expr *ein_extent(cp_ctx *c, cp_node *n, const ein_spec *sp, int sym) {
+  nimble_ln_expr *e = NULL;
+  for (int i = 0; i < sp->n_in; i++)
+    for (int a = 0; a < n->in[i]->rank; a++) {
+      if (sp->dims[i][a] != sym) continue;
+      if (!e) e = n->in[i]->ext[a];
+      else if (sym >= EIN_LETTERS) e = cp_broadcast_ext(c, e, n->in[i]->ext[a], "einsum ellipsis");
+    }
+  return e;
+}
+
+static nimble_status_t shape_einsum(cp_ctx *c, cp_node *n) {
+  cp_node *x = n->in[0];
+  copy_type(n, x);
+  if (!numeric(x->type)) return nimble_status_make(NIMBLE_UNIMPLEMENTED, "einsum on %s", nimble_dtype_name(x->dtype));
+  for (int i = 1; i < n->n_in; i++)
+    if (n->in[i]->type != x->type) return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "einsum: inputs differ in dtype");
+  ein_spec sp;
+  if (!ein_parse(c, n, &sp)) return nimble_ok();
+  n->rank = sp.out_rank;
+  for (int a = 0; a < n->rank; a++) n->ext[a] = ein_extent(c, n, &sp, sp.out[a]);
+  /* Every occurrence of a letter has the same extent. */
+  for (int i = 0; i < n->n_in; i++)
+    for (int a = 0; a < n->in[i]->rank; a++) {
+      int sym = sp.dims[i][a];
+      if (sym < EIN_LETTERS)
+        cp_check(c, cp_eq(c, n->in[i]->ext[a], ein_extent(c, n, &sp, sym)), "einsum: input %d axis %d differs from "
+                 "the other axes of its letter", i, a);
+    }
+  return nimble_ok();
+}
+
+static nimble_ln_stmt *emit_einsum(cp_ctx *c, cp_node *n, nimble_ln_expr *const *idx, nimble_ln_var *result,
+                                   nimble_ln_stmt *body) {
+  ein_spec sp;
+  if (!ein_parse(c, n, &sp)) return NULL;
+  if (sp.out_rank != n->rank) return cp_fail(c, NIMBLE_INTERNAL, "%s: einsum output rank changed", c->prim);
+  nimble_ln_expr *at_sym[EIN_LETTERS + CP_MAX_RANK] = {0};
+  for (int a = 0; a < n->rank; a++) at_sym[sp.out[a]] = idx[a];
+  /* The summed symbols: loop variables, innermost last. */
+  int summed[EIN_LETTERS + CP_MAX_RANK], n_sum = 0;
+  nimble_ln_var *sv[EIN_LETTERS + CP_MAX_RANK];
+  for (int sym = 0; sym < EIN_LETTERS + sp.ell_rank; sym++) {
+    if (!sp.used[sym] || sp.in_out[sym]) continue;
+    summed[n_sum] = sym;
+    sv[n_sum] = cp_var(c, "s", NIMBLE_LN_I64);
+    at_sym[sym] = nimble_ln_ref(c->A, sv[n_sum]);
+    n_sum++;
+  }
+  nimble_ln_type_t at = cp_acc_type(n->type);
+  nimble_ln_expr *prod = NULL;
+  for (int i = 0; i < sp.n_in; i++) {
+    cp_node *x = n->in[i];
+    nimble_ln_expr *xi[CP_MAX_RANK];
+    for (int a = 0; a < x->rank; a++) {
+      int sym = sp.dims[i][a];
+      xi[a] = at_sym[sym];
+      if (sym >= EIN_LETTERS) {
+        /* A broadcast ellipsis dim of extent 1 reads index 0. */
+        nimble_ln_expr *full = ein_extent(c, n, &sp, sym);
+        int64_t v;
+        if (cp_const_i(x->ext[a], &v) && v == 1) xi[a] = cp_i(c, 0);
+        else if (!cp_same(x->ext[a], full))
+          xi[a] = nimble_ln_select(c->A, nimble_ln_binary(c->A, NIMBLE_LN_EQ, x->ext[a], cp_i(c, 1)), cp_i(c, 0), xi[a]);
+      }
+    }
+    nimble_ln_expr *v = cp_convert(c, cp_value(c, x, xi), at);
+    prod = prod ? nimble_ln_binary(c->A, NIMBLE_LN_MUL, prod, v) : v;
+  }
+  if (!prod) return NULL;
+  nimble_ln_var *acc = cp_var(c, "acc", at);
+  nimble_ln_stmt *loop = nimble_ln_assign(c->A, acc, nimble_ln_binary(c->A, NIMBLE_LN_ADD, nimble_ln_ref(c->A, acc), prod));
+  for (int k = n_sum - 1; k >= 0; k--) {
+    bool vec = k == n_sum - 1 && c->opt.vector_width > 1;
+    loop = cp_for(c, sv[k], ein_extent(c, n, &sp, summed[k]), vec ? NIMBLE_LN_VECTORIZED : NIMBLE_LN_SERIAL,
+                  vec ? c->opt.vector_width : 0, loop);
+  }
+  return nimble_ln_decl(c->A, acc, cp_const_of(c, at, 0),
+                        nimble_ln_seq2(c->A, loop, nimble_ln_let(c->A, result, cp_convert(c, nimble_ln_ref(c->A, acc), n->type), body)));
 }
 
 /* Dense's C input added in place to alpha op(A) op(B) in the output:
@@ -349,7 +564,9 @@ static nimble_status_t shape_conv2d(cp_ctx *c, cp_node *n) {
   cp_node *x = n->in[0], *wt = n->in[1];
   window w;
   if (x->rank != 4 || wt->rank != 4) return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "conv2d takes rank-4 tensors");
-  if (x->type != NIMBLE_LN_F32) return nimble_status_make(NIMBLE_UNIMPLEMENTED, "conv2d on %s", nimble_dtype_name(x->dtype));
+  if (!numeric(x->type) || wt->type != x->type)
+    return nimble_status_make(NIMBLE_UNIMPLEMENTED, "conv2d on %s and %s", nimble_dtype_name(x->dtype),
+                              nimble_dtype_name(wt->dtype));
   copy_type(n, x);
   n->rank = 4;
   if (!window_of(c, n, false, &w)) return nimble_ok();
@@ -377,7 +594,8 @@ static nimble_ln_stmt *emit_conv2d(cp_ctx *c, cp_node *n, nimble_ln_expr *const 
   nimble_ln_expr *og = cp_div(c, wt->ext[0], cp_i(c, g));    /* output channels per group */
   nimble_ln_expr *grp = g == 1 ? cp_i(c, 0) : cp_div(c, idx[1], cp_max(c, og, cp_i(c, 1)));
   nimble_ln_var *ci = cp_var(c, "ci", NIMBLE_LN_I64), *kh = cp_var(c, "kh", NIMBLE_LN_I64),
-                *kw = cp_var(c, "kw", NIMBLE_LN_I64), *acc = cp_var(c, "acc", NIMBLE_LN_F32);
+                *kw = cp_var(c, "kw", NIMBLE_LN_I64), *acc = cp_var(c, "acc", cp_acc_type(n->type));
+  nimble_ln_type_t at = cp_acc_type(n->type);
   nimble_ln_expr *pos[2];
   nimble_ln_expr *kk[2] = {nimble_ln_ref(c->A, kh), nimble_ln_ref(c->A, kw)};
   nimble_ln_expr *inside = NULL;
@@ -391,8 +609,8 @@ static nimble_ln_stmt *emit_conv2d(cp_ctx *c, cp_node *n, nimble_ln_expr *const 
   nimble_ln_expr *xi[4] = {idx[0], cp_add(c, cp_mul(c, grp, cg), nimble_ln_ref(c->A, ci)), pos[0], pos[1]};
   nimble_ln_expr *wi[4] = {idx[1], nimble_ln_ref(c->A, ci), kk[0], kk[1]};
   nimble_ln_expr *xv = cp_value(c, x, xi);
-  if (inside) xv = nimble_ln_select(c->A, inside, xv, nimble_ln_f32(c->A, 0));
-  nimble_ln_expr *prod = nimble_ln_binary(c->A, NIMBLE_LN_MUL, xv, cp_value(c, wt, wi));
+  if (inside && xv) xv = nimble_ln_select(c->A, inside, xv, cp_const_of(c, xv->type, 0));
+  nimble_ln_expr *prod = acc_mul(c, at, xv, cp_value(c, wt, wi));
   nimble_ln_stmt *loop =
       nimble_ln_assign(c->A, acc, nimble_ln_binary(c->A, NIMBLE_LN_ADD, nimble_ln_ref(c->A, acc), prod));
   loop = cp_for(c, kw, wt->ext[3], NIMBLE_LN_SERIAL, 0, loop);
@@ -401,17 +619,19 @@ static nimble_ln_stmt *emit_conv2d(cp_ctx *c, cp_node *n, nimble_ln_expr *const 
   nimble_ln_expr *fin = nimble_ln_ref(c->A, acc);
   if (n->n_in == 3) {
     nimble_ln_expr *bi[1] = {idx[1]};
-    fin = nimble_ln_binary(c->A, NIMBLE_LN_ADD, fin, cp_value(c, n->in[2], bi));
+    fin = nimble_ln_binary(c->A, NIMBLE_LN_ADD, fin, cp_convert(c, cp_value(c, n->in[2], bi), at));
   }
-  return nimble_ln_decl(c->A, acc, nimble_ln_f32(c->A, 0),
-                        nimble_ln_seq2(c->A, loop, nimble_ln_let(c->A, result, fin, body)));
+  return nimble_ln_decl(c->A, acc, cp_const_of(c, at, 0),
+                        nimble_ln_seq2(c->A, loop, nimble_ln_let(c->A, result, cp_convert(c, fin, n->type), body)));
 }
 
 static nimble_status_t shape_pool(cp_ctx *c, cp_node *n) {
   cp_node *x = n->in[0];
   window w;
   if (x->rank != 4) return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "%s takes a rank-4 tensor", n->op->name);
-  if (x->type != NIMBLE_LN_F32) return nimble_status_make(NIMBLE_UNIMPLEMENTED, "%s on %s", n->op->name, nimble_dtype_name(x->dtype));
+  /* max pooling orders any numbers; averages need floats. */
+  bool ok = !strcmp(n->op->name, "max_pool2d") ? numeric(x->type) : nimble_ln_type_is_float(x->type);
+  if (!ok) return nimble_status_make(NIMBLE_UNIMPLEMENTED, "%s on %s", n->op->name, nimble_dtype_name(x->dtype));
   copy_type(n, x);
   n->rank = 4;
   n->ext[0] = x->ext[0];
@@ -440,7 +660,10 @@ static nimble_ln_stmt *emit_pool(cp_ctx *c, cp_node *n, nimble_ln_expr *const *i
   }
   bool include_pad = !global && !is_max && cp_attr_int(n, "count_include_pad") != 0;
   nimble_ln_var *kh = cp_var(c, "kh", NIMBLE_LN_I64), *kw = cp_var(c, "kw", NIMBLE_LN_I64);
-  nimble_ln_var *acc = cp_var(c, "acc", NIMBLE_LN_F32), *cnt = cp_var(c, "cnt", NIMBLE_LN_F32);
+  /* max: in the input's type (exact, NaN propagates); averages: sums and
+   * counts in the accumulation type. */
+  nimble_ln_type_t at = is_max ? n->type : cp_acc_type(n->type);
+  nimble_ln_var *acc = cp_var(c, "acc", at), *cnt = cp_var(c, "cnt", at);
   nimble_ln_expr *kk[2] = {nimble_ln_ref(c->A, kh), nimble_ln_ref(c->A, kw)};
   nimble_ln_expr *pos[2], *inside = NULL, *counted = NULL;
   for (int i = 0; i < 2; i++) {
@@ -455,7 +678,7 @@ static nimble_ln_stmt *emit_pool(cp_ctx *c, cp_node *n, nimble_ln_expr *const *i
     pos[i] = clampi(c, pos[i], cp_sub(c, x->ext[2 + i], cp_i(c, 1)));
   }
   nimble_ln_expr *xi[4] = {idx[0], idx[1], pos[0], pos[1]};
-  nimble_ln_expr *xv = cp_value(c, x, xi);
+  nimble_ln_expr *xv = cp_convert(c, cp_value(c, x, xi), at);
   nimble_ln_expr *ra = nimble_ln_ref(c->A, acc);
   nimble_ln_stmt *upd;
   if (is_max) {
@@ -464,28 +687,28 @@ static nimble_ln_stmt *emit_pool(cp_ctx *c, cp_node *n, nimble_ln_expr *const *i
     upd = nimble_ln_seq2(
         c->A,
         nimble_ln_assign(c->A, acc, nimble_ln_binary(c->A, NIMBLE_LN_ADD, ra,
-                                                      nimble_ln_select(c->A, inside, xv, nimble_ln_f32(c->A, 0)))),
+                                                      nimble_ln_select(c->A, inside, xv, cp_const_of(c, at, 0)))),
         nimble_ln_assign(c->A, cnt,
                          nimble_ln_binary(c->A, NIMBLE_LN_ADD, nimble_ln_ref(c->A, cnt),
                                           nimble_ln_select(c->A, include_pad ? counted : inside,
-                                                           nimble_ln_f32(c->A, 1), nimble_ln_f32(c->A, 0)))));
+                                                           cp_const_of(c, at, 1), cp_const_of(c, at, 0)))));
   }
   nimble_ln_expr *k0 = global ? x->ext[2] : cp_i(c, w.k[0]), *k1 = global ? x->ext[3] : cp_i(c, w.k[1]);
   nimble_ln_stmt *loop = cp_for(c, kw, k1, NIMBLE_LN_SERIAL, 0, upd);
   loop = cp_for(c, kh, k0, NIMBLE_LN_SERIAL, 0, loop);
   nimble_ln_expr *fin = is_max ? ra : nimble_ln_binary(c->A, NIMBLE_LN_DIV, ra,
                                                        nimble_ln_binary(c->A, NIMBLE_LN_MAX, nimble_ln_ref(c->A, cnt),
-                                                                        nimble_ln_f32(c->A, 1)));
-  nimble_ln_stmt *s = nimble_ln_seq2(c->A, loop, nimble_ln_let(c->A, result, fin, body));
-  s = nimble_ln_decl(c->A, cnt, nimble_ln_f32(c->A, 0), s);
-  return nimble_ln_decl(c->A, acc, nimble_ln_f32(c->A, is_max ? -INFINITY : 0), s);
+                                                                        cp_const_of(c, at, 1)));
+  nimble_ln_stmt *s = nimble_ln_seq2(c->A, loop, nimble_ln_let(c->A, result, cp_convert(c, fin, n->type), body));
+  s = nimble_ln_decl(c->A, cnt, cp_const_of(c, at, 0), s);
+  return nimble_ln_decl(c->A, acc, is_max ? cp_type_lowest(c, at) : cp_const_of(c, at, 0), s);
 }
 
 /* ---- softmax, log_softmax, layer_norm: row anchors ---- */
 
 static nimble_status_t shape_same_f32(cp_ctx *c, cp_node *n) {
   cp_node *x = n->in[0];
-  if (x->type != NIMBLE_LN_F32) return nimble_status_make(NIMBLE_UNIMPLEMENTED, "%s on %s", n->op->name, nimble_dtype_name(x->dtype));
+  if (!nimble_ln_type_is_float(x->type)) return nimble_status_make(NIMBLE_UNIMPLEMENTED, "%s on %s", n->op->name, nimble_dtype_name(x->dtype));
   copy_type(n, x);
   n->rank = x->rank;
   for (int a = 0; a < x->rank; a++) n->ext[a] = x->ext[a];
@@ -534,8 +757,10 @@ static nimble_ln_stmt *emit_softmax(cp_ctx *c, cp_node *n, nimble_ln_param *o) {
     v[a] = cp_var(c, "i", NIMBLE_LN_I64);
     idx[a] = nimble_ln_ref(c->A, v[a]);
   }
-  nimble_ln_var *m = cp_var(c, "max", NIMBLE_LN_F32), *s = cp_var(c, "sum", NIMBLE_LN_F32);
-  nimble_ln_expr *x = cp_value(c, n->in[0], idx);
+  /* f64 rows in f64; f16/bf16 ones in f32, rounded when stored. */
+  nimble_ln_type_t ft = cp_acc_type(n->type);
+  nimble_ln_var *m = cp_var(c, "max", ft), *s = cp_var(c, "sum", ft);
+  nimble_ln_expr *x = cp_convert(c, cp_value(c, n->in[0], idx), ft);
   nimble_ln_expr *sh = nimble_ln_binary(c->A, NIMBLE_LN_SUB, x, nimble_ln_ref(c->A, m));
   nimble_ln_expr *e = nimble_ln_unary(c->A, NIMBLE_LN_EXP, sh);
   nimble_ln_stmt *maxl = inner_loops(c, n, v, ax, ax + 1, false,
@@ -546,7 +771,7 @@ static nimble_ln_stmt *emit_softmax(cp_ctx *c, cp_node *n, nimble_ln_param *o) {
   if (lg) {
     suml = inner_loops(c, n, v, ax, ax + 1, true, acc);
     nimble_ln_expr *val = nimble_ln_binary(c->A, NIMBLE_LN_SUB, sh, nimble_ln_unary(c->A, NIMBLE_LN_LOG, nimble_ln_ref(c->A, s)));
-    wr = inner_loops(c, n, v, ax, ax + 1, true, nimble_ln_store(c->A, o, at, val));
+    wr = inner_loops(c, n, v, ax, ax + 1, true, nimble_ln_store(c->A, o, at, cp_convert(c, val, n->type)));
   } else {
     /* exp once: the sum pass stores e into the output, the last pass
      * scales it by 1/sum. The output is written only after the input's
@@ -554,15 +779,25 @@ static nimble_ln_stmt *emit_softmax(cp_ctx *c, cp_node *n, nimble_ln_param *o) {
      * reads x[i] before it writes out[i]; an output that is the input
      * itself (the aliased variant) still sees each x[i] before it is
      * overwritten. */
-    suml = inner_loops(c, n, v, ax, ax + 1, true, nimble_ln_seq2(c->A, nimble_ln_store(c->A, o, at, e), acc));
-    nimble_ln_var *r = cp_var(c, "rcp", NIMBLE_LN_F32);
-    nimble_ln_stmt *scale = inner_loops(c, n, v, ax, ax + 1, true,
-        nimble_ln_store(c->A, o, at, nimble_ln_binary(c->A, NIMBLE_LN_MUL, nimble_ln_load(c->A, o, at), nimble_ln_ref(c->A, r))));
-    wr = nimble_ln_let(c->A, r, nimble_ln_binary(c->A, NIMBLE_LN_DIV, nimble_ln_f32(c->A, 1), nimble_ln_ref(c->A, s)), scale);
+    nimble_ln_stmt *scale;
+    nimble_ln_var *r = cp_var(c, "rcp", ft);
+    if (ft == n->type) {
+      suml = inner_loops(c, n, v, ax, ax + 1, true, nimble_ln_seq2(c->A, nimble_ln_store(c->A, o, at, e), acc));
+      scale = inner_loops(c, n, v, ax, ax + 1, true,
+          nimble_ln_store(c->A, o, at, nimble_ln_binary(c->A, NIMBLE_LN_MUL, nimble_ln_load(c->A, o, at), nimble_ln_ref(c->A, r))));
+    } else {
+      /* A half-precision output would round e before the scaling: the
+       * last pass computes exp again from x. Each x[i] is still read
+       * before out[i] is written, so an aliased output is fine too. */
+      suml = inner_loops(c, n, v, ax, ax + 1, true, acc);
+      scale = inner_loops(c, n, v, ax, ax + 1, true,
+          nimble_ln_store(c->A, o, at, cp_convert(c, nimble_ln_binary(c->A, NIMBLE_LN_MUL, e, nimble_ln_ref(c->A, r)), n->type)));
+    }
+    wr = nimble_ln_let(c->A, r, nimble_ln_binary(c->A, NIMBLE_LN_DIV, cp_const_of(c, ft, 1), nimble_ln_ref(c->A, s)), scale);
   }
   nimble_ln_stmt *row = nimble_ln_decl(
-      c->A, m, nimble_ln_f32(c->A, -INFINITY),
-      nimble_ln_seq2(c->A, maxl, nimble_ln_decl(c->A, s, nimble_ln_f32(c->A, 0), nimble_ln_seq2(c->A, suml, wr))));
+      c->A, m, cp_type_lowest(c, ft),
+      nimble_ln_seq2(c->A, maxl, nimble_ln_decl(c->A, s, cp_const_of(c, ft, 0), nimble_ln_seq2(c->A, suml, wr))));
   return outer_loops(c, n, v, ax, ax + 1, cp_mul(c, n->ext[ax], cp_i(c, 3)), row);
 }
 
@@ -576,10 +811,11 @@ static nimble_ln_stmt *emit_layer_norm(cp_ctx *c, cp_node *n, nimble_ln_param *o
     v[a] = cp_var(c, "i", NIMBLE_LN_I64);
     idx[a] = nimble_ln_ref(c->A, v[a]);
   }
-  nimble_ln_expr *count = cp_convert(c, cp_product(c, n->ext, ax, n->rank), NIMBLE_LN_F32);
-  nimble_ln_var *s = cp_var(c, "sum", NIMBLE_LN_F32), *q = cp_var(c, "sq", NIMBLE_LN_F32);
-  nimble_ln_var *mean = cp_var(c, "mean", NIMBLE_LN_F32), *rstd = cp_var(c, "rstd", NIMBLE_LN_F32);
-  nimble_ln_expr *x = cp_value(c, n->in[0], idx);
+  nimble_ln_type_t ft = cp_acc_type(n->type);
+  nimble_ln_expr *count = cp_convert(c, cp_product(c, n->ext, ax, n->rank), ft);
+  nimble_ln_var *s = cp_var(c, "sum", ft), *q = cp_var(c, "sq", ft);
+  nimble_ln_var *mean = cp_var(c, "mean", ft), *rstd = cp_var(c, "rstd", ft);
+  nimble_ln_expr *x = cp_convert(c, cp_value(c, n->in[0], idx), ft);
   nimble_ln_stmt *suml = inner_loops(c, n, v, ax, n->rank, true,
       nimble_ln_assign(c->A, s, nimble_ln_binary(c->A, NIMBLE_LN_ADD, nimble_ln_ref(c->A, s), x)));
   nimble_ln_expr *dx = nimble_ln_binary(c->A, NIMBLE_LN_SUB, x, nimble_ln_ref(c->A, mean));
@@ -590,7 +826,7 @@ static nimble_ln_stmt *emit_layer_norm(cp_ctx *c, cp_node *n, nimble_ln_param *o
   for (int i = 1; i < n->n_in; i++) {
     nimble_ln_expr *gi[CP_MAX_RANK];
     cp_broadcast_index(c, n->in[i], n, idx, gi);
-    nimble_ln_expr *gv = cp_value(c, n->in[i], gi);
+    nimble_ln_expr *gv = cp_convert(c, cp_value(c, n->in[i], gi), ft);
     val = nimble_ln_binary(c->A, i == 1 ? NIMBLE_LN_MUL : NIMBLE_LN_ADD, val, gv);
   }
   for (int i = 1; i < n->n_in; i++)
@@ -598,18 +834,19 @@ static nimble_ln_stmt *emit_layer_norm(cp_ctx *c, cp_node *n, nimble_ln_param *o
       cp_check(c, cp_eq(c, n->in[i]->ext[a], n->ext[n->rank - n->in[i]->rank + a]),
                "layer_norm: %s axis %d differs from the input's", i == 1 ? "gamma" : "beta", a);
   nimble_ln_stmt *wr = inner_loops(c, n, v, ax, n->rank, true,
-                                   nimble_ln_store(c->A, o, nimble_ln_flat_index(c->A, o, idx), val));
-  nimble_ln_expr *var = nimble_ln_binary(c->A, NIMBLE_LN_DIV, nimble_ln_ref(c->A, q), nimble_ln_binary(c->A, NIMBLE_LN_MAX, count, nimble_ln_f32(c->A, 1)));
+                                   nimble_ln_store(c->A, o, nimble_ln_flat_index(c->A, o, idx), cp_convert(c, val, n->type)));
+  nimble_ln_expr *one = cp_const_of(c, ft, 1);
+  nimble_ln_expr *var = nimble_ln_binary(c->A, NIMBLE_LN_DIV, nimble_ln_ref(c->A, q), nimble_ln_binary(c->A, NIMBLE_LN_MAX, count, one));
   nimble_ln_stmt *after_sq = nimble_ln_let(
       c->A, rstd,
-      nimble_ln_binary(c->A, NIMBLE_LN_DIV, nimble_ln_f32(c->A, 1),
-                       nimble_ln_unary(c->A, NIMBLE_LN_SQRT, nimble_ln_binary(c->A, NIMBLE_LN_ADD, var, nimble_ln_f32(c->A, eps)))),
+      nimble_ln_binary(c->A, NIMBLE_LN_DIV, one,
+                       nimble_ln_unary(c->A, NIMBLE_LN_SQRT, nimble_ln_binary(c->A, NIMBLE_LN_ADD, var, cp_const_of(c, ft, eps)))),
       wr);
   nimble_ln_stmt *after_sum = nimble_ln_let(
       c->A, mean,
-      nimble_ln_binary(c->A, NIMBLE_LN_DIV, nimble_ln_ref(c->A, s), nimble_ln_binary(c->A, NIMBLE_LN_MAX, count, nimble_ln_f32(c->A, 1))),
-      nimble_ln_decl(c->A, q, nimble_ln_f32(c->A, 0), nimble_ln_seq2(c->A, sql, after_sq)));
-  nimble_ln_stmt *row = nimble_ln_decl(c->A, s, nimble_ln_f32(c->A, 0), nimble_ln_seq2(c->A, suml, after_sum));
+      nimble_ln_binary(c->A, NIMBLE_LN_DIV, nimble_ln_ref(c->A, s), nimble_ln_binary(c->A, NIMBLE_LN_MAX, count, one)),
+      nimble_ln_decl(c->A, q, cp_const_of(c, ft, 0), nimble_ln_seq2(c->A, sql, after_sq)));
+  nimble_ln_stmt *row = nimble_ln_decl(c->A, s, cp_const_of(c, ft, 0), nimble_ln_seq2(c->A, suml, after_sum));
   return outer_loops(c, n, v, ax, n->rank, cp_mul(c, cp_product(c, n->ext, ax, n->rank), cp_i(c, 3)), row);
 }
 
@@ -634,7 +871,7 @@ static nimble_ln_expr *value_batch_norm(cp_ctx *c, cp_node *n, nimble_ln_expr *c
   nimble_ln_expr *scale = cp_value(c, n->in[1], ci), *bias = cp_value(c, n->in[2], ci);
   nimble_ln_expr *mean = cp_value(c, n->in[3], ci), *var = cp_value(c, n->in[4], ci);
   nimble_ln_expr *den = nimble_ln_unary(c->A, NIMBLE_LN_SQRT,
-                                        nimble_ln_binary(c->A, NIMBLE_LN_ADD, var, nimble_ln_f32(c->A, cp_attr_float(n, "epsilon"))));
+                                        nimble_ln_binary(c->A, NIMBLE_LN_ADD, var, cp_const_of(c, var ? var->type : NIMBLE_LN_F32, cp_attr_float(n, "epsilon"))));
   nimble_ln_expr *y = nimble_ln_binary(c->A, NIMBLE_LN_DIV, nimble_ln_binary(c->A, NIMBLE_LN_SUB, x, mean), den);
   return nimble_ln_binary(c->A, NIMBLE_LN_ADD, nimble_ln_binary(c->A, NIMBLE_LN_MUL, y, scale), bias);
 }
@@ -642,6 +879,7 @@ static nimble_ln_expr *value_batch_norm(cp_ctx *c, cp_node *n, nimble_ln_expr *c
 const cp_def cp_defs_nn[] = {
     {"dense", CP_ANCHOR_POINT, shape_dense, NULL, emit_dense, NULL},
     {"matmul", CP_ANCHOR_POINT, shape_matmul, NULL, emit_matmul, NULL},
+    {"einsum", CP_ANCHOR_POINT, shape_einsum, NULL, emit_einsum, NULL},
     {"conv2d", CP_ANCHOR_POINT, shape_conv2d, NULL, emit_conv2d, NULL},
     {"max_pool2d", CP_ANCHOR_POINT, shape_pool, NULL, emit_pool, NULL},
     {"avg_pool2d", CP_ANCHOR_POINT, shape_pool, NULL, emit_pool, NULL},

@@ -113,15 +113,16 @@ static cp_node *build_const(cp_ctx *c, const nimble_expr *e) {
   n->dtype = t->dtype;
   n->rank = (int)t->rank;
   for (int a = 0; a < n->rank; a++) n->ext[a] = cp_i(c, 1);
-  double v = 0;
-  switch (t->dtype) {
-  case NIMBLE_DTYPE_FLOAT32: { float f; memcpy(&f, t->data, 4); v = f; break; }
-  case NIMBLE_DTYPE_INT64: { int64_t i; memcpy(&i, t->data, 8); n->cval = nimble_ln_i64(c->A, i); return n; }
-  case NIMBLE_DTYPE_INT32: { int32_t i; memcpy(&i, t->data, 4); v = i; break; }
-  case NIMBLE_DTYPE_BOOL: { uint8_t b; memcpy(&b, t->data, 1); v = b != 0; break; }
-  default: break;
+  if (nimble_ln_type_is_float(n->type)) {
+    n->cval = nimble_ln_const_f(c->A, n->type, nimble_dtype_get_double(t->dtype, t->data, 0));
+  } else if (n->type == NIMBLE_LN_BOOL) {
+    n->cval = cp_const_of(c, n->type, ((const uint8_t *)t->data)[0] != 0);
+  } else {
+    /* The element's bits, sign- or zero-extended (uint64 keeps all 64). */
+    int64_t i = nimble_dtype_get_int(t->dtype, t->data, 0);
+    if (t->dtype == NIMBLE_DTYPE_UINT64) memcpy(&i, t->data, 8);
+    n->cval = nimble_ln_const_i(c->A, n->type, i);
   }
-  n->cval = cp_const_of(c, n->type, v);
   return n;
 }
 
@@ -270,8 +271,8 @@ static cp_node *build_graph(cp_ctx *c, const nimble_module *m, const char *name,
     if (!n) return NULL;
     bool is_bool;
     if (!cp_ln_type(t->u.tensor.dtype, &n->type, &is_bool))
-      return cp_fail(c, NIMBLE_UNIMPLEMENTED, "%s: parameter %%%s has dtype %s (kernels take float32, int32, "
-                     "int64 and bool tensors)", name, v->u.var.name, nimble_dtype_name(t->u.tensor.dtype));
+      return cp_fail(c, NIMBLE_UNIMPLEMENTED, "%s: parameter %%%s has dtype %s, which kernels do not take", name,
+                     v->u.var.name, nimble_dtype_name(t->u.tensor.dtype));
     if (t->u.tensor.rank > CP_MAX_RANK)
       return cp_fail(c, NIMBLE_UNIMPLEMENTED, "%s: parameter %%%s has rank %zu (at most %d)", name,
                      v->u.var.name, t->u.tensor.rank, CP_MAX_RANK);

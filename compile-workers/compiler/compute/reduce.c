@@ -1,7 +1,8 @@
 /* Reduction compute definitions: sum, mean, max, min, prod over axes
  * (empty: all) with keepdims, dyn_sum (the axes a run-time tensor),
  * argmax/argmin and hardmax along one axis,
- * and conv2d_transpose (a sum over channels and kernel taps). Each is a
+ * and conv2d_transpose (a sum over channels and kernel taps); cumsum, a
+ * row anchor. Each is a
  * point anchor: per output element an accumulator runs over the reduced
  * axes, reading its input's value (so an element-wise or injective chain
  * below the reduction is computed inline), and the result feeds the
@@ -55,8 +56,8 @@ static nimble_status_t shape_reduce(cp_ctx *c, cp_node *n) {
 
 static nimble_ln_expr *init_of(cp_ctx *c, reduce_kind k, nimble_ln_type_t t) {
   switch (k) {
-  case R_MAX: return t == NIMBLE_LN_F32 ? nimble_ln_f32(c->A, -INFINITY) : cp_const_of(c, t, t == NIMBLE_LN_I64 ? (double)INT64_MIN : (double)INT32_MIN);
-  case R_MIN: return t == NIMBLE_LN_F32 ? nimble_ln_f32(c->A, INFINITY) : cp_const_of(c, t, t == NIMBLE_LN_I64 ? (double)INT64_MAX : (double)INT32_MAX);
+  case R_MAX: return cp_type_lowest(c, t);
+  case R_MIN: return cp_type_highest(c, t);
   case R_PROD: return cp_const_of(c, t, 1);
   default: return cp_const_of(c, t, 0);
   }
@@ -82,8 +83,12 @@ static nimble_ln_stmt *emit_reduce(cp_ctx *c, cp_node *n, nimble_ln_expr *const 
       in_idx[a] = idx[o++];
     }
   }
-  nimble_ln_var *acc = cp_var(c, "acc", n->type);
-  nimble_ln_expr *v = cp_value(c, x, in_idx);
+  /* Sums and products of f16/bf16 accumulate in f32 and round once at the
+   * end (NumPy's reductions of half floats do too); max and min are exact
+   * in any type, and propagate NaN (NumPy's max). */
+  nimble_ln_type_t at = k == R_MAX || k == R_MIN ? n->type : cp_acc_type(n->type);
+  nimble_ln_var *acc = cp_var(c, "acc", at);
+  nimble_ln_expr *v = cp_convert(c, cp_value(c, x, in_idx), at);
   nimble_ln_expr *ra = nimble_ln_ref(c->A, acc), *nv;
   switch (k) {
   case R_MAX: nv = nimble_ln_binary(c->A, NIMBLE_LN_MAX, ra, v); break;
@@ -95,13 +100,15 @@ static nimble_ln_stmt *emit_reduce(cp_ctx *c, cp_node *n, nimble_ln_expr *const 
   nimble_ln_expr *count = cp_i(c, 1);
   for (int a = x->rank - 1; a >= 0; a--) {
     if (!red[a]) continue;
-    bool vec = a == last_red && (k == R_SUM || k == R_MEAN) && n->type == NIMBLE_LN_F32 && c->opt.vector_width > 1;
+    bool vec = a == last_red && (k == R_SUM || k == R_MEAN) && (at == NIMBLE_LN_F32 || at == NIMBLE_LN_F64) &&
+               c->opt.vector_width > 1;
     loop = cp_for(c, rv[a], x->ext[a], vec ? NIMBLE_LN_VECTORIZED : NIMBLE_LN_SERIAL, vec ? c->opt.vector_width : 0, loop);
     count = cp_mul(c, count, x->ext[a]);
   }
   nimble_ln_expr *fin = ra;
-  if (k == R_MEAN) fin = nimble_ln_binary(c->A, NIMBLE_LN_DIV, ra, cp_convert(c, count, n->type));
-  return nimble_ln_decl(c->A, acc, init_of(c, k, n->type),
+  if (k == R_MEAN) fin = nimble_ln_binary(c->A, NIMBLE_LN_DIV, ra, cp_convert(c, count, at));
+  fin = cp_convert(c, fin, n->type);
+  return nimble_ln_decl(c->A, acc, init_of(c, k, at),
                         nimble_ln_seq2(c->A, loop, nimble_ln_let(c->A, result, fin, body)));
 }
 
@@ -123,6 +130,17 @@ static nimble_status_t shape_arg(cp_ctx *c, cp_node *n) {
   return nimble_ok();
 }
 
+/* NumPy's argmax and argmin (ONNX's reference uses them) take the first
+ * NaN as the extreme: a NaN is better than any number, and nothing is
+ * better than a NaN already found. */
+static nimble_ln_expr *nan_wins(cp_ctx *c, nimble_ln_expr *better, nimble_ln_expr *v, nimble_ln_expr *best) {
+  if (!v || !nimble_ln_type_is_float(v->type)) return better;
+  nimble_ln_expr *v_nan = nimble_ln_binary(c->A, NIMBLE_LN_NE, v, v);
+  nimble_ln_expr *best_nan = nimble_ln_binary(c->A, NIMBLE_LN_NE, best, best);
+  return nimble_ln_binary(c->A, NIMBLE_LN_AND, nimble_ln_binary(c->A, NIMBLE_LN_OR, better, v_nan),
+                          nimble_ln_unary(c->A, NIMBLE_LN_NOT, best_nan));
+}
+
 static nimble_ln_stmt *emit_arg(cp_ctx *c, cp_node *n, nimble_ln_expr *const *idx, nimble_ln_var *result,
                                 nimble_ln_stmt *body) {
   cp_node *x = n->in[0];
@@ -142,6 +160,7 @@ static nimble_ln_stmt *emit_arg(cp_ctx *c, cp_node *n, nimble_ln_expr *const *id
   nimble_ln_var *best = cp_var(c, "best", x->type), *bi = cp_var(c, "bi", NIMBLE_LN_I64);
   nimble_ln_expr *v = cp_value(c, x, in_idx);
   nimble_ln_expr *better = nimble_ln_binary(c->A, is_max ? NIMBLE_LN_GT : NIMBLE_LN_LT, v, nimble_ln_ref(c->A, best));
+  better = nan_wins(c, better, v, nimble_ln_ref(c->A, best));
   nimble_ln_stmt *upd = nimble_ln_if(c->A, better,
                                      nimble_ln_seq2(c->A, nimble_ln_assign(c->A, best, v),
                                                     nimble_ln_assign(c->A, bi, nimble_ln_ref(c->A, r))),
@@ -252,7 +271,7 @@ static nimble_ln_stmt *emit_hardmax(cp_ctx *c, cp_node *n, nimble_ln_expr *const
   nimble_ln_expr *v = cp_value(c, x, in_idx);
   nimble_ln_expr *better = nimble_ln_binary(
       c->A, NIMBLE_LN_OR, nimble_ln_binary(c->A, NIMBLE_LN_LT, nimble_ln_ref(c->A, bi), cp_i(c, 0)),
-      nimble_ln_binary(c->A, NIMBLE_LN_GT, v, nimble_ln_ref(c->A, best)));
+      nan_wins(c, nimble_ln_binary(c->A, NIMBLE_LN_GT, v, nimble_ln_ref(c->A, best)), v, nimble_ln_ref(c->A, best)));
   nimble_ln_stmt *upd = nimble_ln_if(c->A, better,
                                      nimble_ln_seq2(c->A, nimble_ln_assign(c->A, best, v),
                                                     nimble_ln_assign(c->A, bi, nimble_ln_ref(c->A, r))),
@@ -453,14 +472,88 @@ static nimble_ln_stmt *emit_dyn_sum(cp_ctx *c, cp_node *n, nimble_ln_expr *const
     }
     in_idx[a] = nimble_ln_select(A, is_set(c, red[a]), nimble_ln_ref(A, rv[a]), kept);
   }
-  nimble_ln_var *acc = cp_var(c, "acc", n->type);
-  nimble_ln_expr *v = cp_value(c, x, in_idx);
+  nimble_ln_type_t at = cp_acc_type(n->type);
+  nimble_ln_var *acc = cp_var(c, "acc", at);
+  nimble_ln_expr *v = cp_convert(c, cp_value(c, x, in_idx), at);
   if (!v) return NULL;
   nimble_ln_stmt *loop = nimble_ln_assign(A, acc, nimble_ln_binary(A, NIMBLE_LN_ADD, nimble_ln_ref(A, acc), v));
   for (int a = x->rank - 1; a >= 0; a--)
     loop = cp_for(c, rv[a], nimble_ln_select(A, is_set(c, red[a]), x->ext[a], cp_i(c, 1)), NIMBLE_LN_SERIAL, 0, loop);
-  return nimble_ln_decl(A, acc, cp_const_of(c, n->type, 0),
-                        nimble_ln_seq2(A, loop, nimble_ln_let(A, result, nimble_ln_ref(A, acc), body)));
+  return nimble_ln_decl(A, acc, cp_const_of(c, at, 0),
+                        nimble_ln_seq2(A, loop, nimble_ln_let(A, result, cp_convert(c, nimble_ln_ref(A, acc), n->type), body)));
+}
+
+/* ---- cumsum (ONNX CumSum): a running sum along one axis, which is an
+ * attribute or a run-time scalar input. A row anchor: the tensor is seen
+ * as [outer, len, inner] around the axis (the products chosen by the
+ * axis's value when it is only known at run time), and each (outer,
+ * inner) line is summed in one pass, forward or (reverse) backward,
+ * storing the sum before (exclusive) or after adding the element. Sums of
+ * f16/bf16 accumulate in f32. */
+
+static nimble_status_t shape_cumsum(cp_ctx *c, cp_node *n) {
+  cp_node *x = n->in[0];
+  n->type = x->type;
+  n->dtype = x->dtype;
+  if (x->type == NIMBLE_LN_BOOL) return nimble_status_make(NIMBLE_UNIMPLEMENTED, "cumsum of bool");
+  if (x->rank < 1) return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "cumsum of a scalar");
+  n->rank = x->rank;
+  for (int a = 0; a < x->rank; a++) n->ext[a] = x->ext[a];
+  return nimble_ok();
+}
+
+static nimble_ln_stmt *emit_cumsum(cp_ctx *c, cp_node *n, nimble_ln_param *o) {
+  cp_node *x = n->in[0];
+  nimble_ln_arena *A = c->A;
+  int R = x->rank;
+  nimble_ln_expr *axis;
+  if (n->n_in == 2) {
+    nimble_ln_expr *i0[1] = {cp_i(c, 0)};
+    axis = cp_convert(c, cp_value(c, n->in[1], n->in[1]->rank ? i0 : NULL), NIMBLE_LN_I64);
+    if (!axis) return NULL;
+    axis = nimble_ln_select(A, nimble_ln_binary(A, NIMBLE_LN_LT, axis, cp_i(c, 0)), cp_add(c, axis, cp_i(c, R)), axis);
+    cp_check(c, nimble_ln_cast(A, NIMBLE_LN_I64, nimble_ln_binary(A, NIMBLE_LN_AND,
+                                                                 nimble_ln_binary(A, NIMBLE_LN_GE, axis, cp_i(c, 0)),
+                                                                 nimble_ln_binary(A, NIMBLE_LN_LT, axis, cp_i(c, R)))),
+             "cumsum: the axis is out of range for rank %d", R);
+  } else {
+    int ax;
+    if (!cp_axis(c, n, cp_attr_int(n, "axis"), R, &ax)) return NULL;
+    axis = cp_i(c, ax);
+  }
+  /* outer, len, inner for each possible axis, picked by its value. */
+  nimble_ln_expr *outer = NULL, *len = NULL, *inner = NULL;
+  for (int a = R - 1; a >= 0; a--) {
+    nimble_ln_expr *po = cp_product(c, x->ext, 0, a), *pi = cp_product(c, x->ext, a + 1, R);
+    if (!outer) {
+      outer = po, len = x->ext[a], inner = pi;
+      continue;
+    }
+    nimble_ln_expr *is_a = nimble_ln_binary(A, NIMBLE_LN_EQ, axis, cp_i(c, a));
+    outer = nimble_ln_select(A, is_a, po, outer);
+    len = nimble_ln_select(A, is_a, x->ext[a], len);
+    inner = nimble_ln_select(A, is_a, pi, inner);
+  }
+  int64_t k;
+  if (cp_const_i(axis, &k)) {
+    outer = cp_product(c, x->ext, 0, (int)k), len = x->ext[k], inner = cp_product(c, x->ext, (int)k + 1, R);
+  }
+  bool exclusive = cp_attr_int(n, "exclusive") != 0, reverse = cp_attr_int(n, "reverse") != 0;
+  nimble_ln_type_t at = cp_acc_type(n->type);
+  nimble_ln_var *vo = cp_var(c, "o", NIMBLE_LN_I64), *vi = cp_var(c, "i", NIMBLE_LN_I64), *vt = cp_var(c, "t", NIMBLE_LN_I64);
+  nimble_ln_var *acc = cp_var(c, "acc", at);
+  nimble_ln_expr *t = nimble_ln_ref(A, vt);
+  nimble_ln_expr *pos = reverse ? cp_sub(c, cp_sub(c, len, cp_i(c, 1)), t) : t;
+  nimble_ln_expr *flat = cp_add(c, cp_mul(c, cp_add(c, cp_mul(c, nimble_ln_ref(A, vo), len), pos), inner), nimble_ln_ref(A, vi));
+  nimble_ln_expr *v = cp_convert(c, cp_value_flat(c, x, flat), at);
+  nimble_ln_expr *ra = nimble_ln_ref(A, acc);
+  nimble_ln_stmt *add = nimble_ln_assign(A, acc, nimble_ln_binary(A, NIMBLE_LN_ADD, ra, v));
+  nimble_ln_stmt *st = nimble_ln_store(A, o, flat, cp_convert(c, ra, n->type));
+  nimble_ln_stmt *step = exclusive ? nimble_ln_seq2(A, st, add) : nimble_ln_seq2(A, add, st);
+  nimble_ln_stmt *line = nimble_ln_decl(A, acc, cp_const_of(c, at, 0), cp_for(c, vt, len, NIMBLE_LN_SERIAL, 0, step));
+  nimble_ln_stmt *all = cp_for(c, vo, outer, NIMBLE_LN_SERIAL, 0, cp_for(c, vi, inner, NIMBLE_LN_SERIAL, 0, line));
+  if (all && c->opt.parallel) all = nimble_ln_chunk(A, all, cp_rows_per_task(c, outer, cp_mul(c, len, inner)));
+  return all;
 }
 
 #define RED(name) {name, CP_ANCHOR_POINT, shape_reduce, NULL, emit_reduce, NULL}
@@ -473,5 +566,6 @@ const cp_def cp_defs_reduce[] = {
     {"hardmax", CP_ANCHOR_POINT, shape_hardmax, NULL, emit_hardmax, NULL},
     {"conv2d_transpose", CP_ANCHOR_POINT, shape_conv_transpose, NULL, emit_conv_transpose, NULL},
     {"dyn_sum", CP_ANCHOR_POINT, shape_dyn_sum, NULL, emit_dyn_sum, NULL},
+    {"cumsum", CP_ANCHOR_ROW, shape_cumsum, NULL, NULL, emit_cumsum},
 };
 const int cp_defs_reduce_count = (int)(sizeof cp_defs_reduce / sizeof cp_defs_reduce[0]);

@@ -69,6 +69,12 @@ static void print_element(nimble_strbuf *b, nimble_dtype_t dt, const void *data,
     case NIMBLE_DTYPE_INT32: nimble_strbuf_printf(b, "%" PRId32, ((const int32_t *)data)[i]); break;
     case NIMBLE_DTYPE_INT64: nimble_strbuf_printf(b, "%" PRId64, ((const int64_t *)data)[i]); break;
     case NIMBLE_DTYPE_UINT8: nimble_strbuf_printf(b, "%u", ((const uint8_t *)data)[i]); break;
+    case NIMBLE_DTYPE_UINT16: nimble_strbuf_printf(b, "%u", (unsigned)((const uint16_t *)data)[i]); break;
+    case NIMBLE_DTYPE_UINT32: nimble_strbuf_printf(b, "%" PRIu32, ((const uint32_t *)data)[i]); break;
+    case NIMBLE_DTYPE_UINT64: nimble_strbuf_printf(b, "%" PRIu64, ((const uint64_t *)data)[i]); break;
+    case NIMBLE_DTYPE_BFLOAT16: /* bit patterns, like float16 */
+      nimble_strbuf_printf(b, "0x%04x", (unsigned)((const uint16_t *)data)[i]);
+      break;
     case NIMBLE_DTYPE_BOOL:
       nimble_strbuf_puts(b, ((const uint8_t *)data)[i] ? "true" : "false");
       break;

@@ -211,6 +211,10 @@ DLDataType lw_dl_dtype(nimble_dtype_t dt) {
      * tensor files read and write), so that it stays apart from uint8 in
      * signatures and outputs (docs/executable.md, "Element types"). */
     case NIMBLE_DTYPE_BOOL: r.code = kDLUInt; r.bits = 1; break;
+    case NIMBLE_DTYPE_UINT16: r.code = kDLUInt; r.bits = 16; break;
+    case NIMBLE_DTYPE_UINT32: r.code = kDLUInt; r.bits = 32; break;
+    case NIMBLE_DTYPE_UINT64: r.code = kDLUInt; r.bits = 64; break;
+    case NIMBLE_DTYPE_BFLOAT16: r.code = kDLBfloat; r.bits = 16; break;
     default: break;
   }
   return r;

@@ -216,6 +216,17 @@ bool nimble_rel_value_int(const nimble_rel_call_t *call, size_t i, size_t k, int
     case NIMBLE_DTYPE_INT16: *out = ((const int16_t *)v->data)[k]; return true;
     case NIMBLE_DTYPE_INT8: *out = ((const int8_t *)v->data)[k]; return true;
     case NIMBLE_DTYPE_UINT8: *out = ((const uint8_t *)v->data)[k]; return true;
+    case NIMBLE_DTYPE_UINT16:
+    case NIMBLE_DTYPE_UINT32:
+      *out = nimble_dtype_get_int(v->dtype, v->data, k);
+      return true;
+    case NIMBLE_DTYPE_UINT64: {
+      uint64_t u;
+      memcpy(&u, (const char *)v->data + 8 * k, 8);
+      if (u > (uint64_t)INT64_MAX) return false; /* not an int64 value */
+      *out = (int64_t)u;
+      return true;
+    }
     default: return false;
   }
 }
@@ -228,6 +239,11 @@ bool nimble_rel_value_double(const nimble_rel_call_t *call, size_t i, size_t k, 
   switch (v->dtype) {
     case NIMBLE_DTYPE_FLOAT32: *out = ((const float *)v->data)[k]; return true;
     case NIMBLE_DTYPE_FLOAT64: *out = ((const double *)v->data)[k]; return true;
+    case NIMBLE_DTYPE_FLOAT16:
+    case NIMBLE_DTYPE_BFLOAT16:
+    case NIMBLE_DTYPE_UINT64:
+      *out = nimble_dtype_get_double(v->dtype, v->data, k);
+      return true;
     default:
       if (!nimble_rel_value_int(call, i, k, &iv)) return false;
       *out = (double)iv;

@@ -55,7 +55,7 @@ static nimble_status_t rel_window(const nimble_rel_call_t *call, nimble_tensor_s
 /* Einsum: a term per input ("bij,bjk->bik"), letters name dims (a
  * letter seen twice is one dim: "ii" is a diagonal), "..." stands for
  * broadcast leading dims. Without "->" the output is "..." then the
- * letters seen once, in alphabetical order. */
+ * letters seen once, in ASCII order (uppercase first), as NumPy's. */
 static nimble_status_t rel_einsum(const nimble_rel_call_t *call, nimble_tensor_sig_t *out, size_t *num_out) {
   const char *eq = A_STRING(call, "equation");
   char e[256];
@@ -151,11 +151,14 @@ static nimble_status_t rel_einsum(const nimble_rel_call_t *call, nimble_tensor_s
   } else {
     if (has_ell)
       for (size_t k = 0; k < ell_rank; k++) r.dims[r.rank++] = ell[k];
-    for (int li = 0; li < 52; li++)
+    /* NumPy's order is ASCII: 'A'..'Z' (26..51 here) before 'a'..'z'. */
+    for (int k = 0; k < 52; k++) {
+      int li = (k + 26) % 52;
       if (count[li] == 1) {
         if (r.rank == NIMBLE_MAX_RANK) return nimble_status_make(NIMBLE_OUT_OF_RANGE, "output rank exceeds %d", NIMBLE_MAX_RANK);
         r.dims[r.rank++] = letter[li];
       }
+    }
   }
   return nimble_rel_one(out, num_out, &r);
 }

@@ -41,47 +41,66 @@ static fold_kind kind_of(const char *n) {
   return K_NONE;
 }
 
-static bool dtype_ok(nimble_dtype_t d) {
-  return d == NIMBLE_DTYPE_FLOAT32 || d == NIMBLE_DTYPE_FLOAT64 || d == NIMBLE_DTYPE_INT32 ||
-         d == NIMBLE_DTYPE_INT64 || d == NIMBLE_DTYPE_BOOL;
+static bool dtype_ok(nimble_dtype_t d) { return (unsigned)d < NIMBLE_DTYPE_COUNT_; }
+
+/* uint64 values above INT64_MAX do not fit the int64 arithmetic below:
+ * a constant holding one is left for the run time. */
+static bool values_ok(const nimble_const_tensor_t *c) {
+  if (c->dtype != NIMBLE_DTYPE_UINT64) return true;
+  for (size_t i = 0; i < c->num_elements; i++) {
+    uint64_t u;
+    memcpy(&u, (const char *)c->data + 8 * i, 8);
+    if (u > (uint64_t)INT64_MAX) return false;
+  }
+  return true;
 }
 
 static double get_f(const nimble_const_tensor_t *c, size_t i) {
-  switch (c->dtype) {
-    case NIMBLE_DTYPE_FLOAT32: return ((const float *)c->data)[i];
-    case NIMBLE_DTYPE_FLOAT64: return ((const double *)c->data)[i];
-    case NIMBLE_DTYPE_INT32: return ((const int32_t *)c->data)[i];
-    case NIMBLE_DTYPE_INT64: return (double)((const int64_t *)c->data)[i];
-    case NIMBLE_DTYPE_BOOL: return ((const uint8_t *)c->data)[i] != 0;
-    default: return 0;
-  }
+  return nimble_dtype_get_double(c->dtype, c->data, i);
 }
 
 static int64_t get_i(const nimble_const_tensor_t *c, size_t i) {
-  switch (c->dtype) {
-    case NIMBLE_DTYPE_FLOAT32: return (int64_t)((const float *)c->data)[i];
-    case NIMBLE_DTYPE_FLOAT64: return (int64_t)((const double *)c->data)[i];
-    case NIMBLE_DTYPE_INT32: return ((const int32_t *)c->data)[i];
-    case NIMBLE_DTYPE_INT64: return ((const int64_t *)c->data)[i];
-    case NIMBLE_DTYPE_BOOL: return ((const uint8_t *)c->data)[i] != 0;
-    default: return 0;
-  }
+  return nimble_dtype_get_int(c->dtype, c->data, i);
 }
 
-/* Stores v (a double for float dtypes, an int64 otherwise); false when an
- * integer does not fit. */
+/* Stores v (a double for float dtypes, rounded once to the dtype, an int64
+ * otherwise); false when an integer does not fit. */
 static bool put(void *data, nimble_dtype_t d, size_t i, double f, int64_t v) {
+  char *p = data;
+  int64_t lo = INT64_MIN, hi = INT64_MAX;
   switch (d) {
-    case NIMBLE_DTYPE_FLOAT32: ((float *)data)[i] = (float)f; return true;
-    case NIMBLE_DTYPE_FLOAT64: ((double *)data)[i] = f; return true;
-    case NIMBLE_DTYPE_INT32:
-      if (v < INT32_MIN || v > INT32_MAX) return false;
-      ((int32_t *)data)[i] = (int32_t)v;
+    case NIMBLE_DTYPE_FLOAT32: { float x = (float)f; memcpy(p + 4 * i, &x, 4); return true; }
+    case NIMBLE_DTYPE_FLOAT64: memcpy(p + 8 * i, &f, 8); return true;
+    case NIMBLE_DTYPE_FLOAT16: { uint16_t h = nimble_f64_to_f16(f); memcpy(p + 2 * i, &h, 2); return true; }
+    case NIMBLE_DTYPE_BFLOAT16: {
+      /* Through float would round twice; a double that float rounds to a
+       * bfloat16 tie is not foldable exactly, so leave such values be. */
+      float x = (float)f;
+      if ((double)x != f && isfinite(f)) {
+        uint32_t u;
+        memcpy(&u, &x, 4);
+        if ((u & 0xffff) == 0x8000) return false;
+      }
+      uint16_t h = nimble_f32_to_bf16(x);
+      memcpy(p + 2 * i, &h, 2);
       return true;
-    case NIMBLE_DTYPE_INT64: ((int64_t *)data)[i] = v; return true;
-    case NIMBLE_DTYPE_BOOL: ((uint8_t *)data)[i] = v != 0; return true;
+    }
+    case NIMBLE_DTYPE_BOOL: p[i] = v != 0; return true;
+    case NIMBLE_DTYPE_INT8: lo = INT8_MIN, hi = INT8_MAX; break;
+    case NIMBLE_DTYPE_INT16: lo = INT16_MIN, hi = INT16_MAX; break;
+    case NIMBLE_DTYPE_INT32: lo = INT32_MIN, hi = INT32_MAX; break;
+    case NIMBLE_DTYPE_UINT8: lo = 0, hi = UINT8_MAX; break;
+    case NIMBLE_DTYPE_UINT16: lo = 0, hi = UINT16_MAX; break;
+    case NIMBLE_DTYPE_UINT32: lo = 0, hi = UINT32_MAX; break;
+    case NIMBLE_DTYPE_UINT64: lo = 0; break;
+    case NIMBLE_DTYPE_INT64: break;
     default: return false;
   }
+  if (v < lo || v > hi) return false;
+  size_t es = nimble_dtype_size(d);
+  /* Little-endian hosts only (x86_64, aarch64): the low bytes of v. */
+  memcpy(p + es * i, &v, es);
+  return true;
 }
 
 static double unary_f(const char *n, double x) {
@@ -96,7 +115,7 @@ static double unary_f(const char *n, double x) {
   if (!strcmp(n, "floor")) return floor(x);
   if (!strcmp(n, "ceil")) return ceil(x);
   if (!strcmp(n, "round")) return nearbyint(x); /* half to even in the default mode */
-  if (!strcmp(n, "relu")) return x > 0 ? x : 0;
+  if (!strcmp(n, "relu")) return x > 0 || isnan(x) ? x : 0; /* NaN stays NaN, as in NumPy */
   if (!strcmp(n, "erf")) return erf(x);
   if (!strcmp(n, "sin")) return sin(x);
   if (!strcmp(n, "cos")) return cos(x);
@@ -118,6 +137,8 @@ static double binary_f(const char *n, double a, double b) {
   if (!strcmp(n, "subtract")) return a - b;
   if (!strcmp(n, "multiply")) return a * b;
   if (!strcmp(n, "divide")) return a / b;
+  /* NumPy's maximum/minimum: a NaN on either side gives NaN. */
+  if (isnan(a) || isnan(b)) return a + b;
   if (!strcmp(n, "maximum")) return a > b ? a : b;
   return a < b ? a : b;
 }
@@ -176,7 +197,7 @@ nimble_status_t pass_fold_eval(nimble_arena *a, const nimble_expr *call, const n
     const nimble_expr *arg = call->u.call.args[i];
     if (arg->kind != NIMBLE_EXPR_CONSTANT) return nimble_ok();
     in[i] = &arg->u.constant;
-    if (in[i]->rank > NIMBLE_MAX_RANK || !dtype_ok(in[i]->dtype)) return nimble_ok();
+    if (in[i]->rank > NIMBLE_MAX_RANK || !dtype_ok(in[i]->dtype) || !values_ok(in[i])) return nimble_ok();
     memset(&sin[i], 0, sizeof sin[i]);
     sin[i].dtype = in[i]->dtype;
     sin[i].shape.rank = in[i]->rank;

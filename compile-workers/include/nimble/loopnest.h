@@ -8,7 +8,8 @@
  * reads from its DLTensor arguments at run time. So one kernel serves every
  * shape.
  *
- * Expressions are typed (f32, i64, i32, bool, u8); statements are loops (with a
+ * Expressions are typed (floats f32 f64 f16 bf16, signed integers i8 i16
+ * i32 i64, unsigned u8 u16 u32 u64, and bool); statements are loops (with a
  * kind: serial, parallel, vectorized, unrolled), let bindings, mutable
  * scalar accumulators (decl/assign), stores, if, run-time checks that fail
  * the kernel with a message, and a call to the runtime's sgemm. Schedules
@@ -43,13 +44,22 @@ typedef enum nimble_ln_type {
   NIMBLE_LN_I64,
   NIMBLE_LN_I32,
   NIMBLE_LN_BOOL, /* results of comparisons; not a tensor element type */
-  /* One byte, unsigned: the element type of bool tensors, which the
-   * runtime holds as DLPack {kDLUInt, 8, 1} (or TVM's {kDLUInt, 1, 1}),
-   * one byte of 0 or 1 per element. A load gives a u8 value; it takes
-   * casts (to bool: != 0; from bool: 0/1; to and from f32/i32/i64 as
-   * unsigned), the comparisons (unsigned) and min/max, no arithmetic.
-   * A store into a u8 tensor takes a u8 or a bool value (written 0/1). */
+  /* One byte, unsigned: uint8 tensors, and the element type of bool
+   * tensors, which the runtime holds as DLPack {kDLUInt, 8, 1} (or TVM's
+   * {kDLUInt, 1, 1}), one byte of 0 or 1 per element. A store into a u8
+   * tensor also takes a bool value (written 0/1). */
   NIMBLE_LN_U8,
+  NIMBLE_LN_F64,
+  /* IEEE binary16 and bfloat16: stored as 16 bits; every operation on
+   * them is computed in f32 and its result rounded to the type (to
+   * nearest, ties to even), as NumPy does per operation. */
+  NIMBLE_LN_F16,
+  NIMBLE_LN_BF16,
+  NIMBLE_LN_I8,
+  NIMBLE_LN_I16,
+  NIMBLE_LN_U16,
+  NIMBLE_LN_U32,
+  NIMBLE_LN_U64,
 } nimble_ln_type_t;
 
 typedef enum nimble_ln_op {
@@ -67,11 +77,11 @@ typedef enum nimble_ln_op {
   NIMBLE_LN_ADD,
   NIMBLE_LN_SUB,
   NIMBLE_LN_MUL,
-  NIMBLE_LN_DIV, /* integers: truncating; division by zero is the caller's to avoid */
+  NIMBLE_LN_DIV, /* integers: truncating (unsigned for u*); a zero divisor gives 0, INT_MIN / -1 wraps */
   NIMBLE_LN_REM,
-  NIMBLE_LN_MIN,
+  NIMBLE_LN_MIN, /* floats: NaN if either operand is NaN (NumPy's minimum) */
   NIMBLE_LN_MAX,
-  NIMBLE_LN_POW, /* f32 only */
+  NIMBLE_LN_POW, /* floats only */
   NIMBLE_LN_LT,
   NIMBLE_LN_LE,
   NIMBLE_LN_GT,
@@ -80,6 +90,17 @@ typedef enum nimble_ln_op {
   NIMBLE_LN_NE,
   NIMBLE_LN_AND, /* bool only */
   NIMBLE_LN_OR,
+  /* Integers: a << b, a >> b (logical for unsigned, arithmetic for
+   * signed). A count outside [0, bits) gives 0 (>> of a negative signed
+   * value: -1), never poison. */
+  NIMBLE_LN_SHL,
+  NIMBLE_LN_SHR,
+  /* unary, floats: libm's sin, cos, atan (sinf ... for f32, f16, bf16);
+   * compute definitions use them for f64, where no f32 approximation will
+   * do. Not on nvptx64. */
+  NIMBLE_LN_SIN,
+  NIMBLE_LN_COS,
+  NIMBLE_LN_ATAN,
 } nimble_ln_op_t;
 
 typedef enum nimble_ln_loop_kind {
@@ -180,6 +201,7 @@ struct nimble_ln_stmt {
   nimble_ln_sgemm_desc_t sgemm;
 };
 
+#define NIMBLE_LN_TYPE_COUNT (NIMBLE_LN_U64 + 1)
 #define NIMBLE_LN_MAX_PARAMS 16
 #define NIMBLE_LN_MAX_RANK 8
 #define NIMBLE_LN_MAX_SPECIALIZATIONS 4
@@ -216,6 +238,12 @@ void *nimble_ln_arena_alloc(nimble_ln_arena *arena, size_t bytes);
 char *nimble_ln_arena_strdup(nimble_ln_arena *arena, const char *s);
 
 const char *nimble_ln_type_name(nimble_ln_type_t t);
+/* Classes of the types: floats (f32 f64 f16 bf16), integers (signed and
+ * unsigned, not bool), unsigned integers; bits of a stored element. */
+int nimble_ln_type_is_float(nimble_ln_type_t t);
+int nimble_ln_type_is_int(nimble_ln_type_t t);
+int nimble_ln_type_is_unsigned(nimble_ln_type_t t);
+int nimble_ln_type_bits(nimble_ln_type_t t);
 const char *nimble_ln_op_name(nimble_ln_op_t op);
 
 /* Kernels and parameters. Names are copied into the arena. */
@@ -247,6 +275,10 @@ nimble_ln_expr *nimble_ln_f32(nimble_ln_arena *arena, double value);
 nimble_ln_expr *nimble_ln_i64(nimble_ln_arena *arena, int64_t value);
 nimble_ln_expr *nimble_ln_i32(nimble_ln_arena *arena, int32_t value);
 nimble_ln_expr *nimble_ln_u8(nimble_ln_arena *arena, uint8_t value);
+/* A constant of any float type, rounded to it (f16/bf16: to nearest even). */
+nimble_ln_expr *nimble_ln_const_f(nimble_ln_arena *arena, nimble_ln_type_t type, double value);
+/* A constant of any integer type (or bool), wrapped to its width. */
+nimble_ln_expr *nimble_ln_const_i(nimble_ln_arena *arena, nimble_ln_type_t type, int64_t value);
 nimble_ln_expr *nimble_ln_ref(nimble_ln_arena *arena, nimble_ln_var *var);
 nimble_ln_expr *nimble_ln_shape(nimble_ln_arena *arena, nimble_ln_param *param, int axis);
 nimble_ln_expr *nimble_ln_load(nimble_ln_arena *arena, nimble_ln_param *param, nimble_ln_expr *index);

@@ -36,6 +36,10 @@ typedef enum nimble_dtype {
   NIMBLE_DTYPE_INT64,
   NIMBLE_DTYPE_UINT8,
   NIMBLE_DTYPE_BOOL,
+  NIMBLE_DTYPE_UINT16,
+  NIMBLE_DTYPE_UINT32,
+  NIMBLE_DTYPE_UINT64,
+  NIMBLE_DTYPE_BFLOAT16, /* the upper half of a float32 (Google Brain's format) */
   NIMBLE_DTYPE_COUNT_
 } nimble_dtype_t;
 
@@ -47,6 +51,24 @@ bool nimble_dtype_from_name(const char *name, size_t len, nimble_dtype_t *out);
 size_t nimble_dtype_size(nimble_dtype_t dtype);
 bool nimble_dtype_is_float(nimble_dtype_t dtype);
 bool nimble_dtype_is_int(nimble_dtype_t dtype); /* signed or unsigned, not bool */
+bool nimble_dtype_is_unsigned(nimble_dtype_t dtype); /* uint8 ... uint64, not bool */
+
+/* Half-precision conversions (IEEE binary16 and bfloat16 bit patterns).
+ * Narrowing rounds to nearest, ties to even, as NumPy and ONNX Runtime do;
+ * overflow gives infinity, NaN stays NaN (quiet). */
+float nimble_f16_to_f32(uint16_t h);
+uint16_t nimble_f32_to_f16(float f);
+/* double -> binary16 rounded once (not through float, which could round twice). */
+uint16_t nimble_f64_to_f16(double d);
+float nimble_bf16_to_f32(uint16_t h);
+uint16_t nimble_f32_to_bf16(float f);
+
+/* Element k of a buffer of `dtype` as a double (uint64 above 2^53 and
+ * int64 beyond +-2^53 are rounded), and as an int64 (floats truncated
+ * toward zero, NaN and out-of-range ones saturate; uint64 above INT64_MAX
+ * gives INT64_MAX). Bool is 0 or 1. */
+double nimble_dtype_get_double(nimble_dtype_t dtype, const void *data, size_t k);
+int64_t nimble_dtype_get_int(nimble_dtype_t dtype, const void *data, size_t k);
 
 /* One dimension. `name` (borrowed, arena-owned) is set for variables only. */
 typedef enum nimble_dim_kind {

@@ -450,7 +450,7 @@ static int parse_tensor_field(const char *f, size_t len, nimble_adt_field_t *out
   const char *end = f + len, *open = memchr(f, '[', len);
   if (!open || len < 2 || end[-1] != ']') return 0;
   static const struct { const char *name; uint8_t code; } bases[] = {
-      {"float", kDLFloat}, {"uint", kDLUInt}, {"int", kDLInt}};
+      {"float", kDLFloat}, {"bfloat", kDLBfloat}, {"uint", kDLUInt}, {"int", kDLInt}};
   int found = 0;
   for (size_t b = 0; b < sizeof bases / sizeof bases[0] && !found; b++) {
     size_t bl = strlen(bases[b].name);

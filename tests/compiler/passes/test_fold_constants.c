@@ -50,6 +50,28 @@ START_TEST(test_fold_leaves_division_by_zero_and_overflow_to_run_time) {
 }
 END_TEST
 
+START_TEST(test_fold_computes_small_types_and_propagates_nan) {
+  /* uint8: 200 + 55 = 255 fits and folds; 200 + 56 wraps at run time, so
+   * it stays. uint16 7 / 2 = 3. float16 1 + 2^-10 (0x3c00 + 0x1400) is
+   * 0x3c01; 1 + 2^-11 (0x1000) is a tie that rounds to even, 0x3c00. maximum and
+   * relu of NaN are NaN (NumPy), not the other operand or 0. */
+  pt_expect(nimble_passes_fold_constants,
+            "def @main() {\n"
+            "  (add(const[(1,), uint8]{200}, const[(1,), uint8]{55}),\n"
+            "   add(const[(1,), uint8]{200}, const[(1,), uint8]{56}),\n"
+            "   divide(const[(1,), uint16]{7}, const[(1,), uint16]{2}),\n"
+            "   add(const[(2,), float16]{0x3c00, 0x3c00}, const[(2,), float16]{0x1400, 0x1000}),\n"
+            "   maximum(const[(2,), float32]{nan, 1}, const[(2,), float32]{1, nan}),\n"
+            "   relu(const[(2,), float32]{nan, -1}))\n"
+            "}\n",
+            "def @main() {\n"
+            "  (const[(1,), uint8]{255}, add(const[(1,), uint8]{200}, const[(1,), uint8]{56}), "
+            "const[(1,), uint16]{3}, const[(2,), float16]{0x3c01, 0x3c00}, const[(2,), float32]{nan, nan}, "
+            "const[(2,), float32]{nan, 0.0})\n"
+            "}\n");
+}
+END_TEST
+
 START_TEST(test_fold_resolves_if_on_a_constant_condition) {
   /* less(2, 3) is true: the then branch stays; the comparison of a cast
    * 2.75 -> 2 with 2 is true too. */
@@ -150,6 +172,7 @@ int main(void) {
   tcase_add_test(tc, test_fold_does_integer_shape_arithmetic_and_truncates_division);
   tcase_add_test(tc, test_fold_leaves_division_by_zero_and_overflow_to_run_time);
   tcase_add_test(tc, test_fold_resolves_if_on_a_constant_condition);
+  tcase_add_test(tc, test_fold_computes_small_types_and_propagates_nan);
   tcase_add_test(tc, test_fold_reshapes_and_indexes_constant_shapes);
   tcase_add_test(tc, test_fold_keeps_large_constants_bound_and_unevaluated);
   tcase_add_test(tc, test_fold_takes_fields_of_known_tuples);

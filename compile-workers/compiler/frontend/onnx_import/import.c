@@ -35,6 +35,10 @@ nimble_status_t imp_dtype(int onnx_dtype, nimble_dtype_t *out) {
     case NIMBLE_ONNX_INT64: *out = NIMBLE_DTYPE_INT64; return nimble_ok();
     case NIMBLE_ONNX_UINT8: *out = NIMBLE_DTYPE_UINT8; return nimble_ok();
     case NIMBLE_ONNX_BOOL: *out = NIMBLE_DTYPE_BOOL; return nimble_ok();
+    case NIMBLE_ONNX_UINT16: *out = NIMBLE_DTYPE_UINT16; return nimble_ok();
+    case NIMBLE_ONNX_UINT32: *out = NIMBLE_DTYPE_UINT32; return nimble_ok();
+    case NIMBLE_ONNX_UINT64: *out = NIMBLE_DTYPE_UINT64; return nimble_ok();
+    case NIMBLE_ONNX_BFLOAT16: *out = NIMBLE_DTYPE_BFLOAT16; return nimble_ok();
     default:
       return imp_err(NIMBLE_UNIMPLEMENTED, "element type %s is not supported",
                      nimble_onnx_dtype_name(onnx_dtype));
@@ -126,16 +130,11 @@ imp_val *imp_val_new(imp_ctx *c, const nimble_expr *e, const nimble_tensor_sig_t
 
 nimble_dim_t imp_resolve(imp_ctx *c, nimble_dim_t d) { return nimble_subst_resolve_dim(c->subst, d); }
 
+/* Integer elements (uint64 above INT64_MAX saturates: such a value is no
+ * dim, index or axis anyway). */
 static int64_t elem_as_int(nimble_dtype_t dt, const void *data, size_t k) {
-  switch (dt) {
-    case NIMBLE_DTYPE_INT64: { int64_t v; memcpy(&v, (const char *)data + 8 * k, 8); return v; }
-    case NIMBLE_DTYPE_INT32: { int32_t v; memcpy(&v, (const char *)data + 4 * k, 4); return v; }
-    case NIMBLE_DTYPE_INT16: { int16_t v; memcpy(&v, (const char *)data + 2 * k, 2); return v; }
-    case NIMBLE_DTYPE_INT8: return ((const int8_t *)data)[k];
-    case NIMBLE_DTYPE_UINT8: return ((const uint8_t *)data)[k];
-    case NIMBLE_DTYPE_BOOL: return ((const uint8_t *)data)[k] != 0;
-    default: return 0;
-  }
+  if (!nimble_dtype_is_int(dt) && dt != NIMBLE_DTYPE_BOOL) return 0;
+  return nimble_dtype_get_int(dt, data, k);
 }
 
 nimble_status_t imp_const(imp_ctx *c, nimble_dtype_t dtype, size_t rank, const int64_t *dims,
@@ -148,6 +147,12 @@ nimble_status_t imp_const(imp_ctx *c, nimble_dtype_t dtype, size_t rank, const i
    * payload bits of a NaN in the file mean nothing to any operator, and
    * keeping them made the printed module read back as a different one
    * (found by the importer's fuzzer). The data is this constant's own copy. */
+  if (dtype == NIMBLE_DTYPE_FLOAT16 || dtype == NIMBLE_DTYPE_BFLOAT16) {
+    void *own = (void *)e->u.constant.data;
+    uint16_t qnan = dtype == NIMBLE_DTYPE_FLOAT16 ? 0x7e00 : 0x7fc0;
+    for (size_t k = 0; k < e->u.constant.num_elements; k++)
+      if (isnan(nimble_dtype_get_double(dtype, own, k))) memcpy((char *)own + 2 * k, &qnan, 2);
+  }
   if (dtype == NIMBLE_DTYPE_FLOAT32 || dtype == NIMBLE_DTYPE_FLOAT64) {
     void *own = (void *)e->u.constant.data;
     for (size_t k = 0; k < e->u.constant.num_elements; k++) {
@@ -200,7 +205,10 @@ nimble_status_t imp_scalar(imp_ctx *c, nimble_dtype_t dtype, double x, imp_val *
       case NIMBLE_DTYPE_INT8: lo = -128; hi = 127; break;
       case NIMBLE_DTYPE_UINT8: lo = 0; hi = 255; break;
       case NIMBLE_DTYPE_INT16: lo = -32768; hi = 32767; break;
+      case NIMBLE_DTYPE_UINT16: lo = 0; hi = 65535; break;
       case NIMBLE_DTYPE_INT32: lo = -2147483648.0; hi = 2147483647.0; break;
+      case NIMBLE_DTYPE_UINT32: lo = 0; hi = 4294967295.0; break;
+      case NIMBLE_DTYPE_UINT64: lo = 0; hi = 18446744073709549568.0; break;
       default: lo = -9223372036854775808.0; hi = 9223372036854774784.0; break;
     }
     if (!(x >= lo && x <= hi))
@@ -209,27 +217,16 @@ nimble_status_t imp_scalar(imp_ctx *c, nimble_dtype_t dtype, double x, imp_val *
   switch (dtype) {
     case NIMBLE_DTYPE_FLOAT32: { float f = (float)x; memcpy(buf, &f, 4); break; }
     case NIMBLE_DTYPE_FLOAT64: memcpy(buf, &x, 8); break;
-    case NIMBLE_DTYPE_FLOAT16: {
-      /* Only the values the importer needs (0, 1, simple ones): convert
-       * through float with round-to-nearest on the mantissa. */
-      float f = (float)x;
-      uint32_t u;
-      memcpy(&u, &f, 4);
-      uint16_t sign = (uint16_t)((u >> 16) & 0x8000);
-      int32_t ex = (int32_t)((u >> 23) & 0xff) - 127 + 15;
-      uint16_t h;
-      if (f == 0) h = sign;
-      else if (ex >= 31) h = (uint16_t)(sign | 0x7c00);
-      else if (ex <= 0) h = sign;
-      else h = (uint16_t)(sign | (ex << 10) | ((u >> 13) & 0x3ff));
-      memcpy(buf, &h, 2);
-      break;
-    }
+    case NIMBLE_DTYPE_FLOAT16: { uint16_t h = nimble_f64_to_f16(x); memcpy(buf, &h, 2); break; }
+    case NIMBLE_DTYPE_BFLOAT16: { uint16_t h = nimble_f32_to_bf16((float)x); memcpy(buf, &h, 2); break; }
     case NIMBLE_DTYPE_INT64: { int64_t v = (int64_t)x; memcpy(buf, &v, 8); break; }
     case NIMBLE_DTYPE_INT32: { int32_t v = (int32_t)x; memcpy(buf, &v, 4); break; }
     case NIMBLE_DTYPE_INT16: { int16_t v = (int16_t)x; memcpy(buf, &v, 2); break; }
     case NIMBLE_DTYPE_INT8: { int8_t v = (int8_t)x; memcpy(buf, &v, 1); break; }
     case NIMBLE_DTYPE_UINT8: { uint8_t v = (uint8_t)x; memcpy(buf, &v, 1); break; }
+    case NIMBLE_DTYPE_UINT16: { uint16_t v = (uint16_t)x; memcpy(buf, &v, 2); break; }
+    case NIMBLE_DTYPE_UINT32: { uint32_t v = (uint32_t)x; memcpy(buf, &v, 4); break; }
+    case NIMBLE_DTYPE_UINT64: { uint64_t v = (uint64_t)x; memcpy(buf, &v, 8); break; }
     case NIMBLE_DTYPE_BOOL: buf[0] = x != 0; break;
     default: return imp_err(NIMBLE_INTERNAL, "bad dtype");
   }
@@ -265,14 +262,8 @@ bool imp_const_double(const imp_val *v, double *out) {
   switch (k->dtype) {
     case NIMBLE_DTYPE_FLOAT32: { float f; memcpy(&f, k->data, 4); *out = f; return true; }
     case NIMBLE_DTYPE_FLOAT64: memcpy(out, k->data, 8); return true;
-    case NIMBLE_DTYPE_FLOAT16: {
-      uint16_t h;
-      memcpy(&h, k->data, 2);
-      int ex = (h >> 10) & 0x1f, mant = h & 0x3ff;
-      double v2 = ex == 0 ? ldexp(mant, -24) : ex == 31 ? (mant ? NAN : INFINITY) : ldexp(mant + 1024, ex - 25);
-      *out = (h & 0x8000) ? -v2 : v2;
-      return true;
-    }
+    case NIMBLE_DTYPE_FLOAT16:
+    case NIMBLE_DTYPE_BFLOAT16: *out = nimble_dtype_get_double(k->dtype, k->data, 0); return true;
     default:
       if (nimble_dtype_is_int(k->dtype) || k->dtype == NIMBLE_DTYPE_BOOL) {
         *out = (double)elem_as_int(k->dtype, k->data, 0);

@@ -433,6 +433,21 @@ static nimble_status_t store_element(parser *p, const nir_token *t, nimble_dtype
     ((uint8_t *)data)[i] = is_word(t, "true");
     return nimble_ok();
   }
+  if (dt == NIMBLE_DTYPE_UINT64) {
+    /* The one type whose values pass INT64_MAX. */
+    char buf[64];
+    if (t->kind != NIR_INT || t->len >= sizeof buf || t->text[0] == '-')
+      return err_at(p, t, "expected an unsigned integer");
+    memcpy(buf, t->text, t->len);
+    buf[t->len] = '\0';
+    errno = 0;
+    char *end;
+    unsigned long long u = strtoull(buf, &end, 0);
+    if (errno == ERANGE || *end) return err_at(p, t, "integer %s does not fit uint64", buf);
+    uint64_t v = u;
+    memcpy((char *)data + 8 * i, &v, 8);
+    return nimble_ok();
+  }
   NIMBLE_RETURN_IF_ERROR(tok_int(p, t, &iv));
   int64_t lo = INT64_MIN, hi = INT64_MAX;
   switch (dt) {
@@ -440,7 +455,10 @@ static nimble_status_t store_element(parser *p, const nir_token *t, nimble_dtype
     case NIMBLE_DTYPE_INT16: lo = INT16_MIN, hi = INT16_MAX; break;
     case NIMBLE_DTYPE_INT32: lo = INT32_MIN, hi = INT32_MAX; break;
     case NIMBLE_DTYPE_UINT8: lo = 0, hi = UINT8_MAX; break;
-    case NIMBLE_DTYPE_FLOAT16: lo = 0, hi = UINT16_MAX; break;
+    case NIMBLE_DTYPE_FLOAT16:
+    case NIMBLE_DTYPE_BFLOAT16:
+    case NIMBLE_DTYPE_UINT16: lo = 0, hi = UINT16_MAX; break;
+    case NIMBLE_DTYPE_UINT32: lo = 0, hi = UINT32_MAX; break;
     case NIMBLE_DTYPE_BOOL: lo = 0, hi = 1; break;
     default: break;
   }
@@ -452,7 +470,10 @@ static nimble_status_t store_element(parser *p, const nir_token *t, nimble_dtype
     case NIMBLE_DTYPE_INT64: ((int64_t *)data)[i] = iv; break;
     case NIMBLE_DTYPE_UINT8:
     case NIMBLE_DTYPE_BOOL: ((uint8_t *)data)[i] = (uint8_t)iv; break;
-    case NIMBLE_DTYPE_FLOAT16: ((uint16_t *)data)[i] = (uint16_t)iv; break;
+    case NIMBLE_DTYPE_FLOAT16:
+    case NIMBLE_DTYPE_BFLOAT16:
+    case NIMBLE_DTYPE_UINT16: ((uint16_t *)data)[i] = (uint16_t)iv; break;
+    case NIMBLE_DTYPE_UINT32: ((uint32_t *)data)[i] = (uint32_t)iv; break;
     default: break;
   }
   return nimble_ok();
