@@ -34,6 +34,8 @@ size_t nimble_tensor_io_dtype_size(DLDataType t) {
     case kDLUInt:
       if (t.bits == 1) return 1; /* bool, one byte per element */
       return (t.bits == 8 || t.bits == 16 || t.bits == 32 || t.bits == 64) ? t.bits / 8u : 0;
+    case kDLBfloat:
+      return t.bits == 16 ? 2 : 0; /* .pb only: NumPy has no bfloat16 */
     default:
       return 0;
   }
@@ -46,6 +48,8 @@ const char *nimble_tensor_io_dtype_name(DLDataType t) {
       return t.bits == 16 ? "float16" : t.bits == 32 ? "float32" : "float64";
     case kDLInt:
       return t.bits == 8 ? "int8" : t.bits == 16 ? "int16" : t.bits == 32 ? "int32" : "int64";
+    case kDLBfloat:
+      return "bfloat16";
     default:
       return t.bits == 1    ? "bool"
              : t.bits == 8  ? "uint8"

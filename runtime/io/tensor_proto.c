@@ -61,7 +61,8 @@ static const onnx_type ONNX_TYPES[] = {
     {13, "UINT64", {kDLUInt, 64, 1}, F_UINT64_DATA, 0, 0},
     {14, "COMPLEX64", {0, 0, 0}, F_FLOAT_DATA, 0, 0},
     {15, "COMPLEX128", {0, 0, 0}, F_DOUBLE_DATA, 0, 0},
-    {16, "BFLOAT16", {0, 0, 0}, F_INT32_DATA, 0, 0},
+    /* bfloat16 values are stored as their 16 bits, as FLOAT16's are */
+    {16, "BFLOAT16", {kDLBfloat, 16, 1}, F_INT32_DATA, 0, 65535},
 };
 #define N_ONNX_TYPES (sizeof(ONNX_TYPES) / sizeof(ONNX_TYPES[0]))
 

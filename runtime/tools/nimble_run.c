@@ -49,7 +49,9 @@ static const char HELP[] =
     "                     from a JSON file: {\"Node\": [{\"Leaf\": 3}, {\"Leaf\": 7}]}\n"
     "                     (docs/cli.md); every input of the entry must be\n"
     "                     given exactly once. NAME is the input's name as the\n"
-    "                     model spells it, even when it contains '='\n"
+    "                     model spells it, even when it contains '='. NumPy\n"
+    "                     has no bfloat16: a bfloat16 input may come from a\n"
+    "                     uint16 file holding its bits\n"
     "  --output NAME=FILE write output NAME (its name in the model, or its\n"
     "                     position from 0 when no output has that name) to\n"
     "                     FILE: an ONNX TensorProto when FILE ends in .pb,\n"
@@ -409,6 +411,11 @@ static int run(run_args *a) {
       s = nimble_run_read_adt_file(a->inputs[k].path, entry, j, &a->inputs[k].value);
     else
       s = nimble_tensor_io_read_auto(a->inputs[k].path, &a->inputs[k].file);
+    /* NumPy has no bfloat16: its bits in a uint16 file are taken as such. */
+    DLDataType *fd = &a->inputs[k].file.tensor.dtype;
+    if (!s && !a->inputs[k].value && entry->inputs[j].dtype.code == kDLBfloat && entry->inputs[j].dtype.bits == 16 &&
+        fd->code == kDLUInt && fd->bits == 16)
+      fd->code = kDLBfloat;
     if (s) {
       char ctx[512];
       snprintf(ctx, sizeof(ctx), "input '%s'", a->inputs[k].name);
