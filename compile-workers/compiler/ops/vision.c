@@ -250,7 +250,7 @@ static const nimble_attr_spec_t kNms[] = {
 
 const nimble_op nimble_ops_vision[] = {
     {"resize", "resizes to static sizes (nearest, linear or cubic; ONNX Resize)", 1, 1, ATTRS(kResize), rel_resize,
-     NIMBLE_SHAPE_DATA_INDEPENDENT, NULL, 0, NIMBLE_FUSE_INJECTIVE, false},
+     NIMBLE_SHAPE_DATA_INDEPENDENT, NULL, 0, NIMBLE_FUSE_OPAQUE, false},
     {"dyn_resize", "resize with scales (float) or sizes (int) given as a 1-D tensor (ONNX Resize)", 2, 2,
      ATTRS(kDynResize), rel_dyn_resize, NIMBLE_SHAPE_DATA_DEPENDENT, NULL, 1u << 1, NIMBLE_FUSE_OPAQUE, false},
     {"conv2d_transpose", "NCHW transposed convolution (ONNX ConvTranspose), optional bias", 2, 3,
