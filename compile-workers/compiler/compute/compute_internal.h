@@ -200,6 +200,8 @@ extern const cp_def cp_defs_dyn_layout[]; /* dyn_layout.c */
 extern const int cp_defs_dyn_layout_count;
 extern const cp_def cp_defs_resize[]; /* resize.c */
 extern const int cp_defs_resize_count;
+extern const cp_def cp_defs_detection[]; /* detection.c */
+extern const int cp_defs_detection_count;
 
 const cp_def *cp_find_def(const char *op);
 
