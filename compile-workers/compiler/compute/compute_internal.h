@@ -202,6 +202,18 @@ extern const cp_def cp_defs_resize[]; /* resize.c */
 extern const int cp_defs_resize_count;
 extern const cp_def cp_defs_detection[]; /* detection.c */
 extern const int cp_defs_detection_count;
+extern const cp_def cp_defs_unique[]; /* unique.c */
+extern const int cp_defs_unique_count;
+extern const cp_def cp_defs_one_hot[]; /* one_hot.c */
+extern const int cp_defs_one_hot_count;
+extern const cp_def cp_defs_signal[]; /* signal.c */
+extern const int cp_defs_signal_count;
+extern const cp_def cp_defs_linalg[]; /* linalg.c */
+extern const int cp_defs_linalg_count;
+extern const cp_def cp_defs_pool_indices[]; /* pool_indices.c */
+extern const int cp_defs_pool_indices_count;
+extern const cp_def cp_defs_dropout[]; /* dropout.c */
+extern const int cp_defs_dropout_count;
 
 const cp_def *cp_find_def(const char *op);
 
