@@ -10,8 +10,10 @@
  *                  two-product, no FMA or fast-math needed)
  *   source x_ori   from the output index by the transformation mode, with
  *                  the scale out/in for sizes (computed as an exact
- *                  fraction N / D in i64) or scales[a] (f32, with the sign
- *                  of the division's error recovered the same way), so
+ *                  fraction N / D in i64) or scales[a] (f32: a candidate
+ *                  floor from the f32 quotient, then the exact signs of
+ *                  x_ori - v at the floor, the next integer and the half
+ *                  between, each from an error-free product), so
  *                  floor(x_ori), "x_ori is an integer" and "its fraction
  *                  is below / at / above one half" are decided exactly as
  *                  the reference's real numbers would be
@@ -21,8 +23,10 @@
  *                  outside and renormalized (exclude_outside)
  *
  * An axis whose extent does not change (scale 1, or the size equal to the
- * input's) is the identity in every mode; at run time its tap loop runs
- * once, so resizing H and W of NCHW reads 4 (linear) or 16 (cubic) values
+ * input's) is the identity in every mode (tf_half_pixel_for_nn's formula
+ * would move it by half a pixel, which round_prefer_ceil and ceil would
+ * turn into a shift of the batch and channel axes of [1, 1, s, s] scales;
+ * it is copied there too); at run time its tap loop runs once, so resizing H and W of NCHW reads 4 (linear) or 16 (cubic) values
  * per output. The kernel writes its own nest: per axis the loop-invariant
  * values first, per output element the source coordinates, then the tap
  * loops. Interpolation is in f32; nearest copies any element type. */
@@ -132,22 +136,29 @@ static nimble_ln_stmt *wrap(cp_ctx *c, rz_lets *L, int from, nimble_ln_stmt *bod
   return body;
 }
 
-/* The sign (-1, 0, 1 as i64) of a - q * d, where q = fl(a / d): Dekker's
- * two-product gives q * d = p + e exactly, and a - p is exact (Sterbenz),
- * so the sign of (a - p) - e is the sign of the true remainder. */
-static nimble_ln_expr *div_error_sign(cp_ctx *c, rz_lets *L, nimble_ln_expr *a, nimble_ln_expr *d, nimble_ln_expr *q) {
-  nimble_ln_expr *hl[2][2], *src[2] = {q, d};
-  for (int i = 0; i < 2; i++) {
-    nimble_ln_expr *t = bind(c, L, BIN(MUL, F(4097.0), src[i]));
-    hl[i][0] = bind(c, L, BIN(SUB, t, BIN(SUB, t, src[i])));
-    hl[i][1] = bind(c, L, BIN(SUB, src[i], hl[i][0]));
-  }
-  nimble_ln_expr *p = bind(c, L, BIN(MUL, q, d));
-  nimble_ln_expr *e = BIN(SUB, BIN(MUL, hl[0][0], hl[1][0]), p);
-  e = BIN(ADD, BIN(ADD, BIN(ADD, e, BIN(MUL, hl[0][0], hl[1][1])), BIN(MUL, hl[0][1], hl[1][0])),
-          BIN(MUL, hl[0][1], hl[1][1]));
-  nimble_ln_expr *r = bind(c, L, BIN(SUB, BIN(SUB, a, p), e));
-  return SEL(BIN(GT, r, F(0)), cp_i(c, 1), SEL(BIN(LT, r, F(0)), cp_i(c, -1), cp_i(c, 0)));
+/* Dekker's split of an f32 into two halves of 12 bits (exact products). */
+static void split2(cp_ctx *c, rz_lets *L, nimble_ln_expr *v, nimble_ln_expr **hi, nimble_ln_expr **lo) {
+  nimble_ln_expr *t = bind(c, L, BIN(MUL, F(4097.0), v));
+  *hi = bind(c, L, BIN(SUB, t, BIN(SUB, t, v)));
+  *lo = bind(c, L, BIN(SUB, v, *hi));
+}
+
+/* The sign (-1, 0, 1 as i64) of a - t * (dh + dl) for f32 a, t, dh, dl
+ * with |dl| tiny against dh: t * dh = p + e exactly (Dekker's two-product,
+ * dh already split), a - p is exact where it matters (Sterbenz: the sign
+ * is only in doubt when p is close to a), so the sign of ((a - p) - e) -
+ * t * dl is the sign of the real a - t * d. */
+static nimble_ln_expr *sign_of_rest(cp_ctx *c, rz_lets *L, nimble_ln_expr *a, nimble_ln_expr *t, nimble_ln_expr *dh,
+                                    nimble_ln_expr *dhh, nimble_ln_expr *dhl, nimble_ln_expr *dl) {
+  nimble_ln_expr *th, *tl;
+  split2(c, L, t, &th, &tl);
+  nimble_ln_expr *p = bind(c, L, BIN(MUL, t, dh));
+  nimble_ln_expr *e = BIN(SUB, BIN(MUL, th, dhh), p);
+  e = BIN(ADD, BIN(ADD, BIN(ADD, e, BIN(MUL, th, dhl)), BIN(MUL, tl, dhh)), BIN(MUL, tl, dhl));
+  nimble_ln_expr *r = BIN(SUB, BIN(SUB, a, p), e);
+  if (dl) r = BIN(SUB, r, BIN(MUL, t, dl));
+  r = bind(c, L, r);
+  return bind(c, L, SEL(BIN(GT, r, F(0)), cp_i(c, 1), SEL(BIN(LT, r, F(0)), cp_i(c, -1), cp_i(c, 0))));
 }
 
 /* floor(in * s) for in >= 0 and s > 0 with in * s <= 2^40 (checked
@@ -190,7 +201,7 @@ static nimble_status_t shape_resize(cp_ctx *c, cp_node *n) {
       out = floor_product(c, in, sv);
       n->aux[a] = sv;
     } else if (s.kind[a] == RZ_SIZES) {
-      out = sizes ? cp_i(c, sizes[a]) : cp_convert(c, cp_value(c, n->in[1], ii), NIMBLE_LN_I64);
+      out = sizes ? (sizes[a] < 0 ? in : cp_i(c, sizes[a])) : cp_convert(c, cp_value(c, n->in[1], ii), NIMBLE_LN_I64);
       /* The exact fractions multiply extents: both stay below 2^31. */
       cp_check(c, BIN(AND, BIN(GE, out, cp_i(c, 0)), BIN(LE, out, cp_i(c, INT64_C(1) << 31))),
                "%s: sizes[%d] is negative or above 2^31", op, a);
@@ -246,46 +257,70 @@ static void coord_sizes(cp_ctx *c, rz_lets *L, const rz_spec *s, rz_axis *ax, ni
   ax->ch = bind(c, L, SEL(BIN(GT, twice, cp_i(c, 0)), one, SEL(BIN(LT, twice, cp_i(c, 0)), cp_i(c, -1), cp_i(c, 0))));
 }
 
-/* x_ori from an f32 scale: y = fl(a / d) (- 1/2), the decisions corrected
- * by the sign of the division's error. */
+/* x_ori = a / d - shift from an f32 scale: a candidate floor from the f32
+ * quotient, then the exact signs of x_ori - v at v = floor and floor + 1
+ * (to correct the floor by one and tell an integer) and at floor + 1/2
+ * (the nearest modes' tie), each the sign of a - (v + shift) * d. For
+ * align_corners d = s * in - 1 is carried as an f32 pair (the product's
+ * rounding error recovered), since the reference uses the real width. */
 static void coord_scales(cp_ctx *c, rz_lets *L, const rz_spec *s, rz_axis *ax, nimble_ln_expr *x) {
-  nimble_ln_expr *xf = nimble_ln_cast(A_, NIMBLE_LN_F32, x), *a, *d = ax->scale, *fixed = NULL;
+  nimble_ln_expr *xf = nimble_ln_cast(A_, NIMBLE_LN_F32, x), *a, *dh = ax->scale, *dl = NULL, *fixed = NULL;
   double fixed_v = 0, shift = 0;
-  nimble_ln_expr *width = BIN(MUL, ax->scale, nimble_ln_cast(A_, NIMBLE_LN_F32, ax->in)); /* s * in, as ONNX's output_width */
+  nimble_ln_expr *inf = nimble_ln_cast(A_, NIMBLE_LN_F32, ax->in);
+  if (s->ctm == CT_ALIGN || s->ctm == CT_PYTORCH) {
+    /* width = s * in = wp + we exactly; "width is 1" exactly. */
+    nimble_ln_expr *sh, *sl, *ih, *il;
+    split2(c, L, ax->scale, &sh, &sl);
+    split2(c, L, inf, &ih, &il);
+    nimble_ln_expr *wp = bind(c, L, BIN(MUL, ax->scale, inf));
+    nimble_ln_expr *we = BIN(SUB, BIN(MUL, sh, ih), wp);
+    we = bind(c, L, BIN(ADD, BIN(ADD, BIN(ADD, we, BIN(MUL, sh, il)), BIN(MUL, sl, ih)), BIN(MUL, sl, il)));
+    fixed = bind(c, L, BIN(AND, BIN(EQ, wp, F(1)), BIN(EQ, we, F(0))));
+    if (s->ctm == CT_ALIGN) {
+      dh = SEL(fixed, F(1), BIN(SUB, wp, F(1))); /* exact: 1 <= wp < 2^24 */
+      dl = bind(c, L, SEL(fixed, F(0), we));
+    }
+  }
   switch (s->ctm) {
   case CT_ASYM: a = xf; break;
   case CT_TF_NN: a = BIN(ADD, xf, F(0.5)); break;
   case CT_ALIGN:
     a = BIN(MUL, xf, nimble_ln_cast(A_, NIMBLE_LN_F32, cp_sub(c, ax->in, cp_i(c, 1))));
-    fixed = BIN(EQ, width, F(1)), fixed_v = 0;
-    d = SEL(fixed, F(1), BIN(SUB, width, F(1)));
+    fixed_v = 0;
     break;
   case CT_PYTORCH:
     a = BIN(ADD, xf, F(0.5)), shift = 0.5;
-    fixed = BIN(EQ, width, F(1)), fixed_v = -0.5;
+    fixed_v = -0.5;
     break;
   default: a = BIN(ADD, xf, F(0.5)), shift = 0.5; break;
   }
   a = bind(c, L, a);
-  d = bind(c, L, d);
-  nimble_ln_expr *q = bind(c, L, BIN(DIV, a, d));
-  nimble_ln_expr *dir = bind(c, L, div_error_sign(c, L, a, d, q));
-  nimble_ln_expr *y = shift ? BIN(SUB, q, F(shift)) : q;
-  if (fixed) {
-    y = SEL(fixed, F(fixed_v), y);
-    dir = bind(c, L, SEL(fixed, cp_i(c, 0), dir));
-  }
+  dh = bind(c, L, dh);
+  nimble_ln_expr *dhh, *dhl;
+  split2(c, L, dh, &dhh, &dhl);
+  nimble_ln_expr *y = BIN(DIV, a, dh);
+  if (shift) y = BIN(SUB, y, F(shift));
   y = bind(c, L, y);
-  nimble_ln_expr *fy = bind(c, L, floor_f(c, y));
-  nimble_ln_expr *fr = bind(c, L, BIN(SUB, y, fy));
-  nimble_ln_expr *zero = BIN(EQ, fr, F(0));
-  /* Just below an integer: the floor is one less, the fraction ~1. */
-  nimble_ln_expr *below = bind(c, L, BIN(AND, zero, BIN(LT, dir, cp_i(c, 0))));
-  ax->fl = bind(c, L, cp_sub(c, nimble_ln_cast(A_, NIMBLE_LN_I64, fy), nimble_ln_cast(A_, NIMBLE_LN_I64, below)));
-  ax->isint = bind(c, L, BIN(AND, zero, BIN(EQ, dir, cp_i(c, 0))));
-  ax->fr = bind(c, L, SEL(below, F(1), fr));
-  nimble_ln_expr *h = BIN(SUB, ax->fr, F(0.5));
-  ax->ch = bind(c, L, SEL(BIN(EQ, h, F(0)), dir, SEL(BIN(GT, h, F(0)), cp_i(c, 1), cp_i(c, -1))));
+  nimble_ln_expr *f0 = bind(c, L, floor_f(c, y));
+  /* x_ori - v has the sign of a - (v + shift) d. */
+  nimble_ln_expr *g0 = sign_of_rest(c, L, a, BIN(ADD, f0, F(shift)), dh, dhh, dhl, dl);
+  nimble_ln_expr *g1 = sign_of_rest(c, L, a, BIN(ADD, f0, F(1 + shift)), dh, dhh, dhl, dl);
+  nimble_ln_expr *lower = BIN(LT, g0, cp_i(c, 0)), *upper = BIN(GE, g1, cp_i(c, 0));
+  nimble_ln_expr *fl = bind(c, L, SEL(lower, BIN(SUB, f0, F(1)), SEL(upper, BIN(ADD, f0, F(1)), f0)));
+  nimble_ln_expr *isint = BIN(OR, BIN(EQ, g0, cp_i(c, 0)), BIN(EQ, g1, cp_i(c, 0)));
+  nimble_ln_expr *gh = sign_of_rest(c, L, a, BIN(ADD, fl, F(0.5 + shift)), dh, dhh, dhl, dl);
+  nimble_ln_expr *fr = cp_min(c, cp_max(c, BIN(SUB, y, fl), F(0)), F(1));
+  if (fixed) { /* a width of exactly 1: x_ori is fixed_v */
+    nimble_ln_expr *ffl = F(fixed_v < 0 ? -1.0 : 0.0);
+    fl = bind(c, L, SEL(fixed, ffl, fl));
+    isint = SEL(fixed, fixed_v == 0 ? BIN(EQ, F(0), F(0)) : BIN(NE, F(0), F(0)), isint);
+    gh = bind(c, L, SEL(fixed, cp_i(c, fixed_v == 0 ? -1 : 0), gh));
+    fr = SEL(fixed, F(fixed_v - (fixed_v < 0 ? -1.0 : 0.0)), fr);
+  }
+  ax->fl = bind(c, L, nimble_ln_cast(A_, NIMBLE_LN_I64, fl));
+  ax->isint = bind(c, L, isint);
+  ax->fr = bind(c, L, fr);
+  ax->ch = gh;
 }
 
 static nimble_ln_expr *clamp_axis(cp_ctx *c, nimble_ln_expr *j, nimble_ln_expr *in) {
