@@ -89,13 +89,28 @@ static nimble_status_t cv_resize(imp_ctx *c, const nimble_onnx_node *n) {
   }
   if (!nsz) {
     if (ns != x->sig.rank) return imp_err(NIMBLE_INVALID_ARGUMENT, "%zu scales for rank %zu", ns, x->sig.rank);
+    bool exact = true;
     for (size_t i = 0; i < ns; i++) {
       nimble_dim_t d = imp_resolve(c, x->sig.dims[i]);
-      if (sv[i] == 1.0) out[i] = d.kind == NIMBLE_DIM_CONST ? d.value : -1;
-      else if (d.kind == NIMBLE_DIM_CONST && sv[i] > 0 && (double)d.value * sv[i] < 9.0e15)
+      if (sv[i] == 1.0) {
+        out[i] = d.kind == NIMBLE_DIM_CONST ? d.value : -1;
+      } else if (d.kind == NIMBLE_DIM_CONST && sv[i] > 0 && (double)d.value * sv[i] < 9.0e15) {
         out[i] = (int64_t)floor((double)d.value * sv[i]);
-      else if (scales) return dyn_resize(c, n, x, scales, upsample);
-      else return imp_err(NIMBLE_UNIMPLEMENTED, "scale %g on a dim unknown until run time", sv[i]);
+        /* Static sizes stand for the scale out / in: exact only when
+         * in * scale is an integer (ONNX maps coordinates by the scale). */
+        exact = exact && (double)out[i] == (double)d.value * sv[i];
+      } else {
+        exact = false;
+      }
+    }
+    if (!exact) {
+      /* The scales as a constant input: the kernel uses them as given. */
+      float fv[NIMBLE_MAX_RANK];
+      int64_t len = (int64_t)ns;
+      for (size_t i = 0; i < ns; i++) fv[i] = (float)sv[i];
+      imp_val *k;
+      RET(imp_const(c, NIMBLE_DTYPE_FLOAT32, 1, &len, fv, &k));
+      return dyn_resize(c, n, x, k, upsample);
     }
     nsz = ns;
   }
