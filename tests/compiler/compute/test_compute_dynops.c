@@ -1,8 +1,8 @@
 /* Operators whose sizes come from input values, and the vision, detection
  * and signal operators: dyn_expand_dims, dyn_squeeze, dyn_tile, dyn_pad,
  * dyn_split, resize/dyn_resize, non_max_suppression, roi_align,
- * unique_all, one_hot, window, det, max_pool2d_with_indices and
- * dropout_train. Each kernel (and, where the shape depends on values, its
+ * unique_all, one_hot, window, det, max_pool2d_with_indices,
+ * dropout_train, dft, stft and mel_weight_matrix. Each kernel (and, where the shape depends on values, its
  * shape function) runs against references written here from the ONNX
  * definitions: NumPy's pad and unique, ONNX's reference resize
  * (interpolate_1d_with_x: neighbours by distance on an edge-padded axis,
@@ -1016,6 +1016,177 @@ START_TEST(test_training_dropout_computes_ratio_zero_and_refuses_random_ratios) 
 }
 END_TEST
 
+/* ---- dft, stft, mel_weight_matrix ---------------------------------------- */
+
+/* X_k = sum_n x_n e^(-+2 pi i k n / L) (/ L for the inverse), in double,
+ * with x zero-padded or truncated to L. */
+static void ref_dft(const double *xr, const double *xi, int N, int L, int k, bool inverse, double *re, double *im) {
+  double sr = 0, si = 0;
+  for (int t = 0; t < N && t < L; t++) {
+    double ph = 2 * M_PI * (double)((int64_t)k * t % L) / L, c = cos(ph), s = inverse ? sin(ph) : -sin(ph);
+    sr += xr[t] * c - xi[t] * s;
+    si += xr[t] * s + xi[t] * c;
+  }
+  *re = inverse ? sr / L : sr;
+  *im = inverse ? si / L : si;
+}
+
+START_TEST(test_dft_matches_a_double_precision_sum) {
+  static const struct {
+    int axis, inverse, onesided, complex, N, L; /* L 0: no dft_length input */
+  } cases[] = {{1, 0, 0, 0, 10, 0}, {1, 1, 0, 1, 7, 0}, {2, 0, 1, 0, 8, 0}, {1, 0, 0, 1, 6, 9}, {2, 1, 1, 1, 12, 5},
+               {1, 0, 1, 0, 1, 0}};
+  unsigned seed = 41;
+  for (int ci = 0; ci < 6; ci++) {
+    char text[512];
+    int C = cases[ci].complex ? 2 : 1, N = cases[ci].N, ax = cases[ci].axis;
+    snprintf(text, sizeof text,
+             "def @main(%%x: Tensor[(2, a, b, %d), float32]%s) { dft(%%x%s, axis=%d, inverse=%d, onesided=%d) }\n", C,
+             cases[ci].L ? ", %l: Tensor[(), int64]" : "", cases[ci].L ? ", %l" : "", ax, cases[ci].inverse,
+             cases[ci].onesided);
+    prog sf, k;
+    prog_open(&sf, text, "fused.dft", true);
+    prog_open(&k, text, "fused.dft", false);
+    int other = 3, L = cases[ci].L ? cases[ci].L : N, K = cases[ci].onesided ? L / 2 + 1 : L;
+    int64_t xs[4] = {2, ax == 1 ? N : other, ax == 1 ? other : N, C}, four = 4, lv = L;
+    ch_tensor x, l, sh, o;
+    ch_tensor_f32(&x, 4, xs, &seed, -3, 3);
+    ch_tensor_i64(&l, 0, NULL, &lv);
+    ch_tensor_i64(&sh, 1, &four, NULL);
+    ch_tensor *a[3] = {&x}, *b[3] = {&x};
+    int na = 1;
+    if (cases[ci].L) a[na] = b[na] = &l, na++;
+    a[na] = &sh;
+    ck_assert_int_eq(run(&sf, a, na + 1), 0);
+    int64_t os[4] = {2, ax == 1 ? K : other, ax == 1 ? other : K, 2};
+    for (int i = 0; i < 4; i++) ck_assert_int_eq(ch_i(&sh)[i], os[i]);
+    ch_tensor_f32(&o, 4, os, &seed, 0, 0);
+    b[na] = &o;
+    ck_assert_int_eq(run(&k, b, na + 1), 0);
+    for (int bt = 0; bt < 2; bt++)
+      for (int j = 0; j < other; j++) {
+        double xr[16], xi[16];
+        for (int t = 0; t < N; t++) {
+          int64_t at = ax == 1 ? ((bt * N + t) * other + j) * C : ((bt * other + j) * N + t) * C;
+          xr[t] = ch_f(&x)[at], xi[t] = C == 2 ? ch_f(&x)[at + 1] : 0;
+        }
+        for (int kk = 0; kk < K; kk++) {
+          double re, im;
+          ref_dft(xr, xi, N, L, kk, cases[ci].inverse, &re, &im);
+          int64_t at = ax == 1 ? ((bt * K + kk) * other + j) * 2 : ((bt * other + j) * K + kk) * 2;
+          ck_assert_msg(fabs(ch_f(&o)[at] - re) < 1e-4 && fabs(ch_f(&o)[at + 1] - im) < 1e-4,
+                        "case %d bin %d: (%g, %g), want (%g, %g)", ci, kk, (double)ch_f(&o)[at], (double)ch_f(&o)[at + 1],
+                        re, im);
+        }
+      }
+    if (cases[ci].L) {
+      lv = 0;
+      memcpy(l.data, &lv, 8);
+      expect_error(&sf, a, na + 1, "dft", "length");
+    }
+    prog_close(&sf), prog_close(&k);
+    ch_tensor_free(&x), ch_tensor_free(&l), ch_tensor_free(&sh), ch_tensor_free(&o);
+  }
+}
+END_TEST
+
+START_TEST(test_stft_frames_windows_and_transforms_the_signal) {
+  const char *t = "def @main(%x: Tensor[(b, s, 1), float32], %st: Tensor[(), int64], %w: Tensor[(l,), float32]) {\n"
+                  "  stft(%x, %st, %w, has_window=1)\n}\n";
+  prog sf, k;
+  prog_open(&sf, t, "fused.stft", true);
+  prog_open(&k, t, "fused.stft", false);
+  unsigned seed = 43;
+  int B = 2, S = 37, L = 8, step = 5, F = (S - L) / step + 1, K = L / 2 + 1;
+  int64_t st = step, four = 4;
+  ch_tensor x, s, w, sh, o;
+  ch_tensor_f32(&x, 3, (int64_t[]){B, S, 1}, &seed, -1, 1);
+  ch_tensor_i64(&s, 0, NULL, &st);
+  ch_tensor_f32(&w, 1, (int64_t[]){L}, &seed, 0, 1);
+  ch_tensor_i64(&sh, 1, &four, NULL);
+  ch_tensor *a[] = {&x, &s, &w, &sh};
+  ck_assert_int_eq(run(&sf, a, 4), 0);
+  int64_t os[4] = {B, F, K, 2};
+  for (int i = 0; i < 4; i++) ck_assert_int_eq(ch_i(&sh)[i], os[i]);
+  ch_tensor_f32(&o, 4, os, &seed, 0, 0);
+  ch_tensor *b[] = {&x, &s, &w, &o};
+  ck_assert_int_eq(run(&k, b, 4), 0);
+  for (int bt = 0; bt < B; bt++)
+    for (int f = 0; f < F; f++) {
+      double xr[16], xi[16] = {0};
+      for (int q = 0; q < L; q++) xr[q] = (double)ch_f(&x)[bt * S + f * step + q] * ch_f(&w)[q];
+      for (int kk = 0; kk < K; kk++) {
+        double re, im;
+        ref_dft(xr, xi, L, L, kk, false, &re, &im);
+        float *g = ch_f(&o) + ((bt * F + f) * K + kk) * 2;
+        ck_assert_msg(fabs(g[0] - re) < 1e-5 && fabs(g[1] - im) < 1e-5, "frame %d bin %d: (%g, %g), want (%g, %g)", f,
+                      kk, (double)g[0], (double)g[1], re, im);
+      }
+    }
+  st = 0;
+  memcpy(s.data, &st, 8);
+  expect_error(&sf, a, 4, "stft", "frame_step");
+  ch_tensor x2;
+  ch_tensor_f32(&x2, 3, (int64_t[]){B, 5, 1}, &seed, -1, 1);
+  st = 1;
+  memcpy(s.data, &st, 8);
+  ch_tensor *c[] = {&x2, &s, &w, &sh};
+  expect_error(&sf, c, 4, "stft", "longer than the signal");
+  prog_close(&sf), prog_close(&k);
+  ch_tensor_free(&x), ch_tensor_free(&s), ch_tensor_free(&w), ch_tensor_free(&sh), ch_tensor_free(&o), ch_tensor_free(&x2);
+}
+END_TEST
+
+START_TEST(test_mel_weight_matrix_builds_onnx_triangular_filters) {
+  const char *t = "def @main(%n: Tensor[(), int64], %d: Tensor[(), int64], %r: Tensor[(), int64], %lo: Tensor[(), float32], "
+                  "%hi: Tensor[(), float32]) { mel_weight_matrix(%n, %d, %r, %lo, %hi) }\n";
+  prog sf, k;
+  prog_open(&sf, t, "fused.mel_weight_matrix", true);
+  prog_open(&k, t, "fused.mel_weight_matrix", false);
+  static const struct {
+    int64_t bins, dft, rate;
+    float lo, hi;
+  } cases[] = {{8, 16, 8192, 0, 4096}, {5, 64, 16000, 30, 7000}, {3, 10, 1000, 100, 450}};
+  for (int ci = 0; ci < 3; ci++) {
+    ch_tensor tn, td, tr, tl, th, sh, o;
+    int64_t two = 2, nb = cases[ci].bins, dft = cases[ci].dft, rate = cases[ci].rate, rows = dft / 2 + 1;
+    ch_tensor_i64(&tn, 0, NULL, &nb);
+    ch_tensor_i64(&td, 0, NULL, &dft);
+    ch_tensor_i64(&tr, 0, NULL, &rate);
+    f32_of(&tl, 0, NULL, &cases[ci].lo);
+    f32_of(&th, 0, NULL, &cases[ci].hi);
+    ch_tensor_i64(&sh, 1, &two, NULL);
+    ch_tensor *a[] = {&tn, &td, &tr, &tl, &th, &sh};
+    ck_assert_int_eq(run(&sf, a, 6), 0);
+    ck_assert_int_eq(ch_i(&sh)[0], rows);
+    ck_assert_int_eq(ch_i(&sh)[1], nb);
+    ch_tensor_f32(&o, 2, (int64_t[]){rows, nb}, &(unsigned){1}, 0, 0);
+    ch_tensor *b[] = {&tn, &td, &tr, &tl, &th, &o};
+    ck_assert_int_eq(run(&k, b, 6), 0);
+    /* ONNX's reference, in double. */
+    double lm = 2595 * log10(1 + cases[ci].lo / 700.0), hm = 2595 * log10(1 + cases[ci].hi / 700.0);
+    double step = (hm - lm) / (double)(nb + 2), want[64][16] = {{0}};
+    int64_t f[32];
+    for (int q = 0; q < nb + 2; q++) f[q] = (int64_t)floor((dft + 1) * (700 * (pow(10, (q * step + lm) / 2595) - 1)) / rate);
+    for (int i = 0; i < nb; i++) {
+      int64_t l = f[i], m = f[i + 1], h = f[i + 2];
+      if (m == l) want[m][i] = 1;
+      else
+        for (int64_t j = l; j <= m; j++) want[j][i] = (double)(j - l) / (double)(m - l);
+      if (h > m)
+        for (int64_t j = m; j < h; j++) want[j][i] = (double)(h - j) / (double)(h - m);
+    }
+    for (int64_t j = 0; j < rows; j++)
+      for (int i = 0; i < nb; i++)
+        ck_assert_msg(fabs(ch_f(&o)[j * nb + i] - want[j][i]) < 1e-6, "case %d at (%lld, %d): %g, want %g", ci,
+                      (long long)j, i, (double)ch_f(&o)[j * nb + i], want[j][i]);
+    ch_tensor_free(&tn), ch_tensor_free(&td), ch_tensor_free(&tr), ch_tensor_free(&tl), ch_tensor_free(&th);
+    ch_tensor_free(&sh), ch_tensor_free(&o);
+  }
+  prog_close(&sf), prog_close(&k);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("compute_dynops");
   TCase *tc = tcase_create("kernels");
@@ -1035,6 +1206,9 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_det_matches_double_precision_elimination);
   tcase_add_test(tc, test_max_pool_with_indices_gives_the_first_maximum_and_its_flat_index);
   tcase_add_test(tc, test_training_dropout_computes_ratio_zero_and_refuses_random_ratios);
+  tcase_add_test(tc, test_dft_matches_a_double_precision_sum);
+  tcase_add_test(tc, test_stft_frames_windows_and_transforms_the_signal);
+  tcase_add_test(tc, test_mel_weight_matrix_builds_onnx_triangular_filters);
   suite_add_tcase(s, tc);
   return s;
 }
