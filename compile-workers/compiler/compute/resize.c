@@ -1,7 +1,8 @@
 /* resize and dyn_resize (ONNX Resize and Upsample): nearest, linear and
  * cubic interpolation over every axis, with ONNX's coordinate
  * transformation modes (half_pixel, pytorch_half_pixel, asymmetric,
- * align_corners, tf_half_pixel_for_nn), nearest modes, cubic_coeff_a and
+ * align_corners, tf_half_pixel_for_nn, and tf_crop_and_resize with its roi
+ * input and extrapolation_value, in f32), nearest modes, cubic_coeff_a and
  * exclude_outside, as ONNX's reference (onnx/backend/test/case/node/
  * resize.py) defines them:
  *
@@ -41,7 +42,7 @@
 #define REF(v) nimble_ln_ref(A_, (v))
 
 enum { RZ_IDENT = 0, RZ_SIZES, RZ_SCALES };
-enum { CT_HALF = 0, CT_PYTORCH, CT_ASYM, CT_ALIGN, CT_TF_NN };
+enum { CT_HALF = 0, CT_PYTORCH, CT_ASYM, CT_ALIGN, CT_TF_NN, CT_CROP };
 enum { NM_ROUND_FLOOR = 0, NM_ROUND_CEIL, NM_FLOOR, NM_CEIL };
 
 typedef struct rz_spec {
@@ -57,13 +58,13 @@ static bool parse_spec(cp_ctx *c, cp_node *n, rz_spec *s) {
   const char *mode = cp_attr_string(n, "mode"), *ctm = cp_attr_string(n, "coordinate_transformation_mode");
   const char *nm = cp_attr_string(n, "nearest_mode");
   static const char *const modes[] = {"nearest", "linear", "cubic"};
-  static const char *const ctms[] = {"half_pixel", "pytorch_half_pixel", "asymmetric", "align_corners",
-                                     "tf_half_pixel_for_nn"};
+  static const char *const ctms[] = {"half_pixel",    "pytorch_half_pixel",  "asymmetric",
+                                     "align_corners", "tf_half_pixel_for_nn", "tf_crop_and_resize"};
   static const char *const nms[] = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
   s->mode = s->ctm = s->nearest = -1;
   for (int i = 0; i < 3; i++)
     if (!strcmp(mode, modes[i])) s->mode = i;
-  for (int i = 0; i < 5; i++)
+  for (int i = 0; i < 6; i++)
     if (!strcmp(ctm, ctms[i])) s->ctm = i;
   for (int i = 0; i < 4; i++)
     if (!strcmp(nm, nms[i])) s->nearest = i;
@@ -73,6 +74,10 @@ static bool parse_spec(cp_ctx *c, cp_node *n, rz_spec *s) {
            false;
   if (s->nearest < 0)
     return cp_fail(c, NIMBLE_UNIMPLEMENTED, "%s: %s nearest_mode '%s'", c->prim, n->op->name, nm), false;
+  if (s->ctm == CT_CROP && (strcmp(n->op->name, "dyn_resize") || n->n_in != 3))
+    return cp_fail(c, NIMBLE_INVALID_ARGUMENT, "%s: tf_crop_and_resize needs a roi input", c->prim), false;
+  if (n->n_in == 3 && (n->in[2]->rank != 1 || n->in[2]->type != NIMBLE_LN_F32))
+    return cp_fail(c, NIMBLE_UNIMPLEMENTED, "%s: a roi other than a 1-D float32 tensor", c->prim), false;
   s->a = cp_attr_float(n, "cubic_coeff_a");
   s->exclude = cp_attr_int(n, "exclude_outside") != 0;
   cp_node *x = n->in[0];
@@ -221,6 +226,8 @@ static nimble_status_t shape_resize(cp_ctx *c, cp_node *n) {
 typedef struct rz_axis {
   nimble_ln_expr *in, *out, *scale, *ident; /* ident: bool, the axis is unchanged at run time */
   nimble_ln_expr *fl, *isint, *fr, *ch;     /* floor(x_ori) i64, x_ori integral (bool), fraction f32, sign(frac - 1/2) */
+  nimble_ln_expr *roi0, *roi1;              /* tf_crop_and_resize: the axis's roi start and end */
+  nimble_ln_expr *outside;                  /* tf_crop_and_resize: x_ori outside [0, in - 1] (bool) */
 } rz_axis;
 
 /* x_ori = N / D exactly (sizes: the scale is out / in), D > 0. */
@@ -323,6 +330,29 @@ static void coord_scales(cp_ctx *c, rz_lets *L, const rz_spec *s, rz_axis *ax, n
   ax->ch = gh;
 }
 
+/* tf_crop_and_resize (f32, as the reference's formula): x_ori =
+ * x (e - s)(in - 1) / (width - 1) + s (in - 1), or the roi's middle for a
+ * width of 1; outside [0, in - 1] the output is extrapolation_value. */
+static void coord_crop(cp_ctx *c, rz_lets *L, const rz_spec *s, rz_axis *ax, nimble_ln_expr *x) {
+  nimble_ln_expr *inm1 = nimble_ln_cast(A_, NIMBLE_LN_F32, cp_sub(c, ax->in, cp_i(c, 1)));
+  nimble_ln_expr *width = ax->scale ? BIN(MUL, ax->scale, nimble_ln_cast(A_, NIMBLE_LN_F32, ax->in))
+                                    : nimble_ln_cast(A_, NIMBLE_LN_F32, ax->out);
+  nimble_ln_expr *span = BIN(MUL, BIN(SUB, ax->roi1, ax->roi0), inm1);
+  nimble_ln_expr *one = BIN(EQ, width, F(1));
+  nimble_ln_expr *y = SEL(one, BIN(DIV, span, F(2)),
+                          BIN(DIV, BIN(MUL, nimble_ln_cast(A_, NIMBLE_LN_F32, x), span), BIN(SUB, width, F(1))));
+  y = bind(c, L, BIN(ADD, y, BIN(MUL, ax->roi0, inm1)));
+  ax->outside = bind(c, L, nimble_ln_unary(A_, NIMBLE_LN_NOT, BIN(AND, BIN(GE, y, F(0)), BIN(LE, y, inm1))));
+  nimble_ln_expr *fy = bind(c, L, floor_f(c, y));
+  nimble_ln_expr *fr = bind(c, L, BIN(SUB, y, fy));
+  ax->fl = bind(c, L, nimble_ln_cast(A_, NIMBLE_LN_I64, fy));
+  ax->isint = bind(c, L, BIN(EQ, fr, F(0)));
+  ax->fr = fr;
+  nimble_ln_expr *h = BIN(SUB, fr, F(0.5));
+  ax->ch = bind(c, L, SEL(BIN(GT, h, F(0)), cp_i(c, 1), SEL(BIN(LT, h, F(0)), cp_i(c, -1), cp_i(c, 0))));
+  (void)s;
+}
+
 static nimble_ln_expr *clamp_axis(cp_ctx *c, nimble_ln_expr *j, nimble_ln_expr *in) {
   return cp_max(c, cp_min(c, j, cp_sub(c, in, cp_i(c, 1))), cp_i(c, 0));
 }
@@ -336,6 +366,19 @@ static nimble_ln_expr *weight(cp_ctx *c, const rz_spec *s, nimble_ln_expr *d) {
   nimble_ln_expr *outer =
       BIN(SUB, BIN(MUL, BIN(ADD, BIN(MUL, BIN(SUB, BIN(MUL, F(A), ad), F(5 * A)), ad), F(8 * A)), ad), F(4 * A));
   return SEL(BIN(LE, ad, F(1)), inner, SEL(BIN(LT, ad, F(2)), outer, F(0)));
+}
+
+/* tf_crop_and_resize: extrapolation_value where any axis's x_ori is
+ * outside the input (the reference's inner interpolations then all give
+ * it, and the weights sum to 1). */
+static nimble_ln_expr *extrapolate(cp_ctx *c, const rz_spec *s, cp_node *n, const rz_axis *ax, int R,
+                                   nimble_ln_expr *v) {
+  if (s->ctm != CT_CROP || !v) return v;
+  nimble_ln_expr *out = NULL;
+  for (int a = 0; a < R; a++)
+    if (ax[a].outside) out = out ? BIN(OR, out, ax[a].outside) : ax[a].outside;
+  if (!out) return v;
+  return SEL(out, cp_const_of(c, v->type, cp_attr_float(n, "extrapolation_value")), v);
 }
 
 static nimble_ln_stmt *emit_resize(cp_ctx *c, cp_node *n, nimble_ln_param *o) {
@@ -358,6 +401,12 @@ static nimble_ln_stmt *emit_resize(cp_ctx *c, cp_node *n, nimble_ln_param *o) {
     } else {
       ax[a].ident = bind(c, L, BIN(EQ, ax[a].out, ax[a].in));
     }
+    if (s.ctm == CT_CROP) { /* the roi moves even an unchanged axis */
+      nimble_ln_expr *r0[1] = {cp_i(c, a)}, *r1[1] = {cp_i(c, a + R)};
+      ax[a].roi0 = bind(c, L, cp_value(c, n->in[2], r0));
+      ax[a].roi1 = bind(c, L, cp_value(c, n->in[2], r1));
+      ax[a].ident = BIN(NE, cp_i(c, 0), cp_i(c, 0));
+    }
   }
   int top = L->n;
   nimble_ln_var *iv[CP_MAX_RANK];
@@ -369,7 +418,8 @@ static nimble_ln_stmt *emit_resize(cp_ctx *c, cp_node *n, nimble_ln_param *o) {
   /* Per element: each resized axis's coordinate. */
   for (int a = 0; a < R; a++) {
     if (s.kind[a] == RZ_IDENT) continue;
-    if (s.kind[a] == RZ_SCALES) coord_scales(c, L, &s, &ax[a], idx[a]);
+    if (s.ctm == CT_CROP) coord_crop(c, L, &s, &ax[a], idx[a]);
+    else if (s.kind[a] == RZ_SCALES) coord_scales(c, L, &s, &ax[a], idx[a]);
     else coord_sizes(c, L, &s, &ax[a], idx[a]);
   }
   if (c->err) return NULL;
@@ -389,7 +439,7 @@ static nimble_ln_stmt *emit_resize(cp_ctx *c, cp_node *n, nimble_ln_param *o) {
     }
     nimble_ln_expr *v = cp_value(c, x, src);
     if (!v) return NULL;
-    body = nimble_ln_store(A_, o, oi, v);
+    body = nimble_ln_store(A_, o, oi, extrapolate(c, &s, n, ax, R, v));
   } else {
     /* Tap loops, outermost axis first; an unchanged axis runs one tap. */
     int T = s.mode == 1 ? 2 : 4, h = T / 2 - 1;
@@ -427,7 +477,7 @@ static nimble_ln_stmt *emit_resize(cp_ctx *c, cp_node *n, nimble_ln_param *o) {
     }
     nimble_ln_expr *res = REF(acc);
     if (s.exclude && w) res = SEL(BIN(EQ, REF(wsum), F(0)), REF(acc), BIN(DIV, REF(acc), REF(wsum)));
-    body = nimble_ln_seq2(A_, inner, nimble_ln_store(A_, o, oi, res));
+    body = nimble_ln_seq2(A_, inner, nimble_ln_store(A_, o, oi, extrapolate(c, &s, n, ax, R, res)));
     body = nimble_ln_decl(A_, acc, F(0), nimble_ln_decl(A_, wsum, F(0), body));
   }
   body = wrap(c, L, top, body);

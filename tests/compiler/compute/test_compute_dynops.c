@@ -446,6 +446,66 @@ START_TEST(test_resize_matches_onnx_reference_in_every_mode) {
 }
 END_TEST
 
+/* tf_crop_and_resize in ONNX's reference: x_ori from the roi; outside
+ * [0, in - 1] the result is the extrapolation value; else linear or
+ * nearest (round_prefer_floor) on the edge-padded axis. */
+static double ref_crop_1d(bool linear, const double *d, int in, int out, double r0, double r1, int x, double ev,
+                          bool *outside) {
+  double xo = out == 1 ? (r1 - r0) * (in - 1) / 2 : x * (r1 - r0) * (in - 1) / (out - 1);
+  xo += r0 * (in - 1);
+  *outside = xo < 0 || xo > in - 1;
+  if (*outside) return ev;
+  double fl = floor(xo), r = xo == fl ? 1 : xo - fl;
+  int base = xo == fl ? (int)fl - 1 : (int)fl;
+  int lo = base < 0 ? 0 : base > in - 1 ? in - 1 : base, hi = base + 1 > in - 1 ? in - 1 : base + 1;
+  if (!linear) return r > 0.5 ? d[hi] : d[lo];
+  return (1 - r) * d[lo] + r * d[hi];
+}
+
+START_TEST(test_tf_crop_and_resize_samples_the_roi_and_extrapolates_outside) {
+  unsigned seed = 47;
+  for (int linear = 0; linear < 2; linear++) {
+    char text[512];
+    snprintf(text, sizeof text,
+             "def @main(%%x: Tensor[(1, 1, h, w), float32], %%s: Tensor[(4,), int64], %%r: Tensor[(8,), float32]) {\n"
+             "  dyn_resize(%%x, %%s, %%r, mode=\"%s\", coordinate_transformation_mode=\"tf_crop_and_resize\", "
+             "extrapolation_value=7.5)\n}\n",
+             linear ? "linear" : "nearest");
+    prog k;
+    prog_open(&k, text, "fused.dyn_resize", false);
+    int H = 4, W = 5, OH = 3, OW = 6;
+    float roi[8] = {0, 0, 0.4f, -0.2f, 1, 1, 1.2f, 0.9f};
+    ch_tensor x, sz, r, o;
+    int64_t four = 4, eight = 8;
+    ch_tensor_f32(&x, 4, (int64_t[]){1, 1, H, W}, &seed, -1, 1);
+    ch_tensor_i64(&sz, 1, &four, (int64_t[]){1, 1, OH, OW});
+    f32_of(&r, 1, &eight, roi);
+    ch_tensor_f32(&o, 4, (int64_t[]){1, 1, OH, OW}, &seed, 0, 0);
+    ch_tensor *a[] = {&x, &sz, &r, &o};
+    ck_assert_int_eq(run(&k, a, 4), 0);
+    int extrapolated = 0;
+    for (int oh = 0; oh < OH; oh++)
+      for (int ow = 0; ow < OW; ow++) {
+        /* Separable: along W for each row, then along H. */
+        double col[8], want;
+        bool out_w = false, out_h = false;
+        for (int h = 0; h < H; h++) {
+          double row[8];
+          for (int w = 0; w < W; w++) row[w] = ch_f(&x)[h * W + w];
+          col[h] = ref_crop_1d(linear, row, W, OW, roi[3], roi[7], ow, 7.5, &out_w);
+        }
+        want = ref_crop_1d(linear, col, H, OH, roi[2], roi[6], oh, 7.5, &out_h);
+        extrapolated += out_w || out_h;
+        ck_assert_msg(fabs(ch_f(&o)[oh * OW + ow] - want) < 1e-5, "%s at (%d, %d): %g, want %g", linear ? "linear" : "nearest",
+                      oh, ow, (double)ch_f(&o)[oh * OW + ow], want);
+      }
+    ck_assert_int_gt(extrapolated, 0);
+    prog_close(&k);
+    ch_tensor_free(&x), ch_tensor_free(&sz), ch_tensor_free(&r), ch_tensor_free(&o);
+  }
+}
+END_TEST
+
 START_TEST(test_resize_with_bad_sizes_or_scales_fails_naming_the_op) {
   prog sf;
   ch_tensor x, s, shp;
@@ -1196,6 +1256,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_pad_with_run_time_pads_matches_numpy_pad);
   tcase_add_test(tc, test_split_with_run_time_sizes_writes_each_part_and_checks_the_sum);
   tcase_add_test(tc, test_resize_matches_onnx_reference_in_every_mode);
+  tcase_add_test(tc, test_tf_crop_and_resize_samples_the_roi_and_extrapolates_outside);
   tcase_add_test(tc, test_resize_with_bad_sizes_or_scales_fails_naming_the_op);
   tcase_add_test(tc, test_static_resize_keeps_axes_of_minus_one_and_copies_other_types_nearest);
   tcase_add_test(tc, test_nms_selects_like_a_greedy_reference_and_reports_its_count);
