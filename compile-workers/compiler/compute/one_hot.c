@@ -36,7 +36,11 @@ static nimble_status_t shape_one_hot(cp_ctx *c, cp_node *n) {
   if (ind->rank + 1 > CP_MAX_RANK) return nimble_status_make(NIMBLE_UNIMPLEMENTED, "one_hot of rank %d", ind->rank + 1);
   if (!cp_axis(c, n, cp_attr_int(n, "axis"), ind->rank + 1, &ax)) return nimble_ok();
   cp_check(c, cp_eq(c, vals->ext[0], cp_i(c, 2)), "one_hot: values must hold [off_value, on_value]");
-  nimble_ln_expr *d = to_i64(c, scalar(c, depth));
+  nimble_ln_expr *dv = scalar(c, depth);
+  if (dv && dv->type == NIMBLE_LN_F32)
+    cp_check(c, BIN(AND, BIN(EQ, dv, dv), BIN(LT, nimble_ln_unary(A_, NIMBLE_LN_ABS, dv), nimble_ln_f32(A_, 1e18))),
+             "one_hot: depth is NaN or beyond 1e18");
+  nimble_ln_expr *d = to_i64(c, dv);
   cp_check(c, BIN(GE, d, cp_i(c, 0)), "one_hot: depth is negative");
   n->type = vals->type;
   n->dtype = vals->dtype;

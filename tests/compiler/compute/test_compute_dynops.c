@@ -734,6 +734,26 @@ START_TEST(test_roi_align_averages_bilinear_samples_per_bin) {
   expect_error(&k, a, 4, "roi_align", "batch index");
   prog_close(&k);
   ch_tensor_free(&x), ch_tensor_free(&r), ch_tensor_free(&b), ch_tensor_free(&o);
+
+  /* Max mode with one sample per bin on pixel centers: each bin is that
+   * pixel (its corner weights are 1, 0, 0, 0). roi [0.5, 0.5, 4.5, 4.5]
+   * shifted by half a pixel is [0, 4): 2x2 bins of 2, samples at 1 and 3. */
+  prog_open(&k,
+            "def @main(%x: Tensor[(1, 1, 4, 4), float32], %r: Tensor[(1, 4), float32], %b: Tensor[(1,), int64]) {\n"
+            "  roi_align(%x, %r, %b, mode=\"max\", output_height=2, output_width=2, sampling_ratio=1, "
+            "coordinate_transformation_mode=\"half_pixel\")\n}\n",
+            "fused.roi_align", false);
+  unsigned seed = 53;
+  ch_tensor_f32(&x, 4, (int64_t[]){1, 1, 4, 4}, &seed, 0.1f, 2);
+  f32_of(&r, 2, (int64_t[]){1, 4}, (float[]){0.5f, 0.5f, 4.5f, 4.5f});
+  ch_tensor_i64(&b, 1, (int64_t[]){1}, (int64_t[]){0});
+  ch_tensor_f32(&o, 4, (int64_t[]){1, 1, 2, 2}, &seed, 0, 0);
+  ch_tensor *m[] = {&x, &r, &b, &o};
+  ck_assert_int_eq(run(&k, m, 4), 0);
+  for (int ph = 0; ph < 2; ph++)
+    for (int pw = 0; pw < 2; pw++) ck_assert_float_eq(ch_f(&o)[ph * 2 + pw], ch_f(&x)[(1 + 2 * ph) * 4 + 1 + 2 * pw]);
+  prog_close(&k);
+  ch_tensor_free(&x), ch_tensor_free(&r), ch_tensor_free(&b), ch_tensor_free(&o);
 }
 END_TEST
 
@@ -881,6 +901,12 @@ START_TEST(test_one_hot_places_on_values_along_the_axis) {
     for (int c = 0; c < 4; c++) ck_assert_float_eq(ch_f(&o)[r * 4 + c], r == hot[c] ? 3.0f : -1.0f);
   ch_f(&d)[0] = -2.0f;
   expect_error(&sf, a, 4, "one_hot", "negative");
+  ch_f(&d)[0] = NAN;
+  expect_error(&sf, a, 4, "one_hot", "NaN");
+  ch_f(&d)[0] = 1e30f;
+  expect_error(&sf, a, 4, "one_hot", "NaN or beyond");
+  ch_f(&d)[0] = 3e12f; /* fits int64, but 3e12 x 4 elements is past 2^40 */
+  expect_error(&sf, a, 4, "one_hot", "2^40");
   prog_close(&sf), prog_close(&k);
   ch_tensor_free(&i), ch_tensor_free(&d), ch_tensor_free(&v), ch_tensor_free(&sh), ch_tensor_free(&o);
 }
