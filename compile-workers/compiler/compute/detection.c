@@ -40,7 +40,8 @@ static nimble_ln_expr *scalar_in(cp_ctx *c, cp_node *v, nimble_ln_type_t t) {
 static nimble_status_t shape_nms(cp_ctx *c, cp_node *n) {
   cp_node *b = n->in[0], *s = n->in[1];
   if (b->rank != 3 || s->rank != 3 || b->type != NIMBLE_LN_F32 || s->type != NIMBLE_LN_F32)
-    return nimble_status_make(NIMBLE_UNIMPLEMENTED, "non_max_suppression: boxes [B, N, 4] and scores [B, C, N] of float32");
+    return nimble_status_make(NIMBLE_UNIMPLEMENTED,
+                              "non_max_suppression: boxes [B, N, 4] and scores [B, C, N] of float32");
   for (int i = 2; i < n->n_in; i++)
     if (n->in[i]->rank > 1 || (n->in[i]->rank == 1 && !cp_same(n->in[i]->ext[0], cp_i(c, 1))))
       return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "non_max_suppression: input %d must be a single value", i);
@@ -259,7 +260,8 @@ static nimble_ln_stmt *emit_roi_align(cp_ctx *c, cp_node *n, nimble_ln_param *o)
   nimble_ln_var *vly = cp_var(c, "ly", NIMBLE_LN_F32), *vlx = cp_var(c, "lx", NIMBLE_LN_F32);
   nimble_ln_expr *hy = BIN(SUB, F(1), REF(vly)), *hx = BIN(SUB, F(1), REF(vlx));
   nimble_ln_expr *t[4][2] = {{y0, x0}, {y0, x1}, {y1, x0}, {y1, x1}};
-  nimble_ln_expr *wt[4] = {BIN(MUL, hy, hx), BIN(MUL, hy, REF(vlx)), BIN(MUL, REF(vly), hx), BIN(MUL, REF(vly), REF(vlx))};
+  nimble_ln_expr *wt[4] = {BIN(MUL, hy, hx), BIN(MUL, hy, REF(vlx)), BIN(MUL, REF(vly), hx),
+                           BIN(MUL, REF(vly), REF(vlx))};
   nimble_ln_expr *sample = NULL;
   for (int k = 0; k < 4; k++) {
     nimble_ln_expr *xi[4] = {REF(v_b), idx[1], t[k][0], t[k][1]};
@@ -271,7 +273,8 @@ static nimble_ln_stmt *emit_roi_align(cp_ctx *c, cp_node *n, nimble_ln_param *o)
   /* Outside samples add 0 (and count as 0 for max, as ONNX Runtime does). */
   nimble_ln_stmt *s = nimble_ln_assign(A_, acc, SEL(REF(out_v), is_max ? cp_max(c, REF(acc), F(0)) : REF(acc), upd));
   s = nimble_ln_let(A_, vly, ly, nimble_ln_let(A_, vlx, lx, s));
-  s = nimble_ln_let(A_, ylo, nimble_ln_cast(A_, NIMBLE_LN_I64, REF(yc)), nimble_ln_let(A_, xlo, nimble_ln_cast(A_, NIMBLE_LN_I64, REF(xc)), s));
+  s = nimble_ln_let(A_, ylo, nimble_ln_cast(A_, NIMBLE_LN_I64, REF(yc)),
+                    nimble_ln_let(A_, xlo, nimble_ln_cast(A_, NIMBLE_LN_I64, REF(xc)), s));
   s = nimble_ln_let(A_, yc, cp_max(c, REF(yv), F(0)), nimble_ln_let(A_, xc, cp_max(c, REF(xv), F(0)), s));
   s = nimble_ln_let(A_, out_v, outside, s);
   s = nimble_ln_let(A_, yv, yraw, nimble_ln_let(A_, xv, xraw, s));

@@ -302,7 +302,8 @@ static nimble_ln_stmt *emit_dyn_split(cp_ctx *c, cp_node *n, nimble_ln_param *co
     src[ax] = cp_add(c, idx[ax], nimble_ln_ref(A_, base));
     nimble_ln_expr *val = cp_value(c, x, src);
     if (!val) return NULL;
-    nimble_ln_stmt *st = nimble_ln_store(A_, outs[p], x->rank ? nimble_ln_flat_index(A_, outs[p], idx) : cp_i(c, 0), val);
+    nimble_ln_stmt *st =
+        nimble_ln_store(A_, outs[p], x->rank ? nimble_ln_flat_index(A_, outs[p], idx) : cp_i(c, 0), val);
     parts[p] = nimble_ln_let(A_, base, off, cp_loops(c, v, ext, x->rank, 1, st));
     off = cp_add(c, off, vec_at(c, n->in[1], p));
   }

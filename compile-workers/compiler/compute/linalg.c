@@ -34,7 +34,8 @@ static nimble_ln_stmt *emit_det(cp_ctx *c, cp_node *n, nimble_ln_param *o) {
   nimble_ln_param *m = nimble_ln_kernel_add_scratch(c->k, "det_lu", NIMBLE_LN_F32, cp_max(c, NN, cp_i(c, 1)));
   if (!m) return NULL;
   nimble_ln_var *b = cp_var(c, "b", NIMBLE_LN_I64), *e = cp_var(c, "e", NIMBLE_LN_I64);
-  nimble_ln_var *k = cp_var(c, "k", NIMBLE_LN_I64), *i = cp_var(c, "i", NIMBLE_LN_I64), *j = cp_var(c, "j", NIMBLE_LN_I64);
+  nimble_ln_var *k = cp_var(c, "k", NIMBLE_LN_I64), *i = cp_var(c, "i", NIMBLE_LN_I64),
+                *j = cp_var(c, "j", NIMBLE_LN_I64);
   nimble_ln_var *i2 = cp_var(c, "i", NIMBLE_LN_I64), *j2 = cp_var(c, "j", NIMBLE_LN_I64);
   nimble_ln_var *det = cp_var(c, "det", NIMBLE_LN_F32), *piv = cp_var(c, "piv", NIMBLE_LN_I64);
   nimble_ln_var *big = cp_var(c, "big", NIMBLE_LN_F32), *f = cp_var(c, "f", NIMBLE_LN_F32);
@@ -42,7 +43,8 @@ static nimble_ln_stmt *emit_det(cp_ctx *c, cp_node *n, nimble_ln_param *o) {
 #define AT(r, col) cp_add(c, cp_mul(c, (r), N), (col))
   nimble_ln_stmt *s[6];
   /* Copy matrix b. */
-  s[0] = cp_for(c, e, NN, NIMBLE_LN_SERIAL, 0, ST(m, REF(e), cp_value_flat(c, x, cp_add(c, cp_mul(c, REF(b), NN), REF(e)))));
+  s[0] = cp_for(c, e, NN, NIMBLE_LN_SERIAL, 0,
+                ST(m, REF(e), cp_value_flat(c, x, cp_add(c, cp_mul(c, REF(b), NN), REF(e)))));
   /* Column k: the pivot row. */
   nimble_ln_expr *a_ik = nimble_ln_unary(A_, NIMBLE_LN_ABS, LD(m, AT(REF(i), REF(k))));
   nimble_ln_stmt *find = nimble_ln_for(A_, i, cp_add(c, REF(k), cp_i(c, 1)), N, NIMBLE_LN_SERIAL, 0,
@@ -51,22 +53,24 @@ static nimble_ln_stmt *emit_det(cp_ctx *c, cp_node *n, nimble_ln_param *o) {
   /* Swap rows k and piv (the determinant changes sign). */
   nimble_ln_stmt *sw3[3] = {SET(tmp, LD(m, AT(REF(k), REF(j)))), ST(m, AT(REF(k), REF(j)), LD(m, AT(REF(piv), REF(j)))),
                             ST(m, AT(REF(piv), REF(j)), REF(tmp))};
-  nimble_ln_stmt *swap = nimble_ln_if(A_, BIN(NE, REF(piv), REF(k)),
-                                      nimble_ln_seq2(A_, cp_for(c, j, N, NIMBLE_LN_SERIAL, 0, nimble_ln_seq(A_, sw3, 3)),
-                                                     SET(det, nimble_ln_unary(A_, NIMBLE_LN_NEG, REF(det)))),
-                                      NULL);
+  nimble_ln_stmt *swap =
+      nimble_ln_if(A_, BIN(NE, REF(piv), REF(k)),
+                   nimble_ln_seq2(A_, cp_for(c, j, N, NIMBLE_LN_SERIAL, 0, nimble_ln_seq(A_, sw3, 3)),
+                                  SET(det, nimble_ln_unary(A_, NIMBLE_LN_NEG, REF(det)))),
+                   NULL);
   /* Eliminate below the pivot. */
   nimble_ln_expr *pk = LD(m, AT(REF(k), REF(k)));
-  nimble_ln_stmt *row = nimble_ln_for(A_, j2, cp_add(c, REF(k), cp_i(c, 1)), N, NIMBLE_LN_SERIAL, 0,
-                                      ST(m, AT(REF(i2), REF(j2)),
-                                         BIN(SUB, LD(m, AT(REF(i2), REF(j2))), BIN(MUL, REF(f), LD(m, AT(REF(k), REF(j2)))))));
+  nimble_ln_stmt *row = nimble_ln_for(
+      A_, j2, cp_add(c, REF(k), cp_i(c, 1)), N, NIMBLE_LN_SERIAL, 0,
+      ST(m, AT(REF(i2), REF(j2)), BIN(SUB, LD(m, AT(REF(i2), REF(j2))), BIN(MUL, REF(f), LD(m, AT(REF(k), REF(j2)))))));
   nimble_ln_stmt *elim = nimble_ln_for(A_, i2, cp_add(c, REF(k), cp_i(c, 1)), N, NIMBLE_LN_SERIAL, 0,
                                        nimble_ln_let(A_, f, BIN(DIV, LD(m, AT(REF(i2), REF(k))), pk), row));
   nimble_ln_stmt *step3[3] = {swap, SET(det, BIN(MUL, REF(det), pk)), elim};
   /* A zero pivot column: the determinant is 0 (nothing more to do). */
   nimble_ln_stmt *col = nimble_ln_seq2(A_, find, nimble_ln_if(A_, BIN(EQ, REF(big), F(0)), SET(det, F(0)),
                                                               nimble_ln_seq(A_, step3, 3)));
-  col = nimble_ln_decl(A_, piv, REF(k), nimble_ln_decl(A_, big, nimble_ln_unary(A_, NIMBLE_LN_ABS, LD(m, AT(REF(k), REF(k)))), col));
+  col = nimble_ln_decl(A_, piv, REF(k),
+                       nimble_ln_decl(A_, big, nimble_ln_unary(A_, NIMBLE_LN_ABS, LD(m, AT(REF(k), REF(k)))), col));
   col = nimble_ln_if(A_, BIN(NE, REF(det), F(0)), col, NULL);
   s[1] = cp_for(c, k, N, NIMBLE_LN_SERIAL, 0, col);
   s[2] = ST(o, REF(b), REF(det));

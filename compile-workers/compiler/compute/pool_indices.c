@@ -62,7 +62,8 @@ static nimble_status_t shape_mp(cp_ctx *c, cp_node *n) {
     if (m.ceil_mode) {
       o = cp_add(c, cp_div(c, cp_add(c, span, cp_i(c, m.s[i] - 1)), cp_i(c, m.s[i])), cp_i(c, 1));
       /* A last window starting in the end padding is dropped. */
-      nimble_ln_expr *drop = BIN(GE, cp_mul(c, cp_sub(c, o, cp_i(c, 1)), cp_i(c, m.s[i])), cp_add(c, in, cp_i(c, m.p[i])));
+      nimble_ln_expr *drop =
+          BIN(GE, cp_mul(c, cp_sub(c, o, cp_i(c, 1)), cp_i(c, m.s[i])), cp_add(c, in, cp_i(c, m.p[i])));
       o = cp_sub(c, o, nimble_ln_cast(A_, NIMBLE_LN_I64, drop));
     } else {
       o = cp_add(c, cp_div(c, span, cp_i(c, m.s[i])), cp_i(c, 1));
@@ -95,8 +96,10 @@ static nimble_ln_stmt *emit_mp(cp_ctx *c, cp_node *n, nimble_ln_param *const *ou
     idx[a] = REF(iv[a]);
   }
   nimble_ln_expr *H = x->ext[2], *W = x->ext[3];
-  nimble_ln_expr *h = cp_add(c, cp_sub(c, cp_mul(c, idx[2], cp_i(c, m.s[0])), cp_i(c, m.p[0])), cp_mul(c, REF(kh), cp_i(c, m.d[0])));
-  nimble_ln_expr *w = cp_add(c, cp_sub(c, cp_mul(c, idx[3], cp_i(c, m.s[1])), cp_i(c, m.p[1])), cp_mul(c, REF(kw), cp_i(c, m.d[1])));
+  nimble_ln_expr *h =
+      cp_add(c, cp_sub(c, cp_mul(c, idx[2], cp_i(c, m.s[0])), cp_i(c, m.p[0])), cp_mul(c, REF(kh), cp_i(c, m.d[0])));
+  nimble_ln_expr *w =
+      cp_add(c, cp_sub(c, cp_mul(c, idx[3], cp_i(c, m.s[1])), cp_i(c, m.p[1])), cp_mul(c, REF(kw), cp_i(c, m.d[1])));
   nimble_ln_var *hv = cp_var(c, "h", NIMBLE_LN_I64), *wv = cp_var(c, "w", NIMBLE_LN_I64);
   nimble_ln_var *best = cp_var(c, "best", x->type), *bi = cp_var(c, "best_i", NIMBLE_LN_I64);
   nimble_ln_expr *xi[4] = {idx[0], idx[1], REF(hv), REF(wv)};
@@ -104,18 +107,22 @@ static nimble_ln_stmt *emit_mp(cp_ctx *c, cp_node *n, nimble_ln_param *const *ou
   if (!v) return NULL;
   nimble_ln_var *vv = cp_var(c, "v", x->type);
   nimble_ln_expr *plane = cp_mul(c, cp_add(c, cp_mul(c, idx[0], x->ext[1]), idx[1]), cp_mul(c, H, W));
-  nimble_ln_expr *pos = m.col_major ? cp_add(c, cp_mul(c, REF(wv), H), REF(hv)) : cp_add(c, cp_mul(c, REF(hv), W), REF(wv));
+  nimble_ln_expr *pos =
+      m.col_major ? cp_add(c, cp_mul(c, REF(wv), H), REF(hv)) : cp_add(c, cp_mul(c, REF(hv), W), REF(wv));
   nimble_ln_expr *take = BIN(OR, BIN(LT, REF(bi), cp_i(c, 0)), BIN(GT, REF(vv), REF(best)));
-  nimble_ln_stmt *upd = nimble_ln_if(A_, take, nimble_ln_seq2(A_, SET(best, REF(vv)), SET(bi, cp_add(c, plane, pos))), NULL);
+  nimble_ln_stmt *upd =
+      nimble_ln_if(A_, take, nimble_ln_seq2(A_, SET(best, REF(vv)), SET(bi, cp_add(c, plane, pos))), NULL);
   nimble_ln_expr *inside = BIN(AND, BIN(AND, BIN(GE, REF(hv), cp_i(c, 0)), BIN(LT, REF(hv), H)),
                                BIN(AND, BIN(GE, REF(wv), cp_i(c, 0)), BIN(LT, REF(wv), W)));
   nimble_ln_stmt *tap = nimble_ln_if(A_, inside, nimble_ln_let(A_, vv, v, upd), NULL);
   tap = nimble_ln_let(A_, hv, h, nimble_ln_let(A_, wv, w, tap));
-  nimble_ln_stmt *win = cp_for(c, kh, cp_i(c, m.k[0]), NIMBLE_LN_SERIAL, 0, cp_for(c, kw, cp_i(c, m.k[1]), NIMBLE_LN_SERIAL, 0, tap));
+  nimble_ln_stmt *win =
+      cp_for(c, kh, cp_i(c, m.k[0]), NIMBLE_LN_SERIAL, 0, cp_for(c, kw, cp_i(c, m.k[1]), NIMBLE_LN_SERIAL, 0, tap));
   nimble_ln_expr *lowest = x->type == NIMBLE_LN_F32 ? nimble_ln_f32(A_, -__builtin_inf()) : cp_const_of(c, x->type, 0);
   nimble_ln_expr *o0 = nimble_ln_flat_index(A_, outs[0], idx), *o1 = nimble_ln_flat_index(A_, outs[1], idx);
-  nimble_ln_stmt *store = nimble_ln_seq2(A_, nimble_ln_store(A_, outs[0], o0, SEL(BIN(LT, REF(bi), cp_i(c, 0)), lowest, REF(best))),
-                                         nimble_ln_store(A_, outs[1], o1, REF(bi)));
+  nimble_ln_stmt *store =
+      nimble_ln_seq2(A_, nimble_ln_store(A_, outs[0], o0, SEL(BIN(LT, REF(bi), cp_i(c, 0)), lowest, REF(best))),
+                     nimble_ln_store(A_, outs[1], o1, REF(bi)));
   nimble_ln_stmt *elem = nimble_ln_decl(A_, best, cp_const_of(c, x->type, 0),
                                         nimble_ln_decl(A_, bi, cp_i(c, -1), nimble_ln_seq2(A_, win, store)));
   return cp_loops(c, iv, n->ext, 4, m.k[0] * m.k[1], elem);

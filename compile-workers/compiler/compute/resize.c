@@ -27,10 +27,9 @@
  * input's) is the identity in every mode (tf_half_pixel_for_nn's formula
  * would move it by half a pixel, which round_prefer_ceil and ceil would
  * turn into a shift of the batch and channel axes of [1, 1, s, s] scales;
- * it is copied there too); at run time its tap loop runs once, so resizing H and W of NCHW reads 4 (linear) or 16 (cubic) values
- * per output. The kernel writes its own nest: per axis the loop-invariant
- * values first, per output element the source coordinates, then the tap
- * loops. Interpolation is in f32; nearest copies any element type. */
+ * it is copied there too); at run time its tap loop runs once, so resizing H and W of NCHW reads 4 (linear) or 16
+ * (cubic) values per output. The kernel writes its own nest: per axis the loop-invariant values first, per output
+ * element the source coordinates, then the tap loops. Interpolation is in f32; nearest copies any element type. */
 #include <string.h>
 
 #include "compute_internal.h"
@@ -225,7 +224,7 @@ static nimble_status_t shape_resize(cp_ctx *c, cp_node *n) {
  * (bound once above the nest) and the element's coordinate. */
 typedef struct rz_axis {
   nimble_ln_expr *in, *out, *scale, *ident; /* ident: bool, the axis is unchanged at run time */
-  nimble_ln_expr *fl, *isint, *fr, *ch;     /* floor(x_ori) i64, x_ori integral (bool), fraction f32, sign(frac - 1/2) */
+  nimble_ln_expr *fl, *isint, *fr, *ch; /* floor(x_ori) i64, x_ori integral (bool), fraction f32, sign(frac - 1/2) */
   nimble_ln_expr *roi0, *roi1;              /* tf_crop_and_resize: the axis's roi start and end */
   nimble_ln_expr *outside;                  /* tf_crop_and_resize: x_ori outside [0, in - 1] (bool) */
 } rz_axis;

@@ -116,7 +116,8 @@ static nimble_status_t shape_dft(cp_ctx *c, cp_node *n) {
   cp_node *x = n->in[0];
   int ax;
   if (x->rank < 2 || x->type != NIMBLE_LN_F32)
-    return nimble_status_make(NIMBLE_UNIMPLEMENTED, "dft of rank %d %s (float32 only)", x->rank, nimble_dtype_name(x->dtype));
+    return nimble_status_make(NIMBLE_UNIMPLEMENTED, "dft of rank %d %s (float32 only)", x->rank,
+                              nimble_dtype_name(x->dtype));
   if (!cp_axis(c, n, cp_attr_int(n, "axis"), x->rank, &ax)) return nimble_ok();
   if (ax == x->rank - 1) return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "dft: the axis cannot be the last");
   nimble_ln_expr *last = x->ext[x->rank - 1];
@@ -137,10 +138,11 @@ static nimble_status_t shape_dft(cp_ctx *c, cp_node *n) {
 
 /* re/im accumulation of x_n e^(-+i 2 pi k n / L) over n in [0, count):
  * xr, xi are the sample's parts (functions of the loop variable nv). */
-static nimble_ln_stmt *dft_sum(cp_ctx *c, nimble_ln_var *nv, nimble_ln_expr *count, nimble_ln_expr *k, nimble_ln_expr *L,
-                               nimble_ln_expr *xr, nimble_ln_expr *xi, bool inverse, nimble_ln_var *re,
-                               nimble_ln_var *im) {
-  nimble_ln_var *m = cp_var(c, "m", NIMBLE_LN_I64), *cv = cp_var(c, "cs", NIMBLE_LN_F32), *sv = cp_var(c, "sn", NIMBLE_LN_F32);
+static nimble_ln_stmt *dft_sum(cp_ctx *c, nimble_ln_var *nv, nimble_ln_expr *count, nimble_ln_expr *k,
+                               nimble_ln_expr *L, nimble_ln_expr *xr, nimble_ln_expr *xi, bool inverse,
+                               nimble_ln_var *re, nimble_ln_var *im) {
+  nimble_ln_var *m = cp_var(c, "m", NIMBLE_LN_I64), *cv = cp_var(c, "cs", NIMBLE_LN_F32),
+                *sv = cp_var(c, "sn", NIMBLE_LN_F32);
   nimble_ln_var *vr = cp_var(c, "xr", NIMBLE_LN_F32), *vi = cp_var(c, "xi", NIMBLE_LN_F32);
   nimble_ln_expr *C = REF(cv), *S = REF(sv), *R = REF(vr), *I = REF(vi);
   nimble_ln_expr *dr = inverse ? BIN(SUB, BIN(MUL, R, C), BIN(MUL, I, S)) : BIN(ADD, BIN(MUL, R, C), BIN(MUL, I, S));
@@ -148,7 +150,8 @@ static nimble_ln_stmt *dft_sum(cp_ctx *c, nimble_ln_var *nv, nimble_ln_expr *cou
   nimble_ln_stmt *acc = nimble_ln_seq2(A_, nimble_ln_assign(A_, re, BIN(ADD, REF(re), dr)),
                                        nimble_ln_assign(A_, im, BIN(ADD, REF(im), di)));
   acc = nimble_ln_let(A_, vr, xr, nimble_ln_let(A_, vi, xi, acc));
-  acc = nimble_ln_let(A_, cv, cos_sin_2pi(c, REF(m), L, false), nimble_ln_let(A_, sv, cos_sin_2pi(c, REF(m), L, true), acc));
+  acc = nimble_ln_let(A_, cv, cos_sin_2pi(c, REF(m), L, false),
+                      nimble_ln_let(A_, sv, cos_sin_2pi(c, REF(m), L, true), acc));
   acc = nimble_ln_let(A_, m, cp_rem(c, cp_mul(c, k, REF(nv)), L), acc);
   return cp_for(c, nv, count, NIMBLE_LN_SERIAL, 0, acc);
 }
@@ -252,7 +255,8 @@ static nimble_ln_stmt *emit_stft(cp_ctx *c, cp_node *n, nimble_ln_param *o) {
   }
   nimble_ln_expr *pos = cp_add(c, cp_mul(c, idx[1], REF(Sv)), REF(nv));
   nimble_ln_expr *last = x->ext[2];
-  nimble_ln_expr *xr_i[3] = {idx[0], pos, cp_i(c, 0)}, *xi_i[3] = {idx[0], pos, cp_min(c, cp_i(c, 1), cp_sub(c, last, cp_i(c, 1)))};
+  nimble_ln_expr *xr_i[3] = {idx[0], pos, cp_i(c, 0)},
+                 *xi_i[3] = {idx[0], pos, cp_min(c, cp_i(c, 1), cp_sub(c, last, cp_i(c, 1)))};
   nimble_ln_expr *xr = cp_value(c, x, xr_i), *xi = cp_value(c, x, xi_i);
   if (!xr || !xi) return NULL;
   xi = SEL(BIN(EQ, last, cp_i(c, 2)), xi, F(0));
@@ -274,7 +278,8 @@ static nimble_ln_stmt *emit_stft(cp_ctx *c, cp_node *n, nimble_ln_param *o) {
 
 static nimble_status_t shape_mel(cp_ctx *c, cp_node *n) {
   if (strcmp(cp_attr_string(n, "dtype"), "float32"))
-    return nimble_status_make(NIMBLE_UNIMPLEMENTED, "mel_weight_matrix of %s (float32 only)", cp_attr_string(n, "dtype"));
+    return nimble_status_make(NIMBLE_UNIMPLEMENTED, "mel_weight_matrix of %s (float32 only)",
+                              cp_attr_string(n, "dtype"));
   for (int i = 0; i < 5; i++)
     if (n->in[i]->rank > 1 || (i < 3 && n->in[i]->type != NIMBLE_LN_I64 && n->in[i]->type != NIMBLE_LN_I32) ||
         (i >= 3 && n->in[i]->type != NIMBLE_LN_F32))
@@ -314,14 +319,16 @@ static nimble_ln_expr *mel_bin(cp_ctx *c, cp_node *n, nimble_ln_expr *k) {
 
 static nimble_ln_expr *value_mel(cp_ctx *c, cp_node *n, nimble_ln_expr *const *idx) {
   nimble_ln_expr *j = idx[0], *i = idx[1];
-  nimble_ln_expr *l = mel_bin(c, n, i), *m = mel_bin(c, n, cp_add(c, i, cp_i(c, 1))), *h = mel_bin(c, n, cp_add(c, i, cp_i(c, 2)));
+  nimble_ln_expr *l = mel_bin(c, n, i), *m = mel_bin(c, n, cp_add(c, i, cp_i(c, 1))),
+                 *h = mel_bin(c, n, cp_add(c, i, cp_i(c, 2)));
   nimble_ln_expr *jf = nimble_ln_cast(A_, NIMBLE_LN_F32, j);
   nimble_ln_expr *lf = nimble_ln_cast(A_, NIMBLE_LN_F32, l), *mf = nimble_ln_cast(A_, NIMBLE_LN_F32, m);
   nimble_ln_expr *hf = nimble_ln_cast(A_, NIMBLE_LN_F32, h);
   /* Rising edge over [l, m] (a single 1 at m when l == m), then the falling
    * edge over [m, h) written over it, as the reference's two loops. */
-  nimble_ln_expr *up = SEL(BIN(EQ, l, m), SEL(BIN(EQ, j, m), F(1), F(0)),
-                           SEL(BIN(AND, BIN(GE, j, l), BIN(LE, j, m)), BIN(DIV, BIN(SUB, jf, lf), BIN(SUB, mf, lf)), F(0)));
+  nimble_ln_expr *up =
+      SEL(BIN(EQ, l, m), SEL(BIN(EQ, j, m), F(1), F(0)),
+          SEL(BIN(AND, BIN(GE, j, l), BIN(LE, j, m)), BIN(DIV, BIN(SUB, jf, lf), BIN(SUB, mf, lf)), F(0)));
   nimble_ln_expr *down = BIN(AND, BIN(GT, h, m), BIN(AND, BIN(GE, j, m), BIN(LT, j, h)));
   return SEL(down, BIN(DIV, BIN(SUB, hf, jf), BIN(SUB, hf, mf)), up);
 }

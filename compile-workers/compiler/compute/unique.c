@@ -142,8 +142,9 @@ static nimble_ln_stmt *emit_unique(cp_ctx *c, cp_node *n, nimble_ln_param *const
                                       nimble_ln_seq2(A_, ST(scr, Q_(REF(k)), LD(scr, P_(REF(li)))), INC(li)),
                                       nimble_ln_seq2(A_, ST(scr, Q_(REF(k)), LD(scr, P_(REF(ri)))), INC(ri)));
   nimble_ln_stmt *merge = nimble_ln_for(A_, k, REF(lo), REF(hi), NIMBLE_LN_SERIAL, 0, nimble_ln_seq2(A_, choose, take));
-  merge = nimble_ln_decl(A_, li, REF(lo), nimble_ln_decl(A_, ri, REF(mid), nimble_ln_decl(A_, left, cp_i(c, 0),
-                                                                                            nimble_ln_decl(A_, r, cp_i(c, 0), merge))));
+  merge = nimble_ln_decl(
+      A_, li, REF(lo),
+      nimble_ln_decl(A_, ri, REF(mid), nimble_ln_decl(A_, left, cp_i(c, 0), nimble_ln_decl(A_, r, cp_i(c, 0), merge))));
   merge = nimble_ln_let(A_, hi, cp_min(c, cp_add(c, REF(lo), w2), M), merge);
   merge = nimble_ln_let(A_, mid, cp_min(c, cp_add(c, REF(lo), REF(w)), M), merge);
   merge = nimble_ln_let(A_, lo, cp_mul(c, REF(t), w2), merge);
@@ -170,7 +171,8 @@ static nimble_ln_stmt *emit_unique(cp_ctx *c, cp_node *n, nimble_ln_param *const
   nimble_ln_expr *gcur = cp_sub(c, REF(K), cp_i(c, 1));
   nimble_ln_stmt *acc[3] = {grp, ST(scr, C_(gcur), cp_add(c, LD(scr, C_(gcur)), cp_i(c, 1))),
                             ST(oinv, LD(scr, P_(pp)), gcur)};
-  nimble_ln_stmt *scan = nimble_ln_decl(A_, r2, cp_i(c, 0), cp_for(c, p, M, NIMBLE_LN_SERIAL, 0, nimble_ln_seq(A_, acc, 3)));
+  nimble_ln_stmt *scan =
+      nimble_ln_decl(A_, r2, cp_i(c, 0), cp_for(c, p, M, NIMBLE_LN_SERIAL, 0, nimble_ln_seq(A_, acc, 3)));
 
   /* The output position of group q: q, or its rank by first occurrence
    * (kept in P, free after the scan). */
@@ -182,13 +184,14 @@ static nimble_ln_stmt *emit_unique(cp_ctx *c, cp_node *n, nimble_ln_param *const
     nimble_ln_var *i3 = cp_var(c, "i", NIMBLE_LN_I64);
     nimble_ln_stmt *r3[4];
     r3[0] = cp_for(c, z, M, NIMBLE_LN_SERIAL, 0, ST(scr, F_(REF(z)), cp_i(c, 0)));
-    r3[1] = cp_for(c, q2, REF(K), NIMBLE_LN_SERIAL, 0, ST(scr, F_(LD(scr, Q_(REF(q2)))), cp_add(c, REF(q2), cp_i(c, 1))));
+    r3[1] =
+        cp_for(c, q2, REF(K), NIMBLE_LN_SERIAL, 0, ST(scr, F_(LD(scr, Q_(REF(q2)))), cp_add(c, REF(q2), cp_i(c, 1))));
     nimble_ln_expr *fi = LD(scr, F_(REF(i2)));
-    r3[2] = nimble_ln_decl(A_, nxt, cp_i(c, 0),
-                           cp_for(c, i2, M, NIMBLE_LN_SERIAL, 0,
-                                  nimble_ln_if(A_, BIN(GT, fi, cp_i(c, 0)),
-                                               nimble_ln_seq2(A_, ST(scr, P_(cp_sub(c, fi, cp_i(c, 1))), REF(nxt)), INC(nxt)),
-                                               NULL)));
+    r3[2] = nimble_ln_decl(
+        A_, nxt, cp_i(c, 0),
+        cp_for(c, i2, M, NIMBLE_LN_SERIAL, 0,
+               nimble_ln_if(A_, BIN(GT, fi, cp_i(c, 0)),
+                            nimble_ln_seq2(A_, ST(scr, P_(cp_sub(c, fi, cp_i(c, 1))), REF(nxt)), INC(nxt)), NULL)));
     r3[3] = cp_for(c, i3, M, NIMBLE_LN_SERIAL, 0, ST(oinv, REF(i3), LD(scr, P_(LD(oinv, REF(i3))))));
     renumber = nimble_ln_seq(A_, r3, 4);
   }
@@ -199,14 +202,20 @@ static nimble_ln_stmt *emit_unique(cp_ctx *c, cp_node *n, nimble_ln_param *const
   wr[nw++] = ST(ocnt, REF(pos), LD(scr, C_(REF(q))));
   /* The slice itself, into Y laid out compactly as [outer, K, inner]. */
   nimble_ln_var *e = cp_var(c, "e", NIMBLE_LN_I64);
-  nimble_ln_expr *ev = cp_value_flat(c, x, g.axis < 0 ? first : cp_add(c, cp_mul(c, cp_add(c, cp_mul(c, cp_div(c, REF(e), g.inner), M), first), g.inner), cp_rem(c, REF(e), g.inner)));
+  nimble_ln_expr *ev = cp_value_flat(
+      c, x,
+      g.axis < 0 ? first
+                 : cp_add(c, cp_mul(c, cp_add(c, cp_mul(c, cp_div(c, REF(e), g.inner), M), first), g.inner),
+                          cp_rem(c, REF(e), g.inner)));
   if (!ev) return NULL;
-  nimble_ln_expr *yo = g.axis < 0 ? REF(pos)
-                                  : cp_add(c, cp_mul(c, cp_add(c, cp_mul(c, cp_div(c, REF(e), g.inner), REF(K)), REF(pos)), g.inner),
-                                           cp_rem(c, REF(e), g.inner));
+  nimble_ln_expr *yo =
+      g.axis < 0 ? REF(pos)
+                 : cp_add(c, cp_mul(c, cp_add(c, cp_mul(c, cp_div(c, REF(e), g.inner), REF(K)), REF(pos)), g.inner),
+                          cp_rem(c, REF(e), g.inner));
   wr[nw++] = cp_for(c, e, g.S, NIMBLE_LN_SERIAL, 0, ST(oy, yo, ev));
-  nimble_ln_stmt *write = cp_for(c, q, REF(K), NIMBLE_LN_SERIAL, 0,
-                                 nimble_ln_let(A_, pos, sorted ? REF(q) : LD(scr, P_(REF(q))), nimble_ln_seq(A_, wr, nw)));
+  nimble_ln_stmt *write =
+      cp_for(c, q, REF(K), NIMBLE_LN_SERIAL, 0,
+             nimble_ln_let(A_, pos, sorted ? REF(q) : LD(scr, P_(REF(q))), nimble_ln_seq(A_, wr, nw)));
   /* Real shapes: Y with K on its axis (or [K]), indices/counts [K], inverse [M]. */
   nimble_ln_stmt *sh[CP_MAX_RANK + 3];
   int nsh = 0;

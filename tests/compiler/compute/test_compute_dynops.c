@@ -171,9 +171,10 @@ START_TEST(test_pad_with_run_time_pads_matches_numpy_pad) {
   unsigned seed = 7;
   for (int mi = 0; mi < 3; mi++) {
     char text[256];
-    snprintf(text, sizeof text,
-             "def @main(%%x: Tensor[(a, b), float32], %%p: Tensor[(4,), int64]%s) { dyn_pad(%%x, %%p%s, mode=\"%s\") }\n",
-             mi == 0 ? ", %v: Tensor[(), float32]" : "", mi == 0 ? ", %v" : "", modes[mi]);
+    snprintf(
+        text, sizeof text,
+        "def @main(%%x: Tensor[(a, b), float32], %%p: Tensor[(4,), int64]%s) { dyn_pad(%%x, %%p%s, mode=\"%s\") }\n",
+        mi == 0 ? ", %v: Tensor[(), float32]" : "", mi == 0 ? ", %v" : "", modes[mi]);
     prog sf, k;
     prog_open(&sf, text, "fused.dyn_pad", true);
     prog_open(&k, text, "fused.dyn_pad", false);
@@ -266,7 +267,8 @@ START_TEST(test_split_with_run_time_sizes_writes_each_part_and_checks_the_sum) {
   ck_assert_int_eq(run(&k, b, 5), 0);
   for (int p = 0; p < 3; p++)
     for (int i = 0; i < 3; i++)
-      for (int j = 0; j < sizes[p]; j++) ck_assert_float_eq(ch_f(&o[p])[i * sizes[p] + j], ch_f(&x)[i * 6 + off[p] + j]);
+      for (int j = 0; j < sizes[p]; j++)
+        ck_assert_float_eq(ch_f(&o[p])[i * sizes[p] + j], ch_f(&x)[i * 6 + off[p] + j]);
   memcpy(s.data, (int64_t[]){2, 1, 4}, 24);
   expect_error(&sf, a, 5, "dyn_split", "add up");
   expect_error(&k, b, 5, "dyn_split", "add up");
@@ -496,8 +498,8 @@ START_TEST(test_tf_crop_and_resize_samples_the_roi_and_extrapolates_outside) {
         }
         want = ref_crop_1d(linear, col, H, OH, roi[2], roi[6], oh, 7.5, &out_h);
         extrapolated += out_w || out_h;
-        ck_assert_msg(fabs(ch_f(&o)[oh * OW + ow] - want) < 1e-5, "%s at (%d, %d): %g, want %g", linear ? "linear" : "nearest",
-                      oh, ow, (double)ch_f(&o)[oh * OW + ow], want);
+        ck_assert_msg(fabs(ch_f(&o)[oh * OW + ow] - want) < 1e-5, "%s at (%d, %d): %g, want %g",
+                      linear ? "linear" : "nearest", oh, ow, (double)ch_f(&o)[oh * OW + ow], want);
       }
     ck_assert_int_gt(extrapolated, 0);
     prog_close(&k);
@@ -620,7 +622,8 @@ static int ref_nms(const float *boxes, const float *scores, int B, int C, int N,
       for (int i = 0; i < n && nk < maxk; i++) {
         nms_box cand = corners(boxes + (b * N + order[i]) * 4, center);
         bool drop = false;
-        for (int q = 0; q < nk && !drop; q++) drop = overlaps(corners(boxes + (b * N + kept[q]) * 4, center), cand, iou);
+        for (int q = 0; q < nk && !drop; q++)
+          drop = overlaps(corners(boxes + (b * N + kept[q]) * 4, center), cand, iou);
         if (drop) continue;
         kept[nk++] = order[i];
         rows[count * 3] = b, rows[count * 3 + 1] = c, rows[count * 3 + 2] = order[i];
@@ -682,8 +685,9 @@ START_TEST(test_nms_selects_like_a_greedy_reference_and_reports_its_count) {
   /* Without the optional inputs ONNX's max_output_boxes_per_class is 0:
    * nothing is selected. */
   prog k;
-  prog_open(&k, "def @main(%b: Tensor[(1, 2, 4), float32], %s: Tensor[(1, 1, 2), float32]) { non_max_suppression(%b, %s) }\n",
-            "fused.non_max_suppression", false);
+  prog_open(
+      &k, "def @main(%b: Tensor[(1, 2, 4), float32], %s: Tensor[(1, 1, 2), float32]) { non_max_suppression(%b, %s) }\n",
+      "fused.non_max_suppression", false);
   ch_tensor bx, sc, out, real;
   f32_of(&bx, 3, (int64_t[]){1, 2, 4}, (float[]){0, 0, 1, 1, 5, 5, 6, 6});
   f32_of(&sc, 3, (int64_t[]){1, 1, 2}, (float[]){0.9f, 0.8f});
@@ -830,7 +834,8 @@ START_TEST(test_unique_matches_numpy_unique_with_and_without_axis) {
 
     /* Slices along axis 1 of a [2, 6, 2] float tensor. */
     snprintf(text, sizeof text,
-             "def @main(%%x: Tensor[(2, m, 2), float32]) { let %%t = unique_all(%%x, has_axis=1, axis=-2, sorted=%d); %%t }\n",
+             "def @main(%%x: Tensor[(2, m, 2), float32]) { let %%t = unique_all(%%x, has_axis=1, axis=-2, sorted=%d); "
+             "%%t }\n",
              sorted);
     prog_open(&k, text, "fused.unique_all", false);
     int M = 6;
@@ -851,7 +856,8 @@ START_TEST(test_unique_matches_numpy_unique_with_and_without_axis) {
     f32_of(&x, 3, (int64_t[]){2, M, 2}, xv);
     ch_tensor_f32(&o[0], 3, (int64_t[]){2, M, 2}, &seed, 0, 0);
     ch_tensor_i64(&s[0], 1, (int64_t[]){3}, NULL);
-    for (int q = 1; q < 4; q++) ch_tensor_i64(&o[q], 1, (int64_t[]){M}, NULL), ch_tensor_i64(&s[q], 1, (int64_t[]){1}, NULL);
+    for (int q = 1; q < 4; q++)
+      ch_tensor_i64(&o[q], 1, (int64_t[]){M}, NULL), ch_tensor_i64(&s[q], 1, (int64_t[]){1}, NULL);
     ch_tensor *a[] = {&x, &o[0], &o[1], &o[2], &o[3], &s[0], &s[1], &s[2], &s[3]};
     ck_assert_int_eq(run(&k, a, 9), 0);
     int first[8];
@@ -1016,10 +1022,11 @@ START_TEST(test_max_pool_with_indices_gives_the_first_maximum_and_its_flat_index
   for (int ci = 0; ci < 4; ci++) {
     char text[512];
     int K = cases[ci].k, S = cases[ci].s, D = cases[ci].d, P = cases[ci].p;
-    snprintf(text, sizeof text,
-             "def @main(%%x: Tensor[(n, c, h, w), float32]) { let %%t = max_pool2d_with_indices(%%x, kernel_shape=[%d, %d], "
-             "strides=[%d, %d], dilations=[%d, %d], pads=[%d, %d, %d, %d], ceil_mode=%d, storage_order=%d); %%t }\n",
-             K, K, S, S, D, D, P, P, P, P, cases[ci].ceil, cases[ci].order);
+    snprintf(
+        text, sizeof text,
+        "def @main(%%x: Tensor[(n, c, h, w), float32]) { let %%t = max_pool2d_with_indices(%%x, kernel_shape=[%d, %d], "
+        "strides=[%d, %d], dilations=[%d, %d], pads=[%d, %d, %d, %d], ceil_mode=%d, storage_order=%d); %%t }\n",
+        K, K, S, S, D, D, P, P, P, P, cases[ci].ceil, cases[ci].order);
     prog sf, k;
     prog_open(&sf, text, "fused.max_pool2d_with_indices", true);
     prog_open(&k, text, "fused.max_pool2d_with_indices", false);
@@ -1033,7 +1040,8 @@ START_TEST(test_max_pool_with_indices_gives_the_first_maximum_and_its_flat_index
     ck_assert_int_eq(run(&sf, a, 3), 0);
     int OH = (int)ch_i(&shp[0])[2], OW = (int)ch_i(&shp[0])[3];
     int span_h = H + 2 * P - ((K - 1) * D + 1), span_w = W + 2 * P - ((K - 1) * D + 1);
-    int wh = cases[ci].ceil ? (span_h + S - 1) / S + 1 : span_h / S + 1, ww = cases[ci].ceil ? (span_w + S - 1) / S + 1 : span_w / S + 1;
+    int wh = cases[ci].ceil ? (span_h + S - 1) / S + 1 : span_h / S + 1,
+        ww = cases[ci].ceil ? (span_w + S - 1) / S + 1 : span_w / S + 1;
     if (cases[ci].ceil && (wh - 1) * S >= H + P) wh--;
     if (cases[ci].ceil && (ww - 1) * S >= W + P) ww--;
     ck_assert_int_eq(OH, wh);
@@ -1068,7 +1076,8 @@ END_TEST
 
 START_TEST(test_training_dropout_computes_ratio_zero_and_refuses_random_ratios) {
   prog k;
-  prog_open(&k, "def @main(%x: Tensor[(n, 3), float32], %r: Tensor[(), float32]) { let %t = dropout_train(%x, %r); %t }\n",
+  prog_open(&k,
+            "def @main(%x: Tensor[(n, 3), float32], %r: Tensor[(), float32]) { let %t = dropout_train(%x, %r); %t }\n",
             "fused.dropout_train", false);
   unsigned seed = 37;
   ch_tensor x, r, y, m;
@@ -1089,7 +1098,8 @@ START_TEST(test_training_dropout_computes_ratio_zero_and_refuses_random_ratios) 
   /* Without a ratio input (ONNX's 0.5) the primitive is not computed. */
   nimble_arena *arena;
   NIMBLE_ASSERT_OK(nimble_arena_create(&arena));
-  nimble_module *mod = ch_compile_module(arena, "def @main(%x: Tensor[(2, 3), float32]) { let %t = dropout_train(%x); %t }\n");
+  nimble_module *mod =
+      ch_compile_module(arena, "def @main(%x: Tensor[(2, 3), float32]) { let %t = dropout_train(%x); %t }\n");
   nimble_ln_arena *la;
   NIMBLE_ASSERT_OK(nimble_ln_arena_create(&la));
   nimble_ln_kernel *kern;
@@ -1161,8 +1171,8 @@ START_TEST(test_dft_matches_a_double_precision_sum) {
           ref_dft(xr, xi, N, L, kk, cases[ci].inverse, &re, &im);
           int64_t at = ax == 1 ? ((bt * K + kk) * other + j) * 2 : ((bt * other + j) * K + kk) * 2;
           ck_assert_msg(fabs(ch_f(&o)[at] - re) < 1e-4 && fabs(ch_f(&o)[at + 1] - im) < 1e-4,
-                        "case %d bin %d: (%g, %g), want (%g, %g)", ci, kk, (double)ch_f(&o)[at], (double)ch_f(&o)[at + 1],
-                        re, im);
+                        "case %d bin %d: (%g, %g), want (%g, %g)", ci, kk, (double)ch_f(&o)[at],
+                        (double)ch_f(&o)[at + 1], re, im);
         }
       }
     if (cases[ci].L) {
@@ -1219,13 +1229,15 @@ START_TEST(test_stft_frames_windows_and_transforms_the_signal) {
   ch_tensor *c[] = {&x2, &s, &w, &sh};
   expect_error(&sf, c, 4, "stft", "longer than the signal");
   prog_close(&sf), prog_close(&k);
-  ch_tensor_free(&x), ch_tensor_free(&s), ch_tensor_free(&w), ch_tensor_free(&sh), ch_tensor_free(&o), ch_tensor_free(&x2);
+  ch_tensor_free(&x), ch_tensor_free(&s), ch_tensor_free(&w), ch_tensor_free(&sh), ch_tensor_free(&o),
+      ch_tensor_free(&x2);
 }
 END_TEST
 
 START_TEST(test_mel_weight_matrix_builds_onnx_triangular_filters) {
-  const char *t = "def @main(%n: Tensor[(), int64], %d: Tensor[(), int64], %r: Tensor[(), int64], %lo: Tensor[(), float32], "
-                  "%hi: Tensor[(), float32]) { mel_weight_matrix(%n, %d, %r, %lo, %hi) }\n";
+  const char *t =
+      "def @main(%n: Tensor[(), int64], %d: Tensor[(), int64], %r: Tensor[(), int64], %lo: Tensor[(), float32], "
+      "%hi: Tensor[(), float32]) { mel_weight_matrix(%n, %d, %r, %lo, %hi) }\n";
   prog sf, k;
   prog_open(&sf, t, "fused.mel_weight_matrix", true);
   prog_open(&k, t, "fused.mel_weight_matrix", false);
@@ -1253,7 +1265,8 @@ START_TEST(test_mel_weight_matrix_builds_onnx_triangular_filters) {
     double lm = 2595 * log10(1 + cases[ci].lo / 700.0), hm = 2595 * log10(1 + cases[ci].hi / 700.0);
     double step = (hm - lm) / (double)(nb + 2), want[64][16] = {{0}};
     int64_t f[32];
-    for (int q = 0; q < nb + 2; q++) f[q] = (int64_t)floor((dft + 1) * (700 * (pow(10, (q * step + lm) / 2595) - 1)) / rate);
+    for (int q = 0; q < nb + 2; q++)
+      f[q] = (int64_t)floor((dft + 1) * (700 * (pow(10, (q * step + lm) / 2595) - 1)) / rate);
     for (int i = 0; i < nb; i++) {
       int64_t l = f[i], m = f[i + 1], h = f[i + 2];
       if (m == l) want[m][i] = 1;
