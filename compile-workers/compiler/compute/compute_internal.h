@@ -33,6 +33,18 @@ typedef enum cp_class {
   CP_ANCHOR_ROW,    /* a whole kernel by rows (softmax, layer norm): must be the root */
 } cp_class_t;
 
+/* The outputs of an operator whose kernel writes several tensors (a tuple
+ * result) or reports its real shape (upper bound): each output's element
+ * type, rank and extents (the bound, for an upper-bound output). */
+#define CP_MAX_OUTPUTS 8
+typedef struct cp_outputs {
+  int n;
+  bool upper; /* the kernel also writes each output's real shape (int64 [rank]) */
+  nimble_ln_type_t type[CP_MAX_OUTPUTS];
+  int rank[CP_MAX_OUTPUTS];
+  nimble_ln_expr *ext[CP_MAX_OUTPUTS][CP_MAX_RANK];
+} cp_outputs;
+
 typedef struct cp_def {
   const char *op;
   cp_class_t cls;
@@ -46,6 +58,13 @@ typedef struct cp_def {
                           nimble_ln_stmt *body);
   /* CP_ANCHOR_ROW: the kernel body storing into `out`. */
   nimble_ln_stmt *(*emit_root)(cp_ctx *c, cp_node *n, nimble_ln_param *out);
+  /* Whole kernels with several outputs or a real shape (class
+   * CP_ANCHOR_ROW, the primitive's result): `outputs` describes them (false
+   * after recording an error), `emit_outputs` stores into outs[0..n) and,
+   * when upper, each real shape into shapes[0..n). */
+  bool (*outputs)(cp_ctx *c, cp_node *n, cp_outputs *o);
+  nimble_ln_stmt *(*emit_outputs)(cp_ctx *c, cp_node *n, nimble_ln_param *const *outs,
+                                  nimble_ln_param *const *shapes);
 } cp_def;
 
 struct cp_node {
@@ -79,7 +98,6 @@ nimble_ln_stmt *cp_emit_topk(cp_ctx *c, cp_node *n, nimble_ln_param *values, nim
 
 /* split (a tuple of parts): the parts as nodes reading n's input with an
  * offset along the axis; *count parts (at most CP_MAX_OUTPUTS). */
-#define CP_MAX_OUTPUTS 8
 bool cp_split_parts(cp_ctx *c, cp_node *n, cp_node **parts, int *count);
 
 struct cp_ctx {
@@ -186,6 +204,24 @@ extern const cp_def cp_defs_nn[];
 extern const int cp_defs_nn_count;
 extern const cp_def cp_defs_create[];
 extern const int cp_defs_create_count;
+extern const cp_def cp_defs_dyn_layout[]; /* dyn_layout.c */
+extern const int cp_defs_dyn_layout_count;
+extern const cp_def cp_defs_resize[]; /* resize.c */
+extern const int cp_defs_resize_count;
+extern const cp_def cp_defs_detection[]; /* detection.c */
+extern const int cp_defs_detection_count;
+extern const cp_def cp_defs_unique[]; /* unique.c */
+extern const int cp_defs_unique_count;
+extern const cp_def cp_defs_one_hot[]; /* one_hot.c */
+extern const int cp_defs_one_hot_count;
+extern const cp_def cp_defs_signal[]; /* signal.c */
+extern const int cp_defs_signal_count;
+extern const cp_def cp_defs_linalg[]; /* linalg.c */
+extern const int cp_defs_linalg_count;
+extern const cp_def cp_defs_pool_indices[]; /* pool_indices.c */
+extern const int cp_defs_pool_indices_count;
+extern const cp_def cp_defs_dropout[]; /* dropout.c */
+extern const int cp_defs_dropout_count;
 
 const cp_def *cp_find_def(const char *op);
 
@@ -195,6 +231,19 @@ nimble_ln_stmt *cp_for(cp_ctx *c, nimble_ln_var *v, nimble_ln_expr *ext, nimble_
                        int factor, nimble_ln_stmt *body);
 /* Rows per parallel task for `rows` rows of `row_work` work each. */
 nimble_ln_expr *cp_rows_per_task(cp_ctx *c, nimble_ln_expr *rows, nimble_ln_expr *row_work);
+
+/* nest.c: serial loops v[a] in [0, ext[a]) around body, the outermost
+ * chunked into parallel tasks (`work`: loop-body cost per element). */
+nimble_ln_stmt *cp_loops(cp_ctx *c, nimble_ln_var *const *v, nimble_ln_expr *const *ext, int rank, int64_t work,
+                         nimble_ln_stmt *body);
+/* The nest storing cp_value(value_of, idx) into out at every index of
+ * value_of's extents. */
+nimble_ln_stmt *cp_store_nest(cp_ctx *c, cp_node *value_of, nimble_ln_param *out, int64_t work);
+/* Run-time checks that extents computed from input values are
+ * non-negative and hold at most CP_MAX_DYN_ELEMENTS elements together;
+ * `op` names the operator in the messages. */
+#define CP_MAX_DYN_ELEMENTS (INT64_C(1) << 40)
+void cp_check_numel(cp_ctx *c, nimble_ln_expr *const *ext, int rank, const char *op);
 
 /* conv2d, max_pool2d and avg_pool2d computed into the output by their own
  * loop nests (conv.c): the raw result (conv: plus its bias input), before

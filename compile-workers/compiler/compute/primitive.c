@@ -36,7 +36,11 @@ const cp_def *cp_find_def(const char *op) {
   } families[] = {
       {cp_defs_elementwise, &cp_defs_elementwise_count}, {cp_defs_transform, &cp_defs_transform_count},
       {cp_defs_reduce, &cp_defs_reduce_count},           {cp_defs_nn, &cp_defs_nn_count},
-      {cp_defs_create, &cp_defs_create_count},
+      {cp_defs_create, &cp_defs_create_count},           {cp_defs_dyn_layout, &cp_defs_dyn_layout_count},
+      {cp_defs_resize, &cp_defs_resize_count},           {cp_defs_detection, &cp_defs_detection_count},
+      {cp_defs_unique, &cp_defs_unique_count},           {cp_defs_one_hot, &cp_defs_one_hot_count},
+      {cp_defs_signal, &cp_defs_signal_count},           {cp_defs_linalg, &cp_defs_linalg_count},
+      {cp_defs_pool_indices, &cp_defs_pool_indices_count}, {cp_defs_dropout, &cp_defs_dropout_count},
   };
   for (size_t f = 0; f < sizeof families / sizeof families[0]; f++)
     for (int i = 0; i < *families[f].count; i++)
@@ -405,6 +409,41 @@ static nimble_ln_stmt *emit_nest(cp_ctx *c, cp_node *root, nimble_ln_param *o, b
   return nest;
 }
 
+/* A whole kernel with several outputs or a real shape (cp_def.outputs):
+ * one parameter per output ("out" or "out<k>"), then, for an upper bound,
+ * one int64 [rank] parameter per output for its real shape. */
+static nimble_ln_stmt *emit_outputs(cp_ctx *c, cp_node *root) {
+  cp_outputs o;
+  memset(&o, 0, sizeof o);
+  if (!root->def->outputs(c, root, &o) || c->err) return NULL;
+  if (o.n < 1 || o.n > CP_MAX_OUTPUTS || 2 * o.n + root->n_in > NIMBLE_LN_MAX_PARAMS)
+    return cp_fail(c, NIMBLE_UNIMPLEMENTED, "%s: '%s' with %d outputs", c->prim, root->op->name, o.n);
+  nimble_ln_param *outs[CP_MAX_OUTPUTS] = {NULL}, *shapes[CP_MAX_OUTPUTS] = {NULL};
+  for (int k = 0; k < o.n; k++) {
+    char pn[16];
+    snprintf(pn, sizeof pn, o.n == 1 ? "out" : "out%d", k);
+    outs[k] = nimble_ln_kernel_add_param(c->k, pn, cp_tensor_type(o.type[k]), o.rank[k], 1);
+    if (!outs[k]) return NULL;
+    for (int a = 0; a < o.rank[k]; a++) {
+      nimble_ln_expr *got = nimble_ln_shape(c->A, outs[k], a);
+      if (o.upper)
+        cp_check(c, nimble_ln_binary(c->A, NIMBLE_LN_GE, got, o.ext[k][a]),
+                 "%s: output %d axis %d is below the bound", root->op->name, k, a);
+      else
+        cp_check(c, cp_eq(c, got, o.ext[k][a]), "output %d axis %d: extent differs from the computed shape", k, a);
+    }
+  }
+  for (int k = 0; o.upper && k < o.n; k++) {
+    char pn[24];
+    snprintf(pn, sizeof pn, o.n == 1 ? "out_shape" : "out_shape%d", k);
+    shapes[k] = nimble_ln_kernel_add_param(c->k, pn, NIMBLE_LN_I64, 1, 1);
+    if (!shapes[k]) return NULL;
+    cp_check(c, cp_eq(c, nimble_ln_shape(c->A, shapes[k], 0), cp_i(c, o.rank[k])),
+             "%s: the shape output %d needs %d extents", root->op->name, k, o.rank[k]);
+  }
+  return root->def->emit_outputs(c, root, outs, shapes);
+}
+
 nimble_status_t nimble_compute_primitive(const nimble_module *m, const char *name,
                                          const nimble_compute_options_t *options, nimble_ln_arena *arena,
                                          nimble_ln_kernel **out) {
@@ -418,6 +457,11 @@ nimble_status_t nimble_compute_primitive(const nimble_module *m, const char *nam
   cp_node *root = build_graph(&c, m, name, g);
   free(g);
   nimble_ln_stmt *body = NULL;
+  if (root && root->def->emit_outputs) {
+    body = emit_outputs(&c, root);
+    if (!body && !c.err) c.err = nimble_ln_arena_status(arena);
+    root = NULL;
+  }
   if (root && !strcmp(root->op->name, "nonzero")) {
     /* Upper bound: out is allocated at [rank, numel]; the kernel writes
      * the indices compactly as [rank, count] and the real shape into an
@@ -522,15 +566,28 @@ nimble_status_t nimble_compute_shape_func(const nimble_module *m, const char *na
     int k = 1;
     if (!strcmp(root->op->name, "split") && !cp_split_parts(&c, root, outs, &k)) k = 0;
     if (!strcmp(root->op->name, "topk")) outs[k++] = root;
+    /* Each output's rank and extents (for cp_def.outputs: the bounds of an
+     * upper-bound result). */
+    cp_outputs mo;
+    memset(&mo, 0, sizeof mo);
+    if (root->def->outputs) {
+      k = root->def->outputs(&c, root, &mo) ? mo.n : 0;
+      if (k < 0 || k > CP_MAX_OUTPUTS) k = 0;
+    } else {
+      for (int p = 0; p < k; p++) {
+        mo.rank[p] = outs[p]->rank;
+        for (int a = 0; a < outs[p]->rank; a++) mo.ext[p][a] = outs[p]->ext[a];
+      }
+    }
     nimble_ln_stmt *st[CP_MAX_OUTPUTS * (CP_MAX_RANK + 1)];
     size_t n_st = 0;
     for (int p = 0; p < k; p++) {
       char pn[24];
       snprintf(pn, sizeof pn, k == 1 ? "out_shape" : "out_shape%d", p);
       nimble_ln_param *o = nimble_ln_kernel_add_param(c.k, pn, NIMBLE_LN_I64, 1, 1);
-      cp_check(&c, cp_eq(&c, nimble_ln_shape(arena, o, 0), cp_i(&c, outs[p]->rank)),
-               "output shape %d: expected %d extents", p, outs[p]->rank);
-      for (int a = 0; a < outs[p]->rank; a++) st[n_st++] = nimble_ln_store(arena, o, cp_i(&c, a), outs[p]->ext[a]);
+      cp_check(&c, cp_eq(&c, nimble_ln_shape(arena, o, 0), cp_i(&c, mo.rank[p])),
+               "output shape %d: expected %d extents", p, mo.rank[p]);
+      for (int a = 0; a < mo.rank[p]; a++) st[n_st++] = nimble_ln_store(arena, o, cp_i(&c, a), mo.ext[p][a]);
     }
     if (n_st == 0)
       st[n_st++] = nimble_ln_check(arena, nimble_ln_binary(arena, NIMBLE_LN_EQ, cp_i(&c, 0), cp_i(&c, 0)), "rank 0");

@@ -1,7 +1,7 @@
 /* Math operators added for the ONNX importer: inverse trigonometric
- * functions (element-wise), the determinant, einsum, bit shifts, and the
+ * functions (element-wise), the determinant, einsum, bit shifts, the
  * signal windows (Hann, Hamming, Blackman) whose length is a run-time
- * scalar. */
+ * scalar, and the spectral operators DFT, STFT and MelWeightMatrix. */
 #include <inttypes.h>
 #include <string.h>
 
@@ -49,6 +49,113 @@ static nimble_status_t rel_window(const nimble_rel_call_t *call, nimble_tensor_s
   } else {
     r.dims[0] = nimble_dim_any();
   }
+  return nimble_rel_one(out, num_out, &r);
+}
+
+/* A scalar (or one-element) integer input's value, or Any; an error in
+ * concrete mode (a shape function must read it). */
+static nimble_status_t scalar_dim(const nimble_rel_call_t *call, size_t i, const char *what, nimble_dim_t *out) {
+  const nimble_tensor_sig_t *s = &call->inputs[i];
+  char buf[160];
+  if (s->rank > 1 || !nimble_dtype_is_int(s->dtype))
+    return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "%s must be an integer scalar, got %s", what, SIG_STR(s, buf));
+  int64_t v;
+  if (nimble_rel_value_int(call, i, 0, &v)) {
+    if (v < 0) return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "%s %" PRId64 " is negative", what, v);
+    *out = nimble_dim_const(v);
+  } else if (nimble_dim_ctx_is_concrete(call->ctx)) {
+    return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "'%s' needs the value of %s", call->op->name, what);
+  } else {
+    *out = nimble_dim_any();
+  }
+  return nimble_ok();
+}
+
+/* onesided: floor(n / 2) + 1 bins. */
+static nimble_dim_t bins_of(nimble_dim_t n, bool onesided) {
+  if (!onesided) return n;
+  return n.kind == NIMBLE_DIM_CONST ? nimble_dim_const(n.value / 2 + 1) : nimble_dim_any();
+}
+
+/* dft(x [..., n, ..., 1 or 2], [dft_length]) -> [..., bins, ..., 2]. */
+static nimble_status_t rel_dft(const nimble_rel_call_t *call, nimble_tensor_sig_t *out, size_t *num_out) {
+  const nimble_tensor_sig_t *x = &call->inputs[0];
+  char buf[160];
+  NIMBLE_RETURN_IF_ERROR(nimble_rel_expect_rank(call, 0, 2, NIMBLE_MAX_RANK));
+  NIMBLE_RETURN_IF_ERROR(nimble_rel_expect_dtype_float(call, 0));
+  nimble_dim_t last = nimble_dim_resolve(call->ctx, x->dims[x->rank - 1]);
+  if (last.kind == NIMBLE_DIM_CONST && last.value != 1 && last.value != 2)
+    return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "the last axis of %s must be 1 (real) or 2 (complex)",
+                              SIG_STR(x, buf));
+  size_t axis;
+  NIMBLE_RETURN_IF_ERROR(nimble_axis_normalize(A_INT(call, "axis"), x->rank, &axis));
+  if (axis == x->rank - 1)
+    return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "the transform axis cannot be the last (real/imaginary) axis");
+  nimble_dim_t n = x->dims[axis];
+  if (call->num_inputs == 2) NIMBLE_RETURN_IF_ERROR(scalar_dim(call, 1, "dft_length", &n));
+  nimble_tensor_sig_t r = *x;
+  r.dims[axis] = bins_of(nimble_dim_resolve(call->ctx, n), A_INT(call, "onesided") != 0);
+  r.dims[x->rank - 1] = nimble_dim_const(2);
+  return nimble_rel_one(out, num_out, &r);
+}
+
+/* stft(signal [B, S, 1 or 2], frame_step, [window [L]], [frame_length])
+ * -> [B, frames, bins, 2]; has_window says whether input 2 is the window. */
+static nimble_status_t rel_stft(const nimble_rel_call_t *call, nimble_tensor_sig_t *out, size_t *num_out) {
+  const nimble_tensor_sig_t *x = &call->inputs[0];
+  NIMBLE_RETURN_IF_ERROR(nimble_rel_expect_rank(call, 0, 3, 3));
+  NIMBLE_RETURN_IF_ERROR(nimble_rel_expect_dtype_float(call, 0));
+  bool has_window = A_INT(call, "has_window") != 0;
+  size_t want = 2 + (has_window ? 1 : 0);
+  if (call->num_inputs != want && call->num_inputs != want + 1)
+    return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "%zu inputs with has_window=%d", call->num_inputs, has_window);
+  nimble_dim_t step, len = nimble_dim_any();
+  NIMBLE_RETURN_IF_ERROR(scalar_dim(call, 1, "frame_step", &step));
+  if (has_window) {
+    NIMBLE_RETURN_IF_ERROR(nimble_rel_expect_rank(call, 2, 1, 1));
+    len = call->inputs[2].dims[0];
+  }
+  if (call->num_inputs == want + 1) {
+    nimble_dim_t fl;
+    NIMBLE_RETURN_IF_ERROR(scalar_dim(call, want, "frame_length", &fl));
+    if (has_window) NIMBLE_RETURN_IF_ERROR(nimble_dim_unify(call->ctx, len, fl, &len));
+    else len = fl;
+  } else if (!has_window) {
+    return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "give a window or a frame_length");
+  }
+  nimble_dim_t S = nimble_dim_resolve(call->ctx, x->dims[1]), L = nimble_dim_resolve(call->ctx, len);
+  step = nimble_dim_resolve(call->ctx, step);
+  nimble_tensor_sig_t r = *x;
+  r.dims[1] = nimble_dim_any();
+  if (S.kind == NIMBLE_DIM_CONST && L.kind == NIMBLE_DIM_CONST && step.kind == NIMBLE_DIM_CONST) {
+    if (step.value < 1 || L.value > S.value)
+      return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "frame_step %" PRId64 " and frame length %" PRId64
+                                " do not fit a signal of %" PRId64, step.value, L.value, S.value);
+    r.dims[1] = nimble_dim_const((S.value - L.value) / step.value + 1);
+  }
+  r.dims[2] = bins_of(L, A_INT(call, "onesided") != 0);
+  r.rank = 4;
+  r.dims[3] = nimble_dim_const(2);
+  return nimble_rel_one(out, num_out, &r);
+}
+
+/* mel_weight_matrix(num_mel_bins, dft_length, sample_rate, lower_hz,
+ * upper_hz) -> [dft_length / 2 + 1, num_mel_bins] of dtype. */
+static nimble_status_t rel_mel(const nimble_rel_call_t *call, nimble_tensor_sig_t *out, size_t *num_out) {
+  nimble_dim_t bins, dft, rate;
+  NIMBLE_RETURN_IF_ERROR(scalar_dim(call, 0, "num_mel_bins", &bins));
+  NIMBLE_RETURN_IF_ERROR(scalar_dim(call, 1, "dft_length", &dft));
+  NIMBLE_RETURN_IF_ERROR(scalar_dim(call, 2, "sample_rate", &rate));
+  for (size_t i = 3; i < 5; i++) {
+    NIMBLE_RETURN_IF_ERROR(nimble_rel_expect_rank(call, i, 0, 1));
+    NIMBLE_RETURN_IF_ERROR(nimble_rel_expect_dtype_float(call, i));
+  }
+  nimble_tensor_sig_t r;
+  memset(&r, 0, sizeof r);
+  NIMBLE_RETURN_IF_ERROR(nimble_rel_dtype_attr(call, "dtype", &r.dtype));
+  r.rank = 2;
+  r.dims[0] = bins_of(dft, true);
+  r.dims[1] = bins;
   return nimble_rel_one(out, num_out, &r);
 }
 
@@ -185,6 +292,17 @@ static const nimble_attr_spec_t kWindow[] = {
     ATTR_STRING("dtype", "float32", "element type"),
 };
 
+static const nimble_attr_spec_t kDft[] = {
+    ATTR_INT("axis", 1, "the transformed axis (not the last)"),
+    ATTR_INT("inverse", 0, "inverse transform (scaled by 1 / n)"),
+    ATTR_INT("onesided", 0, "only the floor(n / 2) + 1 non-redundant bins"),
+};
+static const nimble_attr_spec_t kStft[] = {
+    ATTR_INT("onesided", 1, "only the floor(n / 2) + 1 non-redundant bins"),
+    ATTR_INT("has_window", 0, "input 2 is the window (else the frame length, when given)"),
+};
+static const nimble_attr_spec_t kMel[] = {ATTR_STRING("dtype", "float32", "element type")};
+
 #define UNARY(nm, doc) \
   {nm, doc, 1, 1, NO_ATTRS, rel_unary_float, NIMBLE_SHAPE_DATA_INDEPENDENT, NULL, 0, NIMBLE_FUSE_ELEMWISE, false}
 
@@ -200,5 +318,11 @@ const nimble_op nimble_ops_math_extra[] = {
      NIMBLE_SHAPE_DATA_INDEPENDENT, NULL, 0, NIMBLE_FUSE_BROADCAST, false},
     {"window", "a Hann, Hamming or Blackman window of a run-time length", 1, 1, ATTRS(kWindow), rel_window,
      NIMBLE_SHAPE_DATA_DEPENDENT, NULL, 1u << 0, NIMBLE_FUSE_OPAQUE, false},
+    {"dft", "discrete Fourier transform along axis (ONNX DFT); dft_length as input 1", 1, 2, ATTRS(kDft), rel_dft,
+     NIMBLE_SHAPE_DATA_DEPENDENT, NULL, 1u << 1, NIMBLE_FUSE_OPAQUE, false},
+    {"stft", "short-time Fourier transform (ONNX STFT): signal, frame_step, [window], [frame_length]", 2, 4,
+     ATTRS(kStft), rel_stft, NIMBLE_SHAPE_DATA_DEPENDENT, NULL, 0xeu, NIMBLE_FUSE_OPAQUE, false},
+    {"mel_weight_matrix", "ONNX MelWeightMatrix: [dft_length / 2 + 1, num_mel_bins] triangular filters", 5, 5,
+     ATTRS(kMel), rel_mel, NIMBLE_SHAPE_DATA_DEPENDENT, NULL, 0x1fu, NIMBLE_FUSE_OPAQUE, false},
 };
 const size_t nimble_ops_math_extra_count = sizeof nimble_ops_math_extra / sizeof nimble_ops_math_extra[0];

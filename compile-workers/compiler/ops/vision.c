@@ -37,6 +37,14 @@ static nimble_status_t rel_dyn_resize(const nimble_rel_call_t *call, nimble_tens
   if (s->rank != 1 || (len.kind == NIMBLE_DIM_CONST && len.value != (int64_t)x->rank))
     return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "scales or sizes %s must have one value per dim of %s",
                               SIG_STR(s, a), SIG_STR(x, b));
+  if (call->num_inputs == 3) {
+    const nimble_tensor_sig_t *roi = &call->inputs[2];
+    nimble_dim_t rl = nimble_dim_resolve(call->ctx, roi->rank == 1 ? roi->dims[0] : nimble_dim_any());
+    if (roi->rank != 1 || !nimble_dtype_is_float(roi->dtype) ||
+        (rl.kind == NIMBLE_DIM_CONST && rl.value != 2 * (int64_t)x->rank))
+      return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "roi %s must hold a start and an end per dim of %s",
+                                SIG_STR(roi, a), SIG_STR(x, b));
+  }
   bool sizes = nimble_dtype_is_int(s->dtype);
   if (!sizes && !nimble_dtype_is_float(s->dtype))
     return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "scales or sizes must be float or integer, got %s", SIG_STR(s, a));
@@ -236,6 +244,7 @@ static const nimble_attr_spec_t kDynResize[] = {
     ATTR_STRING("nearest_mode", "round_prefer_floor", "as ONNX Resize"),
     ATTR_FLOAT("cubic_coeff_a", -0.75, "cubic interpolation coefficient"),
     ATTR_INT("exclude_outside", 0, "zero the weights outside the tensor"),
+    ATTR_FLOAT("extrapolation_value", 0.0, "tf_crop_and_resize: the value outside the input"),
 };
 static const nimble_attr_spec_t kConvTranspose[] = {
     ATTR_INTS("strides", "[sh, sw]; empty: 1s"),
@@ -250,8 +259,8 @@ static const nimble_attr_spec_t kNms[] = {
 
 const nimble_op nimble_ops_vision[] = {
     {"resize", "resizes to static sizes (nearest, linear or cubic; ONNX Resize)", 1, 1, ATTRS(kResize), rel_resize,
-     NIMBLE_SHAPE_DATA_INDEPENDENT, NULL, 0, NIMBLE_FUSE_INJECTIVE, false},
-    {"dyn_resize", "resize with scales (float) or sizes (int) given as a 1-D tensor (ONNX Resize)", 2, 2,
+     NIMBLE_SHAPE_DATA_INDEPENDENT, NULL, 0, NIMBLE_FUSE_OPAQUE, false},
+    {"dyn_resize", "resize with scales (float) or sizes (int) given as a 1-D tensor, [roi] (ONNX Resize)", 2, 3,
      ATTRS(kDynResize), rel_dyn_resize, NIMBLE_SHAPE_DATA_DEPENDENT, NULL, 1u << 1, NIMBLE_FUSE_OPAQUE, false},
     {"conv2d_transpose", "NCHW transposed convolution (ONNX ConvTranspose), optional bias", 2, 3,
      ATTRS(kConvTranspose), rel_conv2d_transpose, NIMBLE_SHAPE_DATA_INDEPENDENT, NULL, 0, NIMBLE_FUSE_OUT_FUSABLE,

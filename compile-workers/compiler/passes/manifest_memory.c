@@ -25,9 +25,9 @@
  * plan_memory compares symbolic sizes through it.
  *
  * A primitive that is only a reshape (reshape, dyn_reshape, squeeze,
- * expand_dims, flatten of its first parameter) becomes a view,
- * reshape_tensor(%x, shape), with the shape constant or from its shape
- * function: no copy, no kernel. */
+ * expand_dims, dyn_squeeze, dyn_expand_dims, flatten of its first
+ * parameter) becomes a view, reshape_tensor(%x, shape), with the shape
+ * constant or from its shape function: no copy, no kernel. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,7 +66,8 @@ static nimble_shape_fn_kind_t body_kind(const nimble_expr *e) {
 }
 
 static bool is_view(const nimble_expr *prim) {
-  static const char *const views[] = {"reshape", "dyn_reshape", "squeeze", "expand_dims", "flatten"};
+  static const char *const views[] = {"reshape",     "dyn_reshape",     "squeeze", "expand_dims",
+                                      "dyn_squeeze", "dyn_expand_dims", "flatten"};
   const nimble_expr *b = prim->u.func.body;
   const nimble_op *op = pass_called_op(b);
   if (!op || prim->u.func.num_params < 1 || b->u.call.args[0] != prim->u.func.params[0]) return false;

@@ -10,7 +10,7 @@
  *     with a data-dependent or upper-bound shape function (their results
  *     size allocations on the host), and primitives using an operator the
  *     PTX code generator refuses (log, power, log_softmax: no libm on the
- *     device);
+ *     device; det: a scratch buffer, no workspace on the device);
  *   - GPU: every other compute primitive.
  * Shape functions (invoke_shape_func) always run on the CPU.
  *
@@ -74,7 +74,8 @@ static bool small_host_value(const nimble_type *t) {
 
 /* Whether the primitive's body uses an operator that keeps it on the host. */
 static bool host_only_body(const nimble_expr *e) {
-  static const char *const kRefusedByPtx[] = {"log", "power", "log_softmax"};
+  /* det's kernel works in a scratch buffer, which nvptx64 has none of. */
+  static const char *const kRefusedByPtx[] = {"log", "power", "log_softmax", "det"};
   if (!e) return false;
   switch (e->kind) {
     case NIMBLE_EXPR_CALL: {

@@ -297,6 +297,38 @@ START_TEST(test_resize_scales_at_input_1_in_opset_10_and_sizes_at_input_3_after)
 }
 END_TEST
 
+/* Constant scales whose product with the extent is not an integer keep
+ * the scales (ONNX maps coordinates by the scale, not out / in): the
+ * importer passes them to dyn_resize as a constant; integral products
+ * become static sizes. */
+START_TEST(test_resize_with_constant_fractional_scales_keeps_the_scales) {
+  static const char *const d[] = {"1", "1", "2", "4"};
+  static const struct {
+    float s[4];
+    const char *type, *op;
+  } cases[] = {{{1, 1, 0.6f, 0.6f}, "Tensor[(1, 1, 1, 2), float32]", "dyn_resize("},
+               {{1, 1, 2, 0.5f}, "Tensor[(1, 1, 4, 2), float32]", "resize(%"}};
+  for (int i = 0; i < 2; i++) {
+    mb b = {{0}, 13};
+    input(&b, "x", 1, 4, d);
+    init_f32(&b, "scales", cases[i].s, 4);
+    node(&b, "up", "Resize", (const char *[]){"x", "", "scales"}, 3, (const char *[]){"y"}, 1, NULL, 0);
+    output(&b, "y");
+    nimble_arena *arena;
+    NIMBLE_ASSERT_OK(nimble_arena_create(&arena));
+    nimble_module *m;
+    nimble_typing *t;
+    NIMBLE_ASSERT_OK(build_and_import(&b, arena, &m, &t));
+    char buf[256], *text;
+    ck_assert_str_eq(import_test_main_result(t, buf, sizeof buf), cases[i].type);
+    NIMBLE_ASSERT_OK(nimble_ir_print_module(m, &text));
+    ck_assert_msg(strstr(text, cases[i].op) != NULL, "%s", text);
+    free(text);
+    nimble_arena_destroy(arena);
+  }
+}
+END_TEST
+
 START_TEST(test_graph_inputs_keep_names_and_symbolic_dims) {
   nimble_arena *arena;
   NIMBLE_ASSERT_OK(nimble_arena_create(&arena));
@@ -589,6 +621,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_unsqueeze_and_clip_in_old_and_new_forms);
   tcase_add_test(tc, test_pad_attributes_before_opset_11_and_inputs_after);
   tcase_add_test(tc, test_resize_scales_at_input_1_in_opset_10_and_sizes_at_input_3_after);
+  tcase_add_test(tc, test_resize_with_constant_fractional_scales_keeps_the_scales);
   tcase_add_test(tc, test_graph_inputs_keep_names_and_symbolic_dims);
   tcase_add_test(tc, test_shape_arithmetic_folds_so_reshape_keeps_the_symbolic_dim);
   tcase_add_test(tc, test_run_time_axes_give_the_rank_with_unknown_dims);

@@ -115,6 +115,24 @@ START_TEST(test_a_value_read_on_the_other_device_twice_is_copied_once) {
 }
 END_TEST
 
+START_TEST(test_det_stays_on_the_host_where_its_scratch_buffer_exists) {
+  /* a (GPU) writes t1; d (det: a scratch buffer, none on nvptx64) runs on
+   * the CPU and reads t1: one copy in (x), one out (t1); d's result is on
+   * the host already. GPU 1, CPU 1, GPU storages 1 (t1). */
+  expect_placement("def @main(%x: Tensor[(3, 4, 4), float32]) {\n"
+                   "  let %s1 = alloc_storage(192);\n"
+                   "  let %t1 = alloc_tensor(%s1, 0, shape=[3, 4, 4]);\n"
+                   "  let %u1 = invoke(%x, %t1, kernel=\"fused.a\");\n"
+                   "  let %s2 = alloc_storage(12);\n"
+                   "  let %t2 = alloc_tensor(%s2, 0, shape=[3]);\n"
+                   "  let %u2 = invoke(%t1, %t2, kernel=\"fused.d\");\n"
+                   "  %t2\n"
+                   "}\n" EXP("fused.a", "(3, 4, 4)")
+                   "def @\"fused.d\"(%p0: Tensor[(3, 4, 4), float32]) -> Tensor[(3,), float32] { det(%p0) }\n",
+                   (counts){.gpu_invokes = 1, .cpu_invokes = 1, .to_gpu = 1, .to_cpu = 1, .gpu_storages = 1});
+}
+END_TEST
+
 START_TEST(test_an_if_condition_from_a_gpu_kernel_is_copied_to_the_host) {
   /* pos (sum > 0 over a float vector: GPU) writes the condition c, which
    * the host's If reads: one copy out. a (GPU) writes t; the then branch
@@ -232,6 +250,7 @@ int main(void) {
   tcase_add_test(tc, test_a_chain_of_gpu_kernels_copies_the_input_in_and_the_result_out_once);
   tcase_add_test(tc, test_an_upper_bound_shape_function_reads_the_host_copy_its_kernel_reads_too);
   tcase_add_test(tc, test_a_value_read_on_the_other_device_twice_is_copied_once);
+  tcase_add_test(tc, test_det_stays_on_the_host_where_its_scratch_buffer_exists);
   tcase_add_test(tc, test_an_if_condition_from_a_gpu_kernel_is_copied_to_the_host);
   tcase_add_test(tc, test_a_loop_keeps_its_counter_on_the_host_and_moves_the_tensor_once_per_iteration);
   tcase_add_test(tc, test_shapes_never_travel_and_storage_sizes_stay_on_the_host);

@@ -40,8 +40,6 @@ static nimble_status_t resize_attrs(const nimble_onnx_node *n, bool upsample, ni
   RET(nimble_onnx_node_get_string(n, "nearest_mode", upsample || n->opset < 11 ? "floor" : "round_prefer_floor", &nm));
   RET(imp_get_float(n, "cubic_coeff_a", -0.75f, &cubic));
   RET(nimble_onnx_node_get_int(n, "exclude_outside", 0, &excl));
-  if (strcmp(ctm, "tf_crop_and_resize") == 0)
-    return imp_err(NIMBLE_UNIMPLEMENTED, "coordinate_transformation_mode tf_crop_and_resize is not supported");
   at[0] = imp_attr_str("mode", mode);
   at[1] = imp_attr_str("coordinate_transformation_mode", ctm);
   at[2] = imp_attr_str("nearest_mode", nm);
@@ -50,12 +48,32 @@ static nimble_status_t resize_attrs(const nimble_onnx_node *n, bool upsample, ni
   return nimble_ok();
 }
 
-/* Scales or sizes known only at run time. */
+static bool is_crop(const nimble_onnx_node *n) {
+  const char *ctm;
+  nimble_status_t st = nimble_onnx_node_get_string(n, "coordinate_transformation_mode", "", &ctm);
+  if (st) {
+    nimble_status_free(st);
+    return false;
+  }
+  return strcmp(ctm, "tf_crop_and_resize") == 0;
+}
+
+/* Scales or sizes known only at run time, or tf_crop_and_resize (its roi
+ * is input 2 of dyn_resize). */
 static nimble_status_t dyn_resize(imp_ctx *c, const nimble_onnx_node *n, imp_val *x, imp_val *s, bool upsample) {
-  nimble_named_attr_t at[5];
+  nimble_named_attr_t at[6];
   RET(resize_attrs(n, upsample, at));
-  imp_val *args[2] = {x, s}, *r;
-  RET(imp_emit(c, "dyn_resize", 2, args, at, 5, &r));
+  imp_val *args[3] = {x, s, NULL}, *r;
+  size_t na = 2, nat = 5;
+  if (is_crop(n)) {
+    RET(imp_input(c, n, 1, &args[2]));
+    if (!args[2]) return imp_err(NIMBLE_INVALID_ARGUMENT, "tf_crop_and_resize needs a roi");
+    double ev;
+    RET(imp_get_float(n, "extrapolation_value", 0.0f, &ev));
+    at[nat++] = imp_attr_float("extrapolation_value", ev);
+    na = 3;
+  }
+  RET(imp_emit(c, "dyn_resize", na, args, at, nat, &r));
   return imp_define(c, n, 0, r);
 }
 
@@ -80,22 +98,37 @@ static nimble_status_t cv_resize(imp_ctx *c, const nimble_onnx_node *n) {
         scales->sig.dims[0].value == 0)
       scales = NULL; /* an empty tensor stands for "not given" */
     if (sizes) {
-      if (!imp_const_ints(sizes, out, NIMBLE_MAX_RANK, &nsz)) return dyn_resize(c, n, x, sizes, upsample);
+      if (!imp_const_ints(sizes, out, NIMBLE_MAX_RANK, &nsz) || is_crop(n)) return dyn_resize(c, n, x, sizes, upsample);
     } else if (scales) {
-      if (!const_floats(scales, sv, NIMBLE_MAX_RANK, &ns)) return dyn_resize(c, n, x, scales, upsample);
+      if (!const_floats(scales, sv, NIMBLE_MAX_RANK, &ns) || is_crop(n)) return dyn_resize(c, n, x, scales, upsample);
     } else {
       return imp_err(NIMBLE_INVALID_ARGUMENT, "needs scales or sizes");
     }
   }
   if (!nsz) {
     if (ns != x->sig.rank) return imp_err(NIMBLE_INVALID_ARGUMENT, "%zu scales for rank %zu", ns, x->sig.rank);
+    bool exact = true;
     for (size_t i = 0; i < ns; i++) {
       nimble_dim_t d = imp_resolve(c, x->sig.dims[i]);
-      if (sv[i] == 1.0) out[i] = d.kind == NIMBLE_DIM_CONST ? d.value : -1;
-      else if (d.kind == NIMBLE_DIM_CONST && sv[i] > 0 && (double)d.value * sv[i] < 9.0e15)
+      if (sv[i] == 1.0) {
+        out[i] = d.kind == NIMBLE_DIM_CONST ? d.value : -1;
+      } else if (d.kind == NIMBLE_DIM_CONST && sv[i] > 0 && (double)d.value * sv[i] < 9.0e15) {
         out[i] = (int64_t)floor((double)d.value * sv[i]);
-      else if (scales) return dyn_resize(c, n, x, scales, upsample);
-      else return imp_err(NIMBLE_UNIMPLEMENTED, "scale %g on a dim unknown until run time", sv[i]);
+        /* Static sizes stand for the scale out / in: exact only when
+         * in * scale is an integer (ONNX maps coordinates by the scale). */
+        exact = exact && (double)out[i] == (double)d.value * sv[i];
+      } else {
+        exact = false;
+      }
+    }
+    if (!exact) {
+      /* The scales as a constant input: the kernel uses them as given. */
+      float fv[NIMBLE_MAX_RANK];
+      int64_t len = (int64_t)ns;
+      for (size_t i = 0; i < ns; i++) fv[i] = (float)sv[i];
+      imp_val *k;
+      RET(imp_const(c, NIMBLE_DTYPE_FLOAT32, 1, &len, fv, &k));
+      return dyn_resize(c, n, x, k, upsample);
     }
     nsz = ns;
   }

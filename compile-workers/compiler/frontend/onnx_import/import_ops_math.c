@@ -395,6 +395,64 @@ static nimble_status_t cv_window(imp_ctx *c, const nimble_onnx_node *n) {
   return imp_define(c, n, 0, r);
 }
 
+/* A one-element tensor input as a scalar (ONNX allows [1] or []). */
+static nimble_status_t scalar_input(imp_ctx *c, imp_val *v, imp_val **out) {
+  if (v && v->has_sig && v->sig.rank == 1) return imp_to_scalar(c, v, out);
+  *out = v;
+  return nimble_ok();
+}
+
+/* DFT-17: x, [dft_length]; axis, inverse, onesided. */
+static nimble_status_t cv_dft(imp_ctx *c, const nimble_onnx_node *n) {
+  imp_val *a[2], *r;
+  RET(imp_input_req(c, n, 0, &a[0]));
+  RET(imp_input(c, n, 1, &a[1]));
+  if (a[1]) RET(scalar_input(c, a[1], &a[1]));
+  int64_t axis, inverse, onesided;
+  RET(nimble_onnx_node_get_int(n, "axis", 1, &axis));
+  RET(nimble_onnx_node_get_int(n, "inverse", 0, &inverse));
+  RET(nimble_onnx_node_get_int(n, "onesided", 0, &onesided));
+  nimble_named_attr_t at[3] = {imp_attr_int("axis", axis), imp_attr_int("inverse", inverse ? 1 : 0),
+                               imp_attr_int("onesided", onesided ? 1 : 0)};
+  RET(imp_emit(c, "dft", a[1] ? 2 : 1, a, at, 3, &r));
+  return imp_define(c, n, 0, r);
+}
+
+/* STFT-17: signal, frame_step, [window], [frame_length]; onesided. The
+ * optional inputs are packed after frame_step, has_window telling which. */
+static nimble_status_t cv_stft(imp_ctx *c, const nimble_onnx_node *n) {
+  imp_val *a[4], *w, *len, *r;
+  size_t na = 2;
+  RET(imp_input_req(c, n, 0, &a[0]));
+  RET(imp_input_req(c, n, 1, &a[1]));
+  RET(scalar_input(c, a[1], &a[1]));
+  RET(imp_input(c, n, 2, &w));
+  RET(imp_input(c, n, 3, &len));
+  if (w) a[na++] = w;
+  if (len) RET(scalar_input(c, len, &a[na++]));
+  int64_t onesided;
+  RET(nimble_onnx_node_get_int(n, "onesided", 1, &onesided));
+  nimble_named_attr_t at[2] = {imp_attr_int("onesided", onesided ? 1 : 0), imp_attr_int("has_window", w != NULL)};
+  RET(imp_emit(c, "stft", na, a, at, 2, &r));
+  return imp_define(c, n, 0, r);
+}
+
+/* MelWeightMatrix-17: five scalars; output_datatype. */
+static nimble_status_t cv_mel(imp_ctx *c, const nimble_onnx_node *n) {
+  imp_val *a[5], *r;
+  for (size_t i = 0; i < 5; i++) {
+    RET(imp_input_req(c, n, i, &a[i]));
+    RET(scalar_input(c, a[i], &a[i]));
+  }
+  int64_t dt;
+  RET(nimble_onnx_node_get_int(n, "output_datatype", NIMBLE_ONNX_FLOAT, &dt));
+  nimble_dtype_t d;
+  RET(imp_dtype((int)dt, &d));
+  nimble_named_attr_t at = imp_attr_str("dtype", nimble_dtype_name(d));
+  RET(imp_emit(c, "mel_weight_matrix", 5, a, &at, 1, &r));
+  return imp_define(c, n, 0, r);
+}
+
 /* BatchNormalization in training mode: normalizes with the batch's mean
  * and (population) variance over all axes but 1, and updates the running
  * statistics: input * momentum + batch * (1 - momentum). */
@@ -542,6 +600,9 @@ const imp_converter imp_converters_math[] = {
     {"HannWindow", cv_window},
     {"HammingWindow", cv_window},
     {"BlackmanWindow", cv_window},
+    {"DFT", cv_dft},
+    {"STFT", cv_stft},
+    {"MelWeightMatrix", cv_mel},
     {"BatchNormalization", cv_batch_norm_any},
     {"RandomUniformLike", cv_random_like},
     {"RandomNormalLike", cv_random_like},
