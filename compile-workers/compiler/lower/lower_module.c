@@ -390,6 +390,11 @@ static nimble_status_t tensor_info(lower_ctx *c, const char *what, const char *n
                                    const nimble_type *t, lw_sig *out) {
   char buf[160];
   if (t && t->kind == NIMBLE_TYPE_ADT && strcmp(what, "input") == 0) return adt_info(c, name, t, out);
+  if (t && t->kind == NIMBLE_TYPE_UNRANKED_TENSOR)
+    return nimble_status_make(NIMBLE_UNIMPLEMENTED,
+                              "entry '%s': %s '%s' has type %s: its rank is known only at run time, and an "
+                              "entry's inputs and outputs have a known rank (refine it with check_rank)",
+                              c->opts.entry, what, name, nimble_type_format(t, buf, sizeof buf));
   if (!t || t->kind != NIMBLE_TYPE_TENSOR)
     return nimble_status_make(NIMBLE_UNIMPLEMENTED,
                               "entry '%s': %s '%s' has type %s; entries take tensors and ADTs and "

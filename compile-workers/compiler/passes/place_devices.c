@@ -74,7 +74,8 @@ static bool small_host_value(const nimble_type *t) {
 
 /* Whether the primitive's body uses an operator that keeps it on the host. */
 static bool host_only_body(const nimble_expr *e) {
-  static const char *const kRefusedByPtx[] = {"log", "power", "log_softmax"};
+  /* check_rank too: it reads a shape (a host tensor) and reports errors. */
+  static const char *const kRefusedByPtx[] = {"log", "power", "log_softmax", "check_rank"};
   if (!e) return false;
   switch (e->kind) {
     case NIMBLE_EXPR_CALL: {

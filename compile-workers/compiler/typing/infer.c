@@ -135,6 +135,7 @@ static bool rename_list(nimble_arena *a, const renaming *r, size_t n, const nimb
 
 static const nimble_type *rename_type(nimble_arena *a, const renaming *r, const nimble_type *t) {
   switch (t->kind) {
+    case NIMBLE_TYPE_UNRANKED_TENSOR: return t;
     case NIMBLE_TYPE_VAR:
       for (size_t i = 0; i < r->num_types; i++)
         if (r->type_ids[i] == t->u.var.id) return r->types[i];
@@ -252,6 +253,21 @@ static nimble_status_t to_sig(infer_ctx *c, const nimble_type *t, size_t i, cons
   t = nimble_subst_apply(c->s, t);
   if (!t) return oom();
   char buf[160];
+  if (t->kind == NIMBLE_TYPE_UNRANKED_TENSOR) {
+    /* Kernels are made per rank: an operator takes a tensor of unknown rank
+     * only where it says so (shape_of, reshape_tensor). Elsewhere the value
+     * must be refined first, which checks its rank at run time. */
+    if (i < 32 && (op->unranked_inputs >> i & 1u)) {
+      memset(sig, 0, sizeof *sig);
+      sig->dtype = t->u.tensor.dtype;
+      sig->rank = NIMBLE_RANK_UNKNOWN;
+      return nimble_ok();
+    }
+    return nimble_status_make(NIMBLE_UNIMPLEMENTED,
+                              "'%s' needs a tensor of known rank, argument %zu is %s: refine it first, "
+                              "reshape_tensor(x, check_rank(shape_of(x), rank=R))",
+                              op->name, i, nimble_type_format(t, buf, sizeof buf));
+  }
   if (t->kind != NIMBLE_TYPE_TENSOR) {
     if (t->kind == NIMBLE_TYPE_VAR)
       return nimble_status_make(NIMBLE_INVALID_ARGUMENT,
@@ -314,7 +330,8 @@ static nimble_status_t infer_op_call(infer_ctx *c, const nimble_expr *e, const n
   NIMBLE_RETURN_IF_ERROR(op->relation(&call, res, &nres));
   const nimble_type *types[NIMBLE_MAX_OUTPUTS];
   for (size_t k = 0; k < nres; k++) {
-    types[k] = nimble_type_tensor(c->arena, res[k].dtype, res[k].rank, res[k].dims);
+    types[k] = res[k].rank == NIMBLE_RANK_UNKNOWN ? nimble_type_unranked_tensor(c->arena, res[k].dtype)
+                                                   : nimble_type_tensor(c->arena, res[k].dtype, res[k].rank, res[k].dims);
     if (!types[k]) return oom();
   }
   if (op->tuple_output) *out = nimble_type_tuple(c->arena, nres, types);
@@ -513,7 +530,9 @@ static nimble_status_t infer_inner(infer_ctx *c, const nimble_expr *e, const nim
       if (st) return at_expr(nimble_status_annotate(st, "the condition must be a bool scalar"), "if", e);
       NIMBLE_RETURN_IF_ERROR(infer(c, e->u.if_.then_branch, &tt));
       NIMBLE_RETURN_IF_ERROR(infer(c, e->u.if_.else_branch, &et));
-      st = unify_at(c, tt, et, out);
+      /* Either branch may run: the result is their join (dims that differ
+       * are Any, ranks that differ an unknown rank). */
+      st = nimble_type_join(c->s, tt, et, out);
       if (st) return at_expr(nimble_status_annotate(st, "the branches differ"), "if", e);
       return nimble_ok();
     }
@@ -556,7 +575,7 @@ static nimble_status_t infer_inner(infer_ctx *c, const nimble_expr *e, const nim
           result = bt;
           continue;
         }
-        nimble_status_t st = unify_at(c, result, bt, &result);
+        nimble_status_t st = nimble_type_join(c->s, result, bt, &result);
         if (st) return at_expr(nimble_status_annotate(st, "arm %zu differs from the arms before", i + 1), "match", e);
       }
       if (!result)
@@ -600,7 +619,8 @@ static void collect_dims(const nimble_type *t, uint32_t *ids, const char **names
       for (size_t i = 0; i < t->u.func.num_params; i++) collect_dims(t->u.func.params[i], ids, names, n, cap);
       collect_dims(t->u.func.ret, ids, names, n, cap);
       break;
-    case NIMBLE_TYPE_VAR: break;
+    case NIMBLE_TYPE_VAR:
+    case NIMBLE_TYPE_UNRANKED_TENSOR: break;
   }
 }
 
