@@ -528,8 +528,13 @@ static nimble_status_t infer_inner(infer_ctx *c, const nimble_expr *e, const nim
       NIMBLE_RETURN_IF_ERROR(infer(c, e->u.if_.cond, &ct));
       nimble_status_t st = unify_at(c, boolean, ct, &u);
       if (st) return at_expr(nimble_status_annotate(st, "the condition must be a bool scalar"), "if", e);
+      /* What a branch proves about the dims of outer values (a squeeze
+       * binding `t` to 1) holds only while it runs: undone after it. */
+      nimble_subst_mark_t mark = nimble_subst_mark(c->s);
       NIMBLE_RETURN_IF_ERROR(infer(c, e->u.if_.then_branch, &tt));
+      nimble_subst_undo_dims(c->s, mark);
       NIMBLE_RETURN_IF_ERROR(infer(c, e->u.if_.else_branch, &et));
+      nimble_subst_undo_dims(c->s, mark);
       /* Either branch may run: the result is their join (dims that differ
        * are Any, ranks that differ an unknown rank). */
       st = nimble_type_join(c->s, tt, et, out);
@@ -569,8 +574,10 @@ static nimble_status_t infer_inner(infer_ctx *c, const nimble_expr *e, const nim
       for (size_t i = 0; i < e->u.match.num_clauses; i++) {
         const nimble_match_clause_t *cl = &e->u.match.clauses[i];
         const nimble_type *bt;
+        nimble_subst_mark_t mark = nimble_subst_mark(c->s);
         NIMBLE_RETURN_IF_ERROR(at_expr(check_pattern(c, cl->pattern, st_type), "match", e));
         NIMBLE_RETURN_IF_ERROR(infer(c, cl->body, &bt));
+        nimble_subst_undo_dims(c->s, mark); /* as for the branches of an if */
         if (!result) {
           result = bt;
           continue;

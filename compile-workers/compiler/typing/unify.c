@@ -20,6 +20,9 @@ struct nimble_subst {
   /* The name of each dim variable seen (resolved, bound or made fresh), so
    * that a binding can be turned around (see nimble_subst_bind_dim). */
   const char **dim_names;
+  /* The dim variables bound, in order (nimble_subst_undo_dims). */
+  uint32_t *trail;
+  size_t trail_n, trail_cap;
 };
 
 static nimble_status_t oom(void) {
@@ -100,6 +103,34 @@ nimble_dim_t nimble_subst_resolve_dim(nimble_subst *s, nimble_dim_t d) {
   return d;
 }
 
+static nimble_status_t log_binding(nimble_subst *s, uint32_t id) {
+  if (s->trail_n == s->trail_cap) {
+    size_t cap = s->trail_cap ? s->trail_cap * 2 : 64;
+    uint32_t *t = nimble_arena_calloc(s->arena, cap, sizeof(*t));
+    if (!t) return oom();
+    if (s->trail_n) memcpy(t, s->trail, s->trail_n * sizeof(*t));
+    s->trail = t;
+    s->trail_cap = cap;
+  }
+  s->trail[s->trail_n++] = id;
+  return nimble_ok();
+}
+
+nimble_subst_mark_t nimble_subst_mark(const nimble_subst *s) {
+  nimble_subst_mark_t m = {s->trail_n, s->next_id};
+  return m;
+}
+
+void nimble_subst_undo_dims(nimble_subst *s, nimble_subst_mark_t mark) {
+  size_t kept = mark.trail;
+  for (size_t i = mark.trail; i < s->trail_n; i++) {
+    uint32_t id = s->trail[i];
+    if (id < mark.next_id) s->dim_bound[id] = 0;
+    else s->trail[kept++] = id;
+  }
+  s->trail_n = kept;
+}
+
 nimble_status_t nimble_subst_bind_dim(nimble_subst *s, uint32_t var_id, nimble_dim_t value) {
   if (!ensure(s, var_id)) return oom();
   if (s->dim_bound[var_id])
@@ -118,11 +149,11 @@ nimble_status_t nimble_subst_bind_dim(nimble_subst *s, uint32_t var_id, nimble_d
     if (!ensure(s, newer)) return oom();
     s->dims[newer] = nimble_dim_var(var_id, s->dim_names[var_id]);
     s->dim_bound[newer] = 1;
-    return nimble_ok();
+    return log_binding(s, newer);
   }
   s->dims[var_id] = value;
   s->dim_bound[var_id] = 1;
-  return nimble_ok();
+  return log_binding(s, var_id);
 }
 
 /* Follows type variable bindings at the top only. */

@@ -60,6 +60,18 @@ const nimble_type *nimble_subst_apply(nimble_subst *s, const nimble_type *t);
 /* Binds an unbound dim variable; fails when it is bound already. */
 nimble_status_t nimble_subst_bind_dim(nimble_subst *s, uint32_t var_id, nimble_dim_t value);
 
+/* A point in the life of a substitution, to scope dim bindings to the
+ * branch of an `if` or the arm of a `match`: what a branch learns about a
+ * dim (a squeeze there proves `t` is 1) holds only where that branch runs. */
+typedef struct nimble_subst_mark {
+  size_t trail;     /* bindings made before */
+  uint32_t next_id; /* variables made before have smaller ids */
+} nimble_subst_mark_t;
+nimble_subst_mark_t nimble_subst_mark(const nimble_subst *s);
+/* Unbinds every dim variable older than the mark that was bound since it
+ * (variables made since keep their bindings). Type variables stay bound. */
+void nimble_subst_undo_dims(nimble_subst *s, nimble_subst_mark_t mark);
+
 /* Unifies two types and gives the unified type (where one side has Any and
  * the other a constant, the result keeps Any). The error message is
  * "cannot unify A with B" followed by the part that differs. */

@@ -203,12 +203,287 @@ START_TEST(test_a_program_calling_log_and_pow_runs_in_nimble_run) {
 }
 END_TEST
 
+
+/* ---- If branches of different ranks -------------------------------------- */
+
+static const char *const DX[] = {"N", "4", "T"};
+
+/* x: [N, 4, T]; y = If(Greater(s, 0), then: ReduceSum(x, axes=[2],
+ * keepdims=0) -> [N, 4], else: Relu(x) -> [N, 4, T]); then nodes that
+ * work for either rank: ReduceSum over all axes, Shape, Flatten(axis=1),
+ * Neg then ReduceMax; with `rank3`, a Transpose(perm=[0, 2, 1]) that
+ * takes rank 3 only. */
+static void write_if_rank_model(const char *path, int rank3) {
+  omb_graph g = {{0}}, t = {{0}}, e = {{0}};
+  omb_input(&g, "x", OMB_FLOAT, 3, DX);
+  omb_input(&g, "s", OMB_FLOAT, 0, NULL);
+  float zero = 0;
+  omb_init_f32(&g, "zero", 0, NULL, &zero, 1);
+  int64_t ax2 = 2, one = 1;
+  omb_init_i64(&t, "ax2", 1, &one, &ax2, 1);
+  omb_attr kd = omb_a_int("keepdims", 0), ax1 = omb_a_int("axis", 1);
+  omb_node(&t, "rs", "ReduceSum", (const char *[]){"x", "ax2"}, 2, (const char *[]){"t_out"}, 1, &kd, 1);
+  omb_output(&t, "t_out", OMB_FLOAT, -1, NULL);
+  omb_node(&e, "relu", "Relu", (const char *[]){"x"}, 1, (const char *[]){"e_out"}, 1, NULL, 0);
+  omb_output(&e, "e_out", OMB_FLOAT, -1, NULL);
+  omb_node(&g, "gt", "Greater", (const char *[]){"s", "zero"}, 2, (const char *[]){"c"}, 1, NULL, 0);
+  omb_attr br[2] = {omb_a_graph("then_branch", &t), omb_a_graph("else_branch", &e)};
+  omb_node(&g, "branch", "If", (const char *[]){"c"}, 1, (const char *[]){"y"}, 1, br, 2);
+  omb_node(&g, "sum", "ReduceSum", (const char *[]){"y"}, 1, (const char *[]){"total"}, 1, &kd, 1);
+  omb_node(&g, "shape", "Shape", (const char *[]){"y"}, 1, (const char *[]){"shape"}, 1, NULL, 0);
+  omb_node(&g, "flat", "Flatten", (const char *[]){"y"}, 1, (const char *[]){"flat"}, 1, &ax1, 1);
+  omb_node(&g, "neg", "Neg", (const char *[]){"y"}, 1, (const char *[]){"neg"}, 1, NULL, 0);
+  omb_node(&g, "max", "ReduceMax", (const char *[]){"neg"}, 1, (const char *[]){"negmax"}, 1, &kd, 1);
+  omb_output(&g, "total", OMB_FLOAT, 0, NULL);
+  omb_output(&g, "shape", OMB_INT64, 1, (const char *[]){""});
+  omb_output(&g, "flat", OMB_FLOAT, 2, (const char *[]){"N", ""});
+  omb_output(&g, "negmax", OMB_FLOAT, 0, NULL);
+  if (rank3) {
+    int64_t perm[] = {0, 2, 1};
+    omb_attr p = omb_a_ints("perm", perm, 3);
+    omb_node(&g, "tr", "Transpose", (const char *[]){"y"}, 1, (const char *[]){"yt"}, 1, &p, 1);
+    omb_output(&g, "yt", OMB_FLOAT, 3, (const char *[]){"N", "", "4"});
+  }
+  ck_assert_int_eq(omb_write(&g, 13, path), 0);
+}
+
+enum { XN = 2, XF = 4, XT = 3 };
+
+static void if_rank_input(float *x) {
+  for (int i = 0; i < XN * XF * XT; i++) x[i] = ((float)i - 10.0f) * 0.5f;
+}
+
+/* y as the branch taken makes it: relu(x) [N, 4, T] (else) or the sum of x
+ * over its last axis [N, 4] (then); returns the element count. */
+static int if_rank_y(const float *x, int then, float *y) {
+  if (!then) {
+    for (int i = 0; i < XN * XF * XT; i++) y[i] = x[i] > 0 ? x[i] : 0;
+    return XN * XF * XT;
+  }
+  for (int i = 0; i < XN * XF; i++) {
+    y[i] = 0;
+    for (int k = 0; k < XT; k++) y[i] += x[i * XT + k];
+  }
+  return XN * XF;
+}
+
+static void check_if_rank_outputs(const char *outdir, const float *x, int then) {
+  float y[XN * XF * XT];
+  int n = if_rank_y(x, then, y);
+  float total = 0, negmax = -INFINITY;
+  for (int i = 0; i < n; i++) {
+    total += y[i];
+    if (-y[i] > negmax) negmax = -y[i];
+  }
+  nimble_tensor_file_t o;
+  read_output(outdir, "total", &o);
+  ck_assert_int_eq(o.tensor.ndim, 0);
+  ck_assert_float_eq_tol(*(const float *)o.tensor.data, total, 1e-4f);
+  nimble_tensor_file_deinit(&o);
+  read_output(outdir, "negmax", &o);
+  ck_assert_float_eq_tol(*(const float *)o.tensor.data, negmax, 1e-6f);
+  nimble_tensor_file_deinit(&o);
+  read_output(outdir, "shape", &o);
+  ck_assert_int_eq(o.tensor.shape[0], then ? 2 : 3);
+  const int64_t *sh = (const int64_t *)o.tensor.data;
+  ck_assert_int_eq(sh[0], XN);
+  ck_assert_int_eq(sh[1], XF);
+  if (!then) ck_assert_int_eq(sh[2], XT);
+  nimble_tensor_file_deinit(&o);
+  /* Flatten(axis=1): [N, 4] or [N, 12], the elements in order. */
+  read_output(outdir, "flat", &o);
+  ck_assert_int_eq(o.tensor.ndim, 2);
+  ck_assert_int_eq(o.tensor.shape[0], XN);
+  ck_assert_int_eq(o.tensor.shape[1], n / XN);
+  for (int i = 0; i < n; i++) ck_assert_float_eq_tol(((const float *)o.tensor.data)[i], y[i], 1e-5f);
+  nimble_tensor_file_deinit(&o);
+}
+
+START_TEST(test_an_if_giving_rank_2_or_3_runs_either_branch_through_nodes_that_take_both) {
+  char *model = path_in(g_tmp, "if_rank.onnx"), *exe = path_in(g_tmp, "if_rank.nimble");
+  write_if_rank_model(model, 0);
+  compile_model(model, exe);
+  float x[XN * XF * XT];
+  if_rank_input(x);
+  int64_t xd[3] = {XN, XF, XT};
+  char *xin = npy_f32("x", x, 3, xd);
+  for (int then = 0; then <= 1; then++) {
+    float sv = then ? 1.0f : -1.0f;
+    char *sin = npy_f32("s", &sv, 0, NULL);
+    char *outdir = path_in(g_tmp, then ? "out_then" : "out_else"), *text = NULL;
+    int rc = nimble_run(exe, outdir, &text, xin, sin, NULL);
+    ck_assert_msg(rc == 0, "nimble-run (%s branch): exit %d:\n%s", then ? "then" : "else", rc, text);
+    check_if_rank_outputs(outdir, x, then);
+    free(text);
+    free(outdir);
+    free(sin);
+  }
+  free(xin);
+  free(exe);
+  free(model);
+}
+END_TEST
+
+START_TEST(test_a_node_that_needs_rank_3_checks_it_at_run_time_and_names_itself) {
+  char *model = path_in(g_tmp, "if_rank3.onnx"), *exe = path_in(g_tmp, "if_rank3.nimble");
+  write_if_rank_model(model, 1);
+  compile_model(model, exe);
+  float x[XN * XF * XT];
+  if_rank_input(x);
+  int64_t xd[3] = {XN, XF, XT};
+  char *xin = npy_f32("x", x, 3, xd);
+  /* else: y = relu(x), rank 3, and yt = y transposed [N, T, 4]. */
+  float sv = -1.0f;
+  char *sin = npy_f32("s", &sv, 0, NULL);
+  char *outdir = path_in(g_tmp, "out_else"), *text = NULL;
+  int rc = nimble_run(exe, outdir, &text, xin, sin, NULL);
+  ck_assert_msg(rc == 0, "nimble-run: exit %d:\n%s", rc, text);
+  check_if_rank_outputs(outdir, x, 0);
+  nimble_tensor_file_t o;
+  read_output(outdir, "yt", &o);
+  ck_assert_int_eq(o.tensor.ndim, 3);
+  ck_assert_int_eq(o.tensor.shape[1], XT);
+  ck_assert_int_eq(o.tensor.shape[2], XF);
+  for (int b = 0; b < XN; b++)
+    for (int t = 0; t < XT; t++)
+      for (int f = 0; f < XF; f++) {
+        float v = x[(b * XF + f) * XT + t];
+        ck_assert_float_eq(((const float *)o.tensor.data)[(b * XT + t) * XF + f], v > 0 ? v : 0);
+      }
+  nimble_tensor_file_deinit(&o);
+  free(text);
+  free(outdir);
+  free(sin);
+  /* then: y has rank 2, which the Transpose cannot take. */
+  sv = 1.0f;
+  sin = npy_f32("s", &sv, 0, NULL);
+  outdir = path_in(g_tmp, "out_then");
+  rc = nimble_run(exe, outdir, &text, xin, sin, NULL);
+  ck_assert_msg(rc != 0, "nimble-run succeeded where the Transpose gets rank 2:\n%s", text);
+  ck_assert_msg(strstr(text, "input 0 ('y') of node 'tr' (Transpose) has rank 2, expected rank 3") != NULL,
+                "nimble-run: %s", text);
+  free(text);
+  free(outdir);
+  free(sin);
+  free(xin);
+  free(exe);
+  free(model);
+}
+END_TEST
+
+/* The voice-activity-detector pattern: x [N, 4, T]; y = If(T == 1,
+ * Squeeze(x, [2]), x); u = Unsqueeze(y, [0]); an LSTM over u (hidden 3)
+ * from the state input. T = 1 runs one LSTM step, checked against the
+ * step computed here; T = 3 makes u rank 4, which the LSTM cannot take. */
+enum { LH = 3 };
+static float lstm_w[4 * LH * XF], lstm_r[4 * LH * LH], lstm_b[8 * LH];
+
+static void write_lstm_model(const char *path) {
+  for (int i = 0; i < 4 * LH * XF; i++) lstm_w[i] = 0.05f * (float)((i * 7) % 13) - 0.3f;
+  for (int i = 0; i < 4 * LH * LH; i++) lstm_r[i] = 0.04f * (float)((i * 5) % 11) - 0.2f;
+  for (int i = 0; i < 8 * LH; i++) lstm_b[i] = 0.01f * (float)(i % 5);
+  omb_graph g = {{0}}, t = {{0}}, e = {{0}};
+  omb_input(&g, "x", OMB_FLOAT, 3, DX);
+  omb_input(&g, "state", OMB_FLOAT, 3, (const char *[]){"2", "N", "3"});
+  int64_t wd[] = {1, 4 * LH, XF}, rd[] = {1, 4 * LH, LH}, bd[] = {1, 8 * LH}, one = 1, two = 2, zero = 0;
+  omb_init_f32(&g, "W", 3, wd, lstm_w, 4 * LH * XF);
+  omb_init_f32(&g, "R", 3, rd, lstm_r, 4 * LH * LH);
+  omb_init_f32(&g, "B", 2, bd, lstm_b, 8 * LH);
+  omb_init_i64(&g, "i0", 0, NULL, &zero, 1);
+  omb_init_i64(&g, "i1", 0, NULL, &one, 1);
+  omb_init_i64(&g, "i2", 0, NULL, &two, 1);
+  omb_init_i64(&g, "one", 0, NULL, &one, 1);
+  omb_init_i64(&g, "ax0", 1, &one, &zero, 1);
+  omb_init_i64(&t, "ax2", 1, &one, &two, 1);
+  omb_node(&t, "sq", "Squeeze", (const char *[]){"x", "ax2"}, 2, (const char *[]){"sq"}, 1, NULL, 0);
+  omb_output(&t, "sq", OMB_FLOAT, -1, NULL);
+  omb_node(&e, "id", "Identity", (const char *[]){"x"}, 1, (const char *[]){"id"}, 1, NULL, 0);
+  omb_output(&e, "id", OMB_FLOAT, -1, NULL);
+  omb_attr a0 = omb_a_int("axis", 0), hs = omb_a_int("hidden_size", LH);
+  omb_node(&g, "shape", "Shape", (const char *[]){"x"}, 1, (const char *[]){"shp"}, 1, NULL, 0);
+  omb_node(&g, "last", "Gather", (const char *[]){"shp", "i2"}, 2, (const char *[]){"last"}, 1, &a0, 1);
+  omb_node(&g, "is1", "Equal", (const char *[]){"last", "one"}, 2, (const char *[]){"c"}, 1, NULL, 0);
+  omb_attr br[2] = {omb_a_graph("then_branch", &t), omb_a_graph("else_branch", &e)};
+  omb_node(&g, "squeeze_if", "If", (const char *[]){"c"}, 1, (const char *[]){"y"}, 1, br, 2);
+  omb_node(&g, "unsq", "Unsqueeze", (const char *[]){"y", "ax0"}, 2, (const char *[]){"u"}, 1, NULL, 0);
+  omb_node(&g, "h0", "Gather", (const char *[]){"state", "i0"}, 2, (const char *[]){"h0"}, 1, &a0, 1);
+  omb_node(&g, "c0", "Gather", (const char *[]){"state", "i1"}, 2, (const char *[]){"c0"}, 1, &a0, 1);
+  omb_node(&g, "h0u", "Unsqueeze", (const char *[]){"h0", "ax0"}, 2, (const char *[]){"h0u"}, 1, NULL, 0);
+  omb_node(&g, "c0u", "Unsqueeze", (const char *[]){"c0", "ax0"}, 2, (const char *[]){"c0u"}, 1, NULL, 0);
+  omb_node(&g, "lstm", "LSTM", (const char *[]){"u", "W", "R", "B", "", "h0u", "c0u"}, 7,
+           (const char *[]){"Y", "Yh", "Yc"}, 3, &hs, 1);
+  omb_node(&g, "cat", "Concat", (const char *[]){"Yh", "Yc"}, 2, (const char *[]){"new_state"}, 1, &a0, 1);
+  omb_output(&g, "new_state", OMB_FLOAT, 3, (const char *[]){"2", "N", "3"});
+  ck_assert_int_eq(omb_write(&g, 13, path), 0);
+}
+
+static float sigm(float v) { return 1.0f / (1.0f + expf(-v)); }
+
+START_TEST(test_an_lstm_after_a_squeeze_if_runs_and_refuses_the_other_rank_by_name) {
+  char *model = path_in(g_tmp, "vad.onnx"), *exe = path_in(g_tmp, "vad.nimble");
+  write_lstm_model(model);
+  compile_model(model, exe);
+  float x1[XN * XF], st[2 * XN * LH], x3[XN * XF * XT];
+  for (int i = 0; i < XN * XF; i++) x1[i] = 0.3f * (float)(i % 5) - 0.6f;
+  for (int i = 0; i < 2 * XN * LH; i++) st[i] = 0.1f * (float)(i % 7) - 0.3f;
+  for (int i = 0; i < XN * XF * XT; i++) x3[i] = 0.1f * (float)i;
+  int64_t d1[3] = {XN, XF, 1}, d3[3] = {XN, XF, XT}, ds[3] = {2, XN, LH};
+  char *xin = npy_f32("x", x1, 3, d1), *sin = npy_f32("state", st, 3, ds);
+  char *outdir = path_in(g_tmp, "out1"), *text = NULL;
+  int rc = nimble_run(exe, outdir, &text, xin, sin, NULL);
+  ck_assert_msg(rc == 0, "nimble-run: exit %d:\n%s", rc, text);
+  /* One LSTM step (ONNX gate order i, o, f, c; Wb + Rb). */
+  float want[2 * XN * LH];
+  for (int b = 0; b < XN; b++) {
+    float gate[4 * LH];
+    for (int j = 0; j < 4 * LH; j++) {
+      float acc = lstm_b[j] + lstm_b[4 * LH + j];
+      for (int k = 0; k < XF; k++) acc += lstm_w[j * XF + k] * x1[b * XF + k];
+      for (int k = 0; k < LH; k++) acc += lstm_r[j * LH + k] * st[b * LH + k];
+      gate[j] = acc;
+    }
+    for (int j = 0; j < LH; j++) {
+      float i = sigm(gate[j]), o = sigm(gate[LH + j]), f = sigm(gate[2 * LH + j]), g = tanhf(gate[3 * LH + j]);
+      float c = f * st[XN * LH + b * LH + j] + i * g;
+      want[b * LH + j] = o * tanhf(c);
+      want[XN * LH + b * LH + j] = c;
+    }
+  }
+  nimble_tensor_file_t o;
+  read_output(outdir, "new_state", &o);
+  ck_assert_int_eq(o.tensor.ndim, 3);
+  for (int i = 0; i < 2 * XN * LH; i++)
+    ck_assert_msg(fabsf(((const float *)o.tensor.data)[i] - want[i]) <= 1e-5f, "new_state[%d] = %g, want %g", i,
+                  ((const float *)o.tensor.data)[i], want[i]);
+  nimble_tensor_file_deinit(&o);
+  free(text);
+  free(outdir);
+  free(xin);
+  /* T = 3: the If keeps x, Unsqueeze makes it rank 4. */
+  xin = npy_f32("x", x3, 3, d3);
+  outdir = path_in(g_tmp, "out3");
+  rc = nimble_run(exe, outdir, &text, xin, sin, NULL);
+  ck_assert_msg(rc != 0, "nimble-run succeeded with a rank-4 LSTM input:\n%s", text);
+  ck_assert_msg(strstr(text, "input 0 ('u') of node 'lstm' (LSTM) has rank 4, expected rank 3") != NULL,
+                "nimble-run: %s", text);
+  free(text);
+  free(outdir);
+  free(xin);
+  free(sin);
+  free(exe);
+  free(model);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("nimble_run_processes");
   TCase *tc = tcase_create("processes");
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_set_timeout(tc, 300);
   tcase_add_test(tc, test_a_program_calling_log_and_pow_runs_in_nimble_run);
+  tcase_add_test(tc, test_an_if_giving_rank_2_or_3_runs_either_branch_through_nodes_that_take_both);
+  tcase_add_test(tc, test_a_node_that_needs_rank_3_checks_it_at_run_time_and_names_itself);
+  tcase_add_test(tc, test_an_lstm_after_a_squeeze_if_runs_and_refuses_the_other_rank_by_name);
   suite_add_tcase(s, tc);
   return s;
 }

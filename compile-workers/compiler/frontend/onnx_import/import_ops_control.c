@@ -75,6 +75,9 @@ typedef struct branch {
 
 static nimble_status_t import_branch(imp_ctx *c, const nimble_onnx_graph *g, branch *b) {
   memset(&b->chain, 0, sizeof b->chain);
+  /* What the branch's relations prove about outer dims (a Squeeze binding
+   * `T` to 1) holds only where it runs (as in the IR's typing of `if`). */
+  nimble_subst_mark_t mark = nimble_subst_mark(c->subst);
   imp_chain *saved = c->chain;
   c->chain = &b->chain;
   nimble_status_t s = imp_scope_push(c);
@@ -87,29 +90,15 @@ static nimble_status_t import_branch(imp_ctx *c, const nimble_onnx_graph *g, bra
   c->graph = g;
   for (size_t i = 0; !s && i < g->n_outputs; i++) {
     s = imp_lookup(c, g->outputs[i]->name, &b->outs[i]);
-    if (!s && !b->outs[i]->has_sig)
+    if (!s && !imp_val_typed(b->outs[i]))
       s = imp_err(NIMBLE_INVALID_ARGUMENT, "output '%s' has no known type", g->outputs[i]->name);
   }
   c->graph = saved_graph;
   imp_scope_pop(c);
   c->chain = saved;
+  nimble_subst_undo_dims(c->subst, mark);
   if (s) return nimble_status_annotate(s, "in subgraph '%s'", g->name);
   return nimble_ok();
-}
-
-/* A value whose dims the type system forgets (all Any): for branch
- * results whose static shapes differ. */
-static nimble_status_t forget_dims(imp_ctx *c, imp_chain *ch, imp_val *v, imp_val **out) {
-  imp_chain *saved = c->chain;
-  c->chain = ch;
-  imp_val *sh;
-  nimble_status_t s = imp_emit(c, "shape_of", 1, &v, NULL, 0, &sh);
-  if (!s) {
-    imp_val *args[2] = {v, sh};
-    s = imp_emit(c, "dyn_reshape", 2, args, NULL, 0, out);
-  }
-  c->chain = saved;
-  return s;
 }
 
 static const nimble_expr *branch_result(imp_ctx *c, branch *b, size_t n) {
@@ -135,7 +124,7 @@ static int64_t static_count(imp_ctx *c, const nimble_tensor_sig_t *s) {
 static nimble_status_t match_static_ranks(imp_ctx *c, const nimble_onnx_node *n, size_t i, branch *bt,
                                           branch *be) {
   imp_val *a = bt->outs[i], *b = be->outs[i];
-  if (a->sig.rank == b->sig.rank || a->sig.dtype != b->sig.dtype) return nimble_ok();
+  if (!a->has_sig || !b->has_sig || a->sig.rank == b->sig.rank || a->sig.dtype != b->sig.dtype) return nimble_ok();
   int64_t ca = static_count(c, &a->sig), cb = static_count(c, &b->sig);
   if (ca < 0 || ca != cb) return nimble_ok();
   const nimble_onnx_value_t *declared = nimble_onnx_graph_find_value(c->graph, n->outputs[i]);
@@ -170,35 +159,24 @@ static nimble_status_t cv_if(imp_ctx *c, const nimble_onnx_node *n) {
   if (!bt || !be) return imp_oom();
   RET(import_branch(c, tg, bt));
   RET(import_branch(c, eg, be));
-  nimble_tensor_sig_t sigs[MAX_LOOP_VALUES];
+  /* Either branch may run: each output is the join of the two (dims that
+   * differ are Any; ranks that differ give a value of unknown rank, which
+   * is refined where a node needs a rank, see import_ranks.c). The IR's
+   * `if` is typed the same way (nimble_type_join). */
+  imp_val *joined = nimble_arena_calloc(c->arena, no, sizeof *joined);
+  if (!joined) return imp_oom();
   for (size_t i = 0; i < no; i++) {
     RET(match_static_ranks(c, n, i, bt, be));
-    nimble_tensor_sig_t *a = &bt->outs[i]->sig, *b = &be->outs[i]->sig;
-    if (a->dtype != b->dtype || a->rank != b->rank) {
-      char x[128], y[128];
-      return imp_err(NIMBLE_INVALID_ARGUMENT, "output %zu is %s in then_branch but %s in else_branch", i,
-                     nimble_tensor_sig_format(a, x, sizeof x), nimble_tensor_sig_format(b, y, sizeof y));
-    }
-    sigs[i] = *a;
-    bool differ = false;
-    for (size_t d = 0; d < a->rank; d++) {
-      nimble_dim_t p = imp_resolve(c, a->dims[d]), q = imp_resolve(c, b->dims[d]);
-      if (!nimble_dim_same(p, q)) {
-        sigs[i].dims[d] = nimble_dim_any();
-        if (p.kind == NIMBLE_DIM_CONST && q.kind == NIMBLE_DIM_CONST) differ = true;
-      }
-    }
-    if (differ) {
-      RET(forget_dims(c, &bt->chain, bt->outs[i], &bt->outs[i]));
-      RET(forget_dims(c, &be->chain, be->outs[i], &be->outs[i]));
-    }
+    nimble_status_t s = imp_join_vals(c, bt->outs[i], be->outs[i], &joined[i]);
+    if (s) return nimble_status_annotate(s, "output %zu differs between then_branch and else_branch", i);
   }
   const nimble_expr *te = branch_result(c, bt, no), *ee = branch_result(c, be, no);
   const nimble_expr *ife = te && ee ? nimble_ir_if(c->arena, cond->expr, te, ee, NULL) : NULL;
   if (!ife) return imp_oom();
   imp_val *r;
   if (no == 1) {
-    RET(imp_bind(c, n->outputs[0], ife, &sigs[0], &r));
+    RET(imp_bind(c, n->outputs[0], ife, joined[0].has_sig ? &joined[0].sig : NULL, &r));
+    r->ranks = joined[0].ranks;
     return imp_define(c, n, 0, r);
   }
   RET(imp_bind(c, "if", ife, NULL, &r));
@@ -206,7 +184,8 @@ static nimble_status_t cv_if(imp_ctx *c, const nimble_onnx_node *n) {
     const nimble_expr *p = nimble_ir_proj(c->arena, r->expr, i, NULL);
     imp_val *o;
     if (!p) return imp_oom();
-    RET(imp_bind(c, n->outputs[i][0] ? n->outputs[i] : "if", p, &sigs[i], &o));
+    RET(imp_bind(c, n->outputs[i][0] ? n->outputs[i] : "if", p, joined[i].has_sig ? &joined[i].sig : NULL, &o));
+    o->ranks = joined[i].ranks;
     RET(imp_define(c, n, i, o));
   }
   return nimble_ok();
@@ -237,6 +216,34 @@ typedef struct loop_result {
   size_t n_outer;
   imp_val *outer[MAX_LOOP_VALUES];                  /* outer values passed in */
 } loop_result;
+
+/* The accumulator after an iteration whose scan output (e, with a leading
+ * axis of 1) has dims not known statically: the empty accumulator the loop
+ * starts with cannot have them, so the first iteration's output replaces
+ * it, and later ones are concatenated:
+ *   if (equal(%i, 0)) { e } else { concatenate(%acc, e) }    */
+static nimble_status_t accumulate_dynamic(imp_ctx *c, imp_val *i, imp_val *acc, imp_val *e, bool reverse,
+                                          imp_val **out) {
+  imp_val *zero, *first, *cat;
+  NIMBLE_RETURN_IF_ERROR(imp_scalar(c, NIMBLE_DTYPE_INT64, 0, &zero));
+  NIMBLE_RETURN_IF_ERROR(imp_e2(c, "equal", i, zero, &first));
+  imp_chain later;
+  memset(&later, 0, sizeof later);
+  imp_chain *saved = c->chain;
+  c->chain = &later;
+  nimble_named_attr_t ax0 = imp_attr_int("axis", 0);
+  imp_val *pair[2] = {reverse ? e : acc, reverse ? acc : e};
+  nimble_status_t s = imp_emit(c, "concatenate", 2, pair, &ax0, 1, &cat);
+  c->chain = saved;
+  NIMBLE_RETURN_IF_ERROR(s);
+  const nimble_expr *else_e = imp_chain_close(c, &later, cat->expr);
+  const nimble_expr *ife = else_e ? nimble_ir_if(c->arena, first->expr, e->expr, else_e, NULL) : NULL;
+  if (!ife) return imp_oom();
+  imp_val joined;
+  memset(&joined, 0, sizeof joined);
+  NIMBLE_RETURN_IF_ERROR(imp_join_vals(c, e, cat, &joined));
+  return imp_bind(c, "acc", ife, joined.has_sig ? &joined.sig : NULL, out);
+}
 
 /* Builds the function for carried signatures `carried` (already renamed).
  * When the body changes a constant dim of a carried value, *widen is set
@@ -422,12 +429,16 @@ static nimble_status_t build_loop_func(imp_ctx *c, const loop_spec *L, const nim
       imp_val *e, *cat;
       nimble_named_attr_t ax0 = imp_attr_int("axis", 0);
       TRY(imp_emit(c, "expand_dims", 1, &outs[first + nc + k], &ax0, 1, &e));
-      imp_val *pair[2] = {acc_vals[k], e};
-      if (L->out_reverse[k]) {
-        pair[0] = e;
-        pair[1] = acc_vals[k];
+      if (static_count(c, &res->scan_sig[k]) >= 0) {
+        imp_val *pair[2] = {acc_vals[k], e};
+        if (L->out_reverse[k]) {
+          pair[0] = e;
+          pair[1] = acc_vals[k];
+        }
+        TRY(imp_emit(c, "concatenate", 2, pair, &ax0, 1, &cat));
+      } else {
+        TRY(accumulate_dynamic(c, pi, acc_vals[k], e, L->out_reverse[k] != 0, &cat));
       }
-      TRY(imp_emit(c, "concatenate", 2, pair, &ax0, 1, &cat));
       args[na++] = cat->expr;
     }
     res->name = imp_fresh_global(c, L->is_scan ? "scan" : "loop");
@@ -465,15 +476,17 @@ done:
   return s;
 }
 
-/* Zeros of shape [0, dims...] for an empty accumulator. */
+/* Zeros of shape [0, dims...] for an empty accumulator. A dim not known
+ * statically is 0 there: the first iteration's output replaces such an
+ * accumulator (accumulate_dynamic), so only a loop that runs no iteration
+ * returns it, as [0, 0, ...] where ONNX Runtime would give [0, d, ...]. */
 static nimble_status_t empty_acc(imp_ctx *c, const nimble_tensor_sig_t *one, imp_val **out) {
   int64_t shape[NIMBLE_MAX_RANK];
   shape[0] = 0;
+  if (one->rank + 1 > NIMBLE_MAX_RANK) return imp_err(NIMBLE_OUT_OF_RANGE, "scan output rank too large");
   for (size_t d = 0; d < one->rank; d++) {
     nimble_dim_t dd = imp_resolve(c, one->dims[d]);
-    if (dd.kind != NIMBLE_DIM_CONST)
-      return imp_err(NIMBLE_UNIMPLEMENTED, "a scan output of non-static shape is not supported");
-    shape[d + 1] = dd.value;
+    shape[d + 1] = dd.kind == NIMBLE_DIM_CONST ? dd.value : 0;
   }
   nimble_named_attr_t at[2] = {imp_attr_ints("shape", shape, one->rank + 1),
                                imp_attr_str("dtype", nimble_dtype_name(one->dtype))};
