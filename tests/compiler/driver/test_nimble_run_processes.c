@@ -125,6 +125,18 @@ static char *npy_f32(const char *name, const float *data, int rank, const int64_
   return arg;
 }
 
+static char *npy_i64_scalar(const char *name, int64_t value) {
+  char file[64];
+  snprintf(file, sizeof file, "%s.npy", name);
+  char *path = path_in(g_tmp, file);
+  DLTensor t = {.data = &value, .device = {kDLCPU, 0}, .ndim = 0, .dtype = {kDLInt, 64, 1}, .shape = NULL};
+  NIMBLE_ASSERT_OK(nimble_tensor_io_write_npy(path, &t));
+  char *arg = NULL;
+  ck_assert_int_ge(asprintf(&arg, "%s=%s", name, path), 0);
+  free(path);
+  return arg;
+}
+
 static inline char *npy_bool(const char *name, int value) {
   char file[64];
   snprintf(file, sizeof file, "%s.npy", name);
@@ -475,6 +487,113 @@ START_TEST(test_an_lstm_after_a_squeeze_if_runs_and_refuses_the_other_rank_by_na
 }
 END_TEST
 
+
+/* ---- Loop carried values whose shape changes ------------------------------ */
+
+/* Loop(m, "", carried) with body (it, cin, xin) -> (cout = cin, xout =
+ * <op>(xin)); `op` builds xout from "xin" in the body graph. */
+static void loop_body(omb_graph *body, void (*op)(omb_graph *)) {
+  omb_input(body, "it", OMB_INT64, 0, NULL);
+  omb_input(body, "cin", OMB_BOOL, 0, NULL);
+  omb_input(body, "xin", OMB_FLOAT, -1, NULL);
+  op(body);
+  omb_node(body, "keep", "Identity", (const char *[]){"cin"}, 1, (const char *[]){"cout"}, 1, NULL, 0);
+  omb_output(body, "cout", OMB_BOOL, 0, NULL);
+  omb_output(body, "xout", OMB_FLOAT, -1, NULL);
+}
+
+static void append_outer_y(omb_graph *b) {
+  omb_attr a0 = omb_a_int("axis", 0);
+  omb_node(b, "grow", "Concat", (const char *[]){"xin", "y"}, 2, (const char *[]){"xout"}, 1, &a0, 1);
+}
+
+static void add_axis(omb_graph *b) {
+  omb_node(b, "unsq", "Unsqueeze", (const char *[]){"xin", "ax0"}, 2, (const char *[]){"xout"}, 1, NULL, 0);
+}
+
+START_TEST(test_a_loop_carried_value_that_grows_by_a_symbolic_size_runs) {
+  /* x starts as y ([N]) and y is appended each iteration: [N], [2N], ...
+   * The body's Concat sees x and y: the parameter x must not keep y's
+   * symbol N (a kernel would check them equal: "extent differs from dim
+   * 'N'" on the second iteration, as before carried symbols widened). */
+  char *model = path_in(g_tmp, "grow.onnx"), *exe = path_in(g_tmp, "grow.nimble");
+  omb_graph g = {{0}}, body = {{0}};
+  omb_input(&g, "y", OMB_FLOAT, 1, (const char *[]){"N"});
+  omb_input(&g, "m", OMB_INT64, 0, NULL);
+  loop_body(&body, append_outer_y);
+  omb_attr ba = omb_a_graph("body", &body);
+  omb_node(&g, "loop", "Loop", (const char *[]){"m", "", "y"}, 3, (const char *[]){"res"}, 1, &ba, 1);
+  omb_output(&g, "res", OMB_FLOAT, 1, (const char *[]){""});
+  ck_assert_int_eq(omb_write(&g, 13, model), 0);
+  compile_model(model, exe);
+  float y[3] = {1.5f, -2.0f, 4.0f};
+  int64_t n = 3;
+  char *yin = npy_f32("y", y, 1, &n), *min = npy_i64_scalar("m", 3);
+  char *outdir = path_in(g_tmp, "out"), *text = NULL;
+  int rc = nimble_run(exe, outdir, &text, yin, min, NULL);
+  ck_assert_msg(rc == 0, "nimble-run: exit %d:\n%s", rc, text);
+  nimble_tensor_file_t o;
+  read_output(outdir, "res", &o);
+  ck_assert_int_eq(o.tensor.ndim, 1);
+  ck_assert_int_eq(o.tensor.shape[0], 12);
+  for (int i = 0; i < 12; i++) ck_assert_float_eq(((const float *)o.tensor.data)[i], y[i % 3]);
+  nimble_tensor_file_deinit(&o);
+  free(text);
+  free(outdir);
+  free(min);
+  free(yin);
+  free(exe);
+  free(model);
+}
+END_TEST
+
+START_TEST(test_a_loop_carried_value_whose_rank_grows_runs_and_its_output_rank_is_checked) {
+  /* x: [3]; each iteration adds a leading axis: after m iterations the
+   * rank is 1 + m. The model declares the output [1, 1, 3]: m = 2 gives
+   * it, m = 1 gives rank 2, refused at run time by name. */
+  char *model = path_in(g_tmp, "rank_grow.onnx"), *exe = path_in(g_tmp, "rank_grow.nimble");
+  omb_graph g = {{0}}, body = {{0}};
+  omb_input(&g, "x", OMB_FLOAT, 1, (const char *[]){"3"});
+  omb_input(&g, "m", OMB_INT64, 0, NULL);
+  int64_t one = 1, zero = 0;
+  omb_init_i64(&g, "ax0", 1, &one, &zero, 1);
+  loop_body(&body, add_axis);
+  omb_attr ba = omb_a_graph("body", &body);
+  omb_node(&g, "loop", "Loop", (const char *[]){"m", "", "x"}, 3, (const char *[]){"res"}, 1, &ba, 1);
+  omb_output(&g, "res", OMB_FLOAT, 3, (const char *[]){"1", "1", "3"});
+  ck_assert_int_eq(omb_write(&g, 13, model), 0);
+  compile_model(model, exe);
+  float x[3] = {0.25f, 7.0f, -1.0f};
+  int64_t n = 3;
+  char *xin = npy_f32("x", x, 1, &n), *m2 = npy_i64_scalar("m", 2);
+  char *outdir = path_in(g_tmp, "out2"), *text = NULL;
+  int rc = nimble_run(exe, outdir, &text, xin, m2, NULL);
+  ck_assert_msg(rc == 0, "nimble-run: exit %d:\n%s", rc, text);
+  nimble_tensor_file_t o;
+  read_output(outdir, "res", &o);
+  ck_assert_int_eq(o.tensor.ndim, 3);
+  ck_assert_int_eq(o.tensor.shape[0], 1);
+  ck_assert_int_eq(o.tensor.shape[1], 1);
+  ck_assert_int_eq(o.tensor.shape[2], 3);
+  for (int i = 0; i < 3; i++) ck_assert_float_eq(((const float *)o.tensor.data)[i], x[i]);
+  nimble_tensor_file_deinit(&o);
+  free(text);
+  free(outdir);
+  char *m1 = npy_i64_scalar("m", 1);
+  outdir = path_in(g_tmp, "out1");
+  rc = nimble_run(exe, outdir, &text, xin, m1, NULL);
+  ck_assert_msg(rc != 0, "nimble-run succeeded with a rank-2 output declared rank 3:\n%s", text);
+  ck_assert_msg(strstr(text, "graph output 0 ('res') has rank 2, expected rank 3") != NULL, "nimble-run: %s", text);
+  free(text);
+  free(outdir);
+  free(m1);
+  free(m2);
+  free(xin);
+  free(exe);
+  free(model);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("nimble_run_processes");
   TCase *tc = tcase_create("processes");
@@ -484,6 +603,8 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_an_if_giving_rank_2_or_3_runs_either_branch_through_nodes_that_take_both);
   tcase_add_test(tc, test_a_node_that_needs_rank_3_checks_it_at_run_time_and_names_itself);
   tcase_add_test(tc, test_an_lstm_after_a_squeeze_if_runs_and_refuses_the_other_rank_by_name);
+  tcase_add_test(tc, test_a_loop_carried_value_that_grows_by_a_symbolic_size_runs);
+  tcase_add_test(tc, test_a_loop_carried_value_whose_rank_grows_runs_and_its_output_rank_is_checked);
   suite_add_tcase(s, tc);
   return s;
 }

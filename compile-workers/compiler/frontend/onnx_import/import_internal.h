@@ -169,6 +169,9 @@ nimble_status_t imp_refine_rank(imp_ctx *c, imp_val *x, size_t r, const char *wh
 /* What is known of a value that is either a or b (If outputs): sets
  * out->has_sig/sig (same rank: dims that differ are Any) or out->ranks. */
 nimble_status_t imp_join_vals(imp_ctx *c, const imp_val *a, const imp_val *b, imp_val *out);
+/* What is known of v as a set of ranks (one bit for a ranked value; the
+ * mask is 0 for a value of no known type). */
+void imp_val_ranks(const imp_val *v, imp_ranks *out);
 /* Whether v's static type is known (a signature, or ranks). */
 static inline bool imp_val_typed(const imp_val *v) { return v->has_sig || v->ranks; }
 /* The IR type of a value's static knowledge (Tensor[*, dt] for ranks). */

@@ -38,13 +38,13 @@ const nimble_type *imp_val_type(imp_ctx *c, const imp_val *v, bool any_for_vars)
   return NULL;
 }
 
-/* The value's knowledge as a set of ranks. */
-static void as_ranks(const imp_val *v, imp_ranks *out) {
+void imp_val_ranks(const imp_val *v, imp_ranks *out) {
   if (v->ranks) {
     *out = *v->ranks;
     return;
   }
   memset(out, 0, sizeof *out);
+  if (!v->has_sig) return;
   out->dtype = v->sig.dtype;
   out->mask = rank_bit(v->sig.rank);
   if (out->mask) out->sig[v->sig.rank] = v->sig;
@@ -80,8 +80,8 @@ nimble_status_t imp_join_vals(imp_ctx *c, const imp_val *a, const imp_val *b, im
   out->nknown = 0;
   if (!imp_val_typed(a) || !imp_val_typed(b)) return nimble_ok();
   imp_ranks ra, rb;
-  as_ranks(a, &ra);
-  as_ranks(b, &rb);
+  imp_val_ranks(a, &ra);
+  imp_val_ranks(b, &rb);
   if (ra.dtype != rb.dtype)
     return imp_err(NIMBLE_INVALID_ARGUMENT, "one is %s, the other %s", nimble_dtype_name(ra.dtype),
                    nimble_dtype_name(rb.dtype));
