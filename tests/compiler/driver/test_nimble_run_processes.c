@@ -594,6 +594,30 @@ START_TEST(test_a_loop_carried_value_whose_rank_grows_runs_and_its_output_rank_i
 }
 END_TEST
 
+
+START_TEST(test_an_entry_returning_a_tensor_of_unknown_rank_is_a_compile_error_naming_it) {
+  /* The VM checks an entry's results against declared ranks: a result of
+   * unknown rank is refused at compile time, with the way out. */
+  char *src = path_in(g_tmp, "unranked_out.nir"), *exe = path_in(g_tmp, "unranked_out.nimble");
+  write_text(src,
+             "def @main(%c: Tensor[(), float32], %a: Tensor[(2,), float32], %b: Tensor[(2, 2), float32]) {\n"
+             "  if (greater(%c, 0.0)) { %a } else { %b }\n"
+             "}\n");
+  char *nimble = build_path("client/nimble");
+  char *argv[] = {nimble, "compile", src, "--target=x86", "-o", exe, NULL};
+  char *text = NULL;
+  int rc = run_prog(argv, &text);
+  ck_assert_msg(rc != 0, "nimble compile succeeded:\n%s", text);
+  ck_assert_msg(strstr(text, "entry 'main': output '") != NULL && strstr(text, "has type Tensor[*, float32]") != NULL &&
+                    strstr(text, "refine it with check_rank") != NULL,
+                "nimble compile: %s", text);
+  free(text);
+  free(nimble);
+  free(exe);
+  free(src);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("nimble_run_processes");
   TCase *tc = tcase_create("processes");
@@ -605,6 +629,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_an_lstm_after_a_squeeze_if_runs_and_refuses_the_other_rank_by_name);
   tcase_add_test(tc, test_a_loop_carried_value_that_grows_by_a_symbolic_size_runs);
   tcase_add_test(tc, test_a_loop_carried_value_whose_rank_grows_runs_and_its_output_rank_is_checked);
+  tcase_add_test(tc, test_an_entry_returning_a_tensor_of_unknown_rank_is_a_compile_error_naming_it);
   suite_add_tcase(s, tc);
   return s;
 }
