@@ -116,10 +116,11 @@ START_TEST(test_a_value_of_unknown_rank_reaches_operators_only_once_refined) {
   snprintf(text, sizeof text, "%s  relu(%%u)\n}\n", head);
   NIMBLE_ASSERT_ERROR(test_check_status(arena, text), NIMBLE_UNIMPLEMENTED,
                       "'relu' needs a tensor of known rank, argument 0 is Tensor[*, float32]");
-  /* A static shape of the wrong length is caught at compile time. */
-  NIMBLE_ASSERT_ERROR(test_check_status(arena, "def @main(%a: Tensor[(2, 4), float32]) {\n"
-                                               "  check_rank(shape_of(%a), rank=3, what=\"input 'a'\")\n}\n"),
-                      NIMBLE_INVALID_ARGUMENT, "input 'a' has rank 2, expected rank 3");
+  /* A shape known to have the wrong length is left to the run-time check
+   * (the path may be dead once folding has made the rank known). */
+  ck_assert_str_eq(main_type("def @main(%a: Tensor[(2, 4), float32]) {\n"
+                             "  check_rank(shape_of(%a), rank=3, what=\"input 'a'\")\n}\n"),
+                   "fn(Tensor[(2, 4), float32]) -> Tensor[(3,), int64]");
   /* Parameters and lets may say Tensor[*, dtype]; it prints back. */
   ck_assert_str_eq(main_type("def @main(%x: Tensor[*, int64]) { let %y: Tensor[*, int64] = %x; shape_of(%y) }"),
                    "fn(Tensor[*, int64]) -> Tensor[(?,), int64]");

@@ -618,6 +618,49 @@ START_TEST(test_an_entry_returning_a_tensor_of_unknown_rank_is_a_compile_error_n
 }
 END_TEST
 
+
+START_TEST(test_an_if_with_a_constant_condition_compiles_though_the_other_ranks_check_is_dead) {
+  /* c is a constant true: folding keeps then_branch (y = ReduceSum(x,
+   * axes=[2]), rank 2), and the ReduceSum over y converted for rank 3 is
+   * now a path that never runs, whose check_rank is statically wrong: it
+   * must not fail the compile. total = sum(x). */
+  char *model = path_in(g_tmp, "const_if.onnx"), *exe = path_in(g_tmp, "const_if.nimble");
+  omb_graph g = {{0}}, t = {{0}}, e = {{0}};
+  omb_input(&g, "x", OMB_FLOAT, 3, DX);
+  uint8_t yes = 1;
+  omb_init(&g, "c", OMB_BOOL, 0, NULL, &yes, 1);
+  int64_t ax2 = 2, one = 1;
+  omb_init_i64(&t, "ax2", 1, &one, &ax2, 1);
+  omb_attr kd = omb_a_int("keepdims", 0);
+  omb_node(&t, "rs", "ReduceSum", (const char *[]){"x", "ax2"}, 2, (const char *[]){"t_out"}, 1, &kd, 1);
+  omb_output(&t, "t_out", OMB_FLOAT, -1, NULL);
+  omb_node(&e, "relu", "Relu", (const char *[]){"x"}, 1, (const char *[]){"e_out"}, 1, NULL, 0);
+  omb_output(&e, "e_out", OMB_FLOAT, -1, NULL);
+  omb_attr br[2] = {omb_a_graph("then_branch", &t), omb_a_graph("else_branch", &e)};
+  omb_node(&g, "branch", "If", (const char *[]){"c"}, 1, (const char *[]){"y"}, 1, br, 2);
+  omb_node(&g, "sum", "ReduceSum", (const char *[]){"y"}, 1, (const char *[]){"total"}, 1, &kd, 1);
+  omb_output(&g, "total", OMB_FLOAT, 0, NULL);
+  ck_assert_int_eq(omb_write(&g, 13, model), 0);
+  compile_model(model, exe);
+  float x[XN * XF * XT], want = 0;
+  if_rank_input(x);
+  for (int i = 0; i < XN * XF * XT; i++) want += x[i];
+  int64_t xd[3] = {XN, XF, XT};
+  char *xin = npy_f32("x", x, 3, xd), *outdir = path_in(g_tmp, "out"), *text = NULL;
+  int rc = nimble_run(exe, outdir, &text, xin, NULL);
+  ck_assert_msg(rc == 0, "nimble-run: exit %d:\n%s", rc, text);
+  nimble_tensor_file_t o;
+  read_output(outdir, "total", &o);
+  ck_assert_float_eq_tol(*(const float *)o.tensor.data, want, 1e-4f);
+  nimble_tensor_file_deinit(&o);
+  free(text);
+  free(outdir);
+  free(xin);
+  free(exe);
+  free(model);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("nimble_run_processes");
   TCase *tc = tcase_create("processes");
@@ -630,6 +673,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_a_loop_carried_value_that_grows_by_a_symbolic_size_runs);
   tcase_add_test(tc, test_a_loop_carried_value_whose_rank_grows_runs_and_its_output_rank_is_checked);
   tcase_add_test(tc, test_an_entry_returning_a_tensor_of_unknown_rank_is_a_compile_error_naming_it);
+  tcase_add_test(tc, test_an_if_with_a_constant_condition_compiles_though_the_other_ranks_check_is_dead);
   suite_add_tcase(s, tc);
   return s;
 }
