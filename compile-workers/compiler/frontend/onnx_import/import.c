@@ -696,21 +696,6 @@ nimble_status_t imp_graph_nodes(imp_ctx *c, const nimble_onnx_graph *g) {
   return s;
 }
 
-/* A graph output whose rank depends on the branch an If took: an entry's
- * outputs have a known rank, so it is refined (checked at run time) to the
- * rank the model declares for it. */
-static nimble_status_t refine_output(imp_ctx *c, const nimble_onnx_value_t *out, size_t i, imp_val **v) {
-  const nimble_onnx_type_t *t = out->type;
-  if (!t || t->kind != NIMBLE_ONNX_TYPE_TENSOR || !t->has_shape)
-    return imp_err(NIMBLE_UNIMPLEMENTED,
-                   "graph output %zu ('%s') has a rank known only at run time (If branches of different "
-                   "ranks) and the model declares no shape for it; an entry's outputs have a known rank",
-                   i, out->name);
-  char what[300];
-  snprintf(what, sizeof what, "graph output %zu ('%s')", i, out->name);
-  return imp_refine_rank(c, *v, t->rank, what, v);
-}
-
 nimble_status_t nimble_onnx_import_model(nimble_arena *arena, const nimble_onnx_model *model,
                                          const nimble_onnx_import_options_t *options,
                                          nimble_module **out) {
@@ -765,7 +750,9 @@ nimble_status_t nimble_onnx_import_model(nimble_arena *arena, const nimble_onnx_
     imp_val *v;
     nimble_status_t s = imp_lookup(c, g->outputs[i]->name, &v);
     if (s) return nimble_status_annotate(s, "graph output %zu", i);
-    if (v->ranks) NIMBLE_RETURN_IF_ERROR(refine_output(c, g->outputs[i], i, &v));
+    /* A value of unknown rank is an output of any rank (what the branch
+     * taken gives, as ONNX Runtime returns it, whatever rank the model
+     * declares: exporters declare the then-branch's). */
     outs[i] = v->expr;
   }
   const nimble_expr *result = g->n_outputs == 1 ? outs[0] : nimble_ir_tuple(arena, g->n_outputs, outs, NULL);
