@@ -679,6 +679,102 @@ START_TEST(test_an_if_with_a_constant_condition_compiles_though_the_other_ranks_
 }
 END_TEST
 
+
+START_TEST(test_an_lstm_inside_an_if_branch_runs_either_branch) {
+  /* x [T, B, 4], s: then_branch runs LSTM(x) (hidden 3, zero initial
+   * state, weights from the main graph) and gives Squeeze(Y_h, [0]) [B, 3];
+   * else_branch gives ReduceMean(x, axes=[0]) @ P [B, 3]. */
+  enum { T = 5, B = 2 };
+  for (int i = 0; i < 4 * LH * XF; i++) lstm_w[i] = 0.05f * (float)((i * 7) % 13) - 0.3f;
+  for (int i = 0; i < 4 * LH * LH; i++) lstm_r[i] = 0.04f * (float)((i * 5) % 11) - 0.2f;
+  for (int i = 0; i < 8 * LH; i++) lstm_b[i] = 0.01f * (float)(i % 5);
+  float p[XF * LH];
+  for (int i = 0; i < XF * LH; i++) p[i] = 0.1f * (float)(i % 4) - 0.15f;
+  char *model = path_in(g_tmp, "lstm_in_if.onnx"), *exe = path_in(g_tmp, "lstm_in_if.nimble");
+  omb_graph g = {{0}}, t = {{0}}, e = {{0}};
+  omb_input(&g, "x", OMB_FLOAT, 3, (const char *[]){"T", "B", "4"});
+  omb_input(&g, "s", OMB_FLOAT, 0, NULL);
+  int64_t wd[] = {1, 4 * LH, XF}, rd[] = {1, 4 * LH, LH}, bd[] = {1, 8 * LH}, pd[] = {XF, LH}, one = 1, zero = 0;
+  float fzero = 0;
+  omb_init_f32(&g, "W", 3, wd, lstm_w, 4 * LH * XF);
+  omb_init_f32(&g, "R", 3, rd, lstm_r, 4 * LH * LH);
+  omb_init_f32(&g, "B", 2, bd, lstm_b, 8 * LH);
+  omb_init_f32(&g, "P", 2, pd, p, XF * LH);
+  omb_init_f32(&g, "zero", 0, NULL, &fzero, 1);
+  omb_init_i64(&g, "ax0", 1, &one, &zero, 1);
+  omb_attr hs = omb_a_int("hidden_size", LH), kd = omb_a_int("keepdims", 0);
+  omb_node(&t, "lstm", "LSTM", (const char *[]){"x", "W", "R", "B"}, 4, (const char *[]){"Y", "Yh"}, 2, &hs, 1);
+  omb_node(&t, "sq", "Squeeze", (const char *[]){"Yh", "ax0"}, 2, (const char *[]){"t_out"}, 1, NULL, 0);
+  omb_output(&t, "t_out", OMB_FLOAT, -1, NULL);
+  int64_t axes0 = 0;
+  omb_attr ax = omb_a_ints("axes", &axes0, 1);
+  omb_attr mean_attrs[2] = {ax, kd};
+  omb_node(&e, "mean", "ReduceMean", (const char *[]){"x"}, 1, (const char *[]){"m"}, 1, mean_attrs, 2);
+  omb_node(&e, "proj", "MatMul", (const char *[]){"m", "P"}, 2, (const char *[]){"e_out"}, 1, NULL, 0);
+  omb_output(&e, "e_out", OMB_FLOAT, -1, NULL);
+  omb_node(&g, "gt", "Greater", (const char *[]){"s", "zero"}, 2, (const char *[]){"c"}, 1, NULL, 0);
+  omb_attr br[2] = {omb_a_graph("then_branch", &t), omb_a_graph("else_branch", &e)};
+  omb_node(&g, "branch", "If", (const char *[]){"c"}, 1, (const char *[]){"y"}, 1, br, 2);
+  omb_output(&g, "y", OMB_FLOAT, 2, (const char *[]){"B", "3"});
+  ck_assert_int_eq(omb_write(&g, 13, model), 0);
+  compile_model(model, exe);
+  float x[T * B * XF];
+  for (int i = 0; i < T * B * XF; i++) x[i] = 0.07f * (float)((i * 3) % 17) - 0.5f;
+  /* The two branches by hand. */
+  float want_then[B * LH], want_else[B * LH];
+  for (int b = 0; b < B; b++) {
+    float h[LH] = {0}, cst[LH] = {0};
+    for (int s = 0; s < T; s++) {
+      const float *xs = &x[(s * B + b) * XF];
+      float gate[4 * LH];
+      for (int j = 0; j < 4 * LH; j++) {
+        float acc = lstm_b[j] + lstm_b[4 * LH + j];
+        for (int k = 0; k < XF; k++) acc += lstm_w[j * XF + k] * xs[k];
+        for (int k = 0; k < LH; k++) acc += lstm_r[j * LH + k] * h[k];
+        gate[j] = acc;
+      }
+      for (int j = 0; j < LH; j++) {
+        float i = sigm(gate[j]), o = sigm(gate[LH + j]), f = sigm(gate[2 * LH + j]), gg = tanhf(gate[3 * LH + j]);
+        cst[j] = f * cst[j] + i * gg;
+        h[j] = o * tanhf(cst[j]);
+      }
+    }
+    for (int j = 0; j < LH; j++) {
+      want_then[b * LH + j] = h[j];
+      float acc = 0;
+      for (int k = 0; k < XF; k++) {
+        float m = 0;
+        for (int s = 0; s < T; s++) m += x[(s * B + b) * XF + k];
+        acc += m / T * p[k * LH + j];
+      }
+      want_else[b * LH + j] = acc;
+    }
+  }
+  int64_t xd[3] = {T, B, XF};
+  char *xin = npy_f32("x", x, 3, xd);
+  for (int then = 0; then <= 1; then++) {
+    float sv = then ? 1.0f : -1.0f;
+    char *sin = npy_f32("s", &sv, 0, NULL), *outdir = path_in(g_tmp, then ? "o1" : "o0"), *text = NULL;
+    int rc = nimble_run(exe, outdir, &text, xin, sin, NULL);
+    ck_assert_msg(rc == 0, "nimble-run: exit %d:\n%s", rc, text);
+    nimble_tensor_file_t o;
+    read_output(outdir, "y", &o);
+    ck_assert_int_eq(o.tensor.ndim, 2);
+    const float *want = then ? want_then : want_else;
+    for (int i = 0; i < B * LH; i++)
+      ck_assert_msg(fabsf(((const float *)o.tensor.data)[i] - want[i]) <= 1e-5f, "%s y[%d] = %g, want %g",
+                    then ? "then" : "else", i, ((const float *)o.tensor.data)[i], want[i]);
+    nimble_tensor_file_deinit(&o);
+    free(text);
+    free(outdir);
+    free(sin);
+  }
+  free(xin);
+  free(exe);
+  free(model);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("nimble_run_processes");
   TCase *tc = tcase_create("processes");
@@ -688,6 +784,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_an_if_giving_rank_2_or_3_runs_either_branch_through_nodes_that_take_both);
   tcase_add_test(tc, test_a_node_that_needs_rank_3_checks_it_at_run_time_and_names_itself);
   tcase_add_test(tc, test_an_lstm_after_a_squeeze_if_runs_and_refuses_the_other_rank_by_name);
+  tcase_add_test(tc, test_an_lstm_inside_an_if_branch_runs_either_branch);
   tcase_add_test(tc, test_a_loop_carried_value_that_grows_by_a_symbolic_size_runs);
   tcase_add_test(tc, test_a_loop_carried_value_whose_rank_grows_runs_and_its_output_has_any_rank);
   tcase_add_test(tc, test_an_entry_returns_a_tensor_of_unknown_rank_and_refuses_to_take_one);
