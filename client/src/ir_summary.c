@@ -96,6 +96,7 @@ static const char *type_kind_name(nimble_type_kind_t k) {
     case NIMBLE_TYPE_FUNC: return "function";
     case NIMBLE_TYPE_ADT: return "adt";
     case NIMBLE_TYPE_VAR: return "type_var";
+    case NIMBLE_TYPE_UNRANKED_TENSOR: return "unranked_tensor";
   }
   return "?";
 }
@@ -129,6 +130,7 @@ static void scan_dims(const nimble_type *t, json_t *symbols, bool *any) {
     case NIMBLE_TYPE_ADT:
       for (size_t i = 0; i < t->u.adt.num_args; i++) scan_dims(t->u.adt.args[i], symbols, any);
       break;
+    case NIMBLE_TYPE_UNRANKED_TENSOR: *any = true; break; /* even the rank is dynamic */
     case NIMBLE_TYPE_VAR: break;
   }
 }

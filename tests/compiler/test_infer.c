@@ -71,12 +71,64 @@ START_TEST(test_if_branches_unify_and_any_stays_any) {
 }
 END_TEST
 
-START_TEST(test_if_with_branches_of_different_shapes_is_an_error) {
-  NIMBLE_ASSERT_ERROR(test_check_status(arena, "def @main(%c: bool, %a: Tensor[(4,), float32], %b: Tensor[(5,), float32]) {\n"
+START_TEST(test_if_with_branches_of_different_shapes_joins_them) {
+  /* Either branch may run: different constants give Any. */
+  ck_assert_str_eq(main_type("def @main(%c: bool, %a: Tensor[(4,), float32], %b: Tensor[(5,), float32]) {\n"
+                             "  if (%c) { %a } else { %b }\n}\n"),
+                   "fn(Tensor[(), bool], Tensor[(4,), float32], Tensor[(5,), float32]) -> Tensor[(?,), float32]");
+  /* A symbol against a constant: Any, and the symbol is not bound to the
+   * constant (unification would have made %a a [3] too). */
+  ck_assert_str_eq(main_type("def @main(%c: bool, %a: Tensor[(n, 2), float32], %b: Tensor[(3, 2), float32]) {\n"
+                             "  (if (%c) { %a } else { %b }, %a)\n}\n"),
+                   "fn(Tensor[(), bool], Tensor[(n, 2), float32], Tensor[(3, 2), float32]) -> "
+                   "(Tensor[(?, 2), float32], Tensor[(n, 2), float32])");
+  /* Different ranks: a tensor of unknown rank. */
+  ck_assert_str_eq(main_type("def @main(%c: bool, %a: Tensor[(n, 128), float32], %b: Tensor[(n, 128, t), float32]) {\n"
+                             "  if (%c) { %a } else { %b }\n}\n"),
+                   "fn(Tensor[(), bool], Tensor[(n, 128), float32], Tensor[(n, 128, t), float32]) -> "
+                   "Tensor[*, float32]");
+  NIMBLE_ASSERT_ERROR(test_check_status(arena, "def @main(%c: bool, %a: Tensor[(4,), float32], %b: Tensor[(4,), int32]) {\n"
                                                "  if (%c) { %a } else { %b }\n}\n"),
                       NIMBLE_INVALID_ARGUMENT, "in if at main.nir:2:3");
+  NIMBLE_ASSERT_ERROR(test_check_status(arena, "def @main(%c: bool, %a: Tensor[(4,), float32], %b: Tensor[(4,), int32]) {\n"
+                                               "  if (%c) { %a } else { %b }\n}\n"),
+                      NIMBLE_INVALID_ARGUMENT, "different dtypes");
   NIMBLE_ASSERT_ERROR(test_check_status(arena, "def @main(%c: float32) { if (%c) { 1 } else { 2 } }"),
                       NIMBLE_INVALID_ARGUMENT, "the condition must be a bool scalar");
+}
+END_TEST
+
+START_TEST(test_a_value_of_unknown_rank_reaches_operators_only_once_refined) {
+  static const char *const head =
+      "def @main(%c: bool, %a: Tensor[(n, 4), float32], %b: Tensor[(n, 4, t), float32]) {\n"
+      "  let %u = if (%c) { %a } else { %b };\n";
+  char text[1024];
+  /* shape_of takes it: a shape of unknown length. */
+  snprintf(text, sizeof text, "%s  shape_of(%%u)\n}\n", head);
+  ck_assert_str_eq(main_type(text), "fn(Tensor[(), bool], Tensor[(n, 4), float32], Tensor[(n, 4, t), float32]) -> "
+                                    "Tensor[(?,), int64]");
+  /* check_rank + reshape_tensor refine it to a rank (dims Any). */
+  snprintf(text, sizeof text,
+           "%s  let %%v = reshape_tensor(%%u, check_rank(shape_of(%%u), rank=3));\n  sum(%%v, axes=[2])\n}\n", head);
+  ck_assert_str_eq(main_type(text), "fn(Tensor[(), bool], Tensor[(n, 4), float32], Tensor[(n, 4, t), float32]) -> "
+                                    "Tensor[(?, ?), float32]");
+  /* Any other operator needs a known rank: the error names it. */
+  snprintf(text, sizeof text, "%s  relu(%%u)\n}\n", head);
+  NIMBLE_ASSERT_ERROR(test_check_status(arena, text), NIMBLE_UNIMPLEMENTED,
+                      "'relu' needs a tensor of known rank, argument 0 is Tensor[*, float32]");
+  /* A shape known to have the wrong length is left to the run-time check
+   * (the path may be dead once folding has made the rank known). */
+  ck_assert_str_eq(main_type("def @main(%a: Tensor[(2, 4), float32]) {\n"
+                             "  check_rank(shape_of(%a), rank=3, what=\"input 'a'\")\n}\n"),
+                   "fn(Tensor[(2, 4), float32]) -> Tensor[(3,), int64]");
+  /* Parameters and lets may say Tensor[*, dtype]; it prints back. */
+  ck_assert_str_eq(main_type("def @main(%x: Tensor[*, int64]) { let %y: Tensor[*, int64] = %x; shape_of(%y) }"),
+                   "fn(Tensor[*, int64]) -> Tensor[(?,), int64]");
+  /* Match arms join too. */
+  ck_assert_str_eq(main_type("type Option[T] { Some(T), None }\n"
+                             "def @main(%o: Option[Tensor[(2, 2), float32]]) {\n"
+                             "  match (%o) { Some(%v) => %v, None => const[(1,), float32]{0} }\n}\n"),
+                   "fn(Option[Tensor[(2, 2), float32]]) -> Tensor[*, float32]");
 }
 END_TEST
 
@@ -346,6 +398,13 @@ START_TEST(test_fixture_programs_have_hand_computed_types) {
   expect_program_type("control_flow.nir", "main",
                       "fn(Tensor[(?, 4), float32]) -> (Tensor[(), float32], Tensor[(), float32], ())");
   expect_program_type("edge_cases.nir", "swap", "fn[A, B](Pair[A, B]) -> Pair[B, A]");
+  /* The join of [n, 4] and [n, 4, t] has no rank; refined to rank 3 and
+   * summed over axes 1 and 2 it is a [?]. */
+  expect_program_type("unknown_rank.nir", "pick",
+                      "fn(Tensor[(), bool], Tensor[(n, 4), float32], Tensor[(n, 4, t), float32]) -> Tensor[*, float32]");
+  expect_program_type("unknown_rank.nir", "main",
+                      "fn(Tensor[(), bool], Tensor[(n, 4), float32], Tensor[(n, 4, t), float32]) -> "
+                      "(Tensor[(?,), float32], Tensor[(?,), int64])");
 }
 END_TEST
 
@@ -395,7 +454,8 @@ int main(void) {
   tcase_add_test(tc, test_symbolic_dim_binds_to_the_constant_it_meets);
   tcase_add_test(tc, test_inner_dimension_mismatch_is_reported);
   tcase_add_test(tc, test_if_branches_unify_and_any_stays_any);
-  tcase_add_test(tc, test_if_with_branches_of_different_shapes_is_an_error);
+  tcase_add_test(tc, test_if_with_branches_of_different_shapes_joins_them);
+  tcase_add_test(tc, test_a_value_of_unknown_rank_reaches_operators_only_once_refined);
   tcase_add_test(tc, test_match_arms_unify_and_constructors_instantiate_parameters);
   tcase_add_test(tc, test_match_arm_of_another_type_is_an_error);
   tcase_add_test(tc, test_symbolic_dims_in_a_type_definition_are_per_value);

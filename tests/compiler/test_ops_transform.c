@@ -73,6 +73,14 @@ START_TEST(test_layout_operators) {
   ck_assert_str_eq(SHAPES1("flatten", "", "2x3x4"), "(2, 12)");
   ck_assert_str_eq(SHAPES1("flatten", "axis=0", "2x3x4"), "(1, 24)");
   ck_assert_str_eq(SHAPES1("shape_of", "", "2x3x4"), "(3)");
+  /* check_rank: the shape of a tensor (here a shape of 3 entries) checked
+   * to have `rank` entries; at run time a mismatch is an error naming it. */
+  nimble_shape_input_t sh3 = in_values(NIMBLE_DTYPE_INT64, "3", NULL);
+  ck_assert_str_eq(shapes("check_rank", "rank=3", 1, &sh3), "(3)");
+  ck_assert_str_eq(shapes("check_rank", "rank=2, what=\"input 'y' of node 'n'\"", 1, &sh3),
+                   "error: in shape function of 'check_rank': input 'y' of node 'n' has rank 3, expected rank 2");
+  ck_assert_str_eq(shapes("check_rank", "rank=9", 1, &sh3),
+                   "error: in shape function of 'check_rank': rank 9 is not in 0 to 8");
 }
 END_TEST
 

@@ -209,6 +209,89 @@ START_TEST(test_rigid_type_parameter_refuses_a_concrete_type) {
 }
 END_TEST
 
+
+/* ---- join: the type of a value that is one of two (if, match) ---- */
+
+static const nimble_type *tensor3(nimble_dim_t a, nimble_dim_t b, nimble_dim_t c) {
+  nimble_dim_t d[3] = {a, b, c};
+  return nimble_type_tensor(arena, NIMBLE_DTYPE_FLOAT32, 3, d);
+}
+
+START_TEST(test_join_of_equal_constants_keeps_them_and_different_ones_become_any) {
+  const nimble_type *out;
+  NIMBLE_ASSERT_OK(nimble_type_join(subst, tensor2(nimble_dim_const(4), nimble_dim_const(128)),
+                                    tensor2(nimble_dim_const(6), nimble_dim_const(128)), &out));
+  ck_assert_str_eq(fmt(out), "Tensor[(?, 128), float32]");
+  /* Any against a constant is Any, as in unification. */
+  NIMBLE_ASSERT_OK(nimble_type_join(subst, tensor2(nimble_dim_any(), nimble_dim_const(3)),
+                                    tensor2(nimble_dim_const(2), nimble_dim_const(3)), &out));
+  ck_assert_str_eq(fmt(out), "Tensor[(?, 3), float32]");
+}
+END_TEST
+
+START_TEST(test_join_of_a_symbol_and_a_constant_is_any_and_leaves_the_symbol_unbound) {
+  /* Unification would bind n to 3; a join must not: the branch giving n
+   * says nothing about n being 3. */
+  nimble_dim_t n = nimble_subst_fresh_dim_var(subst, "n"), m = nimble_subst_fresh_dim_var(subst, "m");
+  const nimble_type *out;
+  NIMBLE_ASSERT_OK(nimble_type_join(subst, tensor2(n, nimble_dim_const(8)), tensor2(nimble_dim_const(3), nimble_dim_const(8)), &out));
+  ck_assert_str_eq(fmt(out), "Tensor[(?, 8), float32]");
+  ck_assert_int_eq(nimble_subst_resolve_dim(subst, n).kind, NIMBLE_DIM_VAR);
+  /* Two different symbols: Any, neither bound; the same symbol: kept. */
+  NIMBLE_ASSERT_OK(nimble_type_join(subst, tensor2(n, m), tensor2(m, m), &out));
+  ck_assert_str_eq(fmt(out), "Tensor[(?, m), float32]");
+  ck_assert_int_eq(nimble_subst_resolve_dim(subst, n).var_id, n.var_id);
+  ck_assert_int_eq(nimble_subst_resolve_dim(subst, m).var_id, m.var_id);
+}
+END_TEST
+
+START_TEST(test_join_of_different_ranks_is_a_tensor_of_unknown_rank) {
+  nimble_dim_t n = nimble_subst_fresh_dim_var(subst, "N");
+  const nimble_type *out, *t2 = tensor2(n, nimble_dim_const(128)),
+                          *t3 = tensor3(n, nimble_dim_const(128), nimble_dim_any());
+  NIMBLE_ASSERT_OK(nimble_type_join(subst, t2, t3, &out));
+  ck_assert_int_eq(out->kind, NIMBLE_TYPE_UNRANKED_TENSOR);
+  ck_assert_str_eq(fmt(out), "Tensor[*, float32]");
+  /* Unknown rank absorbs any rank, in either order. */
+  const nimble_type *u = out;
+  NIMBLE_ASSERT_OK(nimble_type_join(subst, t2, u, &out));
+  ck_assert_str_eq(fmt(out), "Tensor[*, float32]");
+  NIMBLE_ASSERT_OK(nimble_type_join(subst, u, nimble_type_scalar(arena, NIMBLE_DTYPE_FLOAT32), &out));
+  ck_assert_str_eq(fmt(out), "Tensor[*, float32]");
+  /* Unification accepts it against any rank too (checked at run time). */
+  NIMBLE_ASSERT_OK(nimble_type_unify(subst, t3, u, &out));
+  ck_assert_str_eq(fmt(out), "Tensor[*, float32]");
+}
+END_TEST
+
+START_TEST(test_join_refuses_different_dtypes_and_kinds_naming_both) {
+  const nimble_type *out, *f = nimble_type_unranked_tensor(arena, NIMBLE_DTYPE_FLOAT32);
+  NIMBLE_ASSERT_ERROR(nimble_type_join(subst, f, nimble_type_scalar(arena, NIMBLE_DTYPE_INT64), &out),
+                      NIMBLE_INVALID_ARGUMENT,
+                      "no common type for Tensor[*, float32] and Tensor[(), int64] (different dtypes:");
+  NIMBLE_ASSERT_ERROR(nimble_type_unify(subst, f, nimble_type_unranked_tensor(arena, NIMBLE_DTYPE_INT32), &out),
+                      NIMBLE_INVALID_ARGUMENT, "different dtypes");
+  NIMBLE_ASSERT_ERROR(nimble_type_join(subst, f, nimble_type_tuple(arena, 0, NULL), &out), NIMBLE_INVALID_ARGUMENT,
+                      "different kinds of type");
+}
+END_TEST
+
+START_TEST(test_join_goes_through_tuples_and_adt_arguments_and_binds_type_variables) {
+  const nimble_type *a = tensor2(nimble_dim_const(2), nimble_dim_const(3)), *b = tensor2(nimble_dim_const(5), nimble_dim_const(3));
+  const nimble_type *ta[2] = {a, a}, *tb[2] = {b, tensor3(nimble_dim_const(1), nimble_dim_const(2), nimble_dim_const(3))};
+  const nimble_type *out;
+  NIMBLE_ASSERT_OK(nimble_type_join(subst, nimble_type_tuple(arena, 2, ta), nimble_type_tuple(arena, 2, tb), &out));
+  ck_assert_str_eq(fmt(out), "(Tensor[(?, 3), float32], Tensor[*, float32])");
+  const nimble_type *la = nimble_type_adt(arena, "List", 1, &a), *lb = nimble_type_adt(arena, "List", 1, &b);
+  NIMBLE_ASSERT_OK(nimble_type_join(subst, la, lb, &out));
+  ck_assert_str_eq(fmt(out), "List[Tensor[(?, 3), float32]]");
+  /* A type not known yet (a recursive call's result) takes the other. */
+  const nimble_type *r = nimble_subst_fresh_type_var(subst, "R");
+  NIMBLE_ASSERT_OK(nimble_type_join(subst, r, a, &out));
+  ck_assert_str_eq(fmt(r), "Tensor[(2, 3), float32]");
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("unify");
   TCase *tc = tcase_create("core");
@@ -228,6 +311,11 @@ int main(void) {
   tcase_add_test(tc, test_unify_refuses_an_infinite_type);
   tcase_add_test(tc, test_unify_function_types_pairs_parameters_and_results);
   tcase_add_test(tc, test_rigid_type_parameter_refuses_a_concrete_type);
+  tcase_add_test(tc, test_join_of_equal_constants_keeps_them_and_different_ones_become_any);
+  tcase_add_test(tc, test_join_of_a_symbol_and_a_constant_is_any_and_leaves_the_symbol_unbound);
+  tcase_add_test(tc, test_join_of_different_ranks_is_a_tensor_of_unknown_rank);
+  tcase_add_test(tc, test_join_refuses_different_dtypes_and_kinds_naming_both);
+  tcase_add_test(tc, test_join_goes_through_tuples_and_adt_arguments_and_binds_type_variables);
   suite_add_tcase(s, tc);
   return nimble_test_run(s);
 }

@@ -308,6 +308,51 @@ START_TEST(test_misused_registers_give_errors_naming_the_instruction) {
 }
 END_TEST
 
+
+/* An output declared NIMBLE_NDIM_ANY (an If whose branches give different
+ * ranks) takes a tensor of any rank, its dtype still checked; inputs may
+ * not be declared so. The executable goes through the serialized format. */
+static nimble_executable_builder *shape_of_any_rank(DLDataType out_dtype) {
+  nimble_executable_builder *b = rt_builder();
+  uint32_t f = rt_function(b, "main", 1, 2);
+  RT_EMIT(b, f, NIMBLE_OP_SHAPE_OF, 1, 0); /* of a scalar: int64 [0] */
+  RT_EMIT(b, f, NIMBLE_OP_RET, 1);
+  nimble_tensor_info_t in = rt_info("a0", RT_I64, 0, NULL, NULL);
+  nimble_tensor_info_t out = {.name = "out", .dtype = out_dtype, .device = RT_CPU, .ndim = NIMBLE_NDIM_ANY};
+  NIMBLE_ASSERT_OK(nimble_builder_add_entry(b, "main", f, &in, 1, &out, 1));
+  rt_info_free(&in);
+  return b;
+}
+
+START_TEST(test_an_output_of_any_rank_is_checked_for_its_dtype_only) {
+  int64_t x = 5;
+  DLTensor t = rt_tensor(&x, RT_I64, 0, NULL);
+  nimble_vm *vm = make_vm(shape_of_any_rank(RT_I64), NULL);
+  NIMBLE_ASSERT_OK(nimble_vm_set_input(vm, "main", 0, &t));
+  NIMBLE_ASSERT_OK(nimble_vm_invoke(vm, "main"));
+  DLManagedTensor *o;
+  NIMBLE_ASSERT_OK(nimble_vm_take_output(vm, 0, &o));
+  ck_assert_int_eq(o->dl_tensor.ndim, 1);
+  ck_assert_int_eq(o->dl_tensor.shape[0], 0);
+  o->deleter(o);
+  nimble_vm_destroy(vm);
+  vm = make_vm(shape_of_any_rank(RT_F32), NULL);
+  NIMBLE_ASSERT_OK(nimble_vm_set_input(vm, "main", 0, &t));
+  NIMBLE_ASSERT_ERROR(nimble_vm_invoke(vm, "main"), NIMBLE_INTERNAL,
+                      "entry 'main': output 'out' is int64 [0], declared float32 [*]");
+  nimble_vm_destroy(vm);
+  nimble_executable_builder *b = rt_builder();
+  uint32_t f = rt_function(b, "main", 1, 1);
+  RT_EMIT(b, f, NIMBLE_OP_RET, 0);
+  nimble_tensor_info_t in = {.name = "a0", .dtype = RT_I64, .device = RT_CPU, .ndim = NIMBLE_NDIM_ANY};
+  nimble_tensor_info_t out = rt_info("out", RT_I64, 0, NULL, NULL);
+  NIMBLE_ASSERT_ERROR(nimble_builder_add_entry(b, "main", f, &in, 1, &out, 1), NIMBLE_INVALID_ARGUMENT,
+                      "builder: tensor 'a0' has ndim -1");
+  rt_info_free(&out);
+  nimble_builder_destroy(b);
+}
+END_TEST
+
 START_TEST(test_an_output_can_be_taken_only_once) {
   nimble_executable_builder *b = rt_builder();
   uint32_t f = rt_function(b, "main", 1, 1);
@@ -360,6 +405,7 @@ Suite *vm_errors_suite(void) {
   tcase_add_test(tc, test_unbounded_recursion_hits_the_call_depth_limit);
   tcase_add_test(tc, test_misused_registers_give_errors_naming_the_instruction);
   tcase_add_test(tc, test_an_output_can_be_taken_only_once);
+  tcase_add_test(tc, test_an_output_of_any_rank_is_checked_for_its_dtype_only);
   tcase_add_test(tc, test_vm_options_are_checked);
   suite_add_tcase(s, tc);
   return s;

@@ -1,6 +1,20 @@
 /* Linking an object file into a shared object with ld.lld, run as a child
  * process on files in a private temporary directory that is removed on
- * every path. */
+ * every path.
+ *
+ * Kernels call libm (log, expf, pow, ...), and the shared object must say
+ * so itself: a process that dlopens it (nimble-run links libc, libdl and
+ * pthreads, not libm) resolves an undefined symbol only from libraries
+ * already loaded or named by DT_NEEDED. Linking against the target's real
+ * libm needs its sysroot, which a compile worker for another architecture
+ * does not have. So lld first builds a stub: a shared object with soname
+ * libm.so.6 and no symbols, from an empty linker script with the emulation
+ * of the object's machine (x86_64 or aarch64); the kernels are then linked
+ * against it, which records DT_NEEDED libm.so.6 (glibc's libm soname on
+ * both). The stub only names the library; the symbols stay undefined in
+ * the kernel object (allowed in a shared link) and bind to the real libm
+ * when the runtime loads it. memcpy/memset and other libc symbols need no
+ * entry: libc is in every process. */
 #include <errno.h>
 #include <fcntl.h>
 #include <spawn.h>
@@ -66,14 +80,24 @@ static nimble_status_t read_file(const char *path, size_t limit, uint8_t **out, 
   return nimble_ok();
 }
 
-static nimble_status_t run_lld(const char *lld, const char *obj, const char *so,
-                               const char *log) {
+/* The lld emulation for an ELF relocatable's machine (e_machine at byte
+ * 18, little-endian on both targets); NULL for anything else. */
+static const char *emulation_of(const uint8_t *object, size_t size) {
+  static const uint8_t magic[4] = {0x7f, 'E', 'L', 'F'};
+  if (size < 20 || memcmp(object, magic, 4) != 0 || object[4] != 2 /* ELFCLASS64 */ ||
+      object[5] != 1 /* little-endian */)
+    return NULL;
+  unsigned machine = (unsigned)object[18] | (unsigned)object[19] << 8;
+  if (machine == 62) return "elf_x86_64";    /* EM_X86_64 */
+  if (machine == 183) return "aarch64linux"; /* EM_AARCH64 */
+  return NULL;
+}
+
+static nimble_status_t run_lld(const char *lld, char *const *argv, const char *log) {
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
   posix_spawn_file_actions_adddup2(&fa, 1, 2);
-  char *argv[] = {(char *)lld, "-shared", "--hash-style=gnu", "-z", "noexecstack", "-o", (char *)so,
-                  (char *)obj, NULL};
   pid_t pid;
   int rc = posix_spawnp(&pid, lld, &fa, NULL, argv, environ);
   posix_spawn_file_actions_destroy(&fa);
@@ -103,19 +127,34 @@ nimble_status_t nimble_codegen_link_shared(const uint8_t *object, size_t object_
   if (!lld) lld = "ld.lld-16";
   const char *tmp = getenv("TMPDIR");
   if (!tmp || !*tmp) tmp = "/tmp";
-  char dir[4096], obj[4200], so[4200], log[4200];
+  const char *emulation = emulation_of(object, object_size);
+  if (!emulation)
+    return nimble_status_make(NIMBLE_INVALID_ARGUMENT,
+                              "linking kernels: the object is not a 64-bit little-endian x86_64 or "
+                              "aarch64 ELF file");
+  char dir[4096], obj[4200], so[4200], log[4200], lds[4200], libm[4200];
   if (snprintf(dir, sizeof dir, "%s/nimble-codegen-XXXXXX", tmp) >= (int)sizeof dir)
     return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "TMPDIR is too long");
   if (!mkdtemp(dir)) return nimble_status_make(NIMBLE_IO_ERROR, "mkdtemp %s: %s", dir, strerror(errno));
   snprintf(obj, sizeof obj, "%s/kernels.o", dir);
   snprintf(so, sizeof so, "%s/kernels.so", dir);
   snprintf(log, sizeof log, "%s/lld.log", dir);
+  snprintf(lds, sizeof lds, "%s/empty.lds", dir);
+  snprintf(libm, sizeof libm, "%s/libm.so.6", dir);
+  char *stub_argv[] = {(char *)lld, "-shared", "-m", (char *)emulation, "-soname", "libm.so.6",
+                       "-o", libm, lds, NULL};
+  char *argv[] = {(char *)lld, "-shared", "--hash-style=gnu", "-z", "noexecstack", "-o", so, obj,
+                  libm, NULL};
   nimble_status_t s = write_file(obj, object, object_size);
-  if (!s) s = run_lld(lld, obj, so, log);
+  if (!s) s = write_file(lds, (const uint8_t *)"", 0);
+  if (!s) s = run_lld(lld, stub_argv, log);
+  if (!s) s = run_lld(lld, argv, log);
   if (!s) s = read_file(so, (size_t)1 << 31, so_out, so_size);
   unlink(obj);
   unlink(so);
   unlink(log);
+  unlink(lds);
+  unlink(libm);
   if (rmdir(dir) != 0 && !s)
     s = nimble_status_make(NIMBLE_IO_ERROR, "removing %s: %s", dir, strerror(errno));
   if (s) {

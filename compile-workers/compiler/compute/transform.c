@@ -677,6 +677,34 @@ bool cp_split_parts(cp_ctx *c, cp_node *n, cp_node **parts, int *count) {
   return true;
 }
 
+/* ---- check_rank: a shape vector checked to have `rank` entries ---- */
+
+static nimble_status_t shape_check_rank(cp_ctx *c, cp_node *n) {
+  cp_node *s = n->in[0];
+  int64_t want = cp_attr_int(n, "rank");
+  if (s->rank != 1 || want < 0 || want > CP_MAX_RANK)
+    return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "check_rank: a 1-D shape and a rank in 0 to %d", CP_MAX_RANK);
+  const char *what = cp_attr_string(n, "what");
+  if (!what || !what[0]) what = "the tensor";
+  n->rank = 1;
+  n->type = s->type;
+  n->dtype = s->dtype;
+  n->ext[0] = cp_i(c, want);
+  /* One check per rank it might have instead, so that the message (static
+   * text) says which. */
+  for (int r = 0; r <= CP_MAX_RANK; r++)
+    if (r != want)
+      cp_check(c, nimble_ln_binary(c->A, NIMBLE_LN_NE, s->ext[0], cp_i(c, r)), "%s has rank %d, expected rank %lld",
+               what, r, (long long)want);
+  cp_check(c, cp_eq(c, s->ext[0], n->ext[0]), "%s has a rank above %d, expected rank %lld", what, CP_MAX_RANK,
+           (long long)want);
+  return nimble_ok();
+}
+
+static nimble_ln_expr *value_check_rank(cp_ctx *c, cp_node *n, nimble_ln_expr *const *idx) {
+  return cp_value(c, n->in[0], idx);
+}
+
 #define INJ(name, shape, value) {name, CP_INJECTIVE, shape, value, NULL, NULL}
 
 const cp_def cp_defs_transform[] = {
@@ -697,5 +725,6 @@ const cp_def cp_defs_transform[] = {
     INJ("dyn_strided_slice", shape_dyn_slice, value_dyn_slice),
     INJ("expand", shape_expand, value_broadcast_to),
     INJ("gather_nd", shape_gather_nd, value_gather_nd),
+    INJ("check_rank", shape_check_rank, value_check_rank),
 };
 const int cp_defs_transform_count = (int)(sizeof cp_defs_transform / sizeof cp_defs_transform[0]);

@@ -36,6 +36,7 @@ static bool type_eq_named(const nimble_type *a, const nimble_type *b) {
       for (size_t i = 0; i < a->u.tensor.rank; i++)
         if (!dim_eq_named(a->u.tensor.dims[i], b->u.tensor.dims[i])) return false;
       return true;
+    case NIMBLE_TYPE_UNRANKED_TENSOR: return a->u.tensor.dtype == b->u.tensor.dtype;
     case NIMBLE_TYPE_TUPLE:
       if (a->u.tuple.count != b->u.tuple.count) return false;
       for (size_t i = 0; i < a->u.tuple.count; i++)

@@ -129,6 +129,10 @@ nimble_status_t nimble_module_replace_func(nimble_module *m, const char *name,
   return nimble_status_make(NIMBLE_NOT_FOUND, "no global function '@%s'", name);
 }
 
+void nimble_module_truncate_funcs(nimble_module *m, size_t n) {
+  if (n < m->num_funcs) m->num_funcs = n;
+}
+
 size_t nimble_module_num_typedefs(const nimble_module *m) { return m->num_typedefs; }
 const nimble_typedef *nimble_module_typedef_at(const nimble_module *m, size_t i) {
   return i < m->num_typedefs ? m->typedefs[i] : NULL;

@@ -60,6 +60,19 @@ const nimble_type *nimble_type_scalar(nimble_arena *a, nimble_dtype_t dtype) {
   return nimble_type_tensor(a, dtype, 0, NULL);
 }
 
+const nimble_type *nimble_type_unranked_tensor(nimble_arena *a, nimble_dtype_t dtype) {
+  nimble_type *t = type_new(a, NIMBLE_TYPE_UNRANKED_TENSOR);
+  if (!t) return NULL;
+  t->u.tensor.dtype = dtype;
+  t->u.tensor.rank = 0;
+  t->u.tensor.dims = NULL;
+  return t;
+}
+
+bool nimble_type_is_any_tensor(const nimble_type *t) {
+  return t && (t->kind == NIMBLE_TYPE_TENSOR || t->kind == NIMBLE_TYPE_UNRANKED_TENSOR);
+}
+
 const nimble_type *nimble_type_tuple(nimble_arena *a, size_t count,
                                      const nimble_type *const *fields) {
   nimble_type *t = type_new(a, NIMBLE_TYPE_TUPLE);
@@ -121,6 +134,7 @@ static bool type_equal_in(const nimble_type *a, const nimble_type *b, const boun
       for (size_t i = 0; i < a->u.tensor.rank; i++)
         if (!nimble_dim_same(a->u.tensor.dims[i], b->u.tensor.dims[i])) return false;
       return true;
+    case NIMBLE_TYPE_UNRANKED_TENSOR: return a->u.tensor.dtype == b->u.tensor.dtype;
     case NIMBLE_TYPE_TUPLE:
       if (a->u.tuple.count != b->u.tuple.count) return false;
       for (size_t i = 0; i < a->u.tuple.count; i++)
@@ -188,6 +202,9 @@ void nimble_print_type(nimble_strbuf *b, const nimble_type *t) {
       }
       nimble_strbuf_printf(b, "%s), %s]", t->u.tensor.rank == 1 ? "," : "",
                            nimble_dtype_name(t->u.tensor.dtype));
+      break;
+    case NIMBLE_TYPE_UNRANKED_TENSOR:
+      nimble_strbuf_printf(b, "Tensor[*, %s]", nimble_dtype_name(t->u.tensor.dtype));
       break;
     case NIMBLE_TYPE_TUPLE:
       nimble_strbuf_puts(b, "(");

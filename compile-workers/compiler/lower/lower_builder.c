@@ -28,7 +28,7 @@ static nimble_tensor_info_t *infos(const lw_sig *s, uint32_t n) {
   nimble_tensor_info_t *t = calloc(n ? n : 1, sizeof *t);
   if (!t) return NULL;
   for (uint32_t i = 0; i < n; i++) {
-    nimble_sig_dim_t *d = calloc(s[i].ndim ? (size_t)s[i].ndim : 1, sizeof *d);
+    nimble_sig_dim_t *d = calloc(s[i].ndim > 0 ? (size_t)s[i].ndim : 1, sizeof *d); /* -1: any rank */
     if (!d) {
       for (uint32_t k = 0; k < i; k++) free((void *)t[k].dims);
       free(t);

@@ -19,7 +19,7 @@ typedef struct nimble_executable_builder nimble_executable_builder;
 typedef struct lw_sig {
   const char *name;
   DLDataType dtype;
-  int32_t ndim;
+  int32_t ndim; /* -1 (NIMBLE_NDIM_ANY): an output whose rank is known at run time only */
   const int64_t *dims;
   const char *const *symbols;
 } lw_sig;

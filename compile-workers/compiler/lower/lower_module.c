@@ -397,6 +397,20 @@ static nimble_status_t tensor_info(lower_ctx *c, const char *what, const char *n
                                    const nimble_type *t, lw_sig *out) {
   char buf[160];
   if (t && t->kind == NIMBLE_TYPE_ADT && strcmp(what, "input") == 0) return adt_info(c, name, t, out);
+  if (t && t->kind == NIMBLE_TYPE_UNRANKED_TENSOR) {
+    /* An output may have any rank (the runtime then checks its dtype only,
+     * NIMBLE_NDIM_ANY); an input must say what the caller gives. */
+    if (strcmp(what, "output") == 0) {
+      memset(out, 0, sizeof *out);
+      out->name = name;
+      out->dtype = lw_dl_dtype(t->u.tensor.dtype);
+      out->ndim = -1;
+      return nimble_ok();
+    }
+    return nimble_status_make(NIMBLE_UNIMPLEMENTED,
+                              "entry '%s': %s '%s' has type %s: an entry's inputs have a known rank",
+                              c->opts.entry, what, name, nimble_type_format(t, buf, sizeof buf));
+  }
   if (!t || t->kind != NIMBLE_TYPE_TENSOR)
     return nimble_status_make(NIMBLE_UNIMPLEMENTED,
                               "entry '%s': %s '%s' has type %s; entries take tensors and ADTs and "

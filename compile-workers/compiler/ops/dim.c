@@ -162,6 +162,12 @@ nimble_status_t nimble_axis_normalize(int64_t axis, size_t rank, size_t *out) {
 char *nimble_tensor_sig_format(const nimble_tensor_sig_t *sig, char *buf, size_t size) {
   nimble_strbuf b;
   nimble_strbuf_init(&b);
+  if (sig->rank == NIMBLE_RANK_UNKNOWN || sig->rank > NIMBLE_MAX_RANK) {
+    nimble_strbuf_printf(&b, "Tensor[*, %s]", nimble_dtype_name(sig->dtype));
+    nimble_strbuf_copy_truncated(&b, buf, size);
+    nimble_strbuf_deinit(&b);
+    return buf;
+  }
   nimble_strbuf_puts(&b, "Tensor[(");
   for (size_t i = 0; i < sig->rank; i++) {
     if (i) nimble_strbuf_puts(&b, ", ");

@@ -15,7 +15,8 @@
  *   invoke_shape_func(args..., kernel=, out_ranks=, mode=)
  *                                        the kernel's shape function on the
  *                                        host: one 1-D int64 shape per output
- *   reshape_tensor(x, shape)             a view of x with a new shape
+ *   reshape_tensor(x, shape)             a view of x with a new shape (x may
+ *                                        be of unknown rank)
  *   device_copy(x, device=)              a copy of x on `device` ("cpu" or
  *                                        "cuda"); same type (place_devices
  *                                        inserts it; the VM's DeviceCopy)
@@ -195,7 +196,10 @@ static nimble_status_t rel_reshape_tensor(const nimble_rel_call_t *call, nimble_
   if (known) {
     int64_t before = 1, after = 1;
     bool static_in = true;
-    for (size_t i = 0; i < call->inputs[0].rank; i++) {
+    /* A tensor of unknown rank has an unknown size (the VM checks the view
+     * against the real one). */
+    if (call->inputs[0].rank == NIMBLE_RANK_UNKNOWN) static_in = false;
+    for (size_t i = 0; static_in && i < call->inputs[0].rank; i++) {
       nimble_dim_t d = nimble_dim_resolve(call->ctx, call->inputs[0].dims[i]);
       if (d.kind != NIMBLE_DIM_CONST) static_in = false;
       else if (d.value != 0 && before > INT64_MAX / d.value) static_in = false;
@@ -265,11 +269,11 @@ const nimble_op nimble_ops_memory[] = {
      ATTRS(kShapeFuncAttrs), rel_invoke_shape_func, NIMBLE_SHAPE_DATA_INDEPENDENT, NULL, 0,
      NIMBLE_FUSE_OPAQUE, true},
     {"reshape_tensor", "a view with a new shape given as a 1-D tensor", 2, 2, NO_ATTRS,
-     rel_reshape_tensor, NIMBLE_SHAPE_DATA_DEPENDENT, NULL, 1u << 1, NIMBLE_FUSE_OPAQUE, false},
+     rel_reshape_tensor, NIMBLE_SHAPE_DATA_DEPENDENT, NULL, 1u << 1, NIMBLE_FUSE_OPAQUE, false, 1u},
     {"device_copy", "a copy of a tensor on another device (the VM's DeviceCopy)", 1, 1,
      ATTRS(kDeviceCopyAttrs), rel_device_copy, NIMBLE_SHAPE_DATA_INDEPENDENT, NULL, 0, NIMBLE_FUSE_OPAQUE,
-     false},
+     false, 1u},
     {"kill", "the last use of a value: frees it early", 1, 1, NO_ATTRS, rel_kill,
-     NIMBLE_SHAPE_DATA_INDEPENDENT, NULL, 0, NIMBLE_FUSE_OPAQUE, true},
+     NIMBLE_SHAPE_DATA_INDEPENDENT, NULL, 0, NIMBLE_FUSE_OPAQUE, true, 1u},
 };
 const size_t nimble_ops_memory_count = sizeof nimble_ops_memory / sizeof nimble_ops_memory[0];

@@ -471,7 +471,42 @@ static nimble_status_t rel_shape_of(const nimble_rel_call_t *call, nimble_tensor
                                     size_t *num_out) {
   nimble_tensor_sig_t r = sig_empty(NIMBLE_DTYPE_INT64);
   r.rank = 1;
-  r.dims[0] = nimble_dim_const((int64_t)call->inputs[0].rank);
+  /* A tensor of unknown rank has a shape of unknown length. */
+  size_t rank = call->inputs[0].rank;
+  r.dims[0] = rank == NIMBLE_RANK_UNKNOWN ? nimble_dim_any() : nimble_dim_const((int64_t)rank);
+  return nimble_rel_one(out, num_out, &r);
+}
+
+/* check_rank(shape, rank=R, what=W): the shape of a tensor (1-D int64),
+ * checked to have R entries, returned with that static length. With
+ * reshape_tensor it turns a tensor of unknown rank into one of rank R:
+ *   reshape_tensor(%x, check_rank(shape_of(%x), rank=3))
+ * is %x as a Tensor[(?, ?, ?)], or the run-time error "W has rank 2,
+ * expected rank 3". */
+static nimble_status_t rel_check_rank(const nimble_rel_call_t *call, nimble_tensor_sig_t *out,
+                                      size_t *num_out) {
+  const nimble_tensor_sig_t *s = &call->inputs[0];
+  char buf[160];
+  if (s->rank != 1 || s->dtype != NIMBLE_DTYPE_INT64)
+    return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "input 0 must be a shape (1-D int64), got %s",
+                              SIG_STR(s, buf));
+  int64_t want = A_INT(call, "rank");
+  if (want < 0 || want > NIMBLE_MAX_RANK)
+    return nimble_status_make(NIMBLE_OUT_OF_RANGE, "rank %" PRId64 " is not in 0 to %d", want,
+                              NIMBLE_MAX_RANK);
+  /* Only a run-time shape is an error here. A length known to differ at
+   * compile time is left to the kernel: such a check may sit on a path that
+   * never runs (the other rank's conversion, once folding has made the
+   * value's rank known), and fails only if it does run. */
+  nimble_dim_t have = nimble_dim_resolve(call->ctx, s->dims[0]);
+  if (nimble_dim_ctx_is_concrete(call->ctx) && have.kind == NIMBLE_DIM_CONST && have.value != want) {
+    const char *what = A_STRING(call, "what");
+    return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "%s has rank %" PRId64 ", expected rank %" PRId64,
+                              what[0] ? what : "the tensor", have.value, want);
+  }
+  nimble_tensor_sig_t r = sig_empty(NIMBLE_DTYPE_INT64);
+  r.rank = 1;
+  r.dims[0] = nimble_dim_const(want);
   return nimble_rel_one(out, num_out, &r);
 }
 
@@ -522,6 +557,10 @@ static const nimble_attr_spec_t kPadAttrs[] = {
 static const nimble_attr_spec_t kFlattenAttrs[] = {
     ATTR_INT("axis", 1, "dims before it form the first result dim"),
 };
+static const nimble_attr_spec_t kCheckRankAttrs[] = {
+    ATTR_INT_REQUIRED("rank", "the number of entries the shape must have"),
+    ATTR_STRING("what", "", "the value checked, for the error message"),
+};
 
 #define LAYOUT(nm, doc, lo, hi, attrs, rel, pat) \
   {nm, doc, lo, hi, attrs, rel, NIMBLE_SHAPE_DATA_INDEPENDENT, NULL, 0, pat, false}
@@ -553,7 +592,9 @@ const nimble_op nimble_ops_transform[] = {
            NIMBLE_FUSE_INJECTIVE),
     LAYOUT("flatten", "collapses to 2-D at axis", 1, 1, ATTRS(kFlattenAttrs), rel_flatten,
            NIMBLE_FUSE_INJECTIVE),
-    LAYOUT("shape_of", "the shape as an int64 vector", 1, 1, NO_ATTRS, rel_shape_of,
-           NIMBLE_FUSE_OPAQUE),
+    {"shape_of", "the shape as an int64 vector (of any tensor, ranked or not)", 1, 1, NO_ATTRS, rel_shape_of,
+     NIMBLE_SHAPE_DATA_INDEPENDENT, NULL, 0, NIMBLE_FUSE_OPAQUE, false, 1u},
+    LAYOUT("check_rank", "a shape checked at run time to have `rank` entries", 1, 1, ATTRS(kCheckRankAttrs),
+           rel_check_rank, NIMBLE_FUSE_OPAQUE),
 };
 const size_t nimble_ops_transform_count = sizeof nimble_ops_transform / sizeof nimble_ops_transform[0];

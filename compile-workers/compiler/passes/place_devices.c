@@ -74,8 +74,9 @@ static bool small_host_value(const nimble_type *t) {
 
 /* Whether the primitive's body uses an operator that keeps it on the host. */
 static bool host_only_body(const nimble_expr *e) {
-  /* det's kernel works in a scratch buffer, which nvptx64 has none of. */
-  static const char *const kRefusedByPtx[] = {"log", "power", "log_softmax", "det"};
+  /* det's kernel works in a scratch buffer, which nvptx64 has none of;
+   * check_rank reads a shape (a host tensor) and reports errors. */
+  static const char *const kRefusedByPtx[] = {"log", "power", "log_softmax", "det", "check_rank"};
   if (!e) return false;
   switch (e->kind) {
     case NIMBLE_EXPR_CALL: {

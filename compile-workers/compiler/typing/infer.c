@@ -135,6 +135,7 @@ static bool rename_list(nimble_arena *a, const renaming *r, size_t n, const nimb
 
 static const nimble_type *rename_type(nimble_arena *a, const renaming *r, const nimble_type *t) {
   switch (t->kind) {
+    case NIMBLE_TYPE_UNRANKED_TENSOR: return t;
     case NIMBLE_TYPE_VAR:
       for (size_t i = 0; i < r->num_types; i++)
         if (r->type_ids[i] == t->u.var.id) return r->types[i];
@@ -252,6 +253,21 @@ static nimble_status_t to_sig(infer_ctx *c, const nimble_type *t, size_t i, cons
   t = nimble_subst_apply(c->s, t);
   if (!t) return oom();
   char buf[160];
+  if (t->kind == NIMBLE_TYPE_UNRANKED_TENSOR) {
+    /* Kernels are made per rank: an operator takes a tensor of unknown rank
+     * only where it says so (shape_of, reshape_tensor). Elsewhere the value
+     * must be refined first, which checks its rank at run time. */
+    if (i < 32 && (op->unranked_inputs >> i & 1u)) {
+      memset(sig, 0, sizeof *sig);
+      sig->dtype = t->u.tensor.dtype;
+      sig->rank = NIMBLE_RANK_UNKNOWN;
+      return nimble_ok();
+    }
+    return nimble_status_make(NIMBLE_UNIMPLEMENTED,
+                              "'%s' needs a tensor of known rank, argument %zu is %s: refine it first, "
+                              "reshape_tensor(x, check_rank(shape_of(x), rank=R))",
+                              op->name, i, nimble_type_format(t, buf, sizeof buf));
+  }
   if (t->kind != NIMBLE_TYPE_TENSOR) {
     if (t->kind == NIMBLE_TYPE_VAR)
       return nimble_status_make(NIMBLE_INVALID_ARGUMENT,
@@ -314,7 +330,8 @@ static nimble_status_t infer_op_call(infer_ctx *c, const nimble_expr *e, const n
   NIMBLE_RETURN_IF_ERROR(op->relation(&call, res, &nres));
   const nimble_type *types[NIMBLE_MAX_OUTPUTS];
   for (size_t k = 0; k < nres; k++) {
-    types[k] = nimble_type_tensor(c->arena, res[k].dtype, res[k].rank, res[k].dims);
+    types[k] = res[k].rank == NIMBLE_RANK_UNKNOWN ? nimble_type_unranked_tensor(c->arena, res[k].dtype)
+                                                   : nimble_type_tensor(c->arena, res[k].dtype, res[k].rank, res[k].dims);
     if (!types[k]) return oom();
   }
   if (op->tuple_output) *out = nimble_type_tuple(c->arena, nres, types);
@@ -511,9 +528,16 @@ static nimble_status_t infer_inner(infer_ctx *c, const nimble_expr *e, const nim
       NIMBLE_RETURN_IF_ERROR(infer(c, e->u.if_.cond, &ct));
       nimble_status_t st = unify_at(c, boolean, ct, &u);
       if (st) return at_expr(nimble_status_annotate(st, "the condition must be a bool scalar"), "if", e);
+      /* What a branch proves about the dims of outer values (a squeeze
+       * binding `t` to 1) holds only while it runs: undone after it. */
+      nimble_subst_mark_t mark = nimble_subst_mark(c->s);
       NIMBLE_RETURN_IF_ERROR(infer(c, e->u.if_.then_branch, &tt));
+      nimble_subst_undo_dims(c->s, mark);
       NIMBLE_RETURN_IF_ERROR(infer(c, e->u.if_.else_branch, &et));
-      st = unify_at(c, tt, et, out);
+      nimble_subst_undo_dims(c->s, mark);
+      /* Either branch may run: the result is their join (dims that differ
+       * are Any, ranks that differ an unknown rank). */
+      st = nimble_type_join(c->s, tt, et, out);
       if (st) return at_expr(nimble_status_annotate(st, "the branches differ"), "if", e);
       return nimble_ok();
     }
@@ -550,13 +574,15 @@ static nimble_status_t infer_inner(infer_ctx *c, const nimble_expr *e, const nim
       for (size_t i = 0; i < e->u.match.num_clauses; i++) {
         const nimble_match_clause_t *cl = &e->u.match.clauses[i];
         const nimble_type *bt;
+        nimble_subst_mark_t mark = nimble_subst_mark(c->s);
         NIMBLE_RETURN_IF_ERROR(at_expr(check_pattern(c, cl->pattern, st_type), "match", e));
         NIMBLE_RETURN_IF_ERROR(infer(c, cl->body, &bt));
+        nimble_subst_undo_dims(c->s, mark); /* as for the branches of an if */
         if (!result) {
           result = bt;
           continue;
         }
-        nimble_status_t st = unify_at(c, result, bt, &result);
+        nimble_status_t st = nimble_type_join(c->s, result, bt, &result);
         if (st) return at_expr(nimble_status_annotate(st, "arm %zu differs from the arms before", i + 1), "match", e);
       }
       if (!result)
@@ -600,7 +626,8 @@ static void collect_dims(const nimble_type *t, uint32_t *ids, const char **names
       for (size_t i = 0; i < t->u.func.num_params; i++) collect_dims(t->u.func.params[i], ids, names, n, cap);
       collect_dims(t->u.func.ret, ids, names, n, cap);
       break;
-    case NIMBLE_TYPE_VAR: break;
+    case NIMBLE_TYPE_VAR:
+    case NIMBLE_TYPE_UNRANKED_TENSOR: break;
   }
 }
 

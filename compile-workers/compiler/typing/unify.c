@@ -20,6 +20,9 @@ struct nimble_subst {
   /* The name of each dim variable seen (resolved, bound or made fresh), so
    * that a binding can be turned around (see nimble_subst_bind_dim). */
   const char **dim_names;
+  /* The dim variables bound, in order (nimble_subst_undo_dims). */
+  uint32_t *trail;
+  size_t trail_n, trail_cap;
 };
 
 static nimble_status_t oom(void) {
@@ -100,6 +103,34 @@ nimble_dim_t nimble_subst_resolve_dim(nimble_subst *s, nimble_dim_t d) {
   return d;
 }
 
+static nimble_status_t log_binding(nimble_subst *s, uint32_t id) {
+  if (s->trail_n == s->trail_cap) {
+    size_t cap = s->trail_cap ? s->trail_cap * 2 : 64;
+    uint32_t *t = nimble_arena_calloc(s->arena, cap, sizeof(*t));
+    if (!t) return oom();
+    if (s->trail_n) memcpy(t, s->trail, s->trail_n * sizeof(*t));
+    s->trail = t;
+    s->trail_cap = cap;
+  }
+  s->trail[s->trail_n++] = id;
+  return nimble_ok();
+}
+
+nimble_subst_mark_t nimble_subst_mark(const nimble_subst *s) {
+  nimble_subst_mark_t m = {s->trail_n, s->next_id};
+  return m;
+}
+
+void nimble_subst_undo_dims(nimble_subst *s, nimble_subst_mark_t mark) {
+  size_t kept = mark.trail;
+  for (size_t i = mark.trail; i < s->trail_n; i++) {
+    uint32_t id = s->trail[i];
+    if (id < mark.next_id) s->dim_bound[id] = 0;
+    else s->trail[kept++] = id;
+  }
+  s->trail_n = kept;
+}
+
 nimble_status_t nimble_subst_bind_dim(nimble_subst *s, uint32_t var_id, nimble_dim_t value) {
   if (!ensure(s, var_id)) return oom();
   if (s->dim_bound[var_id])
@@ -118,11 +149,11 @@ nimble_status_t nimble_subst_bind_dim(nimble_subst *s, uint32_t var_id, nimble_d
     if (!ensure(s, newer)) return oom();
     s->dims[newer] = nimble_dim_var(var_id, s->dim_names[var_id]);
     s->dim_bound[newer] = 1;
-    return nimble_ok();
+    return log_binding(s, newer);
   }
   s->dims[var_id] = value;
   s->dim_bound[var_id] = 1;
-  return nimble_ok();
+  return log_binding(s, var_id);
 }
 
 /* Follows type variable bindings at the top only. */
@@ -152,7 +183,8 @@ const nimble_type *nimble_subst_apply(nimble_subst *s, const nimble_type *t) {
   t = shallow(s, t);
   bool changed = false;
   switch (t->kind) {
-    case NIMBLE_TYPE_VAR: return t;
+    case NIMBLE_TYPE_VAR:
+    case NIMBLE_TYPE_UNRANKED_TENSOR: return t;
     case NIMBLE_TYPE_TENSOR: {
       nimble_dim_t dims[64];
       size_t rank = t->u.tensor.rank;
@@ -191,7 +223,8 @@ static bool occurs(nimble_subst *s, uint32_t id, const nimble_type *t) {
   t = shallow(s, t);
   switch (t->kind) {
     case NIMBLE_TYPE_VAR: return t->u.var.id == id;
-    case NIMBLE_TYPE_TENSOR: return false;
+    case NIMBLE_TYPE_TENSOR:
+    case NIMBLE_TYPE_UNRANKED_TENSOR: return false;
     case NIMBLE_TYPE_TUPLE:
       for (size_t i = 0; i < t->u.tuple.count; i++)
         if (occurs(s, id, t->u.tuple.fields[i])) return true;
@@ -266,6 +299,15 @@ static nimble_status_t unify_rec(nimble_subst *s, const nimble_type *a, const ni
   }
   if (a->kind == NIMBLE_TYPE_VAR) return bind_type(s, a, b, out);
   if (b->kind == NIMBLE_TYPE_VAR) return bind_type(s, b, a, out);
+  if ((a->kind == NIMBLE_TYPE_UNRANKED_TENSOR && nimble_type_is_any_tensor(b)) ||
+      (b->kind == NIMBLE_TYPE_UNRANKED_TENSOR && nimble_type_is_any_tensor(a))) {
+    /* An unknown rank against any rank stays unknown, as Any does against
+     * a dim: what the value really is gets checked where it is used (a
+     * kernel checks the rank of every argument it is given). */
+    if (a->u.tensor.dtype != b->u.tensor.dtype) return mismatch(a, b, "different dtypes:");
+    *out = a->kind == NIMBLE_TYPE_UNRANKED_TENSOR ? a : b;
+    return nimble_ok();
+  }
   if (a->kind != b->kind) return mismatch(a, b, "different kinds of type:");
   switch (a->kind) {
     case NIMBLE_TYPE_TENSOR: {
@@ -315,7 +357,8 @@ static nimble_status_t unify_rec(nimble_subst *s, const nimble_type *a, const ni
       *out = nimble_type_func(s->arena, 0, NULL, a->u.func.num_params, p, r);
       return *out ? nimble_ok() : oom();
     }
-    case NIMBLE_TYPE_VAR: break;
+    case NIMBLE_TYPE_VAR:
+    case NIMBLE_TYPE_UNRANKED_TENSOR: break;
   }
   return mismatch(a, b, "cannot unify");
 }
@@ -332,6 +375,90 @@ nimble_status_t nimble_type_unify(nimble_subst *s, const nimble_type *a, const n
   nimble_print_type(&x, ra);
   nimble_print_type(&y, rb);
   nimble_status_t r = nimble_status_make(nimble_status_code(st), "cannot unify %s with %s (%s)",
+                                         x.data ? x.data : "?", y.data ? y.data : "?",
+                                         nimble_status_message(st));
+  nimble_strbuf_deinit(&x);
+  nimble_strbuf_deinit(&y);
+  nimble_status_free(st);
+  return r;
+}
+
+/* ---- join ------------------------------------------------------------------ */
+
+/* The least upper bound of two dims: the dim itself when both are the
+ * same (after bindings), Any otherwise. Variables are never bound here: a
+ * branch giving `n` and one giving 3 says nothing about n. */
+static nimble_dim_t join_dim(nimble_subst *s, nimble_dim_t a, nimble_dim_t b) {
+  a = nimble_subst_resolve_dim(s, a);
+  b = nimble_subst_resolve_dim(s, b);
+  return nimble_dim_same(a, b) ? a : nimble_dim_any();
+}
+
+static nimble_status_t join_rec(nimble_subst *s, const nimble_type *a, const nimble_type *b,
+                                const nimble_type **out) {
+  a = shallow(s, a);
+  b = shallow(s, b);
+  if (a == b) {
+    *out = a;
+    return nimble_ok();
+  }
+  /* A type not known yet takes the other side's (as in unification). */
+  if (a->kind == NIMBLE_TYPE_VAR || b->kind == NIMBLE_TYPE_VAR) return unify_rec(s, a, b, out);
+  if (nimble_type_is_any_tensor(a) && nimble_type_is_any_tensor(b)) {
+    if (a->u.tensor.dtype != b->u.tensor.dtype) return mismatch(a, b, "different dtypes:");
+    if (a->kind == NIMBLE_TYPE_UNRANKED_TENSOR || b->kind == NIMBLE_TYPE_UNRANKED_TENSOR ||
+        a->u.tensor.rank != b->u.tensor.rank) {
+      *out = nimble_type_unranked_tensor(s->arena, a->u.tensor.dtype);
+      return *out ? nimble_ok() : oom();
+    }
+    size_t rank = a->u.tensor.rank;
+    nimble_dim_t *dims = rank ? nimble_arena_calloc(s->arena, rank, sizeof(*dims)) : NULL;
+    if (rank && !dims) return oom();
+    for (size_t i = 0; i < rank; i++) dims[i] = join_dim(s, a->u.tensor.dims[i], b->u.tensor.dims[i]);
+    *out = nimble_type_tensor(s->arena, a->u.tensor.dtype, rank, dims);
+    return *out ? nimble_ok() : oom();
+  }
+  if (a->kind != b->kind) return mismatch(a, b, "different kinds of type:");
+  switch (a->kind) {
+    case NIMBLE_TYPE_TUPLE: {
+      if (a->u.tuple.count != b->u.tuple.count) return mismatch(a, b, "tuples of different sizes:");
+      size_t n = a->u.tuple.count;
+      const nimble_type **f = n ? nimble_arena_calloc(s->arena, n, sizeof(*f)) : NULL;
+      if (n && !f) return oom();
+      for (size_t i = 0; i < n; i++) NIMBLE_RETURN_IF_ERROR(join_rec(s, a->u.tuple.fields[i], b->u.tuple.fields[i], &f[i]));
+      *out = nimble_type_tuple(s->arena, n, f);
+      return *out ? nimble_ok() : oom();
+    }
+    case NIMBLE_TYPE_ADT: {
+      /* Values are immutable, so a List of [3]-tensors is also a List of
+       * [?]-tensors: the arguments join. */
+      if (strcmp(a->u.adt.name, b->u.adt.name) != 0 || a->u.adt.num_args != b->u.adt.num_args)
+        return mismatch(a, b, "different data types:");
+      size_t n = a->u.adt.num_args;
+      const nimble_type **args = n ? nimble_arena_calloc(s->arena, n, sizeof(*args)) : NULL;
+      if (n && !args) return oom();
+      for (size_t i = 0; i < n; i++) NIMBLE_RETURN_IF_ERROR(join_rec(s, a->u.adt.args[i], b->u.adt.args[i], &args[i]));
+      *out = nimble_type_adt(s->arena, a->u.adt.name, n, args);
+      return *out ? nimble_ok() : oom();
+    }
+    default:
+      /* Functions: parameters would need a meet; they must agree. */
+      return unify_rec(s, a, b, out);
+  }
+}
+
+nimble_status_t nimble_type_join(nimble_subst *s, const nimble_type *a, const nimble_type *b,
+                                 const nimble_type **out) {
+  const nimble_type *ra = nimble_subst_apply(s, a), *rb = nimble_subst_apply(s, b);
+  if (!ra || !rb) return oom();
+  nimble_status_t st = join_rec(s, a, b, out);
+  if (!st) return nimble_ok();
+  nimble_strbuf x, y;
+  nimble_strbuf_init(&x);
+  nimble_strbuf_init(&y);
+  nimble_print_type(&x, ra);
+  nimble_print_type(&y, rb);
+  nimble_status_t r = nimble_status_make(nimble_status_code(st), "no common type for %s and %s (%s)",
                                          x.data ? x.data : "?", y.data ? y.data : "?",
                                          nimble_status_message(st));
   nimble_strbuf_deinit(&x);

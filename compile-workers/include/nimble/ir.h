@@ -244,6 +244,9 @@ nimble_status_t nimble_module_add_typedef(nimble_module *m, const char *name, si
 /* Adds a global function (a NIMBLE_EXPR_FUNC); fails on a duplicate name. */
 nimble_status_t nimble_module_add_func(nimble_module *m, const char *name,
                                        const nimble_expr *func);
+/* Drops the global functions added after the first n (a frontend undoing
+ * a failed attempt); nothing when there are n or fewer. */
+void nimble_module_truncate_funcs(nimble_module *m, size_t n);
 /* Replaces the body of an existing global (passes rebuild functions). */
 nimble_status_t nimble_module_replace_func(nimble_module *m, const char *name,
                                            const nimble_expr *func);

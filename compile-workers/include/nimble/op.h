@@ -180,6 +180,10 @@ struct nimble_op {
   /* The result is a tuple of the relation's outputs (split, topk) rather
    * than a single tensor. */
   bool tuple_output;
+  /* Bit i set: input i may be a tensor of unknown rank (Tensor[*, dt]); the
+   * relation then sees rank NIMBLE_RANK_UNKNOWN (and no dims) there. Every
+   * other input of every operator has a known rank. */
+  uint32_t unranked_inputs;
 };
 
 /* Looks an operator up by name; NULL when there is none. */

@@ -1,11 +1,19 @@
-/* Types of the IR: tensors with dynamic dims, tuples, functions, algebraic
- * data types (ADTs) and type variables.
+/* Types of the IR: tensors with dynamic dims, tensors of unknown rank,
+ * tuples, functions, algebraic data types (ADTs) and type variables.
  *
  * A tensor dimension is a constant, a symbolic variable (`n`) or Any (`?`,
  * unknown until run time). Symbolic variables and type variables carry a
  * name (what the user wrote) and an id (what makes them distinct: the text
  * parser gives each definition its own ids, type inference makes fresh ones
  * when it instantiates a polymorphic signature).
+ *
+ * A tensor whose rank is not known before run time (the join of an `if`
+ * whose branches give different ranks) has a kind of its own,
+ * NIMBLE_TYPE_UNRANKED_TENSOR, printed `Tensor[*, float32]` (MLIR keeps its
+ * unranked tensor type apart from the ranked one for the same reason): code
+ * written for ranked tensors tests `kind == NIMBLE_TYPE_TENSOR` and so never
+ * reads the rank and dims of a tensor that has none. docs/ir.md says where
+ * such values may go.
  *
  * Types are immutable and allocated from an arena (nimble/arena.h). All
  * pointers in and out of these functions are borrowed from, or owned by, the
@@ -105,7 +113,15 @@ typedef enum nimble_type_kind {
   NIMBLE_TYPE_FUNC,
   NIMBLE_TYPE_ADT,
   NIMBLE_TYPE_VAR,
+  /* A tensor of known dtype and unknown rank: u.tensor.dtype only (rank 0,
+   * dims NULL, both meaningless). */
+  NIMBLE_TYPE_UNRANKED_TENSOR,
 } nimble_type_kind_t;
+
+/* The rank of a nimble_tensor_sig_t (nimble/op.h) describing a tensor of
+ * unknown rank; only relations of operators that declare such inputs
+ * (nimble_op.unranked_inputs) ever see it. */
+#define NIMBLE_RANK_UNKNOWN ((size_t)-1)
 
 typedef struct nimble_type nimble_type;
 
@@ -146,6 +162,10 @@ struct nimble_type {
 const nimble_type *nimble_type_tensor(nimble_arena *arena, nimble_dtype_t dtype, size_t rank,
                                       const nimble_dim_t *dims);
 const nimble_type *nimble_type_scalar(nimble_arena *arena, nimble_dtype_t dtype);
+/* Tensor[*, dtype]: a tensor of unknown rank. */
+const nimble_type *nimble_type_unranked_tensor(nimble_arena *arena, nimble_dtype_t dtype);
+/* Whether t is a tensor, ranked or not. */
+bool nimble_type_is_any_tensor(const nimble_type *t);
 const nimble_type *nimble_type_tuple(nimble_arena *arena, size_t count,
                                      const nimble_type *const *fields);
 const nimble_type *nimble_type_func(nimble_arena *arena, size_t num_type_params,

@@ -5,12 +5,14 @@
  * variable binds to a constant or to another variable; Any against anything
  * stays Any (a wrong static guess is caught at run time by the operator's
  * shape function); broadcasting Any with d gives d. Type variables bind to
- * types (with an occurs check).
+ * types (with an occurs check). A tensor of unknown rank (Tensor[*, dt])
+ * unifies with any tensor of its dtype and stays of unknown rank.
  *
  * Inference walks every global function: operator calls go through the
  * operator's type relation (nimble/op.h), the branches of an `if` and the
- * arms of a `match` unify, constructors instantiate their type's parameters,
- * and calls to global functions instantiate the callee's annotated
+ * arms of a `match` join (nimble_type_join), constructors instantiate
+ * their type's parameters, and calls to global functions instantiate the
+ * callee's annotated
  * signature (type parameters and symbolic dims afresh at each call), which
  * is what lets recursive functions check. Let-polymorphism is not provided:
  * a local closure has one type.
@@ -58,11 +60,32 @@ const nimble_type *nimble_subst_apply(nimble_subst *s, const nimble_type *t);
 /* Binds an unbound dim variable; fails when it is bound already. */
 nimble_status_t nimble_subst_bind_dim(nimble_subst *s, uint32_t var_id, nimble_dim_t value);
 
+/* A point in the life of a substitution, to scope dim bindings to the
+ * branch of an `if` or the arm of a `match`: what a branch learns about a
+ * dim (a squeeze there proves `t` is 1) holds only where that branch runs. */
+typedef struct nimble_subst_mark {
+  size_t trail;     /* bindings made before */
+  uint32_t next_id; /* variables made before have smaller ids */
+} nimble_subst_mark_t;
+nimble_subst_mark_t nimble_subst_mark(const nimble_subst *s);
+/* Unbinds every dim variable older than the mark that was bound since it
+ * (variables made since keep their bindings). Type variables stay bound. */
+void nimble_subst_undo_dims(nimble_subst *s, nimble_subst_mark_t mark);
+
 /* Unifies two types and gives the unified type (where one side has Any and
  * the other a constant, the result keeps Any). The error message is
  * "cannot unify A with B" followed by the part that differs. */
 nimble_status_t nimble_type_unify(nimble_subst *s, const nimble_type *a, const nimble_type *b,
                                   const nimble_type **out);
+
+/* The least upper bound of two types, for values that may be either (the
+ * branches of an `if`, the arms of a `match`): dims that differ become Any
+ * (variables are not bound), ranks that differ give Tensor[*, dtype],
+ * tuples and ADT arguments join field by field, type variables bind as in
+ * unification, functions must unify. Different dtypes or kinds of type are
+ * an error: "no common type for A and B (...)". */
+nimble_status_t nimble_type_join(nimble_subst *s, const nimble_type *a, const nimble_type *b,
+                                 const nimble_type **out);
 
 /* ---- Inference ------------------------------------------------------------ */
 

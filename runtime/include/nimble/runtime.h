@@ -160,12 +160,17 @@ typedef struct nimble_sig_dim_t {
   const char *symbol;
 } nimble_sig_dim_t;
 
+/* The ndim of an entry output whose rank is known only at run time (an
+ * ONNX If whose branches give different ranks): no dims, only the dtype is
+ * checked. Inputs always declare their rank. */
+#define NIMBLE_NDIM_ANY (-1)
+
 typedef struct nimble_tensor_info_t {
   const char *name;
   DLDataType dtype;
   DLDevice device;
-  int32_t ndim;
-  const nimble_sig_dim_t *dims; /* ndim entries */
+  int32_t ndim;                 /* or NIMBLE_NDIM_ANY (outputs only) */
+  const nimble_sig_dim_t *dims; /* ndim entries (none for NIMBLE_NDIM_ANY) */
 } nimble_tensor_info_t;
 
 typedef struct nimble_entry_info_t {

@@ -2,6 +2,7 @@
  * entries, and writes them in the format the loader reads. */
 #include "nimble/executable_builder.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -278,7 +279,7 @@ uint32_t nimble_builder_function_size(const nimble_executable_builder *b, uint32
   return func < b->num_functions ? b->functions[func].num_instructions : 0;
 }
 
-static nimble_status_t copy_infos(const nimble_tensor_info_t *src, uint32_t n,
+static nimble_status_t copy_infos(const nimble_tensor_info_t *src, uint32_t n, bool outputs,
                                   nimble_tensor_info_t **out) {
   nimble_tensor_info_t *dst = calloc(n ? n : 1, sizeof *dst);
   if (!dst) return OOM();
@@ -288,11 +289,12 @@ static nimble_status_t copy_infos(const nimble_tensor_info_t *src, uint32_t n,
     dst[i].name = NULL;
     dst[i].dims = NULL;
     dst[i].ndim = 0;
-    if (src[i].ndim < 0 || src[i].ndim > NIMBLE_MAX_NDIM)
+    bool any_rank = outputs && src[i].ndim == NIMBLE_NDIM_ANY;
+    if ((src[i].ndim < 0 && !any_rank) || src[i].ndim > NIMBLE_MAX_NDIM)
       return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "builder: tensor '%s' has ndim %d",
                                 src[i].name ? src[i].name : "", src[i].ndim);
     dst[i].name = dup_str(src[i].name);
-    nimble_sig_dim_t *dims = calloc(src[i].ndim ? (size_t)src[i].ndim : 1, sizeof *dims);
+    nimble_sig_dim_t *dims = calloc(src[i].ndim > 0 ? (size_t)src[i].ndim : 1, sizeof *dims);
     if (!dst[i].name || !dims) {
       free(dims);
       return OOM();
@@ -323,10 +325,10 @@ nimble_status_t nimble_builder_add_entry(nimble_executable_builder *b, const cha
   e->name = dup_str(name);
   if (!e->name) return OOM();
   e->func = func;
-  nimble_status_t s = copy_infos(inputs, num_inputs, &e->inputs);
+  nimble_status_t s = copy_infos(inputs, num_inputs, false, &e->inputs);
   e->num_inputs = num_inputs;
   if (s) return s;
-  s = copy_infos(outputs, num_outputs, &e->outputs);
+  s = copy_infos(outputs, num_outputs, true, &e->outputs);
   e->num_outputs = num_outputs;
   return s;
 }

@@ -348,6 +348,10 @@ char *nimble_format_declared_shape(const nimble_tensor_info_t *info, char *buf, 
   size_t used = 0;
   if (!buf_size) return buf;
   buf[0] = '\0';
+  if (info->ndim == NIMBLE_NDIM_ANY) {
+    snprintf(buf, buf_size, "[*]");
+    return buf;
+  }
   used += (size_t)snprintf(buf, buf_size, "[");
   for (int32_t d = 0; d < info->ndim && used < buf_size; d++) {
     const nimble_sig_dim_t *dim = &info->dims[d];

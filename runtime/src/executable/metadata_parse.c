@@ -51,6 +51,12 @@ static nimble_status_t parse_tensor_info(nimble_reader_t *r, const char *role, u
   t->device.device_id = dev_id;
   at = r->pos;
   NIMBLE_RETURN_IF_ERROR(nimble_reader_u32(r, "ndim", &ndim));
+  if (ndim == UINT32_MAX && strcmp(role, "output") == 0) { /* NIMBLE_NDIM_ANY */
+    t->dims = calloc(1, sizeof *t->dims);
+    if (!t->dims) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+    t->ndim = NIMBLE_NDIM_ANY;
+    return nimble_ok();
+  }
   if (ndim > NIMBLE_MAX_NDIM) {
     r->pos = at;
     return nimble_reader_error(r, NIMBLE_INVALID_ARGUMENT, "%s %u '%s': ndim %u exceeds %d", role,

@@ -259,7 +259,7 @@ static nimble_status_t check_symbols(const nimble_vm *vm, const nimble_entry_inf
  * bug, reported rather than handed to the application. */
 static nimble_status_t check_output(const nimble_entry_info_t *info, uint32_t i, const nimble_tensor_obj *t) {
   const nimble_tensor_info_t *out = &info->outputs[i];
-  int ok = t->dl.ndim == out->ndim && t->dl.dtype.code == out->dtype.code &&
+  int ok = (t->dl.ndim == out->ndim || out->ndim == NIMBLE_NDIM_ANY) && t->dl.dtype.code == out->dtype.code &&
            t->dl.dtype.bits == out->dtype.bits && t->dl.dtype.lanes == out->dtype.lanes;
   for (int32_t d = 0; ok && d < out->ndim; d++)
     if (!out->dims[d].symbol && t->dl.shape[d] != out->dims[d].value) ok = 0;

@@ -664,7 +664,7 @@ nimble_status_t imp_graph_nodes(imp_ctx *c, const nimble_onnx_graph *g) {
       s = imp_err(NIMBLE_UNIMPLEMENTED, "%s: operator '%s' is not supported", desc, n->op_type);
       break;
     }
-    s = cv->fn(c, n);
+    s = imp_convert_node(c, n, cv);
     if (s) {
       /* The loader's attribute getters name the node already. */
       if (strncmp(nimble_status_message(s), desc, strlen(desc)) != 0) s = nimble_status_annotate(s, "%s", desc);
@@ -741,6 +741,9 @@ nimble_status_t nimble_onnx_import_model(nimble_arena *arena, const nimble_onnx_
     imp_val *v;
     nimble_status_t s = imp_lookup(c, g->outputs[i]->name, &v);
     if (s) return nimble_status_annotate(s, "graph output %zu", i);
+    /* A value of unknown rank is an output of any rank (what the branch
+     * taken gives, as ONNX Runtime returns it, whatever rank the model
+     * declares: exporters declare the then-branch's). */
     outs[i] = v->expr;
   }
   const nimble_expr *result = g->n_outputs == 1 ? outs[0] : nimble_ir_tuple(arena, g->n_outputs, outs, NULL);

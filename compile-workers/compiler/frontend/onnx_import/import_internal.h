@@ -23,6 +23,15 @@
 /* The most elements of an integer tensor the importer tracks as dims. */
 #define IMP_MAX_KNOWN 64
 
+/* What is known of a tensor whose rank is known only at run time (an If
+ * whose branches give different ranks): the ranks it may have and, for
+ * each, the signature it then has. */
+typedef struct imp_ranks {
+  nimble_dtype_t dtype;
+  uint32_t mask; /* bit r: it may have rank r (r <= NIMBLE_MAX_RANK) */
+  nimble_tensor_sig_t sig[NIMBLE_MAX_RANK + 1];
+} imp_ranks;
+
 typedef struct imp_val {
   const nimble_expr *expr;
   bool has_sig;
@@ -31,6 +40,10 @@ typedef struct imp_val {
    * symbolic dim or Any; known == NULL when not tracked. */
   size_t nknown;
   const nimble_dim_t *known;
+  /* Non-NULL for a tensor of unknown rank (has_sig is then false, so a
+   * converter that is handed one by mistake refuses it). Converters never
+   * see such values: imp_convert_node refines them first. */
+  const imp_ranks *ranks;
 } imp_val;
 
 typedef struct imp_scope imp_scope;
@@ -142,6 +155,27 @@ bool imp_const_ints(const imp_val *v, int64_t *out, size_t cap, size_t *n);
 bool imp_const_double(const imp_val *v, double *out);
 
 nimble_dim_t imp_resolve(imp_ctx *c, nimble_dim_t d);
+
+/* ---- values of unknown rank (import_ranks.c) ---- */
+
+/* Runs converter cv on node n. An input of unknown rank is first refined
+ * to each rank it may have (one conversion per rank, chosen at run time by
+ * the value's rank; a rank the converter refuses is left to a run-time
+ * check that names the node). */
+nimble_status_t imp_convert_node(imp_ctx *c, const nimble_onnx_node *n, const imp_converter *cv);
+/* x (of unknown rank) as a tensor of rank r, checked at run time:
+ * reshape_tensor(x, check_rank(shape_of(x), rank=r, what=what)). */
+nimble_status_t imp_refine_rank(imp_ctx *c, imp_val *x, size_t r, const char *what, imp_val **out);
+/* What is known of a value that is either a or b (If outputs): sets
+ * out->has_sig/sig (same rank: dims that differ are Any) or out->ranks. */
+nimble_status_t imp_join_vals(imp_ctx *c, const imp_val *a, const imp_val *b, imp_val *out);
+/* What is known of v as a set of ranks (one bit for a ranked value; the
+ * mask is 0 for a value of no known type). */
+void imp_val_ranks(const imp_val *v, imp_ranks *out);
+/* Whether v's static type is known (a signature, or ranks). */
+static inline bool imp_val_typed(const imp_val *v) { return v->has_sig || v->ranks; }
+/* The IR type of a value's static knowledge (Tensor[*, dt] for ranks). */
+const nimble_type *imp_val_type(imp_ctx *c, const imp_val *v, bool any_for_vars);
 
 /* Imports the nodes of graph g into the current chain and scope. */
 nimble_status_t imp_graph_nodes(imp_ctx *c, const nimble_onnx_graph *g);

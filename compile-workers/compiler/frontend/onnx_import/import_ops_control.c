@@ -59,6 +59,61 @@ static nimble_status_t make_param(imp_ctx *c, const char *name, const nimble_ten
   return *val ? nimble_ok() : imp_oom();
 }
 
+/* A parameter of a value known as a set of ranks: one rank is an ordinary
+ * annotated parameter; several make a Tensor[*, dt] parameter whose value
+ * keeps the ranks (nodes of the body reading it are converted per rank). */
+static nimble_status_t make_param_ranks(imp_ctx *c, const char *name, const imp_ranks *k, const nimble_expr **var,
+                                        imp_val **val) {
+  if (__builtin_popcount(k->mask) == 1) return make_param(c, name, &k->sig[__builtin_ctz(k->mask)], var, val);
+  const nimble_type *t = nimble_type_unranked_tensor(c->arena, k->dtype);
+  const char *uname = imp_unique_name(c, name);
+  imp_ranks *keep = nimble_arena_alloc(c->arena, sizeof *keep);
+  *var = t && uname && keep ? nimble_ir_var(c->arena, uname, t, NULL) : NULL;
+  *val = *var ? imp_val_new(c, *var, NULL) : NULL;
+  if (!*val) return imp_oom();
+  *keep = *k;
+  (*val)->ranks = keep;
+  return nimble_ok();
+}
+
+/* A value's ranks with its symbolic dims renamed. */
+static void remap_ranks(imp_ctx *c, remap *r, const imp_val *v, imp_ranks *out) {
+  imp_val_ranks(v, out);
+  for (size_t k = 0; k <= NIMBLE_MAX_RANK; k++)
+    if (out->mask & (1u << k)) out->sig[k] = remap_sig(c, r, &out->sig[k]);
+}
+
+/* Widens the carried type p so that the body's output o fits it: ranks o
+ * has and p lacks are added (their symbolic dims as Any), dims that differ
+ * become Any. True when p changed (the body is then imported again). */
+static bool widen_carried(imp_ctx *c, imp_ranks *p, const imp_ranks *o) {
+  bool changed = false;
+  for (size_t r = 0; r <= NIMBLE_MAX_RANK; r++) {
+    uint32_t bit = 1u << r;
+    if (!(o->mask & bit)) continue;
+    if (!(p->mask & bit)) {
+      p->mask |= bit;
+      p->sig[r] = o->sig[r];
+      for (size_t d = 0; d < r; d++) {
+        nimble_dim_t od = imp_resolve(c, o->sig[r].dims[d]);
+        p->sig[r].dims[d] = od.kind == NIMBLE_DIM_CONST ? od : nimble_dim_any();
+      }
+      changed = true;
+      continue;
+    }
+    for (size_t d = 0; d < r; d++) {
+      nimble_dim_t od = imp_resolve(c, o->sig[r].dims[d]), pd = imp_resolve(c, p->sig[r].dims[d]);
+      /* A symbol as well as a constant: an [n] that leaves as [2n] is no
+       * longer the [n] of other values (kernels would check them equal). */
+      if (pd.kind != NIMBLE_DIM_ANY && !nimble_dim_same(od, pd)) {
+        p->sig[r].dims[d] = nimble_dim_any();
+        changed = true;
+      }
+    }
+  }
+  return changed;
+}
+
 static nimble_tensor_sig_t scalar_sig(nimble_dtype_t dt) {
   nimble_tensor_sig_t s;
   memset(&s, 0, sizeof s);
@@ -75,6 +130,9 @@ typedef struct branch {
 
 static nimble_status_t import_branch(imp_ctx *c, const nimble_onnx_graph *g, branch *b) {
   memset(&b->chain, 0, sizeof b->chain);
+  /* What the branch's relations prove about outer dims (a Squeeze binding
+   * `T` to 1) holds only where it runs (as in the IR's typing of `if`). */
+  nimble_subst_mark_t mark = nimble_subst_mark(c->subst);
   imp_chain *saved = c->chain;
   c->chain = &b->chain;
   nimble_status_t s = imp_scope_push(c);
@@ -87,29 +145,15 @@ static nimble_status_t import_branch(imp_ctx *c, const nimble_onnx_graph *g, bra
   c->graph = g;
   for (size_t i = 0; !s && i < g->n_outputs; i++) {
     s = imp_lookup(c, g->outputs[i]->name, &b->outs[i]);
-    if (!s && !b->outs[i]->has_sig)
+    if (!s && !imp_val_typed(b->outs[i]))
       s = imp_err(NIMBLE_INVALID_ARGUMENT, "output '%s' has no known type", g->outputs[i]->name);
   }
   c->graph = saved_graph;
   imp_scope_pop(c);
   c->chain = saved;
+  nimble_subst_undo_dims(c->subst, mark);
   if (s) return nimble_status_annotate(s, "in subgraph '%s'", g->name);
   return nimble_ok();
-}
-
-/* A value whose dims the type system forgets (all Any): for branch
- * results whose static shapes differ. */
-static nimble_status_t forget_dims(imp_ctx *c, imp_chain *ch, imp_val *v, imp_val **out) {
-  imp_chain *saved = c->chain;
-  c->chain = ch;
-  imp_val *sh;
-  nimble_status_t s = imp_emit(c, "shape_of", 1, &v, NULL, 0, &sh);
-  if (!s) {
-    imp_val *args[2] = {v, sh};
-    s = imp_emit(c, "dyn_reshape", 2, args, NULL, 0, out);
-  }
-  c->chain = saved;
-  return s;
 }
 
 static const nimble_expr *branch_result(imp_ctx *c, branch *b, size_t n) {
@@ -135,7 +179,7 @@ static int64_t static_count(imp_ctx *c, const nimble_tensor_sig_t *s) {
 static nimble_status_t match_static_ranks(imp_ctx *c, const nimble_onnx_node *n, size_t i, branch *bt,
                                           branch *be) {
   imp_val *a = bt->outs[i], *b = be->outs[i];
-  if (a->sig.rank == b->sig.rank || a->sig.dtype != b->sig.dtype) return nimble_ok();
+  if (!a->has_sig || !b->has_sig || a->sig.rank == b->sig.rank || a->sig.dtype != b->sig.dtype) return nimble_ok();
   int64_t ca = static_count(c, &a->sig), cb = static_count(c, &b->sig);
   if (ca < 0 || ca != cb) return nimble_ok();
   const nimble_onnx_value_t *declared = nimble_onnx_graph_find_value(c->graph, n->outputs[i]);
@@ -170,35 +214,24 @@ static nimble_status_t cv_if(imp_ctx *c, const nimble_onnx_node *n) {
   if (!bt || !be) return imp_oom();
   RET(import_branch(c, tg, bt));
   RET(import_branch(c, eg, be));
-  nimble_tensor_sig_t sigs[MAX_LOOP_VALUES];
+  /* Either branch may run: each output is the join of the two (dims that
+   * differ are Any; ranks that differ give a value of unknown rank, which
+   * is refined where a node needs a rank, see import_ranks.c). The IR's
+   * `if` is typed the same way (nimble_type_join). */
+  imp_val *joined = nimble_arena_calloc(c->arena, no, sizeof *joined);
+  if (!joined) return imp_oom();
   for (size_t i = 0; i < no; i++) {
     RET(match_static_ranks(c, n, i, bt, be));
-    nimble_tensor_sig_t *a = &bt->outs[i]->sig, *b = &be->outs[i]->sig;
-    if (a->dtype != b->dtype || a->rank != b->rank) {
-      char x[128], y[128];
-      return imp_err(NIMBLE_INVALID_ARGUMENT, "output %zu is %s in then_branch but %s in else_branch", i,
-                     nimble_tensor_sig_format(a, x, sizeof x), nimble_tensor_sig_format(b, y, sizeof y));
-    }
-    sigs[i] = *a;
-    bool differ = false;
-    for (size_t d = 0; d < a->rank; d++) {
-      nimble_dim_t p = imp_resolve(c, a->dims[d]), q = imp_resolve(c, b->dims[d]);
-      if (!nimble_dim_same(p, q)) {
-        sigs[i].dims[d] = nimble_dim_any();
-        if (p.kind == NIMBLE_DIM_CONST && q.kind == NIMBLE_DIM_CONST) differ = true;
-      }
-    }
-    if (differ) {
-      RET(forget_dims(c, &bt->chain, bt->outs[i], &bt->outs[i]));
-      RET(forget_dims(c, &be->chain, be->outs[i], &be->outs[i]));
-    }
+    nimble_status_t s = imp_join_vals(c, bt->outs[i], be->outs[i], &joined[i]);
+    if (s) return nimble_status_annotate(s, "output %zu differs between then_branch and else_branch", i);
   }
   const nimble_expr *te = branch_result(c, bt, no), *ee = branch_result(c, be, no);
   const nimble_expr *ife = te && ee ? nimble_ir_if(c->arena, cond->expr, te, ee, NULL) : NULL;
   if (!ife) return imp_oom();
   imp_val *r;
   if (no == 1) {
-    RET(imp_bind(c, n->outputs[0], ife, &sigs[0], &r));
+    RET(imp_bind(c, n->outputs[0], ife, joined[0].has_sig ? &joined[0].sig : NULL, &r));
+    r->ranks = joined[0].ranks;
     return imp_define(c, n, 0, r);
   }
   RET(imp_bind(c, "if", ife, NULL, &r));
@@ -206,7 +239,8 @@ static nimble_status_t cv_if(imp_ctx *c, const nimble_onnx_node *n) {
     const nimble_expr *p = nimble_ir_proj(c->arena, r->expr, i, NULL);
     imp_val *o;
     if (!p) return imp_oom();
-    RET(imp_bind(c, n->outputs[i][0] ? n->outputs[i] : "if", p, &sigs[i], &o));
+    RET(imp_bind(c, n->outputs[i][0] ? n->outputs[i] : "if", p, joined[i].has_sig ? &joined[i].sig : NULL, &o));
+    o->ranks = joined[i].ranks;
     RET(imp_define(c, n, i, o));
   }
   return nimble_ok();
@@ -232,16 +266,44 @@ typedef struct loop_spec {
 
 typedef struct loop_result {
   const char *name;
-  nimble_tensor_sig_t carried_out[MAX_LOOP_VALUES]; /* as the body leaves them */
+  imp_ranks *carried_out;                           /* as the body leaves them (n_carried) */
   nimble_tensor_sig_t scan_sig[MAX_LOOP_VALUES];    /* one iteration's scan output */
   size_t n_outer;
   imp_val *outer[MAX_LOOP_VALUES];                  /* outer values passed in */
 } loop_result;
 
+/* The accumulator after an iteration whose scan output (e, with a leading
+ * axis of 1) has dims not known statically: the empty accumulator the loop
+ * starts with cannot have them, so the first iteration's output replaces
+ * it, and later ones are concatenated:
+ *   if (equal(%i, 0)) { e } else { concatenate(%acc, e) }    */
+static nimble_status_t accumulate_dynamic(imp_ctx *c, imp_val *i, imp_val *acc, imp_val *e, bool reverse,
+                                          imp_val **out) {
+  imp_val *zero, *first, *cat;
+  NIMBLE_RETURN_IF_ERROR(imp_scalar(c, NIMBLE_DTYPE_INT64, 0, &zero));
+  NIMBLE_RETURN_IF_ERROR(imp_e2(c, "equal", i, zero, &first));
+  imp_chain later;
+  memset(&later, 0, sizeof later);
+  imp_chain *saved = c->chain;
+  c->chain = &later;
+  nimble_named_attr_t ax0 = imp_attr_int("axis", 0);
+  imp_val *pair[2] = {reverse ? e : acc, reverse ? acc : e};
+  nimble_status_t s = imp_emit(c, "concatenate", 2, pair, &ax0, 1, &cat);
+  c->chain = saved;
+  NIMBLE_RETURN_IF_ERROR(s);
+  const nimble_expr *else_e = imp_chain_close(c, &later, cat->expr);
+  const nimble_expr *ife = else_e ? nimble_ir_if(c->arena, first->expr, e->expr, else_e, NULL) : NULL;
+  if (!ife) return imp_oom();
+  imp_val joined;
+  memset(&joined, 0, sizeof joined);
+  NIMBLE_RETURN_IF_ERROR(imp_join_vals(c, e, cat, &joined));
+  return imp_bind(c, "acc", ife, joined.has_sig ? &joined.sig : NULL, out);
+}
+
 /* Builds the function for carried signatures `carried` (already renamed).
  * When the body changes a constant dim of a carried value, *widen is set
  * and nothing is added to the module. */
-static nimble_status_t build_loop_func(imp_ctx *c, const loop_spec *L, const nimble_tensor_sig_t *carried,
+static nimble_status_t build_loop_func(imp_ctx *c, const loop_spec *L, const imp_ranks *carried,
                                        remap *rm, loop_result *res, bool *widen) {
   *widen = false;
   const nimble_onnx_graph *g = L->body;
@@ -263,7 +325,7 @@ static nimble_status_t build_loop_func(imp_ctx *c, const loop_spec *L, const nim
       outer_consts[n_consts++] = v;
       continue;
     }
-    if (!v->has_sig) return imp_err(NIMBLE_INVALID_ARGUMENT, "outer value '%s' has no known type", g->outer_refs[i]);
+    if (!imp_val_typed(v)) return imp_err(NIMBLE_INVALID_ARGUMENT, "outer value '%s' has no known type", g->outer_refs[i]);
     if (res->n_outer == MAX_LOOP_VALUES) return imp_err(NIMBLE_OUT_OF_RANGE, "too many outer values");
     outer_names[res->n_outer] = g->outer_refs[i];
     res->outer[res->n_outer++] = v;
@@ -303,15 +365,17 @@ static nimble_status_t build_loop_func(imp_ctx *c, const loop_spec *L, const nim
   TRY(make_param(c, "max", &i64, &params[np++], &pmax));
   if (!L->is_scan) TRY(make_param(c, "cond", &b1, &params[np++], &pcond));
   for (size_t j = 0; j < nc; j++)
-    TRY(make_param(c, g->inputs[(L->is_scan ? 0 : 2) + j]->name, &carried[j], &params[np++], &carried_vals[j]));
+    TRY(make_param_ranks(c, g->inputs[(L->is_scan ? 0 : 2) + j]->name, &carried[j], &params[np++],
+                         &carried_vals[j]));
   for (size_t j = 0; j < ns; j++) {
     nimble_tensor_sig_t ss = remap_sig(c, rm, &L->seq[j]->sig);
     TRY(make_param(c, "seq", &ss, &params[np++], &seq_vals[j]));
   }
   for (size_t j = 0; j < res->n_outer; j++) {
-    nimble_tensor_sig_t os = remap_sig(c, rm, &res->outer[j]->sig);
+    imp_ranks os;
+    remap_ranks(c, rm, res->outer[j], &os);
     imp_val *ov;
-    TRY(make_param(c, outer_names[j], &os, &params[np++], &ov));
+    TRY(make_param_ranks(c, outer_names[j], &os, &params[np++], &ov));
     TRY(imp_scope_set(c, outer_names[j], ov));
   }
   for (size_t j = 0; j < n_consts; j++) TRY(imp_scope_set(c, const_names[j], outer_consts[j]));
@@ -357,28 +421,31 @@ static nimble_status_t build_loop_func(imp_ctx *c, const loop_spec *L, const nim
   imp_val *outs[2 * MAX_LOOP_VALUES + 1];
   for (size_t k = 0; k < g->n_outputs; k++) {
     TRY(imp_lookup(c, g->outputs[k]->name, &outs[k]));
-    if (!outs[k]->has_sig) {
+    if (!imp_val_typed(outs[k])) {
       s = imp_err(NIMBLE_INVALID_ARGUMENT, "body output '%s' has no known type", g->outputs[k]->name);
       goto done;
     }
   }
   for (size_t j = 0; j < nc; j++) {
-    const nimble_tensor_sig_t *o = &outs[first + j]->sig, *p = &carried[j];
-    char x[128], y[128];
-    if (o->dtype != p->dtype || o->rank != p->rank) {
+    imp_val_ranks(outs[first + j], &res->carried_out[j]);
+    if (res->carried_out[j].dtype != carried[j].dtype) {
       s = imp_err(NIMBLE_INVALID_ARGUMENT, "carried value %zu enters as %s and leaves the body as %s", j,
-                  nimble_tensor_sig_format(p, x, sizeof x), nimble_tensor_sig_format(o, y, sizeof y));
+                  nimble_dtype_name(carried[j].dtype), nimble_dtype_name(res->carried_out[j].dtype));
       goto done;
     }
-    res->carried_out[j] = *o;
-    for (size_t d = 0; d < o->rank; d++) {
-      nimble_dim_t od = imp_resolve(c, o->dims[d]), pd = imp_resolve(c, p->dims[d]);
-      if (pd.kind == NIMBLE_DIM_CONST && !nimble_dim_same(od, pd)) *widen = true;
-    }
+    /* Dims (or the rank) that change from one iteration to the next widen
+     * the parameter, and the body is imported again. */
+    imp_ranks tmp = carried[j];
+    if (widen_carried(c, &tmp, &res->carried_out[j])) *widen = true;
   }
   if (*widen) goto done;
   /* Scan outputs: accumulate. */
   for (size_t k = 0; k < L->n_scan_out; k++) {
+    if (!outs[first + nc + k]->has_sig) {
+      s = imp_err(NIMBLE_UNIMPLEMENTED, "scan output '%s' has a rank that changes between iterations",
+                  g->outputs[first + nc + k]->name);
+      goto done;
+    }
     res->scan_sig[k] = outs[first + nc + k]->sig;
     nimble_tensor_sig_t acc;
     memset(&acc, 0, sizeof acc);
@@ -422,12 +489,16 @@ static nimble_status_t build_loop_func(imp_ctx *c, const loop_spec *L, const nim
       imp_val *e, *cat;
       nimble_named_attr_t ax0 = imp_attr_int("axis", 0);
       TRY(imp_emit(c, "expand_dims", 1, &outs[first + nc + k], &ax0, 1, &e));
-      imp_val *pair[2] = {acc_vals[k], e};
-      if (L->out_reverse[k]) {
-        pair[0] = e;
-        pair[1] = acc_vals[k];
+      if (static_count(c, &res->scan_sig[k]) >= 0) {
+        imp_val *pair[2] = {acc_vals[k], e};
+        if (L->out_reverse[k]) {
+          pair[0] = e;
+          pair[1] = acc_vals[k];
+        }
+        TRY(imp_emit(c, "concatenate", 2, pair, &ax0, 1, &cat));
+      } else {
+        TRY(accumulate_dynamic(c, pi, acc_vals[k], e, L->out_reverse[k] != 0, &cat));
       }
-      TRY(imp_emit(c, "concatenate", 2, pair, &ax0, 1, &cat));
       args[na++] = cat->expr;
     }
     res->name = imp_fresh_global(c, L->is_scan ? "scan" : "loop");
@@ -437,7 +508,8 @@ static nimble_status_t build_loop_func(imp_ctx *c, const loop_spec *L, const nim
     const nimble_type *rtypes[2 * MAX_LOOP_VALUES];
     for (size_t j = 0; j < nc; j++) {
       fields[j] = carried_vals[j]->expr;
-      rtypes[j] = sig_type(c, &carried[j]);
+      rtypes[j] = carried_vals[j]->ranks ? nimble_type_unranked_tensor(a, carried[j].dtype)
+                                         : sig_type(c, &carried_vals[j]->sig);
     }
     for (size_t k = 0; k < L->n_scan_out; k++) {
       fields[nc + k] = acc_vars[k];
@@ -465,15 +537,17 @@ done:
   return s;
 }
 
-/* Zeros of shape [0, dims...] for an empty accumulator. */
+/* Zeros of shape [0, dims...] for an empty accumulator. A dim not known
+ * statically is 0 there: the first iteration's output replaces such an
+ * accumulator (accumulate_dynamic), so only a loop that runs no iteration
+ * returns it, as [0, 0, ...] where ONNX Runtime would give [0, d, ...]. */
 static nimble_status_t empty_acc(imp_ctx *c, const nimble_tensor_sig_t *one, imp_val **out) {
   int64_t shape[NIMBLE_MAX_RANK];
   shape[0] = 0;
+  if (one->rank + 1 > NIMBLE_MAX_RANK) return imp_err(NIMBLE_OUT_OF_RANGE, "scan output rank too large");
   for (size_t d = 0; d < one->rank; d++) {
     nimble_dim_t dd = imp_resolve(c, one->dims[d]);
-    if (dd.kind != NIMBLE_DIM_CONST)
-      return imp_err(NIMBLE_UNIMPLEMENTED, "a scan output of non-static shape is not supported");
-    shape[d + 1] = dd.value;
+    shape[d + 1] = dd.kind == NIMBLE_DIM_CONST ? dd.value : 0;
   }
   nimble_named_attr_t at[2] = {imp_attr_ints("shape", shape, one->rank + 1),
                                imp_attr_str("dtype", nimble_dtype_name(one->dtype))};
@@ -481,22 +555,21 @@ static nimble_status_t empty_acc(imp_ctx *c, const nimble_tensor_sig_t *one, imp
 }
 
 static nimble_status_t run_loop(imp_ctx *c, const nimble_onnx_node *n, loop_spec *L) {
-  nimble_tensor_sig_t carried[MAX_LOOP_VALUES];
+  size_t nc = L->n_carried;
   loop_result *res = nimble_arena_calloc(c->arena, 1, sizeof *res);
-  if (!res) return imp_oom();
+  imp_ranks *carried = nimble_arena_calloc(c->arena, nc ? nc : 1, sizeof *carried);
+  if (res) res->carried_out = nimble_arena_calloc(c->arena, nc ? nc : 1, sizeof *res->carried_out);
+  if (!res || !carried || !res->carried_out) return imp_oom();
   remap rm;
   memset(&rm, 0, sizeof rm);
-  for (size_t j = 0; j < L->n_carried; j++) carried[j] = remap_sig(c, &rm, &L->init[j]->sig);
+  for (size_t j = 0; j < nc; j++) remap_ranks(c, &rm, L->init[j], &carried[j]);
+  /* Each widening adds a rank or turns a dim into Any, so this settles. */
   bool widen = true;
-  for (int attempt = 0; attempt < 4 && widen; attempt++) {
+  for (int attempt = 0; attempt < 2 * NIMBLE_MAX_RANK + 4 && widen; attempt++) {
     remap r2 = rm;
     RET(build_loop_func(c, L, carried, &r2, res, &widen));
     if (!widen) break;
-    for (size_t j = 0; j < L->n_carried; j++)
-      for (size_t d = 0; d < carried[j].rank; d++) {
-        nimble_dim_t od = imp_resolve(c, res->carried_out[j].dims[d]), pd = carried[j].dims[d];
-        if (pd.kind == NIMBLE_DIM_CONST && !nimble_dim_same(od, pd)) carried[j].dims[d] = nimble_dim_any();
-      }
+    for (size_t j = 0; j < nc; j++) widen_carried(c, &carried[j], &res->carried_out[j]);
   }
   if (widen) return imp_err(NIMBLE_INTERNAL, "carried types did not settle");
   /* The call. */
@@ -522,11 +595,25 @@ static nimble_status_t run_loop(imp_ctx *c, const nimble_onnx_node *n, loop_spec
   RET(imp_bind(c, L->is_scan ? "scan" : "loop", call, NULL, &r));
   for (size_t j = 0; j < L->n_carried + L->n_scan_out; j++) {
     nimble_tensor_sig_t sig;
+    const imp_ranks *out_ranks = NULL;
     if (j < L->n_carried) {
-      /* Dims the body leaves alone keep the initial value's dims. */
-      sig = L->init[j]->sig;
-      for (size_t d = 0; d < sig.rank; d++)
-        if (carried[j].dims[d].kind == NIMBLE_DIM_ANY) sig.dims[d] = nimble_dim_any();
+      /* Dims the body leaves alone keep the initial value's dims; other
+       * ranks the body gives it have only their constant dims known. */
+      imp_ranks *k = nimble_arena_alloc(c->arena, sizeof *k);
+      if (!k) return imp_oom();
+      *k = carried[j];
+      size_t r0 = L->init[j]->sig.rank;
+      for (size_t r = 0; r <= NIMBLE_MAX_RANK; r++) {
+        if (!(k->mask & (1u << r))) continue;
+        nimble_tensor_sig_t *ks = &k->sig[r];
+        for (size_t d = 0; d < r; d++) {
+          nimble_dim_t cd = ks->dims[d];
+          if (r == r0 && cd.kind != NIMBLE_DIM_ANY) ks->dims[d] = L->init[j]->sig.dims[d];
+          else if (cd.kind != NIMBLE_DIM_CONST) ks->dims[d] = nimble_dim_any();
+        }
+      }
+      if (__builtin_popcount(k->mask) == 1) sig = k->sig[r0];
+      else out_ranks = k;
     } else {
       const nimble_tensor_sig_t *one = &res->scan_sig[j - L->n_carried];
       memset(&sig, 0, sizeof sig);
@@ -542,7 +629,8 @@ static nimble_status_t run_loop(imp_ctx *c, const nimble_onnx_node *n, loop_spec
     if (!p) return imp_oom();
     imp_val *o;
     const char *nm = j < n->n_outputs && n->outputs[j][0] ? n->outputs[j] : "out";
-    RET(imp_bind(c, nm, p, &sig, &o));
+    RET(imp_bind(c, nm, p, out_ranks ? NULL : &sig, &o));
+    o->ranks = out_ranks;
     size_t k = j - L->n_carried;
     if (j >= L->n_carried && L->out_axis[k] != 0) {
       int64_t perm[NIMBLE_MAX_RANK];

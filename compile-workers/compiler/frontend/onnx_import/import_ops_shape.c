@@ -302,7 +302,7 @@ static nimble_status_t cv_reshape(imp_ctx *c, const nimble_onnx_node *n) {
     const int64_t *v;
     RET(nimble_onnx_node_get_ints(n, "shape", &v, &ns));
     if (ns > NIMBLE_MAX_RANK) return imp_err(NIMBLE_OUT_OF_RANGE, "shape has %zu dims", ns);
-    memcpy(spec, v, ns * sizeof *spec);
+    if (ns) memcpy(spec, v, ns * sizeof *spec); /* no attribute: v is NULL (found by the fuzzer) */
     nimble_named_attr_t a = imp_attr_ints("newshape", spec, ns);
     RET(imp_emit(c, "reshape", 1, &x, &a, 1, &r));
     return imp_define(c, n, 0, r);

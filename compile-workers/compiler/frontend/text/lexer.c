@@ -233,6 +233,7 @@ nimble_status_t nir_lex(nimble_arena *arena, const char *file, const char *text,
       case ';': kind = NIR_SEMI; break;
       case ':': kind = NIR_COLON; break;
       case '?': kind = NIR_QUESTION; break;
+      case '*': kind = NIR_STAR; break;
       case '.': kind = NIR_DOT; after_dot = true; break;
       case '=':
         kind = NIR_EQUAL;

@@ -18,6 +18,7 @@ typedef enum nir_tok_kind {
   NIR_STRING, /* "..." (text is the raw inside, escapes unprocessed) */
   NIR_LPAREN, NIR_RPAREN, NIR_LBRACKET, NIR_RBRACKET, NIR_LBRACE, NIR_RBRACE,
   NIR_COMMA, NIR_SEMI, NIR_COLON, NIR_EQUAL, NIR_FATARROW, NIR_ARROW, NIR_DOT, NIR_QUESTION,
+  NIR_STAR, /* '*': the unknown rank of Tensor[*, dtype] */
 } nir_tok_kind;
 
 typedef struct nir_token {

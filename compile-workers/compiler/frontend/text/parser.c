@@ -239,7 +239,19 @@ static nimble_status_t parse_tensor_type(parser *p, const nimble_type **out) {
   nimble_dim_t dims[NIMBLE_MAX_RANK * 8];
   size_t rank = 0;
   NIMBLE_RETURN_IF_ERROR(expect(p, NIR_LBRACKET, "'[' after Tensor"));
-  NIMBLE_RETURN_IF_ERROR(expect(p, NIR_LPAREN, "'(' starting the shape"));
+  if (is(p, NIR_STAR)) { /* Tensor[*, dtype]: the rank is not known */
+    next(p);
+    NIMBLE_RETURN_IF_ERROR(expect(p, NIR_COMMA, "',' before the dtype"));
+    const nir_token *dt = peek(p);
+    nimble_dtype_t dtype;
+    if (dt->kind != NIR_IDENT || !nimble_dtype_from_name(dt->text, dt->len, &dtype))
+      return expected(p, "a dtype (float32, int64, bool, ...)");
+    next(p);
+    NIMBLE_RETURN_IF_ERROR(expect(p, NIR_RBRACKET, "']' closing the tensor type"));
+    CHECK_ALLOC(*out = nimble_type_unranked_tensor(p->arena, dtype));
+    return nimble_ok();
+  }
+  NIMBLE_RETURN_IF_ERROR(expect(p, NIR_LPAREN, "'(' starting the shape (or '*' for an unknown rank)"));
   while (!is(p, NIR_RPAREN)) {
     if (rank == sizeof dims / sizeof dims[0]) return err_at(p, peek(p), "too many dimensions");
     NIMBLE_RETURN_IF_ERROR(parse_dim(p, &dims[rank++]));
