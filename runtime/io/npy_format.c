@@ -351,7 +351,9 @@ nimble_status_t nimble_tensor_io_encode_npy(const DLTensor *tensor, void **out_b
   size_t nbytes;
   NIMBLE_RETURN_IF_ERROR(nimble_tensor_io_check_encodable(tensor, &data, &nbytes));
   const char *descr = descr_of(tensor->dtype);
-  if (!descr) return nimble_status_make(NIMBLE_INTERNAL, "no .npy descr for a supported type");
+  if (!descr)
+    return nimble_status_make(NIMBLE_UNIMPLEMENTED, "%s has no .npy form: NumPy has no %s (write it to an ONNX .pb)",
+                              nimble_tensor_io_dtype_name(tensor->dtype), nimble_tensor_io_dtype_name(tensor->dtype));
 
   /* The dict as NumPy 1.24 writes it; at most 64 dims of at most 19 digits
    * keep it far below the 65535 bytes of format 1.0. */

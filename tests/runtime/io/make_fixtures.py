@@ -82,6 +82,8 @@ def main():
         "typed_bool": helper.make_tensor("tb", TensorProto.BOOL, [3], [True, False, True]),
         "typed_float16": helper.make_tensor("th", TensorProto.FLOAT16, [3],
                                             np.array([1.0, -2.0, 0.5], dtype=np.float16)),
+        # exact in bfloat16, so truncating and rounding exporters agree
+        "typed_bfloat16": helper.make_tensor("tbf", TensorProto.BFLOAT16, [3], [1.0, -2.5, 0.15625]),
     }
     for name, t in typed.items():
         with open(os.path.join(out, name + ".pb"), "wb") as f:

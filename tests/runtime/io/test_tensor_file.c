@@ -52,7 +52,9 @@ START_TEST(test_element_types_have_sizes_and_names) {
   ck_assert_int_eq(nimble_tensor_io_dtype_size(nimble_tensor_io_dtype_bool()), 1);
   ck_assert_int_eq(nimble_tensor_io_dtype_size((DLDataType){kDLFloat, 32, 4}), 0);
   ck_assert_int_eq(nimble_tensor_io_dtype_size((DLDataType){kDLInt, 1, 1}), 0);
-  ck_assert_int_eq(nimble_tensor_io_dtype_size((DLDataType){kDLBfloat, 16, 1}), 0);
+  ck_assert_int_eq(nimble_tensor_io_dtype_size((DLDataType){kDLBfloat, 16, 1}), 2);
+  ck_assert_int_eq(nimble_tensor_io_dtype_size((DLDataType){kDLBfloat, 32, 1}), 0);
+  ck_assert_str_eq(nimble_tensor_io_dtype_name((DLDataType){kDLBfloat, 16, 1}), "bfloat16");
   ck_assert_str_eq(nimble_tensor_io_dtype_name((DLDataType){kDLUInt, 16, 1}), "uint16");
   ck_assert_str_eq(nimble_tensor_io_dtype_name((DLDataType){kDLFloat, 64, 1}), "float64");
   ck_assert_str_eq(nimble_tensor_io_dtype_name((DLDataType){kDLComplex, 64, 1}), "unsupported");
