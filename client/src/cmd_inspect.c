@@ -84,7 +84,19 @@ done:
  * (aarch64, cuda) is shown as well. */
 static bool is_executable(const char *path) {
   struct stat st;
-  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) return true;
+  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+    /* a directory holding parts; any other is left to the model loader,
+     * which says it is a directory */
+    nimble_executable_part_t *parts;
+    size_t n;
+    nimble_status_t s = nimble_executable_read_part_dir(path, &parts, &n);
+    if (s) {
+      nimble_status_free(s);
+      return false;
+    }
+    nimble_executable_parts_free(parts, n);
+    return true;
+  }
   size_t n = strlen(path);
   return n > 7 && strcmp(path + n - 7, ".nimble") == 0;
 }
