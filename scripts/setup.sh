@@ -23,6 +23,12 @@ PACKAGES=(
   curl
   # the Python package's tests (python/tests) and its offline pip install
   python3-pytest python3-venv python3-pip python3-setuptools
+  # farm observability tests (tests/observe): the Prometheus text parser
+  # that reads every /metrics, and headless Chromium for the dashboard
+  python3-prometheus-client chromium
+  # the fleet stage (scripts/fleet-run.sh): the compose file's images built
+  # and run with rootful podman from a debootstrapped base
+  podman runc debootstrap podman-compose
 )
 
 # The arm64 packages need Debian's multiarch support for that architecture.

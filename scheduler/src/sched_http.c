@@ -102,7 +102,8 @@ static nimble_status_t read_queues(nimble_sched_redis *r, json_t **out) {
     st = nimble_sched_redis_command(r, &rep, "LLEN %s", key);
     if (st) break;
     json_array_append_new(*out, json_pack("{s:s,s:s,s:I}", "kind", kind, "target",
-                                          strchr(key + 7, ':') + 1, (json_int_t)rep->integer));
+                                          strchr(key + 7, ':') + 1, "length",
+                                          (json_int_t)rep->integer));
     freeReplyObject(rep);
   }
   json_decref(keys);
@@ -398,8 +399,8 @@ nimble_status_t sched_http_start(nimble_scheduler *s, const char *address) {
   if (!st) {
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
     if (res->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
-    h->daemon = MHD_start_daemon(flags, 0, NULL, NULL, handle, h, MHD_OPTION_SOCK_ADDR,
-                                 res->ai_addr, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h,
+    h->daemon = MHD_start_daemon(flags, 0, NULL, NULL, handle, h, MHD_OPTION_EXTERNAL_LOGGER,
+                                 mhd_log, h, MHD_OPTION_SOCK_ADDR, res->ai_addr,
                                  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30,
                                  MHD_OPTION_CONNECTION_LIMIT, (unsigned)64, MHD_OPTION_END);
     if (!h->daemon)

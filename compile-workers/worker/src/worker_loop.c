@@ -247,7 +247,8 @@ static nimble_status_t start_profile(nimble_worker *w) {
     }
     argv[a] = NULL;
   }
-  st = argv && owned && k == n ? compile_child_start(&w->child, argv, errpath, &w->limits)
+  st = argv && owned && k == n ? compile_child_start(&w->child, argv, errpath, &w->limits,
+                                                    "the profiler (nimble profile)")
                                : nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
   for (size_t i = 0; i < k; i++) free(owned[i]);
   free(owned);
@@ -359,7 +360,7 @@ static nimble_status_t start_task(nimble_worker *w) {
     argv[a++] = s;
   }
   argv[a] = NULL;
-  nimble_status_t st = compile_child_start(&w->child, argv, errpath, &w->limits);
+  nimble_status_t st = compile_child_start(&w->child, argv, errpath, &w->limits, NULL);
   for (size_t i = 0; i < k; i++) free(owned[i]);
   free(owned);
   free(argv);
