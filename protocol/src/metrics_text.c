@@ -72,7 +72,7 @@ static void escaped(nimble_metrics_buf *b, const char *s, int quote) {
 static void number(nimble_metrics_buf *b, double v) {
   if (isnan(v)) puts_(b, "NaN");
   else if (isinf(v)) puts_(b, v > 0 ? "+Inf" : "-Inf");
-  else printf_(b, "%.17g", v);
+  else printf_(b, "%.12g", v);
 }
 
 void nimble_metrics_family(nimble_metrics_buf *b, const char *name, const char *type,
