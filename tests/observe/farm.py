@@ -110,15 +110,15 @@ class Farm:
         self.scheduler_http = fields["metrics"]
         return self
 
-    def start_worker(self, wid, targets):
-        """A worker for `targets`; returns the URL of its /metrics."""
+    def start_worker(self, wid, targets, extra=()):
+        """A worker for `targets` (extra: more options); returns the URL of its /metrics."""
         wd = os.path.join(self.dir, "work-" + wid)
         os.makedirs(wd)
         p, log = self._spawn(wid, [
             f"{self.build}/compile-workers/worker/nimble-worker", "--scheduler", self.workers_ep,
             "--store", self.store, "--targets", targets, "--id", wid, "--compiler", self.compiler,
             "--store-token-file", os.path.join(self.dir, "tokens"), "--work-dir", wd,
-            "--metrics", "127.0.0.1:0"])
+            "--metrics", "127.0.0.1:0", *extra])
 
         def url():
             self._alive(wid, p)
