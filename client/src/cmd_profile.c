@@ -264,8 +264,7 @@ static void progress(int fd, const char *phase, int percent) {
 
 static nimble_status_t load(const char *path, nimble_executable **exe) {
   struct stat st;
-  if (stat(path, &st) != 0)
-    return nimble_status_make(NIMBLE_NOT_FOUND, "'%s': %s", path, strerror(errno));
+  if (stat(path, &st) != 0) return nimble_status_make(NIMBLE_NOT_FOUND, "%s", strerror(errno));
   if (!S_ISDIR(st.st_mode)) return nimble_executable_load_file(path, exe);
   nimble_executable_part_t *parts;
   size_t n;

@@ -86,6 +86,20 @@ def main():
             dis = farm.nimble("inspect", exe).stdout
             local = json.loads(farm.nimble("profile", exe, "--input", "x=4x784", "--runs", str(RUNS),
                                            "--json").stdout)
+            # The command line's own errors, here.
+            for args, code, text in [
+                ((exe,), 2, "no --input NAME=DIMS given"),
+                ((exe, "--input", "x=4x-1"), 2, "'-1' is not a dimension"),
+                ((exe, "--input", "x=4x784", "--input", "x=2x784"), 2, "--input 'x' is given twice"),
+                ((exe, "--input", "x=4x784", "--runs", "0"), 2, "--runs '0': expected an integer from 1"),
+                ((exe, "--input", "x=4x784x2"), 1, "input 'x' has shape [4,784,2], expected [?batch,784]"),
+                ((exe, "--input", "z=1"), 1, "entry 'main' has no such input (its inputs: x)"),
+                ((os.path.join(tmp, "missing.nimble"), "--input", "x=1x784"), 3, "missing.nimble"),
+            ]:
+                res = farm.nimble("profile", *args, check=False)
+                check(res.returncode == code and text in res.stderr,
+                      f"nimble profile {' '.join(os.path.basename(a) for a in args)}: exit {res.returncode}, "
+                      f"{res.stderr.strip().splitlines()[-1] if res.stderr.strip() else ''!r}")
         invokes = {}
         for sym in re.findall(r"InvokePacked\s+kernel=#\d+ (\S+)", dis):
             invokes[sym] = invokes.get(sym, 0) + 1
