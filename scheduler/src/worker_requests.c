@@ -63,7 +63,7 @@ static void handle_ready(nimble_scheduler *s, const sched_envelope *env, const j
   w->last_seen_ms = sched_now_mono_ms();
   json_int_t slots = json_integer_value(json_object_get(body, "slots"));
   char *tj = json_dumps(targets, JSON_COMPACT);
-  char *cj = json_dumps(can_run ? can_run : json_array(), JSON_COMPACT);
+  char *cj = can_run ? json_dumps(can_run, JSON_COMPACT) : NULL;
   /* The dashboard reads workers from here: targets, what it runs, its
    * load (task, slots) and its last word (seen, epoch ms). */
   nimble_status_t st = nimble_sched_redis_command(
