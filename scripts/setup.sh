@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # Installs every Debian package Nimble needs to build, test and run its
 # local farm. Idempotent and non-interactive: safe to run on every CI run.
+#
+#   scripts/setup.sh           everything (build, tests, farm, fleet)
+#   scripts/setup.sh --build   only what building the programs needs (the
+#                              images of docker/ build with this)
 set -euo pipefail
 
 PACKAGES=(
@@ -23,11 +27,32 @@ PACKAGES=(
   curl
   # the Python package's tests (python/tests) and its offline pip install
   python3-pytest python3-venv python3-pip python3-setuptools
+  # farm observability tests (tests/observe): the Prometheus text parser
+  # that reads every /metrics, and headless Chromium for the dashboard
+  python3-prometheus-client chromium
+  # the fleet stage (scripts/fleet-run.sh): the compose file's images built
+  # and run with rootful podman from a debootstrapped base; dnsname lets
+  # the containers find each other by service name on podman's CNI network
+  podman runc debootstrap podman-compose golang-github-containernetworking-plugin-dnsname
 )
+
+# What `cmake --build` of the programs needs (no tests, no cross builds).
+BUILD_PACKAGES=(
+  build-essential cmake pkg-config ca-certificates
+  libcurl4-openssl-dev libjansson-dev libzmq3-dev libsodium-dev
+  libhiredis-dev libprotobuf-c-dev protobuf-c-compiler
+  libonnx-dev libdlpack-dev libmicrohttpd-dev llvm-16-dev lld-16
+)
+if [ "${1:-}" = "--build" ]; then
+  PACKAGES=("${BUILD_PACKAGES[@]}")
+elif [ $# -gt 0 ]; then
+  echo "usage: $0 [--build]" >&2
+  exit 2
+fi
 
 # The arm64 packages need Debian's multiarch support for that architecture.
 need_update=0
-if ! dpkg --print-foreign-architectures | grep -qx arm64; then
+if [ "${1:-}" != "--build" ] && ! dpkg --print-foreign-architectures | grep -qx arm64; then
   SUDO_DPKG=""; [ "$(id -u)" -ne 0 ] && SUDO_DPKG="sudo"
   $SUDO_DPKG dpkg --add-architecture arm64
   need_update=1

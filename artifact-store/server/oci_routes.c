@@ -20,6 +20,7 @@
 
 #include "http_errors.h"
 #include "oci_request.h"
+#include "store_metrics.h"
 
 /* --- routes ----------------------------------------------------------- */
 
@@ -38,6 +39,10 @@ int nimble_oci_route_parse(const char *path, nimble_oci_route *out) {
   memset(out, 0, sizeof *out);
   if (strcmp(path, "/v2/") == 0 || strcmp(path, "/v2") == 0) {
     out->kind = NIMBLE_ROUTE_BASE;
+    return 1;
+  }
+  if (strcmp(path, "/metrics") == 0) {
+    out->kind = NIMBLE_ROUTE_METRICS;
     return 1;
   }
   if (strncmp(path, "/v2/", 4) != 0) return 1;
@@ -105,6 +110,23 @@ static enum MHD_Result begin(nimble_oci_context *ctx, struct MHD_Connection *c,
             : "authentication required: send Authorization: Bearer <token>",
         NULL);
   nimble_oci_route *route = &req->route;
+  if (route->kind == NIMBLE_ROUTE_METRICS) {
+    if (!nimble_oci_is_method(req, "GET") && !nimble_oci_is_method(req, "HEAD"))
+      return nimble_oci_method_not_allowed(c, req, "GET, HEAD");
+    nimble_metrics_buf b;
+    nimble_metrics_buf_init(&b);
+    nimble_store_metrics_write(ctx->metrics, &b, atomic_load(&ctx->connections),
+                               atomic_load(&ctx->requests));
+    enum MHD_Result ret =
+        b.failed || !b.data
+            ? nimble_oci_send_error(c, req, MHD_HTTP_INTERNAL_SERVER_ERROR, NIMBLE_OCI_UNKNOWN,
+                                    "out of memory writing the metrics", NULL)
+            : nimble_oci_respond(c, req, MHD_HTTP_OK,
+                                 nimble_oci_text_response(b.data, b.len, NIMBLE_METRICS_CONTENT_TYPE),
+                                 b.len);
+    nimble_metrics_buf_free(&b);
+    return ret;
+  }
   if (route->kind == NIMBLE_ROUTE_NONE)
     return nimble_oci_send_error(c, req, MHD_HTTP_NOT_FOUND, NIMBLE_OCI_UNSUPPORTED,
                                  "not an OCI distribution API path", NULL);
@@ -240,6 +262,19 @@ static void log_escaped(FILE *f, const char *s) {
   }
 }
 
+static const char *route_name(nimble_oci_route_kind kind) {
+  switch (kind) {
+    case NIMBLE_ROUTE_BASE: return "base";
+    case NIMBLE_ROUTE_BLOB: return "blob";
+    case NIMBLE_ROUTE_UPLOAD_NEW:
+    case NIMBLE_ROUTE_UPLOAD: return "upload";
+    case NIMBLE_ROUTE_MANIFEST: return "manifest";
+    case NIMBLE_ROUTE_TAGS: return "tags";
+    case NIMBLE_ROUTE_METRICS: return "metrics";
+    default: return "other";
+  }
+}
+
 void nimble_oci_completed(void *cls, struct MHD_Connection *connection, void **req_cls,
                           enum MHD_RequestTerminationCode toe) {
   nimble_oci_context *ctx = cls;
@@ -255,11 +290,16 @@ void nimble_oci_completed(void *cls, struct MHD_Connection *connection, void **r
     if (req->fresh_session)
       nimble_status_free(nimble_store_fs_upload_cancel(ctx->store, req->upload_id));
   }
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  double ms = (double)(now.tv_sec - req->started.tv_sec) * 1e3 +
+              (double)(now.tv_nsec - req->started.tv_nsec) / 1e6;
+  nimble_store_metrics_request(ctx->metrics, req->method, route_name(req->route.kind),
+                               req->queued ? req->status : 0,
+                               toe == MHD_REQUEST_TERMINATED_COMPLETED_OK, req->received,
+                               toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? req->sent : 0,
+                               ms / 1000.0);
   if (!ctx->quiet) {
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    double ms = (double)(now.tv_sec - req->started.tv_sec) * 1e3 +
-                (double)(now.tv_nsec - req->started.tv_nsec) / 1e6;
     flockfile(stderr);
     fprintf(stderr, "nimble-store: %s ", req->method);
     log_escaped(stderr, req->path);

@@ -18,6 +18,7 @@ typedef enum nimble_oci_route_kind {
   NIMBLE_ROUTE_UPLOAD,     /* /v2/<name>/blobs/uploads/<id> */
   NIMBLE_ROUTE_MANIFEST,   /* /v2/<name>/manifests/<reference> */
   NIMBLE_ROUTE_TAGS,       /* /v2/<name>/tags/list */
+  NIMBLE_ROUTE_METRICS,    /* /metrics (Prometheus text; not part of the OCI API) */
 } nimble_oci_route_kind;
 
 typedef struct nimble_oci_route {
@@ -42,6 +43,7 @@ typedef struct nimble_oci_context {
   unsigned max_connections;
   atomic_uint connections; /* open connections */
   atomic_uint requests;    /* requests between first call and completion */
+  struct nimble_store_metrics *metrics; /* NULL: none kept */
 } nimble_oci_context;
 
 /* libmicrohttpd callbacks; cls is the nimble_oci_context. */

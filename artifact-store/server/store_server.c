@@ -21,6 +21,7 @@
 
 #include "auth.h"
 #include "oci_routes.h"
+#include "store_metrics.h"
 
 struct nimble_store_server {
   nimble_oci_context ctx;
@@ -154,6 +155,7 @@ nimble_status_t nimble_store_server_start(const nimble_store_server_config *conf
   server->upload_timeout_s = config->upload_timeout_s ? config->upload_timeout_s : 3600;
   atomic_init(&server->ctx.connections, 0);
   atomic_init(&server->ctx.requests, 0);
+  server->ctx.metrics = nimble_store_metrics_create();
 
   nimble_status_t s = nimble_ok();
   if (config->token_file)
@@ -224,5 +226,6 @@ void nimble_store_server_stop(nimble_store_server *server, unsigned grace_ms) {
   pthread_cond_destroy(&server->wake);
   nimble_store_auth_destroy(server->ctx.auth);
   nimble_store_fs_destroy(server->ctx.store);
+  nimble_store_metrics_destroy(server->ctx.metrics);
   free(server);
 }

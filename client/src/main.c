@@ -37,6 +37,7 @@ static const nimble_cli_command *const kCommands[] = {
     &nimble_cmd_submit,
     &nimble_cmd_status,
     &nimble_cmd_fetch,
+    &nimble_cmd_profile,
 #endif
 };
 static const size_t kNumCommands = sizeof kCommands / sizeof kCommands[0];

@@ -12,6 +12,7 @@
 static const char *const kTypeNames[NIMBLE_MSG_TYPE_COUNT_] = {
     "SUBMIT", "STATUS",  "CANCEL",   "READY",    "HEARTBEAT",  "PROGRESS",
     "RESULT", "FAILURE", "ACCEPTED", "JOB_STATUS", "TASK",     "ERROR",
+    "PROFILE", "PROFILE_TASK", "PROFILE_RESULT",
 };
 
 const char *nimble_message_type_name(nimble_msg_type_t type) {
@@ -47,6 +48,8 @@ typedef enum field_kind {
   F_CODE,    /* a status code name, e.g. "INVALID_ARGUMENT" */
   F_REPO,    /* an OCI repository name */
   F_TASKS,   /* JOB_STATUS tasks: array of task status objects */
+  F_SHAPES,  /* profile inputs: object of input name -> array of dims */
+  F_REPORT,  /* a profile report (integers: nanoseconds, bytes, counts) */
 } field_kind;
 
 typedef struct field_spec {
@@ -69,6 +72,7 @@ static const field_spec kReady[] = {{"worker", F_ID, 1, 0, 0},
                                     {"compiler_version", F_TEXT, 1, 0, 256},
                                     {"compiler_build", F_DIGEST, 0, 0, 0},
                                     {"slots", F_INT, 0, 1, 1024},
+                                    {"can_run", F_TARGETS, 0, 0, 0},
                                     END};
 static const field_spec kHeartbeat[] = {{"worker", F_ID, 1, 0, 0}, {"task", F_ID, 0, 0, 0}, END};
 static const field_spec kProgress[] = {{"task", F_ID, 1, 0, 0},     {"phase", F_WORD, 1, 0, 0},
@@ -90,6 +94,7 @@ static const field_spec kTaskStatus[] = {{"target", F_TARGET, 1, 0, 0},
                                          {"error", F_TEXT, 0, 0, MAX_TEXT},
                                          {"cached", F_BOOL, 0, 0, 0},
                                          {"workers", F_INT, 0, 0, 1000000},
+                                         {"profile", F_REPORT, 0, 0, 0},
                                          END};
 static const field_spec kTask[] = {{"task", F_ID, 1, 0, 0},
                                    {"job", F_ID, 1, 0, 0},
@@ -105,9 +110,44 @@ static const field_spec kTask[] = {{"task", F_ID, 1, 0, 0},
 static const field_spec kError[] = {{"code", F_CODE, 1, 0, 0}, {"message", F_TEXT, 1, 0, MAX_TEXT},
                                     {"job", F_ID, 0, 0, 0},    {"task", F_ID, 0, 0, 0}, END};
 
+static const field_spec kProfile[] = {{"name", F_REPO, 1, 0, 0},
+                                      {"target", F_TARGET, 1, 0, 0},
+                                      {"inputs", F_SHAPES, 1, 0, 0},
+                                      {"manifest", F_DIGEST, 0, 0, 0},
+                                      {"runs", F_INT, 0, 1, NIMBLE_PROFILE_MAX_RUNS},
+                                      END};
+static const field_spec kProfileTask[] = {{"task", F_ID, 1, 0, 0},
+                                          {"job", F_ID, 1, 0, 0},
+                                          {"name", F_REPO, 1, 0, 0},
+                                          {"target", F_TARGET, 1, 0, 0},
+                                          {"inputs", F_SHAPES, 1, 0, 0},
+                                          {"runs", F_INT, 1, 1, NIMBLE_PROFILE_MAX_RUNS},
+                                          {"lease_ms", F_INT, 1, 1, 86400000},
+                                          {"manifest", F_DIGEST, 0, 0, 0},
+                                          {"attempt", F_INT, 0, 1, 1000},
+                                          END};
+static const field_spec kProfileResult[] = {{"task", F_ID, 1, 0, 0},
+                                            {"manifest", F_DIGEST, 1, 0, 0},
+                                            {"report", F_REPORT, 1, 0, 0},
+                                            END};
+static const field_spec kReport[] = {{"runs", F_INT, 1, 1, NIMBLE_PROFILE_MAX_RUNS},
+                                     {"median_ns", F_INT, 1, 0, INT64_MAX},
+                                     {"min_ns", F_INT, 1, 0, INT64_MAX},
+                                     {"max_ns", F_INT, 1, 0, INT64_MAX},
+                                     {"peak_bytes", F_INT, 1, 0, INT64_MAX},
+                                     {"device_peak_bytes", F_INT, 0, 0, INT64_MAX},
+                                     {"entry", F_TEXT, 0, 0, 256},
+                                     {"threads", F_INT, 0, 1, 1024},
+                                     END};
+static const field_spec kKernelTime[] = {{"symbol", F_TEXT, 1, 0, 512},
+                                         {"calls", F_INT, 1, 0, INT64_MAX},
+                                         {"total_ns", F_INT, 1, 0, INT64_MAX},
+                                         END};
+
 static const field_spec *const kSchemas[NIMBLE_MSG_TYPE_COUNT_] = {
     kSubmit, kStatus,  kCancel,   kReady,     kHeartbeat, kProgress,
     kResult, kFailure, kAccepted, kJobStatus, kTask,      kError,
+    kProfile, kProfileTask, kProfileResult,
 };
 
 static const char *const kStates[] = {"queued", "running", "done", "failed", "cancelled", NULL};
@@ -175,6 +215,63 @@ static nimble_status_t check_canonical_target(const char *s, const char *path) {
 }
 
 static nimble_status_t check_fields(const json_t *obj, const char *path, const field_spec *spec);
+
+/* Profile inputs: {"x":[4,784],"mask":[]}: 1 to NIMBLE_PROFILE_MAX_INPUTS
+ * names (1 to 256 bytes), each an array of at most 32 dimensions in
+ * [0, 2^31-1]. */
+static nimble_status_t check_shapes(const json_t *o, const char *p) {
+  size_t n = json_object_size(o);
+  if (n < 1 || n > NIMBLE_PROFILE_MAX_INPUTS)
+    return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "%s: 1 to %d inputs, got %zu", p,
+                              NIMBLE_PROFILE_MAX_INPUTS, n);
+  const char *name;
+  json_t *dims;
+  char ip[NIMBLE_JSON_PATH_MAX], dp[NIMBLE_JSON_PATH_MAX];
+  json_object_foreach((json_t *)o, name, dims) {
+    size_t len = strlen(name);
+    nimble_json_path_key(ip, p, len <= 64 ? name : "...");
+    if (len == 0 || len > 256)
+      return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "%s: an input name is 1 to 256 bytes", p);
+    if (!json_is_array(dims) || json_array_size(dims) > 32)
+      return nimble_status_make(NIMBLE_INVALID_ARGUMENT,
+                                "%s: expected an array of at most 32 dimensions, got %s", ip,
+                                json_is_array(dims) ? "a longer array" : nimble_json_type_name(dims));
+    for (size_t k = 0; k < json_array_size(dims); k++) {
+      json_t *d = json_array_get(dims, k);
+      nimble_json_path_index(dp, ip, k);
+      if (!json_is_integer(d) || json_integer_value(d) < 0 || json_integer_value(d) > INT32_MAX)
+        return nimble_status_make(NIMBLE_INVALID_ARGUMENT,
+                                  "%s: expected a dimension, an integer in [0, 2147483647]", dp);
+    }
+  }
+  return nimble_ok();
+}
+
+/* A profile report: the integer members of kReport (min <= median <= max)
+ * and `kernels`, an array of {symbol, calls, total_ns}. */
+static nimble_status_t check_report(const json_t *o, const char *p) {
+  NIMBLE_RETURN_IF_ERROR(check_fields(o, p, kReport));
+  int64_t mn = json_integer_value(json_object_get(o, "min_ns"));
+  int64_t med = json_integer_value(json_object_get(o, "median_ns"));
+  int64_t mx = json_integer_value(json_object_get(o, "max_ns"));
+  if (mn > med || med > mx)
+    return nimble_status_make(NIMBLE_INVALID_ARGUMENT,
+                              "%s: min_ns <= median_ns <= max_ns does not hold (%lld, %lld, %lld)",
+                              p, (long long)mn, (long long)med, (long long)mx);
+  json_t *arr = NULL;
+  NIMBLE_RETURN_IF_ERROR(nimble_json_get_array(o, p, "kernels", 1, 0, 65536, &arr));
+  char kp[NIMBLE_JSON_PATH_MAX], ip[NIMBLE_JSON_PATH_MAX];
+  nimble_json_path_key(kp, p, "kernels");
+  for (size_t k = 0; k < json_array_size(arr); k++) {
+    json_t *e = json_array_get(arr, k);
+    nimble_json_path_index(ip, kp, k);
+    if (!json_is_object(e))
+      return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "%s: expected an object, got %s", ip,
+                                nimble_json_type_name(e));
+    NIMBLE_RETURN_IF_ERROR(check_fields(e, ip, kKernelTime));
+  }
+  return nimble_ok();
+}
 
 static nimble_status_t check_field(const json_t *obj, const char *path, const field_spec *f) {
   char p[NIMBLE_JSON_PATH_MAX], ip[NIMBLE_JSON_PATH_MAX];
@@ -279,6 +376,13 @@ static nimble_status_t check_field(const json_t *obj, const char *path, const fi
         }
       }
       return nimble_ok();
+    case F_SHAPES:
+    case F_REPORT: {
+      json_t *o = NULL;
+      NIMBLE_RETURN_IF_ERROR(nimble_json_get_object(obj, path, f->key, f->required, &o));
+      if (!o) return nimble_ok();
+      return f->kind == F_SHAPES ? check_shapes(o, p) : check_report(o, p);
+    }
   }
   return nimble_status_make(NIMBLE_INTERNAL, "%s: unknown field kind", p);
 }

@@ -64,6 +64,7 @@ void sched_send(nimble_scheduler *s, void *sock, const sched_envelope *env, nimb
 
 void sched_send_error(nimble_scheduler *s, void *sock, const sched_envelope *env,
                       nimble_status_t error, const char *job) {
+  sched_metrics_error(s->metrics, nimble_status_code_name(nimble_status_code(error)));
   char *out;
   size_t n;
   nimble_status_t st = nimble_message_encode_error(error, job, &out, &n);
@@ -103,10 +104,38 @@ void sched_publish_task_jobs(nimble_scheduler *s, const char *tid) {
       log_status(s, "publishing", st);
       continue;
     }
+    sched_note_job_state(s, body);
     sched_publish(s, rep->element[i]->str, NIMBLE_MSG_JOB_STATUS, body);
     json_decref(body);
   }
   freeReplyObject(rep);
+}
+
+void sched_note_job_state(nimble_scheduler *s, const json_t *status) {
+  const char *job = json_string_value(json_object_get(status, "job"));
+  const char *state = json_string_value(json_object_get(status, "state"));
+  if (!job || !state) return;
+  redisReply *rep;
+  nimble_status_t st =
+      nimble_sched_redis_command(s->redis, &rep, "HMGET nimble:job:%s state kind", job);
+  if (st) {
+    log_status(s, "job state", st);
+    return;
+  }
+  int same = rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
+             rep->element[0]->type == REDIS_REPLY_STRING && !strcmp(rep->element[0]->str, state);
+  char kind[16] = "compile";
+  if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
+      rep->element[1]->type == REDIS_REPLY_STRING)
+    snprintf(kind, sizeof kind, "%s", rep->element[1]->str);
+  freeReplyObject(rep);
+  if (same) return;
+  st = nimble_sched_redis_command(s->redis, NULL, "HSET nimble:job:%s state %s", job, state);
+  if (st) {
+    log_status(s, "job state", st);
+    return;
+  }
+  sched_metrics_job_state(s->metrics, kind, state);
 }
 
 /* ---- leases and workers ---- */
@@ -152,6 +181,13 @@ sched_worker *sched_worker_by_rid(nimble_scheduler *s, const uint8_t *rid, size_
   return NULL;
 }
 
+void sched_worker_drop(nimble_scheduler *s, sched_worker *w, const char *why) {
+  sched_log(s, "worker %s %s", w->id, why);
+  nimble_status_free(
+      nimble_sched_redis_command(s->redis, NULL, "HSET nimble:worker:%s connected 0 task %s", w->id, ""));
+  *w = s->wk[--s->nwk];
+}
+
 static void free_worker_of(nimble_scheduler *s, const char *tid) {
   for (size_t i = 0; i < s->nwk; i++)
     if (!strcmp(s->wk[i].task, tid)) s->wk[i].task[0] = '\0';
@@ -160,20 +196,26 @@ static void free_worker_of(nimble_scheduler *s, const char *tid) {
 /* ---- task transitions ---- */
 
 nimble_status_t sched_task_finish(nimble_scheduler *s, nimble_sched_task_t *t) {
+  int ran = t->started_ms > 0 && strcmp(t->state, "cancelled") != 0;
   t->worker[0] = '\0';
   t->lease_until = 0;
+  t->finished_ms = sched_now_epoch_ms();
   NIMBLE_RETURN_IF_ERROR(nimble_sched_task_save(s->redis, t));
+  sched_metrics_task_finished(s->metrics, t->kind, t->target, t->state,
+                              ran ? (double)(t->finished_ms - t->started_ms) / 1000.0 : -1.0);
   sched_lease_drop(s, t->id);
   free_worker_of(s, t->id);
-  /* Only the holder's claim is released: a newer task may own the key. */
-  redisReply *rep;
-  NIMBLE_RETURN_IF_ERROR(nimble_sched_redis_command(s->redis, &rep, "GET nimble:inflight:%s", t->key));
-  int ours = rep->type == REDIS_REPLY_STRING && !strcmp(rep->str, t->id);
-  freeReplyObject(rep);
-  if (ours) NIMBLE_RETURN_IF_ERROR(nimble_sched_inflight_release(s->redis, t->key));
+  if (!strcmp(t->kind, "compile")) {
+    /* Only the holder's claim is released: a newer task may own the key. */
+    redisReply *rep;
+    NIMBLE_RETURN_IF_ERROR(nimble_sched_redis_command(s->redis, &rep, "GET nimble:inflight:%s", t->key));
+    int ours = rep->type == REDIS_REPLY_STRING && !strcmp(rep->str, t->id);
+    freeReplyObject(rep);
+    if (ours) NIMBLE_RETURN_IF_ERROR(nimble_sched_inflight_release(s->redis, t->key));
+  }
   NIMBLE_RETURN_IF_ERROR(nimble_sched_redis_command(s->redis, NULL, "SREM nimble:active %s", t->id));
-  NIMBLE_RETURN_IF_ERROR(
-      nimble_sched_redis_command(s->redis, NULL, "LREM nimble:queue:%s 0 %s", t->target, t->id));
+  NIMBLE_RETURN_IF_ERROR(nimble_sched_redis_command(s->redis, NULL, "LREM nimble:%s:%s 0 %s",
+                                                    nimble_sched_task_queue(t), t->target, t->id));
   sched_log(s, "task %s %s%s%s", t->id, t->state, t->error ? ": " : "", t->error ? t->error : "");
   sched_publish_task_jobs(s, t->id);
   return nimble_ok();
@@ -194,13 +236,16 @@ nimble_status_t sched_task_requeue(nimble_scheduler *s, nimble_sched_task_t *t, 
   snprintf(t->state, sizeof t->state, "queued");
   t->worker[0] = '\0';
   t->lease_until = 0;
+  t->queued_ms = sched_now_epoch_ms();
   NIMBLE_RETURN_IF_ERROR(nimble_sched_task_save(s->redis, t));
   sched_lease_drop(s, t->id);
+  sched_metrics_task_requeued(s->metrics, t->kind, t->target);
+  const char *q = nimble_sched_task_queue(t);
   NIMBLE_RETURN_IF_ERROR(
-      nimble_sched_redis_command(s->redis, NULL, "LREM nimble:queue:%s 0 %s", t->target, t->id));
+      nimble_sched_redis_command(s->redis, NULL, "LREM nimble:%s:%s 0 %s", q, t->target, t->id));
   /* Back to the front: it has waited longest. */
   NIMBLE_RETURN_IF_ERROR(
-      nimble_sched_redis_command(s->redis, NULL, "LPUSH nimble:queue:%s %s", t->target, t->id));
+      nimble_sched_redis_command(s->redis, NULL, "LPUSH nimble:%s:%s %s", q, t->target, t->id));
   sched_log(s, "task %s requeued (delivery %d of %d): %s", t->id, t->attempts, s->max_deliveries,
             why);
   sched_publish_task_jobs(s, t->id);
@@ -208,29 +253,43 @@ nimble_status_t sched_task_requeue(nimble_scheduler *s, nimble_sched_task_t *t, 
 }
 
 static void send_task(nimble_scheduler *s, sched_worker *w, const nimble_sched_task_t *t) {
-  json_t *b = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:I,s:i}", "task", t->id, "job", t->job,
-                        "model", t->model, "format", t->format, "name", t->name, "target",
-                        t->target, "key", t->key, "lease_ms", (json_int_t)s->lease_ms, "attempt",
-                        t->attempts);
-  if (!b) return;
-  if (t->options) {
-    json_t *o = json_loads(t->options, 0, NULL);
-    if (o) json_object_set_new(b, "options", o);
+  int profile = !strcmp(t->kind, "profile");
+  json_t *b;
+  if (profile) {
+    b = json_pack("{s:s,s:s,s:s,s:s,s:o?,s:i,s:I,s:i}", "task", t->id, "job", t->job, "name",
+                  t->name, "target", t->target, "inputs",
+                  t->inputs ? json_loads(t->inputs, 0, NULL) : NULL, "runs", t->runs > 0 ? t->runs : 10,
+                  "lease_ms", (json_int_t)s->lease_ms, "attempt", t->attempts);
+    if (b && t->manifest[0]) json_object_set_new(b, "manifest", json_string(t->manifest));
+  } else {
+    b = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:I,s:i}", "task", t->id, "job", t->job,
+                  "model", t->model, "format", t->format, "name", t->name, "target",
+                  t->target, "key", t->key, "lease_ms", (json_int_t)s->lease_ms, "attempt",
+                  t->attempts);
+    if (b && t->options) {
+      json_t *o = json_loads(t->options, 0, NULL);
+      if (o) json_object_set_new(b, "options", o);
+    }
   }
+  if (!b) return;
   sched_envelope env = {.count = 1};
   memcpy(env.data[0], w->rid, w->rid_len);
   env.size[0] = w->rid_len;
-  sched_send(s, s->workers, &env, NIMBLE_MSG_TASK, b);
+  sched_send(s, s->workers, &env, profile ? NIMBLE_MSG_PROFILE_TASK : NIMBLE_MSG_TASK, b);
   json_decref(b);
 }
 
-/* Gives worker w the first queued task of one of its targets. 1 when given. */
+/* Gives worker w the first queued task of one of its targets: compile
+ * queues first, then the profile queues of the targets it can run. 1 when
+ * given. */
 static int dispatch_one(nimble_scheduler *s, sched_worker *w) {
-  for (size_t k = 0; k < w->ntargets; k++) {
+  for (size_t k = 0; k < w->ntargets + w->ncan_run; k++) {
+    int profile = k >= w->ntargets;
+    const char *target = profile ? w->can_run[k - w->ntargets] : w->targets[k];
     for (;;) {
       redisReply *rep;
-      nimble_status_t st =
-          nimble_sched_redis_command(s->redis, &rep, "LPOP nimble:queue:%s", w->targets[k]);
+      nimble_status_t st = nimble_sched_redis_command(s->redis, &rep, "LPOP nimble:%s:%s",
+                                                      profile ? "pqueue" : "queue", target);
       if (st) {
         log_status(s, "dispatch", st);
         return 0;
@@ -252,23 +311,29 @@ static int dispatch_one(nimble_scheduler *s, sched_worker *w) {
         nimble_sched_task_deinit(&t);
         continue;
       }
+      int64_t now = sched_now_epoch_ms();
       t.attempts++;
       snprintf(t.state, sizeof t.state, "running");
       snprintf(t.worker, sizeof t.worker, "%s", w->id);
-      t.lease_until = sched_now_epoch_ms() + s->lease_ms;
+      t.lease_until = now + s->lease_ms;
+      t.started_ms = now;
       st = nimble_sched_task_save(s->redis, &t);
       if (st) {
         /* Not recorded: put it back; reconciliation repairs a failed push. */
         log_status(s, "dispatch", st);
-        nimble_status_free(
-            nimble_sched_redis_command(s->redis, NULL, "LPUSH nimble:queue:%s %s", t.target, t.id));
+        nimble_status_free(nimble_sched_redis_command(s->redis, NULL, "LPUSH nimble:%s:%s %s",
+                                                      nimble_sched_task_queue(&t), t.target, t.id));
         nimble_sched_task_deinit(&t);
         return 0;
       }
+      int64_t since = t.queued_ms ? t.queued_ms : t.created_ms;
+      sched_metrics_task_delivered(s->metrics, t.kind, t.target,
+                                   since ? (double)(now - since) / 1000.0 : 0.0);
       sched_lease_set(s, t.id, w->id, t.lease_until);
       snprintf(w->task, sizeof w->task, "%s", t.id);
       send_task(s, w, &t);
-      sched_log(s, "task %s (%s) -> worker %s, delivery %d", t.id, t.target, w->id, t.attempts);
+      sched_log(s, "%s task %s (%s) -> worker %s, delivery %d", t.kind, t.id, t.target, w->id,
+                t.attempts);
       sched_publish_task_jobs(s, t.id);
       nimble_sched_task_deinit(&t);
       return 1;
@@ -306,8 +371,9 @@ static void expire_leases(nimble_scheduler *s) {
      * speaks again (it is told to send READY then): it may be dead. */
     sched_worker *w = sched_worker_find(s, l.worker);
     if (w && !strcmp(w->task, l.task)) {
-      sched_log(s, "worker %s dropped: its lease on %s lapsed", w->id, l.task);
-      *w = s->wk[--s->nwk];
+      char why[300];
+      snprintf(why, sizeof why, "dropped: its lease on %s lapsed", l.task);
+      sched_worker_drop(s, w, why);
     }
     char why[300];
     snprintf(why, sizeof why, "worker '%s' stopped renewing its lease", l.worker);
@@ -325,8 +391,7 @@ static void expire_workers(nimble_scheduler *s) {
   int64_t now = sched_now_mono_ms();
   for (size_t i = 0; i < s->nwk;) {
     if (now - s->wk[i].last_seen_ms > s->worker_timeout_ms) {
-      sched_log(s, "worker %s went silent; dropped", s->wk[i].id);
-      s->wk[i] = s->wk[--s->nwk];
+      sched_worker_drop(s, &s->wk[i], "went silent; dropped");
     } else {
       i++;
     }
@@ -344,16 +409,18 @@ static nimble_status_t reconcile(nimble_scheduler *s) {
     nimble_sched_task_t t;
     st = nimble_sched_task_load(s->redis, rep->element[i]->str, &t);
     if (st) break;
+    sched_metrics_target(s->metrics, t.target);
+    const char *q = nimble_sched_task_queue(&t);
     if (!strcmp(t.state, "running")) {
       if (!sched_lease_find(s, t.id)) sched_lease_set(s, t.id, t.worker, t.lease_until);
     } else if (!strcmp(t.state, "queued")) {
       redisReply *pos;
-      st = nimble_sched_redis_command(s->redis, &pos, "LPOS nimble:queue:%s %s", t.target, t.id);
+      st = nimble_sched_redis_command(s->redis, &pos, "LPOS nimble:%s:%s %s", q, t.target, t.id);
       if (!st) {
         int missing = pos->type == REDIS_REPLY_NIL;
         freeReplyObject(pos);
         if (missing)
-          st = nimble_sched_redis_command(s->redis, NULL, "RPUSH nimble:queue:%s %s", t.target,
+          st = nimble_sched_redis_command(s->redis, NULL, "RPUSH nimble:%s:%s %s", q, t.target,
                                           t.id);
       }
     }
@@ -456,6 +523,10 @@ static nimble_status_t create_inner(const nimble_scheduler_options_t *o, nimble_
                              o->store_url);
   NIMBLE_RETURN_IF_ERROR_CTX(nimble_sched_redis_connect(o->redis_host, o->redis_port, &s->redis),
                              "--redis");
+  snprintf(s->redis_host, sizeof s->redis_host, "%s", o->redis_host);
+  s->redis_port = o->redis_port;
+  s->metrics = sched_metrics_create();
+  if (!s->metrics) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
 
   s->zctx = zmq_ctx_new();
   if (!s->zctx) return nimble_status_make(NIMBLE_INTERNAL, "zmq_ctx_new: %s", zmq_strerror(errno));
@@ -485,6 +556,7 @@ static nimble_status_t create_inner(const nimble_scheduler_options_t *o, nimble_
 
   NIMBLE_RETURN_IF_ERROR_CTX(reconcile(s), "reloading tasks from redis");
   s->last_reconcile_ms = sched_now_mono_ms();
+  if (o->metrics_address) NIMBLE_RETURN_IF_ERROR_CTX(sched_http_start(s, o->metrics_address), "--metrics");
   if (s->nleases) sched_log(s, "reloaded %zu running task(s) from redis", s->nleases);
   return nimble_ok();
 }
@@ -507,10 +579,29 @@ const char *nimble_scheduler_endpoint(const nimble_scheduler *s, const char *whi
   if (!strcmp(which, "clients")) return s->clients_ep;
   if (!strcmp(which, "workers")) return s->workers_ep;
   if (!strcmp(which, "events")) return s->events_ep;
+  if (!strcmp(which, "metrics")) return s->http_url[0] ? s->http_url : NULL;
   return NULL;
 }
 
 void nimble_scheduler_stop(nimble_scheduler *s) { s->stopping = 1; }
+
+/* The metrics' snapshot of the connected workers, refreshed every tick. */
+static void update_worker_metrics(nimble_scheduler *s) {
+  size_t n = s->nwk;
+  sched_metrics_worker *w = calloc(n ? n : 1, sizeof *w);
+  const char *(*targets)[SCHED_MAX_TARGETS] = calloc(n ? n : 1, sizeof *targets);
+  if (w && targets) {
+    for (size_t i = 0; i < n; i++) {
+      for (size_t k = 0; k < s->wk[i].ntargets; k++) targets[i][k] = s->wk[i].targets[k];
+      w[i].targets = targets[i];
+      w[i].ntargets = s->wk[i].ntargets;
+      w[i].busy = s->wk[i].task[0] != '\0';
+    }
+    sched_metrics_set_workers(s->metrics, w, n);
+  }
+  free(w);
+  free(targets);
+}
 
 nimble_status_t nimble_scheduler_run(nimble_scheduler *s) {
   while (!s->stopping) {
@@ -531,12 +622,15 @@ nimble_status_t nimble_scheduler_run(nimble_scheduler *s) {
       s->last_reconcile_ms = now;
     }
     sched_dispatch(s);
+    update_worker_metrics(s);
   }
   return nimble_ok();
 }
 
 void nimble_scheduler_destroy(nimble_scheduler *s) {
   if (!s) return;
+  sched_http_stop(s->http); /* first: its thread reads s->metrics */
+  s->http = NULL;
   if (s->clients) zmq_close(s->clients);
   if (s->workers) zmq_close(s->workers);
   if (s->events) zmq_close(s->events);
@@ -548,5 +642,6 @@ void nimble_scheduler_destroy(nimble_scheduler *s) {
   free(s->worker_keys);
   free(s->wk);
   free(s->leases);
+  sched_metrics_destroy(s->metrics);
   free(s);
 }

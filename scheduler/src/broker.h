@@ -12,8 +12,11 @@
 #include "nimble/sched_state.h"
 #include "nimble/scheduler.h"
 #include "nimble/store_client.h"
+#include "sched_metrics.h"
 
 #define SCHED_MAX_TARGETS 16
+
+typedef struct sched_http sched_http;
 #define SCHED_MAX_FRAMES 8
 
 typedef struct sched_worker {
@@ -22,6 +25,8 @@ typedef struct sched_worker {
   size_t rid_len;
   char targets[SCHED_MAX_TARGETS][256];
   size_t ntargets;
+  char can_run[SCHED_MAX_TARGETS][256]; /* targets it can run artifacts of (profile jobs) */
+  size_t ncan_run;
   char task[NIMBLE_SCHED_ID_MAX + 1]; /* "" when idle */
   int64_t last_seen_ms;              /* monotonic */
 } sched_worker;
@@ -58,6 +63,11 @@ struct nimble_scheduler {
   sched_lease *leases;
   size_t nleases, capleases;
   int64_t last_reconcile_ms;
+  char redis_host[256];
+  int redis_port;
+  sched_metrics *metrics;    /* NULL only when out of memory */
+  struct sched_http *http;   /* NULL without --metrics */
+  char http_url[300];        /* "http://HOST:PORT" bound, "" without --metrics */
   uint8_t last_refused_key[32]; /* ZAP log: a refused key is logged once per minute */
   int64_t last_refused_ms;
   volatile sig_atomic_t stopping;
@@ -101,6 +111,21 @@ void sched_handle_worker(nimble_scheduler *s, const sched_envelope *env, const v
 
 /* job_status.c: the JOB_STATUS body of a job (new reference). */
 nimble_status_t sched_job_status(nimble_scheduler *s, const char *job, json_t **out_body);
+/* A job's state from its targets' states (`cancelled`: the job was). */
+const char *sched_job_state_of(size_t n_targets, int n_done, int n_failed, int n_running,
+                               int n_cancelled, int cancelled);
+/* Records the state of `status` (a JOB_STATUS body) in the job hash and,
+ * when it changed, counts the job entering it (nimble_scheduler_jobs_total). */
+void sched_note_job_state(nimble_scheduler *s, const json_t *status);
+/* Drops worker w from the in-memory registry (its Redis record says
+ * connected 0). */
+void sched_worker_drop(nimble_scheduler *s, sched_worker *w, const char *why);
+
+/* sched_http.c: the HTTP port (--metrics): /metrics, the dashboard at /,
+ * its state at /api/state. It runs in its own thread with its own Redis
+ * connection and reads the broker only through s->metrics. */
+nimble_status_t sched_http_start(nimble_scheduler *s, const char *address);
+void sched_http_stop(struct sched_http *h);
 
 /* security.c */
 nimble_status_t sched_load_tokens(nimble_scheduler *s, const char *path);

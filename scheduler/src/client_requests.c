@@ -46,6 +46,8 @@ static nimble_status_t submit_target(nimble_scheduler *s, const char *job, const
   snprintf(t.name, sizeof t.name, "%s", str_of(body, "name"));
   snprintf(t.target, sizeof t.target, "%s", spec);
   t.options = options_text ? strdup(options_text) : NULL;
+  t.created_ms = t.queued_ms = sched_now_epoch_ms();
+  sched_metrics_target(s->metrics, spec);
 
   /* 1. The cache, served only while the store still has every blob. */
   int found;
@@ -59,11 +61,18 @@ static nimble_status_t submit_target(nimble_scheduler *s, const char *job, const
       snprintf(t.manifest, sizeof t.manifest, "%s", manifest);
       t.cached = 1;
       t.percent = 100;
+      t.finished_ms = t.created_ms;
       *cached = 1;
     } else {
       sched_log(s, "cache entry %s -> %s dropped: the store lacks part of it", keytext, manifest);
       st = nimble_sched_cache_drop(s->redis, keytext);
     }
+  }
+  if (!st) {
+    /* Counted for the metrics and, in Redis, for the dashboard's hit rate. */
+    sched_metrics_cache(s->metrics, spec, *cached);
+    nimble_status_free(nimble_sched_redis_command(s->redis, NULL, "HINCRBY nimble:stats %s 1",
+                                                  *cached ? "cache_hits" : "cache_misses"));
   }
   if (!st && !*cached) {
     /* 2. Merge with an identical task in flight (SET NX key -> task). */
@@ -79,6 +88,7 @@ static nimble_status_t submit_target(nimble_scheduler *s, const char *job, const
       if (live) {
         snprintf(tid, NIMBLE_SCHED_ID_MAX + 1, "%s", holder);
         sched_log(s, "job %s target %s merged into task %s", job, spec, holder);
+        sched_metrics_merged(s->metrics, spec);
         /* A job under another name gets the artifact tagged there too when
          * the task finishes (handle_result). */
         st = nimble_sched_redis_command(s->redis, NULL, "SADD nimble:task:%s:names %s", holder,
@@ -105,6 +115,18 @@ static nimble_status_t submit_target(nimble_scheduler *s, const char *job, const
   return st;
 }
 
+/* Counts the state a new or changed job is in (sched_note_job_state). */
+static void note_state(nimble_scheduler *s, const char *job) {
+  json_t *status;
+  nimble_status_t st = sched_job_status(s, job, &status);
+  if (st) {
+    nimble_status_free(st);
+    return;
+  }
+  sched_note_job_state(s, status);
+  json_decref(status);
+}
+
 static void handle_submit(nimble_scheduler *s, const sched_envelope *env, const json_t *body) {
   redisReply *rep;
   nimble_status_t st = nimble_sched_redis_command(s->redis, &rep, "INCR nimble:next-job");
@@ -123,9 +145,12 @@ static void handle_submit(nimble_scheduler *s, const sched_envelope *env, const 
   char *targets_text = json_dumps(targets, JSON_COMPACT);
   /* The job record first: tasks point back to it. */
   st = nimble_sched_redis_command(
-      s->redis, NULL, "HSET nimble:job:%s model %s format %s name %s targets %s options %s cancelled 0",
+      s->redis, NULL,
+      "HSET nimble:job:%s kind compile model %s format %s name %s targets %s options %s "
+      "cancelled 0 created_ms %lld",
       job, str_of(body, "model"), str_of(body, "format"), str_of(body, "name"),
-      targets_text ? targets_text : "[]", options_text ? options_text : "");
+      targets_text ? targets_text : "[]", options_text ? options_text : "",
+      (long long)sched_now_epoch_ms());
   int all_cached = 1;
   for (size_t i = 0; !st && i < json_array_size(targets); i++) {
     const char *spec = json_string_value(json_array_get(targets, i));
@@ -148,6 +173,71 @@ static void handle_submit(nimble_scheduler *s, const sched_envelope *env, const 
   json_t *reply = json_pack("{s:s,s:b}", "job", job, "cached", all_cached);
   sched_send(s, s->clients, env, NIMBLE_MSG_ACCEPTED, reply);
   json_decref(reply);
+  note_state(s, job);
+  sched_dispatch(s);
+}
+
+/* PROFILE: one task that runs artifact `name` (the target's tag, or the
+ * manifest given) on a worker that can run the target, queued on
+ * nimble:pqueue:<target>. No cache and no merging: a profile measures the
+ * worker it runs on, now. */
+static void handle_profile(nimble_scheduler *s, const sched_envelope *env, const json_t *body) {
+  const char *spec = str_of(body, "target");
+  nimble_target_t target;
+  nimble_status_t st = nimble_target_parse(spec, &target);
+  redisReply *rep = NULL;
+  if (!st) st = nimble_sched_redis_command(s->redis, &rep, "INCR nimble:next-job");
+  if (st) {
+    sched_send_error(s, s->clients, env, st, NULL);
+    nimble_status_free(st);
+    return;
+  }
+  char job[64];
+  snprintf(job, sizeof job, "j-%lld", rep->integer);
+  freeReplyObject(rep);
+  char tag[NIMBLE_TARGET_TAG_MAX + 1];
+  nimble_target_tag(&target, tag);
+  char *inputs = json_dumps(json_object_get(body, "inputs"), JSON_COMPACT | JSON_SORT_KEYS);
+  json_int_t runs = json_integer_value(json_object_get(body, "runs"));
+  const char *manifest = str_of(body, "manifest");
+
+  nimble_sched_task_t t;
+  nimble_sched_task_init(&t);
+  snprintf(t.kind, sizeof t.kind, "profile");
+  snprintf(t.id, sizeof t.id, "%s.%s", job, tag);
+  snprintf(t.job, sizeof t.job, "%s", job);
+  snprintf(t.name, sizeof t.name, "%s", str_of(body, "name"));
+  snprintf(t.target, sizeof t.target, "%s", spec);
+  snprintf(t.state, sizeof t.state, "queued");
+  if (manifest) snprintf(t.manifest, sizeof t.manifest, "%s", manifest);
+  t.inputs = inputs;
+  t.runs = runs > 0 ? (int)runs : 10;
+  t.created_ms = t.queued_ms = sched_now_epoch_ms();
+  sched_metrics_target(s->metrics, spec);
+
+  char targets[300];
+  snprintf(targets, sizeof targets, "[\"%s\"]", spec); /* a canonical spec needs no escaping */
+  st = nimble_sched_redis_command(
+      s->redis, NULL,
+      "HSET nimble:job:%s kind profile name %s targets %s inputs %s runs %d manifest %s "
+      "cancelled 0 created_ms %lld task:0 %s",
+      job, t.name, targets, inputs ? inputs : "{}", t.runs, manifest ? manifest : "",
+      (long long)t.created_ms, t.id);
+  if (!st) st = nimble_sched_task_save(s->redis, &t);
+  if (!st) st = nimble_sched_redis_command(s->redis, NULL, "SADD nimble:task:%s:jobs %s", t.id, job);
+  if (!st) st = nimble_sched_redis_command(s->redis, NULL, "SADD nimble:active %s", t.id);
+  if (!st) st = nimble_sched_redis_command(s->redis, NULL, "RPUSH nimble:pqueue:%s %s", spec, t.id);
+  nimble_sched_task_deinit(&t);
+  if (st) {
+    sched_send_error(s, s->clients, env, st, job);
+    nimble_status_free(st);
+    return;
+  }
+  sched_log(s, "profile job %s accepted (%s on %s)", job, str_of(body, "name"), spec);
+  json_t *reply = json_pack("{s:s,s:b}", "job", job, "cached", 0);
+  sched_send(s, s->clients, env, NIMBLE_MSG_ACCEPTED, reply);
+  json_decref(reply);
+  note_state(s, job);
   sched_dispatch(s);
 }
 
@@ -219,6 +309,7 @@ static void handle_cancel(nimble_scheduler *s, const sched_envelope *env, const 
     nimble_status_free(st);
     return;
   }
+  sched_note_job_state(s, status);
   sched_send(s, s->clients, env, NIMBLE_MSG_JOB_STATUS, status);
   sched_publish(s, job, NIMBLE_MSG_JOB_STATUS, status);
   json_decref(status);
@@ -229,10 +320,12 @@ void sched_handle_client(nimble_scheduler *s, const sched_envelope *env, const v
   nimble_msg_type_t type;
   json_t *body = NULL;
   nimble_status_t st = nimble_message_decode(data, size, &type, &body);
+  if (!st) sched_metrics_request(s->metrics, nimble_message_type_name(type));
   if (!st) st = sched_check_token(s, body);
-  if (!st && type != NIMBLE_MSG_SUBMIT && type != NIMBLE_MSG_STATUS && type != NIMBLE_MSG_CANCEL)
+  if (!st && type != NIMBLE_MSG_SUBMIT && type != NIMBLE_MSG_STATUS && type != NIMBLE_MSG_CANCEL &&
+      type != NIMBLE_MSG_PROFILE)
     st = nimble_status_make(NIMBLE_INVALID_ARGUMENT,
-                            "%s is not a client request (expected SUBMIT, STATUS or CANCEL)",
+                            "%s is not a client request (expected SUBMIT, PROFILE, STATUS or CANCEL)",
                             nimble_message_type_name(type));
   if (st) {
     sched_send_error(s, s->clients, env, st, NULL);
@@ -242,6 +335,8 @@ void sched_handle_client(nimble_scheduler *s, const sched_envelope *env, const v
   }
   if (type == NIMBLE_MSG_SUBMIT) {
     handle_submit(s, env, body);
+  } else if (type == NIMBLE_MSG_PROFILE) {
+    handle_profile(s, env, body);
   } else if (type == NIMBLE_MSG_CANCEL) {
     handle_cancel(s, env, body);
   } else {

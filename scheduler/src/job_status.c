@@ -8,16 +8,27 @@
 #include "broker.h"
 
 /* How many connected workers serve `target` (the task's canonical spec, as
- * workers advertise it). */
-static size_t workers_serving(const nimble_scheduler *s, const char *target) {
+ * workers advertise it): compile it, or, for a profile task, run it. */
+static size_t workers_serving(const nimble_scheduler *s, const char *target, int profile) {
   size_t n = 0;
-  for (size_t i = 0; i < s->nwk; i++)
-    for (size_t k = 0; k < s->wk[i].ntargets; k++)
-      if (!strcmp(s->wk[i].targets[k], target)) {
+  for (size_t i = 0; i < s->nwk; i++) {
+    size_t count = profile ? s->wk[i].ncan_run : s->wk[i].ntargets;
+    for (size_t k = 0; k < count; k++)
+      if (!strcmp(profile ? s->wk[i].can_run[k] : s->wk[i].targets[k], target)) {
         n++;
         break;
       }
+  }
   return n;
+}
+
+const char *sched_job_state_of(size_t n, int n_done, int n_failed, int n_running, int n_cancelled,
+                               int cancelled) {
+  if (cancelled) return "cancelled";
+  if ((size_t)n_done == n) return "done";
+  if (n_failed && (size_t)(n_done + n_failed + n_cancelled) == n) return "failed";
+  if (n_running || n_done || n_failed) return "running";
+  return "queued";
 }
 
 static json_t *task_entry(const nimble_scheduler *s, const nimble_sched_task_t *t,
@@ -36,8 +47,13 @@ static json_t *task_entry(const nimble_scheduler *s, const nimble_sched_task_t *
   if (t->cached) json_object_set_new(e, "cached", json_true());
   /* A queued task says whether anyone can take it: without a worker for
    * its target it waits until one joins, and the client should say so. */
+  int profile = !strcmp(t->kind, "profile");
   if (!strcmp(state, "queued"))
-    json_object_set_new(e, "workers", json_integer((json_int_t)workers_serving(s, target)));
+    json_object_set_new(e, "workers", json_integer((json_int_t)workers_serving(s, target, profile)));
+  if (profile && !strcmp(state, "done") && t->report) {
+    json_t *r = json_loads(t->report, 0, NULL);
+    if (r) json_object_set_new(e, "profile", r);
+  }
   return e;
 }
 
@@ -90,11 +106,7 @@ nimble_status_t sched_job_status(nimble_scheduler *s, const char *job, json_t **
     json_decref(tasks);
     return st;
   }
-  const char *state = "queued";
-  if (cancelled) state = "cancelled";
-  else if ((size_t)n_done == n) state = "done";
-  else if (n_failed && (size_t)(n_done + n_failed + n_cancelled) == n) state = "failed";
-  else if (n_running || n_done || n_failed) state = "running";
+  const char *state = sched_job_state_of(n, n_done, n_failed, n_running, n_cancelled, cancelled);
   *out_body = json_pack("{s:s,s:s,s:o}", "job", job, "state", state, "tasks", tasks);
   if (!*out_body) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
   return nimble_ok();

@@ -7,11 +7,16 @@
 
 #include "nimble/sched_state.h"
 
-void nimble_sched_task_init(nimble_sched_task_t *t) { memset(t, 0, sizeof *t); }
+void nimble_sched_task_init(nimble_sched_task_t *t) {
+  memset(t, 0, sizeof *t);
+  snprintf(t->kind, sizeof t->kind, "compile");
+}
 
 void nimble_sched_task_deinit(nimble_sched_task_t *t) {
   free(t->options);
   free(t->error);
+  free(t->inputs);
+  free(t->report);
   memset(t, 0, sizeof *t);
 }
 
@@ -21,10 +26,14 @@ nimble_status_t nimble_sched_task_save(nimble_sched_redis *r, const nimble_sched
       r, NULL,
       "HSET nimble:task:%s job %s key %s model %s format %s name %s target %s options %s "
       "state %s attempts %d worker %s lease_until %lld phase %s percent %d manifest %s "
-      "error %s cached %d",
+      "error %s cached %d kind %s inputs %s runs %d report %s created_ms %lld queued_ms %lld "
+      "started_ms %lld finished_ms %lld",
       t->id, t->job, t->key, t->model, t->format, t->name, t->target,
       t->options ? t->options : "", t->state, t->attempts, t->worker, (long long)t->lease_until,
-      t->phase, t->percent, t->manifest, t->error ? t->error : "", t->cached ? 1 : 0);
+      t->phase, t->percent, t->manifest, t->error ? t->error : "", t->cached ? 1 : 0,
+      t->kind[0] ? t->kind : "compile", t->inputs ? t->inputs : "", t->runs,
+      t->report ? t->report : "", (long long)t->created_ms, (long long)t->queued_ms,
+      (long long)t->started_ms, (long long)t->finished_ms);
   return s ? nimble_status_annotate(s, "saving task '%s'", t->id) : nimble_ok();
 }
 
@@ -40,6 +49,7 @@ nimble_status_t nimble_sched_task_load(nimble_sched_redis *r, const char *id,
     return nimble_status_make(NIMBLE_NOT_FOUND, "task '%s' is not known", id);
   }
   copy_field(t->id, sizeof t->id, id);
+  copy_field(t->kind, sizeof t->kind, "compile"); /* tasks saved before profile jobs existed */
   for (size_t i = 0; i + 1 < rep->elements; i += 2) {
     const char *f = rep->element[i]->str, *v = rep->element[i + 1]->str;
     if (!f || !v) continue;
@@ -59,9 +69,21 @@ nimble_status_t nimble_sched_task_load(nimble_sched_redis *r, const char *id,
     else if (!strcmp(f, "manifest")) copy_field(t->manifest, sizeof t->manifest, v);
     else if (!strcmp(f, "error")) t->error = *v ? strdup(v) : NULL;
     else if (!strcmp(f, "cached")) t->cached = !strcmp(v, "1");
+    else if (!strcmp(f, "kind") && *v) copy_field(t->kind, sizeof t->kind, v);
+    else if (!strcmp(f, "inputs")) t->inputs = *v ? strdup(v) : NULL;
+    else if (!strcmp(f, "runs")) t->runs = atoi(v);
+    else if (!strcmp(f, "report")) t->report = *v ? strdup(v) : NULL;
+    else if (!strcmp(f, "created_ms")) t->created_ms = strtoll(v, NULL, 10);
+    else if (!strcmp(f, "queued_ms")) t->queued_ms = strtoll(v, NULL, 10);
+    else if (!strcmp(f, "started_ms")) t->started_ms = strtoll(v, NULL, 10);
+    else if (!strcmp(f, "finished_ms")) t->finished_ms = strtoll(v, NULL, 10);
   }
   freeReplyObject(rep);
   return nimble_ok();
+}
+
+const char *nimble_sched_task_queue(const nimble_sched_task_t *t) {
+  return strcmp(t->kind, "profile") == 0 ? "pqueue" : "queue";
 }
 
 nimble_status_t nimble_sched_cache_put(nimble_sched_redis *r, const char *key,

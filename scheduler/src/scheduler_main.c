@@ -39,7 +39,10 @@ static void usage(FILE *f) {
         "  --max-deliveries N     fail a task delivered this often without finishing (default 3)\n"
         "  --compiler-version V   compiler version workers must run (default " NIMBLE_VERSION_STRING ")\n"
         "  --salt S               compile-key salt (bump to disown old results)\n"
-        "  --ready-file F         once bound, write clients=EP, workers=EP, events=EP lines to F\n"
+        "  --metrics HOST:PORT    serve /metrics, the dashboard (/) and /api/state over HTTP\n"
+        "                         (no authentication: loopback or a private network; port 0: any)\n"
+        "  --ready-file F         once bound, write clients=EP, workers=EP, events=EP (and\n"
+        "                         metrics=URL) lines to F\n"
         "  --quiet                no log lines\n"
         "  --help                 this text\n",
         f);
@@ -123,6 +126,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--compiler-version")) o.compiler_version = v;
     else if (!strcmp(a, "--salt")) o.salt = v;
     else if (!strcmp(a, "--ready-file")) ready = v;
+    else if (!strcmp(a, "--metrics")) o.metrics_address = v;
     else if (!strcmp(a, "--lease-ms")) {
       if (parse_long(a, v, &o.lease_ms)) return 2;
     } else if (!strcmp(a, "--max-deliveries")) {
@@ -184,11 +188,13 @@ int main(int argc, char **argv) {
   sigaction(SIGINT, &sa, NULL);
   signal(SIGPIPE, SIG_IGN);
   if (ready) {
-    char text[1024];
-    snprintf(text, sizeof text, "clients=%s\nworkers=%s\nevents=%s\n",
+    char text[1400];
+    const char *metrics = nimble_scheduler_endpoint(g_sched, "metrics");
+    snprintf(text, sizeof text, "clients=%s\nworkers=%s\nevents=%s\n%s%s%s",
              nimble_scheduler_endpoint(g_sched, "clients"),
              nimble_scheduler_endpoint(g_sched, "workers"),
-             nimble_scheduler_endpoint(g_sched, "events"));
+             nimble_scheduler_endpoint(g_sched, "events"), metrics ? "metrics=" : "",
+             metrics ? metrics : "", metrics ? "\n" : "");
     if (write_file_atomic(ready, text, 0644) != 0) {
       fprintf(stderr, "nimble-scheduler: --ready-file '%s': %s\n", ready, strerror(errno));
       nimble_scheduler_destroy(g_sched);
@@ -196,10 +202,12 @@ int main(int argc, char **argv) {
     }
   }
   if (!o.quiet)
-    fprintf(stderr, "nimble-scheduler: clients %s, workers %s, events %s\n",
+    fprintf(stderr, "nimble-scheduler: clients %s, workers %s, events %s%s%s\n",
             nimble_scheduler_endpoint(g_sched, "clients"),
             nimble_scheduler_endpoint(g_sched, "workers"),
-            nimble_scheduler_endpoint(g_sched, "events"));
+            nimble_scheduler_endpoint(g_sched, "events"),
+            nimble_scheduler_endpoint(g_sched, "metrics") ? ", dashboard and metrics " : "",
+            nimble_scheduler_endpoint(g_sched, "metrics") ? nimble_scheduler_endpoint(g_sched, "metrics") : "");
   st = nimble_scheduler_run(g_sched);
   nimble_scheduler *s = g_sched;
   g_sched = NULL;

@@ -50,15 +50,30 @@ static void handle_ready(nimble_scheduler *s, const sched_envelope *env, const j
   w->rid_len = env->size[0];
   const json_t *targets = json_object_get(body, "targets");
   w->ntargets = 0;
-  for (size_t i = 0; i < json_array_size(targets) && i < SCHED_MAX_TARGETS; i++)
+  for (size_t i = 0; i < json_array_size(targets) && i < SCHED_MAX_TARGETS; i++) {
     snprintf(w->targets[w->ntargets++], sizeof w->targets[0], "%s",
              json_string_value(json_array_get(targets, i)));
+    sched_metrics_target(s->metrics, w->targets[w->ntargets - 1]);
+  }
+  const json_t *can_run = json_object_get(body, "can_run");
+  w->ncan_run = 0;
+  for (size_t i = 0; i < json_array_size(can_run) && i < SCHED_MAX_TARGETS; i++)
+    snprintf(w->can_run[w->ncan_run++], sizeof w->can_run[0], "%s",
+             json_string_value(json_array_get(can_run, i)));
   w->last_seen_ms = sched_now_mono_ms();
+  json_int_t slots = json_integer_value(json_object_get(body, "slots"));
   char *tj = json_dumps(targets, JSON_COMPACT);
+  char *cj = can_run ? json_dumps(can_run, JSON_COMPACT) : NULL;
+  /* The dashboard reads workers from here: targets, what it runs, its
+   * load (task, slots) and its last word (seen, epoch ms). */
   nimble_status_t st = nimble_sched_redis_command(
-      s->redis, NULL, "HSET nimble:worker:%s targets %s compiler_version %s seen %lld", id,
-      tj ? tj : "[]", ver, (long long)sched_now_epoch_ms());
+      s->redis, NULL,
+      "HSET nimble:worker:%s targets %s can_run %s compiler_version %s seen %lld slots %lld "
+      "task %s connected 1",
+      id, tj ? tj : "[]", cj ? cj : "[]", ver, (long long)sched_now_epoch_ms(),
+      (long long)(slots > 0 ? slots : 1), "");
   free(tj);
+  free(cj);
   if (!st) st = nimble_sched_redis_command(s->redis, NULL, "EXPIRE nimble:worker:%s 3600", id);
   if (st) {
     sched_log(s, "worker registry: %s", nimble_status_message(st));
@@ -102,6 +117,11 @@ static void handle_heartbeat(nimble_scheduler *s, const sched_envelope *env, con
   }
   memcpy(w->rid, env->data[0], env->size[0]);
   w->rid_len = env->size[0];
+  nimble_status_t st = nimble_sched_redis_command(
+      s->redis, NULL, "HSET nimble:worker:%s seen %lld task %s connected 1", id,
+      (long long)sched_now_epoch_ms(), w->task);
+  if (!st) st = nimble_sched_redis_command(s->redis, NULL, "EXPIRE nimble:worker:%s 3600", id);
+  nimble_status_free(st);
 }
 
 static void handle_progress(nimble_scheduler *s, const json_t *body) {
@@ -164,6 +184,12 @@ static void handle_result(nimble_scheduler *s, sched_worker *w, const json_t *bo
     nimble_status_free(st);
     return;
   }
+  if (strcmp(t.kind, "compile")) {
+    sched_log(s, "RESULT for %s ignored: it is a %s task (PROFILE_RESULT answers those)", tid,
+              t.kind);
+    nimble_sched_task_deinit(&t);
+    return;
+  }
   /* Late results are welcome while the task is not finished: the output is
    * content-addressed, so whichever delivery answers first wins. */
   if (strcmp(t.state, "queued") && strcmp(t.state, "running")) {
@@ -186,6 +212,37 @@ static void handle_result(nimble_scheduler *s, sched_worker *w, const json_t *bo
   }
   if (!st) st = sched_task_finish(s, &t);
   if (st) sched_log(s, "RESULT for %s not recorded: %s", tid, nimble_status_message(st));
+  nimble_status_free(st);
+  nimble_sched_task_deinit(&t);
+  if (w && !strcmp(w->task, tid)) w->task[0] = '\0';
+}
+
+/* PROFILE_RESULT: the report (kept as canonical JSON text in the task)
+ * and the manifest actually run. Only the worker holding the task is
+ * heard: a profile measures one run on one machine. */
+static void handle_profile_result(nimble_scheduler *s, sched_worker *w, const json_t *body) {
+  const char *tid = str_of(body, "task");
+  nimble_sched_task_t t;
+  nimble_status_t st = nimble_sched_task_load(s->redis, tid, &t);
+  if (st) {
+    sched_log(s, "PROFILE_RESULT for %s: %s", tid, nimble_status_message(st));
+    nimble_status_free(st);
+    return;
+  }
+  if (strcmp(t.kind, "profile") || strcmp(t.state, "running") || (w && strcmp(t.worker, w->id))) {
+    sched_log(s, "PROFILE_RESULT for %s ignored: a %s task, %s", tid, t.kind, t.state);
+    nimble_sched_task_deinit(&t);
+    if (w && !strcmp(w->task, tid)) w->task[0] = '\0';
+    return;
+  }
+  free(t.report);
+  t.report = json_dumps(json_object_get(body, "report"), JSON_COMPACT | JSON_SORT_KEYS);
+  snprintf(t.manifest, sizeof t.manifest, "%s", str_of(body, "manifest"));
+  snprintf(t.state, sizeof t.state, t.report ? "done" : "failed");
+  if (!t.report) t.error = strdup("the profile report could not be kept (out of memory)");
+  t.percent = 100;
+  st = sched_task_finish(s, &t);
+  if (st) sched_log(s, "PROFILE_RESULT for %s not recorded: %s", tid, nimble_status_message(st));
   nimble_status_free(st);
   nimble_sched_task_deinit(&t);
   if (w && !strcmp(w->task, tid)) w->task[0] = '\0';
@@ -237,11 +294,12 @@ void sched_handle_worker(nimble_scheduler *s, const sched_envelope *env, const v
     case NIMBLE_MSG_PROGRESS: handle_progress(s, body); break;
     case NIMBLE_MSG_RESULT: handle_result(s, w, body); break;
     case NIMBLE_MSG_FAILURE: handle_failure(s, w, body); break;
+    case NIMBLE_MSG_PROFILE_RESULT: handle_profile_result(s, w, body); break;
     default:
       reply_error(s, env,
                   nimble_status_make(NIMBLE_INVALID_ARGUMENT,
                                      "%s is not a worker message (expected READY, HEARTBEAT, "
-                                     "PROGRESS, RESULT or FAILURE)",
+                                     "PROGRESS, RESULT, PROFILE_RESULT or FAILURE)",
                                      nimble_message_type_name(type)));
   }
   json_decref(body);

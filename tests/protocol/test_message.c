@@ -92,6 +92,18 @@ static const example kExamples[] = {
     {NIMBLE_MSG_ERROR, "ERROR",
      "{\"code\":\"NOT_FOUND\",\"message\":\"job 'j-9' is not known\",\"job\":\"j-9\"}",
      {"code", "message"}},
+    {NIMBLE_MSG_PROFILE, "PROFILE",
+     "{\"name\":\"team/mlp\",\"target\":\"x86\",\"inputs\":{\"x\":[4,784]},\"runs\":20}",
+     {"name", "target", "inputs"}},
+    {NIMBLE_MSG_PROFILE_TASK, "PROFILE_TASK",
+     "{\"task\":\"j-2.x86\",\"job\":\"j-2\",\"name\":\"team/mlp\",\"target\":\"x86\","
+     "\"inputs\":{\"x\":[4,784]},\"runs\":20,\"lease_ms\":30000,\"manifest\":\"" SHA_ABC "\"}",
+     {"task", "job", "name", "target", "inputs", "runs", "lease_ms"}},
+    {NIMBLE_MSG_PROFILE_RESULT, "PROFILE_RESULT",
+     "{\"task\":\"j-2.x86\",\"manifest\":\"" SHA_ABC "\",\"report\":{\"runs\":20,"
+     "\"median_ns\":41000,\"min_ns\":39000,\"max_ns\":90000,\"peak_bytes\":16384,"
+     "\"kernels\":[{\"symbol\":\"fused_dense_relu\",\"calls\":20,\"total_ns\":500000}]}}",
+     {"task", "manifest", "report"}},
 };
 #define EXAMPLE_COUNT (sizeof(kExamples) / sizeof(kExamples[0]))
 
@@ -248,6 +260,49 @@ START_TEST(test_cross_member_rules_are_checked) {
                       NIMBLE_INVALID_ARGUMENT, "body: expected an object, got nothing");
   NIMBLE_ASSERT_ERROR(nimble_message_validate_body((nimble_msg_type_t)77, NULL),
                       NIMBLE_INVALID_ARGUMENT, "message type 77 is unknown");
+}
+END_TEST
+
+START_TEST(test_profile_inputs_and_reports_are_checked) {
+  NIMBLE_ASSERT_ERROR(with_member(NIMBLE_MSG_PROFILE, "inputs", "{}"), NIMBLE_INVALID_ARGUMENT,
+                      "body.inputs: 1 to 64 inputs, got 0");
+  NIMBLE_ASSERT_ERROR(with_member(NIMBLE_MSG_PROFILE, "inputs", "{\"x\":[4,-1]}"),
+                      NIMBLE_INVALID_ARGUMENT,
+                      "body.inputs.x[1]: expected a dimension, an integer in [0, 2147483647]");
+  NIMBLE_ASSERT_ERROR(with_member(NIMBLE_MSG_PROFILE, "inputs", "{\"x\":\"4x784\"}"),
+                      NIMBLE_INVALID_ARGUMENT,
+                      "body.inputs.x: expected an array of at most 32 dimensions, got a string");
+  NIMBLE_ASSERT_ERROR(with_member(NIMBLE_MSG_PROFILE, "runs", "0"), NIMBLE_INVALID_ARGUMENT,
+                      "body.runs");
+  NIMBLE_ASSERT_OK(with_member(NIMBLE_MSG_PROFILE, "inputs", "{\"scalar\":[]}"));
+  const nimble_msg_type_t R = NIMBLE_MSG_PROFILE_RESULT;
+  NIMBLE_ASSERT_ERROR(
+      with_member(R, "report",
+                  "{\"runs\":3,\"median_ns\":5,\"min_ns\":6,\"max_ns\":9,\"peak_bytes\":0,"
+                  "\"kernels\":[]}"),
+      NIMBLE_INVALID_ARGUMENT, "body.report: min_ns <= median_ns <= max_ns does not hold (6, 5, 9)");
+  NIMBLE_ASSERT_ERROR(
+      with_member(R, "report",
+                  "{\"runs\":3,\"median_ns\":5,\"min_ns\":4,\"max_ns\":9,\"peak_bytes\":0,"
+                  "\"kernels\":[{\"symbol\":\"k\",\"total_ns\":1}]}"),
+      NIMBLE_INVALID_ARGUMENT, "body.report.kernels[0].calls: missing");
+  NIMBLE_ASSERT_ERROR(
+      with_member(R, "report",
+                  "{\"runs\":3,\"median_ns\":5,\"min_ns\":4,\"max_ns\":9,\"kernels\":[]}"),
+      NIMBLE_INVALID_ARGUMENT, "body.report.peak_bytes: missing");
+  NIMBLE_ASSERT_ERROR(
+      with_member(R, "report",
+                  "{\"runs\":3,\"median_ns\":5.5,\"min_ns\":4,\"max_ns\":9,\"peak_bytes\":0,"
+                  "\"kernels\":[]}"),
+      NIMBLE_INVALID_ARGUMENT, "body.report.median_ns");
+  /* A finished profile task carries its report in JOB_STATUS. */
+  NIMBLE_ASSERT_OK(with_member(
+      NIMBLE_MSG_JOB_STATUS, "tasks",
+      "[{\"target\":\"x86\",\"state\":\"done\",\"manifest\":\"" SHA_ABC "\","
+      "\"profile\":{\"runs\":1,\"median_ns\":5,\"min_ns\":5,\"max_ns\":5,\"peak_bytes\":64,"
+      "\"kernels\":[]}}]"));
+  NIMBLE_ASSERT_ERROR(with_member(NIMBLE_MSG_READY, "can_run", "[\"x86\",\"x86\"]"),
+                      NIMBLE_INVALID_ARGUMENT, "body.can_run[1]: 'x86' repeats body.can_run[0]");
 }
 END_TEST
 
@@ -433,6 +488,7 @@ int main(void) {
   tcase_add_test(tc, test_a_missing_required_member_is_named);
   tcase_add_test(tc, test_member_values_are_checked);
   tcase_add_test(tc, test_cross_member_rules_are_checked);
+  tcase_add_test(tc, test_profile_inputs_and_reports_are_checked);
   tcase_add_test(tc, test_envelope_errors_give_the_reason);
   tcase_add_test(tc, test_deeply_nested_bodies_are_handled_without_crashing);
   tcase_add_test(tc, test_encode_refuses_invalid_bodies_with_the_type_named);

@@ -26,7 +26,7 @@ fi
 rm -f "$dockerdir/.broken-compose.yaml"
 
 /usr/bin/python3 - "$tmp/resolved.yaml" "$dockerdir" <<'PY'
-import os, sys, yaml
+import os, re, sys, yaml
 doc = yaml.safe_load(open(sys.argv[1]))
 dockerdir = sys.argv[2]
 s = doc["services"]
@@ -35,26 +35,41 @@ assert set(s) == want, f"services {sorted(s)} != {sorted(want)}"
 cmd = s["redis"]["command"]
 assert cmd[cmd.index("--appendonly") + 1] == "yes", "redis must run with AOF on"
 assert "ports" not in s["redis"], "redis must not be published"
+assert any(v.startswith("redis-data:") for v in s["redis"]["volumes"]), "redis needs a volume"
 assert any(v.startswith("store-data:") for v in s["store"]["volumes"]), "the store needs a volume"
 assert "store-data" in doc["volumes"] and "redis-data" in doc["volumes"]
-assert s["worker-aarch64"]["platform"] == "linux/arm64"
+# The aarch64 worker is the x86 worker's image (the compiler cross-compiles).
+assert s["worker-aarch64"]["image"] == s["worker-x86"]["image"], "one worker image for CPU targets"
+assert s["worker-cuda"].get("profiles") == ["gpu"], "the cuda worker runs with --profile gpu only"
 dev = s["worker-cuda"]["deploy"]["resources"]["reservations"]["devices"][0]
 assert "gpu" in dev["capabilities"] and dev["driver"] == "nvidia", dev
+build_stages = set()
 for name, svc in s.items():
-    if "build" in svc:
-        df = os.path.join(svc["build"]["context"], svc["build"]["dockerfile"])
-        assert os.path.isfile(df), f"{name}: {df} is missing"
-        text = open(df).read()
-        assert "scripts/setup.sh" in text, f"{df} does not build with scripts/setup.sh"
+    if "build" not in svc:
+        continue
+    df = os.path.join(svc["build"]["context"], svc["build"]["dockerfile"])
+    assert os.path.isfile(df), f"{name}: {df} is missing"
+    text = open(df).read()
+    # Buildable from a local base: the base is a build argument whose
+    # default is the public Debian image.
+    assert "ARG BASE=debian:bookworm\n" in text and "FROM ${BASE}" in text, f"{df}: no BASE argument"
+    assert svc["build"]["args"]["BASE"] == "debian:bookworm", f"{name}: BASE defaults to {svc['build']['args']}"
+    if name != "redis":
+        assert "scripts/setup.sh --build" in text, f"{df} does not build with scripts/setup.sh --build"
+        build_stages.add(re.search(r"FROM \$\{BASE\} AS build\n.*?\n\n", text, re.S).group(0))
+for role in ("store", "scheduler", "worker-x86"):
+    assert s[role]["build"]["dockerfile"] == "docker/nimble.Dockerfile"
+    assert s[role]["build"]["target"] == role.split("-")[0], f"{role}: target {s[role]['build']['target']}"
+assert len(build_stages) == 1, "the build stages of nimble.Dockerfile and worker-cuda.Dockerfile differ (no shared cache)"
 assert "nvidia/cuda" in open(os.path.join(dockerdir, "worker-cuda.Dockerfile")).read()
 sched = s["scheduler"]["command"]
-for opt in ("--clients", "--workers", "--events", "--redis", "--store", "--token-file"):
+for opt in ("--clients", "--workers", "--events", "--redis", "--store", "--token-file", "--metrics"):
     assert opt in sched, f"scheduler command lacks {opt}"
 for w in ("worker-x86", "worker-aarch64", "worker-cuda"):
     c = s[w]["command"]
     assert c[c.index("--targets") + 1] == w.split("-", 1)[1], f"{w}: wrong --targets"
     assert c[c.index("--scheduler") + 1] == "tcp://scheduler:5556"
-print("compose: 6 services, AOF, volumes, arm64 platform and GPU reservation present")
+print("compose: 6 services, AOF, volumes, one worker image for CPU targets, GPU profile, local-base builds")
 PY
 
 if [ -n "$build" ] && [ -x "$build/scheduler/nimble-scheduler" ]; then

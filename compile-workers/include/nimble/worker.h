@@ -49,10 +49,14 @@ typedef struct nimble_worker_options_t {
   long cpu_limit_s;               /* RLIMIT_CPU of the compiler, default 600 */
   long mem_limit_mb;              /* RLIMIT_AS of the compiler, default 8192; -1: none */
   int quiet;
+  const char *metrics_address;    /* "HOST:PORT" (port 0: any) for GET /metrics; NULL: none */
 } nimble_worker_options_t;
 
 /* Checks the options and connects. Caller destroys *out. */
 nimble_status_t nimble_worker_create(const nimble_worker_options_t *opts, nimble_worker **out);
+
+/* "http://HOST:PORT" of the /metrics port, NULL without one. Borrowed. */
+const char *nimble_worker_metrics_url(const nimble_worker *w);
 
 /* Serves tasks until nimble_worker_stop. */
 nimble_status_t nimble_worker_run(nimble_worker *w);

@@ -23,8 +23,9 @@ static int64_t now_ms(void) {
 }
 
 nimble_status_t compile_child_start(compile_child *c, char *const argv[], const char *stderr_path,
-                                    const compile_limits *limits) {
+                                    const compile_limits *limits, const char *what) {
   memset(c, 0, sizeof *c);
+  c->what = what ? what : "the compiler";
   c->progress_fd = -1;
   snprintf(c->stderr_path, sizeof c->stderr_path, "%s", stderr_path);
   int errfd = open(stderr_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -187,24 +188,24 @@ void compile_child_poll(compile_child *c, const compile_limits *limits, int *out
     kill(-c->pid, SIGKILL);
     kill(c->pid, SIGKILL);
     waitpid(c->pid, &status, 0);
-    snprintf(head, sizeof head, "the compiler ran past its wall-clock limit of %ld s and was killed",
-             limits->timeout_s);
+    snprintf(head, sizeof head, "%s ran past its wall-clock limit of %ld s and was killed",
+             c->what, limits->timeout_s);
   } else if (r < 0) {
-    snprintf(head, sizeof head, "lost the compiler process: %s", strerror(errno));
+    snprintf(head, sizeof head, "lost %s process: %s", c->what, strerror(errno));
   } else if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
     c->pid = 0;
     *out_done = 1;
     return;
   } else if (WIFEXITED(status)) {
-    snprintf(head, sizeof head, "the compiler failed (exit status %d)", WEXITSTATUS(status));
+    snprintf(head, sizeof head, "%s failed (exit status %d)", c->what, WEXITSTATUS(status));
   } else if (WIFSIGNALED(status)) {
     int sig = WTERMSIG(status);
     const char *extra = "";
     if (sig == SIGXCPU) extra = "; it used up its CPU-time limit";
-    snprintf(head, sizeof head, "the compiler was killed by signal %d (%s)%s", sig,
+    snprintf(head, sizeof head, "%s was killed by signal %d (%s)%s", c->what, sig,
              strsignal(sig), extra);
   } else {
-    snprintf(head, sizeof head, "the compiler stopped (status 0x%x)", status);
+    snprintf(head, sizeof head, "%s stopped (status 0x%x)", c->what, status);
   }
   c->pid = 0;
   char *text = stderr_text(c->stderr_path);

@@ -21,15 +21,17 @@ typedef struct compile_child {
   int progress_fd;     /* read end of the progress pipe, -1 when closed */
   char stderr_path[4096];
   int64_t deadline_ms; /* monotonic */
+  const char *what;    /* names it in errors: "the compiler" (static string) */
   char line[256];      /* partial progress line */
   size_t line_len;
 } compile_child;
 
 /* Starts argv[0] with argv (borrowed), stdout to /dev/null, stderr to
  * stderr_path, fd NIMBLE_WORKER_PROGRESS_FD the write end of a pipe, limits
- * applied and SIGKILL on the worker's death. */
+ * applied and SIGKILL on the worker's death. `what` (a static string, NULL:
+ * "the compiler") names the child in error texts. */
 nimble_status_t compile_child_start(compile_child *c, char *const argv[], const char *stderr_path,
-                                    const compile_limits *limits);
+                                    const compile_limits *limits, const char *what);
 
 /* Reads what progress there is; calls fn for each complete "phase percent"
  * line that is well formed (others are ignored). */

@@ -19,13 +19,16 @@
 #include "artifact_push.h"
 #include "compile_child.h"
 #include "nimble/compile_key.h"
+#include "nimble/manifest.h"
 #include "nimble/message.h"
 #include "nimble/target.h"
 #include "nimble/worker.h"
+#include "worker_metrics.h"
 
 struct nimble_worker {
   char id[129];
   char targets_json[4096]; /* canonical specs, as a JSON array */
+  char can_run_json[4096]; /* the targets whose code runs on this CPU, "[]" if none */
   char compiler[PATH_MAX];
   char compiler_version[257];
   char salt[256];
@@ -38,8 +41,14 @@ struct nimble_worker {
   nimble_store_client *store;
   volatile sig_atomic_t stopping;
   int need_ready;
+  worker_metrics *metrics;
+  char metrics_url[300];
   /* The task in hand; task[0] == '\0' when idle. */
   char task[129];
+  char task_kind[16]; /* "compile" (TASK) or "profile" (PROFILE_TASK) */
+  char profiled[NIMBLE_DIGEST_STRING_LEN + 1]; /* a profile task's manifest, once fetched */
+  int64_t child_started_ms;                    /* monotonic; 0 before the child starts */
+  double child_seconds;                        /* the child's run, set when it exits */
   json_t *task_body;
   char task_dir[PATH_MAX];
   compile_child child;
@@ -81,9 +90,12 @@ static void send_msg(nimble_worker *w, nimble_msg_type_t type, json_t *body /* s
 
 static void send_ready(nimble_worker *w) {
   json_t *targets = json_loads(w->targets_json, 0, NULL);
-  send_msg(w, NIMBLE_MSG_READY,
-           json_pack("{s:s,s:o,s:s,s:i}", "worker", w->id, "targets", targets, "compiler_version",
-                     w->compiler_version, "slots", 1));
+  json_t *b = json_pack("{s:s,s:o,s:s,s:i}", "worker", w->id, "targets", targets,
+                        "compiler_version", w->compiler_version, "slots", 1);
+  json_t *can_run = json_loads(w->can_run_json, 0, NULL);
+  if (b && json_array_size(can_run)) json_object_set(b, "can_run", can_run);
+  json_decref(can_run);
+  send_msg(w, NIMBLE_MSG_READY, b);
 }
 
 static void send_heartbeat(nimble_worker *w) {
@@ -115,8 +127,15 @@ static int remove_entry(const char *path, const struct stat *st, int flag, struc
 /* Removes the task's scratch directory (model, stderr, parts). */
 static void remove_tree(const char *dir) { nftw(dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS); }
 
+static double child_seconds(const nimble_worker *w) {
+  return w->child_started_ms ? (double)(now_ms() - w->child_started_ms) / 1000.0 : -1.0;
+}
+
 static void end_task(nimble_worker *w) {
   compile_child_kill(&w->child);
+  w->child_started_ms = 0;
+  w->profiled[0] = '\0';
+  worker_metrics_set_busy(w->metrics, 0);
   if (w->task_dir[0]) {
     remove_tree(w->task_dir);
     w->task_dir[0] = '\0';
@@ -148,8 +167,136 @@ static const char *body_str(const json_t *b, const char *k) {
   return json_string_value(json_object_get(b, k));
 }
 
+/* A profile task: fetches the artifact (the manifest the job names, else
+ * the target's tag) into DIR/parts, one file per layer, and runs
+ * `nimble profile DIR/parts --input NAME=DIMS... --runs N --report
+ * DIR/report.json` in the child, under the compile limits. */
+static nimble_status_t start_profile(nimble_worker *w) {
+  const json_t *b = w->task_body;
+  const char *name = body_str(b, "name"), *spec = body_str(b, "target");
+  nimble_target_t target;
+  NIMBLE_RETURN_IF_ERROR(nimble_target_parse(spec, &target));
+  char tag[NIMBLE_TARGET_TAG_MAX + 1];
+  nimble_target_tag(&target, tag);
+  const char *ref = body_str(b, "manifest") ? body_str(b, "manifest") : tag;
+  snprintf(w->task_dir, sizeof w->task_dir, "%s/nimble-task.XXXXXX", w->work_dir);
+  if (!mkdtemp(w->task_dir)) {
+    nimble_status_t st = nimble_status_make(NIMBLE_IO_ERROR, "work dir '%s': %s", w->work_dir,
+                                            strerror(errno));
+    w->task_dir[0] = '\0';
+    return st;
+  }
+  char parts[PATH_MAX + 32], errpath[PATH_MAX + 32], report[PATH_MAX + 32];
+  snprintf(parts, sizeof parts, "%s/parts", w->task_dir);
+  snprintf(errpath, sizeof errpath, "%s/stderr", w->task_dir);
+  snprintf(report, sizeof report, "%s/report.json", w->task_dir);
+  if (mkdir(parts, 0700) != 0)
+    return nimble_status_make(NIMBLE_IO_ERROR, "'%s': %s", parts, strerror(errno));
+  on_progress(w, "fetch", 0);
+  uint8_t *bytes = NULL;
+  size_t size = 0;
+  nimble_digest_t digest;
+  NIMBLE_RETURN_IF_ERROR_CTX(
+      nimble_store_pull_manifest(w->store, name, ref, &bytes, &size, NULL, &digest),
+      "fetching artifact %s%s%s", name, strchr(ref, ':') ? "@" : ":", ref);
+  nimble_manifest_t m;
+  nimble_manifest_init(&m);
+  nimble_status_t st = nimble_manifest_decode(bytes, size, &m);
+  free(bytes);
+  if (!st) st = nimble_manifest_check_target(&m, spec);
+  for (size_t i = 0; !st && i < m.layer_count; i++) {
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof path, "%s/layer-%02zu", parts, i);
+    st = nimble_store_pull_blob_to_file(w->store, name, &m.layers[i].digest, path);
+  }
+  nimble_manifest_deinit(&m);
+  if (st) return nimble_status_annotate(st, "artifact %s:%s", name, ref);
+  nimble_digest_format(&digest, w->profiled);
+
+  const json_t *inputs = json_object_get(b, "inputs");
+  size_t n = json_object_size(inputs);
+  char **argv = calloc(12 + 2 * n, sizeof *argv), **owned = calloc(n + 1, sizeof *owned);
+  char runs[32], fd_arg[16];
+  snprintf(runs, sizeof runs, "%lld", (long long)json_integer_value(json_object_get(b, "runs")));
+  snprintf(fd_arg, sizeof fd_arg, "%d", NIMBLE_WORKER_PROGRESS_FD);
+  size_t a = 0, k = 0;
+  if (argv && owned) {
+    argv[a++] = w->compiler;
+    argv[a++] = "profile";
+    argv[a++] = parts;
+    argv[a++] = "--runs";
+    argv[a++] = runs;
+    argv[a++] = "--report";
+    argv[a++] = report;
+    argv[a++] = "--progress-fd";
+    argv[a++] = fd_arg;
+    const char *input;
+    const json_t *dims;
+    json_object_foreach((json_t *)inputs, input, dims) {
+      /* NAME=4x784 ("NAME=" for a scalar), as the CLI reads it. */
+      size_t cap = strlen(input) + 2 + 12 * json_array_size(dims);
+      char *arg = malloc(cap);
+      if (!arg) break;
+      size_t off = (size_t)snprintf(arg, cap, "%s=", input);
+      for (size_t d = 0; d < json_array_size(dims); d++)
+        off += (size_t)snprintf(arg + off, cap - off, "%s%lld", d ? "x" : "",
+                                (long long)json_integer_value(json_array_get(dims, d)));
+      owned[k++] = arg;
+      argv[a++] = "--input";
+      argv[a++] = arg;
+    }
+    argv[a] = NULL;
+  }
+  st = argv && owned && k == n ? compile_child_start(&w->child, argv, errpath, &w->limits,
+                                                    "the profiler (nimble profile)")
+                               : nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+  for (size_t i = 0; i < k; i++) free(owned[i]);
+  free(owned);
+  free(argv);
+  if (!st) {
+    w->child_started_ms = now_ms();
+    wlog(w, "profiling task %s: %s on %s", w->task, w->profiled, spec);
+  }
+  return st;
+}
+
+/* The profiler exited 0: its report goes back as PROFILE_RESULT (checked
+ * against the protocol first; a report that fails the check fails the
+ * task with the reason). */
+static void finish_profile(nimble_worker *w) {
+  const json_t *b = w->task_body;
+  char path[PATH_MAX + 32];
+  snprintf(path, sizeof path, "%s/report.json", w->task_dir);
+  json_error_t err;
+  json_t *report = json_load_file(path, JSON_REJECT_DUPLICATES, &err);
+  nimble_status_t st =
+      report ? nimble_ok()
+             : nimble_status_make(NIMBLE_INTERNAL, "the profiler's report '%s': %s", path, err.text);
+  json_t *body = NULL;
+  if (!st) {
+    body = json_pack("{s:s,s:s,s:O}", "task", w->task, "manifest", w->profiled, "report", report);
+    st = body ? nimble_message_validate_body(NIMBLE_MSG_PROFILE_RESULT, body)
+              : nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+  }
+  json_decref(report);
+  worker_metrics_task_finished(w->metrics, "profile", body_str(b, "target"), st == NULL,
+                               w->child_seconds);
+  if (st) {
+    send_failure(w, st, 0);
+    nimble_status_free(st);
+    json_decref(body);
+  } else {
+    wlog(w, "task %s profiled: median %lld ns over %lld runs", w->task,
+         (long long)json_integer_value(json_object_get(json_object_get(body, "report"), "median_ns")),
+         (long long)json_integer_value(json_object_get(json_object_get(body, "report"), "runs")));
+    send_msg(w, NIMBLE_MSG_PROFILE_RESULT, body);
+  }
+  end_task(w);
+}
+
 /* Fetches the model and starts the compiler. */
 static nimble_status_t start_task(nimble_worker *w) {
+  if (!strcmp(w->task_kind, "profile")) return start_profile(w);
   const json_t *b = w->task_body;
   nimble_digest_t model;
   NIMBLE_RETURN_IF_ERROR(nimble_digest_parse(body_str(b, "model"), &model));
@@ -213,11 +360,14 @@ static nimble_status_t start_task(nimble_worker *w) {
     argv[a++] = s;
   }
   argv[a] = NULL;
-  nimble_status_t st = compile_child_start(&w->child, argv, errpath, &w->limits);
+  nimble_status_t st = compile_child_start(&w->child, argv, errpath, &w->limits, NULL);
   for (size_t i = 0; i < k; i++) free(owned[i]);
   free(owned);
   free(argv);
-  if (!st) wlog(w, "compiling task %s for %s", w->task, body_str(b, "target"));
+  if (!st) {
+    w->child_started_ms = now_ms();
+    wlog(w, "compiling task %s for %s", w->task, body_str(b, "target"));
+  }
   return st;
 }
 
@@ -244,6 +394,8 @@ static void finish_task(nimble_worker *w) {
                           .compiler_version = w->compiler_version};
     st = artifact_push_parts(w->store, parts, body_str(b, "name"), tag, &ex, &manifest);
   }
+  worker_metrics_task_finished(w->metrics, "compile", body_str(b, "target"), st == NULL,
+                               w->child_seconds);
   if (st) {
     int retry = nimble_status_code(st) == NIMBLE_UNAVAILABLE;
     send_failure(w, st, retry);
@@ -267,7 +419,7 @@ static void handle_message(nimble_worker *w, const void *data, size_t size) {
     nimble_status_free(st);
     return;
   }
-  if (type == NIMBLE_MSG_TASK) {
+  if (type == NIMBLE_MSG_TASK || type == NIMBLE_MSG_PROFILE_TASK) {
     if (w->task[0]) {
       /* One at a time: say so, the scheduler requeues it. */
       char saved[129];
@@ -282,10 +434,16 @@ static void handle_message(nimble_worker *w, const void *data, size_t size) {
       return;
     }
     snprintf(w->task, sizeof w->task, "%s", body_str(body, "task"));
+    snprintf(w->task_kind, sizeof w->task_kind, "%s",
+             type == NIMBLE_MSG_PROFILE_TASK ? "profile" : "compile");
     w->task_body = body;
+    w->child_started_ms = 0;
+    worker_metrics_task_received(w->metrics, w->task_kind, body_str(body, "target"));
+    worker_metrics_set_busy(w->metrics, 1);
     st = start_task(w);
     if (st) {
       int retry = nimble_status_code(st) == NIMBLE_UNAVAILABLE;
+      worker_metrics_task_finished(w->metrics, w->task_kind, body_str(body, "target"), 0, -1.0);
       send_failure(w, st, retry);
       nimble_status_free(st);
       end_task(w);
@@ -296,6 +454,7 @@ static void handle_message(nimble_worker *w, const void *data, size_t size) {
     const char *t = body_str(body, "task");
     if (t && w->task[0] && !strcmp(t, w->task)) {
       wlog(w, "task %s cancelled", w->task);
+      worker_metrics_task_cancelled(w->metrics, w->task_kind, body_str(w->task_body, "target"));
       end_task(w);
     }
   } else if (type == NIMBLE_MSG_ERROR) {
@@ -348,15 +507,20 @@ nimble_status_t nimble_worker_run(nimble_worker *w) {
       char *error;
       compile_child_poll(&w->child, &w->limits, &done, &error);
       if (done) {
+        w->child_seconds = child_seconds(w);
         compile_child_read_progress(&w->child, on_progress, w);
         if (error) {
           /* A compiler that fails or crashes fails the task: the same model
-           * would do the same elsewhere. */
+           * would do the same elsewhere (and so would a profile run). */
           nimble_status_t st = nimble_status_make(NIMBLE_INVALID_ARGUMENT, "%s", error);
           free(error);
+          worker_metrics_task_finished(w->metrics, w->task_kind, body_str(w->task_body, "target"),
+                                       0, w->child_seconds);
           send_failure(w, st, 0);
           nimble_status_free(st);
           end_task(w);
+        } else if (!strcmp(w->task_kind, "profile")) {
+          finish_profile(w);
         } else {
           finish_task(w);
         }
@@ -414,6 +578,29 @@ static nimble_status_t create_inner(const nimble_worker_options_t *o, nimble_wor
   }
   snprintf(w->targets_json, sizeof w->targets_json, "%s", text);
   free(text);
+  /* The targets whose code this CPU runs: the ones it can profile. */
+#if defined(__x86_64__)
+  const char *own_triple = "x86_64-linux-gnu";
+#elif defined(__aarch64__)
+  const char *own_triple = "aarch64-linux-gnu";
+#else
+  const char *own_triple = "";
+#endif
+  json_t *can = json_array();
+  for (size_t i = 0; i < n; i++) {
+    if (strcmp(nimble_target_host_triple(&targets[i]), own_triple)) continue;
+    char spec[NIMBLE_TARGET_SPEC_MAX + 1];
+    nimble_target_format(&targets[i], spec);
+    json_array_append_new(can, json_string(spec));
+  }
+  text = json_dumps(can, JSON_COMPACT);
+  json_decref(can);
+  if (!text || strlen(text) >= sizeof w->can_run_json) {
+    free(text);
+    return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "--targets: too long");
+  }
+  snprintf(w->can_run_json, sizeof w->can_run_json, "%s", text);
+  free(text);
 
   if (o->worker_id) {
     size_t len = strlen(o->worker_id);
@@ -458,6 +645,12 @@ static nimble_status_t create_inner(const nimble_worker_options_t *o, nimble_wor
   w->limits.mem_limit_mb = o->mem_limit_mb ? o->mem_limit_mb : 8192;
   w->quiet = o->quiet;
   w->child.progress_fd = -1;
+  w->metrics = worker_metrics_create(w->id, w->compiler_version);
+  if (!w->metrics) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+  if (o->metrics_address)
+    NIMBLE_RETURN_IF_ERROR_CTX(
+        worker_metrics_serve(w->metrics, o->metrics_address, w->metrics_url, sizeof w->metrics_url),
+        "--metrics");
 
   nimble_store_client_options_t so = {.base_url = o->store_url,
                                       .token = o->store_token,
@@ -509,6 +702,10 @@ nimble_status_t nimble_worker_create(const nimble_worker_options_t *opts, nimble
 
 void nimble_worker_stop(nimble_worker *w) { w->stopping = 1; }
 
+const char *nimble_worker_metrics_url(const nimble_worker *w) {
+  return w->metrics_url[0] ? w->metrics_url : NULL;
+}
+
 void nimble_worker_destroy(nimble_worker *w) {
   if (!w) return;
   compile_child_kill(&w->child);
@@ -517,5 +714,6 @@ void nimble_worker_destroy(nimble_worker *w) {
   if (w->sock) zmq_close(w->sock);
   if (w->zctx) zmq_ctx_term(w->zctx);
   nimble_store_client_destroy(w->store);
+  worker_metrics_destroy(w->metrics);
   free(w);
 }

@@ -35,6 +35,8 @@ static void usage(FILE *f) {
         "  --mem-limit-mb N        address-space limit of one compile (default 8192; 0: none)\n"
         "  --curve-secret F        this worker's Z85 CURVE secret key\n"
         "  --scheduler-key F       the scheduler's Z85 CURVE public key\n"
+        "  --metrics HOST:PORT     serve GET /metrics (Prometheus text) on this address\n"
+        "                          (no authentication; port 0: any, printed at start)\n"
         "  --quiet                 no log lines\n"
         "  --help                  this text\n",
         f);
@@ -84,6 +86,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--work-dir")) o.work_dir = v;
     else if (!strcmp(a, "--curve-secret")) o.curve_secret_file = v;
     else if (!strcmp(a, "--scheduler-key")) o.scheduler_key_file = v;
+    else if (!strcmp(a, "--metrics")) o.metrics_address = v;
     else if (!strcmp(a, "--heartbeat-ms")) {
       if (parse_long(a, v, 1, &o.heartbeat_ms)) return 2;
     } else if (!strcmp(a, "--timeout-s")) {
@@ -127,6 +130,8 @@ int main(int argc, char **argv) {
   sigaction(SIGTERM, &sa, NULL);
   sigaction(SIGINT, &sa, NULL);
   signal(SIGPIPE, SIG_IGN);
+  if (nimble_worker_metrics_url(g_worker) && !o.quiet)
+    fprintf(stderr, "nimble-worker: metrics at %s/metrics\n", nimble_worker_metrics_url(g_worker));
   st = nimble_worker_run(g_worker);
   nimble_worker *w = g_worker;
   g_worker = NULL;

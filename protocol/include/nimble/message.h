@@ -12,10 +12,10 @@
  * not break older peers. Body members use snake_case. docs/protocol.md lists
  * every body with an example.
  *
- *   client → scheduler     SUBMIT, STATUS, CANCEL
+ *   client → scheduler     SUBMIT, PROFILE, STATUS, CANCEL
  *   scheduler → client     ACCEPTED, JOB_STATUS, ERROR (and PROGRESS events)
- *   worker → scheduler     READY, HEARTBEAT, PROGRESS, RESULT, FAILURE
- *   scheduler → worker     TASK, CANCEL, ERROR
+ *   worker → scheduler     READY, HEARTBEAT, PROGRESS, RESULT, PROFILE_RESULT, FAILURE
+ *   scheduler → worker     TASK, PROFILE_TASK, CANCEL, ERROR
  *
  * Bodies are jansson objects (json_t); protocol links jansson publicly.
  */
@@ -34,6 +34,9 @@ extern "C" {
 #define NIMBLE_PROTOCOL_VERSION 1
 /* A message larger than this is refused before parsing. */
 #define NIMBLE_MESSAGE_MAX_SIZE ((size_t)4 << 20)
+/* Bounds of a profile job: timed runs, and inputs named. */
+#define NIMBLE_PROFILE_MAX_RUNS 100000
+#define NIMBLE_PROFILE_MAX_INPUTS 64
 
 typedef enum nimble_msg_type {
   NIMBLE_MSG_SUBMIT = 0, /* client: compile a model for targets */
@@ -48,6 +51,9 @@ typedef enum nimble_msg_type {
   NIMBLE_MSG_JOB_STATUS, /* scheduler: state of job J and each target */
   NIMBLE_MSG_TASK,       /* scheduler: worker, compile this */
   NIMBLE_MSG_ERROR,      /* scheduler: your request failed */
+  NIMBLE_MSG_PROFILE,        /* client: run artifact NAME on target T, report latency */
+  NIMBLE_MSG_PROFILE_TASK,   /* scheduler: worker, profile this artifact */
+  NIMBLE_MSG_PROFILE_RESULT, /* worker: task T's profile report */
   NIMBLE_MSG_TYPE_COUNT_
 } nimble_msg_type_t;
 

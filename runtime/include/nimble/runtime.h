@@ -345,6 +345,25 @@ typedef struct nimble_memory_stats_t {
 NIMBLE_API nimble_status_t nimble_vm_memory_stats(const nimble_vm *vm, DLDeviceType device_type,
                                                   nimble_memory_stats_t *out);
 
+/* ---- Kernel timing (profiling) -------------------------------------------- */
+
+typedef struct nimble_kernel_time_t {
+  const char *symbol; /* the kernel's symbol, borrowed from the executable */
+  uint64_t calls;     /* InvokePacked instructions that ran it */
+  uint64_t total_ns;  /* their wall-clock time, summed (CUDA: waited for) */
+} nimble_kernel_time_t;
+
+/* Per-kernel timing of InvokePacked, off by default (and then free: the
+ * interpreter tests one pointer). Copies what was timed since timing was
+ * last turned on or read into out[0 .. min(capacity, kernels)) (one entry
+ * per kernel of the bytecode, in its order; zeros while off), resets the
+ * counts, then turns timing on (enable != 0) or off for later invokes.
+ * *num_kernels (may be NULL) receives the number of kernels. `out` may be
+ * NULL with capacity 0 to only switch. A timed CUDA kernel is waited for,
+ * so timing changes how much GPU work overlaps the host. */
+NIMBLE_API nimble_status_t nimble_vm_kernel_times(nimble_vm *vm, int enable, nimble_kernel_time_t *out,
+                                                  uint32_t capacity, uint32_t *num_kernels);
+
 /* Returns cached, unused memory of every pool to the system. */
 NIMBLE_API void nimble_vm_trim_memory(nimble_vm *vm);
 

@@ -59,6 +59,13 @@ struct nimble_vm {
   nimble_object **inputs;
   uint32_t inputs_cap;
 
+  /* Per-kernel timing (nimble_vm_kernel_times): one slot per kernel of
+   * the bytecode while on, NULL while off (the interpreter tests only this
+   * pointer, so timing costs nothing when off). */
+  struct nimble_vm_kernel_time {
+    uint64_t calls, ns;
+  } *ktimes;
+
   /* Outputs of the last invoke; taken ones are NULL. */
   nimble_tensor_obj **outputs;
   uint32_t num_outputs, outputs_cap;

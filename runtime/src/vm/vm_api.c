@@ -83,6 +83,7 @@ void nimble_vm_destroy(nimble_vm *vm) {
   free(vm->regs);
   free(vm->frames);
   free(vm->packed_args);
+  free(vm->ktimes);
   nimble_thread_pool_destroy(vm->threads);
   nimble_vm_cuda_deinit(vm);
   if (vm->cpu_pool) nimble_pool_release(vm->cpu_pool);
@@ -383,6 +384,35 @@ nimble_status_t nimble_vm_memory_stats(const nimble_vm *vm, DLDeviceType device_
   if (!pool)
     return nimble_status_make(NIMBLE_NOT_FOUND, "the VM has no %s pool", nimble_device_name(device_type));
   nimble_pool_stats(pool, out);
+  return nimble_ok();
+}
+
+nimble_status_t nimble_vm_kernel_times(nimble_vm *vm, int enable, nimble_kernel_time_t *out,
+                                       uint32_t capacity, uint32_t *num_kernels) {
+  if (!vm) return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "kernel_times: NULL vm");
+  if (capacity && !out)
+    return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "kernel_times: NULL out with capacity %u",
+                              capacity);
+  const nimble_bytecode_t *code = &vm->exe->code;
+  if (num_kernels) *num_kernels = code->num_kernels;
+  for (uint32_t i = 0; i < capacity && i < code->num_kernels; i++) {
+    out[i].symbol = code->kernels[i].symbol;
+    out[i].calls = vm->ktimes ? vm->ktimes[i].calls : 0;
+    out[i].total_ns = vm->ktimes ? vm->ktimes[i].ns : 0;
+  }
+  if (!enable) {
+    free(vm->ktimes);
+    vm->ktimes = NULL;
+    return nimble_ok();
+  }
+  if (vm->ktimes) {
+    memset(vm->ktimes, 0, code->num_kernels * sizeof *vm->ktimes);
+    return nimble_ok();
+  }
+  vm->ktimes = calloc(code->num_kernels ? code->num_kernels : 1, sizeof *vm->ktimes);
+  if (!vm->ktimes)
+    return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "kernel_times: out of memory for %u kernels",
+                              code->num_kernels);
   return nimble_ok();
 }
 

@@ -7,7 +7,8 @@
  * when it cannot; callers then leave their in-memory view unchanged and try
  * again later, so a Redis restart costs time, never a job.
  *
- * Ownership: a nimble_sched_task_t owns `options` and `error`; release it
+ * Ownership: a nimble_sched_task_t owns `options`, `error`, `inputs` and
+ * `report`; release it
  * with nimble_sched_task_deinit. Strings passed in are borrowed.
  */
 #ifndef NIMBLE_SCHED_STATE_H
@@ -41,6 +42,7 @@ nimble_status_t nimble_sched_redis_command(nimble_sched_redis *r, struct redisRe
 
 typedef struct nimble_sched_task_t {
   char id[NIMBLE_SCHED_ID_MAX + 1];
+  char kind[16]; /* "compile" (SUBMIT) or "profile" (PROFILE) */
   char job[NIMBLE_SCHED_ID_MAX + 1]; /* the job that created it */
   char key[NIMBLE_SCHED_DIGEST_LEN + 1];   /* compile key */
   char model[NIMBLE_SCHED_DIGEST_LEN + 1];
@@ -57,7 +59,19 @@ typedef struct nimble_sched_task_t {
   char manifest[NIMBLE_SCHED_DIGEST_LEN + 1]; /* "" until done */
   char *error;                                /* owned, or NULL */
   int cached;
+  /* Profile tasks: the input shapes (canonical JSON object text), the
+   * timed runs, and the report once done (canonical JSON object text). */
+  char *inputs;  /* owned, or NULL */
+  int runs;
+  char *report;  /* owned, or NULL */
+  /* Epoch ms: created, last put in its queue, last delivered, finished
+   * (0 until then). */
+  int64_t created_ms, queued_ms, started_ms, finished_ms;
 } nimble_sched_task_t;
+
+/* The Redis list a queued task waits in: "queue" for compile tasks,
+ * "pqueue" for profile tasks (nimble:<list>:<target>). */
+const char *nimble_sched_task_queue(const nimble_sched_task_t *t);
 
 void nimble_sched_task_init(nimble_sched_task_t *t);
 void nimble_sched_task_deinit(nimble_sched_task_t *t);

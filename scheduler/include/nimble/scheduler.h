@@ -49,6 +49,8 @@ typedef struct nimble_scheduler_options_t {
   long worker_timeout_ms;       /* a silent worker is dropped after this, default 10000 */
   int max_deliveries;           /* default 3 */
   int quiet;                    /* no log lines on stderr */
+  const char *metrics_address;  /* "HOST:PORT" (port 0: any) for /metrics and the
+                                 * dashboard; NULL: no HTTP port */
 } nimble_scheduler_options_t;
 
 /* Binds the sockets, connects to Redis and reloads queued and running tasks.
@@ -57,7 +59,8 @@ nimble_status_t nimble_scheduler_create(const nimble_scheduler_options_t *opts,
                                         nimble_scheduler **out);
 
 /* The endpoint actually bound (port 0 / '*' resolved): which is "clients",
- * "workers" or "events". Borrowed from s; NULL for another name. */
+ * "workers" or "events", or "metrics" ("http://HOST:PORT", NULL without an
+ * HTTP port). Borrowed from s; NULL for another name. */
 const char *nimble_scheduler_endpoint(const nimble_scheduler *s, const char *which);
 
 /* Serves until nimble_scheduler_stop is called (from a signal handler too). */
