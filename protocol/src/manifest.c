@@ -7,7 +7,7 @@
 
 #include "json_codec.h"
 #include "nimble/target.h"
-#include "text_quote.h"
+#include "nimble/text_quote.h"
 
 /* Layer media types this version understands, with how many of each a
  * manifest may hold (kernels: one per device). */

@@ -72,19 +72,24 @@ def pkg_env(prefix):
     return env
 
 
+# Where the headers the runtime's public headers include live (base/).
+INCLUDED_HEADER_DIRS = ("base/include",)
+
+
 def expected_headers():
     """The public set, computed from the sources the way an application sees
-    them: every runtime header and the protocol headers they include."""
+    them: every runtime header and the base headers they include."""
     runtime = sorted(f for f in os.listdir(os.path.join(SOURCE, "runtime/include/nimble"))
                      if f.endswith(".h"))
     names, queue = set(runtime), [os.path.join(SOURCE, "runtime/include/nimble", f) for f in runtime]
     while queue:
         with open(queue.pop()) as f:
             for inc in re.findall(r'^#include "nimble/([a-z_0-9]+\.h)"', f.read(), re.M):
-                p = os.path.join(SOURCE, "protocol/include/nimble", inc)
-                if inc not in names and os.path.exists(p):
-                    names.add(inc)
-                    queue.append(p)
+                for d in INCLUDED_HEADER_DIRS:
+                    p = os.path.join(SOURCE, d, "nimble", inc)
+                    if inc not in names and os.path.exists(p):
+                        names.add(inc)
+                        queue.append(p)
     return names
 
 

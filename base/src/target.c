@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "text_quote.h"
+#include "nimble/text_quote.h"
 
 typedef struct kind_info {
   const char *name;

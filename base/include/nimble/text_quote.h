@@ -1,9 +1,9 @@
-/* Quoting untrusted text for error messages (private to protocol/).
+/* Quoting untrusted text for error messages (base: protocol and target specs use it).
  *
  * Error messages name the offending value, but that value may be huge or hold
  * control bytes; a quoted excerpt keeps messages short and printable. */
-#ifndef NIMBLE_PROTOCOL_TEXT_QUOTE_H
-#define NIMBLE_PROTOCOL_TEXT_QUOTE_H
+#ifndef NIMBLE_TEXT_QUOTE_H
+#define NIMBLE_TEXT_QUOTE_H
 
 #include <stddef.h>
 
@@ -29,4 +29,4 @@ static inline void nimble_text_quote(const char *text, size_t len, char *out, si
   out[n] = '\0';
 }
 
-#endif /* NIMBLE_PROTOCOL_TEXT_QUOTE_H */
+#endif /* NIMBLE_TEXT_QUOTE_H */
