@@ -11,13 +11,6 @@
 /* 2^53 - 1: the largest size every JSON reader holds exactly (artifacts.md). */
 #define MAX_DESCRIPTOR_SIZE 9007199254740991LL
 
-int nimble_fetch_digest_valid(const char *s, size_t len) {
-  if (len != 71 || strncmp(s, "sha256:", 7) != 0) return 0;
-  for (size_t i = 7; i < 71; i++)
-    if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f'))) return 0;
-  return 1;
-}
-
 static nimble_status_t field_error(const char *where, const nimble_json_value *v, const char *fmt,
                                    const char *arg) {
   char msg[256];
@@ -45,7 +38,7 @@ static nimble_status_t read_descriptor(const nimble_json_value *d, const char *w
   if (!dg) return field_error(path, d, "missing%s", "");
   if (dg->kind != NIMBLE_JSON_STRING)
     return field_error(path, dg, "expected a string, got %s", nimble_json_kind_name(dg->kind));
-  if (!nimble_fetch_digest_valid(dg->string, dg->length))
+  if (!nimble_digest_valid(dg->string, dg->length))
     return field_error(path, dg, "'%.80s' is not sha256:<64 lowercase hex>", dg->string);
   memcpy(out->digest, dg->string, 72);
 

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "nimble/digest.h"
 #include "nimble/status.h"
 
 #define NIMBLE_FETCH_MAX_LAYERS 64
@@ -31,8 +32,5 @@ typedef struct nimble_fetch_manifest_t {
  * Nimble's is UNIMPLEMENTED; anything malformed INVALID_ARGUMENT. */
 nimble_status_t nimble_fetch_manifest_parse(const void *data, size_t size,
                                             nimble_fetch_manifest_t *out);
-
-/* 1 when `s` is "sha256:" followed by exactly 64 lowercase hex digits. */
-int nimble_fetch_digest_valid(const char *s, size_t len);
 
 #endif

@@ -3,6 +3,11 @@
  * Every blob, manifest and model in Nimble is named by its digest. Parsing is
  * strict (algorithm, length and case are all checked) so that one content
  * has exactly one spelling, which keys and file names rely on.
+ *
+ * The one SHA-256 of the project (base/, libc only): the store, the farm and
+ * the runtime's fetcher all hash with it. It uses the CPU's SHA-256
+ * instructions where there are some (x86 SHA extensions, ARMv8 cryptography
+ * extensions; chosen at run time) and portable C elsewhere.
  */
 #ifndef NIMBLE_DIGEST_H
 #define NIMBLE_DIGEST_H
@@ -24,9 +29,13 @@ typedef struct nimble_digest_t {
   uint8_t bytes[NIMBLE_DIGEST_SIZE];
 } nimble_digest_t;
 
-/* Streaming hasher. Caller-owned storage; no deinit needed. */
+/* Streaming hasher. Caller-owned storage; no deinit needed. The fields are
+ * the hasher's own: callers only pass the struct to the functions below. */
 typedef struct nimble_digest_ctx_t {
-  _Alignas(16) unsigned char opaque[128];
+  uint32_t state[8];
+  uint64_t total;    /* bytes hashed so far */
+  size_t used;       /* bytes waiting in block */
+  uint8_t block[64]; /* a partial block */
 } nimble_digest_ctx_t;
 
 void nimble_digest_ctx_init(nimble_digest_ctx_t *ctx);
@@ -43,6 +52,10 @@ nimble_status_t nimble_digest_parse(const char *text, nimble_digest_t *out_diges
 
 /* Same, for `len` bytes that need not be NUL-terminated. */
 nimble_status_t nimble_digest_parse_n(const char *text, size_t len, nimble_digest_t *out_digest);
+
+/* 1 when the `len` bytes at `text` are exactly "sha256:<64 lowercase hex>"
+ * (what nimble_digest_parse_n accepts), else 0. Allocates nothing. */
+int nimble_digest_valid(const char *text, size_t len);
 
 /* Writes "sha256:<hex>" and a NUL into out (NIMBLE_DIGEST_STRING_LEN + 1 bytes). */
 void nimble_digest_format(const nimble_digest_t *digest, char out[NIMBLE_DIGEST_STRING_LEN + 1]);
