@@ -12,7 +12,7 @@
 #include "nimble/digest.h"
 #include "oci_manifest.h"
 
-#define MANIFEST_ACCEPT NIMBLE_FETCH_OCI_MANIFEST_TYPE
+#define MANIFEST_ACCEPT NIMBLE_MEDIA_TYPE_OCI_MANIFEST
 #define MAX_MANIFEST (4u << 20)
 
 void nimble_fetch_options_init(nimble_fetch_options_t *o) {

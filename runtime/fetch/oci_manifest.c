@@ -77,14 +77,14 @@ static nimble_status_t parse_tree(const nimble_json_value *root, nimble_fetch_ma
   if (!sv) return field_error("schemaVersion", root, "missing%s", "");
   if (sv->kind != NIMBLE_JSON_INT || sv->integer != 2)
     return nimble_status_make(NIMBLE_UNIMPLEMENTED, "manifest: schemaVersion: expected 2");
-  NIMBLE_RETURN_IF_ERROR(check_string(root, "mediaType", NIMBLE_FETCH_OCI_MANIFEST_TYPE));
-  NIMBLE_RETURN_IF_ERROR(check_string(root, "artifactType", NIMBLE_FETCH_ARTIFACT_TYPE));
+  NIMBLE_RETURN_IF_ERROR(check_string(root, "mediaType", NIMBLE_MEDIA_TYPE_OCI_MANIFEST));
+  NIMBLE_RETURN_IF_ERROR(check_string(root, "artifactType", NIMBLE_ARTIFACT_TYPE_EXECUTABLE));
   const nimble_json_value *cfg = nimble_json_get(root, "config");
   if (!cfg) return field_error("config", root, "missing%s", "");
   NIMBLE_RETURN_IF_ERROR(read_descriptor(cfg, "config", &out->config));
-  if (strcmp(out->config.media_type, NIMBLE_FETCH_CONFIG_TYPE) != 0) {
+  if (strcmp(out->config.media_type, NIMBLE_MEDIA_TYPE_CONFIG) != 0) {
     return nimble_status_make(NIMBLE_UNIMPLEMENTED, "manifest: config.mediaType: expected '%s', got '%s'",
-                              NIMBLE_FETCH_CONFIG_TYPE, out->config.media_type);
+                              NIMBLE_MEDIA_TYPE_CONFIG, out->config.media_type);
   }
   const nimble_json_value *layers = nimble_json_get(root, "layers");
   if (!layers) return field_error("layers", root, "missing%s", "");

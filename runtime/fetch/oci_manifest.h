@@ -8,12 +8,10 @@
 #include <stdint.h>
 
 #include "nimble/digest.h"
+#include "nimble/media_type.h"
 #include "nimble/status.h"
 
 #define NIMBLE_FETCH_MAX_LAYERS 64
-#define NIMBLE_FETCH_OCI_MANIFEST_TYPE "application/vnd.oci.image.manifest.v1+json"
-#define NIMBLE_FETCH_ARTIFACT_TYPE "application/vnd.nimble.executable.v1"
-#define NIMBLE_FETCH_CONFIG_TYPE "application/vnd.nimble.executable.config.v1+json"
 
 typedef struct nimble_fetch_descriptor_t {
   char media_type[256];

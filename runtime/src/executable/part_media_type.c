@@ -5,15 +5,10 @@
 #include "executable/executable.h"
 #include "executable/format.h"
 #include "nimble/bytecode.h"
+#include "nimble/media_type.h"
 
-/* Media types are the artifact manifest's (docs/artifacts.md, protocol's
- * nimble/manifest.h). The runtime links neither protocol nor jansson, so
- * they are spelled here; tests/runtime checks the two sets agree. CPU
- * kernels carry the LLVM triple of their CPU:
- * application/vnd.nimble.kernels.<triple>.v1+elf. */
-#define KERNELS_PREFIX "application/vnd.nimble.kernels."
-#define KERNELS_ELF_SUFFIX ".v1+elf"
-
+/* Media types are nimble_base's (nimble/media_type.h, docs/artifacts.md):
+ * the artifact manifest's names, spelled there once. */
 #if defined(__x86_64__)
 #define HOST_TRIPLE "x86_64-linux-gnu"
 #elif defined(__aarch64__)
@@ -25,23 +20,13 @@
 static const struct {
   nimble_part_kind_t kind;
   const char *name;
-  const char *media_type; /* NULL: depends on the CPU (see kCpuKernels) */
+  const char *media_type; /* NULL: depends on the CPU */
 } kParts[] = {
-    {NIMBLE_PART_METADATA, "metadata", "application/vnd.nimble.executable.metadata.v1"},
-    {NIMBLE_PART_BYTECODE, "bytecode", "application/vnd.nimble.bytecode.v1"},
-    {NIMBLE_PART_CONSTANTS, "constants", "application/vnd.nimble.constants.v1"},
+    {NIMBLE_PART_METADATA, "metadata", NIMBLE_MEDIA_TYPE_METADATA},
+    {NIMBLE_PART_BYTECODE, "bytecode", NIMBLE_MEDIA_TYPE_BYTECODE},
+    {NIMBLE_PART_CONSTANTS, "constants", NIMBLE_MEDIA_TYPE_CONSTANTS},
     {NIMBLE_PART_KERNELS_CPU, "cpu kernels", NULL},
-    {NIMBLE_PART_KERNELS_CUDA, "cuda kernels",
-     "application/vnd.nimble.kernels.nvptx64-nvidia-cuda.v1+ptx"},
-};
-
-/* The CPUs the artifact manifest has a kernels media type for. */
-static const struct {
-  const char *triple;
-  const char *media_type;
-} kCpuKernels[] = {
-    {"x86_64-linux-gnu", KERNELS_PREFIX "x86_64-linux-gnu" KERNELS_ELF_SUFFIX},
-    {"aarch64-linux-gnu", KERNELS_PREFIX "aarch64-linux-gnu" KERNELS_ELF_SUFFIX},
+    {NIMBLE_PART_KERNELS_CUDA, "cuda kernels", NIMBLE_MEDIA_TYPE_KERNELS_NVPTX},
 };
 
 const char *nimble_part_media_type_for_target(nimble_part_kind_t kind, const char *triple) {
@@ -50,40 +35,17 @@ const char *nimble_part_media_type_for_target(nimble_part_kind_t kind, const cha
       if (kParts[i].kind == kind) return kParts[i].media_type;
     return NULL;
   }
-  if (!triple) return NULL;
-  for (size_t i = 0; i < sizeof kCpuKernels / sizeof kCpuKernels[0]; i++)
-    if (strcmp(kCpuKernels[i].triple, triple) == 0) return kCpuKernels[i].media_type;
-  return NULL;
+  /* Only the CPUs the artifact manifest has an ELF kernels type for. */
+  const char *mt = nimble_media_type_kernels(triple);
+  return nimble_media_type_kernels_elf_triple(mt, NULL) ? mt : NULL;
 }
 
 const char *nimble_part_media_type(nimble_part_kind_t kind) {
   return nimble_part_media_type_for_target(kind, HOST_TRIPLE);
 }
 
-/* A triple as it may appear in a media type: LLVM's arch-vendor-os[-env]
- * spelling, letters, digits, '_' and '-' only, so that "<prefix>.v1+elf"
- * cannot be read two ways. */
-static int triple_chars_ok(const char *s, size_t n) {
-  if (n == 0) return 0;
-  for (size_t i = 0; i < n; i++) {
-    char c = s[i];
-    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-          c == '_' || c == '-'))
-      return 0;
-  }
-  return 1;
-}
-
 size_t nimble_part_kernels_triple(const char *media_type, const char **triple) {
-  if (triple) *triple = NULL;
-  if (!media_type) return 0;
-  size_t pn = sizeof KERNELS_PREFIX - 1, sn = sizeof KERNELS_ELF_SUFFIX - 1, n = strlen(media_type);
-  if (n <= pn + sn || strncmp(media_type, KERNELS_PREFIX, pn) != 0 ||
-      strcmp(media_type + n - sn, KERNELS_ELF_SUFFIX) != 0)
-    return 0;
-  if (!triple_chars_ok(media_type + pn, n - pn - sn)) return 0;
-  if (triple) *triple = media_type + pn;
-  return n - pn - sn;
+  return nimble_media_type_kernels_elf_triple(media_type, triple);
 }
 
 nimble_part_kind_t nimble_part_kind_from_media_type(const char *media_type) {
