@@ -45,7 +45,7 @@ cflags=(-g -O1 -std=c11 -D_GNU_SOURCE -fno-omit-frame-pointer
 # text frontend (for the printer's counterpart), the loader and the importer.
 srcs=("$compiler"/ir/*.c "$compiler"/ops/*.c "$compiler"/typing/*.c
       "$compiler"/frontend/text/lexer.c "$compiler"/frontend/text/parser.c
-      "$root/base/src/status.c")
+      "$root"/base/src/*.c)
 for f in "$compiler"/frontend/onnx/*.c "$compiler"/frontend/onnx_import/*.c; do
   case $(basename "$f") in fuzz_*) ;; *) srcs+=("$f") ;; esac
 done

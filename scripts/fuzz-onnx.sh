@@ -35,8 +35,8 @@ cflags=(-g -O1 -std=c11 -D_GNU_SOURCE -fno-omit-frame-pointer
 # fuzzer sees its branches too; its warnings are not ours.
 "$clang" "${cflags[@]}" -w -c "$work/gen/onnx.pb-c.c" -o "$work/onnx.pb-c.o"
 "$clang" "${cflags[@]}" -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers \
-  "$src"/onnx_arena.c "$src"/onnx_convert.c "$src"/onnx_graph.c "$src"/onnx_model.c \
-  "$src"/onnx_wire.c "$src"/op_table.c "$src"/fuzz_onnx_model.c "$root/base/src/status.c" \
+  "$src"/onnx_value_table.c "$src"/onnx_convert.c "$src"/onnx_graph.c "$src"/onnx_model.c \
+  "$src"/onnx_wire.c "$src"/op_table.c "$src"/fuzz_onnx_model.c "$root"/base/src/*.c \
   "$work/onnx.pb-c.o" $(pkg-config --libs libprotobuf-c) -o "$work/fuzz_onnx_model"
 
 if [ ! -d "$work/fixtures" ]; then

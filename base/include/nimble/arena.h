@@ -1,8 +1,10 @@
-/* Arena: the allocator of the compiler's IR.
+/* Arena: bump allocation freed all at once, the project's one (base/).
  *
- * Every type, expression, pattern and module of one compilation is allocated
- * from one arena and freed with it, all at once: IR nodes are shared freely
- * (expressions are immutable DAGs), so nothing tracks individual lifetimes.
+ * The compiler allocates from arenas: every type, expression, pattern and
+ * module of one compilation lives in one arena and is freed with it, all at
+ * once (IR nodes are shared freely: expressions are immutable DAGs, so
+ * nothing tracks individual lifetimes); the ONNX loader keeps a model in one,
+ * the kernel code generator a loop nest.
  *
  *   nimble_arena *a;
  *   NIMBLE_RETURN_IF_ERROR(nimble_arena_create(&a));

@@ -25,7 +25,7 @@ struct nimble_arena {
 
 nimble_status_t nimble_arena_create(nimble_arena **out) {
   nimble_arena *a = calloc(1, sizeof(*a));
-  if (!a) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory creating an IR arena");
+  if (!a) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory creating an arena");
   *out = a;
   return nimble_ok();
 }

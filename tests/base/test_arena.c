@@ -1,4 +1,4 @@
-/* The IR arena (ir/arena.c): alignment, zeroing, big blocks, strings and
+/* The arena (base/src/arena.c): alignment, zeroing, big blocks, strings and
  * overflowing requests. */
 #include <stdbool.h>
 #include <stdint.h>
