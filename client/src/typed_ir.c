@@ -5,14 +5,7 @@
 #include <string.h>
 
 #include "inspect_ir.h"
-
-/* Old binding variable -> its annotated copy. Open addressing on the
- * pointer; uses always come after bindings, so one walk fills and reads it. */
-typedef struct var_map {
-  const nimble_expr **keys;
-  const nimble_expr **vals;
-  size_t cap, count;
-} var_map;
+#include "nimble/ptr_map.h"
 
 /* Names bound so far in one global function (arena strings). */
 typedef struct name_set {
@@ -24,7 +17,9 @@ typedef struct annotator {
   nimble_arena *arena;
   const nimble_typing *typing;
   size_t elide_above;
-  var_map map;
+  /* Old binding variable -> its annotated copy; uses always come after
+   * bindings, so one walk fills and reads it. */
+  nimble_ptr_map map;
   name_set names;
   bool oom;
 } annotator;
@@ -84,58 +79,6 @@ static const char *unique_name(annotator *an, const char *name) {
   return names_add(&an->names, chosen) ? chosen : NULL;
 }
 
-static size_t hash_ptr(const void *p) {
-  uintptr_t x = (uintptr_t)p;
-  x ^= x >> 17;
-  x *= (uintptr_t)0xed5ad4bbU;
-  x ^= x >> 11;
-  return (size_t)x;
-}
-
-static bool map_grow(var_map *m) {
-  size_t cap = m->cap ? m->cap * 2 : 64;
-  const nimble_expr **keys = calloc(cap, sizeof *keys);
-  const nimble_expr **vals = calloc(cap, sizeof *vals);
-  if (!keys || !vals) {
-    free(keys);
-    free(vals);
-    return false;
-  }
-  for (size_t i = 0; i < m->cap; i++) {
-    if (!m->keys[i]) continue;
-    size_t j = hash_ptr(m->keys[i]) & (cap - 1);
-    while (keys[j]) j = (j + 1) & (cap - 1);
-    keys[j] = m->keys[i];
-    vals[j] = m->vals[i];
-  }
-  free(m->keys);
-  free(m->vals);
-  m->keys = keys;
-  m->vals = vals;
-  m->cap = cap;
-  return true;
-}
-
-static bool map_put(var_map *m, const nimble_expr *k, const nimble_expr *v) {
-  if ((m->count + 1) * 2 > m->cap && !map_grow(m)) return false;
-  size_t j = hash_ptr(k) & (m->cap - 1);
-  while (m->keys[j] && m->keys[j] != k) j = (j + 1) & (m->cap - 1);
-  if (!m->keys[j]) m->count++;
-  m->keys[j] = k;
-  m->vals[j] = v;
-  return true;
-}
-
-static const nimble_expr *map_get(const var_map *m, const nimble_expr *k) {
-  if (!m->cap) return NULL;
-  size_t j = hash_ptr(k) & (m->cap - 1);
-  while (m->keys[j]) {
-    if (m->keys[j] == k) return m->vals[j];
-    j = (j + 1) & (m->cap - 1);
-  }
-  return NULL;
-}
-
 /* A binding site: a copy of `var` annotated with its inferred type (its
  * own annotation when inference has none). */
 static const nimble_expr *bind_var(annotator *an, const nimble_expr *var) {
@@ -143,7 +86,7 @@ static const nimble_expr *bind_var(annotator *an, const nimble_expr *var) {
   if (!t) t = var->u.var.annotation;
   const char *name = unique_name(an, var->u.var.name);
   const nimble_expr *nv = name ? nimble_ir_var(an->arena, name, t, &var->loc) : NULL;
-  if (!nv || !map_put(&an->map, var, nv)) {
+  if (!nv || !nimble_ptr_map_put(&an->map, var, (void *)nv)) {
     an->oom = true;
     return var;
   }
@@ -285,7 +228,7 @@ static const nimble_expr *annotate(annotator *an, const nimble_expr *e) {
   const nimble_expr *r = NULL;
   switch (e->kind) {
     case NIMBLE_EXPR_VAR: {
-      const nimble_expr *v = map_get(&an->map, e);
+      const nimble_expr *v = nimble_ptr_map_get(&an->map, e);
       return v ? v : e; /* a free variable would be a parser bug; keep it */
     }
     case NIMBLE_EXPR_CONSTANT: return elide_constant(an, e);
@@ -342,7 +285,7 @@ static const nimble_expr *annotate(annotator *an, const nimble_expr *e) {
 
 nimble_status_t nimble_cli_annotate_module(nimble_module *m, const nimble_typing *t,
                                            size_t elide_above) {
-  annotator an = {nimble_module_arena(m), t, elide_above, {NULL, NULL, 0, 0}, {NULL, 0, 0}, false};
+  annotator an = {nimble_module_arena(m), t, elide_above, {0}, {NULL, 0, 0}, false};
   size_t n = nimble_module_num_funcs(m);
   const nimble_expr **funcs = calloc(n ? n : 1, sizeof *funcs);
   if (!funcs) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
@@ -360,7 +303,6 @@ nimble_status_t nimble_cli_annotate_module(nimble_module *m, const nimble_typing
     s = nimble_module_replace_func(m, name, funcs[i]);
   }
   free(funcs);
-  free(an.map.keys);
-  free(an.map.vals);
+  nimble_ptr_map_deinit(&an.map);
   return s;
 }
