@@ -1,11 +1,12 @@
 /* Writes inferred types into a module as annotations, so that the ordinary
- * printer shows the typed IR (`Any` as `?`, symbolic dims by name). */
+ * printer shows the typed IR (`Any` as `?`, symbolic dims by name); see
+ * nimble/typed_module.h. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "inspect_ir.h"
 #include "nimble/ptr_map.h"
+#include "nimble/typed_module.h"
 
 /* Names bound so far in one global function (arena strings). */
 typedef struct name_set {
@@ -283,8 +284,8 @@ static const nimble_expr *annotate(annotator *an, const nimble_expr *e) {
   return r;
 }
 
-nimble_status_t nimble_cli_annotate_module(nimble_module *m, const nimble_typing *t,
-                                           size_t elide_above) {
+nimble_status_t nimble_typed_module_annotate(nimble_module *m, const nimble_typing *t,
+                                             size_t elide_above) {
   annotator an = {nimble_module_arena(m), t, elide_above, {0}, {NULL, 0, 0}, false};
   size_t n = nimble_module_num_funcs(m);
   const nimble_expr **funcs = calloc(n ? n : 1, sizeof *funcs);
