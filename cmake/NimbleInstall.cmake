@@ -6,8 +6,9 @@
 #             libnimble_runtime.a, libnimble_fetch.so / .a (where libcurl exists),
 #             pkgconfig/nimble-runtime.pc, nimble-fetch.pc,
 #             cmake/NimbleRuntime/ (find_package(NimbleRuntime) -> Nimble::runtime)
-#   include/  nimble/*.h: the runtime's public headers and the base headers
-#             they include; nimble/third_party/dlpack/dlpack.h
+#   include/  nimble/*.h: the runtime's and the executable format's public
+#             headers and the base headers they include;
+#             nimble/third_party/dlpack/dlpack.h
 #
 # Three components, which are also the Debian packages `cpack -G DEB` makes:
 # runtime (libraries, headers, nimble-run), client (the nimble CLI) and farm
@@ -49,10 +50,12 @@ if(TARGET nimble_fetch_shared)
 endif()
 
 # ---- headers ---------------------------------------------------------------
-# Every runtime header, and the base headers they include (followed
-# transitively), so the installed set compiles on its own; no other
-# component's headers.
-file(GLOB nimble_public_headers CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/runtime/include/nimble/*.h)
+# Every runtime header and every header of the executable format (format/:
+# the builder, the instruction set, the kernel ABI, which libnimble_runtime
+# holds), and the base headers they include (followed transitively), so the
+# installed set compiles on its own; no other component's headers.
+file(GLOB nimble_public_headers CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/runtime/include/nimble/*.h
+     ${PROJECT_SOURCE_DIR}/format/include/nimble/*.h)
 if(NOT NIMBLE_INSTALL_HAS_FETCH)
   list(FILTER nimble_public_headers EXCLUDE REGEX "/fetch\\.h$")
 endif()

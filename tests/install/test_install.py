@@ -72,16 +72,22 @@ def pkg_env(prefix):
     return env
 
 
-# Where the headers the runtime's public headers include live (base/).
+# The public headers (libnimble_runtime holds the runtime and the executable
+# format), and where the headers they include live (base/).
+PUBLIC_HEADER_DIRS = ("runtime/include", "format/include")
 INCLUDED_HEADER_DIRS = ("base/include",)
 
 
 def expected_headers():
     """The public set, computed from the sources the way an application sees
-    them: every runtime header and the base headers they include."""
-    runtime = sorted(f for f in os.listdir(os.path.join(SOURCE, "runtime/include/nimble"))
-                     if f.endswith(".h"))
-    names, queue = set(runtime), [os.path.join(SOURCE, "runtime/include/nimble", f) for f in runtime]
+    them: every runtime and executable-format header and the base headers
+    they include."""
+    names, queue = set(), []
+    for d in PUBLIC_HEADER_DIRS:
+        for f in sorted(os.listdir(os.path.join(SOURCE, d, "nimble"))):
+            if f.endswith(".h"):
+                names.add(f)
+                queue.append(os.path.join(SOURCE, d, "nimble", f))
     while queue:
         with open(queue.pop()) as f:
             for inc in re.findall(r'^#include "nimble/([a-z_0-9]+\.h)"', f.read(), re.M):

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "device/device.h"
-#include "executable/format.h"
+#include "format/layout.h"
 #include "nimble/bytecode.h"
 #include "nimble/ptr_map.h"
 #include "vm/vm.h"

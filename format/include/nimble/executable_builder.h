@@ -21,9 +21,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "nimble/export.h"
+#include <dlpack/dlpack.h>
+
 #include "nimble/bytecode.h"
-#include "nimble/runtime.h"
+#include "nimble/executable_format.h"
+#include "nimble/export.h"
+#include "nimble/status.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -1,9 +1,19 @@
 /* The on-disk layout of an executable (docs/executable.md is the prose
- * description). All integers are little-endian. */
-#ifndef NIMBLE_RUNTIME_FORMAT_H
-#define NIMBLE_RUNTIME_FORMAT_H
+ * description). All integers are little-endian.
+ *
+ * Internal to nimble_format and the runtime's loader (format/internal is on
+ * no other library's include path): the builder writes this layout, the
+ * loader reads it. */
+#ifndef NIMBLE_FORMAT_LAYOUT_H
+#define NIMBLE_FORMAT_LAYOUT_H
 
+#include <stddef.h>
 #include <stdint.h>
+
+#include <dlpack/dlpack.h>
+
+#include "nimble/executable_format.h"
+#include "nimble/status.h"
 
 /* PNG-style magic: a high byte and CR LF / SUB / LF catch text-mode damage. */
 #define NIMBLE_FILE_MAGIC "\x89NMB\r\n\x1a\n"
@@ -42,4 +52,18 @@ static inline int nimble_dtype_valid(uint64_t code, uint64_t bits, uint64_t lane
 static inline int nimble_dtype_is_bool(uint64_t code, uint64_t bits, uint64_t lanes) {
   return lanes == 1 && ((code == 1 && bits == 1) || (code == NIMBLE_DL_BOOL_CODE && bits == 8));
 }
-#endif
+/* The bytes of a compact tensor of `ndim` dims `shape` and `dtype` (sub-byte
+ * dtypes rounded up per element). 0 (false) when a dim is negative or the
+ * size overflows or is over 2^62. */
+_Bool nimble_tensor_nbytes(int32_t ndim, const int64_t *shape, DLDataType dtype, uint64_t *out);
+
+/* A part kind's name for messages ("metadata", "cpu kernels"). */
+const char *nimble_part_name(nimble_part_kind_t kind);
+
+/* Reads a part header and checks magic, kind and version. `base` is the
+ * part's offset in its file and `what` its name, for messages. */
+nimble_status_t nimble_part_header_check(const uint8_t *data, size_t size, size_t base,
+                                         nimble_part_kind_t want, const char *what,
+                                         uint32_t *version_out);
+
+#endif /* NIMBLE_FORMAT_LAYOUT_H */

@@ -1,12 +1,12 @@
 /* Bounds-checked reading of the executable's little-endian fields. */
-#include "executable/byte_reader.h"
+#include "format/byte_reader.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "executable/format.h"
+#include "format/layout.h"
 
 void nimble_reader_init(nimble_reader_t *r, const void *data, size_t size, const char *what) {
   r->data = data;

@@ -1,10 +1,8 @@
-/* Names of parts and opcodes, and the header every part starts with. */
+/* Names and media types of parts, and the header every part starts with. */
 #include <string.h>
 
-#include "executable/byte_reader.h"
-#include "executable/executable.h"
-#include "executable/format.h"
-#include "nimble/bytecode.h"
+#include "format/byte_reader.h"
+#include "format/layout.h"
 #include "nimble/media_type.h"
 
 /* Media types are nimble_base's (nimble/media_type.h, docs/artifacts.md):

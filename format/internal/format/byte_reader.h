@@ -1,8 +1,9 @@
 /* A bounds-checked little-endian reader over a byte range. Every read
  * checks what is left first, so no input can make the loader read outside
- * the bytes it was given; errors name the offset and what was being read. */
-#ifndef NIMBLE_RUNTIME_BYTE_READER_H
-#define NIMBLE_RUNTIME_BYTE_READER_H
+ * the bytes it was given; errors name the offset and what was being read.
+ * Internal to nimble_format and the runtime's loader. */
+#ifndef NIMBLE_FORMAT_BYTE_READER_H
+#define NIMBLE_FORMAT_BYTE_READER_H
 
 #include <stddef.h>
 #include <stdint.h>

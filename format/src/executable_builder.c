@@ -6,10 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "executable/byte_reader.h"
-#include "executable/executable.h"
-#include "executable/format.h"
-#include "vm/object.h"
+#include "format/byte_reader.h"
+#include "format/layout.h"
 
 typedef struct buf_t {
   uint8_t *data;
