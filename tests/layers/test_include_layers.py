@@ -8,7 +8,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import textwrap
 import unittest
 
 SOURCE = os.environ.get("NIMBLE_SOURCE_DIR") or os.path.abspath(
