@@ -6,8 +6,9 @@
 #             libnimble_runtime.a, libnimble_fetch.so / .a (where libcurl exists),
 #             pkgconfig/nimble-runtime.pc, nimble-fetch.pc,
 #             cmake/NimbleRuntime/ (find_package(NimbleRuntime) -> Nimble::runtime)
-#   include/  nimble/*.h: the runtime's public headers and the protocol headers
-#             they include; nimble/third_party/dlpack/dlpack.h
+#   include/  nimble/*.h: the runtime's and the executable format's public
+#             headers and the base headers they include;
+#             nimble/third_party/dlpack/dlpack.h
 #
 # Three components, which are also the Debian packages `cpack -G DEB` makes:
 # runtime (libraries, headers, nimble-run), client (the nimble CLI) and farm
@@ -49,24 +50,29 @@ if(TARGET nimble_fetch_shared)
 endif()
 
 # ---- headers ---------------------------------------------------------------
-# Every runtime header, and the protocol headers they include (followed
-# transitively), so the installed set compiles on its own; no other
-# component's headers.
-file(GLOB nimble_public_headers CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/runtime/include/nimble/*.h)
+# Every runtime header and every header of the executable format (format/:
+# the builder, the instruction set, the kernel ABI, which libnimble_runtime
+# holds), and the base headers they include (followed transitively), so the
+# installed set compiles on its own; no other component's headers.
+file(GLOB nimble_public_headers CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/runtime/include/nimble/*.h
+     ${PROJECT_SOURCE_DIR}/format/include/nimble/*.h)
 if(NOT NIMBLE_INSTALL_HAS_FETCH)
   list(FILTER nimble_public_headers EXCLUDE REGEX "/fetch\\.h$")
 endif()
+set(nimble_header_search base/include)
 set(nimble_header_queue ${nimble_public_headers})
 while(nimble_header_queue)
   list(POP_FRONT nimble_header_queue header)
   file(STRINGS ${header} includes REGEX "^#include \"nimble/[a-z_0-9]+\\.h\"")
   foreach(line IN LISTS includes)
     string(REGEX REPLACE "^#include \"nimble/([a-z_0-9]+\\.h)\".*" "\\1" name "${line}")
-    set(candidate ${PROJECT_SOURCE_DIR}/protocol/include/nimble/${name})
-    if(EXISTS ${candidate} AND NOT candidate IN_LIST nimble_public_headers)
-      list(APPEND nimble_public_headers ${candidate})
-      list(APPEND nimble_header_queue ${candidate})
-    endif()
+    foreach(dir IN LISTS nimble_header_search)
+      set(candidate ${PROJECT_SOURCE_DIR}/${dir}/nimble/${name})
+      if(EXISTS ${candidate} AND NOT candidate IN_LIST nimble_public_headers)
+        list(APPEND nimble_public_headers ${candidate})
+        list(APPEND nimble_header_queue ${candidate})
+      endif()
+    endforeach()
   endforeach()
 endwhile()
 install(FILES ${nimble_public_headers} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/nimble

@@ -36,7 +36,7 @@ mkdir -p "$work/gen" "$work/obj" "$work/seeds" "$work/queue" "$corpus"
 protoc-c --proto_path="$(dirname "$proto")" --c_out="$work/gen" "$proto"
 cflags=(-g -O1 -std=c11 -D_GNU_SOURCE -fno-omit-frame-pointer
         -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
-        -I"$root/compile-workers/include" -I"$root/protocol/include" -I"$compiler"
+        -I"$root/compile-workers/include" -I"$root/base/include" -I"$compiler"
         -I"$compiler/frontend/onnx" -I"$compiler/frontend/onnx_import" -I"$work/gen")
 # The generated decoder is built with the same instrumentation, so the
 # fuzzer sees its branches too; its warnings are not ours.
@@ -45,7 +45,7 @@ cflags=(-g -O1 -std=c11 -D_GNU_SOURCE -fno-omit-frame-pointer
 # text frontend (for the printer's counterpart), the loader and the importer.
 srcs=("$compiler"/ir/*.c "$compiler"/ops/*.c "$compiler"/typing/*.c
       "$compiler"/frontend/text/lexer.c "$compiler"/frontend/text/parser.c
-      "$root/protocol/src/status.c")
+      "$root"/base/src/*.c)
 for f in "$compiler"/frontend/onnx/*.c "$compiler"/frontend/onnx_import/*.c; do
   case $(basename "$f") in fuzz_*) ;; *) srcs+=("$f") ;; esac
 done

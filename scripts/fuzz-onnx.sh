@@ -30,13 +30,13 @@ mkdir -p "$work/gen" "$work/seeds" "$work/queue" "$corpus"
 protoc-c --proto_path="$(dirname "$proto")" --c_out="$work/gen" "$proto"
 cflags=(-g -O1 -std=c11 -D_GNU_SOURCE -fno-omit-frame-pointer
         -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
-        -I"$root/compile-workers/include" -I"$root/protocol/include" -I"$src" -I"$work/gen")
+        -I"$root/compile-workers/include" -I"$root/base/include" -I"$src" -I"$work/gen")
 # The generated decoder is built with the same instrumentation, so the
 # fuzzer sees its branches too; its warnings are not ours.
 "$clang" "${cflags[@]}" -w -c "$work/gen/onnx.pb-c.c" -o "$work/onnx.pb-c.o"
 "$clang" "${cflags[@]}" -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers \
-  "$src"/onnx_arena.c "$src"/onnx_convert.c "$src"/onnx_graph.c "$src"/onnx_model.c \
-  "$src"/onnx_wire.c "$src"/op_table.c "$src"/fuzz_onnx_model.c "$root/protocol/src/status.c" \
+  "$src"/onnx_value_table.c "$src"/onnx_convert.c "$src"/onnx_graph.c "$src"/onnx_model.c \
+  "$src"/onnx_wire.c "$src"/op_table.c "$src"/fuzz_onnx_model.c "$root"/base/src/*.c \
   "$work/onnx.pb-c.o" $(pkg-config --libs libprotobuf-c) -o "$work/fuzz_onnx_model"
 
 if [ ! -d "$work/fixtures" ]; then

@@ -28,14 +28,11 @@ Needs Debian's /usr/bin/python3 with python3-torch, python3-torchvision,
 python3-onnx and python3-numpy.
 """
 import argparse
-import hashlib
 import json
 import os
-import shutil
 import sys
-import time
-import warnings
 
+HERE = os.path.dirname(os.path.abspath(__file__))
 STAMP = ".realmodels-stamp.json"
 
 # Generation order; kept free of imports so that an up-to-date run never
@@ -44,82 +41,14 @@ MODEL_NAMES = ("vad", "text_det", "lstm_if", "logmel", "det_nms", "attn_mask", "
                "centernet_decode", "yolo_decode")
 
 
-# --- the stamp: cheap repeated runs ------------------------------------------
-
-def _sha256_file(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def _library_versions():
-    from importlib import metadata
-
-    versions = {}
-    for dist in ("torch", "torchvision", "onnx", "numpy"):
-        try:
-            versions[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            versions[dist] = "missing"
-    return versions
-
-
 def generator_digest():
-    """sha256 over this script, the library versions and OPENBLAS_CORETYPE."""
-    h = hashlib.sha256()
-    with open(os.path.abspath(__file__), "rb") as f:
-        h.update(hashlib.sha256(f.read()).digest())
-    h.update(json.dumps(_library_versions(), sort_keys=True).encode())
-    h.update(b"OPENBLAS_CORETYPE=" + os.environ.get("OPENBLAS_CORETYPE", "").encode())
-    return h.hexdigest()
+    """sha256 over this script and the refmodels modules it shares with
+    the reference models' generator (stamp.py, files.py), the library
+    versions and OPENBLAS_CORETYPE."""
+    from refmodels import stamp
 
-
-def _load_stamp(outdir, digest):
-    try:
-        with open(os.path.join(outdir, STAMP)) as f:
-            stamp = json.load(f)
-    except (OSError, ValueError):
-        return {"generator": digest, "models": {}}
-    if not isinstance(stamp, dict) or stamp.get("generator") != digest or not isinstance(stamp.get("models"), dict):
-        return {"generator": digest, "models": {}}
-    return stamp
-
-
-def _save_stamp(outdir, stamp):
-    tmp = os.path.join(outdir, STAMP + ".tmp")
-    with open(tmp, "w") as f:
-        json.dump(stamp, f, indent=1, sort_keys=True)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, os.path.join(outdir, STAMP))
-
-
-def _still_valid(outdir, files):
-    if not isinstance(files, dict) or not files:
-        return False
-    for rel, digest in files.items():
-        path = os.path.join(outdir, rel)
-        if not os.path.isfile(path) or _sha256_file(path) != digest:
-            return False
-    return True
-
-
-def _pin_blas_kernels():
-    """OpenBLAS's AVX-512 and AVX2 kernels round differently; pin AVX2
-    ("Haswell") on any x86-64 CPU that has it, before numpy or torch loads,
-    so that every such machine writes the same bytes."""
-    if "OPENBLAS_CORETYPE" in os.environ:
-        return
-    try:
-        with open("/proc/cpuinfo") as f:
-            flags = next((line.split() for line in f if line.startswith("flags")), [])
-    except OSError:
-        return
-    if "avx2" in flags and "fma" in flags:
-        os.environ["OPENBLAS_CORETYPE"] = "Haswell"
+    files = [os.path.abspath(__file__)] + [os.path.join(HERE, "refmodels", n) for n in ("stamp.py", "files.py")]
+    return stamp.generator_digest(files, HERE)
 
 
 # --- the models ----------------------------------------------------------------
@@ -606,84 +535,6 @@ def _models():
             "centernet_decode": centernet_decode, "yolo_decode": yolo_decode}
 
 
-# --- the writer ------------------------------------------------------------------
-
-_ELEM_NAMES = {1: "float32", 2: "uint8", 3: "int8", 5: "int16", 6: "int32", 7: "int64", 9: "bool",
-               10: "float16", 11: "float64"}
-
-
-def _save_npy(path, array):
-    """A C-ordered little-endian .npy, format 1.0; 0-d stays 0-d; the dtype
-    is kept (float32, int64, bool)."""
-    import numpy as np
-
-    a = np.asarray(array)
-    # np.array, not np.ascontiguousarray: the latter turns a 0-d array into [1].
-    a = np.array(a, dtype=a.dtype.newbyteorder("<"), order="C")
-    with open(path, "wb") as f:
-        np.save(f, a, allow_pickle=False)
-    return a
-
-
-def _tensor_entry(outdir, rel, array):
-    import numpy as np
-
-    a = _save_npy(os.path.join(outdir, rel), array)
-    entry = {"file": rel, "dtype": str(a.dtype), "shape": list(a.shape)}
-    if a.size and a.dtype == np.float32:
-        entry["absmax"] = float(np.abs(a).max())
-    return entry
-
-
-def _value_info(vi):
-    t = vi.type.tensor_type
-    info = {"name": vi.name, "dtype": _ELEM_NAMES.get(t.elem_type, "onnx_type_%d" % t.elem_type)}
-    if t.HasField("shape"):
-        dims = []
-        for d in t.shape.dim:
-            if d.HasField("dim_value"):
-                dims.append(int(d.dim_value))
-            elif d.HasField("dim_param"):
-                dims.append(d.dim_param)
-            else:
-                dims.append("?")
-        info["shape"] = dims
-    else:
-        info["shape"] = None  # rank unknown
-    return info
-
-
-def _op_counts(model):
-    """(ops of the main graph, ops of all nested subgraphs), sorted by name."""
-    from collections import Counter
-
-    import onnx
-
-    main = Counter(n.op_type for n in model.graph.node)
-    nested = Counter()
-    pending = [model.graph]
-    while pending:
-        for node in pending.pop().node:
-            for attr in node.attribute:
-                subgraphs = ([attr.g] if attr.type == onnx.AttributeProto.GRAPH else []) + list(attr.graphs)
-                for g in subgraphs:
-                    nested.update(n.op_type for n in g.node)
-                    pending.append(g)
-    return dict(sorted(main.items())), dict(sorted(nested.items()))
-
-
-def _as_tuple(outs):
-    return tuple(outs) if isinstance(outs, (tuple, list)) else (outs,)
-
-
-def _clear_model(outdir, name):
-    for rel in (name + ".onnx", name + ".json"):
-        if os.path.exists(os.path.join(outdir, rel)):
-            os.remove(os.path.join(outdir, rel))
-    if os.path.isdir(os.path.join(outdir, name + ".ref")):
-        shutil.rmtree(os.path.join(outdir, name + ".ref"))
-
-
 def _same(a, b, rtol, atol):
     import numpy as np
 
@@ -701,9 +552,11 @@ def _make(outdir, name, generator):
     import onnx
     import torch
 
+    from refmodels.files import as_tuple, clear_model, op_counts, tensor_entry, value_info
+
     torch.set_num_threads(1)  # one summation order on every machine
     spec = _models()[name]()
-    _clear_model(outdir, name)
+    clear_model(outdir, name)
     onnx_rel = name + ".onnx"
     with torch.no_grad():
         torch.onnx.export(spec.net, spec.example, os.path.join(outdir, onnx_rel), opset_version=spec.opset,
@@ -711,7 +564,7 @@ def _make(outdir, name, generator):
                           dynamic_axes=spec.dynamic_axes, do_constant_folding=True)
     model = onnx.load(os.path.join(outdir, onnx_rel))
     onnx.checker.check_model(model, full_check=True)  # raises: a model the checker rejects is no test
-    main_ops, nested_ops = _op_counts(model)
+    main_ops, nested_ops = op_counts(model)
     traced = None
     if spec.export == "trace":
         # What torch.onnx.export recorded is a trace; were it specialized to
@@ -733,8 +586,8 @@ def _make(outdir, name, generator):
         ("the TorchScript module that was exported" if spec.export == "script" else
          "PyTorch eager on the exported module"),
         "checker": "onnx.checker.check_model(full_check=True) passed",
-        "inputs": [_value_info(v) for v in model.graph.input],
-        "outputs": [_value_info(v) for v in model.graph.output],
+        "inputs": [value_info(v) for v in model.graph.input],
+        "outputs": [value_info(v) for v in model.graph.output],
         "op_types": main_ops,
         "subgraph_op_types": nested_ops,
         "all_op_types": sorted(set(main_ops) | set(nested_ops)),
@@ -748,16 +601,16 @@ def _make(outdir, name, generator):
     written = [onnx_rel]
     for cid, (note, args) in enumerate(spec.cases):
         with torch.no_grad():
-            outs = _as_tuple(spec.net(*args))
+            outs = as_tuple(spec.net(*args))
             if spec.reference:
-                ref = _as_tuple(spec.reference[1](*args))
+                ref = as_tuple(spec.reference[1](*args))
                 for i, (o, r) in enumerate(zip(outs, ref)):
                     if not _same(o, r, spec.rtol / 4, spec.atol / 4):
                         raise RuntimeError("case %d: output %d of the exported formulation is not within a "
                                            "quarter of the tolerance of the reference" % (cid, i))
                 outs = ref
             if traced is not None:
-                for i, (o, t) in enumerate(zip(outs, _as_tuple(traced(*args)))):
+                for i, (o, t) in enumerate(zip(outs, as_tuple(traced(*args)))):
                     if not _same(o, t, spec.rtol / 4, spec.atol / 4):
                         raise RuntimeError("case %d: output %d of the trace differs from eager PyTorch (the "
                                            "export is specialized to the example)" % (cid, i))
@@ -772,7 +625,7 @@ def _make(outdir, name, generator):
                                             ("outputs", "output", spec.outputs, outs)):
             for i, (tname, value) in enumerate(zip(names, values)):
                 rel = "%s/%s_%d.npy" % (case_dir, prefix, i)
-                case[kind][tname] = _tensor_entry(outdir, rel, value.detach().numpy())
+                case[kind][tname] = tensor_entry(outdir, rel, value.detach().numpy(), keep_float64=True)
                 written.append(rel)
         meta["cases"].append(case)
     with open(os.path.join(outdir, name + ".json"), "w") as f:
@@ -783,8 +636,11 @@ def _make(outdir, name, generator):
 
 
 def main(argv):
-    sys.dont_write_bytecode = True
-    _pin_blas_kernels()
+    sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+    sys.path.insert(0, HERE)
+    from refmodels import stamp  # imports no numpy or torch
+
+    stamp.pin_blas_kernels()  # before numpy or torch loads
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("outdir", nargs="?")
     parser.add_argument("--only", default="", help="comma-separated model names (default: all)")
@@ -804,42 +660,8 @@ def main(argv):
         return 2
     outdir = os.path.abspath(args.outdir)
     os.makedirs(outdir, exist_ok=True)
-    digest = generator_digest()
-    generator = "scripts/gen_real_models.py sha256:%s" % digest
-    stamp = _load_stamp(outdir, digest)
-    start = time.monotonic()
-    todo = [n for n in wanted if args.force or not _still_valid(outdir, stamp["models"].get(n))]
-    if todo:
-        missing = []
-        for module, package in (("torch", "python3-torch"), ("torchvision", "python3-torchvision"),
-                                ("onnx", "python3-onnx"), ("numpy", "python3-numpy")):
-            try:
-                __import__(module)
-            except ImportError:
-                missing.append((module, package))
-        if missing:
-            print("gen_real_models: %s cannot import %s; install Debian's %s (scripts/setup.sh does)"
-                  % (sys.executable, ", ".join(m for m, _ in missing), " ".join(p for _, p in missing)),
-                  file=sys.stderr)
-            return 1
-    warnings.filterwarnings("ignore")
-    for name in todo:
-        # The stamp entry goes first: a run killed half-way leaves files the
-        # next run does not trust.
-        stamp["models"].pop(name, None)
-        _save_stamp(outdir, stamp)
-        t0 = time.monotonic()
-        try:
-            written = _make(outdir, name, generator)
-        except Exception as e:
-            print("gen_real_models: model '%s': %s: %s" % (name, type(e).__name__, e), file=sys.stderr)
-            return 1
-        stamp["models"][name] = {rel: _sha256_file(os.path.join(outdir, rel)) for rel in sorted(written)}
-        _save_stamp(outdir, stamp)
-        print("%-17s %3d files  %5.1f s" % (name, len(written), time.monotonic() - t0), flush=True)
-    print("gen_real_models: %d of %d model(s) made, %d up to date, %.1f s -> %s"
-          % (len(todo), len(wanted), len(wanted) - len(todo), time.monotonic() - start, outdir))
-    return 0
+    return stamp.generate("gen_real_models", outdir, wanted, args.force, STAMP, generator_digest(), _make,
+                          name_width=17)
 
 
 if __name__ == "__main__":

@@ -58,9 +58,9 @@ static nimble_status_t walk(json_t *root, const char *media_type, refs *r) {
   if (!json_is_object(root))
     return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "manifest is not a JSON object");
   int is_index =
-      !strcmp(media_type, NIMBLE_MEDIA_OCI_INDEX) || !strcmp(media_type, NIMBLE_MEDIA_DOCKER_LIST);
-  int is_manifest = !strcmp(media_type, NIMBLE_MEDIA_OCI_MANIFEST) ||
-                    !strcmp(media_type, NIMBLE_MEDIA_DOCKER_MANIFEST);
+      !strcmp(media_type, NIMBLE_MEDIA_TYPE_OCI_INDEX) || !strcmp(media_type, NIMBLE_MEDIA_TYPE_DOCKER_LIST);
+  int is_manifest = !strcmp(media_type, NIMBLE_MEDIA_TYPE_OCI_MANIFEST) ||
+                    !strcmp(media_type, NIMBLE_MEDIA_TYPE_DOCKER_MANIFEST);
   if (!is_index && !is_manifest)
     return nimble_status_make(NIMBLE_UNIMPLEMENTED, "unsupported manifest media type '%s'",
                               media_type);

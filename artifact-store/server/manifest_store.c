@@ -18,8 +18,8 @@
 static int is_digest_reference(const char *reference) { return strchr(reference, ':') != NULL; }
 
 static int media_type_supported(const char *m) {
-  return !strcmp(m, NIMBLE_MEDIA_OCI_MANIFEST) || !strcmp(m, NIMBLE_MEDIA_OCI_INDEX) ||
-         !strcmp(m, NIMBLE_MEDIA_DOCKER_MANIFEST) || !strcmp(m, NIMBLE_MEDIA_DOCKER_LIST);
+  return !strcmp(m, NIMBLE_MEDIA_TYPE_OCI_MANIFEST) || !strcmp(m, NIMBLE_MEDIA_TYPE_OCI_INDEX) ||
+         !strcmp(m, NIMBLE_MEDIA_TYPE_DOCKER_MANIFEST) || !strcmp(m, NIMBLE_MEDIA_TYPE_DOCKER_LIST);
 }
 
 /* The media type the manifest declares itself, or NULL; caller frees. */
@@ -79,8 +79,8 @@ nimble_status_t nimble_store_fs_manifest_put(nimble_store_fs *store, const char 
     s = nimble_store_fs_blob_stat(store, &refs[i], &have);
     if (s) {
       char where[48];
-      if (!strcmp(media_type, NIMBLE_MEDIA_OCI_INDEX) ||
-          !strcmp(media_type, NIMBLE_MEDIA_DOCKER_LIST))
+      if (!strcmp(media_type, NIMBLE_MEDIA_TYPE_OCI_INDEX) ||
+          !strcmp(media_type, NIMBLE_MEDIA_TYPE_DOCKER_LIST))
         snprintf(where, sizeof where, "manifests[%zu]", i);
       else if (i == 0)
         snprintf(where, sizeof where, "config");

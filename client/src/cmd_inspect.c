@@ -10,6 +10,7 @@
 #include "inspect_ir.h"
 #include "model_load.h"
 #include "nimble/runtime.h"
+#include "nimble/typed_module.h"
 #include "nimble/typing.h"
 
 /* Exit code for a status from loading or typing: what the input caused is
@@ -63,8 +64,8 @@ static int inspect(const char *path, bool json, bool all_constants) {
     free(text);
   } else {
     char *text = NULL;
-    s = nimble_cli_annotate_module(model.module, typing,
-                                   all_constants ? 0 : ELIDE_CONSTANTS_ABOVE);
+    s = nimble_typed_module_annotate(model.module, typing,
+                                     all_constants ? 0 : ELIDE_CONSTANTS_ABOVE);
     if (!s) s = nimble_ir_print_module(model.module, &text);
     if (s) {
       nimble_cli_report(s);

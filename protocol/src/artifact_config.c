@@ -7,7 +7,7 @@
 
 #include "json_codec.h"
 #include "nimble/manifest.h"
-#include "text_quote.h"
+#include "nimble/text_quote.h"
 
 static const char *const kDtypeNames[NIMBLE_CONFIG_DTYPE_COUNT_] = {
     "bool",   "int8",   "int16",   "int32",    "int64",   "uint8",   "uint16",

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "text_quote.h"
+#include "nimble/text_quote.h"
 
 nimble_status_t nimble_json_load_object(const void *data, size_t size, size_t max,
                                         const char *what, json_t **out) {

@@ -7,22 +7,14 @@
 
 #include "json_codec.h"
 #include "nimble/target.h"
-#include "text_quote.h"
+#include "nimble/text_quote.h"
 
-/* Layer media types this version understands, with how many of each a
- * manifest may hold (kernels: one per device). */
-typedef struct layer_kind {
-  const char *media_type;
-  const char *triple; /* kernels only */
-} layer_kind;
-
-static const layer_kind kLayerKinds[] = {
-    {NIMBLE_MEDIA_TYPE_METADATA, NULL},
-    {NIMBLE_MEDIA_TYPE_BYTECODE, NULL},
-    {NIMBLE_MEDIA_TYPE_CONSTANTS, NULL},
-    {NIMBLE_MEDIA_TYPE_KERNELS_X86_64, "x86_64-linux-gnu"},
-    {NIMBLE_MEDIA_TYPE_KERNELS_AARCH64, "aarch64-linux-gnu"},
-    {NIMBLE_MEDIA_TYPE_KERNELS_NVPTX, "nvptx64-nvidia-cuda"},
+/* Layer media types this version understands (nimble/media_type.h); a
+ * manifest holds at most one layer of each (kernels: one per device). */
+static const char *const kLayerKinds[] = {
+    NIMBLE_MEDIA_TYPE_METADATA,       NIMBLE_MEDIA_TYPE_BYTECODE,
+    NIMBLE_MEDIA_TYPE_CONSTANTS,      NIMBLE_MEDIA_TYPE_KERNELS_X86_64,
+    NIMBLE_MEDIA_TYPE_KERNELS_AARCH64, NIMBLE_MEDIA_TYPE_KERNELS_NVPTX,
 };
 #define LAYER_KIND_COUNT (sizeof(kLayerKinds) / sizeof(kLayerKinds[0]))
 
@@ -104,16 +96,12 @@ const char *nimble_descriptor_annotation(const nimble_descriptor_t *d, const cha
 
 static int layer_kind_of(const char *media_type) {
   for (size_t i = 0; i < LAYER_KIND_COUNT; i++)
-    if (strcmp(kLayerKinds[i].media_type, media_type) == 0) return (int)i;
+    if (strcmp(kLayerKinds[i], media_type) == 0) return (int)i;
   return -1;
 }
 
 const char *nimble_manifest_kernels_media_type(const char *triple) {
-  if (!triple) return NULL;
-  for (size_t i = 0; i < LAYER_KIND_COUNT; i++)
-    if (kLayerKinds[i].triple && strcmp(kLayerKinds[i].triple, triple) == 0)
-      return kLayerKinds[i].media_type;
-  return NULL;
+  return nimble_media_type_kernels(triple);
 }
 
 /* Size and digest rules every descriptor obeys; `path` names it. */
@@ -439,13 +427,18 @@ nimble_status_t nimble_manifest_check_target(const nimble_manifest_t *m, const c
   NIMBLE_RETURN_IF_ERROR(nimble_target_parse(target_spec, &t));
   const char *host = nimble_target_host_triple(&t), *device = nimble_target_device_triple(&t);
   for (size_t i = 0; i < m->layer_count; i++) {
-    int kind = layer_kind_of(m->layers[i].media_type);
-    const char *triple = kind >= 0 ? kLayerKinds[kind].triple : NULL;
-    if (!triple) continue;
-    if (strcmp(triple, host) != 0 && !(device && strcmp(triple, device) == 0)) {
+    /* A kernels layer of a known type: "<prefix><triple>.v1+<format>". */
+    const char *mt = m->layers[i].media_type;
+    size_t prefix = sizeof NIMBLE_MEDIA_TYPE_KERNELS_PREFIX - 1;
+    if (layer_kind_of(mt) < 0 || strncmp(mt, NIMBLE_MEDIA_TYPE_KERNELS_PREFIX, prefix) != 0)
+      continue;
+    const char *host_mt = nimble_media_type_kernels(host);
+    const char *device_mt = device ? nimble_media_type_kernels(device) : NULL;
+    if (!(host_mt && strcmp(mt, host_mt) == 0) && !(device_mt && strcmp(mt, device_mt) == 0)) {
+      int triple_len = (int)(strrchr(mt, '.') - (mt + prefix));
       return nimble_status_make(NIMBLE_INVALID_ARGUMENT,
-                                "layers[%zu]: %s kernels do not belong to target '%s'", i,
-                                triple, target_spec);
+                                "layers[%zu]: %.*s kernels do not belong to target '%s'", i,
+                                triple_len, mt + prefix, target_spec);
     }
   }
   return nimble_ok();

@@ -7,7 +7,7 @@
 
 #include "json_codec.h"
 #include "nimble/target.h"
-#include "text_quote.h"
+#include "nimble/text_quote.h"
 
 static const char *const kTypeNames[NIMBLE_MSG_TYPE_COUNT_] = {
     "SUBMIT", "STATUS",  "CANCEL",   "READY",    "HEARTBEAT",  "PROGRESS",

@@ -14,8 +14,8 @@
 #include <unistd.h>
 
 #include "fetch_internal.h"
+#include "nimble/digest.h"
 #include "oci_manifest.h"
-#include "sha256.h"
 
 static nimble_status_t io_error(const char *what, const char *path) {
   return nimble_status_make(NIMBLE_IO_ERROR, "cache: %s '%s': %s", what, path, strerror(errno));
@@ -96,10 +96,10 @@ nimble_status_t nimble_fetch_cache_read_blob(const char *dir, const char *digest
     if (got != want) {
       s = nimble_status_make(NIMBLE_IO_ERROR, "cache: short read of '%s'", path);
     } else {
-      uint8_t d[32];
+      nimble_digest_t d;
       char hex[65];
-      nimble_sha256(buf, want, d);
-      nimble_sha256_hex(d, hex);
+      nimble_digest_compute(buf, want, &d);
+      nimble_digest_format_hex(&d, hex);
       if (strcmp(hex, digest + 7) != 0) {
         s = nimble_status_make(NIMBLE_DATA_LOSS,
                                "cache: blob %s is damaged: its bytes hash to sha256:%s", digest, hex);
@@ -223,7 +223,7 @@ nimble_status_t nimble_fetch_cache_read_tag(const char *dir, const nimble_fetch_
   fclose(f);
   line[n] = '\0';
   if (n > 0 && line[n - 1] == '\n') line[--n] = '\0';
-  if (!nimble_fetch_digest_valid(line, n)) {
+  if (!nimble_digest_valid(line, n)) {
     nimble_status_t s = nimble_status_make(NIMBLE_DATA_LOSS,
                                            "cache: tag record '%s' does not hold a digest", path);
     free(path);

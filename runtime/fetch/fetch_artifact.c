@@ -9,10 +9,10 @@
 #include <time.h>
 
 #include "fetch_internal.h"
+#include "nimble/digest.h"
 #include "oci_manifest.h"
-#include "sha256.h"
 
-#define MANIFEST_ACCEPT NIMBLE_FETCH_OCI_MANIFEST_TYPE
+#define MANIFEST_ACCEPT NIMBLE_MEDIA_TYPE_OCI_MANIFEST
 #define MAX_MANIFEST (4u << 20)
 
 void nimble_fetch_options_init(nimble_fetch_options_t *o) {
@@ -63,11 +63,9 @@ static double now_ms(void) {
 }
 
 static void digest_of(const void *data, size_t size, char out[72]) {
-  uint8_t d[32];
-  char hex[65];
-  nimble_sha256(data, size, d);
-  nimble_sha256_hex(d, hex);
-  snprintf(out, 72, "sha256:%s", hex);
+  nimble_digest_t d;
+  nimble_digest_compute(data, size, &d);
+  nimble_digest_format(&d, out);
 }
 
 /* The part a layer holds; 0 for a layer this host does not need (another

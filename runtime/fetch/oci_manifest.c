@@ -11,13 +11,6 @@
 /* 2^53 - 1: the largest size every JSON reader holds exactly (artifacts.md). */
 #define MAX_DESCRIPTOR_SIZE 9007199254740991LL
 
-int nimble_fetch_digest_valid(const char *s, size_t len) {
-  if (len != 71 || strncmp(s, "sha256:", 7) != 0) return 0;
-  for (size_t i = 7; i < 71; i++)
-    if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f'))) return 0;
-  return 1;
-}
-
 static nimble_status_t field_error(const char *where, const nimble_json_value *v, const char *fmt,
                                    const char *arg) {
   char msg[256];
@@ -45,7 +38,7 @@ static nimble_status_t read_descriptor(const nimble_json_value *d, const char *w
   if (!dg) return field_error(path, d, "missing%s", "");
   if (dg->kind != NIMBLE_JSON_STRING)
     return field_error(path, dg, "expected a string, got %s", nimble_json_kind_name(dg->kind));
-  if (!nimble_fetch_digest_valid(dg->string, dg->length))
+  if (!nimble_digest_valid(dg->string, dg->length))
     return field_error(path, dg, "'%.80s' is not sha256:<64 lowercase hex>", dg->string);
   memcpy(out->digest, dg->string, 72);
 
@@ -84,14 +77,14 @@ static nimble_status_t parse_tree(const nimble_json_value *root, nimble_fetch_ma
   if (!sv) return field_error("schemaVersion", root, "missing%s", "");
   if (sv->kind != NIMBLE_JSON_INT || sv->integer != 2)
     return nimble_status_make(NIMBLE_UNIMPLEMENTED, "manifest: schemaVersion: expected 2");
-  NIMBLE_RETURN_IF_ERROR(check_string(root, "mediaType", NIMBLE_FETCH_OCI_MANIFEST_TYPE));
-  NIMBLE_RETURN_IF_ERROR(check_string(root, "artifactType", NIMBLE_FETCH_ARTIFACT_TYPE));
+  NIMBLE_RETURN_IF_ERROR(check_string(root, "mediaType", NIMBLE_MEDIA_TYPE_OCI_MANIFEST));
+  NIMBLE_RETURN_IF_ERROR(check_string(root, "artifactType", NIMBLE_ARTIFACT_TYPE_EXECUTABLE));
   const nimble_json_value *cfg = nimble_json_get(root, "config");
   if (!cfg) return field_error("config", root, "missing%s", "");
   NIMBLE_RETURN_IF_ERROR(read_descriptor(cfg, "config", &out->config));
-  if (strcmp(out->config.media_type, NIMBLE_FETCH_CONFIG_TYPE) != 0) {
+  if (strcmp(out->config.media_type, NIMBLE_MEDIA_TYPE_CONFIG) != 0) {
     return nimble_status_make(NIMBLE_UNIMPLEMENTED, "manifest: config.mediaType: expected '%s', got '%s'",
-                              NIMBLE_FETCH_CONFIG_TYPE, out->config.media_type);
+                              NIMBLE_MEDIA_TYPE_CONFIG, out->config.media_type);
   }
   const nimble_json_value *layers = nimble_json_get(root, "layers");
   if (!layers) return field_error("layers", root, "missing%s", "");

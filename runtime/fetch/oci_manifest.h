@@ -7,12 +7,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "nimble/digest.h"
+#include "nimble/media_type.h"
 #include "nimble/status.h"
 
 #define NIMBLE_FETCH_MAX_LAYERS 64
-#define NIMBLE_FETCH_OCI_MANIFEST_TYPE "application/vnd.oci.image.manifest.v1+json"
-#define NIMBLE_FETCH_ARTIFACT_TYPE "application/vnd.nimble.executable.v1"
-#define NIMBLE_FETCH_CONFIG_TYPE "application/vnd.nimble.executable.config.v1+json"
 
 typedef struct nimble_fetch_descriptor_t {
   char media_type[256];
@@ -31,8 +30,5 @@ typedef struct nimble_fetch_manifest_t {
  * Nimble's is UNIMPLEMENTED; anything malformed INVALID_ARGUMENT. */
 nimble_status_t nimble_fetch_manifest_parse(const void *data, size_t size,
                                             nimble_fetch_manifest_t *out);
-
-/* 1 when `s` is "sha256:" followed by exactly 64 lowercase hex digits. */
-int nimble_fetch_digest_valid(const char *s, size_t len);
 
 #endif

@@ -145,7 +145,7 @@ nimble_status_t nimble_fetch_parse_reference(const char *text, nimble_fetch_refe
         return bad(text, i, "a tag may hold only letters, digits, '_', '.' and '-'");
   } else {
     const char *d = text + at + 1;
-    if (!nimble_fetch_digest_valid(d, strlen(d)))
+    if (!nimble_digest_valid(d, strlen(d)))
       return bad(text, at + 1, "expected a digest sha256:<64 lowercase hex digits>");
   }
 

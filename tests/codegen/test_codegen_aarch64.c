@@ -91,7 +91,7 @@ START_TEST(test_vector_add_for_aarch64_is_neon_code_that_runs_under_qemu) {
     snprintf(log, sizeof log, "%s/log.txt", dir);
     write_all(so, out.shared_object, out.shared_object_size);
     write_all(src, host_source, strlen(host_source));
-    snprintf(cmd, sizeof cmd, "aarch64-linux-gnu-gcc -O2 -I%s -I%s %s -o %s -ldl > %s 2>&1", NIMBLE_RUNTIME_INCLUDE,
+    snprintf(cmd, sizeof cmd, "aarch64-linux-gnu-gcc -O2 -I%s -I%s %s -o %s -ldl > %s 2>&1", NIMBLE_KERNEL_ABI_INCLUDE,
              NIMBLE_CROSS_DLPACK_INCLUDE, src, exe, log);
     int rc = system(cmd);
     char text[2048] = "";

@@ -548,7 +548,7 @@ START_TEST(test_every_type_runs_on_aarch64_under_qemu) {
     ck_assert_ptr_nonnull(f);
     for (size_t c = 0; c < N_CASES; c++) put_case(f, &kCases[c]);
     ck_assert_int_eq(fclose(f), 0);
-    snprintf(cmd, sizeof cmd, "aarch64-linux-gnu-gcc -O2 -I%s -I%s %s -o %s -ldl > %s 2>&1", NIMBLE_RUNTIME_INCLUDE,
+    snprintf(cmd, sizeof cmd, "aarch64-linux-gnu-gcc -O2 -I%s -I%s %s -o %s -ldl > %s 2>&1", NIMBLE_KERNEL_ABI_INCLUDE,
              NIMBLE_CROSS_DLPACK_INCLUDE, src, exe, log);
     int rc = system(cmd);
     read_log(log, text, sizeof text);

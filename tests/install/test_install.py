@@ -72,19 +72,30 @@ def pkg_env(prefix):
     return env
 
 
+# The public headers (libnimble_runtime holds the runtime and the executable
+# format), and where the headers they include live (base/).
+PUBLIC_HEADER_DIRS = ("runtime/include", "format/include")
+INCLUDED_HEADER_DIRS = ("base/include",)
+
+
 def expected_headers():
     """The public set, computed from the sources the way an application sees
-    them: every runtime header and the protocol headers they include."""
-    runtime = sorted(f for f in os.listdir(os.path.join(SOURCE, "runtime/include/nimble"))
-                     if f.endswith(".h"))
-    names, queue = set(runtime), [os.path.join(SOURCE, "runtime/include/nimble", f) for f in runtime]
+    them: every runtime and executable-format header and the base headers
+    they include."""
+    names, queue = set(), []
+    for d in PUBLIC_HEADER_DIRS:
+        for f in sorted(os.listdir(os.path.join(SOURCE, d, "nimble"))):
+            if f.endswith(".h"):
+                names.add(f)
+                queue.append(os.path.join(SOURCE, d, "nimble", f))
     while queue:
         with open(queue.pop()) as f:
             for inc in re.findall(r'^#include "nimble/([a-z_0-9]+\.h)"', f.read(), re.M):
-                p = os.path.join(SOURCE, "protocol/include/nimble", inc)
-                if inc not in names and os.path.exists(p):
-                    names.add(inc)
-                    queue.append(p)
+                for d in INCLUDED_HEADER_DIRS:
+                    p = os.path.join(SOURCE, d, "nimble", inc)
+                    if inc not in names and os.path.exists(p):
+                        names.add(inc)
+                        queue.append(p)
     return names
 
 

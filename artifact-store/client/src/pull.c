@@ -14,13 +14,13 @@
 #include <unistd.h>
 
 #include "client_internal.h"
+#include "nimble/media_type.h"
 
 /* What we accept for manifests: OCI and Docker manifests and indexes, and
  * anything else a store holds (Nimble's artifact manifests). */
 static const char kManifestAccept[] =
-    "application/vnd.oci.image.manifest.v1+json, application/vnd.oci.image.index.v1+json, "
-    "application/vnd.docker.distribution.manifest.v2+json, "
-    "application/vnd.docker.distribution.manifest.list.v2+json, */*";
+    NIMBLE_MEDIA_TYPE_OCI_MANIFEST ", " NIMBLE_MEDIA_TYPE_OCI_INDEX ", "
+    NIMBLE_MEDIA_TYPE_DOCKER_MANIFEST ", " NIMBLE_MEDIA_TYPE_DOCKER_LIST ", */*";
 
 static nimble_status_t check_reference(const char *reference, int *out_is_digest,
                                        nimble_digest_t *out_digest) {

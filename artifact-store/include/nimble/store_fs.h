@@ -27,6 +27,7 @@
 #include <time.h>
 
 #include "nimble/digest.h"
+#include "nimble/media_type.h"
 #include "nimble/status.h"
 
 #ifdef __cplusplus
@@ -41,11 +42,8 @@ extern "C" {
 /* An upload id is 32 lowercase hex digits (128 random bits). */
 #define NIMBLE_STORE_UPLOAD_ID_LEN 32
 
-/* Media types a manifest may have. */
-#define NIMBLE_MEDIA_OCI_MANIFEST "application/vnd.oci.image.manifest.v1+json"
-#define NIMBLE_MEDIA_OCI_INDEX "application/vnd.oci.image.index.v1+json"
-#define NIMBLE_MEDIA_DOCKER_MANIFEST "application/vnd.docker.distribution.manifest.v2+json"
-#define NIMBLE_MEDIA_DOCKER_LIST "application/vnd.docker.distribution.manifest.list.v2+json"
+/* Media types a manifest may have: NIMBLE_MEDIA_TYPE_OCI_MANIFEST,
+ * _OCI_INDEX, _DOCKER_MANIFEST and _DOCKER_LIST (nimble/media_type.h). */
 
 typedef struct nimble_store_fs nimble_store_fs;
 typedef struct nimble_store_upload_writer nimble_store_upload_writer;

@@ -1,41 +1,35 @@
-/* The loop-nest arena: bump allocation in chunks, freed as a whole, and the
- * first construction error. */
+/* The loop-nest arena: nimble_base's arena for the nodes, and the first
+ * construction error. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ln_internal.h"
-
-typedef struct ln_chunk {
-  struct ln_chunk *next;
-  size_t used, size;
-  _Alignas(16) unsigned char data[];
-} ln_chunk;
+#include "nimble/arena.h"
 
 struct nimble_ln_arena {
-  ln_chunk *head;
+  nimble_arena *mem; /* the nodes */
   char error[512];
   int failed;
   int next_var_id;
 };
 
-enum { LN_CHUNK_BYTES = 64 * 1024 };
-
 nimble_status_t nimble_ln_arena_create(nimble_ln_arena **out) {
   *out = calloc(1, sizeof(nimble_ln_arena));
   if (!*out) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory for a loop-nest arena");
+  nimble_status_t s = nimble_arena_create(&(*out)->mem);
+  if (s) {
+    free(*out);
+    *out = NULL;
+    return nimble_status_annotate(s, "loop-nest arena");
+  }
   return nimble_ok();
 }
 
 void nimble_ln_arena_destroy(nimble_ln_arena *arena) {
   if (!arena) return;
-  ln_chunk *c = arena->head;
-  while (c) {
-    ln_chunk *next = c->next;
-    free(c);
-    c = next;
-  }
+  nimble_arena_destroy(arena->mem);
   free(arena);
 }
 
@@ -58,23 +52,8 @@ void *nimble_ln_arena_alloc(nimble_ln_arena *arena, size_t bytes) {
     nimble_ln_arena_fail(arena, "loop-nest arena: request of %zu bytes is too large", bytes);
     return NULL;
   }
-  bytes = (bytes + 15) & ~(size_t)15;
-  ln_chunk *c = arena->head;
-  if (!c || c->size - c->used < bytes) {
-    size_t size = bytes > LN_CHUNK_BYTES ? bytes : LN_CHUNK_BYTES;
-    c = malloc(sizeof(ln_chunk) + size);
-    if (!c) {
-      nimble_ln_arena_fail(arena, "loop-nest arena: out of memory");
-      return NULL;
-    }
-    c->size = size;
-    c->used = 0;
-    c->next = arena->head;
-    arena->head = c;
-  }
-  void *p = c->data + c->used;
-  c->used += bytes;
-  memset(p, 0, bytes);
+  void *p = nimble_arena_alloc(arena->mem, bytes);
+  if (!p) nimble_ln_arena_fail(arena, "loop-nest arena: out of memory");
   return p;
 }
 

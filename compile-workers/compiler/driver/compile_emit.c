@@ -12,6 +12,7 @@
 
 #include "compile_internal.h"
 #include "nimble/artifact_config.h"
+#include "nimble/runtime.h" /* the written image is loaded back for its signatures */
 
 nimble_status_t nimble_compile_result_serialize(const nimble_compile_result *r, void **data, size_t *size) {
   if (!r || !data || !size)

@@ -9,20 +9,27 @@
 #include "lower/lower_builder.h"
 #include "nimble/lower.h"
 #include "nimble/passes.h"
+#include "nimble/ptr_map.h"
 #include "nimble/typing.h"
 
-/* ---- A pointer -> int64 map (open addressing; keys never removed) ------- */
-typedef struct lw_map {
-  const void **keys;
-  int64_t *vals;
-  size_t cap, count;
-} lw_map;
+/* ---- A pointer -> int64 map ------------------------------------------------
+ * nimble_base's pointer map (malloc'ed; zero-initialise), the integers
+ * stored as pointer-sized values. */
+typedef nimble_ptr_map lw_map;
+_Static_assert(sizeof(intptr_t) >= sizeof(int64_t), "lw_map stores int64 values in pointers");
 
-void lw_map_free(lw_map *m);
+static inline void lw_map_free(lw_map *m) { nimble_ptr_map_deinit(m); }
 /* false when absent */
-bool lw_map_get(const lw_map *m, const void *key, int64_t *val);
+static inline bool lw_map_get(const lw_map *m, const void *key, int64_t *val) {
+  void *v;
+  if (!nimble_ptr_map_find(m, key, &v)) return false;
+  *val = (int64_t)(intptr_t)v;
+  return true;
+}
 /* false on OOM */
-bool lw_map_put(lw_map *m, const void *key, int64_t val);
+static inline bool lw_map_put(lw_map *m, const void *key, int64_t val) {
+  return nimble_ptr_map_put(m, key, (void *)(intptr_t)val);
+}
 
 /* ---- Instructions buffered per function --------------------------------- */
 /* Function operands hold the callee's position among the lowered globals

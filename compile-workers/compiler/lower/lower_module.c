@@ -19,67 +19,6 @@ static nimble_status_t oom(void) {
   return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "lowering: out of memory");
 }
 
-/* ---- pointer map ---------------------------------------------------------- */
-
-static size_t hash_ptr(const void *p) {
-  uint64_t x = (uint64_t)(uintptr_t)p;
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdULL;
-  x ^= x >> 33;
-  return (size_t)x;
-}
-
-void lw_map_free(lw_map *m) {
-  free(m->keys);
-  free(m->vals);
-  memset(m, 0, sizeof *m);
-}
-
-bool lw_map_get(const lw_map *m, const void *key, int64_t *val) {
-  if (!m->cap) return false;
-  for (size_t i = hash_ptr(key) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
-    if (!m->keys[i]) return false;
-    if (m->keys[i] == key) {
-      *val = m->vals[i];
-      return true;
-    }
-  }
-}
-
-static bool map_grow(lw_map *m) {
-  size_t cap = m->cap ? m->cap * 2 : 64;
-  const void **keys = calloc(cap, sizeof *keys);
-  int64_t *vals = calloc(cap, sizeof *vals);
-  if (!keys || !vals) {
-    free(keys);
-    free(vals);
-    return false;
-  }
-  for (size_t i = 0; i < m->cap; i++) {
-    if (!m->keys[i]) continue;
-    size_t j = hash_ptr(m->keys[i]) & (cap - 1);
-    while (keys[j]) j = (j + 1) & (cap - 1);
-    keys[j] = m->keys[i];
-    vals[j] = m->vals[i];
-  }
-  free(m->keys);
-  free(m->vals);
-  m->keys = keys;
-  m->vals = vals;
-  m->cap = cap;
-  return true;
-}
-
-bool lw_map_put(lw_map *m, const void *key, int64_t val) {
-  if ((m->count + 1) * 2 > m->cap && !map_grow(m)) return false;
-  size_t i = hash_ptr(key) & (m->cap - 1);
-  while (m->keys[i] && m->keys[i] != key) i = (i + 1) & (m->cap - 1);
-  if (!m->keys[i]) m->count++;
-  m->keys[i] = key;
-  m->vals[i] = val;
-  return true;
-}
-
 /* ---- names ---------------------------------------------------------------- */
 
 void nimble_lower_options_init(nimble_lower_options_t *o) {

@@ -11,21 +11,26 @@
 
 #include "nimble/ir.h"
 #include "nimble/passes.h"
+#include "nimble/ptr_map.h"
 #include "nimble/typing.h"
 
-/* ---- Pointer → pointer map (open addressing, malloc'ed) ------------------ */
-typedef struct pass_map {
-  const void **keys;
-  void **vals;
-  size_t cap, count;
-} pass_map;
+/* ---- Pointer → pointer map ------------------------------------------------
+ * nimble_base's (nimble/ptr_map.h), malloc'ed: zero-initialise, free with
+ * pass_map_free. The passes keep their short names for it. */
+typedef nimble_ptr_map pass_map;
 
 /* false when memory runs out. */
-bool pass_map_put(pass_map *m, const void *key, void *val);
+static inline bool pass_map_put(pass_map *m, const void *key, void *val) {
+  return nimble_ptr_map_put(m, key, val);
+}
 /* The value, or NULL when absent. */
-void *pass_map_get(const pass_map *m, const void *key);
-bool pass_map_has(const pass_map *m, const void *key);
-void pass_map_free(pass_map *m);
+static inline void *pass_map_get(const pass_map *m, const void *key) {
+  return nimble_ptr_map_get(m, key);
+}
+static inline bool pass_map_has(const pass_map *m, const void *key) {
+  return nimble_ptr_map_has(m, key);
+}
+static inline void pass_map_free(pass_map *m) { nimble_ptr_map_deinit(m); }
 
 /* ---- Fresh variable names ------------------------------------------------ */
 /* Names already used in one function, so that new variables print and

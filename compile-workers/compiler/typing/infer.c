@@ -11,12 +11,8 @@
 #include <string.h>
 
 #include "ir/print_internal.h"
+#include "nimble/ptr_map.h"
 #include "nimble/typing.h"
-
-typedef struct type_entry {
-  const nimble_expr *key;
-  const nimble_type *type;
-} type_entry;
 
 typedef struct global_sig {
   const char *name;
@@ -28,8 +24,7 @@ typedef struct global_sig {
 
 struct nimble_typing {
   nimble_arena *arena;
-  type_entry *table;
-  size_t cap, count;
+  nimble_ptr_map types; /* expression -> its type, in the arena */
   global_sig *globals;
   size_t num_globals;
 };
@@ -47,42 +42,12 @@ static nimble_status_t oom(void) {
 
 /* ---- the expression -> type table ---------------------------------------- */
 
-static size_t hash_ptr(const void *p) {
-  uint64_t x = (uint64_t)(uintptr_t)p;
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdULL;
-  x ^= x >> 33;
-  return (size_t)x;
-}
-
-static type_entry *table_slot(type_entry *table, size_t cap, const nimble_expr *key) {
-  size_t i = hash_ptr(key) & (cap - 1);
-  while (table[i].key && table[i].key != key) i = (i + 1) & (cap - 1);
-  return &table[i];
-}
-
 static nimble_status_t record(infer_ctx *c, const nimble_expr *e, const nimble_type *ty) {
-  nimble_typing *t = c->t;
-  if ((t->count + 1) * 10 >= t->cap * 7) {
-    size_t ncap = t->cap ? t->cap * 2 : 256;
-    type_entry *nt = nimble_arena_calloc(c->arena, ncap, sizeof(*nt));
-    if (!nt) return oom();
-    for (size_t i = 0; i < t->cap; i++)
-      if (t->table[i].key) *table_slot(nt, ncap, t->table[i].key) = t->table[i];
-    t->table = nt;
-    t->cap = ncap;
-  }
-  type_entry *slot = table_slot(t->table, t->cap, e);
-  if (!slot->key) t->count++;
-  slot->key = e;
-  slot->type = ty;
-  return nimble_ok();
+  return nimble_ptr_map_put(&c->t->types, e, (void *)ty) ? nimble_ok() : oom();
 }
 
 const nimble_type *nimble_typing_type_of(const nimble_typing *t, const nimble_expr *e) {
-  if (!t->cap) return NULL;
-  type_entry *slot = table_slot(t->table, t->cap, e);
-  return slot->key ? slot->type : NULL;
+  return nimble_ptr_map_get(&t->types, e);
 }
 
 const nimble_type *nimble_typing_global_type(const nimble_typing *t, const char *name) {
@@ -690,6 +655,7 @@ nimble_status_t nimble_typing_infer_module(const nimble_module *m, nimble_typing
   c.t = nimble_arena_alloc(c.arena, sizeof(*c.t));
   if (!c.t) return oom();
   c.t->arena = c.arena;
+  nimble_ptr_map_init(&c.t->types, c.arena);
   size_t ng = nimble_module_num_funcs(m);
   c.t->globals = ng ? nimble_arena_calloc(c.arena, ng, sizeof(global_sig)) : NULL;
   if (ng && !c.t->globals) return oom();
@@ -713,12 +679,13 @@ nimble_status_t nimble_typing_infer_module(const nimble_module *m, nimble_typing
       NIMBLE_RETURN_IF_ERROR(nimble_subst_set_rigid(c.s, g->func->u.func.type_params[k]->u.var.id, false));
     (void)u;
   }
-  /* Apply the final bindings to everything recorded. */
-  for (size_t i = 0; i < c.t->cap; i++) {
-    if (!c.t->table[i].key) continue;
-    const nimble_type *t = nimble_subst_apply(c.s, c.t->table[i].type);
-    if (!t) return oom();
-    c.t->table[i].type = t;
+  /* Apply the final bindings to everything recorded (replacing a value
+   * leaves the table as it is, so this iterates safely). */
+  const void *key;
+  void *recorded;
+  for (size_t pos = 0; nimble_ptr_map_next(&c.t->types, &pos, &key, &recorded);) {
+    const nimble_type *t = nimble_subst_apply(c.s, recorded);
+    if (!t || !nimble_ptr_map_put(&c.t->types, key, (void *)t)) return oom();
   }
   for (size_t i = 0; i < ng; i++) {
     const nimble_type *t = nimble_subst_apply(c.s, c.t->globals[i].type);

@@ -16,9 +16,9 @@
  *   ... out.shared_object / out.shared_object_size ...
  *   nimble_codegen_output_deinit(&out);
  *
- * Every kernel follows the runtime's kernel ABI (nimble/kernel_abi.h):
- * int32_t name(DLTensor *const *args, int32_t num_args, const
- * nimble_kernel_env_t *env). The generated code checks the argument count,
+ * Every kernel follows the executable format's kernel ABI
+ * (nimble/kernel_abi.h): int32_t name(DLTensor *const *args, int32_t
+ * num_args, const nimble_kernel_env_t *env). The generated code checks the argument count,
  * each tensor's rank and dtype, that strides are NULL or compact, and the
  * kernel's own run-time checks, and reports failures through
  * env->set_error with a nonzero return. It calls nothing but env's members

@@ -38,9 +38,9 @@
 extern "C" {
 #endif
 
-/* The runtime's executable builder (nimble/executable_builder.h), only
- * declared here so that users of the lowering need not see the runtime's
- * headers. */
+/* The executable format's builder (nimble/executable_builder.h, in
+ * nimble_format), only declared here so that users of the lowering need not
+ * see the format's headers. */
 typedef struct nimble_executable_builder nimble_executable_builder;
 
 typedef struct nimble_lower_options {

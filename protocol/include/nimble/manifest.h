@@ -28,25 +28,15 @@
 #include <stdint.h>
 
 #include "nimble/digest.h"
+#include "nimble/media_type.h"
 #include "nimble/status.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define NIMBLE_MEDIA_TYPE_OCI_MANIFEST "application/vnd.oci.image.manifest.v1+json"
-#define NIMBLE_ARTIFACT_TYPE_EXECUTABLE "application/vnd.nimble.executable.v1"
-#define NIMBLE_MEDIA_TYPE_CONFIG "application/vnd.nimble.executable.config.v1+json"
-/* The runtime's binary metadata part (docs/executable.md): what the loader
- * reads; the JSON config blob is for schedulers and clients, not a
- * replacement for it. */
-#define NIMBLE_MEDIA_TYPE_METADATA "application/vnd.nimble.executable.metadata.v1"
-#define NIMBLE_MEDIA_TYPE_BYTECODE "application/vnd.nimble.bytecode.v1"
-#define NIMBLE_MEDIA_TYPE_CONSTANTS "application/vnd.nimble.constants.v1"
-#define NIMBLE_MEDIA_TYPE_KERNELS_X86_64 "application/vnd.nimble.kernels.x86_64-linux-gnu.v1+elf"
-#define NIMBLE_MEDIA_TYPE_KERNELS_AARCH64 \
-  "application/vnd.nimble.kernels.aarch64-linux-gnu.v1+elf"
-#define NIMBLE_MEDIA_TYPE_KERNELS_NVPTX "application/vnd.nimble.kernels.nvptx64-nvidia-cuda.v1+ptx"
+/* The media types (NIMBLE_MEDIA_TYPE_*, NIMBLE_ARTIFACT_TYPE_EXECUTABLE)
+ * are nimble_base's: nimble/media_type.h, included above. */
 /* The OCI annotation that names a layer's file. */
 #define NIMBLE_ANNOTATION_TITLE "org.opencontainers.image.title"
 

@@ -23,7 +23,8 @@
  * caller owns a returned status. Pointers are borrowed unless a comment says
  * otherwise.
  *
- * Dependencies: libc, libm, libdl, pthreads and nimble_base.
+ * Dependencies: libc, libm, libdl, pthreads, nimble_base and nimble_format
+ * (the executable format: nimble/executable_format.h, nimble/bytecode.h).
  */
 #ifndef NIMBLE_RUNTIME_H
 #define NIMBLE_RUNTIME_H
@@ -33,6 +34,7 @@
 
 #include <dlpack/dlpack.h>
 
+#include "nimble/executable_format.h"
 #include "nimble/export.h"
 #include "nimble/status.h"
 
@@ -40,25 +42,12 @@
 extern "C" {
 #endif
 
-/* The executable format version this runtime reads and writes. A loader
- * refuses any other version with NIMBLE_UNIMPLEMENTED. */
-#define NIMBLE_EXECUTABLE_FORMAT_VERSION 1u
-
 typedef struct nimble_executable nimble_executable;
 typedef struct nimble_vm nimble_vm;
 
-/* ---- Executable parts ---------------------------------------------------- */
-
-/* The parts of an executable. In a `.nimble` file they are sections; in the
- * artifact store each is one blob (layer) of the OCI manifest, so a constant
- * pool shared by several targets is stored once. */
-typedef enum nimble_part_kind {
-  NIMBLE_PART_METADATA = 1,    /* target, producer, entries and signatures */
-  NIMBLE_PART_BYTECODE = 2,    /* functions, instructions, kernel names */
-  NIMBLE_PART_CONSTANTS = 3,   /* the constant pool (weights) */
-  NIMBLE_PART_KERNELS_CPU = 4, /* an ELF shared object for the host CPU */
-  NIMBLE_PART_KERNELS_CUDA = 5,/* a PTX module (issue 6) */
-} nimble_part_kind_t;
+/* ---- Executable parts ----------------------------------------------------
+ * The part kinds and their media types are the format's
+ * (nimble/executable_format.h, included above). */
 
 /* One part: `data` is borrowed for the duration of the load call unless
  * NIMBLE_LOAD_BORROW is given (see below). */
@@ -67,30 +56,6 @@ typedef struct nimble_executable_part_t {
   const void *data;
   size_t size;
 } nimble_executable_part_t;
-
-/* The OCI media type of a part kind, as the artifact manifest names it
- * (docs/artifacts.md has the table: "application/vnd.nimble.executable.
- * metadata.v1", "application/vnd.nimble.bytecode.v1", ...); NULL for an
- * unknown kind. CPU kernels carry their CPU's triple, so this gives this
- * host's ("application/vnd.nimble.kernels.x86_64-linux-gnu.v1+elf"), NULL on
- * a CPU without one. Static string. */
-NIMBLE_API const char *nimble_part_media_type(nimble_part_kind_t kind);
-
-/* The same for an executable built for `triple` (nimble_executable_target(),
- * e.g. "aarch64-linux-gnu"): only CPU kernels depend on it; NULL for an
- * unknown kind or a triple the artifact manifest has no kernels type for.
- * Static string. */
-NIMBLE_API const char *nimble_part_media_type_for_target(nimble_part_kind_t kind, const char *triple);
-
-/* The part kind named by an OCI media type; 0 when unknown. Every
- * "application/vnd.nimble.kernels.<triple>.v1+elf" is CPU kernels, whatever
- * the triple (see nimble_part_kernels_triple for which CPU). */
-NIMBLE_API nimble_part_kind_t nimble_part_kind_from_media_type(const char *media_type);
-
-/* For a CPU kernels media type, points *triple (may be NULL) into
- * media_type at its triple and returns the triple's length (not
- * NUL-terminated there); 0 for any other media type. */
-NIMBLE_API size_t nimble_part_kernels_triple(const char *media_type, const char **triple);
 
 /* ---- Loading ------------------------------------------------------------- */
 
@@ -152,34 +117,8 @@ NIMBLE_API void nimble_executable_release(nimble_executable *exe);
 
 /* ---- Signature ----------------------------------------------------------- */
 
-/* A dimension of a declared shape: a constant (symbol NULL, value >= 0), a
- * named symbolic dimension (symbol "seq", value -1; equal symbols in one
- * entry must bind to equal sizes), or Any (symbol "", value -1). */
-typedef struct nimble_sig_dim_t {
-  int64_t value;
-  const char *symbol;
-} nimble_sig_dim_t;
-
-/* The ndim of an entry output whose rank is known only at run time (an
- * ONNX If whose branches give different ranks): no dims, only the dtype is
- * checked. Inputs always declare their rank. */
-#define NIMBLE_NDIM_ANY (-1)
-
-typedef struct nimble_tensor_info_t {
-  const char *name;
-  DLDataType dtype;
-  DLDevice device;
-  int32_t ndim;                 /* or NIMBLE_NDIM_ANY (outputs only) */
-  const nimble_sig_dim_t *dims; /* ndim entries (none for NIMBLE_NDIM_ANY) */
-} nimble_tensor_info_t;
-
-typedef struct nimble_entry_info_t {
-  const char *name;
-  uint32_t num_inputs;
-  uint32_t num_outputs;
-  const nimble_tensor_info_t *inputs;
-  const nimble_tensor_info_t *outputs;
-} nimble_entry_info_t;
+/* The signature types (nimble_sig_dim_t, nimble_tensor_info_t,
+ * nimble_entry_info_t) are the format's: nimble/executable_format.h. */
 
 /* All strings and arrays below are borrowed from the executable and live as
  * long as it does. */

@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "executable/byte_reader.h"
+#include "format/byte_reader.h"
 #include "executable/executable.h"
-#include "executable/format.h"
+#include "format/layout.h"
 #include "nimble/bytecode.h"
 
 typedef struct check_ctx {

@@ -4,9 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "executable/byte_reader.h"
+#include "format/byte_reader.h"
 #include "executable/executable.h"
-#include "executable/format.h"
+#include "format/layout.h"
 #include "nimble/bytecode.h"
 
 nimble_status_t nimble_constants_parse(const uint8_t *data, size_t size, size_t base, _Bool borrow,

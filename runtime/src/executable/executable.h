@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "format/layout.h"
 #include "nimble/kernel_abi.h"
 #include "nimble/runtime.h"
 #include "vm/object.h"
@@ -92,11 +93,6 @@ nimble_status_t nimble_constants_parse(const uint8_t *data, size_t size, size_t 
                                        _Bool borrow, nimble_constants_t *out);
 void nimble_constants_deinit(nimble_constants_t *c);
 
-/* Reads a part header and checks magic, kind and version. */
-nimble_status_t nimble_part_header_check(const uint8_t *data, size_t size, size_t base,
-                                         nimble_part_kind_t want, const char *what,
-                                         uint32_t *version_out);
-
 /* Checks a kernel part (CPU or CUDA) and finds its blob inside `data`. */
 nimble_status_t nimble_kernel_part_parse(const uint8_t *data, size_t size, size_t base,
                                          nimble_part_kind_t kind, const uint8_t **blob,
@@ -115,7 +111,5 @@ void nimble_kernel_library_unload(nimble_kernel_library_t *lib);
 nimble_status_t nimble_kernel_library_load_cuda(const uint8_t *data, size_t size, size_t base,
                                                 struct nimble_cuda_module **module,
                                                 nimble_bytecode_t *code);
-
-const char *nimble_part_name(nimble_part_kind_t kind);
 
 #endif

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "executable/byte_reader.h"
-#include "executable/format.h"
+#include "format/byte_reader.h"
+#include "format/layout.h"
 #include "nimble/runtime.h"
 
 nimble_status_t nimble_executable_join_parts(const nimble_executable_part_t *parts, size_t num_parts,

@@ -11,9 +11,9 @@
 #include <unistd.h>
 
 #include "device/cuda/cuda_device.h"
-#include "executable/byte_reader.h"
+#include "format/byte_reader.h"
 #include "executable/executable.h"
-#include "executable/format.h"
+#include "format/layout.h"
 #include "nimble/bytecode.h"
 
 typedef struct part_view {

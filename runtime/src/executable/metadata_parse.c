@@ -3,9 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "executable/byte_reader.h"
+#include "format/byte_reader.h"
 #include "executable/executable.h"
-#include "executable/format.h"
+#include "format/layout.h"
 #include "nimble/bytecode.h"
 
 static void tensor_info_deinit(nimble_tensor_info_t *t) {

@@ -9,8 +9,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "executable/byte_reader.h"
-#include "executable/format.h"
+#include "format/byte_reader.h"
+#include "format/layout.h"
 #include "nimble/runtime.h"
 
 /* Reads `path` whole into *data (malloc'ed). */

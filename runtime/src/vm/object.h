@@ -15,6 +15,7 @@
 
 #include <dlpack/dlpack.h>
 
+#include "format/layout.h"
 #include "nimble/status.h"
 
 struct nimble_pool;
@@ -118,9 +119,8 @@ nimble_tensor_obj *nimble_tensor_obj_view(nimble_object *owner, void *data, int3
 nimble_adt_obj *nimble_adt_obj_new(int32_t tag, uint32_t num_fields);
 nimble_closure_obj *nimble_closure_obj_new(uint32_t func, uint32_t num_captured);
 
-/* Bytes of a compact tensor of this shape and dtype; false on overflow or a
- * negative dim. */
-_Bool nimble_tensor_nbytes(int32_t ndim, const int64_t *shape, DLDataType dtype, uint64_t *out);
+/* nimble_tensor_nbytes (the bytes of a compact tensor) is the format's:
+ * format/layout.h, included above. */
 
 /* "[2,7]" into buf (truncated, NUL-terminated). Returns buf. */
 char *nimble_format_shape(int32_t ndim, const int64_t *shape, char *buf, size_t size);

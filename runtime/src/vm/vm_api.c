@@ -6,8 +6,9 @@
 #include <string.h>
 
 #include "device/device.h"
-#include "executable/format.h"
+#include "format/layout.h"
 #include "nimble/bytecode.h"
+#include "nimble/ptr_map.h"
 #include "vm/vm.h"
 
 void nimble_vm_options_init(nimble_vm_options_t *options) {
@@ -715,37 +716,13 @@ nimble_status_t nimble_value_adt(int32_t tag, nimble_value *const *fields, uint3
 void nimble_value_retain(nimble_value *value) { nimble_object_retain(value ? as_object(value) : NULL); }
 void nimble_value_release(nimble_value *value) { nimble_object_release(value ? as_object(value) : NULL); }
 
-/* A set of (ADT object, type) pairs already checked: a value may share
- * subtrees. Keys are never 0. */
-typedef struct ptr_set {
-  uint64_t *slots;
-  size_t cap, n;
-} ptr_set;
-
-/* 1 when added, 0 when present, -1 out of memory. */
-static int ptr_set_add(ptr_set *s, uint64_t p) {
-  if (2 * (s->n + 1) > s->cap) {
-    size_t cap = s->cap ? 2 * s->cap : 64;
-    uint64_t *slots = calloc(cap, sizeof *slots);
-    if (!slots) return -1;
-    for (size_t i = 0; i < s->cap; i++) {
-      if (!s->slots[i]) continue;
-      size_t h = (size_t)((s->slots[i] * 0x9E3779B97F4A7C15ull) >> 20) & (cap - 1);
-      while (slots[h]) h = (h + 1) & (cap - 1);
-      slots[h] = s->slots[i];
-    }
-    free(s->slots);
-    s->slots = slots;
-    s->cap = cap;
-  }
-  size_t h = (size_t)((p * 0x9E3779B97F4A7C15ull) >> 20) & (s->cap - 1);
-  while (s->slots[h]) {
-    if (s->slots[h] == p) return 0;
-    h = (h + 1) & (s->cap - 1);
-  }
-  s->slots[h] = p;
-  s->n++;
-  return 1;
+/* The (ADT object, type) pairs already checked, since a value may share
+ * subtrees: a set in nimble_base's pointer map, each pair packed into one
+ * key (object address << 5 | the type's first constructor; never 0).
+ * Pointers fit in 58 bits on every target the runtime supports. */
+_Static_assert(sizeof(uintptr_t) == 8, "the checked-pairs set packs a pointer and an index");
+static const void *checked_pair(const nimble_adt_obj *adt, uint32_t type_start) {
+  return (const void *)(((uintptr_t)adt << 5) | type_start);
 }
 
 typedef struct walk_frame {
@@ -773,7 +750,7 @@ static nimble_status_t check_adt_value(const char *entry, const nimble_tensor_in
                                        const nimble_object *root) {
   walk_frame *stack = NULL;
   size_t depth = 0, cap = 0;
-  ptr_set seen = {0};
+  nimble_ptr_map seen = {0};
   nimble_status_t s = nimble_ok();
   char path[256], a[32], b[32], have[256], want[256];
   const nimble_object *obj = root;
@@ -790,8 +767,7 @@ static nimble_status_t check_adt_value(const char *entry, const nimble_tensor_in
         break;
       }
       const nimble_adt_obj *adt = (const nimble_adt_obj *)obj;
-      /* Pointers fit in 58 bits on every target the runtime supports. */
-      int added = ptr_set_add(&seen, ((uint64_t)(uintptr_t)adt << 5) | type_start);
+      int added = nimble_ptr_map_add(&seen, checked_pair(adt, type_start), NULL);
       if (added < 0) {
         s = nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory checking input '%s'", in->name);
         break;
@@ -891,7 +867,7 @@ static nimble_status_t check_adt_value(const char *entry, const nimble_tensor_in
     }
   }
   free(stack);
-  free(seen.slots);
+  nimble_ptr_map_deinit(&seen);
   return s;
 }
 

@@ -150,9 +150,10 @@ END_TEST
 
 START_TEST(test_the_fetchers_layer_names_match_protocols) {
   /* The fetcher maps layers to parts with the runtime's
-   * nimble_part_kind_from_media_type (the runtime does not link protocol):
-   * protocol's every layer type, written out as docs/artifacts.md lists it,
-   * must name the part the runtime gives it, and back. */
+   * nimble_part_kind_from_media_type (the runtime does not link protocol;
+   * both spell the types through nimble/media_type.h): protocol's every
+   * layer type, written out as docs/artifacts.md lists it, must name the
+   * part the runtime gives it, and back. */
   ck_assert_str_eq(fetch_protocol_metadata_type, "application/vnd.nimble.executable.metadata.v1");
   ck_assert_str_eq(fetch_protocol_bytecode_type, "application/vnd.nimble.bytecode.v1");
   ck_assert_str_eq(fetch_protocol_constants_type, "application/vnd.nimble.constants.v1");
@@ -162,7 +163,7 @@ START_TEST(test_the_fetchers_layer_names_match_protocols) {
                    "application/vnd.nimble.kernels.aarch64-linux-gnu.v1+elf");
   ck_assert_str_eq(fetch_protocol_kernels_ptx_type,
                    "application/vnd.nimble.kernels.nvptx64-nvidia-cuda.v1+ptx");
-  ck_assert_str_eq(fetch_protocol_config_type, NIMBLE_FETCH_CONFIG_TYPE);
+  ck_assert_str_eq(fetch_protocol_config_type, NIMBLE_MEDIA_TYPE_CONFIG);
   const struct {
     const char *protocol;
     nimble_part_kind_t kind;

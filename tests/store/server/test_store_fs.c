@@ -265,7 +265,7 @@ START_TEST(test_manifest_round_trips_byte_exact_by_tag_and_digest) {
   NIMBLE_ASSERT_OK(nimble_store_fs_blob_put(store, "world", 5, NULL, NULL));
   nimble_digest_t d;
   size_t len = strlen(manifest_json);
-  NIMBLE_ASSERT_OK(nimble_store_fs_manifest_put(store, "models/m", "v1", NIMBLE_MEDIA_OCI_MANIFEST,
+  NIMBLE_ASSERT_OK(nimble_store_fs_manifest_put(store, "models/m", "v1", NIMBLE_MEDIA_TYPE_OCI_MANIFEST,
                                                 manifest_json, len, &d));
   char want[72], got[72];
   test_sha256(manifest_json, len, want);
@@ -280,7 +280,7 @@ START_TEST(test_manifest_round_trips_byte_exact_by_tag_and_digest) {
         nimble_store_fs_manifest_get(store, "models/m", refs[i], &bytes, &n, &media, &d));
     ck_assert_uint_eq(n, len);
     ck_assert(memcmp(bytes, manifest_json, len) == 0);
-    ck_assert_str_eq(media, NIMBLE_MEDIA_OCI_MANIFEST);
+    ck_assert_str_eq(media, NIMBLE_MEDIA_TYPE_OCI_MANIFEST);
     free(bytes);
     free(media);
   }
@@ -299,7 +299,7 @@ END_TEST
 
 START_TEST(test_manifest_with_a_missing_blob_is_refused) {
   NIMBLE_ASSERT_OK(nimble_store_fs_blob_put(store, "hello", 5, NULL, NULL));
-  NIMBLE_ASSERT_ERROR(nimble_store_fs_manifest_put(store, "m", "v1", NIMBLE_MEDIA_OCI_MANIFEST,
+  NIMBLE_ASSERT_ERROR(nimble_store_fs_manifest_put(store, "m", "v1", NIMBLE_MEDIA_TYPE_OCI_MANIFEST,
                                                    manifest_json, strlen(manifest_json), NULL),
                       NIMBLE_NOT_FOUND, "layers[0] references a missing blob: blob " WORLD_DIGEST);
   ck_assert(!nimble_store_fs_repo_exists(store, "m"));
@@ -320,7 +320,7 @@ START_TEST(test_manifest_with_wrong_blob_size_is_refused) {
       "\"},\"layers\":[{\"mediaType\":\"y\",\"size\":5,\"digest\":"
       "\"sha256:711e9609339e92b03ddc0a211827dba421f38f9ed8b9d806e1ffdd8c15ffa03d\"}]}";
   NIMBLE_ASSERT_ERROR(
-      nimble_store_fs_manifest_put(store, "m", "v1", NIMBLE_MEDIA_OCI_MANIFEST, m, strlen(m), NULL),
+      nimble_store_fs_manifest_put(store, "m", "v1", NIMBLE_MEDIA_TYPE_OCI_MANIFEST, m, strlen(m), NULL),
       NIMBLE_FAILED_PRECONDITION, "size 5, the stored blob has 6 bytes");
 }
 END_TEST
@@ -346,7 +346,7 @@ START_TEST(test_malformed_manifests_are_refused_naming_the_field) {
        "differs from the Content-Type", NIMBLE_INVALID_ARGUMENT},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    nimble_status_t s = nimble_store_fs_manifest_put(store, "m", "t", NIMBLE_MEDIA_OCI_MANIFEST,
+    nimble_status_t s = nimble_store_fs_manifest_put(store, "m", "t", NIMBLE_MEDIA_TYPE_OCI_MANIFEST,
                                                      cases[i].json, strlen(cases[i].json), NULL);
     ck_assert_msg(s && nimble_status_code(s) == cases[i].code &&
                       strstr(nimble_status_message(s), cases[i].fragment),
@@ -368,7 +368,7 @@ START_TEST(test_manifest_over_4_mib_is_refused) {
   char *big = malloc(len);
   memset(big, ' ', len);
   NIMBLE_ASSERT_ERROR(
-      nimble_store_fs_manifest_put(store, "m", "t", NIMBLE_MEDIA_OCI_MANIFEST, big, len, NULL),
+      nimble_store_fs_manifest_put(store, "m", "t", NIMBLE_MEDIA_TYPE_OCI_MANIFEST, big, len, NULL),
       NIMBLE_RESOURCE_EXHAUSTED, "4194305 bytes exceeds the limit of 4194304");
   free(big);
 }
@@ -396,14 +396,14 @@ START_TEST(test_push_by_digest_checks_the_digest_and_index_needs_its_manifests) 
       index, sizeof index,
       "{\"schemaVersion\":2,\"manifests\":[{\"mediaType\":\"%s\",\"size\":%zu,\"digest\":\"%s\"},"
       "{\"mediaType\":\"%s\",\"size\":5,\"digest\":\"" WORLD_DIGEST "\"}]}",
-      NIMBLE_MEDIA_OCI_MANIFEST, len, want, NIMBLE_MEDIA_OCI_MANIFEST);
-  NIMBLE_ASSERT_OK(nimble_store_fs_manifest_put(store, "m", "all", NIMBLE_MEDIA_OCI_INDEX, index,
+      NIMBLE_MEDIA_TYPE_OCI_MANIFEST, len, want, NIMBLE_MEDIA_TYPE_OCI_MANIFEST);
+  NIMBLE_ASSERT_OK(nimble_store_fs_manifest_put(store, "m", "all", NIMBLE_MEDIA_TYPE_OCI_INDEX, index,
                                                 strlen(index), NULL));
   snprintf(index, sizeof index,
            "{\"schemaVersion\":2,\"manifests\":[{\"mediaType\":\"%s\",\"size\":5,\"digest\":"
            "\"sha256:0000000000000000000000000000000000000000000000000000000000000000\"}]}",
-           NIMBLE_MEDIA_OCI_MANIFEST);
-  NIMBLE_ASSERT_ERROR(nimble_store_fs_manifest_put(store, "m", "none", NIMBLE_MEDIA_OCI_INDEX,
+           NIMBLE_MEDIA_TYPE_OCI_MANIFEST);
+  NIMBLE_ASSERT_ERROR(nimble_store_fs_manifest_put(store, "m", "none", NIMBLE_MEDIA_TYPE_OCI_INDEX,
                                                    index, strlen(index), NULL),
                       NIMBLE_NOT_FOUND, "manifests[0] references a missing blob");
 }
@@ -414,7 +414,7 @@ START_TEST(test_tags_list_is_sorted_and_lookups_name_what_is_missing) {
   NIMBLE_ASSERT_OK(nimble_store_fs_blob_put(store, "world", 5, NULL, NULL));
   const char *names[] = {"v2", "latest", "V1", "a.b"};
   for (int i = 0; i < 4; i++)
-    NIMBLE_ASSERT_OK(nimble_store_fs_manifest_put(store, "r", names[i], NIMBLE_MEDIA_OCI_MANIFEST,
+    NIMBLE_ASSERT_OK(nimble_store_fs_manifest_put(store, "r", names[i], NIMBLE_MEDIA_TYPE_OCI_MANIFEST,
                                                   manifest_json, strlen(manifest_json), NULL));
   char **tags;
   size_t n;

@@ -152,7 +152,7 @@ static void copy_typed(const Onnx__TensorProto *tp, int dtype, typed_field f, ui
 
 nimble_status_t nimble_onnx_convert_tensor(onnx_loader *ld, const Onnx__TensorProto *tp,
                                            nimble_onnx_tensor_t **out) {
-  onnx_arena *a = &ld->model->arena;
+  nimble_arena *a = ld->model->arena;
   *out = NULL;
   const char *name = onnx_str(tp->name);
   if (tp->n_external_data > 0 ||
@@ -178,8 +178,8 @@ nimble_status_t nimble_onnx_convert_tensor(onnx_loader *ld, const Onnx__TensorPr
     return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "tensor '%s': rank %zu is over %d", name,
                               tp->n_dims, NIMBLE_ONNX_MAX_RANK);
 
-  nimble_onnx_tensor_t *t = nimble_onnx_arena_alloc(a, sizeof(*t));
-  int64_t *dims = nimble_onnx_arena_array(a, tp->n_dims, sizeof(int64_t));
+  nimble_onnx_tensor_t *t = nimble_arena_alloc(a, sizeof(*t));
+  int64_t *dims = nimble_arena_calloc(a, tp->n_dims, sizeof(int64_t));
   if (!t || !dims) return oom("a tensor");
   uint64_t count = 1;
   for (size_t i = 0; i < tp->n_dims; i++) {
@@ -236,7 +236,7 @@ nimble_status_t nimble_onnx_convert_tensor(onnx_loader *ld, const Onnx__TensorPr
     if (canonical && ((uintptr_t)tp->raw_data.data & 15) == 0) {
       t->data = tp->raw_data.data; /* lives as long as the proto, i.e. the model */
     } else {
-      void *copy = nimble_onnx_arena_alloc(a, t->size);
+      void *copy = nimble_arena_alloc(a, t->size);
       if (!copy) return oom("tensor data");
       memcpy(copy, tp->raw_data.data, t->size);
       if (!canonical)
@@ -260,7 +260,7 @@ nimble_status_t nimble_onnx_convert_tensor(onnx_loader *ld, const Onnx__TensorPr
   }
   if (count == 0) return *out = t, nimble_ok();
   if (dtype == NIMBLE_ONNX_STRING) {
-    nimble_onnx_bytes_t *strings = nimble_onnx_arena_array(a, typed, sizeof(*strings));
+    nimble_onnx_bytes_t *strings = nimble_arena_calloc(a, typed, sizeof(*strings));
     if (!strings) return oom("tensor strings");
     for (size_t i = 0; i < typed; i++) {
       strings[i].data = tp->string_data[i].data;
@@ -271,7 +271,7 @@ nimble_status_t nimble_onnx_convert_tensor(onnx_loader *ld, const Onnx__TensorPr
     return nimble_ok();
   }
   size_t bytes = (size_t)count * nimble_onnx_dtype_size(dtype); /* <= typed * 16, no overflow */
-  uint8_t *data = nimble_onnx_arena_alloc(a, bytes);
+  uint8_t *data = nimble_arena_alloc(a, bytes);
   if (!data) return oom("tensor data");
   copy_typed(tp, dtype, want, data, typed);
   t->data = data;
@@ -291,8 +291,8 @@ nimble_status_t nimble_onnx_convert_sparse(onnx_loader *ld, const Onnx__SparseTe
   if (sp->n_dims > NIMBLE_ONNX_MAX_RANK)
     return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "sparse tensor '%s': rank %zu is over %d",
                               name, sp->n_dims, NIMBLE_ONNX_MAX_RANK);
-  nimble_onnx_sparse_tensor_t *s = nimble_onnx_arena_alloc(&ld->model->arena, sizeof(*s));
-  int64_t *dims = nimble_onnx_arena_array(&ld->model->arena, sp->n_dims, sizeof(int64_t));
+  nimble_onnx_sparse_tensor_t *s = nimble_arena_alloc(ld->model->arena, sizeof(*s));
+  int64_t *dims = nimble_arena_calloc(ld->model->arena, sp->n_dims, sizeof(int64_t));
   if (!s || !dims) return oom("a sparse tensor");
   nimble_onnx_tensor_t *values, *indices;
   NIMBLE_RETURN_IF_ERROR_CTX(nimble_onnx_convert_tensor(ld, sp->values, &values),
@@ -353,7 +353,7 @@ static nimble_status_t convert_shape(onnx_loader *ld, const Onnx__TensorShapePro
   if (shape->n_dim > NIMBLE_ONNX_MAX_RANK)
     return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "shape of rank %zu is over %d", shape->n_dim,
                               NIMBLE_ONNX_MAX_RANK);
-  nimble_onnx_dim_t *dims = nimble_onnx_arena_array(&ld->model->arena, shape->n_dim, sizeof(*dims));
+  nimble_onnx_dim_t *dims = nimble_arena_calloc(ld->model->arena, shape->n_dim, sizeof(*dims));
   if (!dims) return oom("a shape");
   for (size_t i = 0; i < shape->n_dim; i++) {
     const Onnx__TensorShapeProto__Dimension *d = shape->dim[i];
@@ -380,7 +380,7 @@ nimble_status_t nimble_onnx_convert_type(onnx_loader *ld, const Onnx__TypeProto 
                                          nimble_onnx_type_t **out) {
   *out = NULL;
   if (!tp || tp->value_case == ONNX__TYPE_PROTO__VALUE__NOT_SET) return nimble_ok();
-  nimble_onnx_type_t *t = nimble_onnx_arena_alloc(&ld->model->arena, sizeof(*t));
+  nimble_onnx_type_t *t = nimble_arena_alloc(ld->model->arena, sizeof(*t));
   if (!t) return oom("a type");
   switch (tp->value_case) {
     case ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE:
@@ -442,8 +442,8 @@ nimble_status_t nimble_onnx_convert_type(onnx_loader *ld, const Onnx__TypeProto 
 
 nimble_status_t nimble_onnx_tensor_type(onnx_loader *ld, const nimble_onnx_tensor_t *tensor,
                                         nimble_onnx_type_t **out) {
-  nimble_onnx_type_t *t = nimble_onnx_arena_alloc(&ld->model->arena, sizeof(*t));
-  nimble_onnx_dim_t *dims = nimble_onnx_arena_array(&ld->model->arena, tensor->rank, sizeof(*dims));
+  nimble_onnx_type_t *t = nimble_arena_alloc(ld->model->arena, sizeof(*t));
+  nimble_onnx_dim_t *dims = nimble_arena_calloc(ld->model->arena, tensor->rank, sizeof(*dims));
   if (!t || !dims) return oom("a type");
   for (size_t i = 0; i < tensor->rank; i++) {
     dims[i].kind = NIMBLE_ONNX_DIM_VALUE;

@@ -121,7 +121,7 @@ static const char *value_origin(const nimble_onnx_value_t *v, char *buf, size_t 
 
 static nimble_status_t define(onnx_loader *ld, onnx_graph_impl *g, const char *name,
                               nimble_onnx_value_kind_t kind, nimble_onnx_value_t **out) {
-  nimble_onnx_value_t *v = nimble_onnx_arena_alloc(&ld->model->arena, sizeof(*v));
+  nimble_onnx_value_t *v = nimble_arena_alloc(ld->model->arena, sizeof(*v));
   if (!v) return oom("a value");
   v->name = name;
   v->kind = kind;
@@ -224,7 +224,7 @@ static nimble_status_t build_subgraph(onnx_loader *ld, onnx_graph_impl *g, nimbl
 static nimble_status_t convert_attr(onnx_loader *ld, onnx_graph_impl *g, nimble_onnx_node *node,
                                     const Onnx__AttributeProto *ap, outer_refs *refs,
                                     nimble_onnx_attr_t *a) {
-  onnx_arena *arena = &ld->model->arena;
+  nimble_arena *arena = ld->model->arena;
   a->name = onnx_str(ap->name);
   if (!a->name[0]) return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "an attribute has no name");
   if (ap->ref_attr_name)
@@ -247,7 +247,7 @@ static nimble_status_t convert_attr(onnx_loader *ld, onnx_graph_impl *g, nimble_
   a->i = ap->i;
   /* A NUL-terminated copy, so a STRING attribute can be handed out as a C
    * string. */
-  uint8_t *s_copy = nimble_onnx_arena_alloc(arena, ap->s.len + 1);
+  uint8_t *s_copy = nimble_arena_alloc(arena, ap->s.len + 1);
   if (!s_copy) return oom("an attribute string");
   if (ap->s.len) memcpy(s_copy, ap->s.data, ap->s.len);
   a->s.data = s_copy;
@@ -257,7 +257,7 @@ static nimble_status_t convert_attr(onnx_loader *ld, onnx_graph_impl *g, nimble_
   a->n_ints = ap->n_ints;
   a->ints = ap->ints;
   if (ap->n_strings) {
-    nimble_onnx_bytes_t *strings = nimble_onnx_arena_array(arena, ap->n_strings, sizeof(*strings));
+    nimble_onnx_bytes_t *strings = nimble_arena_calloc(arena, ap->n_strings, sizeof(*strings));
     if (!strings) return oom("attribute strings");
     for (size_t i = 0; i < ap->n_strings; i++) {
       strings[i].data = ap->strings[i].data;
@@ -278,7 +278,7 @@ static nimble_status_t convert_attr(onnx_loader *ld, onnx_graph_impl *g, nimble_
       break;
     }
     case NIMBLE_ONNX_ATTR_TENSORS: {
-      nimble_onnx_tensor_t **ts = nimble_onnx_arena_array(arena, ap->n_tensors, sizeof(*ts));
+      nimble_onnx_tensor_t **ts = nimble_arena_calloc(arena, ap->n_tensors, sizeof(*ts));
       if (!ts) return oom("attribute tensors");
       for (size_t i = 0; i < ap->n_tensors; i++)
         NIMBLE_RETURN_IF_ERROR_CTX(nimble_onnx_convert_tensor(ld, ap->tensors[i], &ts[i]),
@@ -300,7 +300,7 @@ static nimble_status_t convert_attr(onnx_loader *ld, onnx_graph_impl *g, nimble_
     }
     case NIMBLE_ONNX_ATTR_SPARSE_TENSORS: {
       nimble_onnx_sparse_tensor_t **ss =
-          nimble_onnx_arena_array(arena, ap->n_sparse_tensors, sizeof(*ss));
+          nimble_arena_calloc(arena, ap->n_sparse_tensors, sizeof(*ss));
       if (!ss) return oom("attribute sparse tensors");
       for (size_t i = 0; i < ap->n_sparse_tensors; i++)
         NIMBLE_RETURN_IF_ERROR_CTX(nimble_onnx_convert_sparse(ld, ap->sparse_tensors[i], &ss[i]),
@@ -317,7 +317,7 @@ static nimble_status_t convert_attr(onnx_loader *ld, onnx_graph_impl *g, nimble_
                                  "attribute '%s'", a->name);
       break;
     case NIMBLE_ONNX_ATTR_GRAPHS: {
-      const nimble_onnx_graph **gs = nimble_onnx_arena_array(arena, ap->n_graphs, sizeof(*gs));
+      const nimble_onnx_graph **gs = nimble_arena_calloc(arena, ap->n_graphs, sizeof(*gs));
       if (!gs) return oom("attribute graphs");
       for (size_t i = 0; i < ap->n_graphs; i++)
         NIMBLE_RETURN_IF_ERROR_CTX(
@@ -338,7 +338,7 @@ static nimble_status_t convert_attr(onnx_loader *ld, onnx_graph_impl *g, nimble_
       break;
     }
     case NIMBLE_ONNX_ATTR_TYPE_PROTOS: {
-      nimble_onnx_type_t **ts = nimble_onnx_arena_array(arena, ap->n_type_protos, sizeof(*ts));
+      nimble_onnx_type_t **ts = nimble_arena_calloc(arena, ap->n_type_protos, sizeof(*ts));
       if (!ts) return oom("attribute types");
       for (size_t i = 0; i < ap->n_type_protos; i++) {
         NIMBLE_RETURN_IF_ERROR_CTX(nimble_onnx_convert_type(ld, ap->type_protos[i], &ts[i]),
@@ -386,9 +386,9 @@ static nimble_status_t constant_value(onnx_loader *ld, nimble_onnx_node *node) {
     return nimble_ok();
   }
   if (found->type == NIMBLE_ONNX_ATTR_SPARSE_TENSOR) return nimble_ok();
-  onnx_arena *arena = &ld->model->arena;
-  nimble_onnx_tensor_t *t = nimble_onnx_arena_alloc(arena, sizeof(*t));
-  int64_t *dims = nimble_onnx_arena_alloc(arena, sizeof(int64_t));
+  nimble_arena *arena = ld->model->arena;
+  nimble_onnx_tensor_t *t = nimble_arena_alloc(arena, sizeof(*t));
+  int64_t *dims = nimble_arena_alloc(arena, sizeof(int64_t));
   if (!t || !dims) return oom("a constant");
   t->name = node->outputs[0];
   t->dims = dims;
@@ -448,7 +448,7 @@ static nimble_status_t constant_value(onnx_loader *ld, nimble_onnx_node *node) {
 static nimble_status_t finish_node(onnx_loader *ld, onnx_graph_impl *g, nimble_onnx_node *node,
                                    const Onnx__NodeProto *np, outer_refs *refs, size_t **out_deps,
                                    size_t *out_n_deps) {
-  onnx_arena *arena = &ld->model->arena;
+  nimble_arena *arena = ld->model->arena;
   /* The op table knows the default and ML domains up to its opset. */
   const nimble_onnx_op_spec_t *spec = NULL;
   int checked = (node->domain[0] == '\0' || strcmp(node->domain, "ai.onnx.ml") == 0 ||
@@ -468,7 +468,7 @@ static nimble_status_t finish_node(onnx_loader *ld, onnx_graph_impl *g, nimble_o
           spec->since_version, node->domain[0] ? node->domain : "ai.onnx", node->opset);
   }
 
-  nimble_onnx_attr_t *attrs = nimble_onnx_arena_array(arena, np->n_attribute, sizeof(*attrs));
+  nimble_onnx_attr_t *attrs = nimble_arena_calloc(arena, np->n_attribute, sizeof(*attrs));
   if (!attrs) return oom("attributes");
   node->attrs = attrs;
   /* Duplicate names: a set, since a hostile file can hold thousands of
@@ -514,7 +514,7 @@ static nimble_status_t finish_node(onnx_loader *ld, onnx_graph_impl *g, nimble_o
   }
   size_t cap;
   if (__builtin_add_overflow(node->n_inputs, n_sub_refs, &cap)) return oom("dependencies");
-  size_t *deps = nimble_onnx_arena_array(arena, cap, sizeof(*deps));
+  size_t *deps = nimble_arena_calloc(arena, cap, sizeof(*deps));
   if (!deps) return oom("dependencies");
   size_t n_deps = 0;
   for (size_t i = 0; i < node->n_inputs; i++) {
@@ -557,7 +557,7 @@ static nimble_status_t sort_nodes(onnx_loader *ld, onnx_graph_impl *g, nimble_on
   unsigned char *state = calloc(n ? n : 1, 1); /* 0 new, 1 on the stack, 2 done */
   size_t *stack = malloc((n ? n : 1) * sizeof(size_t));
   size_t *next = calloc(n ? n : 1, sizeof(size_t));
-  const nimble_onnx_node **order = nimble_onnx_arena_array(&ld->model->arena, n, sizeof(*order));
+  const nimble_onnx_node **order = nimble_arena_calloc(ld->model->arena, n, sizeof(*order));
   if (!state || !stack || !next || !order) {
     status = oom("sorting nodes");
     goto done;
@@ -618,7 +618,7 @@ done:
 
 static nimble_status_t build_graph(onnx_loader *ld, const Onnx__GraphProto *gp, onnx_graph_impl *g,
                                    outer_refs *refs) {
-  onnx_arena *arena = &ld->model->arena;
+  nimble_arena *arena = ld->model->arena;
   int is_main = g->pub.parent == NULL;
 
   /* Size the name table for everything this graph can define. */
@@ -636,7 +636,7 @@ static nimble_status_t build_graph(onnx_loader *ld, const Onnx__GraphProto *gp, 
 
   /* Initializers, then inputs (an input may share an initializer's name:
    * the initializer is then its default). */
-  nimble_onnx_tensor_t **inits = nimble_onnx_arena_array(arena, gp->n_initializer, sizeof(*inits));
+  nimble_onnx_tensor_t **inits = nimble_arena_calloc(arena, gp->n_initializer, sizeof(*inits));
   if (!inits) return oom("initializers");
   for (size_t i = 0; i < gp->n_initializer; i++) {
     const Onnx__TensorProto *tp = gp->initializer[i];
@@ -672,7 +672,7 @@ static nimble_status_t build_graph(onnx_loader *ld, const Onnx__GraphProto *gp, 
     v->sparse_initializer = s;
   }
 
-  nimble_onnx_value_t **inputs = nimble_onnx_arena_array(arena, gp->n_input, sizeof(*inputs));
+  nimble_onnx_value_t **inputs = nimble_arena_calloc(arena, gp->n_input, sizeof(*inputs));
   if (!inputs) return oom("graph inputs");
   for (size_t i = 0; i < gp->n_input; i++) {
     const Onnx__ValueInfoProto *vi = gp->input[i];
@@ -701,11 +701,11 @@ static nimble_status_t build_graph(onnx_loader *ld, const Onnx__GraphProto *gp, 
 
   /* Pass 1: nodes and their outputs. */
   size_t n = gp->n_node;
-  nimble_onnx_node **nodes = nimble_onnx_arena_array(arena, n, sizeof(*nodes));
+  nimble_onnx_node **nodes = nimble_arena_calloc(arena, n, sizeof(*nodes));
   if (!nodes) return oom("nodes");
   for (size_t i = 0; i < n; i++) {
     const Onnx__NodeProto *np = gp->node[i];
-    nimble_onnx_node *node = nimble_onnx_arena_alloc(arena, sizeof(*node));
+    nimble_onnx_node *node = nimble_arena_alloc(arena, sizeof(*node));
     if (!node) return oom("a node");
     nodes[i] = node;
     node->index = i;
@@ -721,8 +721,8 @@ static nimble_status_t build_graph(onnx_loader *ld, const Onnx__GraphProto *gp, 
       return at_node(node, nimble_status_make(NIMBLE_INVALID_ARGUMENT,
                                               "the model imports no opset for domain '%s'",
                                               node->domain[0] ? node->domain : "ai.onnx"));
-    const char **ins = nimble_onnx_arena_array(arena, np->n_input, sizeof(*ins));
-    const char **outs = nimble_onnx_arena_array(arena, np->n_output, sizeof(*outs));
+    const char **ins = nimble_arena_calloc(arena, np->n_input, sizeof(*ins));
+    const char **outs = nimble_arena_calloc(arena, np->n_output, sizeof(*outs));
     if (!ins || !outs) return oom("node inputs");
     for (size_t k = 0; k < np->n_input; k++) ins[k] = onnx_str(np->input[k]);
     for (size_t k = 0; k < np->n_output; k++) outs[k] = onnx_str(np->output[k]);
@@ -747,8 +747,8 @@ static nimble_status_t build_graph(onnx_loader *ld, const Onnx__GraphProto *gp, 
   }
 
   /* Pass 2: attributes and subgraphs, then inputs. */
-  size_t **deps = nimble_onnx_arena_array(arena, n, sizeof(*deps));
-  size_t *n_deps = nimble_onnx_arena_array(arena, n, sizeof(*n_deps));
+  size_t **deps = nimble_arena_calloc(arena, n, sizeof(*deps));
+  size_t *n_deps = nimble_arena_calloc(arena, n, sizeof(*n_deps));
   if (!deps || !n_deps) return oom("dependencies");
   for (size_t i = 0; i < n; i++)
     NIMBLE_RETURN_IF_ERROR(
@@ -767,7 +767,7 @@ static nimble_status_t build_graph(onnx_loader *ld, const Onnx__GraphProto *gp, 
   }
 
   const nimble_onnx_value_t **outputs =
-      nimble_onnx_arena_array(arena, gp->n_output, sizeof(*outputs));
+      nimble_arena_calloc(arena, gp->n_output, sizeof(*outputs));
   if (!outputs) return oom("graph outputs");
   for (size_t i = 0; i < gp->n_output; i++) {
     const Onnx__ValueInfoProto *vi = gp->output[i];
@@ -801,7 +801,7 @@ static nimble_status_t build_graph(onnx_loader *ld, const Onnx__GraphProto *gp, 
   /* Pass 3: the order. */
   NIMBLE_RETURN_IF_ERROR(sort_nodes(ld, g, nodes, n, deps, n_deps));
 
-  const char **names = nimble_onnx_arena_array(arena, refs->count, sizeof(*names));
+  const char **names = nimble_arena_calloc(arena, refs->count, sizeof(*names));
   if (!names) return oom("outer references");
   if (refs->count) memcpy(names, refs->names, refs->count * sizeof(*names));
   g->pub.outer_refs = names;
@@ -817,7 +817,7 @@ nimble_status_t nimble_onnx_build_graph(onnx_loader *ld, const Onnx__GraphProto 
   if (depth > NIMBLE_ONNX_MAX_GRAPH_DEPTH)
     return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "subgraphs nested deeper than %d",
                               NIMBLE_ONNX_MAX_GRAPH_DEPTH);
-  onnx_graph_impl *g = nimble_onnx_arena_alloc(&ld->model->arena, sizeof(*g));
+  onnx_graph_impl *g = nimble_arena_alloc(ld->model->arena, sizeof(*g));
   if (!g) return oom("a graph");
   g->pub.name = onnx_str(gp->name);
   g->pub.parent = parent ? &parent->pub : NULL;

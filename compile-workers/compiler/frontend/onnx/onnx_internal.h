@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "nimble/arena.h"
 #include "nimble/onnx_model.h"
 #include "onnx.pb-c.h"
 
@@ -14,26 +15,17 @@
 #error "the ONNX loader stores tensor data in host order, which must be little-endian"
 #endif
 
-/* ---- arena: many small allocations freed together ---- */
-typedef struct onnx_arena_chunk onnx_arena_chunk;
-typedef struct onnx_arena {
-  onnx_arena_chunk *head;
-} onnx_arena;
+/* Everything of a model lives in its arena (nimble/arena.h: zeroed memory
+ * aligned to 16; NULL when out of memory or when a size overflows). */
 
-/* Zeroed memory aligned to 16, or NULL when out of memory. */
-void *nimble_onnx_arena_alloc(onnx_arena *arena, size_t size);
-/* n * elem bytes, zeroed; NULL on overflow or out of memory. n may be 0. */
-void *nimble_onnx_arena_array(onnx_arena *arena, size_t n, size_t elem);
-void nimble_onnx_arena_free(onnx_arena *arena);
-
-/* ---- name -> value table (open addressing, FNV-1a) ---- */
+/* ---- name -> value table (open addressing, FNV-1a; onnx_value_table.c) ---- */
 typedef struct onnx_value_table {
   nimble_onnx_value_t **slots;
   size_t cap; /* power of two, or 0 */
   size_t count;
 } onnx_value_table;
 
-nimble_status_t nimble_onnx_table_init(onnx_arena *arena, onnx_value_table *t, size_t expected);
+nimble_status_t nimble_onnx_table_init(nimble_arena *arena, onnx_value_table *t, size_t expected);
 nimble_onnx_value_t *nimble_onnx_table_find(const onnx_value_table *t, const char *name);
 /* Inserts v (name must be absent); the table was sized for it. */
 void nimble_onnx_table_insert(onnx_value_table *t, nimble_onnx_value_t *v);
@@ -52,7 +44,7 @@ typedef struct onnx_graph_impl {
 } onnx_graph_impl;
 
 struct nimble_onnx_model {
-  onnx_arena arena;
+  nimble_arena *arena;
   Onnx__ModelProto *proto; /* strings and raw data are borrowed from it */
   int64_t ir_version;
   const char *producer;

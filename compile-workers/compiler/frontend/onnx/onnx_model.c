@@ -28,7 +28,7 @@ static int compare_opsets(const void *a, const void *b) {
 
 static nimble_status_t check_opsets(nimble_onnx_model *m) {
   const Onnx__ModelProto *p = m->proto;
-  m->opsets = nimble_onnx_arena_array(&m->arena, p->n_opset_import, sizeof(*m->opsets));
+  m->opsets = nimble_arena_calloc(m->arena, p->n_opset_import, sizeof(*m->opsets));
   if (!m->opsets)
     return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory for opset imports");
   onnx_name_set seen = {0}; /* a set: files may list many imports */
@@ -76,8 +76,9 @@ static nimble_status_t load(const uint8_t *bytes, size_t size, nimble_onnx_model
   NIMBLE_RETURN_IF_ERROR(nimble_onnx_wire_check(bytes, size));
   nimble_onnx_model *m = calloc(1, sizeof(*m));
   if (!m) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory for a model");
+  nimble_status_t s = nimble_arena_create(&m->arena);
+  if (s) goto fail;
   m->proto = onnx__model_proto__unpack(NULL, size, bytes);
-  nimble_status_t s = nimble_ok();
   if (!m->proto) {
     /* The wire check passed, so protobuf-c objected to something it
      * checks beyond the wire format, or ran out of memory. */
@@ -215,7 +216,7 @@ nimble_status_t nimble_onnx_model_load_file(const char *path, nimble_onnx_model 
 void nimble_onnx_model_destroy(nimble_onnx_model *model) {
   if (!model) return;
   if (model->proto) onnx__model_proto__free_unpacked(model->proto, NULL);
-  nimble_onnx_arena_free(&model->arena);
+  nimble_arena_destroy(model->arena);
   free(model);
 }
 

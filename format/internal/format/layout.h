@@ -1,0 +1,69 @@
+/* The on-disk layout of an executable (docs/executable.md is the prose
+ * description). All integers are little-endian.
+ *
+ * Internal to nimble_format and the runtime's loader (format/internal is on
+ * no other library's include path): the builder writes this layout, the
+ * loader reads it. */
+#ifndef NIMBLE_FORMAT_LAYOUT_H
+#define NIMBLE_FORMAT_LAYOUT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <dlpack/dlpack.h>
+
+#include "nimble/executable_format.h"
+#include "nimble/status.h"
+
+/* PNG-style magic: a high byte and CR LF / SUB / LF catch text-mode damage. */
+#define NIMBLE_FILE_MAGIC "\x89NMB\r\n\x1a\n"
+#define NIMBLE_FILE_MAGIC_LEN 8
+#define NIMBLE_FILE_HEADER_SIZE 24     /* magic, version, count, file size */
+#define NIMBLE_SECTION_ENTRY_SIZE 24   /* kind, reserved, offset, size */
+#define NIMBLE_MAX_SECTIONS 16
+
+/* Every part (a section of the file, or a blob in the store) begins with
+ * this header, so a part is self-describing on its own. */
+#define NIMBLE_PART_MAGIC "NMBP"
+#define NIMBLE_PART_HEADER_SIZE 16     /* magic, kind, version, reserved */
+
+/* Sections, constant data and kernel blobs start at multiples of this, so
+ * a mapped file gives aligned tensors. */
+#define NIMBLE_SECTION_ALIGN 64u
+
+#define NIMBLE_MAX_STRING 4096u
+#define NIMBLE_MAX_FUNCTIONS (1u << 20)
+#define NIMBLE_MAX_INSTRUCTIONS (1u << 24)
+#define NIMBLE_MAX_OPERANDS 65535u
+
+/* dtypes the runtime accepts: int, uint, float, bfloat, complex of 8 to 128
+ * bits in 1 to 64 lanes, and bool: {kDLUInt, 1 bit, 1 lane}, stored one
+ * byte (0 or 1) per element as TVM does, so that it stays apart from uint8. */
+static inline int nimble_dtype_valid(uint64_t code, uint64_t bits, uint64_t lanes) {
+  if (code == 1 && bits == 1 && lanes == 1) return 1;
+  int code_ok = code == 0 || code == 1 || code == 2 || code == 4 || code == 5;
+  int bits_ok = bits == 8 || bits == 16 || bits == 32 || bits == 64 || bits == 128;
+  return code_ok && bits_ok && lanes >= 1 && lanes <= 64;
+}
+
+/* DLPack 0.8's kDLBool (the Debian header predates it): {6, 8 bits, 1 lane}
+ * is accepted wherever the runtime's bool {kDLUInt, 1, 1} is expected. */
+#define NIMBLE_DL_BOOL_CODE 6
+static inline int nimble_dtype_is_bool(uint64_t code, uint64_t bits, uint64_t lanes) {
+  return lanes == 1 && ((code == 1 && bits == 1) || (code == NIMBLE_DL_BOOL_CODE && bits == 8));
+}
+/* The bytes of a compact tensor of `ndim` dims `shape` and `dtype` (sub-byte
+ * dtypes rounded up per element). 0 (false) when a dim is negative or the
+ * size overflows or is over 2^62. */
+_Bool nimble_tensor_nbytes(int32_t ndim, const int64_t *shape, DLDataType dtype, uint64_t *out);
+
+/* A part kind's name for messages ("metadata", "cpu kernels"). */
+const char *nimble_part_name(nimble_part_kind_t kind);
+
+/* Reads a part header and checks magic, kind and version. `base` is the
+ * part's offset in its file and `what` its name, for messages. */
+nimble_status_t nimble_part_header_check(const uint8_t *data, size_t size, size_t base,
+                                         nimble_part_kind_t want, const char *what,
+                                         uint32_t *version_out);
+
+#endif /* NIMBLE_FORMAT_LAYOUT_H */
