@@ -118,6 +118,8 @@ typedef struct job {
   char *cache;
   int offline;
   nimble_fetch_stats_t *stats;
+  const char *text;              /* the reference as given, for messages */
+  nimble_trusted_keys_t *keys;   /* NULL: publishers are not checked */
 } job;
 
 /* Gets the manifest bytes and digest, online or from the cache. */
@@ -145,7 +147,7 @@ static nimble_status_t get_manifest(job *j, uint8_t **bytes, size_t *size, char 
   if (!j->offline) {
     char *url = NULL;
     if (asprintf(&url, "%s/v2/%s/manifests/%s", j->ref.base_url, j->ref.name,
-                 j->ref.tag ? j->ref.tag : j->ref.digest) < 0)
+                 j->ref.digest ? j->ref.digest : j->ref.tag) < 0)
       return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "fetch: out of memory");
     char header[72];
     net = nimble_fetch_http_get(&j->http, url, MANIFEST_ACCEPT, MAX_MANIFEST, UINT64_MAX, 0, bytes,
@@ -254,6 +256,20 @@ static nimble_status_t run(job *j, nimble_executable **out) {
   j->stats->offline = j->offline;
   memcpy(j->stats->manifest_digest, mdigest, 72);
 
+  /* Who published it, before any blob is fetched or mapped. */
+  nimble_fetch_signature_t sig = {0};
+  if (j->keys) {
+    nimble_status_t t =
+        nimble_fetch_signature_check(&j->http, j->cache, j->offline, &j->ref, j->text, mdigest, j->keys, &sig);
+    if (t) {
+      free(mbytes);
+      return t;
+    }
+  } else {
+    warn(j->o, "%s: the publisher of this artifact is not verified (no trusted keys: set "
+               "NIMBLE_TRUSTED_KEYS; see docs/fetch.md)", j->text);
+  }
+
   nimble_fetch_manifest_t *m = malloc(sizeof *m);
   want *ws = calloc(NIMBLE_FETCH_MAX_LAYERS + 1, sizeof *ws);
   nimble_status_t s = nimble_ok();
@@ -300,7 +316,16 @@ static nimble_status_t run(job *j, nimble_executable **out) {
       if (ws[i].fetched)
         c = nimble_fetch_cache_write_blob(j->cache, ws[i].desc->digest, ws[i].bytes, ws[i].size);
     if (!c && mfetched) c = nimble_fetch_cache_write_blob(j->cache, mdigest, mbytes, msize);
-    if (!c && mfetched && j->ref.tag) c = nimble_fetch_cache_write_tag(j->cache, &j->ref, mdigest);
+    if (!c && mfetched && j->ref.tag && !j->ref.digest)
+      c = nimble_fetch_cache_write_tag(j->cache, &j->ref, mdigest);
+    if (!c && sig.fetched) c = nimble_fetch_cache_write_blob(j->cache, sig.digest, sig.bytes, sig.size);
+    if (!c && sig.fetched) {
+      nimble_fetch_reference_t sref = j->ref;
+      char tag[160];
+      snprintf(tag, sizeof tag, "%s" NIMBLE_SIGNATURE_TAG_SUFFIX, j->ref.tag);
+      sref.tag = tag;
+      c = nimble_fetch_cache_write_tag(j->cache, &sref, sig.digest);
+    }
     if (c) {
       warn(j->o, "the cache was not updated: %s", nimble_status_message(c));
       nimble_status_free(c);
@@ -328,6 +353,7 @@ static nimble_status_t run(job *j, nimble_executable **out) {
   free(ws);
   free(m);
   free(mbytes);
+  free(sig.bytes);
   return s;
 }
 
@@ -343,7 +369,7 @@ nimble_status_t nimble_fetch_artifact_stats(const nimble_fetch_options_t *option
                               options->struct_size, sizeof *options);
   }
   nimble_fetch_stats_t local;
-  job j = {.o = options ? options : &defaults, .stats = stats ? stats : &local};
+  job j = {.o = options ? options : &defaults, .stats = stats ? stats : &local, .text = reference};
   memset(j.stats, 0, sizeof *j.stats);
   double t0 = now_ms();
   NIMBLE_RETURN_IF_ERROR(nimble_fetch_parse_reference(reference, &j.ref));
@@ -358,6 +384,13 @@ nimble_status_t nimble_fetch_artifact_stats(const nimble_fetch_options_t *option
       nimble_status_free(p);
     }
   }
+  const char *keys_path = j.o->trusted_keys ? j.o->trusted_keys : getenv("NIMBLE_TRUSTED_KEYS");
+  nimble_trusted_keys_t keys = {0};
+  if (!s && keys_path && keys_path[0]) {
+    s = nimble_trusted_keys_load(keys_path, &keys);
+    if (s) s = nimble_status_annotate(s, "fetch: %s", reference);
+    else j.keys = &keys;
+  }
   if (!s) {
     j.offline = j.o->offline;
     j.http.options = j.o;
@@ -366,6 +399,7 @@ nimble_status_t nimble_fetch_artifact_stats(const nimble_fetch_options_t *option
   }
   j.stats->elapsed_ms = now_ms() - t0;
   free(j.cache);
+  nimble_trusted_keys_deinit(&keys);
   nimble_fetch_reference_deinit(&j.ref);
   return s;
 }
