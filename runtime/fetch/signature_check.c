@@ -164,7 +164,13 @@ nimble_status_t nimble_fetch_signature_check(const nimble_fetch_http_t *http, co
       found = !net;
     }
   }
-  if (!found) {
+  if (!found && net && nimble_status_code(net) != NIMBLE_NOT_FOUND &&
+      nimble_status_code(net) != NIMBLE_UNAVAILABLE) {
+    /* There is something at <tag>.sig, but not a signature object. */
+    s = nimble_status_make(NIMBLE_PERMISSION_DENIED,
+                           "fetch: %s: not trusted: the signature %s cannot be used (%s); %s requires one",
+                           ref_text, sref.tag, nimble_status_message(net), keys->source);
+  } else if (!found) {
     s = nimble_status_make(NIMBLE_PERMISSION_DENIED,
                            "fetch: %s: unsigned: no signature %s%s (%s), and %s requires one",
                            ref_text, sref.tag, offline ? " in the cache" : "",

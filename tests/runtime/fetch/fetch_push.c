@@ -121,6 +121,22 @@ void fetch_push_artifact(const char *addr, const char *repo, const char *tag,
   fetch_push_artifact_edited(addr, repo, tag, parts, n, NULL, NULL, digest_out);
 }
 
+void fetch_push_signature_object(const char *addr, const char *repo, const char *tag, const char *obj,
+                                 size_t on) {
+  nimble_store_client *c = client(addr);
+  char *man;
+  size_t mn;
+  nimble_digest_t d;
+  NIMBLE_ASSERT_OK(nimble_store_push_blob(c, repo, obj, on, &d));
+  char text[NIMBLE_DIGEST_STRING_LEN + 1], sigtag[160];
+  nimble_digest_format(&d, text);
+  NIMBLE_ASSERT_OK(nimble_signature_manifest(text, on, &man, &mn));
+  snprintf(sigtag, sizeof sigtag, "%s" NIMBLE_SIGNATURE_TAG_SUFFIX, tag);
+  NIMBLE_ASSERT_OK(nimble_store_push_manifest(c, repo, sigtag, man, mn, NIMBLE_MEDIA_TYPE_OCI_MANIFEST, NULL));
+  free(man);
+  nimble_store_client_destroy(c);
+}
+
 void fetch_push_signature(const char *addr, const char *repo, const char *tag, const char *key_path,
                           const char *manifest_digest) {
   nimble_sign_key_t k;

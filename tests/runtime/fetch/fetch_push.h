@@ -40,6 +40,11 @@ void fetch_reference_digest(const void *data, size_t size, char out[72]);
 void fetch_push_signature(const char *addr, const char *repo, const char *tag, const char *key_path,
                           const char *manifest_digest);
 
+/* Pushes `obj` (n bytes, any content) as the signature object of `tag`:
+ * for forged and malformed objects. */
+void fetch_push_signature_object(const char *addr, const char *repo, const char *tag, const char *obj,
+                                 size_t n);
+
 /* Pulls the manifest `from` (a tag or digest) of repo and pushes its bytes
  * unchanged under the tag `to`. */
 void fetch_copy_tag(const char *addr, const char *repo, const char *from, const char *to);

@@ -307,6 +307,10 @@ START_TEST(test_an_unsigned_artifact_is_refused_with_keys_and_warned_about_witho
   ck_assert_int_eq(c.unverified, 1);
   ck_assert_msg(strstr(c.unverified_text, ref) != NULL, "%s", c.unverified_text);
   ck_assert_ptr_null(strchr(c.unverified_text, '\n'));
+  /* Something that is not a signature object under x86.sig (here the
+   * artifact's own manifest) is no signature either. */
+  fetch_copy_tag(e.addr, "team/vadd", "x86", "x86.sig");
+  assert_refused(&e, &a, ref, e.trusted, "the signature x86.sig cannot be used", "not a signature manifest");
   artifact_free(&a);
   env_deinit(&e);
 }
@@ -365,6 +369,20 @@ START_TEST(test_an_old_signed_manifest_replayed_under_a_new_tag_is_refused) {
   ref_tag(ref, sizeof ref, &e, "team/vadd", "v2");
   trust(&e, 1, (int[]){0});
   assert_refused(&e, &a, ref, e.trusted, "is for team/vadd:v1, not team/vadd:v2", e.pub[0]);
+  /* The copy's fields edited to say v2: the signature, made for v1, no
+   * longer verifies (libsodium's check, end to end). */
+  nimble_sign_key_t k;
+  NIMBLE_ASSERT_OK(nimble_sign_key_load(e.key[0], &k));
+  char *obj;
+  size_t n;
+  NIMBLE_ASSERT_OK(nimble_signature_object(&k, "team/vadd", "v1", a.digest, &obj, &n));
+  nimble_sign_key_deinit(&k);
+  char *at = strstr(obj, "\"tag\":\"v1\"");
+  ck_assert_ptr_nonnull(at);
+  at[8] = '2';
+  fetch_push_signature_object(e.addr, "team/vadd", "v2", obj, n);
+  free(obj);
+  assert_refused(&e, &a, ref, e.trusted, "does not verify under key ed25519", e.pub[0]);
   artifact_free(&a);
   env_deinit(&e);
 }
