@@ -214,10 +214,8 @@ static void handle_result(nimble_scheduler *s, sched_worker *w, const json_t *bo
     const char *tag = strchr(t.id, '.');
     nimble_status_t sg = tag ? sched_sign(s, t.name, tag + 1, t.manifest) : nimble_ok();
     if (sg) {
-      char why[600];
-      snprintf(why, sizeof why, "signing %s:%s: %s", t.name, tag + 1, nimble_status_message(sg));
+      t.error = strdup(nimble_status_message(sg)); /* "signing NAME:TAG: ..." */
       nimble_status_free(sg);
-      t.error = strdup(why);
       snprintf(t.state, sizeof t.state, "failed");
     } else {
       st = nimble_sched_cache_put(s->redis, t.key, t.manifest, t.name);
