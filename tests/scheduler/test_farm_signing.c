@@ -4,9 +4,10 @@
  * task under its own name, and for a cache hit tagged under a new name.
  * Each object is read back with the store client and jansson and checked
  * with libsodium-backed nimble_signature_verify against the public key
- * nimble_sign_keygen gave, for exactly (repository, tag, manifest); a farm
- * without a key publishes none, and a key others can read stops the
- * scheduler at start. */
+ * nimble_sign_keygen gave, for exactly (repository, tag, manifest), and
+ * the runtime's fetcher (where built) passes them with the farm's key and
+ * refuses them with another; a farm without a key publishes none, and a
+ * key others can read stops the scheduler at start. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,9 @@
 #include <unistd.h>
 
 #include "farm_harness.h"
+#ifdef NIMBLE_TEST_HAS_FETCH
+#include "nimble/fetch.h"
+#endif
 #include "nimble/signature.h"
 #include "nimble_test.h"
 
@@ -98,6 +102,50 @@ static void assert_signed(farm *f, const char *name, const char *tag, const char
   free(mt);
 }
 
+#ifdef NIMBLE_TEST_HAS_FETCH
+/* The runtime's fetcher on what the scheduler signed: the farm's key
+ * passes the check (the fetch then goes on to the blobs: test_compiler's
+ * stand-in parts are no executable, so it ends in a load error, not a
+ * refusal); another key is refused naming the farm's key. */
+static void assert_fetcher_trusts(farm *f, const char *name, const char *tag) {
+  char ref[512], keys[400], cache[400], line[120];
+  snprintf(ref, sizeof ref, "%s/%s:%s", f->store_url, name, tag);
+  snprintf(keys, sizeof keys, "%s/trusted.keys", g_dir);
+  snprintf(cache, sizeof cache, "%s/cache", g_dir);
+  FILE *fp = fopen(keys, "w");
+  ck_assert_ptr_nonnull(fp);
+  fprintf(fp, "ed25519 %s farm\n", g_pub);
+  fclose(fp);
+  nimble_fetch_options_t o;
+  nimble_fetch_options_init(&o);
+  o.cache_dir = cache;
+  o.trusted_keys = keys;
+  nimble_executable *exe = NULL;
+  nimble_fetch_stats_t st;
+  nimble_status_t s = nimble_fetch_artifact_stats(&o, ref, &exe, &st);
+  ck_assert_msg(s != NULL, "test_compiler's parts loaded");
+  ck_assert_msg(nimble_status_code(s) != NIMBLE_PERMISSION_DENIED, "%s", nimble_status_message(s));
+  /* Past the check: the blobs were fetched (or, for a second name of the
+   * same manifest, found in the cache). */
+  ck_assert_msg(st.blobs_fetched + st.blobs_from_cache == 5, "%u fetched, %u from cache: %s",
+                st.blobs_fetched, st.blobs_from_cache, nimble_status_message(s));
+  ck_assert_msg(strstr(nimble_status_message(s), "fetch: loading"), "%s", nimble_status_message(s));
+  nimble_status_free(s);
+  /* Another key only. */
+  fp = fopen(keys, "w");
+  ck_assert_ptr_nonnull(fp);
+  snprintf(line, sizeof line, "ed25519 %064d other\n", 0);
+  fputs(line, fp);
+  fclose(fp);
+  s = nimble_fetch_artifact(&o, ref, &exe);
+  ck_assert_ptr_nonnull(s);
+  ck_assert_int_eq(nimble_status_code(s), NIMBLE_PERMISSION_DENIED);
+  ck_assert_msg(strstr(nimble_status_message(s), ref) && strstr(nimble_status_message(s), g_pub),
+                "%s", nimble_status_message(s));
+  nimble_status_free(s);
+}
+#endif
+
 START_TEST(test_a_signing_farm_signs_results_merged_names_and_cache_hits) {
   make_key();
   farm f;
@@ -126,6 +174,10 @@ START_TEST(test_a_signing_farm_signs_results_merged_names_and_cache_hits) {
   ck_assert_msg(cached, "the third submit was not answered from the cache");
   tagged_manifest(&f, "team/other", "x86", manifest);
   assert_signed(&f, "team/other", "x86", manifest);
+#ifdef NIMBLE_TEST_HAS_FETCH
+  assert_fetcher_trusts(&f, "team/signed", "x86");
+  assert_fetcher_trusts(&f, "team/other", "x86");
+#endif
   ck_assert(farm_sched_log_contains(&f, "signed team/other:x86"));
   json_decref(s1);
   json_decref(s2);
