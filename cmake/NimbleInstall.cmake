@@ -3,7 +3,7 @@
 #
 #   bin/      nimble, nimble-run, nimble-store, nimble-scheduler, nimble-worker
 #   lib/      libnimble_runtime.so.<version> (SONAME libnimble_runtime.so.<major>),
-#             libnimble_runtime.a, libnimble_fetch.so / .a (where libcurl exists),
+#             libnimble_runtime.a, libnimble_fetch.so / .a (where libcurl and libsodium exist),
 #             pkgconfig/nimble-runtime.pc, nimble-fetch.pc,
 #             cmake/NimbleRuntime/ (find_package(NimbleRuntime) -> Nimble::runtime)
 #   include/  nimble/*.h: the runtime's and the executable format's public

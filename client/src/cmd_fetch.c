@@ -17,6 +17,7 @@
 #include "farm_client.h"
 #include "nimble/manifest.h"
 #include "nimble/runtime.h"
+#include "nimble/signature.h"
 #include "nimble/target.h"
 
 /* A layer title usable as a file name in the output directory: the
@@ -59,11 +60,59 @@ static nimble_status_t make_dir(const char *dir) {
 
 typedef struct fetch_args {
   const char *name, *target, *out, *digest;
+  const char *trusted_keys; /* --trusted-keys, else $NIMBLE_TRUSTED_KEYS; NULL: unchecked */
   bool json;
+  bool untrusted; /* set when the publisher check refused the artifact */
 } fetch_args;
 
+/* The publisher check (docs/fetch.md, "Trust"), the fetcher's rule: the
+ * signature object tagged `<tag>.sig` must sign (name, tag, manifest)
+ * under one of the trusted keys. Runs before anything is written. */
+static nimble_status_t check_signature(nimble_store_client *sc, const char *name, const char *tag,
+                                       const char *manifest, const char *keys_path) {
+  nimble_trusted_keys_t keys;
+  NIMBLE_RETURN_IF_ERROR(nimble_trusted_keys_load(keys_path, &keys));
+  char sigtag[160];
+  snprintf(sigtag, sizeof sigtag, "%s" NIMBLE_SIGNATURE_TAG_SUFFIX, tag);
+  uint8_t *mb = NULL, *ob = NULL;
+  size_t mn = 0, on = 0;
+  json_t *sm = NULL, *obj = NULL;
+  nimble_status_t s = nimble_store_pull_manifest(sc, name, sigtag, &mb, &mn, NULL, NULL);
+  if (s) {
+    s = nimble_status_annotate(s, "unsigned: no signature %s:%s, and %s requires one", name, sigtag,
+                               keys.source);
+  } else {
+    sm = json_loadb((const char *)mb, mn, JSON_REJECT_DUPLICATES, NULL);
+    json_t *cfg = json_object_get(sm, "config");
+    const char *mt = json_string_value(json_object_get(cfg, "mediaType"));
+    nimble_digest_t od;
+    const char *odt = json_string_value(json_object_get(cfg, "digest"));
+    if (!mt || strcmp(mt, NIMBLE_SIGNATURE_MEDIA_TYPE) || !odt || nimble_status_consume(nimble_digest_parse(odt, &od)) != NIMBLE_OK)
+      s = nimble_status_make(NIMBLE_INVALID_ARGUMENT, "%s:%s is not a signature manifest", name, sigtag);
+    if (!s) s = nimble_store_pull_blob(sc, name, &od, &ob, &on);
+    if (!s) obj = json_loadb((const char *)ob, on, JSON_REJECT_DUPLICATES, NULL);
+    const char *format = json_string_value(json_object_get(obj, "format"));
+    if (!s && (!format || strcmp(format, NIMBLE_SIGNATURE_FORMAT)))
+      s = nimble_status_make(NIMBLE_INVALID_ARGUMENT, "signature object %s: format is not '%s'", odt,
+                             NIMBLE_SIGNATURE_FORMAT);
+    if (!s)
+      s = nimble_signature_verify(&keys, name, tag, manifest,
+                                  json_string_value(json_object_get(obj, "repository")),
+                                  json_string_value(json_object_get(obj, "tag")),
+                                  json_string_value(json_object_get(obj, "manifest")),
+                                  json_string_value(json_object_get(obj, "key")),
+                                  json_string_value(json_object_get(obj, "signature")), NULL);
+  }
+  json_decref(sm);
+  json_decref(obj);
+  free(mb);
+  free(ob);
+  nimble_trusted_keys_deinit(&keys);
+  return s;
+}
+
 /* Pulls everything; peer tells whose failure a returned status is. */
-static nimble_status_t fetch(nimble_store_client *sc, const fetch_args *a, const char *spec,
+static nimble_status_t fetch(nimble_store_client *sc, fetch_args *a, const char *spec,
                              const char *tag, const char *dir, char *manifest_out,
                              size_t *layers_out, nimble_farm_peer_t *peer) {
   *peer = NIMBLE_FARM_PEER_STORE;
@@ -75,6 +124,18 @@ static nimble_status_t fetch(nimble_store_client *sc, const fetch_args *a, const
                              "pulling the manifest %s:%s", a->name, ref);
   *peer = NIMBLE_FARM_PEER_SCHEDULER; /* from here on, not a store outage */
   nimble_digest_format(&md, manifest_out);
+  if (a->trusted_keys) {
+    nimble_status_t t = check_signature(sc, a->name, tag, manifest_out, a->trusted_keys);
+    if (t) {
+      free(bytes);
+      a->untrusted = true;
+      return nimble_status_annotate(t, "%s:%s@%s: not trusted", a->name, tag, manifest_out);
+    }
+  } else {
+    fprintf(stderr, "nimble fetch: warning: %s:%s: the publisher of this artifact is not verified "
+                    "(no trusted keys: --trusted-keys or NIMBLE_TRUSTED_KEYS; docs/fetch.md)\n",
+            a->name, tag);
+  }
   nimble_manifest_t m;
   nimble_manifest_init(&m);
   nimble_status_t s = nimble_manifest_decode(bytes, n, &m);
@@ -218,6 +279,9 @@ static int run_fetch(nimble_cli_ctx *ctx, int argc, char **argv) {
     } else if ((r = nimble_farm_take_value(argc, argv, &i, "--target", &v)) != 0) {
       if (r < 0) return nimble_cli_usage_error(self, "--target needs a value");
       a.target = v;
+    } else if ((r = nimble_farm_take_value(argc, argv, &i, "--trusted-keys", &v)) != 0) {
+      if (r < 0) return nimble_cli_usage_error(self, "--trusted-keys needs a file");
+      a.trusted_keys = v;
     } else if ((r = nimble_farm_take_value(argc, argv, &i, "--digest", &v)) != 0) {
       if (r < 0) return nimble_cli_usage_error(self, "--digest needs a value");
       a.digest = v;
@@ -234,6 +298,8 @@ static int run_fetch(nimble_cli_ctx *ctx, int argc, char **argv) {
     }
   }
   if (!a.name) return nimble_cli_usage_error(self, "no artifact name given");
+  if (!a.trusted_keys && getenv("NIMBLE_TRUSTED_KEYS") && getenv("NIMBLE_TRUSTED_KEYS")[0])
+    a.trusted_keys = getenv("NIMBLE_TRUSTED_KEYS");
   if (!a.target) return nimble_cli_usage_error(self, "no target given (--target=x86)");
   nimble_target_t t;
   nimble_status_t s = nimble_target_parse(a.target, &t);
@@ -308,8 +374,9 @@ static int run_fetch(nimble_cli_ctx *ctx, int argc, char **argv) {
     if (nimble_status_code(s) == NIMBLE_NOT_FOUND)
       s = nimble_status_annotate(s, "no artifact %s for target '%s' in the store at %s", a.name,
                                  spec, store);
-    rc = nimble_status_code(s) == NIMBLE_IO_ERROR ? NIMBLE_EXIT_FAILURE
-                                                  : nimble_farm_exit_code(s, peer);
+    /* Untrusted is not a refused token: exit 1, the message says why. */
+    rc = nimble_status_code(s) == NIMBLE_IO_ERROR || a.untrusted ? NIMBLE_EXIT_FAILURE
+                                                                 : nimble_farm_exit_code(s, peer);
     nimble_cli_report(s);
     return rc;
   }
@@ -350,9 +417,12 @@ const nimble_cli_command nimble_cmd_fetch = {
     "  --target=T      the target (x86, aarch64, cuda:arch=sm_90, ...)\n"
     "  -o, --output PATH  FILE.nimble (one file) or a directory of parts\n"
     "  --digest D      pull this manifest (sha256:...) instead of the tag\n"
+    "  --trusted-keys FILE  fetch only an artifact the farm signed for NAME and\n"
+    "                  T's tag with one of these keys (default $NIMBLE_TRUSTED_KEYS;\n"
+    "                  neither: a warning that the publisher is not verified)\n"
     "  --json          print the result as JSON\n"
     "\n"
-    "Exit status: 0 fetched; 1 not found, not for T or not writable; 2 usage\n"
+    "Exit status: 0 fetched; 1 not found, not for T, not trusted or not writable; 2 usage\n"
     "error; 4 bad configuration; 6 the store cannot be reached; 7 the token\n"
     "was refused.\n",
     run_fetch,

@@ -20,6 +20,9 @@ static const nimble_cli_command kHelpCommand;
 #ifdef NIMBLE_CLI_HAVE_COMPILE
 extern const nimble_cli_command nimble_cmd_compile; /* cmd_compile.c, with the compiler driver */
 #endif
+#ifdef NIMBLE_CLI_HAVE_KEYS
+extern const nimble_cli_command nimble_cmd_keys; /* cmd_keys.c, where libsodium exists */
+#endif
 
 /* Only the subcommands this build has; the ones still to come are listed in
  * docs/cli.md, not here. */
@@ -38,6 +41,9 @@ static const nimble_cli_command *const kCommands[] = {
     &nimble_cmd_status,
     &nimble_cmd_fetch,
     &nimble_cmd_profile,
+#endif
+#ifdef NIMBLE_CLI_HAVE_KEYS
+    &nimble_cmd_keys,
 #endif
 };
 static const size_t kNumCommands = sizeof kCommands / sizeof kCommands[0];

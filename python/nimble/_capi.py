@@ -101,7 +101,8 @@ class FetchOptions(Structure):
     _fields_ = [("struct_size", c_size_t), ("cache_dir", c_char_p), ("token", c_char_p),
                 ("connect_timeout_ms", c_long), ("stall_timeout_ms", c_long),
                 ("max_attempts", c_int), ("max_blob_size", c_uint64), ("offline", c_int),
-                ("load_flags", c_uint32), ("on_event", FetchEventFn), ("event_user", c_void_p)]
+                ("load_flags", c_uint32), ("on_event", FetchEventFn), ("event_user", c_void_p),
+                ("trusted_keys", c_char_p)]
 
 
 class FetchStats(Structure):

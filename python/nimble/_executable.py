@@ -10,6 +10,7 @@ import collections
 import ctypes
 import os
 import threading
+import warnings
 import weakref
 
 import numpy as np
@@ -364,14 +365,17 @@ def load(source, num_threads=0, memory_cap_bytes=0, max_call_depth=0):
 
 
 def fetch(reference, cache_dir=None, token=None, offline=False, connect_timeout_ms=None,
-          max_attempts=None, num_threads=0, memory_cap_bytes=0):
+          max_attempts=None, num_threads=0, memory_cap_bytes=0, trusted_keys=None):
     """Fetches an executable from an artifact store into the verified local
     cache and loads it (the runtime's fetcher, nimble/fetch.h):
     "http://HOST:PORT/team/model:x86", ".../team/model@sha256:<hex>", or
     "team/model:x86" in the store $NIMBLE_STORE names. cache_dir defaults to
     $NIMBLE_CACHE_DIR, $XDG_CACHE_HOME/nimble, ~/.cache/nimble; token to
-    $NIMBLE_TOKEN. offline=True loads from the cache only. The result's
-    `fetch_stats` says what was downloaded."""
+    $NIMBLE_TOKEN. offline=True loads from the cache only. trusted_keys (a
+    file of "ed25519 <hex>" lines; default $NIMBLE_TRUSTED_KEYS) loads only
+    an artifact the farm signed (docs/fetch.md, "Trust"); without keys a
+    warning says the publisher is not verified. The result's `fetch_stats`
+    says what was downloaded."""
     flib = _capi.fetch_library()
     if flib is None:
         raise UnimplementedError("nimble.fetch needs the runtime's fetcher: "
@@ -401,6 +405,13 @@ def fetch(reference, cache_dir=None, token=None, offline=False, connect_timeout_
         options.connect_timeout_ms = connect_timeout_ms
     if max_attempts is not None:
         options.max_attempts = max_attempts
+    if trusted_keys is not None:
+        keep.append(os.fsencode(os.fspath(trusted_keys)))
+        options.trusted_keys = keep[-1]
+    elif not os.environ.get("NIMBLE_TRUSTED_KEYS"):
+        warnings.warn("%s: the publisher of this artifact is not verified (no trusted keys: "
+                      "set NIMBLE_TRUSTED_KEYS or trusted_keys=; see docs/fetch.md)" % ref,
+                      stacklevel=2)
     options.offline = 1 if offline else 0
     handle = ctypes.c_void_p()
     stats = _capi.FetchStats()

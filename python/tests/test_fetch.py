@@ -154,3 +154,32 @@ def test_a_damaged_blob_is_refused_as_data_loss(store, mlp, compile_model, tmp_p
         nimble.fetch("%s/team/mlp:%s" % (base, TARGET), cache_dir=cache, offline=True)
     assert isinstance(e.value, nimble.DataLossError), e.value
     assert "is damaged: its bytes hash to sha256:" in e.value.message
+
+
+def test_trusted_keys_refuse_an_unsigned_artifact_and_no_keys_warn(store, mlp, compile_model, tmp_path,
+                                                                   monkeypatch):
+    """The publisher check (docs/fetch.md, "Trust"): a farm key made by
+    `nimble keys generate`, an artifact pushed without a signature."""
+    base, _ = store
+    ref, _ = mlp
+    push(base, "team/mlp", TARGET, compile_model(ref.onnx, parts=True))
+    cli = os.environ.get("NIMBLE_CLI")
+    if not cli or not os.path.exists(cli):
+        pytest.skip("the nimble CLI is not built")
+    line = subprocess.run([cli, "keys", "generate", str(tmp_path / "farm.key"), "farm"], check=True,
+                          capture_output=True, text=True).stdout
+    assert line.startswith("ed25519 ") and line.endswith(" farm\n")
+    keys = tmp_path / "trusted.keys"
+    keys.write_text(line)
+    reference = "%s/team/mlp:%s" % (base, TARGET)
+    monkeypatch.delenv("NIMBLE_TRUSTED_KEYS", raising=False)
+    with pytest.raises(nimble.PermissionDeniedError) as e:
+        nimble.fetch(reference, cache_dir=tmp_path / "cache", trusted_keys=keys)
+    assert reference in e.value.message and "unsigned" in e.value.message
+    assert str(keys) in e.value.message
+    monkeypatch.setenv("NIMBLE_TRUSTED_KEYS", str(keys))
+    with pytest.raises(nimble.PermissionDeniedError):
+        nimble.fetch(reference, cache_dir=tmp_path / "cache")
+    monkeypatch.delenv("NIMBLE_TRUSTED_KEYS")
+    with pytest.warns(UserWarning, match="the publisher of this artifact is not verified"):
+        nimble.fetch(reference, cache_dir=tmp_path / "cache")

@@ -62,7 +62,7 @@ static double now_ms(void) {
   return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-static void digest_of(const void *data, size_t size, char out[72]) {
+void nimble_fetch_digest_of(const void *data, size_t size, char out[72]) {
   nimble_digest_t d;
   nimble_digest_compute(data, size, &d);
   nimble_digest_format(&d, out);
@@ -116,6 +116,8 @@ typedef struct job {
   char *cache;
   int offline;
   nimble_fetch_stats_t *stats;
+  const char *text;              /* the reference as given, for messages */
+  nimble_trusted_keys_t *keys;   /* NULL: publishers are not checked */
 } job;
 
 /* Gets the manifest bytes and digest, online or from the cache. */
@@ -143,14 +145,14 @@ static nimble_status_t get_manifest(job *j, uint8_t **bytes, size_t *size, char 
   if (!j->offline) {
     char *url = NULL;
     if (asprintf(&url, "%s/v2/%s/manifests/%s", j->ref.base_url, j->ref.name,
-                 j->ref.tag ? j->ref.tag : j->ref.digest) < 0)
+                 j->ref.digest ? j->ref.digest : j->ref.tag) < 0)
       return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "fetch: out of memory");
     char header[72];
     net = nimble_fetch_http_get(&j->http, url, MANIFEST_ACCEPT, MAX_MANIFEST, UINT64_MAX, 0, bytes,
                                 size, header);
     free(url);
     if (!net) {
-      digest_of(*bytes, *size, digest);
+      nimble_fetch_digest_of(*bytes, *size, digest);
       const char *want_digest = j->ref.digest ? j->ref.digest : (header[0] ? header : NULL);
       if (want_digest && strcmp(want_digest, digest) != 0) {
         free(*bytes);
@@ -231,7 +233,7 @@ static nimble_status_t get_blob(job *j, want *w) {
   free(url);
   if (s) return nimble_status_annotate(s, "fetch: %s (%s)", w->where, d->digest);
   char got[72];
-  digest_of(w->bytes, w->size, got);
+  nimble_fetch_digest_of(w->bytes, w->size, got);
   if (strcmp(got, d->digest) != 0) {
     return nimble_status_make(NIMBLE_DATA_LOSS,
                               "fetch: %s: blob %s: the store served bytes that hash to %s", w->where,
@@ -251,6 +253,20 @@ static nimble_status_t run(job *j, nimble_executable **out) {
   NIMBLE_RETURN_IF_ERROR(get_manifest(j, &mbytes, &msize, mdigest, &mfetched));
   j->stats->offline = j->offline;
   memcpy(j->stats->manifest_digest, mdigest, 72);
+
+  /* Who published it, before any blob is fetched or mapped. */
+  nimble_fetch_signature_t sig = {0};
+  if (j->keys) {
+    nimble_status_t t =
+        nimble_fetch_signature_check(&j->http, j->cache, j->offline, &j->ref, j->text, mdigest, j->keys, &sig);
+    if (t) {
+      free(mbytes);
+      return t;
+    }
+  } else {
+    warn(j->o, "%s: the publisher of this artifact is not verified (no trusted keys: set "
+               "NIMBLE_TRUSTED_KEYS; see docs/fetch.md)", j->text);
+  }
 
   nimble_fetch_manifest_t *m = malloc(sizeof *m);
   want *ws = calloc(NIMBLE_FETCH_MAX_LAYERS + 1, sizeof *ws);
@@ -298,7 +314,16 @@ static nimble_status_t run(job *j, nimble_executable **out) {
       if (ws[i].fetched)
         c = nimble_fetch_cache_write_blob(j->cache, ws[i].desc->digest, ws[i].bytes, ws[i].size);
     if (!c && mfetched) c = nimble_fetch_cache_write_blob(j->cache, mdigest, mbytes, msize);
-    if (!c && mfetched && j->ref.tag) c = nimble_fetch_cache_write_tag(j->cache, &j->ref, mdigest);
+    if (!c && mfetched && j->ref.tag && !j->ref.digest)
+      c = nimble_fetch_cache_write_tag(j->cache, &j->ref, mdigest);
+    if (!c && sig.fetched) c = nimble_fetch_cache_write_blob(j->cache, sig.digest, sig.bytes, sig.size);
+    if (!c && sig.fetched) {
+      nimble_fetch_reference_t sref = j->ref;
+      char tag[160];
+      snprintf(tag, sizeof tag, "%s" NIMBLE_SIGNATURE_TAG_SUFFIX, j->ref.tag);
+      sref.tag = tag;
+      c = nimble_fetch_cache_write_tag(j->cache, &sref, sig.digest);
+    }
     if (c) {
       warn(j->o, "the cache was not updated: %s", nimble_status_message(c));
       nimble_status_free(c);
@@ -326,6 +351,7 @@ static nimble_status_t run(job *j, nimble_executable **out) {
   free(ws);
   free(m);
   free(mbytes);
+  free(sig.bytes);
   return s;
 }
 
@@ -341,7 +367,7 @@ nimble_status_t nimble_fetch_artifact_stats(const nimble_fetch_options_t *option
                               options->struct_size, sizeof *options);
   }
   nimble_fetch_stats_t local;
-  job j = {.o = options ? options : &defaults, .stats = stats ? stats : &local};
+  job j = {.o = options ? options : &defaults, .stats = stats ? stats : &local, .text = reference};
   memset(j.stats, 0, sizeof *j.stats);
   double t0 = now_ms();
   NIMBLE_RETURN_IF_ERROR(nimble_fetch_parse_reference(reference, &j.ref));
@@ -356,6 +382,13 @@ nimble_status_t nimble_fetch_artifact_stats(const nimble_fetch_options_t *option
       nimble_status_free(p);
     }
   }
+  const char *keys_path = j.o->trusted_keys ? j.o->trusted_keys : getenv("NIMBLE_TRUSTED_KEYS");
+  nimble_trusted_keys_t keys = {0};
+  if (!s && keys_path && keys_path[0]) {
+    s = nimble_trusted_keys_load(keys_path, &keys);
+    if (s) s = nimble_status_annotate(s, "fetch: %s", reference);
+    else j.keys = &keys;
+  }
   if (!s) {
     j.offline = j.o->offline;
     j.http.options = j.o;
@@ -364,6 +397,7 @@ nimble_status_t nimble_fetch_artifact_stats(const nimble_fetch_options_t *option
   }
   j.stats->elapsed_ms = now_ms() - t0;
   free(j.cache);
+  nimble_trusted_keys_deinit(&keys);
   nimble_fetch_reference_deinit(&j.ref);
   return s;
 }

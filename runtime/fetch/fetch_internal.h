@@ -7,11 +7,15 @@
 #include <stdint.h>
 
 #include "nimble/fetch.h"
+#include "nimble/signature.h"
 #include "nimble/status.h"
 
 /* ---- Cache (cache.c) ----------------------------------------------------- */
 
 /* Creates DIR/blobs/sha256 and DIR/refs when missing. */
+/* "sha256:<hex>" of data (the base library's SHA-256). */
+void nimble_fetch_digest_of(const void *data, size_t size, char out[72]);
+
 nimble_status_t nimble_fetch_cache_prepare(const char *dir);
 
 /* Reads the cached blob `digest` ("sha256:hex") into memory and re-hashes
@@ -56,5 +60,28 @@ nimble_status_t nimble_fetch_http_get(const nimble_fetch_http_t *http, const cha
                                       const char *accept, uint64_t max_size, uint64_t expect_size,
                                       int is_blob, uint8_t **out_body, size_t *out_size,
                                       char out_digest_header[72]);
+
+/* ---- Publisher check (signature_check.c) --------------------------------- */
+
+/* A signature object that passed: its bytes (caller frees), digest, and
+ * whether it came from the network (and so must be cached). */
+typedef struct nimble_fetch_signature_t {
+  uint8_t *bytes;
+  size_t size;
+  char digest[72];
+  int fetched;
+} nimble_fetch_signature_t;
+
+/* Checks that `<ref->tag>.sig` signs (ref->name, ref->tag, mdigest) under
+ * one of `keys`: from the cache when `offline` (or, for NAME:TAG@DIGEST,
+ * when the cached one is for this manifest), else from the store. Errors
+ * are PERMISSION_DENIED naming `ref_text` and the key or the keys file: a
+ * digest-only reference, no signature, an untrusted key, a signature for
+ * another tag or manifest, a forged one. */
+nimble_status_t nimble_fetch_signature_check(const nimble_fetch_http_t *http, const char *cache,
+                                             int offline, const nimble_fetch_reference_t *ref,
+                                             const char *ref_text, const char *mdigest,
+                                             const nimble_trusted_keys_t *keys,
+                                             nimble_fetch_signature_t *out);
 
 #endif

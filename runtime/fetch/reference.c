@@ -115,7 +115,7 @@ nimble_status_t nimble_fetch_parse_reference(const char *text, nimble_fetch_refe
     name_e = (size_t)(tagp - text);
   } else {
     /* NAME:TAG@DIGEST (what `nimble submit` prints): the digest pins the
-     * artifact and the tag is informational, as in OCI tools. */
+     * artifact; the tag says what its signature must be for. */
     name_e = at;
     const char *colon = memchr(text + p, ':', at - p);
     if (colon) {
@@ -153,7 +153,10 @@ nimble_status_t nimble_fetch_parse_reference(const char *text, nimble_fetch_refe
   out->name = dup_range(text + name_b, name_e - name_b);
   if (tagp) out->tag = dup_range(text + name_e + 1, len - name_e - 1);
   else out->digest = dup_range(text + at + 1, len - at - 1);
-  if (!out->base_url || !out->name || (!out->tag && !out->digest)) {
+  /* NAME:TAG@DIGEST keeps its tag: the signature check needs it. */
+  int tag_too = atp && name_e != at;
+  if (tag_too) out->tag = dup_range(text + name_e + 1, at - name_e - 1);
+  if (!out->base_url || !out->name || (!out->tag && !out->digest) || (tag_too && !out->tag)) {
     nimble_fetch_reference_deinit(out);
     return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "reference: out of memory");
   }

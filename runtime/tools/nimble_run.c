@@ -36,7 +36,7 @@ static const char *g_prog = "nimble-run";
 static const char USAGE[] =
     "usage: %s MODEL.nimble --input NAME=FILE [--input NAME=FILE ...]\n"
     "       [--output NAME=FILE ...] [--output-dir DIR] [--repeat N] [--threads N]\n"
-    "       [--entry NAME]\n";
+    "       [--entry NAME] [--trusted-keys FILE]\n";
 
 static const char HELP[] =
     "\n"
@@ -74,6 +74,10 @@ static const char HELP[] =
     "  cached ($NIMBLE_CACHE_DIR, else $XDG_CACHE_HOME/nimble, else\n"
     "  ~/.cache/nimble; bearer token from $NIMBLE_TOKEN), and loaded from the\n"
     "  cache when the store is unreachable (docs/fetch.md)\n"
+    "  --trusted-keys FILE  for a store reference: load only artifacts signed\n"
+    "                     by one of these keys (\"ed25519 <hex>\" lines; default\n"
+    "                     $NIMBLE_TRUSTED_KEYS; neither: a warning that the\n"
+    "                     publisher is not verified)\n"
 #endif
     "  MODEL may be a directory of parts, as `nimble fetch -o DIR` writes it:\n"
     "  every file in it that starts with a part header is loaded as that part\n"
@@ -92,10 +96,12 @@ static void on_fetch_event(void *user, const nimble_fetch_event_t *e) {
 }
 
 /* Fetches a store reference and says on stderr where it came from. */
-static nimble_status_t load_reference(const char *ref, nimble_executable **out) {
+static nimble_status_t load_reference(const char *ref, const char *trusted_keys,
+                                      nimble_executable **out) {
   nimble_fetch_options_t o;
   nimble_fetch_options_init(&o);
   o.on_event = on_fetch_event;
+  o.trusted_keys = trusted_keys;
   nimble_fetch_stats_t st;
   NIMBLE_RETURN_IF_ERROR(nimble_fetch_artifact_stats(&o, ref, out, &st));
   if (st.blobs_fetched)
@@ -177,6 +183,7 @@ typedef struct run_args {
   int num_inputs;
   run_input *outputs; /* --output; `file` and `value` unused */
   int num_outputs;
+  const char *trusted_keys; /* --trusted-keys FILE, or NULL ($NIMBLE_TRUSTED_KEYS) */
 } run_args;
 
 /* Checks the shape of a NAME=FILE argument; 0 when it will do. */
@@ -254,7 +261,7 @@ static int parse_args(int argc, char **argv, run_args *a) {
     size_t optlen = eq ? (size_t)(eq - arg) : strlen(arg);
     const char *value = NULL;
     static const char *const known[] = {"--input", "--output", "--output-dir", "--repeat",
-                                        "--threads", "--entry"};
+                                        "--threads", "--entry", "--trusted-keys"};
     const char *opt = NULL;
     for (size_t k = 0; k < sizeof(known) / sizeof(known[0]); k++)
       if (strlen(known[k]) == optlen && strncmp(arg, known[k], optlen) == 0) opt = known[k];
@@ -282,6 +289,9 @@ static int parse_args(int argc, char **argv, run_args *a) {
       if (parse_count(value, MAX_THREADS, &a->threads) != 0)
         return fail(EXIT_USAGE, "--threads '%s': expected a whole number from 1 to %ld", value,
                     MAX_THREADS);
+    } else if (strcmp(opt, "--trusted-keys") == 0) {
+      if (!*value) return fail(EXIT_USAGE, "--trusted-keys is empty");
+      a->trusted_keys = value;
     } else {
       if (!*value) return fail(EXIT_USAGE, "--entry is empty");
       a->entry = value;
@@ -331,10 +341,15 @@ static int run(run_args *a) {
 
 #ifdef NIMBLE_RUN_WITH_FETCH
   if (nimble_fetch_looks_like_reference(a->model))
-    s = load_reference(a->model, &exe);
+    s = load_reference(a->model, a->trusted_keys, &exe);
   else
 #endif
-  {
+  if (a->trusted_keys) {
+    /* A local file carries no signature: trusting keys for it would
+     * promise a check that cannot happen. */
+    return fail(EXIT_USAGE, "--trusted-keys checks artifacts fetched from a store; '%s' is a local file",
+                a->model);
+  } else {
     struct stat st;
     if (stat(a->model, &st) == 0 && S_ISDIR(st.st_mode))
       s = load_part_dir(a->model, &exe);

@@ -512,6 +512,12 @@ static nimble_status_t create_inner(const nimble_scheduler_options_t *o, nimble_
   s->quiet = o->quiet;
 
   if (o->token_file) NIMBLE_RETURN_IF_ERROR(sched_load_tokens(s, o->token_file));
+  if (o->signing_key_file) {
+    if (!(s->signing_key = malloc(sizeof *s->signing_key)))
+      return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+    NIMBLE_RETURN_IF_ERROR_CTX(nimble_sign_key_load(o->signing_key_file, s->signing_key),
+                               "--signing-key");
+  }
 
   nimble_store_client_options_t so = {.base_url = o->store_url,
                                       .token = o->store_token,
@@ -638,6 +644,8 @@ void nimble_scheduler_destroy(nimble_scheduler *s) {
   if (s->zctx) zmq_ctx_term(s->zctx);
   nimble_sched_redis_destroy(s->redis);
   nimble_store_client_destroy(s->store);
+  if (s->signing_key) nimble_sign_key_deinit(s->signing_key);
+  free(s->signing_key);
   free(s->tokens);
   free(s->worker_keys);
   free(s->wk);

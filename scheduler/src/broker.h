@@ -11,6 +11,7 @@
 #include "nimble/message.h"
 #include "nimble/sched_state.h"
 #include "nimble/scheduler.h"
+#include "nimble/signature.h"
 #include "nimble/store_client.h"
 #include "sched_metrics.h"
 
@@ -54,6 +55,7 @@ struct nimble_scheduler {
   void *zctx, *clients, *workers, *events, *zap;
   nimble_sched_redis *redis;
   nimble_store_client *store;
+  nimble_sign_key_t *signing_key; /* NULL: artifacts are published unsigned */
   nimble_digest_t *tokens; /* sha256 of each client token; NULL: no auth */
   size_t ntokens;
   uint8_t (*worker_keys)[32]; /* CURVE allow-list; NULL: CURVE off */
@@ -144,8 +146,14 @@ nimble_status_t sched_read_z85_key(const char *path, uint8_t out[32]);
 void sched_cache_verify(nimble_scheduler *s, const char *name, const char *manifest,
                         const char *want_name, const char *tag, int *out_ok);
 
+/* signing.c: with --signing-key, signs (repo, tag, manifest) and pushes the
+ * signature object tagged `<tag>.sig` in `repo` (nimble/signature.h); does
+ * nothing without a key. */
+nimble_status_t sched_sign(nimble_scheduler *s, const char *repo, const char *tag,
+                           const char *manifest);
+
 /* Tags the manifest `manifest` of repository `from` as `to:tag` (blobs are
- * global in the store, so only the manifest is pushed). */
+ * global in the store, so only the manifest is pushed), and signs it there. */
 nimble_status_t sched_store_tag(nimble_scheduler *s, const char *from, const char *manifest,
                                 const char *to, const char *tag);
 

@@ -28,6 +28,9 @@ void sched_cache_verify(nimble_scheduler *s, const char *name, const char *manif
   if (!st && exists)
     st = nimble_store_push_manifest(s->store, want_name, tag, bytes, size,
                                     media_type ? media_type : NIMBLE_MEDIA_TYPE_OCI_MANIFEST, NULL);
+  /* A hit served unsigned would be refused by every runtime that checks:
+   * a hit that cannot be signed is a miss (the compile then signs). */
+  if (!st && exists) st = sched_sign(s, want_name, tag, manifest);
   free(bytes);
   free(media_type);
   if (st) {
@@ -49,6 +52,7 @@ nimble_status_t sched_store_tag(nimble_scheduler *s, const char *from, const cha
   if (!st)
     st = nimble_store_push_manifest(s->store, to, tag, bytes, size,
                                     media_type ? media_type : NIMBLE_MEDIA_TYPE_OCI_MANIFEST, NULL);
+  if (!st) st = sched_sign(s, to, tag, manifest);
   free(bytes);
   free(media_type);
   return st;

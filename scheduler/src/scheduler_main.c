@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nimble/signature.h"
 #include "nimble/store_client.h"
 #include <sys/stat.h>
 #include <unistd.h>
@@ -24,6 +25,8 @@ static void usage(FILE *f) {
   fputs("usage: nimble-scheduler --clients EP --workers EP --events EP --redis HOST:PORT\n"
         "                        --store URL [options]\n"
         "       nimble-scheduler --keygen PREFIX   (writes PREFIX.secret and PREFIX.public)\n"
+        "       nimble-scheduler --signing-keygen FILE   (a new Ed25519 signing key, mode 0600;\n"
+        "                        prints the public line applications put in their trusted keys)\n"
         "\n"
         "  --clients EP           ROUTER endpoint for clients, e.g. tcp://127.0.0.1:5555 (* = any port)\n"
         "  --workers EP           ROUTER endpoint for workers\n"
@@ -39,6 +42,8 @@ static void usage(FILE *f) {
         "  --max-deliveries N     fail a task delivered this often without finishing (default 3)\n"
         "  --compiler-version V   compiler version workers must run (default " NIMBLE_VERSION_STRING ")\n"
         "  --salt S               compile-key salt (bump to disown old results)\n"
+        "  --signing-key F        Ed25519 secret key: sign every artifact published or tagged\n"
+        "                         (a `<tag>.sig` object beside it; docs/farm.md, \"Signing\")\n"
         "  --metrics HOST:PORT    serve /metrics, the dashboard (/) and /api/state over HTTP\n"
         "                         (no authentication: loopback or a private network; port 0: any)\n"
         "  --ready-file F         once bound, write clients=EP, workers=EP, events=EP (and\n"
@@ -94,6 +99,23 @@ static int parse_long(const char *opt, const char *v, long *out) {
   return 0;
 }
 
+/* --signing-keygen FILE: the secret key to FILE (0600, never overwritten),
+ * the trusted keys line on stdout. */
+static int signing_keygen(const char *path) {
+  uint8_t pub[NIMBLE_SIGN_KEY_BYTES];
+  char *line = NULL;
+  nimble_status_t s = nimble_sign_keygen(path, pub);
+  if (!s) s = nimble_sign_public_line(pub, path, &line);
+  if (s) {
+    fprintf(stderr, "nimble-scheduler: --signing-keygen: %s\n", nimble_status_message(s));
+    nimble_status_free(s);
+    return 1;
+  }
+  fputs(line, stdout);
+  free(line);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   nimble_scheduler_options_t o = {0};
   const char *ready = NULL, *redis = NULL, *store_token_file = NULL;
@@ -114,6 +136,8 @@ int main(int argc, char **argv) {
     }
     const char *v = argv[++i];
     if (!strcmp(a, "--keygen")) return keygen(v);
+    else if (!strcmp(a, "--signing-keygen")) return signing_keygen(v);
+    else if (!strcmp(a, "--signing-key")) o.signing_key_file = v;
     else if (!strcmp(a, "--clients")) o.clients_endpoint = v;
     else if (!strcmp(a, "--workers")) o.workers_endpoint = v;
     else if (!strcmp(a, "--events")) o.events_endpoint = v;

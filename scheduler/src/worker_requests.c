@@ -207,8 +207,20 @@ static void handle_result(nimble_scheduler *s, sched_worker *w, const json_t *bo
     snprintf(t.manifest, sizeof t.manifest, "%s", str_of(body, "manifest"));
     snprintf(t.state, sizeof t.state, "done");
     t.percent = 100;
-    st = nimble_sched_cache_put(s->redis, t.key, t.manifest, t.name);
-    if (!st) tag_merged_names(s, &t);
+    /* The worker pushed the artifact under the task's name and tag; the
+     * farm vouches for it by signing that (name, tag, manifest). A result
+     * that cannot be signed fails the task rather than leave an artifact
+     * that every runtime with trusted keys refuses. */
+    const char *tag = strchr(t.id, '.');
+    nimble_status_t sg = tag ? sched_sign(s, t.name, tag + 1, t.manifest) : nimble_ok();
+    if (sg) {
+      t.error = strdup(nimble_status_message(sg)); /* "signing NAME:TAG: ..." */
+      nimble_status_free(sg);
+      snprintf(t.state, sizeof t.state, "failed");
+    } else {
+      st = nimble_sched_cache_put(s->redis, t.key, t.manifest, t.name);
+      if (!st) tag_merged_names(s, &t);
+    }
   }
   if (!st) st = sched_task_finish(s, &t);
   if (st) sched_log(s, "RESULT for %s not recorded: %s", tid, nimble_status_message(st));

@@ -5,7 +5,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef NIMBLE_CLI_TEST_HAS_KEYS
+#include <sodium.h>
+#endif
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli_run.h"
 #include "nimble_test.h"
@@ -55,12 +59,20 @@ static void command_names(const char *help, char *out, size_t size) {
 #define RUN_COMMANDS ""
 #endif
 
+/* keys is in binaries built with libsodium (protocol's nimble_sign). */
+#ifdef NIMBLE_CLI_TEST_HAS_KEYS
+#define KEYS_COMMANDS "keys,"
+#else
+#define KEYS_COMMANDS ""
+#endif
+
 START_TEST(test_help_lists_exactly_the_commands_that_exist) {
   cli_result r = cli_run(ARGS("--help"), NULL);
   ck_assert_int_eq(r.exit_code, 0);
   char names[256];
   command_names(r.out, names, sizeof names);
-  ck_assert_str_eq(names, "config,help,inspect," COMPILE_COMMANDS RUN_COMMANDS FARM_COMMANDS);
+  ck_assert_str_eq(names, "config,help,inspect," COMPILE_COMMANDS RUN_COMMANDS FARM_COMMANDS
+                           KEYS_COMMANDS);
   ASSERT_CONTAINS(r.out, "Usage: nimble [OPTIONS] COMMAND");
   ASSERT_CONTAINS(r.out, "2 usage error");
   ck_assert_str_eq(r.err, "");
@@ -540,6 +552,60 @@ START_TEST(test_inspect_does_not_need_a_valid_config) {
 }
 END_TEST
 
+#ifdef NIMBLE_CLI_TEST_HAS_KEYS
+/* keys generate writes a 0600 key whose public line libsodium, given the
+ * seed on file, agrees with; show prints the same; an existing file is
+ * never overwritten; a key others can read is refused (exit 3). */
+START_TEST(test_keys_generate_and_show_print_the_public_line_libsodium_derives) {
+  char path[600];
+  snprintf(path, sizeof path, "%s/farm.key", cli_scratch_dir());
+  unlink(path);
+  cli_result r = cli_run(ARGS("keys", "generate", path, "farm 2026"), NULL);
+  ck_assert_msg(r.exit_code == 0, "stderr: %s", r.err);
+  struct stat st;
+  ck_assert_int_eq(stat(path, &st), 0);
+  ck_assert_uint_eq(st.st_mode & 0777, 0600);
+  FILE *f = fopen(path, "r");
+  ck_assert_ptr_nonnull(f);
+  char line[200] = "";
+  ck_assert_ptr_nonnull(fgets(line, sizeof line, f));
+  fclose(f);
+  ck_assert(strncmp(line, "ed25519-secret ", 15) == 0);
+  uint8_t seed[32], pk[32], sk[64];
+  ck_assert_int_eq(sodium_init() < 0, 0);
+  ck_assert_int_eq(sodium_hex2bin(seed, 32, line + 15, 64, NULL, NULL, NULL), 0);
+  crypto_sign_seed_keypair(pk, sk, seed);
+  char hex[65], want[200];
+  sodium_bin2hex(hex, sizeof hex, pk, 32);
+  snprintf(want, sizeof want, "ed25519 %s farm 2026\n", hex);
+  ck_assert_str_eq(r.out, want);
+  cli_result_free(&r);
+
+  r = cli_run(ARGS("keys", "show", path, "farm 2026"), NULL);
+  ck_assert_int_eq(r.exit_code, 0);
+  ck_assert_str_eq(r.out, want);
+  cli_result_free(&r);
+
+  r = cli_run(ARGS("keys", "generate", path), NULL);
+  ck_assert_int_eq(r.exit_code, 1);
+  ASSERT_CONTAINS(r.err, "never overwritten");
+  cli_result_free(&r);
+
+  ck_assert_int_eq(chmod(path, 0640), 0);
+  r = cli_run(ARGS("keys", "show", path), NULL);
+  ck_assert_int_eq(r.exit_code, 3);
+  ASSERT_CONTAINS(r.err, "mode 0640");
+  ASSERT_CONTAINS(r.err, path);
+  cli_result_free(&r);
+
+  r = cli_run(ARGS("keys", "make", path), NULL);
+  ck_assert_int_eq(r.exit_code, 2);
+  cli_result_free(&r);
+  unlink(path);
+}
+END_TEST
+#endif
+
 static Suite *suite(void) {
   Suite *s = suite_create("cli_commands");
   TCase *tc = tcase_create("help");
@@ -554,6 +620,9 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_malformed_flag_value_is_a_usage_error_naming_the_flag);
   tcase_add_test(tc, test_version_prints_the_project_version);
   tcase_add_test(tc, test_a_failed_write_of_the_output_is_a_failure);
+#ifdef NIMBLE_CLI_TEST_HAS_KEYS
+  tcase_add_test(tc, test_keys_generate_and_show_print_the_public_line_libsodium_derives);
+#endif
   suite_add_tcase(s, tc);
   tc = tcase_create("config");
   tcase_add_test(tc, test_config_shows_defaults_when_nothing_is_set);

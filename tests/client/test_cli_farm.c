@@ -308,6 +308,71 @@ static uint8_t *slurp(const char *path, size_t *n) {
   return buf;
 }
 
+/* The user's path for a signing farm: `nimble keys generate` makes the
+ * farm's key, the scheduler signs with it, and `nimble fetch` with the
+ * printed line as its trusted keys fetches; with another key's line it
+ * refuses (exit 1, naming the artifact and the key) and writes nothing;
+ * without keys it fetches with one warning line. */
+START_TEST(test_fetch_with_trusted_keys_takes_only_what_the_farm_signed) {
+  char key[512], other[512], keys[512], foreign[512];
+  snprintf(key, sizeof key, "%s/farm.key", cli_scratch_dir());
+  snprintf(other, sizeof other, "%s/other.key", cli_scratch_dir());
+  unlink(key);
+  unlink(other);
+  cli_result k = cli_run(ARGS("keys", "generate", key, "farm"), NULL);
+  ck_assert_msg(k.exit_code == 0, "%s", k.err);
+  char *keys_path = cli_write_file("trusted.keys", k.out);
+  snprintf(keys, sizeof keys, "%s", keys_path);
+  free(keys_path);
+  cli_result o = cli_run(ARGS("keys", "generate", other, "other"), NULL);
+  ck_assert_int_eq(o.exit_code, 0);
+  keys_path = cli_write_file("foreign.keys", o.out);
+  snprintf(foreign, sizeof foreign, "%s", keys_path);
+  free(keys_path);
+  char farm_pub[65];
+  snprintf(farm_pub, sizeof farm_pub, "%.64s", k.out + strlen("ed25519 "));
+
+  farm f;
+  farm_config cfg = {.token = "test-token\n", .signing_key = key};
+  farm_start(&f, &cfg);
+  farm_start_worker(&f, "w1", "x86", NULL);
+  char *model = model_file("signed.onnx", "model: signed\n");
+  cli_result r = run_on(&f, "test-token",
+                        ARGS("submit", model, "--targets=x86", "--name", "team/signed", "--timeout", "60"));
+  ck_assert_msg(r.exit_code == 0, "%s", r.err);
+  char manifest[72];
+  reference_of(&f, r.out, "team/signed", "x86", manifest);
+  cli_result_free(&r);
+
+  char dir[512];
+  snprintf(dir, sizeof dir, "%s/signed-parts", cli_scratch_dir());
+  r = run_on(&f, "test-token", ARGS("fetch", "team/signed", "--target=x86", "--trusted-keys", keys, "-o", dir));
+  ck_assert_msg(r.exit_code == 0, "exit %d: %s", r.exit_code, r.err);
+  ASSERT_CONTAINS(r.out, manifest);
+  ck_assert_msg(strstr(r.err, "not verified") == NULL, "%s", r.err);
+  cli_result_free(&r);
+
+  char dir2[512];
+  snprintf(dir2, sizeof dir2, "%s/foreign-parts", cli_scratch_dir());
+  r = run_on(&f, "test-token", ARGS("fetch", "team/signed", "--target=x86", "--trusted-keys", foreign, "-o", dir2));
+  ck_assert_int_eq(r.exit_code, 1);
+  ASSERT_CONTAINS(r.err, "team/signed:x86@");
+  ASSERT_CONTAINS(r.err, farm_pub);
+  ASSERT_CONTAINS(r.err, "not trusted");
+  ck_assert_msg(access(dir2, F_OK) != 0, "%s was written", dir2);
+  cli_result_free(&r);
+
+  r = run_on(&f, "test-token", ARGS("fetch", "team/signed", "--target=x86", "-o", dir2));
+  ck_assert_int_eq(r.exit_code, 0);
+  ASSERT_CONTAINS(r.err, "warning: team/signed:x86: the publisher of this artifact is not verified");
+  cli_result_free(&r);
+  free(model);
+  cli_result_free(&k);
+  cli_result_free(&o);
+  farm_stop(&f);
+}
+END_TEST
+
 START_TEST(test_fetch_writes_parts_whose_digests_match_the_manifest) {
   farm f;
   start(&f);
@@ -673,6 +738,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_submit_json_gives_job_state_model_and_a_reference_per_target);
   tcase_add_test(tc, test_submit_no_wait_prints_the_job_and_status_follows_it_to_done);
   tcase_add_test(tc, test_fetch_writes_parts_whose_digests_match_the_manifest);
+  tcase_add_test(tc, test_fetch_with_trusted_keys_takes_only_what_the_farm_signed);
   tcase_add_test(tc, test_an_unknown_target_is_a_usage_error_naming_it);
   tcase_add_test(tc, test_a_wrong_token_exits_7_saying_the_token_was_refused);
   tcase_add_test(tc, test_an_oversized_model_upload_is_refused_and_loses_nothing);

@@ -281,6 +281,10 @@ void farm_start(farm *f, const farm_config *cfg) {
     add_arg(f, &a, "%s/worker-keys", f->dir);
     write_text(f->sched_args[a - 1], cfg->worker_keys);
   }
+  if (cfg && cfg->signing_key) {
+    add_arg(f, &a, "--signing-key");
+    add_arg(f, &a, "%s", cfg->signing_key);
+  }
   f->nsched_args = a;
   farm_start_scheduler(f);
 }

@@ -56,6 +56,7 @@ typedef struct farm_config {
   const char *curve_secret; /* scheduler CURVE secret (Z85), with worker_keys */
   const char *worker_keys;  /* allowed worker public keys, one a line */
   const char *store_args;   /* extra nimble-store arguments ("--max-blob-size 64K"), or NULL */
+  const char *signing_key;  /* nimble-scheduler --signing-key FILE, or NULL: unsigned */
 } farm_config;
 
 /* Starts redis, the store and the scheduler in a fresh temporary dir. */

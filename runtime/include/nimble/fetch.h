@@ -11,14 +11,16 @@
  * tag resolves through the tag record of the last successful fetch, with a
  * warning, and a digest reference loads from the cache directly. A digest
  * mismatch anywhere is NIMBLE_DATA_LOSS naming the digest; nothing
- * unverified is ever loaded or cached.
+ * unverified is ever loaded or cached. With trusted keys (options.
+ * trusted_keys or $NIMBLE_TRUSTED_KEYS) the artifact's Ed25519 signature
+ * is checked too, before any blob is fetched (docs/fetch.md, "Trust").
  *
  *   nimble_fetch_options_t o;
  *   nimble_fetch_options_init(&o);
  *   nimble_executable *exe;
  *   NIMBLE_RETURN_IF_ERROR(nimble_fetch_artifact(&o, "http://store:5000/team/bert:x86", &exe));
  *
- * Dependencies: the runtime and libcurl (HTTP only). Built as the separate
+ * Dependencies: the runtime, libcurl (HTTP) and libsodium (signatures). Built as the separate
  * library nimble_fetch so the runtime proper stays free of libcurl.
  */
 #ifndef NIMBLE_FETCH_H
@@ -40,8 +42,10 @@ extern "C" {
 typedef struct nimble_fetch_reference_t {
   char *base_url; /* "http://127.0.0.1:5000" (scheme, host, port) */
   char *name;     /* repository name, "team/bert" */
-  char *tag;      /* "x86", or NULL for a digest reference */
-  char *digest;   /* "sha256:<64 hex>", or NULL for a tag reference */
+  char *tag;      /* "x86", or NULL for a digest-only reference */
+  char *digest;   /* "sha256:<64 hex>", or NULL for a tag reference; NAME:TAG@DIGEST
+                     sets both (the digest pins the bytes, the tag names what the
+                     signature must be for) */
 } nimble_fetch_reference_t;
 
 /* Parses `text` (borrowed). INVALID_ARGUMENT names what is wrong and the
@@ -83,6 +87,14 @@ typedef struct nimble_fetch_options_t {
   uint32_t load_flags;       /* passed to nimble_executable_load_parts (NO_KERNELS) */
   nimble_fetch_event_fn on_event; /* optional, called synchronously */
   void *event_user;
+  /* The publisher check (docs/fetch.md, "Trust"): a file of trusted
+   * public keys, one "ed25519 <hex> [comment]" per line. NULL:
+   * $NIMBLE_TRUSTED_KEYS; neither set: artifacts load unverified, with one
+   * warning event saying so. With keys, a tag reference loads only when its
+   * `<tag>.sig` signature object signs (repository, tag, manifest digest)
+   * under one of them, checked before any blob is fetched; anything else is
+   * PERMISSION_DENIED naming the reference and the key. */
+  const char *trusted_keys;
 } nimble_fetch_options_t;
 
 NIMBLE_API void nimble_fetch_options_init(nimble_fetch_options_t *options);
@@ -103,7 +115,9 @@ typedef struct nimble_fetch_stats_t {
  * NOT_FOUND / UNAUTHENTICATED / PERMISSION_DENIED (the store said so),
  * UNAVAILABLE (store unreachable and nothing usable cached), DATA_LOSS (a
  * digest mismatch, naming the digest), UNIMPLEMENTED (not a Nimble artifact
- * or a part this runtime cannot load). */
+ * or a part this runtime cannot load), PERMISSION_DENIED (trusted keys are
+ * set and the artifact is unsigned, signed by another key, or signed for
+ * another tag or manifest). */
 NIMBLE_API nimble_status_t nimble_fetch_artifact(const nimble_fetch_options_t *options, const char *reference,
                                                  nimble_executable **out);
 NIMBLE_API nimble_status_t nimble_fetch_artifact_stats(const nimble_fetch_options_t *options,

@@ -51,6 +51,10 @@ typedef struct nimble_scheduler_options_t {
   int quiet;                    /* no log lines on stderr */
   const char *metrics_address;  /* "HOST:PORT" (port 0: any) for /metrics and the
                                  * dashboard; NULL: no HTTP port */
+  const char *signing_key_file; /* optional: Ed25519 secret key (nimble keys generate);
+                                 * every (repository, tag, manifest) the farm publishes
+                                 * or tags is signed and a `<tag>.sig` signature object
+                                 * pushed beside it (docs/farm.md, "Signing") */
 } nimble_scheduler_options_t;
 
 /* Binds the sockets, connects to Redis and reloads queued and running tasks.

@@ -10,6 +10,7 @@
 #include "nimble/artifact_config.h"
 #include "nimble/digest.h"
 #include "nimble/manifest.h"
+#include "nimble/signature.h"
 #include "nimble/store_client.h"
 #include "nimble_test.h"
 
@@ -118,4 +119,54 @@ void fetch_push_artifact_edited(const char *addr, const char *repo, const char *
 void fetch_push_artifact(const char *addr, const char *repo, const char *tag,
                          const fetch_push_part *parts, size_t n, char digest_out[72]) {
   fetch_push_artifact_edited(addr, repo, tag, parts, n, NULL, NULL, digest_out);
+}
+
+void fetch_push_signature_object(const char *addr, const char *repo, const char *tag, const char *obj,
+                                 size_t on) {
+  nimble_store_client *c = client(addr);
+  char *man;
+  size_t mn;
+  nimble_digest_t d;
+  NIMBLE_ASSERT_OK(nimble_store_push_blob(c, repo, obj, on, &d));
+  char text[NIMBLE_DIGEST_STRING_LEN + 1], sigtag[160];
+  nimble_digest_format(&d, text);
+  NIMBLE_ASSERT_OK(nimble_signature_manifest(text, on, &man, &mn));
+  snprintf(sigtag, sizeof sigtag, "%s" NIMBLE_SIGNATURE_TAG_SUFFIX, tag);
+  NIMBLE_ASSERT_OK(nimble_store_push_manifest(c, repo, sigtag, man, mn, NIMBLE_MEDIA_TYPE_OCI_MANIFEST, NULL));
+  free(man);
+  nimble_store_client_destroy(c);
+}
+
+void fetch_push_signature(const char *addr, const char *repo, const char *tag, const char *key_path,
+                          const char *manifest_digest) {
+  nimble_sign_key_t k;
+  NIMBLE_ASSERT_OK(nimble_sign_key_load(key_path, &k));
+  nimble_store_client *c = client(addr);
+  char *obj, *man;
+  size_t on, mn;
+  NIMBLE_ASSERT_OK(nimble_signature_object(&k, repo, tag, manifest_digest, &obj, &on));
+  nimble_digest_t d;
+  NIMBLE_ASSERT_OK(nimble_store_push_blob(c, repo, obj, on, &d));
+  char text[NIMBLE_DIGEST_STRING_LEN + 1], sigtag[160];
+  nimble_digest_format(&d, text);
+  NIMBLE_ASSERT_OK(nimble_signature_manifest(text, on, &man, &mn));
+  snprintf(sigtag, sizeof sigtag, "%s" NIMBLE_SIGNATURE_TAG_SUFFIX, tag);
+  NIMBLE_ASSERT_OK(nimble_store_push_manifest(c, repo, sigtag, man, mn, NIMBLE_MEDIA_TYPE_OCI_MANIFEST, NULL));
+  free(obj);
+  free(man);
+  nimble_store_client_destroy(c);
+  nimble_sign_key_deinit(&k);
+}
+
+void fetch_copy_tag(const char *addr, const char *repo, const char *from, const char *to) {
+  nimble_store_client *c = client(addr);
+  uint8_t *bytes;
+  size_t n;
+  char *mt = NULL;
+  NIMBLE_ASSERT_OK(nimble_store_pull_manifest(c, repo, from, &bytes, &n, &mt, NULL));
+  NIMBLE_ASSERT_OK(nimble_store_push_manifest(c, repo, to, bytes, n, mt ? mt : NIMBLE_MEDIA_TYPE_OCI_MANIFEST,
+                                              NULL));
+  free(bytes);
+  free(mt);
+  nimble_store_client_destroy(c);
 }

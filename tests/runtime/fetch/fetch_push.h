@@ -34,6 +34,21 @@ void fetch_push_artifact_edited(const char *addr, const char *repo, const char *
  * "sha256:<hex>". */
 void fetch_reference_digest(const void *data, size_t size, char out[72]);
 
+/* Signs (repo, tag, manifest_digest) with the secret key file `key_path`
+ * and pushes the signature object as the scheduler does (protocol's
+ * nimble_signature_object, a layerless manifest tagged `<tag>.sig`). */
+void fetch_push_signature(const char *addr, const char *repo, const char *tag, const char *key_path,
+                          const char *manifest_digest);
+
+/* Pushes `obj` (n bytes, any content) as the signature object of `tag`:
+ * for forged and malformed objects. */
+void fetch_push_signature_object(const char *addr, const char *repo, const char *tag, const char *obj,
+                                 size_t n);
+
+/* Pulls the manifest `from` (a tag or digest) of repo and pushes its bytes
+ * unchanged under the tag `to`. */
+void fetch_copy_tag(const char *addr, const char *repo, const char *from, const char *to);
+
 /* protocol's layer media type names, to check the runtime's against. */
 extern const char *const fetch_protocol_metadata_type;
 extern const char *const fetch_protocol_bytecode_type;
