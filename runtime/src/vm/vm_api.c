@@ -52,7 +52,12 @@ nimble_status_t nimble_vm_create(nimble_executable *exe, const nimble_vm_options
   nimble_status_t s = nimble_device_get(kDLCPU, &cpu);
   if (!s) s = nimble_pool_create(cpu, vm->opts.memory_cap_bytes, &vm->cpu_pool);
   if (!s) s = nimble_thread_pool_create(vm->opts.num_threads, &vm->threads);
-  if (!s && exe->cuda_kernels) s = nimble_vm_cuda_init(vm, "this executable has CUDA kernels");
+  if (!s && exe->device_kernels.module) {
+    char why[64];
+    nimble_vm_device *d;
+    snprintf(why, sizeof why, "this executable has %s kernels", exe->device_kernels.dev->name);
+    s = nimble_vm_device_open(vm, exe->device_kernels.dev->type, why, &d);
+  }
   if (!s) {
     uint32_t n = exe->code.max_kernel_args ? exe->code.max_kernel_args : 1;
     vm->packed_args = calloc(n, sizeof *vm->packed_args);
@@ -84,7 +89,7 @@ void nimble_vm_destroy(nimble_vm *vm) {
   free(vm->frames);
   free(vm->packed_args);
   nimble_thread_pool_destroy(vm->threads);
-  nimble_vm_cuda_deinit(vm);
+  nimble_vm_device_deinit_all(vm);
   if (vm->cpu_pool) nimble_pool_release(vm->cpu_pool);
   pthread_mutex_destroy(&vm->error_mu);
   nimble_executable_release(vm->exe);
@@ -320,9 +325,9 @@ nimble_status_t nimble_vm_invoke(nimble_vm *vm, const char *entry) {
     s = nimble_vm_run(vm, vm->exe->meta.entry_functions[e], vm->inputs, info->num_inputs, &result);
   /* Device work still queued finishes (and reports its errors) within the
    * invoke that queued it. */
-  nimble_status_t cuda_status = nimble_vm_cuda_sync(vm);
-  if (!s) s = cuda_status;
-  else nimble_status_free(cuda_status);
+  nimble_status_t device_status = nimble_vm_device_sync_all(vm);
+  if (!s) s = device_status;
+  else nimble_status_free(device_status);
   if (!s) s = collect_outputs(vm, info, result);
   nimble_object_release(result);
   /* Inputs are used once: the caller's buffers are not held past the call. */
@@ -379,7 +384,8 @@ nimble_status_t nimble_vm_take_output(nimble_vm *vm, uint32_t index, DLManagedTe
 nimble_status_t nimble_vm_memory_stats(const nimble_vm *vm, DLDeviceType device_type,
                                        nimble_memory_stats_t *out) {
   if (!out) return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "memory_stats: NULL out");
-  nimble_pool *pool = device_type == kDLCPU ? vm->cpu_pool : device_type == kDLCUDA ? vm->cuda_pool : NULL;
+  nimble_vm_device *d = device_type == kDLCPU ? NULL : nimble_vm_device_find(vm, device_type);
+  nimble_pool *pool = device_type == kDLCPU ? vm->cpu_pool : d ? d->pool : NULL;
   if (!pool)
     return nimble_status_make(NIMBLE_NOT_FOUND, "the VM has no %s pool", nimble_device_name(device_type));
   nimble_pool_stats(pool, out);
@@ -388,7 +394,7 @@ nimble_status_t nimble_vm_memory_stats(const nimble_vm *vm, DLDeviceType device_
 
 void nimble_vm_trim_memory(nimble_vm *vm) {
   nimble_pool_trim(vm->cpu_pool);
-  if (vm->cuda_pool) nimble_pool_trim(vm->cuda_pool);
+  for (uint32_t i = 0; i < vm->num_devices; i++) nimble_pool_trim(vm->devices[i].pool);
 }
 
 /* ---- ADT inputs ------------------------------------------------------------
