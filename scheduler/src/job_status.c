@@ -96,6 +96,6 @@ nimble_status_t sched_job_status(nimble_scheduler *s, const char *job, json_t **
   else if (n_failed && (size_t)(n_done + n_failed + n_cancelled) == n) state = "failed";
   else if (n_running || n_done || n_failed) state = "running";
   *out_body = json_pack("{s:s,s:s,s:o}", "job", job, "state", state, "tasks", tasks);
-  if (!*out_body) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+  if (!*out_body) return NIMBLE_OOM();
   return nimble_ok();
 }

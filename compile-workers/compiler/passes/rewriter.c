@@ -8,10 +8,6 @@
 
 #include "passes/pass_internal.h"
 
-nimble_status_t pass_oom(void) {
-  return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory in a pass");
-}
-
 const nimble_expr *pass_call_with_args(nimble_arena *a, const nimble_expr *e, const nimble_expr *callee,
                                        const nimble_expr *const *args) {
   return nimble_ir_call(a, callee, e->u.call.num_args, args, &e->u.call.attrs, &e->loc);
@@ -83,10 +79,10 @@ nimble_status_t pass_chain_push(pass_chain *c, const nimble_expr *var, const nim
   if (c->n == c->cap) {
     size_t ncap = c->cap ? c->cap * 2 : 16;
     const nimble_expr **v = realloc(c->vars, ncap * sizeof *v);
-    if (!v) return pass_oom();
+    if (!v) return NIMBLE_OOM();
     c->vars = v;
     const nimble_expr **x = realloc(c->values, ncap * sizeof *x);
-    if (!x) return pass_oom();
+    if (!x) return NIMBLE_OOM();
     c->values = x;
     c->cap = ncap;
   }
@@ -154,7 +150,7 @@ static nimble_status_t rewrite_chain(pass_rewriter *rw, const nimble_expr *e, co
       *out = e;
     } else {
       *out = pass_chain_build(rw->arena, &c, tail);
-      if (!*out) st = pass_oom();
+      if (!*out) st = NIMBLE_OOM();
     }
   }
   pass_chain_free(&c);
@@ -179,7 +175,7 @@ static nimble_status_t rewrite_inner(pass_rewriter *rw, const nimble_expr *e, co
     case NIMBLE_EXPR_CALL: {
       size_t n = e->u.call.num_args;
       const nimble_expr **args = n ? calloc(n, sizeof *args) : NULL;
-      if (n && !args) return pass_oom();
+      if (n && !args) return NIMBLE_OOM();
       const nimble_expr *callee;
       nimble_status_t st = rewrite(rw, e->u.call.callee, &callee);
       bool changed = callee != e->u.call.callee;
@@ -189,7 +185,7 @@ static nimble_status_t rewrite_inner(pass_rewriter *rw, const nimble_expr *e, co
       }
       if (!st && changed) {
         *out = pass_call_with_args(a, e, callee, args);
-        if (!*out) st = pass_oom();
+        if (!*out) st = NIMBLE_OOM();
       }
       free(args);
       return st;
@@ -201,14 +197,14 @@ static nimble_status_t rewrite_inner(pass_rewriter *rw, const nimble_expr *e, co
       NIMBLE_RETURN_IF_ERROR(rewrite_scoped(rw, e->u.if_.else_branch, &f));
       if (c != e->u.if_.cond || t != e->u.if_.then_branch || f != e->u.if_.else_branch) {
         *out = nimble_ir_if(a, c, t, f, &e->loc);
-        if (!*out) return pass_oom();
+        if (!*out) return NIMBLE_OOM();
       }
       return nimble_ok();
     }
     case NIMBLE_EXPR_TUPLE: {
       size_t n = e->u.tuple.count;
       const nimble_expr **fs = n ? calloc(n, sizeof *fs) : NULL;
-      if (n && !fs) return pass_oom();
+      if (n && !fs) return NIMBLE_OOM();
       nimble_status_t st = nimble_ok();
       bool changed = false;
       for (size_t i = 0; !st && i < n; i++) {
@@ -217,7 +213,7 @@ static nimble_status_t rewrite_inner(pass_rewriter *rw, const nimble_expr *e, co
       }
       if (!st && changed) {
         *out = nimble_ir_tuple(a, n, fs, &e->loc);
-        if (!*out) st = pass_oom();
+        if (!*out) st = NIMBLE_OOM();
       }
       free(fs);
       return st;
@@ -227,7 +223,7 @@ static nimble_status_t rewrite_inner(pass_rewriter *rw, const nimble_expr *e, co
       NIMBLE_RETURN_IF_ERROR(rewrite(rw, e->u.proj.tuple, &t));
       if (t != e->u.proj.tuple) {
         *out = nimble_ir_proj(a, t, e->u.proj.index, &e->loc);
-        if (!*out) return pass_oom();
+        if (!*out) return NIMBLE_OOM();
       }
       return nimble_ok();
     }
@@ -237,7 +233,7 @@ static nimble_status_t rewrite_inner(pass_rewriter *rw, const nimble_expr *e, co
       if (b != e->u.func.body) {
         *out = nimble_ir_func(a, e->u.func.num_type_params, e->u.func.type_params,
                               e->u.func.num_params, e->u.func.params, e->u.func.ret, b, &e->loc);
-        if (!*out) return pass_oom();
+        if (!*out) return NIMBLE_OOM();
       }
       return nimble_ok();
     }
@@ -246,7 +242,7 @@ static nimble_status_t rewrite_inner(pass_rewriter *rw, const nimble_expr *e, co
       NIMBLE_RETURN_IF_ERROR(rewrite(rw, e->u.match.scrutinee, &s));
       size_t n = e->u.match.num_clauses;
       nimble_match_clause_t *cs = calloc(n ? n : 1, sizeof *cs);
-      if (!cs) return pass_oom();
+      if (!cs) return NIMBLE_OOM();
       nimble_status_t st = nimble_ok();
       bool changed = s != e->u.match.scrutinee;
       for (size_t i = 0; !st && i < n; i++) {
@@ -256,7 +252,7 @@ static nimble_status_t rewrite_inner(pass_rewriter *rw, const nimble_expr *e, co
       }
       if (!st && changed) {
         *out = nimble_ir_match(a, s, n, cs, &e->loc);
-        if (!*out) st = pass_oom();
+        if (!*out) st = NIMBLE_OOM();
       }
       free(cs);
       return st;
@@ -277,18 +273,18 @@ nimble_status_t pass_rewrite(pass_rewriter *rw, const nimble_expr *e, const nimb
   return rewrite(rw, e, out);
 }
 
-nimble_status_t pass_rewrite_module(pass_rewriter *rw, nimble_module *m, const char *pass_name) {
+nimble_status_t pass_rewrite_module(pass_rewriter *rw, nimble_module *m) {
   for (size_t i = 0; i < nimble_module_num_funcs(m); i++) {
     const nimble_global_func_t *g = nimble_module_func_at(m, i);
     const nimble_expr *f = g->func;
     const nimble_expr *body;
     nimble_status_t st = rewrite_scoped(rw, f->u.func.body, &body);
-    if (st) return nimble_status_annotate(st, "%s: in @%s", pass_name, g->name);
+    if (st) return nimble_status_annotate(st, "in @%s", g->name);
     if (body == f->u.func.body) continue;
     const nimble_expr *nf = nimble_ir_func(rw->arena, f->u.func.num_type_params, f->u.func.type_params,
                                            f->u.func.num_params, f->u.func.params, f->u.func.ret, body,
                                            &f->loc);
-    if (!nf) return pass_oom();
+    if (!nf) return NIMBLE_OOM();
     NIMBLE_RETURN_IF_ERROR(nimble_module_replace_func(m, g->name, nf));
   }
   return nimble_ok();
@@ -317,7 +313,7 @@ nimble_status_t pass_map_children(nimble_arena *a, const nimble_expr *e, pass_ch
     case NIMBLE_EXPR_CALL: {
       size_t n = e->u.call.num_args;
       const nimble_expr **args = calloc(n ? n : 1, sizeof *args);
-      if (!args) return pass_oom();
+      if (!args) return NIMBLE_OOM();
       bool changed = false;
       nimble_status_t st = nimble_ok();
       const nimble_expr *callee = e->u.call.callee;
@@ -328,7 +324,7 @@ nimble_status_t pass_map_children(nimble_arena *a, const nimble_expr *e, pass_ch
       }
       if (!st && (changed || callee != e->u.call.callee)) {
         *out = pass_call_with_args(a, e, callee, args);
-        if (!*out) st = pass_oom();
+        if (!*out) st = NIMBLE_OOM();
       }
       free(args);
       return st;
@@ -340,14 +336,14 @@ nimble_status_t pass_map_children(nimble_arena *a, const nimble_expr *e, pass_ch
       NIMBLE_RETURN_IF_ERROR(fn(user, e->u.if_.else_branch, &f));
       if (c != e->u.if_.cond || t != e->u.if_.then_branch || f != e->u.if_.else_branch) {
         *out = nimble_ir_if(a, c, t, f, &e->loc);
-        if (!*out) return pass_oom();
+        if (!*out) return NIMBLE_OOM();
       }
       return nimble_ok();
     }
     case NIMBLE_EXPR_TUPLE: {
       size_t n = e->u.tuple.count;
       const nimble_expr **fs = calloc(n ? n : 1, sizeof *fs);
-      if (!fs) return pass_oom();
+      if (!fs) return NIMBLE_OOM();
       bool changed = false;
       nimble_status_t st = nimble_ok();
       for (size_t i = 0; !st && i < n; i++) {
@@ -356,7 +352,7 @@ nimble_status_t pass_map_children(nimble_arena *a, const nimble_expr *e, pass_ch
       }
       if (!st && changed) {
         *out = nimble_ir_tuple(a, n, fs, &e->loc);
-        if (!*out) st = pass_oom();
+        if (!*out) st = NIMBLE_OOM();
       }
       free(fs);
       return st;
@@ -366,7 +362,7 @@ nimble_status_t pass_map_children(nimble_arena *a, const nimble_expr *e, pass_ch
       NIMBLE_RETURN_IF_ERROR(fn(user, e->u.proj.tuple, &t));
       if (t != e->u.proj.tuple) {
         *out = nimble_ir_proj(a, t, e->u.proj.index, &e->loc);
-        if (!*out) return pass_oom();
+        if (!*out) return NIMBLE_OOM();
       }
       return nimble_ok();
     }
@@ -376,14 +372,14 @@ nimble_status_t pass_map_children(nimble_arena *a, const nimble_expr *e, pass_ch
       if (b != e->u.func.body) {
         *out = nimble_ir_func(a, e->u.func.num_type_params, e->u.func.type_params,
                               e->u.func.num_params, e->u.func.params, e->u.func.ret, b, &e->loc);
-        if (!*out) return pass_oom();
+        if (!*out) return NIMBLE_OOM();
       }
       return nimble_ok();
     }
     case NIMBLE_EXPR_MATCH: {
       size_t n = e->u.match.num_clauses;
       nimble_match_clause_t *cs = calloc(n ? n : 1, sizeof *cs);
-      if (!cs) return pass_oom();
+      if (!cs) return NIMBLE_OOM();
       bool changed = false;
       const nimble_expr *s = e->u.match.scrutinee;
       nimble_status_t st = fn(user, e->u.match.scrutinee, &s);
@@ -394,7 +390,7 @@ nimble_status_t pass_map_children(nimble_arena *a, const nimble_expr *e, pass_ch
       }
       if (!st && (changed || s != e->u.match.scrutinee)) {
         *out = nimble_ir_match(a, s, n, cs, &e->loc);
-        if (!*out) st = pass_oom();
+        if (!*out) st = NIMBLE_OOM();
       }
       free(cs);
       return st;

@@ -114,7 +114,7 @@ static nimble_status_t load_from_views(const part_view *parts, uint32_t flags, v
   nimble_executable *exe = calloc(1, sizeof *exe);
   if (!exe) {
     if (mapping) munmap(mapping, mapping_size);
-    return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+    return NIMBLE_OOM();
   }
   atomic_init(&exe->refs, 1);
   exe->format_version = format_version;

@@ -58,7 +58,7 @@ struct nimble_vm {
   /* A kernel's message (env->set_error); tasks of a parallel loop may set
    * it concurrently. */
   pthread_mutex_t error_mu;
-  char kernel_error[512];
+  char *kernel_error; /* owned; NULL when none, or when it could not be copied */
   int has_kernel_error;
 
   /* Register stack: frames are windows into one array. */

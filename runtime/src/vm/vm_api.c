@@ -91,6 +91,7 @@ void nimble_vm_destroy(nimble_vm *vm) {
   nimble_thread_pool_destroy(vm->threads);
   nimble_vm_device_deinit_all(vm);
   if (vm->cpu_pool) nimble_pool_release(vm->cpu_pool);
+  free(vm->kernel_error);
   pthread_mutex_destroy(&vm->error_mu);
   nimble_executable_release(vm->exe);
   free(vm);

@@ -18,17 +18,14 @@
 static nimble_status_t rt_error(const nimble_vm *vm, nimble_status_code_t code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+static nimble_status_t rt_wrap(const nimble_vm *vm, nimble_status_t s);
+
 static nimble_status_t rt_error(const nimble_vm *vm, nimble_status_code_t code, const char *fmt, ...) {
-  char msg[768];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
+  nimble_status_t s = nimble_status_makev(code, fmt, ap);
   va_end(ap);
-  if (vm->depth == 0) return nimble_status_make(code, "%s", msg);
-  const nimble_frame_t *f = &vm->frames[vm->depth - 1];
-  const nimble_function_t *fn = &vm->exe->code.functions[f->func];
-  return nimble_status_make(code, "function '%s' pc %u (%s): %s", fn->name, f->pc,
-                            nimble_opcode_name(fn->instructions[f->pc].op), msg);
+  return rt_wrap(vm, s);
 }
 
 /* Adds the current function and pc to a status from elsewhere. */
@@ -242,7 +239,11 @@ static nimble_status_t invoke_packed(nimble_vm *vm, nimble_object **R, const int
     pthread_mutex_lock(&vm->error_mu);
     nimble_status_t s = rt_error(vm, NIMBLE_INTERNAL, "kernel '%s' failed with code %d%s%s",
                                  k->symbol, rc, vm->has_kernel_error ? ": " : "",
-                                 vm->has_kernel_error ? vm->kernel_error : "");
+                                 !vm->has_kernel_error ? ""
+                                 : vm->kernel_error ? vm->kernel_error
+                                                    : "(out of memory copying its message)");
+    free(vm->kernel_error);
+    vm->kernel_error = NULL;
     pthread_mutex_unlock(&vm->error_mu);
     return s;
   }

@@ -99,7 +99,6 @@ extern const imp_converter imp_converters_math[];
 extern const size_t imp_converters_math_count;
 
 /* ---- helpers (import.c) ---- */
-nimble_status_t imp_oom(void);
 /* An error naming nothing more (the driver prefixes the node). */
 nimble_status_t imp_err(nimble_status_code_t code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

@@ -6,14 +6,13 @@
 
 #include "import_internal.h"
 
-#define RET NIMBLE_RETURN_IF_ERROR
 
 static nimble_status_t get_int(const nimble_onnx_node *n, const char *name, int64_t dflt, int64_t *out) {
   return nimble_onnx_node_get_int(n, name, dflt, out);
 }
 static nimble_status_t get_float(const nimble_onnx_node *n, const char *name, float dflt, double *out) {
   float f;
-  RET(nimble_onnx_node_get_float(n, name, dflt, &f));
+  NIMBLE_RETURN_IF_ERROR(nimble_onnx_node_get_float(n, name, dflt, &f));
   *out = f;
   return nimble_ok();
 }
@@ -22,8 +21,8 @@ static nimble_status_t get_float(const nimble_onnx_node *n, const char *name, fl
 static nimble_status_t simple(imp_ctx *c, const nimble_onnx_node *n, const char *op, size_t nin,
                               const nimble_named_attr_t *attrs, size_t nattrs) {
   imp_val *args[8], *r;
-  for (size_t i = 0; i < nin; i++) RET(imp_input_req(c, n, i, &args[i]));
-  RET(imp_emit(c, op, nin, args, attrs, nattrs, &r));
+  for (size_t i = 0; i < nin; i++) NIMBLE_RETURN_IF_ERROR(imp_input_req(c, n, i, &args[i]));
+  NIMBLE_RETURN_IF_ERROR(imp_emit(c, op, nin, args, attrs, nattrs, &r));
   return imp_define(c, n, 0, r);
 }
 
@@ -74,8 +73,8 @@ static nimble_status_t cv_where(imp_ctx *c, const nimble_onnx_node *n) { return 
  * and keep symbolic dims where one side is 0 or 1. */
 static nimble_status_t arith(imp_ctx *c, const nimble_onnx_node *n, const char *op, int kind) {
   imp_val *a, *b;
-  RET(imp_input_req(c, n, 0, &a));
-  RET(imp_input_req(c, n, 1, &b));
+  NIMBLE_RETURN_IF_ERROR(imp_input_req(c, n, 0, &a));
+  NIMBLE_RETURN_IF_ERROR(imp_input_req(c, n, 1, &b));
   if (a->known && b->known && nimble_dtype_is_int(a->sig.dtype) && a->sig.dtype == b->sig.dtype &&
       (a->nknown == b->nknown || a->nknown == 1 || b->nknown == 1) && a->sig.rank <= 1 && b->sig.rank <= 1) {
     size_t cnt = a->nknown > b->nknown ? a->nknown : b->nknown;
@@ -110,21 +109,21 @@ static nimble_status_t arith(imp_ctx *c, const nimble_onnx_node *n, const char *
     if (ok && all_const) {
       imp_val *r;
       bool scalar = a->sig.rank == 0 && b->sig.rank == 0;
-      if (a->sig.dtype == NIMBLE_DTYPE_INT64) RET(imp_const_i64(c, cnt, vals, scalar, &r));
+      if (a->sig.dtype == NIMBLE_DTYPE_INT64) NIMBLE_RETURN_IF_ERROR(imp_const_i64(c, cnt, vals, scalar, &r));
       else {
         int32_t v32[IMP_MAX_KNOWN];
         for (size_t i = 0; i < cnt; i++) v32[i] = (int32_t)vals[i];
         int64_t d = (int64_t)cnt;
         if (a->sig.dtype != NIMBLE_DTYPE_INT32) goto emit;
-        RET(imp_const(c, NIMBLE_DTYPE_INT32, scalar ? 0 : 1, &d, v32, &r));
+        NIMBLE_RETURN_IF_ERROR(imp_const(c, NIMBLE_DTYPE_INT32, scalar ? 0 : 1, &d, v32, &r));
       }
       return imp_define(c, n, 0, r);
     }
     if (ok) {
       imp_val *r;
-      RET(emit2(c, op, a, b, &r));
+      NIMBLE_RETURN_IF_ERROR(emit2(c, op, a, b, &r));
       nimble_dim_t *k = nimble_arena_calloc(c->arena, cnt, sizeof *k);
-      if (!k) return imp_oom();
+      if (!k) return NIMBLE_OOM_IN("importing");
       memcpy(k, res, cnt * sizeof *k);
       r->known = k;
       r->nknown = cnt;
@@ -133,7 +132,7 @@ static nimble_status_t arith(imp_ctx *c, const nimble_onnx_node *n, const char *
   }
 emit:;
   imp_val *r;
-  RET(emit2(c, op, a, b, &r));
+  NIMBLE_RETURN_IF_ERROR(emit2(c, op, a, b, &r));
   return imp_define(c, n, 0, r);
 }
 static nimble_status_t cv_add(imp_ctx *c, const nimble_onnx_node *n) { return arith(c, n, "add", 0); }
@@ -145,24 +144,24 @@ static nimble_status_t cv_div(imp_ctx *c, const nimble_onnx_node *n) {
 
 static nimble_status_t cv_mod(imp_ctx *c, const nimble_onnx_node *n) {
   int64_t fmod_;
-  RET(get_int(n, "fmod", 0, &fmod_));
+  NIMBLE_RETURN_IF_ERROR(get_int(n, "fmod", 0, &fmod_));
   imp_val *a, *b;
-  RET(imp_input_req(c, n, 0, &a));
-  RET(imp_input_req(c, n, 1, &b));
+  NIMBLE_RETURN_IF_ERROR(imp_input_req(c, n, 0, &a));
+  NIMBLE_RETURN_IF_ERROR(imp_input_req(c, n, 1, &b));
   if (!fmod_ && nimble_dtype_is_float(a->sig.dtype))
     return imp_err(NIMBLE_INVALID_ARGUMENT, "Mod with fmod=0 needs integer inputs");
   if (!fmod_) return simple(c, n, "mod", 2, NULL, 0);
   /* fmod=1 is C's fmod: the dividend's sign. With |a| and |b| both
    * conventions agree, so fmod(a, b) = +-mod(|a|, |b|) by the sign of a. */
   imp_val *aa, *ab, *m, *neg, *zero, *is_neg, *r;
-  RET(emit1(c, "abs", a, &aa));
-  RET(emit1(c, "abs", b, &ab));
-  RET(emit2(c, "mod", aa, ab, &m));
-  RET(emit1(c, "negative", m, &neg));
-  RET(scalar_like(c, a, 0, &zero));
-  RET(emit2(c, "less", a, zero, &is_neg));
+  NIMBLE_RETURN_IF_ERROR(emit1(c, "abs", a, &aa));
+  NIMBLE_RETURN_IF_ERROR(emit1(c, "abs", b, &ab));
+  NIMBLE_RETURN_IF_ERROR(emit2(c, "mod", aa, ab, &m));
+  NIMBLE_RETURN_IF_ERROR(emit1(c, "negative", m, &neg));
+  NIMBLE_RETURN_IF_ERROR(scalar_like(c, a, 0, &zero));
+  NIMBLE_RETURN_IF_ERROR(emit2(c, "less", a, zero, &is_neg));
   imp_val *args[3] = {is_neg, neg, m};
-  RET(imp_emit(c, "where", 3, args, NULL, 0, &r));
+  NIMBLE_RETURN_IF_ERROR(imp_emit(c, "where", 3, args, NULL, 0, &r));
   return imp_define(c, n, 0, r);
 }
 
@@ -171,18 +170,18 @@ static nimble_status_t variadic(imp_ctx *c, const nimble_onnx_node *n, const cha
   size_t count = 0;
   for (size_t i = 0; i < n->n_inputs; i++) {
     imp_val *v;
-    RET(imp_input(c, n, i, &v));
+    NIMBLE_RETURN_IF_ERROR(imp_input(c, n, i, &v));
     if (!v) continue;
     count++;
     if (!acc) acc = v;
-    else RET(emit2(c, op, acc, v, &acc));
+    else NIMBLE_RETURN_IF_ERROR(emit2(c, op, acc, v, &acc));
   }
   if (!acc) return imp_err(NIMBLE_INVALID_ARGUMENT, "needs at least one input");
-  if (count == 1) RET(emit1(c, "copy", acc, &acc));
+  if (count == 1) NIMBLE_RETURN_IF_ERROR(emit1(c, "copy", acc, &acc));
   if (mean) {
     imp_val *k;
-    RET(scalar_like(c, acc, (double)count, &k));
-    RET(emit2(c, "divide", acc, k, &acc));
+    NIMBLE_RETURN_IF_ERROR(scalar_like(c, acc, (double)count, &k));
+    NIMBLE_RETURN_IF_ERROR(emit2(c, "divide", acc, k, &acc));
   }
   return imp_define(c, n, 0, acc);
 }
@@ -194,7 +193,7 @@ static nimble_status_t cv_mean(imp_ctx *c, const nimble_onnx_node *n) { return v
 /* Neg folds tracked integer elements (shape arithmetic). */
 static nimble_status_t cv_neg(imp_ctx *c, const nimble_onnx_node *n) {
   imp_val *x, *r;
-  RET(imp_input_req(c, n, 0, &x));
+  NIMBLE_RETURN_IF_ERROR(imp_input_req(c, n, 0, &x));
   int64_t v[IMP_MAX_KNOWN];
   size_t cnt;
   if (x->known && nimble_dtype_is_int(x->sig.dtype) && x->sig.dtype == NIMBLE_DTYPE_INT64 && x->sig.rank <= 1 &&
@@ -205,34 +204,34 @@ static nimble_status_t cv_neg(imp_ctx *c, const nimble_onnx_node *n) {
       else v[i] = -v[i];
     }
     if (ok) {
-      RET(imp_const_i64(c, cnt, v, x->sig.rank == 0, &r));
+      NIMBLE_RETURN_IF_ERROR(imp_const_i64(c, cnt, v, x->sig.rank == 0, &r));
       return imp_define(c, n, 0, r);
     }
   }
-  RET(emit1(c, "negative", x, &r));
+  NIMBLE_RETURN_IF_ERROR(emit1(c, "negative", x, &r));
   return imp_define(c, n, 0, r);
 }
 
 static nimble_status_t cv_reciprocal(imp_ctx *c, const nimble_onnx_node *n) {
   imp_val *x, *one, *r;
-  RET(imp_input_req(c, n, 0, &x));
-  RET(scalar_like(c, x, 1.0, &one));
-  RET(emit2(c, "divide", one, x, &r));
+  NIMBLE_RETURN_IF_ERROR(imp_input_req(c, n, 0, &x));
+  NIMBLE_RETURN_IF_ERROR(scalar_like(c, x, 1.0, &one));
+  NIMBLE_RETURN_IF_ERROR(emit2(c, "divide", one, x, &r));
   return imp_define(c, n, 0, r);
 }
 
 static nimble_status_t cv_tan(imp_ctx *c, const nimble_onnx_node *n) {
   imp_val *x, *s, *co, *r;
-  RET(imp_input_req(c, n, 0, &x));
-  RET(emit1(c, "sin", x, &s));
-  RET(emit1(c, "cos", x, &co));
-  RET(emit2(c, "divide", s, co, &r));
+  NIMBLE_RETURN_IF_ERROR(imp_input_req(c, n, 0, &x));
+  NIMBLE_RETURN_IF_ERROR(emit1(c, "sin", x, &s));
+  NIMBLE_RETURN_IF_ERROR(emit1(c, "cos", x, &co));
+  NIMBLE_RETURN_IF_ERROR(emit2(c, "divide", s, co, &r));
   return imp_define(c, n, 0, r);
 }
 
 static nimble_status_t cv_leaky_relu(imp_ctx *c, const nimble_onnx_node *n) {
   double alpha;
-  RET(get_float(n, "alpha", 0.01f, &alpha));
+  NIMBLE_RETURN_IF_ERROR(get_float(n, "alpha", 0.01f, &alpha));
   nimble_named_attr_t a = imp_attr_float("alpha", alpha);
   return simple(c, n, "leaky_relu", 1, &a, 1);
 }
@@ -240,125 +239,125 @@ static nimble_status_t cv_leaky_relu(imp_ctx *c, const nimble_onnx_node *n) {
 /* where(x > 0, x, alpha * (exp(x) - 1)), scaled by gamma for Selu. */
 static nimble_status_t elu_like(imp_ctx *c, const nimble_onnx_node *n, double alpha, double gamma) {
   imp_val *x, *zero, *one, *al, *pos, *e, *em1, *neg, *r;
-  RET(imp_input_req(c, n, 0, &x));
-  RET(scalar_like(c, x, 0, &zero));
-  RET(scalar_like(c, x, 1, &one));
-  RET(scalar_like(c, x, alpha, &al));
-  RET(emit2(c, "greater", x, zero, &pos));
-  RET(emit1(c, "exp", x, &e));
-  RET(emit2(c, "subtract", e, one, &em1));
-  RET(emit2(c, "multiply", al, em1, &neg));
+  NIMBLE_RETURN_IF_ERROR(imp_input_req(c, n, 0, &x));
+  NIMBLE_RETURN_IF_ERROR(scalar_like(c, x, 0, &zero));
+  NIMBLE_RETURN_IF_ERROR(scalar_like(c, x, 1, &one));
+  NIMBLE_RETURN_IF_ERROR(scalar_like(c, x, alpha, &al));
+  NIMBLE_RETURN_IF_ERROR(emit2(c, "greater", x, zero, &pos));
+  NIMBLE_RETURN_IF_ERROR(emit1(c, "exp", x, &e));
+  NIMBLE_RETURN_IF_ERROR(emit2(c, "subtract", e, one, &em1));
+  NIMBLE_RETURN_IF_ERROR(emit2(c, "multiply", al, em1, &neg));
   imp_val *args[3] = {pos, x, neg};
-  RET(imp_emit(c, "where", 3, args, NULL, 0, &r));
+  NIMBLE_RETURN_IF_ERROR(imp_emit(c, "where", 3, args, NULL, 0, &r));
   if (gamma != 1.0) {
     imp_val *g;
-    RET(scalar_like(c, x, gamma, &g));
-    RET(emit2(c, "multiply", g, r, &r));
+    NIMBLE_RETURN_IF_ERROR(scalar_like(c, x, gamma, &g));
+    NIMBLE_RETURN_IF_ERROR(emit2(c, "multiply", g, r, &r));
   }
   return imp_define(c, n, 0, r);
 }
 static nimble_status_t cv_elu(imp_ctx *c, const nimble_onnx_node *n) {
   double alpha;
-  RET(get_float(n, "alpha", 1.0f, &alpha));
+  NIMBLE_RETURN_IF_ERROR(get_float(n, "alpha", 1.0f, &alpha));
   return elu_like(c, n, alpha, 1.0);
 }
 static nimble_status_t cv_selu(imp_ctx *c, const nimble_onnx_node *n) {
   double alpha, gamma;
-  RET(get_float(n, "alpha", 1.67326319217681884765625f, &alpha));
-  RET(get_float(n, "gamma", 1.05070102214813232421875f, &gamma));
+  NIMBLE_RETURN_IF_ERROR(get_float(n, "alpha", 1.67326319217681884765625f, &alpha));
+  NIMBLE_RETURN_IF_ERROR(get_float(n, "gamma", 1.05070102214813232421875f, &gamma));
   return elu_like(c, n, alpha, gamma);
 }
 
 static nimble_status_t hard_sigmoid(imp_ctx *c, imp_val *x, double alpha, double beta, imp_val **out) {
   imp_val *a, *b, *t;
-  RET(scalar_like(c, x, alpha, &a));
-  RET(scalar_like(c, x, beta, &b));
-  RET(emit2(c, "multiply", x, a, &t));
-  RET(emit2(c, "add", t, b, &t));
+  NIMBLE_RETURN_IF_ERROR(scalar_like(c, x, alpha, &a));
+  NIMBLE_RETURN_IF_ERROR(scalar_like(c, x, beta, &b));
+  NIMBLE_RETURN_IF_ERROR(emit2(c, "multiply", x, a, &t));
+  NIMBLE_RETURN_IF_ERROR(emit2(c, "add", t, b, &t));
   nimble_named_attr_t at[2] = {imp_attr_float("min", 0.0), imp_attr_float("max", 1.0)};
   return imp_emit(c, "clip", 1, &t, at, 2, out);
 }
 static nimble_status_t cv_hard_sigmoid(imp_ctx *c, const nimble_onnx_node *n) {
   double alpha, beta;
   imp_val *x, *r;
-  RET(get_float(n, "alpha", 0.2f, &alpha));
-  RET(get_float(n, "beta", 0.5f, &beta));
-  RET(imp_input_req(c, n, 0, &x));
-  RET(hard_sigmoid(c, x, alpha, beta, &r));
+  NIMBLE_RETURN_IF_ERROR(get_float(n, "alpha", 0.2f, &alpha));
+  NIMBLE_RETURN_IF_ERROR(get_float(n, "beta", 0.5f, &beta));
+  NIMBLE_RETURN_IF_ERROR(imp_input_req(c, n, 0, &x));
+  NIMBLE_RETURN_IF_ERROR(hard_sigmoid(c, x, alpha, beta, &r));
   return imp_define(c, n, 0, r);
 }
 static nimble_status_t cv_hard_swish(imp_ctx *c, const nimble_onnx_node *n) {
   imp_val *x, *h, *r;
-  RET(imp_input_req(c, n, 0, &x));
-  RET(hard_sigmoid(c, x, 1.0 / 6.0, 0.5, &h));
-  RET(emit2(c, "multiply", x, h, &r));
+  NIMBLE_RETURN_IF_ERROR(imp_input_req(c, n, 0, &x));
+  NIMBLE_RETURN_IF_ERROR(hard_sigmoid(c, x, 1.0 / 6.0, 0.5, &h));
+  NIMBLE_RETURN_IF_ERROR(emit2(c, "multiply", x, h, &r));
   return imp_define(c, n, 0, r);
 }
 static nimble_status_t softplus(imp_ctx *c, imp_val *x, imp_val **out) {
   imp_val *e, *one;
-  RET(emit1(c, "exp", x, &e));
-  RET(scalar_like(c, x, 1, &one));
-  RET(emit2(c, "add", e, one, &e));
+  NIMBLE_RETURN_IF_ERROR(emit1(c, "exp", x, &e));
+  NIMBLE_RETURN_IF_ERROR(scalar_like(c, x, 1, &one));
+  NIMBLE_RETURN_IF_ERROR(emit2(c, "add", e, one, &e));
   return emit1(c, "log", e, out);
 }
 static nimble_status_t cv_softplus(imp_ctx *c, const nimble_onnx_node *n) {
   imp_val *x, *r;
-  RET(imp_input_req(c, n, 0, &x));
-  RET(softplus(c, x, &r));
+  NIMBLE_RETURN_IF_ERROR(imp_input_req(c, n, 0, &x));
+  NIMBLE_RETURN_IF_ERROR(softplus(c, x, &r));
   return imp_define(c, n, 0, r);
 }
 static nimble_status_t cv_mish(imp_ctx *c, const nimble_onnx_node *n) {
   imp_val *x, *r;
-  RET(imp_input_req(c, n, 0, &x));
-  RET(softplus(c, x, &r));
-  RET(emit1(c, "tanh", r, &r));
-  RET(emit2(c, "multiply", x, r, &r));
+  NIMBLE_RETURN_IF_ERROR(imp_input_req(c, n, 0, &x));
+  NIMBLE_RETURN_IF_ERROR(softplus(c, x, &r));
+  NIMBLE_RETURN_IF_ERROR(emit1(c, "tanh", r, &r));
+  NIMBLE_RETURN_IF_ERROR(emit2(c, "multiply", x, r, &r));
   return imp_define(c, n, 0, r);
 }
 static nimble_status_t cv_softsign(imp_ctx *c, const nimble_onnx_node *n) {
   imp_val *x, *a, *one, *r;
-  RET(imp_input_req(c, n, 0, &x));
-  RET(emit1(c, "abs", x, &a));
-  RET(scalar_like(c, x, 1, &one));
-  RET(emit2(c, "add", a, one, &a));
-  RET(emit2(c, "divide", x, a, &r));
+  NIMBLE_RETURN_IF_ERROR(imp_input_req(c, n, 0, &x));
+  NIMBLE_RETURN_IF_ERROR(emit1(c, "abs", x, &a));
+  NIMBLE_RETURN_IF_ERROR(scalar_like(c, x, 1, &one));
+  NIMBLE_RETURN_IF_ERROR(emit2(c, "add", a, one, &a));
+  NIMBLE_RETURN_IF_ERROR(emit2(c, "divide", x, a, &r));
   return imp_define(c, n, 0, r);
 }
 static nimble_status_t cv_prelu(imp_ctx *c, const nimble_onnx_node *n) {
   imp_val *x, *slope, *zero, *neg, *prod, *r;
-  RET(imp_input_req(c, n, 0, &x));
-  RET(imp_input_req(c, n, 1, &slope));
-  RET(scalar_like(c, x, 0, &zero));
-  RET(emit2(c, "less", x, zero, &neg));
-  RET(emit2(c, "multiply", slope, x, &prod));
+  NIMBLE_RETURN_IF_ERROR(imp_input_req(c, n, 0, &x));
+  NIMBLE_RETURN_IF_ERROR(imp_input_req(c, n, 1, &slope));
+  NIMBLE_RETURN_IF_ERROR(scalar_like(c, x, 0, &zero));
+  NIMBLE_RETURN_IF_ERROR(emit2(c, "less", x, zero, &neg));
+  NIMBLE_RETURN_IF_ERROR(emit2(c, "multiply", slope, x, &prod));
   imp_val *args[3] = {neg, prod, x};
-  RET(imp_emit(c, "where", 3, args, NULL, 0, &r));
+  NIMBLE_RETURN_IF_ERROR(imp_emit(c, "where", 3, args, NULL, 0, &r));
   return imp_define(c, n, 0, r);
 }
 static nimble_status_t cv_thresholded_relu(imp_ctx *c, const nimble_onnx_node *n) {
   double alpha;
   imp_val *x, *a, *zero, *gt, *r;
-  RET(get_float(n, "alpha", 1.0f, &alpha));
-  RET(imp_input_req(c, n, 0, &x));
-  RET(scalar_like(c, x, alpha, &a));
-  RET(scalar_like(c, x, 0, &zero));
-  RET(emit2(c, "greater", x, a, &gt));
+  NIMBLE_RETURN_IF_ERROR(get_float(n, "alpha", 1.0f, &alpha));
+  NIMBLE_RETURN_IF_ERROR(imp_input_req(c, n, 0, &x));
+  NIMBLE_RETURN_IF_ERROR(scalar_like(c, x, alpha, &a));
+  NIMBLE_RETURN_IF_ERROR(scalar_like(c, x, 0, &zero));
+  NIMBLE_RETURN_IF_ERROR(emit2(c, "greater", x, a, &gt));
   imp_val *args[3] = {gt, x, zero};
-  RET(imp_emit(c, "where", 3, args, NULL, 0, &r));
+  NIMBLE_RETURN_IF_ERROR(imp_emit(c, "where", 3, args, NULL, 0, &r));
   return imp_define(c, n, 0, r);
 }
 static nimble_status_t cv_sign(imp_ctx *c, const nimble_onnx_node *n) {
   imp_val *x, *zero, *one, *mone, *gt, *lt, *r;
-  RET(imp_input_req(c, n, 0, &x));
-  RET(scalar_like(c, x, 0, &zero));
-  RET(scalar_like(c, x, 1, &one));
-  RET(scalar_like(c, x, -1, &mone));
-  RET(emit2(c, "greater", x, zero, &gt));
-  RET(emit2(c, "less", x, zero, &lt));
+  NIMBLE_RETURN_IF_ERROR(imp_input_req(c, n, 0, &x));
+  NIMBLE_RETURN_IF_ERROR(scalar_like(c, x, 0, &zero));
+  NIMBLE_RETURN_IF_ERROR(scalar_like(c, x, 1, &one));
+  NIMBLE_RETURN_IF_ERROR(scalar_like(c, x, -1, &mone));
+  NIMBLE_RETURN_IF_ERROR(emit2(c, "greater", x, zero, &gt));
+  NIMBLE_RETURN_IF_ERROR(emit2(c, "less", x, zero, &lt));
   imp_val *a1[3] = {lt, mone, zero};
-  RET(imp_emit(c, "where", 3, a1, NULL, 0, &r));
+  NIMBLE_RETURN_IF_ERROR(imp_emit(c, "where", 3, a1, NULL, 0, &r));
   imp_val *a2[3] = {gt, one, r};
-  RET(imp_emit(c, "where", 3, a2, NULL, 0, &r));
+  NIMBLE_RETURN_IF_ERROR(imp_emit(c, "where", 3, a2, NULL, 0, &r));
   return imp_define(c, n, 0, r);
 }
 
@@ -366,26 +365,26 @@ static nimble_status_t cv_sign(imp_ctx *c, const nimble_onnx_node *n) {
  * bounds become the clip operator; others maximum/minimum. */
 static nimble_status_t cv_clip(imp_ctx *c, const nimble_onnx_node *n) {
   imp_val *x, *lo = NULL, *hi = NULL;
-  RET(imp_input_req(c, n, 0, &x));
+  NIMBLE_RETURN_IF_ERROR(imp_input_req(c, n, 0, &x));
   double mn = -INFINITY, mx = INFINITY;
   if (n->opset < 11) {
-    RET(get_float(n, "min", -INFINITY, &mn));
-    RET(get_float(n, "max", INFINITY, &mx));
+    NIMBLE_RETURN_IF_ERROR(get_float(n, "min", -INFINITY, &mn));
+    NIMBLE_RETURN_IF_ERROR(get_float(n, "max", INFINITY, &mx));
   } else {
-    RET(imp_input(c, n, 1, &lo));
-    RET(imp_input(c, n, 2, &hi));
+    NIMBLE_RETURN_IF_ERROR(imp_input(c, n, 1, &lo));
+    NIMBLE_RETURN_IF_ERROR(imp_input(c, n, 2, &hi));
   }
   bool lo_const = !lo || imp_const_double(lo, &mn);
   bool hi_const = !hi || imp_const_double(hi, &mx);
   imp_val *r = x;
   if (lo_const && hi_const && nimble_dtype_is_float(x->sig.dtype)) {
     nimble_named_attr_t at[2] = {imp_attr_float("min", mn), imp_attr_float("max", mx)};
-    RET(imp_emit(c, "clip", 1, &x, at, 2, &r));
+    NIMBLE_RETURN_IF_ERROR(imp_emit(c, "clip", 1, &x, at, 2, &r));
     return imp_define(c, n, 0, r);
   }
-  if (lo) RET(emit2(c, "maximum", r, lo, &r));
-  if (hi) RET(emit2(c, "minimum", r, hi, &r));
-  if (r == x) RET(emit1(c, "copy", x, &r));
+  if (lo) NIMBLE_RETURN_IF_ERROR(emit2(c, "maximum", r, lo, &r));
+  if (hi) NIMBLE_RETURN_IF_ERROR(emit2(c, "minimum", r, hi, &r));
+  if (r == x) NIMBLE_RETURN_IF_ERROR(emit1(c, "copy", x, &r));
   return imp_define(c, n, 0, r);
 }
 
@@ -394,17 +393,17 @@ static nimble_status_t cv_clip(imp_ctx *c, const nimble_onnx_node *n) {
 static nimble_status_t cv_gemm(imp_ctx *c, const nimble_onnx_node *n) {
   int64_t ta, tb;
   double alpha, beta;
-  RET(get_int(n, "transA", 0, &ta));
-  RET(get_int(n, "transB", 0, &tb));
-  RET(get_float(n, "alpha", 1.0f, &alpha));
-  RET(get_float(n, "beta", 1.0f, &beta));
+  NIMBLE_RETURN_IF_ERROR(get_int(n, "transA", 0, &ta));
+  NIMBLE_RETURN_IF_ERROR(get_int(n, "transB", 0, &tb));
+  NIMBLE_RETURN_IF_ERROR(get_float(n, "alpha", 1.0f, &alpha));
+  NIMBLE_RETURN_IF_ERROR(get_float(n, "beta", 1.0f, &beta));
   imp_val *args[3], *r;
-  RET(imp_input_req(c, n, 0, &args[0]));
-  RET(imp_input_req(c, n, 1, &args[1]));
-  RET(imp_input(c, n, 2, &args[2]));
+  NIMBLE_RETURN_IF_ERROR(imp_input_req(c, n, 0, &args[0]));
+  NIMBLE_RETURN_IF_ERROR(imp_input_req(c, n, 1, &args[1]));
+  NIMBLE_RETURN_IF_ERROR(imp_input(c, n, 2, &args[2]));
   nimble_named_attr_t at[4] = {imp_attr_int("transA", ta), imp_attr_int("transB", tb),
                                imp_attr_float("alpha", alpha), imp_attr_float("beta", beta)};
-  RET(imp_emit(c, "dense", args[2] ? 3 : 2, args, at, 4, &r));
+  NIMBLE_RETURN_IF_ERROR(imp_emit(c, "dense", args[2] ? 3 : 2, args, at, 4, &r));
   return imp_define(c, n, 0, r);
 }
 static nimble_status_t cv_matmul(imp_ctx *c, const nimble_onnx_node *n) { return simple(c, n, "matmul", 2, NULL, 0); }
@@ -414,7 +413,7 @@ static nimble_status_t auto_pads(imp_ctx *c, const nimble_onnx_node *n, const im
                                  const int64_t *k, const int64_t *s, const int64_t *d, size_t nsp,
                                  int64_t *pads) {
   const char *ap;
-  RET(nimble_onnx_node_get_string(n, "auto_pad", "NOTSET", &ap));
+  NIMBLE_RETURN_IF_ERROR(nimble_onnx_node_get_string(n, "auto_pad", "NOTSET", &ap));
   if (strcmp(ap, "NOTSET") == 0) return nimble_ok();
   if (strcmp(ap, "VALID") == 0) {
     for (size_t i = 0; i < 2 * nsp; i++) pads[i] = 0;
@@ -445,7 +444,7 @@ static nimble_status_t ints_attr(const nimble_onnx_node *n, const char *name, si
                                  int64_t *out) {
   const int64_t *v;
   size_t cnt;
-  RET(nimble_onnx_node_get_ints(n, name, &v, &cnt));
+  NIMBLE_RETURN_IF_ERROR(nimble_onnx_node_get_ints(n, name, &v, &cnt));
   if (cnt && cnt != want)
     return imp_err(NIMBLE_INVALID_ARGUMENT, "attribute '%s' has %zu values, expected %zu", name, cnt, want);
   for (size_t i = 0; i < want; i++) out[i] = cnt ? v[i] : dflt;
@@ -466,10 +465,10 @@ static nimble_status_t drop_1d(imp_ctx *c, imp_val *v, imp_val **out) {
 
 static nimble_status_t cv_conv(imp_ctx *c, const nimble_onnx_node *n) {
   imp_val *x, *w, *b, *r;
-  RET(imp_input_req(c, n, 0, &x));
-  RET(imp_input_req(c, n, 1, &w));
-  RET(imp_input(c, n, 2, &b));
-  RET(imp_conv(c, n, x, w, b, &r));
+  NIMBLE_RETURN_IF_ERROR(imp_input_req(c, n, 0, &x));
+  NIMBLE_RETURN_IF_ERROR(imp_input_req(c, n, 1, &w));
+  NIMBLE_RETURN_IF_ERROR(imp_input(c, n, 2, &b));
+  NIMBLE_RETURN_IF_ERROR(imp_conv(c, n, x, w, b, &r));
   return imp_define(c, n, 0, r);
 }
 
@@ -479,22 +478,22 @@ nimble_status_t imp_conv(imp_ctx *c, const nimble_onnx_node *n, imp_val *x, imp_
                    x->sig.rank);
   size_t nsp = x->sig.rank - 2;
   int64_t k[2], s[2], d[2], pads[4], group;
-  RET(ints_attr(n, "strides", nsp, 1, s));
-  RET(ints_attr(n, "dilations", nsp, 1, d));
-  RET(ints_attr(n, "pads", 2 * nsp, 0, pads));
-  RET(get_int(n, "group", 1, &group));
+  NIMBLE_RETURN_IF_ERROR(ints_attr(n, "strides", nsp, 1, s));
+  NIMBLE_RETURN_IF_ERROR(ints_attr(n, "dilations", nsp, 1, d));
+  NIMBLE_RETURN_IF_ERROR(ints_attr(n, "pads", 2 * nsp, 0, pads));
+  NIMBLE_RETURN_IF_ERROR(get_int(n, "group", 1, &group));
   for (size_t i = 0; i < nsp; i++) {
     nimble_dim_t kd = imp_resolve(c, w->sig.rank == x->sig.rank ? w->sig.dims[2 + i] : nimble_dim_any());
     k[i] = kd.kind == NIMBLE_DIM_CONST ? kd.value : 1;
   }
   const int64_t *ks;
   size_t nks;
-  RET(nimble_onnx_node_get_ints(n, "kernel_shape", &ks, &nks));
+  NIMBLE_RETURN_IF_ERROR(nimble_onnx_node_get_ints(n, "kernel_shape", &ks, &nks));
   if (nks == nsp && nsp) memcpy(k, ks, nsp * sizeof *k); /* absent: (NULL, 0) */
-  RET(auto_pads(c, n, x, k, s, d, nsp, pads));
+  NIMBLE_RETURN_IF_ERROR(auto_pads(c, n, x, k, s, d, nsp, pads));
   if (nsp == 1) {
-    RET(lift_1d(c, x, &x));
-    RET(lift_1d(c, w, &w));
+    NIMBLE_RETURN_IF_ERROR(lift_1d(c, x, &x));
+    NIMBLE_RETURN_IF_ERROR(lift_1d(c, w, &w));
     s[1] = s[0]; s[0] = 1;
     d[1] = d[0]; d[0] = 1;
     int64_t p0 = pads[0], p1 = pads[1];
@@ -503,15 +502,15 @@ nimble_status_t imp_conv(imp_ctx *c, const nimble_onnx_node *n, imp_val *x, imp_
   nimble_named_attr_t at[4] = {imp_attr_ints("strides", s, 2), imp_attr_ints("pads", pads, 4),
                                imp_attr_ints("dilations", d, 2), imp_attr_int("groups", group)};
   imp_val *args[3] = {x, w, b}, *r;
-  RET(imp_emit(c, "conv2d", b ? 3 : 2, args, at, 4, &r));
-  if (nsp == 1) RET(drop_1d(c, r, &r));
+  NIMBLE_RETURN_IF_ERROR(imp_emit(c, "conv2d", b ? 3 : 2, args, at, 4, &r));
+  if (nsp == 1) NIMBLE_RETURN_IF_ERROR(drop_1d(c, r, &r));
   *out = r;
   return nimble_ok();
 }
 
 static nimble_status_t pool(imp_ctx *c, const nimble_onnx_node *n, bool is_max) {
   imp_val *x, *r;
-  RET(imp_input_req(c, n, 0, &x));
+  NIMBLE_RETURN_IF_ERROR(imp_input_req(c, n, 0, &x));
   if (x->sig.rank != 4 && x->sig.rank != 3)
     return imp_err(NIMBLE_UNIMPLEMENTED, "only 1-D and 2-D pooling is supported (input has rank %zu)", x->sig.rank);
   bool with_indices = is_max && n->n_outputs > 1 && n->outputs[1][0];
@@ -520,17 +519,17 @@ static nimble_status_t pool(imp_ctx *c, const nimble_onnx_node *n, bool is_max) 
   int64_t k[2], s[2], d[2], pads[4], ceil_mode, cip = 0;
   const int64_t *ks;
   size_t nks;
-  RET(nimble_onnx_node_get_ints(n, "kernel_shape", &ks, &nks));
+  NIMBLE_RETURN_IF_ERROR(nimble_onnx_node_get_ints(n, "kernel_shape", &ks, &nks));
   if (nks != nsp) return imp_err(NIMBLE_INVALID_ARGUMENT, "attribute 'kernel_shape' has %zu values, expected %zu", nks, nsp);
   if (nsp) memcpy(k, ks, nsp * sizeof *k); /* absent: (NULL, 0) */
-  RET(ints_attr(n, "strides", nsp, 1, s));
-  RET(ints_attr(n, "dilations", nsp, 1, d));
-  RET(ints_attr(n, "pads", 2 * nsp, 0, pads));
-  RET(get_int(n, "ceil_mode", 0, &ceil_mode));
-  if (!is_max) RET(get_int(n, "count_include_pad", 0, &cip));
-  RET(auto_pads(c, n, x, k, s, d, nsp, pads));
+  NIMBLE_RETURN_IF_ERROR(ints_attr(n, "strides", nsp, 1, s));
+  NIMBLE_RETURN_IF_ERROR(ints_attr(n, "dilations", nsp, 1, d));
+  NIMBLE_RETURN_IF_ERROR(ints_attr(n, "pads", 2 * nsp, 0, pads));
+  NIMBLE_RETURN_IF_ERROR(get_int(n, "ceil_mode", 0, &ceil_mode));
+  if (!is_max) NIMBLE_RETURN_IF_ERROR(get_int(n, "count_include_pad", 0, &cip));
+  NIMBLE_RETURN_IF_ERROR(auto_pads(c, n, x, k, s, d, nsp, pads));
   if (nsp == 1) {
-    RET(lift_1d(c, x, &x));
+    NIMBLE_RETURN_IF_ERROR(lift_1d(c, x, &x));
     k[1] = k[0]; k[0] = 1;
     s[1] = s[0]; s[0] = 1;
     d[1] = d[0]; d[0] = 1;
@@ -542,16 +541,16 @@ static nimble_status_t pool(imp_ctx *c, const nimble_onnx_node *n, bool is_max) 
                                imp_attr_int("ceil_mode", ceil_mode), imp_attr_int("count_include_pad", cip)};
   if (with_indices) {
     int64_t order;
-    RET(get_int(n, "storage_order", 0, &order));
+    NIMBLE_RETURN_IF_ERROR(get_int(n, "storage_order", 0, &order));
     imp_val *outs[2];
     size_t nout;
     nimble_named_attr_t ai[6] = {at[0], at[1], at[2], at[3], at[4], imp_attr_int("storage_order", order)};
-    RET(imp_emit_multi(c, "max_pool2d_with_indices", 1, &x, ai, 6, outs, &nout));
-    RET(imp_define(c, n, 0, outs[0]));
+    NIMBLE_RETURN_IF_ERROR(imp_emit_multi(c, "max_pool2d_with_indices", 1, &x, ai, 6, outs, &nout));
+    NIMBLE_RETURN_IF_ERROR(imp_define(c, n, 0, outs[0]));
     return imp_define(c, n, 1, outs[1]);
   }
-  RET(imp_emit(c, is_max ? "max_pool2d" : "avg_pool2d", 1, &x, at, is_max ? 5 : 6, &r));
-  if (nsp == 1) RET(drop_1d(c, r, &r));
+  NIMBLE_RETURN_IF_ERROR(imp_emit(c, is_max ? "max_pool2d" : "avg_pool2d", 1, &x, at, is_max ? 5 : 6, &r));
+  if (nsp == 1) NIMBLE_RETURN_IF_ERROR(drop_1d(c, r, &r));
   return imp_define(c, n, 0, r);
 }
 static nimble_status_t cv_maxpool(imp_ctx *c, const nimble_onnx_node *n) { return pool(c, n, true); }
@@ -559,17 +558,17 @@ static nimble_status_t cv_avgpool(imp_ctx *c, const nimble_onnx_node *n) { retur
 
 static nimble_status_t global_pool(imp_ctx *c, const nimble_onnx_node *n, const char *op) {
   imp_val *x, *r;
-  RET(imp_input_req(c, n, 0, &x));
+  NIMBLE_RETURN_IF_ERROR(imp_input_req(c, n, 0, &x));
   if (x->sig.rank < 3) return imp_err(NIMBLE_INVALID_ARGUMENT, "input has rank %zu, expected at least 3", x->sig.rank);
   if (x->sig.rank == 4 && strcmp(op, "mean") == 0) {
-    RET(emit1(c, "global_avg_pool2d", x, &r));
+    NIMBLE_RETURN_IF_ERROR(emit1(c, "global_avg_pool2d", x, &r));
     return imp_define(c, n, 0, r);
   }
   int64_t axes[NIMBLE_MAX_RANK];
   size_t na = 0;
   for (size_t i = 2; i < x->sig.rank; i++) axes[na++] = (int64_t)i;
   nimble_named_attr_t at[2] = {imp_attr_ints("axes", axes, na), imp_attr_int("keepdims", 1)};
-  RET(imp_emit(c, op, 1, &x, at, 2, &r));
+  NIMBLE_RETURN_IF_ERROR(imp_emit(c, op, 1, &x, at, 2, &r));
   return imp_define(c, n, 0, r);
 }
 static nimble_status_t cv_global_avg(imp_ctx *c, const nimble_onnx_node *n) { return global_pool(c, n, "mean"); }
@@ -579,21 +578,21 @@ static nimble_status_t cv_global_max(imp_ctx *c, const nimble_onnx_node *n) { re
  * dims from axis on (default 1). */
 static nimble_status_t softmax_like(imp_ctx *c, const nimble_onnx_node *n, const char *op) {
   imp_val *x, *r;
-  RET(imp_input_req(c, n, 0, &x));
+  NIMBLE_RETURN_IF_ERROR(imp_input_req(c, n, 0, &x));
   int64_t axis;
-  RET(get_int(n, "axis", n->opset >= 13 ? -1 : 1, &axis));
+  NIMBLE_RETURN_IF_ERROR(get_int(n, "axis", n->opset >= 13 ? -1 : 1, &axis));
   size_t ax;
-  RET(nimble_axis_normalize(axis, x->sig.rank, &ax));
+  NIMBLE_RETURN_IF_ERROR(nimble_axis_normalize(axis, x->sig.rank, &ax));
   nimble_named_attr_t a = imp_attr_int("axis", -1);
   if (n->opset >= 13 || ax + 1 == x->sig.rank) {
     nimble_named_attr_t a2 = imp_attr_int("axis", (int64_t)ax);
-    RET(imp_emit(c, op, 1, &x, &a2, 1, &r));
+    NIMBLE_RETURN_IF_ERROR(imp_emit(c, op, 1, &x, &a2, 1, &r));
     return imp_define(c, n, 0, r);
   }
   nimble_named_attr_t fa = imp_attr_int("axis", (int64_t)ax);
   imp_val *f;
-  RET(imp_emit(c, "flatten", 1, &x, &fa, 1, &f));
-  RET(imp_emit(c, op, 1, &f, &a, 1, &r));
+  NIMBLE_RETURN_IF_ERROR(imp_emit(c, "flatten", 1, &x, &fa, 1, &f));
+  NIMBLE_RETURN_IF_ERROR(imp_emit(c, op, 1, &f, &a, 1, &r));
   /* Back to the input's shape. */
   int64_t shape[NIMBLE_MAX_RANK];
   bool known = true;
@@ -604,11 +603,11 @@ static nimble_status_t softmax_like(imp_ctx *c, const nimble_onnx_node *n, const
   }
   if (known) {
     nimble_named_attr_t ra = imp_attr_ints("newshape", shape, x->sig.rank);
-    RET(imp_emit(c, "reshape", 1, &r, &ra, 1, &r));
+    NIMBLE_RETURN_IF_ERROR(imp_emit(c, "reshape", 1, &r, &ra, 1, &r));
   } else {
     imp_val *sh;
-    RET(emit1(c, "shape_of", x, &sh));
-    RET(emit2(c, "dyn_reshape", r, sh, &r));
+    NIMBLE_RETURN_IF_ERROR(emit1(c, "shape_of", x, &sh));
+    NIMBLE_RETURN_IF_ERROR(emit2(c, "dyn_reshape", r, sh, &r));
     r->has_sig = true;
     r->sig = x->sig;
   }
@@ -620,48 +619,48 @@ static nimble_status_t cv_hardmax(imp_ctx *c, const nimble_onnx_node *n) { retur
 
 static nimble_status_t cv_dropout(imp_ctx *c, const nimble_onnx_node *n) {
   imp_val *x, *r;
-  RET(imp_input_req(c, n, 0, &x));
+  NIMBLE_RETURN_IF_ERROR(imp_input_req(c, n, 0, &x));
   imp_val *t, *ratio;
-  RET(imp_input(c, n, 2, &t));
-  RET(imp_input(c, n, 1, &ratio));
+  NIMBLE_RETURN_IF_ERROR(imp_input(c, n, 2, &t));
+  NIMBLE_RETURN_IF_ERROR(imp_input(c, n, 1, &ratio));
   int64_t tm[1];
   size_t cnt;
   if (t && !(imp_const_ints(t, tm, 1, &cnt) && tm[0] == 0)) {
     /* Training mode (a constant true, or chosen at run time). */
     int64_t seed;
-    RET(get_int(n, "seed", 0, &seed));
-    if (ratio && ratio->has_sig && ratio->sig.rank == 1) RET(imp_to_scalar(c, ratio, &ratio));
+    NIMBLE_RETURN_IF_ERROR(get_int(n, "seed", 0, &seed));
+    if (ratio && ratio->has_sig && ratio->sig.rank == 1) NIMBLE_RETURN_IF_ERROR(imp_to_scalar(c, ratio, &ratio));
     imp_val *args[2] = {x, ratio}, *outs[2];
     size_t nout;
     nimble_named_attr_t sa = imp_attr_float("seed", (double)seed);
-    RET(imp_emit_multi(c, "dropout_train", ratio ? 2 : 1, args, &sa, 1, outs, &nout));
+    NIMBLE_RETURN_IF_ERROR(imp_emit_multi(c, "dropout_train", ratio ? 2 : 1, args, &sa, 1, outs, &nout));
     imp_val *y = outs[0], *mask = outs[1];
     if (!(imp_const_ints(t, tm, 1, &cnt) && tm[0] != 0)) {
       /* Run-time mode: where(t, training result, inference result). */
       imp_val *ts, *yes;
-      RET(imp_to_scalar(c, t, &ts));
+      NIMBLE_RETURN_IF_ERROR(imp_to_scalar(c, t, &ts));
       imp_val *w1[3] = {ts, y, x};
-      RET(imp_emit(c, "where", 3, w1, NULL, 0, &y));
-      RET(imp_scalar(c, NIMBLE_DTYPE_BOOL, 1, &yes));
+      NIMBLE_RETURN_IF_ERROR(imp_emit(c, "where", 3, w1, NULL, 0, &y));
+      NIMBLE_RETURN_IF_ERROR(imp_scalar(c, NIMBLE_DTYPE_BOOL, 1, &yes));
       imp_val *w2[3] = {ts, mask, yes};
-      RET(imp_emit(c, "where", 3, w2, NULL, 0, &mask));
+      NIMBLE_RETURN_IF_ERROR(imp_emit(c, "where", 3, w2, NULL, 0, &mask));
     }
-    RET(imp_define(c, n, 0, y));
+    NIMBLE_RETURN_IF_ERROR(imp_define(c, n, 0, y));
     return imp_define(c, n, 1, mask);
   }
-  RET(emit1(c, "copy", x, &r));
-  RET(imp_define(c, n, 0, r));
+  NIMBLE_RETURN_IF_ERROR(emit1(c, "copy", x, &r));
+  NIMBLE_RETURN_IF_ERROR(imp_define(c, n, 0, r));
   if (n->n_outputs > 1 && n->outputs[1][0]) {
     /* In inference the mask is all true. */
     imp_val *sh, *one, *m;
-    RET(emit1(c, "shape_of", x, &sh));
+    NIMBLE_RETURN_IF_ERROR(emit1(c, "shape_of", x, &sh));
     nimble_named_attr_t at[2] = {imp_attr_str("dtype", "bool"), imp_attr_float("value", 1.0)};
-    RET(imp_emit(c, "constant_of_shape", 1, &sh, at, 2, &m));
+    NIMBLE_RETURN_IF_ERROR(imp_emit(c, "constant_of_shape", 1, &sh, at, 2, &m));
     (void)one;
     m->has_sig = true;
     m->sig = x->sig;
     m->sig.dtype = NIMBLE_DTYPE_BOOL;
-    RET(imp_define(c, n, 1, m));
+    NIMBLE_RETURN_IF_ERROR(imp_define(c, n, 1, m));
   }
   return nimble_ok();
 }
@@ -670,18 +669,18 @@ static nimble_status_t cv_dropout(imp_ctx *c, const nimble_onnx_node *n) {
 
 static nimble_status_t reduce(imp_ctx *c, const nimble_onnx_node *n, const char *op, int pre, int post) {
   imp_val *x, *r;
-  RET(imp_input_req(c, n, 0, &x));
+  NIMBLE_RETURN_IF_ERROR(imp_input_req(c, n, 0, &x));
   int64_t keepdims, noop;
-  RET(get_int(n, "keepdims", 1, &keepdims));
-  RET(get_int(n, "noop_with_empty_axes", 0, &noop));
+  NIMBLE_RETURN_IF_ERROR(get_int(n, "keepdims", 1, &keepdims));
+  NIMBLE_RETURN_IF_ERROR(get_int(n, "noop_with_empty_axes", 0, &noop));
   int64_t axes[NIMBLE_MAX_RANK];
   size_t na = 0;
   const int64_t *av;
-  RET(nimble_onnx_node_get_ints(n, "axes", &av, &na));
+  NIMBLE_RETURN_IF_ERROR(nimble_onnx_node_get_ints(n, "axes", &av, &na));
   if (na > NIMBLE_MAX_RANK) return imp_err(NIMBLE_INVALID_ARGUMENT, "attribute 'axes' has %zu values", na);
   if (na) memcpy(axes, av, na * sizeof *axes);
   imp_val *ai;
-  RET(imp_input(c, n, 1, &ai));
+  NIMBLE_RETURN_IF_ERROR(imp_input(c, n, 1, &ai));
   if (ai) {
     if (!imp_const_ints(ai, axes, NIMBLE_MAX_RANK, &na)) {
       if (strcmp(op, "sum") != 0 || pre || post)
@@ -690,22 +689,22 @@ static nimble_status_t reduce(imp_ctx *c, const nimble_onnx_node *n, const char 
       if (!ai->has_sig) return imp_err(NIMBLE_INVALID_ARGUMENT, "input 'axes' has no known type");
       imp_val *args[2] = {x, ai};
       nimble_named_attr_t at[2] = {imp_attr_int("keepdims", keepdims ? 1 : 0), imp_attr_int("noop_with_empty_axes", noop ? 1 : 0)};
-      RET(imp_emit(c, "dyn_sum", 2, args, at, 2, &r));
+      NIMBLE_RETURN_IF_ERROR(imp_emit(c, "dyn_sum", 2, args, at, 2, &r));
       return imp_define(c, n, 0, r);
     }
   }
   if (na == 0 && noop) {
-    RET(emit1(c, "copy", x, &r));
+    NIMBLE_RETURN_IF_ERROR(emit1(c, "copy", x, &r));
     return imp_define(c, n, 0, r);
   }
   r = x;
-  if (pre == 1) RET(emit1(c, "abs", r, &r));
-  if (pre == 2) RET(emit2(c, "multiply", r, r, &r));
-  if (pre == 3) RET(emit1(c, "exp", r, &r));
+  if (pre == 1) NIMBLE_RETURN_IF_ERROR(emit1(c, "abs", r, &r));
+  if (pre == 2) NIMBLE_RETURN_IF_ERROR(emit2(c, "multiply", r, r, &r));
+  if (pre == 3) NIMBLE_RETURN_IF_ERROR(emit1(c, "exp", r, &r));
   nimble_named_attr_t at[2] = {imp_attr_ints("axes", axes, na), imp_attr_int("keepdims", keepdims ? 1 : 0)};
-  RET(imp_emit(c, op, 1, &r, at, 2, &r));
-  if (post == 1) RET(emit1(c, "sqrt", r, &r));
-  if (post == 2) RET(emit1(c, "log", r, &r));
+  NIMBLE_RETURN_IF_ERROR(imp_emit(c, op, 1, &r, at, 2, &r));
+  if (post == 1) NIMBLE_RETURN_IF_ERROR(emit1(c, "sqrt", r, &r));
+  if (post == 2) NIMBLE_RETURN_IF_ERROR(emit1(c, "log", r, &r));
   return imp_define(c, n, 0, r);
 }
 static nimble_status_t cv_reduce_sum(imp_ctx *c, const nimble_onnx_node *n) { return reduce(c, n, "sum", 0, 0); }
