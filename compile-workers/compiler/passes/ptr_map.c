@@ -1,10 +1,12 @@
 /* Pointer-keyed hash map with open addressing (linear probing). Passes key
  * it by IR node: variables are unique nodes, so identity is the key. */
+#include <assert.h>
 #include <stdlib.h>
 
 #include "passes/pass_internal.h"
 
 static size_t hash_ptr(const void *p, size_t cap) {
+  assert(cap && (cap & (cap - 1)) == 0); /* the mask below needs a power of two */
   uint64_t x = (uint64_t)(uintptr_t)p;
   x ^= x >> 33;
   x *= 0xff51afd7ed558ccdull;
@@ -37,7 +39,9 @@ static bool grow(pass_map *m) {
 }
 
 bool pass_map_put(pass_map *m, const void *key, void *val) {
+  assert(key); /* NULL marks an empty slot */
   if ((m->count + 1) * 2 > m->cap && !grow(m)) return false;
+  assert((m->count + 1) * 2 <= m->cap); /* probing ends: there is always a free slot */
   size_t h = hash_ptr(key, m->cap);
   while (m->keys[h] && m->keys[h] != key) h = (h + 1) & (m->cap - 1);
   if (!m->keys[h]) {

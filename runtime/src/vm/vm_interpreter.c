@@ -39,8 +39,10 @@ static nimble_status_t rt_wrap(const nimble_vm *vm, nimble_status_t s) {
 
 #define OOM(vm) rt_error((vm), NIMBLE_RESOURCE_EXHAUSTED, "out of memory")
 
-/* Stores `obj` (owned) into register r, dropping what was there. */
+/* Stores `obj` (owned) into register r, dropping what was there. The
+ * loader checked r against the frame's register count (bytecode_parse.c). */
 static inline void set_reg(nimble_object **R, int64_t r, nimble_object *obj) {
+  assert(r >= 0);
   nimble_object *old = R[r];
   R[r] = obj;
   nimble_object_release(old);
@@ -295,6 +297,11 @@ nimble_status_t nimble_vm_run(nimble_vm *vm, uint32_t func, nimble_object *const
     nimble_frame_t *f = &vm->frames[vm->depth - 1];
     const nimble_function_t *fn = &code->functions[f->func];
     nimble_object **R = vm->regs + f->base;
+    /* The loader admitted only code whose jumps stay in the function and
+     * whose operands stay in its operand table; the frame is the top one,
+     * so its registers end where the stack does. */
+    assert(f->pc < fn->num_instructions);
+    assert(f->base + fn->num_registers == vm->sp && vm->sp <= vm->regs_cap);
     const nimble_instr_t *ins = &fn->instructions[f->pc];
     const int64_t *o = fn->operands + ins->first;
     uint32_t n = ins->num_operands;
