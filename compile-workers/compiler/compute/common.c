@@ -127,6 +127,10 @@ nimble_ln_expr *cp_max(cp_ctx *c, nimble_ln_expr *a, nimble_ln_expr *b) {
   return nimble_ln_binary(c->A, NIMBLE_LN_MAX, a, b);
 }
 
+nimble_ln_expr *cp_clamp(cp_ctx *c, nimble_ln_expr *v, nimble_ln_expr *lo, nimble_ln_expr *hi) {
+  return cp_min(c, cp_max(c, v, lo), hi);
+}
+
 /* An i64 0/1 result so folded and run-time forms mix. */
 nimble_ln_expr *cp_eq(cp_ctx *c, nimble_ln_expr *a, nimble_ln_expr *b) {
   int64_t x, y;
