@@ -612,13 +612,16 @@ static const struct {
   const imp_converter *t;
   const size_t *n;
 } tables[] = {
-    /* First match wins: math refines some basic converters (LayerNorm's
-     * extra outputs, ArgMax's select_last_index, Pow across types, ...). */
-    {imp_converters_math, &imp_converters_math_count},
+    /* One table per ONNX operator family; an operator is in one table. */
     {imp_converters_index, &imp_converters_index_count},
     {imp_converters_image, &imp_converters_image_count},
     {imp_converters_quant, &imp_converters_quant_count},
-    {imp_converters_basic, &imp_converters_basic_count},
+    {imp_converters_elementwise, &imp_converters_elementwise_count},
+    {imp_converters_nn, &imp_converters_nn_count},
+    {imp_converters_reduce, &imp_converters_reduce_count},
+    {imp_converters_signal, &imp_converters_signal_count},
+    {imp_converters_linalg, &imp_converters_linalg_count},
+    {imp_converters_random, &imp_converters_random_count},
     {imp_converters_shape, &imp_converters_shape_count},
     {imp_converters_control, &imp_converters_control_count},
     {imp_converters_rnn, &imp_converters_rnn_count},
