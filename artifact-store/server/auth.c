@@ -22,7 +22,7 @@ static int is_blank(char c) { return c == ' ' || c == '\t' || c == '\r'; }
 nimble_status_t nimble_store_auth_parse(const char *text, size_t size,
                                         nimble_store_auth **out_auth) {
   nimble_store_auth *auth = calloc(1, sizeof *auth);
-  if (!auth) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+  if (!auth) return NIMBLE_OOM();
   size_t cap = 0;
   size_t line_no = 0;
   for (size_t pos = 0; pos < size;) {
@@ -49,7 +49,7 @@ nimble_status_t nimble_store_auth_parse(const char *text, size_t size,
       nimble_digest_t *n = realloc(auth->tokens, cap * sizeof *n);
       if (!n) {
         nimble_store_auth_destroy(auth);
-        return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+        return NIMBLE_OOM();
       }
       auth->tokens = n;
     }
@@ -79,7 +79,7 @@ nimble_status_t nimble_store_auth_load(const char *path, nimble_store_auth **out
       cap = cap ? cap * 2 : 4096;
       char *n = realloc(buf, cap);
       if (!n) {
-        s = nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+        s = NIMBLE_OOM();
         break;
       }
       buf = n;

@@ -14,11 +14,11 @@ nimble_status_t nimble_store_fs_create(const char *root, const nimble_store_fs_o
   if (!root || !*root)
     return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "store root directory is empty");
   nimble_store_fs *store = calloc(1, sizeof *store);
-  if (!store) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+  if (!store) return NIMBLE_OOM();
   store->root = strdup(root);
   if (!store->root) {
     free(store);
-    return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+    return NIMBLE_OOM();
   }
   size_t len = strlen(store->root);
   while (len > 1 && store->root[len - 1] == '/') store->root[--len] = '\0';
@@ -28,7 +28,7 @@ nimble_status_t nimble_store_fs_create(const char *root, const nimble_store_fs_o
   const char *subdirs[] = {"blobs/sha256", "uploads", "repositories"};
   for (size_t i = 0; !s && i < sizeof subdirs / sizeof subdirs[0]; i++) {
     char *p = nimble_store_path(store, "%s", subdirs[i]);
-    s = p ? nimble_store_mkdirs(p) : nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+    s = p ? nimble_store_mkdirs(p) : NIMBLE_OOM();
     free(p);
   }
   /* Sessions of an earlier process cannot be continued by anyone who still
@@ -63,7 +63,7 @@ static nimble_status_t blob_missing(const nimble_digest_t *digest) {
 nimble_status_t nimble_store_fs_blob_stat(nimble_store_fs *store, const nimble_digest_t *digest,
                                           uint64_t *out_size) {
   char *path = nimble_store_blob_path(store, digest);
-  if (!path) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+  if (!path) return NIMBLE_OOM();
   struct stat st;
   int rc = stat(path, &st);
   int err = errno;
@@ -81,7 +81,7 @@ nimble_status_t nimble_store_fs_blob_stat(nimble_store_fs *store, const nimble_d
 nimble_status_t nimble_store_fs_blob_open(nimble_store_fs *store, const nimble_digest_t *digest,
                                           int *out_fd, uint64_t *out_size) {
   char *path = nimble_store_blob_path(store, digest);
-  if (!path) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+  if (!path) return NIMBLE_OOM();
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   int err = errno;
   nimble_status_t s = nimble_ok();
@@ -106,7 +106,7 @@ nimble_status_t nimble_store_blob_install(nimble_store_fs *store, const char *tm
   char *path = nimble_store_blob_path(store, digest);
   if (!path) {
     unlink(tmp_path);
-    return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+    return NIMBLE_OOM();
   }
   nimble_status_t s = nimble_ok();
   if (access(path, F_OK) == 0) {
@@ -116,7 +116,7 @@ nimble_status_t nimble_store_blob_install(nimble_store_fs *store, const char *tm
     return nimble_ok();
   }
   char *dir = strdup(path);
-  if (!dir) s = nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+  if (!dir) s = NIMBLE_OOM();
   if (!s) {
     *strrchr(dir, '/') = '\0';
     s = nimble_store_mkdirs(dir);

@@ -46,7 +46,7 @@ nimble_status_t nimble_store_fsync_dir(const char *dir) {
 
 nimble_status_t nimble_store_fsync_parent(const char *path) {
   char *copy = strdup(path);
-  if (!copy) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+  if (!copy) return NIMBLE_OOM();
   char *slash = strrchr(copy, '/');
   if (slash == copy)
     slash[1] = '\0';
@@ -66,7 +66,7 @@ nimble_status_t nimble_store_mkdirs(const char *path) {
     return nimble_status_make(NIMBLE_IO_ERROR, "%s exists and is not a directory", path);
   }
   char *copy = strdup(path);
-  if (!copy) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+  if (!copy) return NIMBLE_OOM();
   nimble_status_t s = nimble_ok();
   /* Walk the components left to right; each new directory's parent is
    * fsynced so the new entry survives a crash. */
@@ -108,7 +108,7 @@ nimble_status_t nimble_store_temp_create(nimble_store_fs *store, char **out_path
   char hex[sizeof rnd * 2 + 1];
   for (size_t i = 0; i < sizeof rnd; i++) snprintf(hex + 2 * i, 3, "%02x", rnd[i]);
   char *path = nimble_store_path(store, "uploads/tmp-%s", hex);
-  if (!path) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+  if (!path) return NIMBLE_OOM();
   int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) {
     nimble_status_t s = nimble_status_make(NIMBLE_IO_ERROR, "creating temporary file %s: %s", path,
@@ -141,7 +141,7 @@ nimble_status_t nimble_store_write_all(int fd, const void *data, size_t size, co
 nimble_status_t nimble_store_write_atomic(nimble_store_fs *store, const char *path,
                                           const void *data, size_t size) {
   char *dir = strdup(path);
-  if (!dir) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+  if (!dir) return NIMBLE_OOM();
   char *slash = strrchr(dir, '/');
   if (slash) *slash = '\0';
   nimble_status_t s = nimble_store_mkdirs(dir);

@@ -18,10 +18,10 @@ static nimble_status_t refs_push(refs *r, const nimble_digest_t *d, int64_t size
   if (r->count == r->cap) {
     size_t cap = r->cap ? r->cap * 2 : 8;
     nimble_digest_t *nd = realloc(r->digests, cap * sizeof *nd);
-    if (!nd) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+    if (!nd) return NIMBLE_OOM();
     r->digests = nd;
     int64_t *ns = realloc(r->sizes, cap * sizeof *ns);
-    if (!ns) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+    if (!ns) return NIMBLE_OOM();
     r->sizes = ns;
     r->cap = cap;
   }

@@ -115,27 +115,27 @@ nimble_status_t nimble_store_fs_manifest_put(nimble_store_fs *store, const char 
     char *p = nimble_store_path(store, "repositories/%s/_manifests/revisions/sha256/%s/media_type",
                                 name, hex);
     s = p ? nimble_store_write_atomic(store, p, media_type, strlen(media_type))
-          : nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+          : NIMBLE_OOM();
     free(p);
   }
   if (!s) {
     char *p =
         nimble_store_path(store, "repositories/%s/_manifests/revisions/sha256/%s/link", name, hex);
     s = p ? nimble_store_write_atomic(store, p, line, strlen(line))
-          : nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+          : NIMBLE_OOM();
     free(p);
   }
   if (!s) {
     /* The tags directory exists for every repository, tagged or not, so the
      * tag list of a repository pushed only by digest is empty, not unknown. */
     char *p = nimble_store_path(store, "repositories/%s/_manifests/tags", name);
-    s = p ? nimble_store_mkdirs(p) : nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+    s = p ? nimble_store_mkdirs(p) : NIMBLE_OOM();
     free(p);
   }
   if (!s && !by_digest) {
     char *p = nimble_store_path(store, "repositories/%s/_manifests/tags/%s", name, reference);
     s = p ? nimble_store_write_atomic(store, p, line, strlen(line))
-          : nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+          : NIMBLE_OOM();
     free(p);
   }
   free(declared);
@@ -170,7 +170,7 @@ nimble_status_t nimble_store_fs_manifest_resolve(nimble_store_fs *store, const c
     return nimble_status_make(NIMBLE_NOT_FOUND, "repository '%s' is unknown", name);
   if (!by_digest) {
     char *p = nimble_store_path(store, "repositories/%s/_manifests/tags/%s", name, reference);
-    if (!p) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+    if (!p) return NIMBLE_OOM();
     nimble_status_t s = read_link(p, &digest);
     free(p);
     if (s && nimble_status_code(s) == NIMBLE_NOT_FOUND) {
@@ -184,7 +184,7 @@ nimble_status_t nimble_store_fs_manifest_resolve(nimble_store_fs *store, const c
   nimble_digest_format_hex(&digest, hex);
   char *p =
       nimble_store_path(store, "repositories/%s/_manifests/revisions/sha256/%s/link", name, hex);
-  if (!p) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+  if (!p) return NIMBLE_OOM();
   nimble_digest_t linked;
   nimble_status_t s = read_link(p, &linked);
   free(p);
@@ -213,7 +213,7 @@ nimble_status_t nimble_store_fs_manifest_get(nimble_store_fs *store, const char 
   if (out_media_type) {
     char *p = nimble_store_path(store, "repositories/%s/_manifests/revisions/sha256/%s/media_type",
                                 name, hex);
-    if (!p) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+    if (!p) return NIMBLE_OOM();
     nimble_status_t s = nimble_store_read_file(p, 256, &media, NULL);
     free(p);
     NIMBLE_RETURN_IF_ERROR_CTX(s, "media type of manifest sha256:%s", hex);
@@ -223,7 +223,7 @@ nimble_status_t nimble_store_fs_manifest_get(nimble_store_fs *store, const char 
   if (out_bytes) {
     char *p = nimble_store_blob_path(store, &digest);
     nimble_status_t s = p ? nimble_store_read_file(p, NIMBLE_STORE_MANIFEST_MAX, &bytes, &size)
-                          : nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+                          : NIMBLE_OOM();
     free(p);
     if (s) {
       free(media);
@@ -259,7 +259,7 @@ nimble_status_t nimble_store_fs_tags_list(nimble_store_fs *store, const char *na
   if (!nimble_store_fs_repo_exists(store, name))
     return nimble_status_make(NIMBLE_NOT_FOUND, "repository '%s' is unknown", name);
   char *p = nimble_store_path(store, "repositories/%s/_manifests/tags", name);
-  if (!p) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+  if (!p) return NIMBLE_OOM();
   DIR *dir = opendir(p);
   if (!dir) {
     nimble_status_t s =
@@ -283,13 +283,13 @@ nimble_status_t nimble_store_fs_tags_list(nimble_store_fs *store, const char *na
       cap = cap ? cap * 2 : 16;
       char **n = realloc(tags, cap * sizeof *n);
       if (!n) {
-        s = nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+        s = NIMBLE_OOM();
         break;
       }
       tags = n;
     }
     if (!(tags[count] = strdup(e->d_name)))
-      s = nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+      s = NIMBLE_OOM();
     else
       count++;
   }

@@ -179,7 +179,7 @@ static void consume(nimble_oci_request *req, const char *data, size_t size) {
       while (cap < req->manifest_len + size) cap *= 2;
       char *n = realloc(req->manifest, cap);
       if (!n) {
-        req->body_error = nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+        req->body_error = NIMBLE_OOM();
         return;
       }
       req->manifest = n;

@@ -145,7 +145,7 @@ static void mhd_log(void *cls, const char *fmt, va_list ap) {
 nimble_status_t nimble_store_server_start(const nimble_store_server_config *config,
                                           nimble_store_server **out_server) {
   nimble_store_server *server = calloc(1, sizeof *server);
-  if (!server) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+  if (!server) return NIMBLE_OOM();
   server->listen_fd = -1;
   pthread_mutex_init(&server->lock, NULL);
   pthread_cond_init(&server->wake, NULL);

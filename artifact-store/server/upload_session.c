@@ -50,7 +50,7 @@ static nimble_status_t session_lock(nimble_store_fs *store, const char *id, int 
                                     struct stat *out_st) {
   NIMBLE_RETURN_IF_ERROR(nimble_store_fs_upload_id_check(id));
   char *path = nimble_store_path(store, "uploads/%s", id);
-  if (!path) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+  if (!path) return NIMBLE_OOM();
   int fd = open(path, flags | O_CLOEXEC);
   int err = errno;
   if (fd < 0) {
@@ -88,7 +88,7 @@ nimble_status_t nimble_store_fs_upload_start(nimble_store_fs *store,
   NIMBLE_RETURN_IF_ERROR(nimble_store_random(rnd, sizeof rnd));
   for (size_t i = 0; i < sizeof rnd; i++) snprintf(out_id + 2 * i, 3, "%02x", rnd[i]);
   char *path = nimble_store_path(store, "uploads/%s", out_id);
-  if (!path) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+  if (!path) return NIMBLE_OOM();
   int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   nimble_status_t s =
       fd < 0 ? nimble_status_make(NIMBLE_IO_ERROR, "creating upload %s: %s", path, strerror(errno))
@@ -102,7 +102,7 @@ nimble_status_t nimble_store_fs_upload_size(nimble_store_fs *store, const char *
                                             uint64_t *out_size) {
   NIMBLE_RETURN_IF_ERROR(nimble_store_fs_upload_id_check(id));
   char *path = nimble_store_path(store, "uploads/%s", id);
-  if (!path) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+  if (!path) return NIMBLE_OOM();
   struct stat st;
   int rc = stat(path, &st);
   int err = errno;
@@ -124,7 +124,7 @@ nimble_status_t nimble_store_fs_upload_open(nimble_store_fs *store, const char *
   nimble_store_upload_writer *w = calloc(1, sizeof *w);
   if (!w) {
     close(fd);
-    return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+    return NIMBLE_OOM();
   }
   w->fd = fd;
   w->offset = (uint64_t)st.st_size;
@@ -171,7 +171,7 @@ static nimble_status_t hash_fd(int fd, const char *id, nimble_digest_t *out, uin
   nimble_digest_ctx_init(&ctx);
   enum { BUF = 1 << 16 };
   unsigned char *buf = malloc(BUF);
-  if (!buf) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+  if (!buf) return NIMBLE_OOM();
   uint64_t total = 0;
   for (;;) {
     ssize_t n = pread(fd, buf, BUF, (off_t)total);
@@ -199,7 +199,7 @@ nimble_status_t nimble_store_fs_upload_commit(nimble_store_fs *store, const char
   char *path = nimble_store_path(store, "uploads/%s", id);
   if (!path) {
     close(fd);
-    return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+    return NIMBLE_OOM();
   }
   nimble_digest_t got;
   uint64_t size = 0;
@@ -230,7 +230,7 @@ nimble_status_t nimble_store_fs_upload_cancel(nimble_store_fs *store, const char
   char *path = nimble_store_path(store, "uploads/%s", id);
   nimble_status_t s = nimble_ok();
   if (!path)
-    s = nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+    s = NIMBLE_OOM();
   else if (unlink(path) != 0)
     s = nimble_status_make(NIMBLE_IO_ERROR, "removing upload %s: %s", id, strerror(errno));
   free(path);
@@ -241,7 +241,7 @@ nimble_status_t nimble_store_fs_upload_cancel(nimble_store_fs *store, const char
 nimble_status_t nimble_store_fs_upload_expire(nimble_store_fs *store, time_t max_age_s,
                                               size_t *out_removed) {
   char *dir_path = nimble_store_path(store, "uploads");
-  if (!dir_path) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+  if (!dir_path) return NIMBLE_OOM();
   DIR *dir = opendir(dir_path);
   if (!dir) {
     nimble_status_t s =

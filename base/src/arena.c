@@ -1,5 +1,6 @@
 /* A bump allocator over a list of chunks: big requests get a chunk of their
  * own so a huge constant does not waste the rest of a normal chunk. */
+#include <assert.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -78,6 +79,7 @@ void *nimble_arena_alloc(nimble_arena *arena, size_t size) {
     arena->head = fresh;
     c = fresh;
   }
+  assert(c->used % ARENA_ALIGN == 0 && c->size - c->used >= rounded);
   void *p = c->data + c->used;
   c->used += rounded;
   arena->bytes_used += rounded;

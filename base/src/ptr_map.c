@@ -2,6 +2,7 @@
  * grown by doubling when it would be more than half full. */
 #include "nimble/ptr_map.h"
 
+#include <assert.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,8 @@ void nimble_ptr_map_deinit(nimble_ptr_map *m) {
 
 /* The slot holding `key`, or the empty slot where it would go. */
 static size_t slot_of(const nimble_ptr_map *m, const void *key) {
+  assert(m->cap && (m->cap & (m->cap - 1)) == 0); /* the mask below needs a power of two */
+  assert(key);                                    /* NULL marks an empty slot */
   size_t mask = m->cap - 1, i = hash_ptr(key) & mask;
   while (m->keys[i] && m->keys[i] != key) i = (i + 1) & mask;
   return i;
@@ -71,6 +74,7 @@ static bool grow(nimble_ptr_map *m) {
 int nimble_ptr_map_add(nimble_ptr_map *m, const void *key, void *value) {
   if (m->cap && m->keys[slot_of(m, key)]) return 0;
   if ((m->count + 1) * 2 > m->cap && !grow(m)) return -1;
+  assert((m->count + 1) * 2 <= m->cap); /* probing ends: there is always a free slot */
   size_t i = slot_of(m, key);
   m->keys[i] = key;
   m->vals[i] = value;

@@ -49,7 +49,7 @@ static int run_run(nimble_cli_ctx *ctx, int argc, char **argv) {
         size_t n = strlen(store) + strlen(model) + 2;
         ref = malloc(n);
         if (!ref) {
-          nimble_cli_report(nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory"));
+          nimble_cli_report(NIMBLE_OOM());
           return NIMBLE_EXIT_FAILURE;
         }
         size_t sl = strlen(store);

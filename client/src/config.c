@@ -137,7 +137,7 @@ nimble_status_t nimble_cli_config_set(nimble_cli_config *cfg, nimble_cli_key_t k
   if (!v || !o) {
     free(v);
     free(o);
-    return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+    return NIMBLE_OOM();
   }
   free(s->value);
   free(s->origin);
@@ -168,7 +168,7 @@ nimble_status_t nimble_cli_config_locate(const char *explicit_path, char **out, 
       return nimble_ok();
     }
   }
-  if (!path) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+  if (!path) return NIMBLE_OOM();
   *out = path;
   return nimble_ok();
 }
@@ -233,7 +233,7 @@ static nimble_status_t parse_line(nimble_cli_config *cfg, const char *name, size
 nimble_status_t nimble_cli_config_parse(nimble_cli_config *cfg, const char *name,
                                         const char *text, size_t len) {
   char *line = malloc(NIMBLE_CLI_CONFIG_MAX_LINE + 1);
-  if (!line) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+  if (!line) return NIMBLE_OOM();
   size_t first_line[NIMBLE_CLI_KEY_COUNT_] = {0};
   size_t lineno = 0, pos = 0;
   nimble_status_t s = nimble_ok();
@@ -265,7 +265,7 @@ nimble_status_t nimble_cli_config_load_file(nimble_cli_config *cfg, const char *
   free(cfg->file);
   cfg->file = strdup(path);
   cfg->file_read = false;
-  if (!cfg->file) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+  if (!cfg->file) return NIMBLE_OOM();
 
   FILE *f = fopen(path, "rb");
   if (!f) {
@@ -282,7 +282,7 @@ nimble_status_t nimble_cli_config_load_file(nimble_cli_config *cfg, const char *
   char *buf = malloc(MAX_CONFIG_FILE + 1);
   if (!buf) {
     fclose(f);
-    return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+    return NIMBLE_OOM();
   }
   size_t n = fread(buf, 1, MAX_CONFIG_FILE + 1, f);
   int read_error = ferror(f);

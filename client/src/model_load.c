@@ -53,13 +53,13 @@ static nimble_status_t load_onnx(nimble_arena *arena, const char *path, nimble_c
       g->n_outputs ? nimble_arena_calloc(arena, g->n_outputs, sizeof *names) : NULL;
   if (g->n_outputs && !names) {
     nimble_onnx_model_destroy(model);
-    return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+    return NIMBLE_OOM();
   }
   for (size_t i = 0; i < g->n_outputs; i++) {
     names[i] = nimble_arena_strdup(arena, g->outputs[i]->name);
     if (!names[i]) {
       nimble_onnx_model_destroy(model);
-      return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+      return NIMBLE_OOM();
     }
   }
   out->output_names = names;

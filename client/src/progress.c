@@ -50,7 +50,7 @@ nimble_status_t nimble_cli_progress_create(FILE *out, nimble_cli_progress_mode_t
   if (!out || mode > NIMBLE_CLI_PROGRESS_JSON)
     return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "progress: no output or bad mode");
   nimble_cli_progress *p = calloc(1, sizeof *p);
-  if (!p) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+  if (!p) return NIMBLE_OOM();
   p->out = out;
   p->mode = mode;
   p->width = width > 0 ? width : nimble_cli_progress_terminal_width(out);
@@ -120,7 +120,7 @@ static char *render_line(const target_state *t, int max_cols) {
 
 static nimble_status_t write_json(nimble_cli_progress *p, const target_state *t) {
   json_t *o = json_object();
-  if (!o) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+  if (!o) return NIMBLE_OOM();
   int bad = json_object_set_new(o, "target", nimble_cli_json_text(t->name));
   bad |= json_object_set_new(o, "state", nimble_cli_json_text(t->state));
   if (t->percent >= 0) bad |= json_object_set_new(o, "percent", json_integer(t->percent));
@@ -128,7 +128,7 @@ static nimble_status_t write_json(nimble_cli_progress *p, const target_state *t)
   char *text = bad ? NULL : json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
   json_decref(o);
   if (!text)
-    return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+    return NIMBLE_OOM();
   fprintf(p->out, "%s\n", text);
   free(text);
   return nimble_ok();
@@ -143,7 +143,7 @@ static nimble_status_t draw(nimble_cli_progress *p, size_t i, bool fresh) {
     /* One column is kept free: writing into the last column makes some
      * terminals wrap, which would shift every line below. */
     char *line = render_line(t, p->mode == NIMBLE_CLI_PROGRESS_TTY ? p->width - 1 : 0);
-    if (!line) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+    if (!line) return NIMBLE_OOM();
     if (p->mode == NIMBLE_CLI_PROGRESS_TTY && !fresh) {
       size_t up = p->count - i;
       fprintf(p->out, "\033[%zuA\r\033[K%s\r\033[%zuB", up, line, up);
@@ -179,7 +179,7 @@ nimble_status_t nimble_cli_progress_add(nimble_cli_progress *p, const char *targ
   if (!t->name || !t->state) {
     free(t->name);
     free(t->state);
-    return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+    return NIMBLE_OOM();
   }
   *index = p->count++;
   /* JSON readers learn of a target from its first update; a terminal and
@@ -206,7 +206,7 @@ nimble_status_t nimble_cli_progress_update(nimble_cli_progress *p, size_t index,
   if (!new_state || (detail && !new_detail)) {
     free(new_state);
     free(new_detail);
-    return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+    return NIMBLE_OOM();
   }
   bool changed = !same_str(t->state, new_state) || !same_str(t->detail, new_detail);
   bool percent_changed = t->percent != percent;

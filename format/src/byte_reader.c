@@ -18,12 +18,11 @@ void nimble_reader_init(nimble_reader_t *r, const void *data, size_t size, const
 
 nimble_status_t nimble_reader_error(const nimble_reader_t *r, nimble_status_code_t code,
                                     const char *fmt, ...) {
-  char msg[512];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
+  nimble_status_t s = nimble_status_makev(code, fmt, ap);
   va_end(ap);
-  return nimble_status_make(code, "%s at offset %zu: %s", r->what, r->base + r->pos, msg);
+  return nimble_status_annotate(s, "%s at offset %zu", r->what, r->base + r->pos);
 }
 
 static nimble_status_t need(nimble_reader_t *r, const char *field, size_t n) {

@@ -40,10 +40,6 @@ static char *dup_str(const char *s) {
   return d;
 }
 
-static nimble_status_t oom(const char *what) {
-  return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "%s: out of memory", what);
-}
-
 static void value_deinit(nimble_value_sig_t *v) {
   free(v->name);
   free(v->type);
@@ -209,7 +205,7 @@ nimble_status_t nimble_artifact_config_set_build(nimble_artifact_config_t *c, co
   NIMBLE_RETURN_IF_ERROR(check_name(compiler_version, NIMBLE_CONFIG_MAX_NAME, "compilerVersion"));
   if (!model) return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "model: missing");
   char *version = dup_str(compiler_version);
-  if (!version) return oom("compilerVersion");
+  if (!version) return NIMBLE_OOM_IN("compilerVersion");
   free(c->compiler_version);
   c->compiler_version = version;
   strcpy(c->target, canon);
@@ -226,11 +222,11 @@ nimble_status_t nimble_artifact_config_add_entry(nimble_artifact_config_t *c, co
                               NIMBLE_CONFIG_MAX_ENTRIES);
   }
   char *copy = name ? dup_str(name) : NULL;
-  if (name && !copy) return oom("entries");
+  if (name && !copy) return NIMBLE_OOM_IN("entries");
   nimble_entry_sig_t *grown = realloc(c->entries, (c->entry_count + 1) * sizeof(*grown));
   if (!grown) {
     free(copy);
-    return oom("entries");
+    return NIMBLE_OOM_IN("entries");
   }
   c->entries = grown;
   nimble_entry_sig_t *e = &c->entries[c->entry_count++];
@@ -255,7 +251,7 @@ static nimble_status_t push_value(nimble_entry_sig_t *e, int is_output, nimble_v
                               is_output ? "outputs" : "inputs", NIMBLE_CONFIG_MAX_VALUES);
   }
   nimble_value_sig_t *grown = realloc(*items, (*count + 1) * sizeof(*grown));
-  if (!grown) return oom(is_output ? "outputs" : "inputs");
+  if (!grown) return NIMBLE_OOM_IN(is_output ? "outputs" : "inputs");
   *items = grown;
   *out = &grown[(*count)++];
   memset(*out, 0, sizeof(**out));
@@ -287,17 +283,17 @@ nimble_status_t nimble_entry_sig_add_tensor(nimble_entry_sig_t *e, int is_output
   nimble_status_t s = nimble_ok();
   v->name = name ? dup_str(name) : NULL;
   v->dtype = dtype;
-  if (name && !v->name) s = oom("name");
+  if (name && !v->name) s = NIMBLE_OOM_IN("name");
   if (!s && rank) {
     v->dims = calloc(rank, sizeof(*v->dims));
-    if (!v->dims) s = oom("shape");
+    if (!v->dims) s = NIMBLE_OOM_IN("shape");
   }
   for (size_t i = 0; !s && i < rank; i++) {
     v->rank = i + 1;
     v->dims[i].value = dims[i].symbol ? 0 : dims[i].value;
     if (dims[i].symbol) {
       v->dims[i].symbol = dup_str(dims[i].symbol);
-      if (!v->dims[i].symbol) s = oom("shape");
+      if (!v->dims[i].symbol) s = NIMBLE_OOM_IN("shape");
     }
   }
   return finish_value(e, is_output, s);
@@ -311,7 +307,7 @@ nimble_status_t nimble_entry_sig_add_value(nimble_entry_sig_t *e, int is_output,
   nimble_status_t s = nimble_ok();
   v->name = name ? dup_str(name) : NULL;
   v->type = dup_str(type_text);
-  if ((name && !v->name) || !v->type) s = oom("value");
+  if ((name && !v->name) || !v->type) s = NIMBLE_OOM_IN("value");
   return finish_value(e, is_output, s);
 }
 
@@ -407,7 +403,7 @@ static nimble_status_t value_from_json(const json_t *obj, const char *path,
   NIMBLE_RETURN_IF_ERROR(
       nimble_json_get_string(obj, path, "name", 1, NIMBLE_CONFIG_MAX_NAME, &name));
   v->name = dup_str(name);
-  if (!v->name) return oom(path);
+  if (!v->name) return NIMBLE_OOM_IN(path);
   NIMBLE_RETURN_IF_ERROR(
       nimble_json_get_string(obj, path, "type", 0, NIMBLE_CONFIG_MAX_TYPE_TEXT, &type));
   if (type) {
@@ -418,7 +414,7 @@ static nimble_status_t value_from_json(const json_t *obj, const char *path,
                                 path);
     }
     v->type = dup_str(type);
-    return v->type ? nimble_ok() : oom(path);
+    return v->type ? nimble_ok() : NIMBLE_OOM_IN(path);
   }
   NIMBLE_RETURN_IF_ERROR(nimble_json_get_string(obj, path, "dtype", 1, 32, &dtype));
   nimble_status_t s = nimble_config_dtype_parse(dtype, &v->dtype);
@@ -432,7 +428,7 @@ static nimble_status_t value_from_json(const json_t *obj, const char *path,
   size_t rank = json_array_size(shape);
   if (rank) {
     v->dims = calloc(rank, sizeof(*v->dims));
-    if (!v->dims) return oom(path);
+    if (!v->dims) return NIMBLE_OOM_IN(path);
   }
   char sp[NIMBLE_JSON_PATH_MAX], p[NIMBLE_JSON_PATH_MAX];
   nimble_json_path_key(sp, path, "shape");
@@ -447,7 +443,7 @@ static nimble_status_t value_from_json(const json_t *obj, const char *path,
         return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "%s: contains a NUL byte", p);
       }
       v->dims[i].symbol = dup_str(json_string_value(d));
-      if (!v->dims[i].symbol) return oom(p);
+      if (!v->dims[i].symbol) return NIMBLE_OOM_IN(p);
     } else {
       return nimble_status_make(NIMBLE_INVALID_ARGUMENT,
                                 "%s: expected an integer or a symbol string, got %s", p,
@@ -466,7 +462,7 @@ static nimble_status_t values_from_json(const json_t *entry, const char *path, c
   size_t n = json_array_size(arr);
   if (n == 0) return nimble_ok();
   *items = calloc(n, sizeof(**items));
-  if (!*items) return oom(path);
+  if (!*items) return NIMBLE_OOM_IN(path);
   nimble_json_path_key(p, path, key);
   for (size_t i = 0; i < n; i++) {
     nimble_json_path_index(ip, p, i);
@@ -492,7 +488,7 @@ static nimble_status_t config_from_json(const json_t *root, nimble_artifact_conf
   NIMBLE_RETURN_IF_ERROR(nimble_json_get_string(root, "", "compilerVersion", 1,
                                                 NIMBLE_CONFIG_MAX_NAME, &version_text));
   c->compiler_version = dup_str(version_text);
-  if (!c->compiler_version) return oom("compilerVersion");
+  if (!c->compiler_version) return NIMBLE_OOM_IN("compilerVersion");
   NIMBLE_RETURN_IF_ERROR(nimble_json_get_digest(root, "", "model", 1, &c->model, NULL));
   NIMBLE_RETURN_IF_ERROR(nimble_json_get_digest(root, "", "compilerBuild", 0, &c->compiler_build,
                                                 &c->has_compiler_build));
@@ -501,7 +497,7 @@ static nimble_status_t config_from_json(const json_t *root, nimble_artifact_conf
       nimble_json_get_array(root, "", "entries", 1, 1, NIMBLE_CONFIG_MAX_ENTRIES, &entries));
   size_t n = json_array_size(entries);
   c->entries = calloc(n, sizeof(*c->entries));
-  if (!c->entries) return oom("entries");
+  if (!c->entries) return NIMBLE_OOM_IN("entries");
   for (size_t i = 0; i < n; i++) {
     char path[NIMBLE_JSON_PATH_MAX];
     const char *name;
@@ -515,7 +511,7 @@ static nimble_status_t config_from_json(const json_t *root, nimble_artifact_conf
     }
     NIMBLE_RETURN_IF_ERROR(nimble_json_get_string(e, path, "name", 1, NIMBLE_CONFIG_MAX_NAME, &name));
     entry->name = dup_str(name);
-    if (!entry->name) return oom(path);
+    if (!entry->name) return NIMBLE_OOM_IN(path);
     NIMBLE_RETURN_IF_ERROR(
         values_from_json(e, path, "inputs", &entry->inputs, &entry->input_count));
     NIMBLE_RETURN_IF_ERROR(

@@ -202,7 +202,7 @@ static nimble_status_t new_descriptor(nimble_descriptor_t *d, const char *media_
                                       const nimble_digest_t *digest, int64_t size) {
   memset(d, 0, sizeof(*d));
   d->media_type = dup_str(media_type);
-  if (!d->media_type) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+  if (!d->media_type) return NIMBLE_OOM();
   d->digest = *digest;
   d->size = size;
   return nimble_ok();
@@ -361,7 +361,7 @@ static nimble_status_t descriptor_from_json(const json_t *parent, const json_t *
   NIMBLE_RETURN_IF_ERROR(
       nimble_json_get_int(obj, path, "size", 1, INT64_MIN, INT64_MAX, &d->size, NULL));
   d->media_type = dup_str(media_type);
-  if (!d->media_type) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+  if (!d->media_type) return NIMBLE_OOM();
   NIMBLE_RETURN_IF_ERROR(annotations_from_json(obj, path, &d->annotations, &d->annotation_count));
   return check_descriptor(d, path);
 }

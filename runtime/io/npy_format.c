@@ -374,7 +374,7 @@ nimble_status_t nimble_tensor_io_encode_npy(const DLTensor *tensor, void **out_b
     return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "tensor too large to encode");
   size_t len = 10 + hlen + nbytes;
   uint8_t *buf = malloc(len);
-  if (!buf) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+  if (!buf) return NIMBLE_OOM();
   memcpy(buf, NPY_MAGIC, 6);
   buf[6] = 1;
   buf[7] = 0;

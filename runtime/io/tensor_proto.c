@@ -494,7 +494,7 @@ nimble_status_t nimble_tensor_io_encode_pb(const DLTensor *tensor, const char *n
     return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "tensor too large to encode");
   cap += nbytes;
   uint8_t *buf = malloc(cap);
-  if (!buf) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+  if (!buf) return NIMBLE_OOM();
   uint8_t *p = buf;
   for (int i = 0; i < tensor->ndim; i++) {
     *p++ = F_DIMS << 3 | WT_VARINT;

@@ -571,7 +571,7 @@ nimble_status_t nimble_scheduler_create(const nimble_scheduler_options_t *opts,
                                         nimble_scheduler **out) {
   *out = NULL;
   nimble_scheduler *s = calloc(1, sizeof *s);
-  if (!s) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+  if (!s) return NIMBLE_OOM();
   nimble_status_t st = create_inner(opts, s);
   if (st) {
     nimble_scheduler_destroy(s);

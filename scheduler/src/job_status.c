@@ -108,6 +108,6 @@ nimble_status_t sched_job_status(nimble_scheduler *s, const char *job, json_t **
   }
   const char *state = sched_job_state_of(n, n_done, n_failed, n_running, n_cancelled, cancelled);
   *out_body = json_pack("{s:s,s:s,s:o}", "job", job, "state", state, "tasks", tasks);
-  if (!*out_body) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+  if (!*out_body) return NIMBLE_OOM();
   return nimble_ok();
 }

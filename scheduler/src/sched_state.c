@@ -155,7 +155,7 @@ nimble_status_t nimble_sched_tuning_get(nimble_sched_redis *r, const char *key, 
   if (rep->type == REDIS_REPLY_STRING) {
     *out_value = malloc(rep->len + 1);
     if (!*out_value) {
-      s = nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+      s = NIMBLE_OOM();
     } else {
       memcpy(*out_value, rep->str, rep->len);
       (*out_value)[rep->len] = '\0';

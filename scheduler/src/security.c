@@ -36,7 +36,7 @@ static nimble_status_t read_lines(const char *path, const char *what,
 static nimble_status_t add_token(void *user, const char *tok, int lineno) {
   nimble_scheduler *s = user;
   nimble_digest_t *n = realloc(s->tokens, (s->ntokens + 1) * sizeof *n);
-  if (!n) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+  if (!n) return NIMBLE_OOM();
   s->tokens = n;
   nimble_digest_compute(tok, strlen(tok), &s->tokens[s->ntokens++]);
   return nimble_ok();
@@ -96,7 +96,7 @@ static nimble_status_t add_worker_key(void *user, const char *line, int lineno) 
   uint8_t key[32];
   NIMBLE_RETURN_IF_ERROR_CTX(decode_z85(line, key), "line %d", lineno);
   uint8_t(*n)[32] = realloc(s->worker_keys, (s->nworker_keys + 1) * sizeof *n);
-  if (!n) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+  if (!n) return NIMBLE_OOM();
   s->worker_keys = n;
   memcpy(s->worker_keys[s->nworker_keys++], key, 32);
   return nimble_ok();

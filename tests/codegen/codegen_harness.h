@@ -17,6 +17,7 @@
 #include <cblas.h>
 
 #include "nimble/codegen.h"
+#include "op_builders.h"
 #include "nimble/kernel_abi.h"
 #include "nimble_test.h"
 

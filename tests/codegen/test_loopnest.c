@@ -7,6 +7,7 @@
 #include "nimble_test.h"
 
 #include "nimble/codegen.h"
+#include "op_builders.h"
 #include "nimble/loopnest.h"
 
 /* y[i] = x[i] * 2 over a rank-1 tensor. */

@@ -149,7 +149,7 @@ def cmd_layout(build, prefix):
     check("libnimble_runtime.so.%s" % major in fe_needed and any("curl" in n for n in fe_needed),
           "libnimble_fetch.so needs libnimble_runtime.so.%s and libcurl: %s" % (major, fe_needed))
     members = run(["ar", "t", os.path.join(lib, "libnimble_runtime.a")]).stdout.split()
-    check("status.c.o" in members and "vm_api.c.o" in members and "npy_format.c.o" in members,
+    check("status.c.o" in members and "vm_lifecycle.c.o" in members and "npy_format.c.o" in members,
           "libnimble_runtime.a holds the runtime, tensor I/O and status.c (%d members)" % len(members))
 
     inc = os.path.join(prefix, "include", "nimble")

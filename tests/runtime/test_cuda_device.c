@@ -158,7 +158,7 @@ START_TEST(test_a_cuda_executable_is_refused_at_load_without_a_driver) {
   ck_assert_int_eq(nimble_status_code(s), NIMBLE_FAILED_PRECONDITION);
   const char *msg = nimble_status_message(s);
   ck_assert_msg(strncmp(msg, "cuda: cannot load libcuda.so.1 (", 32) == 0, "message: %s", msg);
-  const char *tail = "): this executable has CUDA kernels";
+  const char *tail = "): this executable has cuda kernels";
   ck_assert_msg(strlen(msg) > strlen(tail) && strcmp(msg + strlen(msg) - strlen(tail), tail) == 0,
                 "message: %s", msg);
   nimble_status_free(s);
@@ -177,7 +177,7 @@ START_TEST(test_a_cuda_executable_is_refused_at_load_without_a_driver) {
     parts[i].size = size;
   }
   NIMBLE_ASSERT_ERROR(nimble_executable_load_parts(parts, 5, 0, &exe), NIMBLE_FAILED_PRECONDITION,
-                      "): this executable has CUDA kernels");
+                      "): this executable has cuda kernels");
   for (int i = 0; i < 5; i++) free(blobs[i]);
   nimble_builder_destroy(b);
   free(module);
@@ -302,7 +302,7 @@ START_TEST(test_a_library_that_is_no_cuda_driver_is_named) {
   nimble_executable *exe;
   char want[256];
   snprintf(want, sizeof want,
-           "cuda: %s has no cuInit (not a CUDA driver, or too old): this executable has CUDA "
+           "cuda: %s has no cuInit (not a CUDA driver, or too old): this executable has cuda "
            "kernels",
            lib);
   NIMBLE_ASSERT_ERROR(rt_try_load(b, &exe), NIMBLE_FAILED_PRECONDITION, want);

@@ -81,7 +81,7 @@ nimble_status_t nimble_store_client_create(const nimble_store_client_options_t *
                               curl_easy_strerror(curl_init_code));
 
   nimble_store_client *c = calloc(1, sizeof(*c));
-  if (!c) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+  if (!c) return NIMBLE_OOM();
   c->opts = *opts;
   c->opts.base_url = NULL;
   c->opts.token = NULL;

@@ -68,12 +68,12 @@ nimble_status_t nimble_store_list_tags(nimble_store_client *c, const char *repo,
         if (count == alloc) {
           size_t na = alloc ? alloc * 2 : 16;
           char **p = realloc(tags, na * sizeof(*p));
-          if (!p) { s = nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory"); break; }
+          if (!p) { s = NIMBLE_OOM(); break; }
           tags = p;
           alloc = na;
         }
         tags[count] = strdup(t);
-        if (!tags[count]) { s = nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory"); break; }
+        if (!tags[count]) { s = NIMBLE_OOM(); break; }
         count++;
       }
     }

@@ -97,7 +97,7 @@ nimble_status_t nimble_store_pull_manifest(nimble_store_client *c, const char *r
   if (out_media_type) {
     *out_media_type = strdup(resp.content_type ? resp.content_type : "");
     if (!*out_media_type) {
-      s = nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+      s = NIMBLE_OOM();
       goto out;
     }
   }
@@ -106,7 +106,7 @@ nimble_status_t nimble_store_pull_manifest(nimble_store_client *c, const char *r
   *out_bytes = resp.body ? resp.body : malloc(1);
   *out_size = resp.body_size;
   resp.body = NULL;
-  if (!*out_bytes) s = nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+  if (!*out_bytes) s = NIMBLE_OOM();
 out:
   store_response_clear(&resp);
   free(url);
@@ -341,7 +341,7 @@ nimble_status_t nimble_store_pull_blob(nimble_store_client *c, const char *repo,
     return s;
   }
   if (!d.buf) d.buf = malloc(1);
-  if (!d.buf) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+  if (!d.buf) return NIMBLE_OOM();
   *out_bytes = d.buf;
   *out_size = (size_t)d.have;
   return nimble_ok();
@@ -351,7 +351,7 @@ nimble_status_t nimble_store_pull_blob_to_file(nimble_store_client *c, const cha
                                                const nimble_digest_t *digest, const char *path) {
   size_t n = strlen(path);
   char *tmp = malloc(n + sizeof(".partXXXXXX"));
-  if (!tmp) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+  if (!tmp) return NIMBLE_OOM();
   memcpy(tmp, path, n);
   memcpy(tmp + n, ".partXXXXXX", sizeof(".partXXXXXX"));
   int fd = mkostemp(tmp, O_CLOEXEC);

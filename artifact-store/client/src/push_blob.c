@@ -333,7 +333,7 @@ nimble_status_t nimble_store_push_blob_file(nimble_store_client *c, const char *
   nimble_digest_ctx_init(&ctx);
   uint64_t total = 0;
   uint8_t *buf = malloc(1 << 20);
-  if (!buf) { s = nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory"); goto out; }
+  if (!buf) { s = NIMBLE_OOM(); goto out; }
   for (;;) {
     ssize_t n = read(fd, buf, 1 << 20);
     if (n < 0 && errno == EINTR) continue;

@@ -109,7 +109,7 @@ nimble_status_t store_resolve_location(nimble_store_client *c, const char *loc, 
     return nimble_status_make(NIMBLE_INTERNAL,
                               "unsupported Location '%s' (neither absolute nor rooted)", loc);
   }
-  if (!*out_url) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+  if (!*out_url) return NIMBLE_OOM();
   return nimble_ok();
 }
 

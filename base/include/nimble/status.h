@@ -48,24 +48,50 @@ typedef struct nimble_status *nimble_status_t;
 /* Success. */
 #define nimble_ok() ((nimble_status_t)0)
 
-/* Creates a status with a printf-style message. Caller owns the result.
- * With code NIMBLE_OK it returns nimble_ok(). Never returns NULL for a
- * non-OK code: when memory is short it returns a static out-of-memory
- * status that nimble_status_free() knows not to free. */
+/* Creates a status with a printf-style message of any length. Caller owns
+ * the result. With code NIMBLE_OK it returns nimble_ok(). Never returns
+ * NULL for a non-OK code: when memory is short it returns a static
+ * out-of-memory status that nimble_status_free() knows not to free. */
 NIMBLE_API nimble_status_t nimble_status_make(nimble_status_code_t code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 NIMBLE_API nimble_status_t nimble_status_makev(nimble_status_code_t code, const char *fmt, va_list ap);
 
-/* Prepends context: "CONTEXT: old message". Takes ownership of `status` and
- * returns the status to pass on (possibly a new object). OK stays OK. */
+/* The same, recording where the status was made (`file` must be a string
+ * that lives for the process, as __FILE__ does). In builds without NDEBUG
+ * nimble_status_make and nimble_status_makev are these, called with the
+ * caller's __FILE__ and __LINE__ (the macros below). */
+NIMBLE_API nimble_status_t nimble_status_make_at(const char *file, int line, nimble_status_code_t code,
+                                                 const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+NIMBLE_API nimble_status_t nimble_status_makev_at(const char *file, int line, nimble_status_code_t code,
+                                                  const char *fmt, va_list ap);
+
+/* Prepends context of any length: "CONTEXT: old message". Takes ownership
+ * of `status` and returns the status to pass on (possibly a new object,
+ * which keeps the code, the subject and the source location). OK stays
+ * OK. */
 NIMBLE_API nimble_status_t nimble_status_annotate(nimble_status_t status, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+NIMBLE_API nimble_status_t nimble_status_annotatev(nimble_status_t status, const char *fmt, va_list ap);
 
 /* The code; NIMBLE_OK for nimble_ok(). */
 NIMBLE_API nimble_status_code_t nimble_status_code(nimble_status_t status);
 
 /* The message, borrowed from the status; "" for OK. */
 NIMBLE_API const char *nimble_status_message(nimble_status_t status);
+
+/* Where the status was first made (file, and *line when `line` is not
+ * NULL), or NULL when it was made without a location (builds with NDEBUG,
+ * the out-of-memory status, OK). Annotations keep it. */
+NIMBLE_API const char *nimble_status_source(nimble_status_t status, int *line);
+
+/* The subject a status already names, so that a layer that adds the same
+ * context adds it once: a layer that names thing X in a message marks the
+ * status with X; one that would prefix X checks first. Returns the status
+ * (the static out-of-memory status is never marked). The subject is only
+ * compared, never dereferenced. */
+NIMBLE_API nimble_status_t nimble_status_set_subject(nimble_status_t status, const void *subject);
+/* The subject marked last, or NULL. */
+NIMBLE_API const void *nimble_status_subject(nimble_status_t status);
 
 /* A short stable name for a code, e.g. "INVALID_ARGUMENT". */
 NIMBLE_API const char *nimble_status_code_name(nimble_status_code_t code);
@@ -76,6 +102,9 @@ NIMBLE_API void nimble_status_free(nimble_status_t status);
 /* Returns the code and frees the status: for callers that only branch. */
 NIMBLE_API nimble_status_code_t nimble_status_consume(nimble_status_t status);
 
+/* ---- the macros every component uses ---- */
+
+/* Returns the status of `expr` when it failed. */
 #define NIMBLE_RETURN_IF_ERROR(expr)          \
   do {                                        \
     nimble_status_t nimble_status_tmp_ = (expr); \
@@ -89,6 +118,17 @@ NIMBLE_API nimble_status_code_t nimble_status_consume(nimble_status_t status);
     if (nimble_status_tmp_)                    \
       return nimble_status_annotate(nimble_status_tmp_, __VA_ARGS__); \
   } while (0)
+
+/* The status of a failed allocation: RESOURCE_EXHAUSTED "out of memory",
+ * or "WHAT: out of memory" naming what was being done. */
+#define NIMBLE_OOM() nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory")
+#define NIMBLE_OOM_IN(what) nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "%s: out of memory", (what))
+
+/* Statuses made in builds without NDEBUG record their source location. */
+#if !defined(NDEBUG) && !defined(NIMBLE_STATUS_NO_LOCATIONS)
+#define nimble_status_make(...) nimble_status_make_at(__FILE__, __LINE__, __VA_ARGS__)
+#define nimble_status_makev(...) nimble_status_makev_at(__FILE__, __LINE__, __VA_ARGS__)
+#endif
 
 #ifdef __cplusplus
 }

@@ -63,7 +63,7 @@ static nimble_status_t from_llvm_error(LLVMErrorRef err, const char *what) {
 }
 
 typedef struct build {
-  char diag_error[512]; /* the first error-severity LLVM diagnostic */
+  char *diag_error; /* the first error-severity LLVM diagnostic (LLVM's message), or NULL */
   LLVMContextRef ctx;
   LLVMModuleRef mod;
   LLVMTargetMachineRef tm;
@@ -73,6 +73,7 @@ typedef struct build {
 } build;
 
 static void build_dispose(build *b) {
+  if (b->diag_error) LLVMDisposeMessage(b->diag_error);
   if (b->obj) LLVMDisposeMemoryBuffer(b->obj);
   if (b->pass_opts) LLVMDisposePassBuilderOptions(b->pass_opts);
   if (b->mod) LLVMDisposeModule(b->mod);
@@ -86,10 +87,9 @@ static void build_dispose(build *b) {
  * first error is kept for the status. */
 static void on_diagnostic(LLVMDiagnosticInfoRef info, void *user) {
   build *b = user;
-  if (LLVMGetDiagInfoSeverity(info) != LLVMDSError || b->diag_error[0]) return;
-  char *text = LLVMGetDiagInfoDescription(info);
-  snprintf(b->diag_error, sizeof b->diag_error, "%s", text ? text : "(no description)");
-  LLVMDisposeMessage(text);
+  if (LLVMGetDiagInfoSeverity(info) != LLVMDSError || b->diag_error) return;
+  b->diag_error = LLVMGetDiagInfoDescription(info); /* kept whole; NULL: none given */
+  if (!b->diag_error) b->diag_error = LLVMCreateMessage("(no description)");
 }
 
 static nimble_status_t build_run(build *b, const nimble_ln_kernel *const *kernels, size_t n_kernels,
@@ -167,7 +167,7 @@ static nimble_status_t build_run(build *b, const nimble_ln_kernel *const *kernel
   snprintf(pipeline, sizeof pipeline, "default<O%d>", o->opt_level);
   LLVMErrorRef perr = LLVMRunPasses(b->mod, pipeline, b->tm, b->pass_opts);
   if (perr) return from_llvm_error(perr, "codegen: optimisation");
-  if (b->diag_error[0])
+  if (b->diag_error)
     return nimble_status_make(NIMBLE_INTERNAL, "codegen: LLVM reported: %s", b->diag_error);
 
   if (o->keep_ir) {

@@ -79,12 +79,11 @@ static void fail(cg_mod *cm, nimble_status_code_t code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static void fail(cg_mod *cm, nimble_status_code_t code, const char *fmt, ...) {
   if (cm->err) return;
-  char msg[512];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
+  nimble_status_t s = nimble_status_makev(code, fmt, ap);
   va_end(ap);
-  cm->err = nimble_status_make(code, "kernel '%s': %s", cm->k ? cm->k->name : "?", msg);
+  cm->err = nimble_status_annotate(s, "kernel '%s'", cm->k ? cm->k->name : "?");
 }
 
 /* The LLVM type of a value. f16 and bf16 values live in float registers,

@@ -5,18 +5,17 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "compute_internal.h"
 
 void *cp_fail(cp_ctx *c, nimble_status_code_t code, const char *fmt, ...) {
   if (c->err) return NULL;
-  char msg[512];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
+  c->err = nimble_status_makev(code, fmt, ap);
   va_end(ap);
-  c->err = nimble_status_make(code, "%s", msg);
   return NULL;
 }
 
@@ -27,13 +26,18 @@ void cp_check(cp_ctx *c, nimble_ln_expr *cond, const char *fmt, ...) {
     cp_fail(c, NIMBLE_RESOURCE_EXHAUSTED, "more than %d shape checks", CP_MAX_CHECKS);
     return;
   }
-  char msg[256];
+  char *msg = NULL;
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
+  int n = vasprintf(&msg, fmt, ap);
   va_end(ap);
+  if (n < 0) {
+    cp_fail(c, NIMBLE_RESOURCE_EXHAUSTED, "%s: out of memory for a shape check", c->prim);
+    return;
+  }
   if (cond && cond->type == NIMBLE_LN_I64) cond = nimble_ln_binary(c->A, NIMBLE_LN_NE, cond, nimble_ln_i64(c->A, 0));
-  c->checks[c->n_checks++] = nimble_ln_check(c->A, cond, msg);
+  c->checks[c->n_checks++] = nimble_ln_check(c->A, cond, msg); /* the arena copies it */
+  free(msg);
 }
 
 nimble_ln_var *cp_var(cp_ctx *c, const char *prefix, nimble_ln_type_t type) {
@@ -121,6 +125,10 @@ nimble_ln_expr *cp_max(cp_ctx *c, nimble_ln_expr *a, nimble_ln_expr *b) {
   if (cp_const_i(a, &x) && cp_const_i(b, &y)) return cp_i(c, x > y ? x : y);
   if (cp_same(a, b)) return a;
   return nimble_ln_binary(c->A, NIMBLE_LN_MAX, a, b);
+}
+
+nimble_ln_expr *cp_clamp(cp_ctx *c, nimble_ln_expr *v, nimble_ln_expr *lo, nimble_ln_expr *hi) {
+  return cp_min(c, cp_max(c, v, lo), hi);
 }
 
 /* An i64 0/1 result so folded and run-time forms mix. */

@@ -142,6 +142,8 @@ nimble_ln_expr *cp_div(cp_ctx *c, nimble_ln_expr *a, nimble_ln_expr *b); /* floo
 nimble_ln_expr *cp_rem(cp_ctx *c, nimble_ln_expr *a, nimble_ln_expr *b);
 nimble_ln_expr *cp_min(cp_ctx *c, nimble_ln_expr *a, nimble_ln_expr *b);
 nimble_ln_expr *cp_max(cp_ctx *c, nimble_ln_expr *a, nimble_ln_expr *b);
+/* min(max(v, lo), hi). */
+nimble_ln_expr *cp_clamp(cp_ctx *c, nimble_ln_expr *v, nimble_ln_expr *lo, nimble_ln_expr *hi);
 nimble_ln_expr *cp_eq(cp_ctx *c, nimble_ln_expr *a, nimble_ln_expr *b);
 nimble_ln_expr *cp_and(cp_ctx *c, nimble_ln_expr *a, nimble_ln_expr *b);
 nimble_ln_expr *cp_product(cp_ctx *c, nimble_ln_expr *const *ext, int from, int to);
@@ -193,9 +195,21 @@ nimble_ln_expr *cp_load(cp_ctx *c, nimble_ln_param *param, nimble_ln_expr *flat,
 /* Maps an IR dtype to the loop-nest type; false when there is none. */
 bool cp_ln_type(nimble_dtype_t dt, nimble_ln_type_t *out, bool *is_bool);
 
+/* Shared by the element-wise families (elementwise.c). */
+/* Shape and type of the first input. */
+nimble_status_t cp_shape_same(cp_ctx *c, cp_node *n);
+/* floor(x) for f32 or f64 without libm. */
+nimble_ln_expr *cp_f32_floor(cp_ctx *c, nimble_ln_expr *x);
+/* Input i of n at the output index idx, through NumPy broadcasting. */
+nimble_ln_expr *cp_in_value(cp_ctx *c, cp_node *n, int i, nimble_ln_expr *const *idx);
+
 /* The definition tables, one per family. */
 extern const cp_def cp_defs_elementwise[];
 extern const int cp_defs_elementwise_count;
+extern const cp_def cp_defs_indexing[]; /* indexing.c */
+extern const int cp_defs_indexing_count;
+extern const cp_def cp_defs_scatter[]; /* scatter.c */
+extern const int cp_defs_scatter_count;
 extern const cp_def cp_defs_transform[];
 extern const int cp_defs_transform_count;
 extern const cp_def cp_defs_reduce[];

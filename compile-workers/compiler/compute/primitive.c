@@ -34,13 +34,22 @@ const cp_def *cp_find_def(const char *op) {
     const cp_def *defs;
     const int *count;
   } families[] = {
-      {cp_defs_elementwise, &cp_defs_elementwise_count}, {cp_defs_transform, &cp_defs_transform_count},
-      {cp_defs_reduce, &cp_defs_reduce_count},           {cp_defs_nn, &cp_defs_nn_count},
-      {cp_defs_create, &cp_defs_create_count},           {cp_defs_dyn_layout, &cp_defs_dyn_layout_count},
-      {cp_defs_resize, &cp_defs_resize_count},           {cp_defs_detection, &cp_defs_detection_count},
-      {cp_defs_unique, &cp_defs_unique_count},           {cp_defs_one_hot, &cp_defs_one_hot_count},
-      {cp_defs_signal, &cp_defs_signal_count},           {cp_defs_linalg, &cp_defs_linalg_count},
-      {cp_defs_pool_indices, &cp_defs_pool_indices_count}, {cp_defs_dropout, &cp_defs_dropout_count},
+      {cp_defs_elementwise, &cp_defs_elementwise_count},
+      {cp_defs_indexing, &cp_defs_indexing_count},
+      {cp_defs_scatter, &cp_defs_scatter_count},
+      {cp_defs_transform, &cp_defs_transform_count},
+      {cp_defs_reduce, &cp_defs_reduce_count},
+      {cp_defs_nn, &cp_defs_nn_count},
+      {cp_defs_create, &cp_defs_create_count},
+      {cp_defs_dyn_layout, &cp_defs_dyn_layout_count},
+      {cp_defs_resize, &cp_defs_resize_count},
+      {cp_defs_detection, &cp_defs_detection_count},
+      {cp_defs_unique, &cp_defs_unique_count},
+      {cp_defs_one_hot, &cp_defs_one_hot_count},
+      {cp_defs_signal, &cp_defs_signal_count},
+      {cp_defs_linalg, &cp_defs_linalg_count},
+      {cp_defs_pool_indices, &cp_defs_pool_indices_count},
+      {cp_defs_dropout, &cp_defs_dropout_count},
   };
   for (size_t f = 0; f < sizeof families / sizeof families[0]; f++)
     for (int i = 0; i < *families[f].count; i++)

@@ -173,7 +173,7 @@ nimble_status_t nimble_compile_result_emit_parts(const nimble_compile_result *r,
   if (!layers || !index || json_object_set(index, "layers", layers) != 0) {
     json_decref(layers);
     json_decref(index);
-    return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+    return NIMBLE_OOM();
   }
   json_decref(layers); /* index holds it */
   nimble_status_t s = nimble_ok();
@@ -191,7 +191,7 @@ nimble_status_t nimble_compile_result_emit_parts(const nimble_compile_result *r,
     if (!s) s = write_in(dir, kParts[i].file, data, size);
     free(data);
     if (!s && json_array_append_new(layers, json_pack("{s:s,s:s}", "file", kParts[i].file, "mediaType", media)) != 0)
-      s = nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+      s = NIMBLE_OOM();
   }
   if (!s) {
     void *image = NULL;
@@ -206,7 +206,7 @@ nimble_status_t nimble_compile_result_emit_parts(const nimble_compile_result *r,
   }
   if (!s) {
     char *text = json_dumps(index, JSON_COMPACT);
-    if (!text) s = nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+    if (!text) s = NIMBLE_OOM();
     else s = write_in(dir, "parts.json", text, strlen(text));
     free(text);
   }

@@ -97,7 +97,7 @@ static nimble_status_t compute_set(const nimble_module *m, const nimble_lower_re
     char *sym = nimble_ln_arena_strdup(ks->arena, prim->symbol);
     if (!sym) {
       nimble_status_t s = nimble_ln_arena_status(ks->arena);
-      return s ? s : nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+      return s ? s : NIMBLE_OOM();
     }
     k->name = sym;
     if (gpu) {

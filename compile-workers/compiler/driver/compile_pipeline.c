@@ -186,7 +186,7 @@ static nimble_status_t import_onnx(const char *path, const char *bytes, size_t s
       (*names)[i] = nimble_arena_strdup(arena, g->outputs[i]->name ? g->outputs[i]->name : "");
       if (!(*names)[i]) *names = NULL;
     }
-    if (!*names) s = nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+    if (!*names) s = NIMBLE_OOM();
     *num_names = g->n_outputs;
   }
   nimble_onnx_model_destroy(model);
@@ -277,11 +277,11 @@ nimble_status_t nimble_compile_file(const char *path, const nimble_compile_optio
   nimble_compile_options_init(&defaults);
   const nimble_compile_options_t *o = options ? options : &defaults;
   nimble_compile_result *r = calloc(1, sizeof *r);
-  if (!r) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+  if (!r) return NIMBLE_OOM();
   r->compiler_version = strdup(o->compiler_version ? o->compiler_version : NIMBLE_VERSION_STRING);
   nimble_arena *arena = NULL;
   nimble_status_t s = r->compiler_version ? nimble_arena_create(&arena)
-                                          : nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+                                          : NIMBLE_OOM();
   pipeline p = {.path = path, .o = o, .r = r, .clock = {.o = o, .r = r, .phase = "setup"}};
   if (!s) s = run(&p, arena);
   nimble_arena_destroy(arena);

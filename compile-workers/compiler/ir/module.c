@@ -14,13 +14,9 @@ struct nimble_module {
   uint32_t next_var_id;
 };
 
-static nimble_status_t oom(void) {
-  return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory building a module");
-}
-
 nimble_status_t nimble_module_create(nimble_arena *arena, nimble_module **out) {
   nimble_module *m = nimble_arena_alloc(arena, sizeof(*m));
-  if (!m) return oom();
+  if (!m) return NIMBLE_OOM_IN("building a module");
   m->arena = arena;
   m->next_var_id = 1;
   *out = m;
@@ -67,33 +63,33 @@ nimble_status_t nimble_module_add_typedef(nimble_module *m, const char *name, si
   nimble_typedef *td = nimble_arena_alloc(a, sizeof(*td));
   const nimble_type **ps = num_params ? nimble_arena_calloc(a, num_params, sizeof(*ps)) : NULL;
   nimble_constructor **cs = num_ctors ? nimble_arena_calloc(a, num_ctors, sizeof(*cs)) : NULL;
-  if (!td || (num_params && !ps) || (num_ctors && !cs)) return oom();
+  if (!td || (num_params && !ps) || (num_ctors && !cs)) return NIMBLE_OOM_IN("building a module");
   td->name = nimble_arena_strdup(a, name);
-  if (!td->name) return oom();
+  if (!td->name) return NIMBLE_OOM_IN("building a module");
   if (num_params) memcpy(ps, params, num_params * sizeof(*ps));
   td->num_params = num_params;
   td->params = ps;
   if (loc) td->loc = *loc;
   for (size_t i = 0; i < num_ctors; i++) {
     nimble_constructor *c = nimble_arena_alloc(a, sizeof(*c));
-    if (!c) return oom();
+    if (!c) return NIMBLE_OOM_IN("building a module");
     c->name = nimble_arena_strdup(a, ctor_names[i]);
     c->owner = td;
     c->tag = (uint32_t)i;
     c->num_fields = ctor_num_fields[i];
     if (c->num_fields) {
       const nimble_type **fs = nimble_arena_calloc(a, c->num_fields, sizeof(*fs));
-      if (!fs) return oom();
+      if (!fs) return NIMBLE_OOM_IN("building a module");
       memcpy(fs, ctor_fields[i], c->num_fields * sizeof(*fs));
       c->fields = fs;
     }
-    if (!c->name) return oom();
+    if (!c->name) return NIMBLE_OOM_IN("building a module");
     cs[i] = c;
   }
   td->num_ctors = num_ctors;
   td->ctors = (const nimble_constructor *const *)cs;
   if (!grow(a, (void **)&m->typedefs, &m->cap_typedefs, m->num_typedefs, sizeof(*m->typedefs)))
-    return oom();
+    return NIMBLE_OOM_IN("building a module");
   m->typedefs[m->num_typedefs++] = td;
   if (out) *out = td;
   return nimble_ok();
@@ -107,9 +103,9 @@ nimble_status_t nimble_module_add_func(nimble_module *m, const char *name,
     return nimble_status_make(NIMBLE_ALREADY_EXISTS, "global function '@%s' is defined twice",
                               name);
   if (!grow(m->arena, (void **)&m->funcs, &m->cap_funcs, m->num_funcs, sizeof(*m->funcs)))
-    return oom();
+    return NIMBLE_OOM_IN("building a module");
   const char *n = nimble_arena_strdup(m->arena, name);
-  if (!n) return oom();
+  if (!n) return NIMBLE_OOM_IN("building a module");
   m->funcs[m->num_funcs].name = n;
   m->funcs[m->num_funcs].func = func;
   m->num_funcs++;

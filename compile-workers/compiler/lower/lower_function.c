@@ -35,10 +35,6 @@ typedef struct fn_ctx {
   size_t num_pending, cap_pending;
 } fn_ctx;
 
-static nimble_status_t oom(void) {
-  return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "lowering: out of memory");
-}
-
 static nimble_status_t at(const nimble_expr *e, nimble_status_t s) {
   if (!s || !e) return s;
   char brief[96];
@@ -57,10 +53,10 @@ static nimble_status_t reg_alloc_fresh(fn_ctx *fc, int64_t *out) {
   if (fc->next_reg == fc->cap_regs) {
     uint32_t cap = fc->cap_regs ? fc->cap_regs * 2 : 64;
     uint32_t *refs = realloc(fc->refs, cap * sizeof *refs);
-    if (!refs) return oom();
+    if (!refs) return NIMBLE_OOM_IN("lowering");
     fc->refs = refs;
     uint32_t *fr = realloc(fc->free_regs, cap * sizeof *fr);
-    if (!fr) return oom();
+    if (!fr) return NIMBLE_OOM_IN("lowering");
     fc->free_regs = fr;
     fc->cap_regs = cap;
   }
@@ -91,7 +87,7 @@ static nimble_status_t pend(fn_ctx *fc, int64_t r) {
   if (fc->num_pending == fc->cap_pending) {
     size_t cap = fc->cap_pending ? fc->cap_pending * 2 : 32;
     int64_t *p = realloc(fc->pending, cap * sizeof *p);
-    if (!p) return oom();
+    if (!p) return NIMBLE_OOM_IN("lowering");
     fc->pending = p;
     fc->cap_pending = cap;
   }
@@ -108,7 +104,7 @@ static void flush(fn_ctx *fc, size_t mark) {
 static nimble_status_t bind(fn_ctx *fc, const nimble_expr *var, int64_t r) {
   int64_t n = 0;
   lw_map_get(&fc->uses, var, &n);
-  if (!lw_map_put(&fc->reg_of, var, r)) return oom();
+  if (!lw_map_put(&fc->reg_of, var, r)) return NIMBLE_OOM_IN("lowering");
   if (n == 0) reg_release(fc, r); /* never read: free at once */
   return nimble_ok();
 }
@@ -123,7 +119,7 @@ static nimble_status_t use_var(fn_ctx *fc, const nimble_expr *var, bool *last, i
   lw_map_get(&fc->uses, var, &n);
   if (n <= 0) return nimble_status_make(NIMBLE_INTERNAL, "variable %%%s: use count", var->u.var.name);
   n--;
-  if (!lw_map_put(&fc->uses, var, n)) return oom();
+  if (!lw_map_put(&fc->uses, var, n)) return NIMBLE_OOM_IN("lowering");
   if (n == 0) NIMBLE_RETURN_IF_ERROR(pend(fc, r));
   if (last) *last = n == 0;
   *out = r;
@@ -140,7 +136,7 @@ static nimble_status_t emit_f(fn_ctx *fc, int op, const int64_t *ops, size_t n, 
   if (f->n == f->cap) {
     size_t cap = f->cap ? f->cap * 2 : 64;
     lw_ins *ins = realloc(f->ins, cap * sizeof *ins);
-    if (!ins) return oom();
+    if (!ins) return NIMBLE_OOM_IN("lowering");
     f->ins = ins;
     f->cap = cap;
   }
@@ -152,7 +148,7 @@ static nimble_status_t emit_f(fn_ctx *fc, int op, const int64_t *ops, size_t n, 
   i->func_operand = func_operand;
   if (n > 8) {
     i->big = malloc(n * sizeof *i->big);
-    if (!i->big) return oom();
+    if (!i->big) return NIMBLE_OOM_IN("lowering");
   }
   if (n) memcpy(lw_ins_ops(i), ops, n * sizeof *ops);
   if (pc) *pc = f->n;
@@ -191,7 +187,7 @@ static nimble_status_t count_uses(fn_ctx *fc, const nimble_expr *e) {
       case NIMBLE_EXPR_VAR: {
         int64_t n = 0;
         lw_map_get(&fc->uses, e, &n);
-        if (!lw_map_put(&fc->uses, e, n + 1)) return oom();
+        if (!lw_map_put(&fc->uses, e, n + 1)) return NIMBLE_OOM_IN("lowering");
         return nimble_ok();
       }
       case NIMBLE_EXPR_LET:
@@ -364,7 +360,7 @@ static nimble_status_t op_call(fn_ctx *fc, const nimble_expr *e, mode m, int64_t
                                         (uint32_t)nout, shape_fn ? (md ? md->s : "data_independent") : NULL,
                                         kdt == kDLCUDA, &k));
     int64_t *ops = malloc((total + 2) * sizeof *ops);
-    if (!ops) return oom();
+    if (!ops) return NIMBLE_OOM_IN("lowering");
     ops[0] = k;
     ops[1] = (int64_t)nout;
     nimble_status_t s = operands(fc, e, 0, n, ops + 2);
@@ -396,7 +392,7 @@ static nimble_status_t op_call(fn_ctx *fc, const nimble_expr *e, mode m, int64_t
       /* The result is a tuple of the shapes (projections read it). */
       s = reg_alloc(fc, &dst);
       int64_t *adt = s ? NULL : malloc((nout + 2) * sizeof *adt);
-      if (!s && !adt) s = oom();
+      if (!s && !adt) s = NIMBLE_OOM_IN("lowering");
       if (!s) {
         adt[0] = dst;
         adt[1] = 0;
@@ -446,7 +442,7 @@ static nimble_status_t op_call(fn_ctx *fc, const nimble_expr *e, mode m, int64_t
 static nimble_status_t self_tail_call(fn_ctx *fc, const nimble_expr *e) {
   size_t n = e->u.call.num_args, mark = fc->num_pending;
   int64_t *src = calloc(n ? n : 1, sizeof *src);
-  if (!src) return oom();
+  if (!src) return NIMBLE_OOM_IN("lowering");
   nimble_status_t s = operands(fc, e, 0, n, src);
   for (size_t i = 0; !s && i < n; i++) {
     if (src[i] == (int64_t)i || src[i] >= (int64_t)n) continue;
@@ -503,7 +499,7 @@ static nimble_status_t call(fn_ctx *fc, const nimble_expr *e, mode m, int64_t *o
   }
   size_t mark = fc->num_pending;
   int64_t *ops = malloc((n + 2) * sizeof *ops);
-  if (!ops) return oom();
+  if (!ops) return NIMBLE_OOM_IN("lowering");
   nimble_status_t s = nimble_ok();
   if (op == NIMBLE_OP_INVOKE_CLOSURE) s = operand(fc, callee, &head);
   if (!s) s = operands(fc, e, 0, n, ops + 2);
@@ -562,7 +558,7 @@ static nimble_status_t jumps_add(jumps *j, size_t pc) {
   if (j->n == j->cap) {
     size_t cap = j->cap ? j->cap * 2 : 8;
     size_t *p = realloc(j->pcs, cap * sizeof *p);
-    if (!p) return oom();
+    if (!p) return NIMBLE_OOM_IN("lowering");
     j->pcs = p;
     j->cap = cap;
   }
@@ -732,7 +728,7 @@ static nimble_status_t expr(fn_ctx *fc, const nimble_expr *e, mode m, int64_t *o
     case NIMBLE_EXPR_TUPLE: {
       size_t n = e->u.tuple.count, mark = fc->num_pending;
       int64_t *ops = malloc((n + 2) * sizeof *ops);
-      if (!ops) return oom();
+      if (!ops) return NIMBLE_OOM_IN("lowering");
       nimble_status_t s = nimble_ok();
       for (size_t i = 0; !s && i < n; i++) s = operand(fc, e->u.tuple.fields[i], &ops[2 + i]);
       if (!s) s = reg_alloc(fc, &r);

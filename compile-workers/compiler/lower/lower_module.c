@@ -15,10 +15,6 @@ struct nimble_lower_result {
   size_t num_funcs;
 };
 
-static nimble_status_t oom(void) {
-  return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "lowering: out of memory");
-}
-
 /* ---- names ---------------------------------------------------------------- */
 
 void nimble_lower_options_init(nimble_lower_options_t *o) {
@@ -108,7 +104,7 @@ nimble_status_t lw_kernel_on(lower_ctx *c, const char *name, nimble_lower_kernel
   if (c->num_prims == c->cap_prims) {
     size_t cap = c->cap_prims ? c->cap_prims * 2 : 16;
     nimble_lower_primitive_t *np = realloc(c->prims, cap * sizeof *np);
-    if (!np) return oom();
+    if (!np) return NIMBLE_OOM_IN("lowering");
     c->prims = np;
     c->cap_prims = cap;
   }
@@ -124,7 +120,7 @@ nimble_status_t lw_kernel_on(lower_ctx *c, const char *name, nimble_lower_kernel
   p->name = nimble_arena_strdup(c->arena, name);
   p->symbol = nimble_arena_strdup(c->arena, sym);
   p->shape_mode = mode ? nimble_arena_strdup(c->arena, mode) : NULL;
-  if (!p->name || !p->symbol || (mode && !p->shape_mode)) return oom();
+  if (!p->name || !p->symbol || (mode && !p->shape_mode)) return NIMBLE_OOM_IN("lowering");
   p->func = func;
   p->kind = kind;
   p->device = dev;
@@ -175,7 +171,7 @@ nimble_status_t lw_constant(lower_ctx *c, const nimble_expr *e, int64_t *index) 
   t.shape = k->rank ? (int64_t *)(uintptr_t)k->dims : no_dims;
   uint32_t idx;
   NIMBLE_RETURN_IF_ERROR_CTX(lw_b_add_constant(c->b, &t, &idx), "constant pool");
-  if (!lw_map_put(&c->consts, e, idx)) return oom();
+  if (!lw_map_put(&c->consts, e, idx)) return NIMBLE_OOM_IN("lowering");
   *index = idx;
   return nimble_ok();
 }
@@ -262,7 +258,7 @@ static nimble_status_t describe_adt(lower_ctx *c, const char *input, const nimbl
       size_t used = (size_t)snprintf(text, sizeof text, "%s.%s(", td->name, ctor->name);
       for (size_t f = 0; f < ctor->num_fields && used < sizeof text; f++) {
         const nimble_type *ft = instantiate(c, td, t, ctor->fields[f]);
-        if (!ft) return oom();
+        if (!ft) return NIMBLE_OOM_IN("lowering");
         const char *sep = f ? "," : "";
         if (ft->kind == NIMBLE_TYPE_ADT) {
           size_t fi;
@@ -299,7 +295,7 @@ static nimble_status_t describe_adt(lower_ctx *c, const char *input, const nimbl
         return nimble_status_make(NIMBLE_UNIMPLEMENTED, "entry '%s': input '%s': constructor %s has too "
                                   "long a description", c->opts.entry, input, ctor->name);
       d->ctors[d->num_ctors] = nimble_arena_strdup(c->arena, text);
-      if (!d->ctors[d->num_ctors]) return oom();
+      if (!d->ctors[d->num_ctors]) return NIMBLE_OOM_IN("lowering");
       d->num_ctors++;
     }
   }
@@ -313,7 +309,7 @@ static nimble_status_t adt_info(lower_ctx *c, const char *name, const nimble_typ
   int64_t *dims = nimble_arena_calloc(c->arena, n, sizeof *dims);
   const char **syms = nimble_arena_calloc(c->arena, n, sizeof *syms);
   const char *text = nimble_type_to_string(c->arena, t);
-  if (!dims || !syms || !text) return oom();
+  if (!dims || !syms || !text) return NIMBLE_OOM_IN("lowering");
   if (strlen(text) > 4096)
     return nimble_status_make(NIMBLE_UNIMPLEMENTED, "entry '%s': input '%s': its type's text is over 4096 bytes",
                               c->opts.entry, name);
@@ -361,7 +357,7 @@ static nimble_status_t tensor_info(lower_ctx *c, const char *what, const char *n
                               what, name, rank);
   int64_t *dims = nimble_arena_calloc(c->arena, rank ? rank : 1, sizeof *dims);
   const char **syms = nimble_arena_calloc(c->arena, rank ? rank : 1, sizeof *syms);
-  if (!dims || !syms) return oom();
+  if (!dims || !syms) return NIMBLE_OOM_IN("lowering");
   for (size_t i = 0; i < rank; i++) {
     nimble_dim_t d = t->u.tensor.dims[i];
     dims[i] = d.kind == NIMBLE_DIM_CONST ? d.value : -1;
@@ -382,7 +378,7 @@ static nimble_status_t add_entry(lower_ctx *c, const nimble_typing *types, const
   const nimble_expr *fn = f->global;
   size_t np = fn->u.func.num_params;
   lw_sig *in = nimble_arena_calloc(c->arena, np ? np : 1, sizeof *in);
-  if (!in) return oom();
+  if (!in) return NIMBLE_OOM_IN("lowering");
   for (size_t i = 0; i < np; i++) {
     const nimble_expr *p = fn->u.func.params[i];
     const nimble_type *t = p->u.var.annotation ? p->u.var.annotation : nimble_typing_type_of(types, p);
@@ -401,11 +397,11 @@ static nimble_status_t add_entry(lower_ctx *c, const nimble_typing *types, const
     return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "entry '%s' has %zu outputs, but %zu output names were given",
                               c->opts.entry, no, c->opts.num_output_names);
   lw_sig *outs = nimble_arena_calloc(c->arena, no, sizeof *outs);
-  if (!outs) return oom();
+  if (!outs) return NIMBLE_OOM_IN("lowering");
   for (size_t i = 0; i < no; i++) {
     const char *given = c->opts.output_names ? c->opts.output_names[i] : NULL;
     const char *name = given && given[0] ? given : nimble_arena_sprintf(c->arena, "output%zu", i);
-    if (!name) return oom();
+    if (!name) return NIMBLE_OOM_IN("lowering");
     const nimble_type *t = ret && ret->kind == NIMBLE_TYPE_TUPLE ? ret->u.tuple.fields[i] : ret;
     NIMBLE_RETURN_IF_ERROR(tensor_info(c, "output", name, t, &outs[i]));
   }
@@ -442,7 +438,7 @@ static nimble_status_t lower(lower_ctx *c, const nimble_lower_result **out) {
   const nimble_module *m = c->m;
   size_t total = nimble_module_num_funcs(m);
   c->funcs = calloc(total ? total : 1, sizeof *c->funcs);
-  if (!c->funcs) return oom();
+  if (!c->funcs) return NIMBLE_OOM_IN("lowering");
   for (size_t i = 0; i < total; i++) {
     const nimble_global_func_t *g = nimble_module_func_at(m, i);
     if (nimble_passes_is_primitive(g->name)) continue;
@@ -480,7 +476,7 @@ static nimble_status_t lower(lower_ctx *c, const nimble_lower_result **out) {
   nimble_lower_primitive_t *prims = nimble_arena_calloc(c->arena, c->num_prims ? c->num_prims : 1,
                                                         sizeof *prims);
   nimble_lower_function_t *fs = nimble_arena_calloc(c->arena, c->num_funcs, sizeof *fs);
-  if (!r || !prims || !fs) return oom();
+  if (!r || !prims || !fs) return NIMBLE_OOM_IN("lowering");
   if (c->num_prims) memcpy(prims, c->prims, c->num_prims * sizeof *prims);
   for (size_t i = 0; i < c->num_funcs; i++) {
     fs[i].name = c->funcs[i].name;

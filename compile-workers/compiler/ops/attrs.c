@@ -61,13 +61,13 @@ nimble_status_t nimble_attrs_make(nimble_arena *arena, const nimble_op *op,
      * their stack. */
     if (v.kind == NIMBLE_ATTR_INTS && v.n) {
       int64_t *ints = nimble_arena_calloc(arena, v.n, sizeof(int64_t));
-      if (!ints) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+      if (!ints) return NIMBLE_OOM();
       memcpy(ints, v.ints, v.n * sizeof(int64_t));
       v.ints = ints;
     }
     if (v.kind == NIMBLE_ATTR_STRING) {
       v.s = nimble_arena_strdup(arena, v.s ? v.s : "");
-      if (!v.s) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+      if (!v.s) return NIMBLE_OOM();
     }
     vals[idx] = v;
     set[idx] = true;

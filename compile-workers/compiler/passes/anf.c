@@ -33,7 +33,7 @@ static bool atomic(const nimble_expr *e) {
 static nimble_status_t bind_fresh(anf_ctx *c, const nimble_expr *v, pass_chain *pend,
                                   const nimble_expr **out) {
   const nimble_expr *var = pass_namer_var(&c->names, "t", NULL);
-  if (!var) return pass_oom();
+  if (!var) return NIMBLE_OOM();
   NIMBLE_RETURN_IF_ERROR(pass_chain_push(pend, var, v));
   *out = var;
   return nimble_ok();
@@ -57,7 +57,7 @@ static nimble_status_t block(anf_ctx *c, const nimble_expr *e, const nimble_expr
   if (!st && r->kind == NIMBLE_EXPR_CALL) st = bind_fresh(c, r, &pend, &r);
   if (!st) {
     *out = pass_chain_build(c->arena, &pend, r);
-    if (!*out) st = pass_oom();
+    if (!*out) st = NIMBLE_OOM();
   }
   pass_chain_free(&pend);
   return st;
@@ -78,26 +78,26 @@ static nimble_status_t norm(anf_ctx *c, const nimble_expr *e, pass_chain *pend, 
     case NIMBLE_EXPR_CALL: {
       size_t n = e->u.call.num_args;
       const nimble_expr **args = nimble_arena_calloc(a, n ? n : 1, sizeof *args);
-      if (!args) return pass_oom();
+      if (!args) return NIMBLE_OOM();
       const nimble_expr *callee;
       NIMBLE_RETURN_IF_ERROR(atom(c, e->u.call.callee, pend, &callee));
       for (size_t i = 0; i < n; i++) NIMBLE_RETURN_IF_ERROR(atom(c, e->u.call.args[i], pend, &args[i]));
       *out = pass_call_with_args(a, e, callee, args);
-      return *out ? nimble_ok() : pass_oom();
+      return *out ? nimble_ok() : NIMBLE_OOM();
     }
     case NIMBLE_EXPR_TUPLE: {
       size_t n = e->u.tuple.count;
       const nimble_expr **fs = nimble_arena_calloc(a, n ? n : 1, sizeof *fs);
-      if (!fs) return pass_oom();
+      if (!fs) return NIMBLE_OOM();
       for (size_t i = 0; i < n; i++) NIMBLE_RETURN_IF_ERROR(atom(c, e->u.tuple.fields[i], pend, &fs[i]));
       *out = nimble_ir_tuple(a, n, fs, &e->loc);
-      return *out ? nimble_ok() : pass_oom();
+      return *out ? nimble_ok() : NIMBLE_OOM();
     }
     case NIMBLE_EXPR_PROJ: {
       const nimble_expr *t;
       NIMBLE_RETURN_IF_ERROR(atom(c, e->u.proj.tuple, pend, &t));
       *out = nimble_ir_proj(a, t, e->u.proj.index, &e->loc);
-      return *out ? nimble_ok() : pass_oom();
+      return *out ? nimble_ok() : NIMBLE_OOM();
     }
     case NIMBLE_EXPR_IF: {
       const nimble_expr *cond, *t, *f;
@@ -105,27 +105,27 @@ static nimble_status_t norm(anf_ctx *c, const nimble_expr *e, pass_chain *pend, 
       NIMBLE_RETURN_IF_ERROR(block(c, e->u.if_.then_branch, &t));
       NIMBLE_RETURN_IF_ERROR(block(c, e->u.if_.else_branch, &f));
       *out = nimble_ir_if(a, cond, t, f, &e->loc);
-      return *out ? nimble_ok() : pass_oom();
+      return *out ? nimble_ok() : NIMBLE_OOM();
     }
     case NIMBLE_EXPR_MATCH: {
       const nimble_expr *s;
       NIMBLE_RETURN_IF_ERROR(atom(c, e->u.match.scrutinee, pend, &s));
       size_t n = e->u.match.num_clauses;
       nimble_match_clause_t *cs = nimble_arena_calloc(a, n ? n : 1, sizeof *cs);
-      if (!cs) return pass_oom();
+      if (!cs) return NIMBLE_OOM();
       for (size_t i = 0; i < n; i++) {
         cs[i].pattern = e->u.match.clauses[i].pattern;
         NIMBLE_RETURN_IF_ERROR(block(c, e->u.match.clauses[i].body, &cs[i].body));
       }
       *out = nimble_ir_match(a, s, n, cs, &e->loc);
-      return *out ? nimble_ok() : pass_oom();
+      return *out ? nimble_ok() : NIMBLE_OOM();
     }
     case NIMBLE_EXPR_FUNC: {
       const nimble_expr *b;
       NIMBLE_RETURN_IF_ERROR(block(c, e->u.func.body, &b));
       *out = nimble_ir_func(a, e->u.func.num_type_params, e->u.func.type_params, e->u.func.num_params,
                             e->u.func.params, e->u.func.ret, b, &e->loc);
-      return *out ? nimble_ok() : pass_oom();
+      return *out ? nimble_ok() : NIMBLE_OOM();
     }
     default: return nimble_ok();
   }
@@ -139,7 +139,7 @@ nimble_status_t nimble_passes_to_anf(nimble_module *m) {
     const nimble_expr *f;
     nimble_status_t st = norm(&c, g->func, NULL, &f);
     pass_namer_deinit(&c.names);
-    if (st) return nimble_status_annotate(st, "to_anf: in @%s", g->name);
+    if (st) return nimble_status_annotate(st, "in @%s", g->name);
     if (!nimble_ir_expr_equal(f, g->func)) NIMBLE_RETURN_IF_ERROR(nimble_module_replace_func(m, g->name, f));
   }
   return nimble_ok();

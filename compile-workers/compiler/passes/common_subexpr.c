@@ -137,7 +137,7 @@ static nimble_status_t cse_bind(pass_rewriter *rw, const nimble_expr *var, const
   for (size_t i = c->heads[b]; i; i = c->entries[i - 1].prev) {
     const cse_entry *en = &c->entries[i - 1];
     if (en->hash == h && same(en->value, value)) {
-      if (!pass_map_put(&rw->subst, var, (void *)en->var)) return pass_oom();
+      if (!pass_map_put(&rw->subst, var, (void *)en->var)) return NIMBLE_OOM();
       *drop = true;
       return nimble_ok();
     }
@@ -145,7 +145,7 @@ static nimble_status_t cse_bind(pass_rewriter *rw, const nimble_expr *var, const
   if (c->n == c->cap) {
     size_t ncap = c->cap ? c->cap * 2 : 64;
     cse_entry *ne = realloc(c->entries, ncap * sizeof *ne);
-    if (!ne) return pass_oom();
+    if (!ne) return NIMBLE_OOM();
     c->entries = ne;
     c->cap = ncap;
   }
@@ -156,14 +156,14 @@ static nimble_status_t cse_bind(pass_rewriter *rw, const nimble_expr *var, const
 
 nimble_status_t nimble_passes_eliminate_common_subexprs(nimble_module *m) {
   cse_ctx *c = calloc(1, sizeof *c);
-  if (!c) return pass_oom();
+  if (!c) return NIMBLE_OOM();
   pass_rewriter rw = {0};
   rw.arena = nimble_module_arena(m);
   rw.user = c;
   rw.bind = cse_bind;
   rw.enter = cse_enter;
   rw.leave = cse_leave;
-  nimble_status_t st = pass_rewrite_module(&rw, m, "eliminate_common_subexprs");
+  nimble_status_t st = pass_rewrite_module(&rw, m);
   pass_map_free(&rw.subst);
   free(c->entries);
   free(c);

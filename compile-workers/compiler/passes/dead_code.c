@@ -15,7 +15,7 @@ static nimble_status_t dce(void *user, const nimble_expr *e, const nimble_expr *
   dce_ctx *c = user;
   if (e->kind == NIMBLE_EXPR_VAR) {
     *out = e;
-    return pass_map_put(&c->used, e, (void *)e) ? nimble_ok() : pass_oom();
+    return pass_map_put(&c->used, e, (void *)e) ? nimble_ok() : NIMBLE_OOM();
   }
   if (e->kind != NIMBLE_EXPR_LET) return pass_map_children(c->arena, e, dce, c, out);
   pass_chain chain, kept = {0};
@@ -47,7 +47,7 @@ static nimble_status_t dce(void *user, const nimble_expr *e, const nimble_expr *
         kept.values[j - 1 - i] = tx;
       }
       *out = pass_chain_build(c->arena, &kept, tail);
-      if (!*out) st = pass_oom();
+      if (!*out) st = NIMBLE_OOM();
     }
   }
   pass_chain_free(&chain);
@@ -62,7 +62,7 @@ nimble_status_t nimble_passes_eliminate_dead_code(nimble_module *m) {
     const nimble_global_func_t *g = nimble_module_func_at(m, i);
     const nimble_expr *f;
     st = dce(&c, g->func, &f);
-    if (st) st = nimble_status_annotate(st, "eliminate_dead_code: in @%s", g->name);
+    if (st) st = nimble_status_annotate(st, "in @%s", g->name);
     else if (f != g->func) st = nimble_module_replace_func(m, g->name, f);
   }
   pass_map_free(&c.used);

@@ -48,13 +48,13 @@ static nimble_status_t fold_post(pass_rewriter *rw, const nimble_expr *orig, con
 static nimble_status_t fold_bind(pass_rewriter *rw, const nimble_expr *var, const nimble_expr *value,
                                  bool *drop) {
   fold_ctx *c = rw->user;
-  if (value->kind == NIMBLE_EXPR_TUPLE && !pass_map_put(&c->tuples, var, (void *)value)) return pass_oom();
+  if (value->kind == NIMBLE_EXPR_TUPLE && !pass_map_put(&c->tuples, var, (void *)value)) return NIMBLE_OOM();
   bool small_const = value->kind == NIMBLE_EXPR_CONSTANT &&
                      value->u.constant.num_elements <= FOLD_PROPAGATE_MAX;
   /* An annotated alias keeps its annotation's meaning: leave it bound. */
   bool alias = value->kind == NIMBLE_EXPR_VAR && !var->u.var.annotation;
   if (small_const || alias) {
-    if (!pass_map_put(&rw->subst, var, (void *)value)) return pass_oom();
+    if (!pass_map_put(&rw->subst, var, (void *)value)) return NIMBLE_OOM();
     *drop = true;
   }
   return nimble_ok();
@@ -67,7 +67,7 @@ nimble_status_t nimble_passes_fold_constants(nimble_module *m) {
   rw.user = &c;
   rw.post = fold_post;
   rw.bind = fold_bind;
-  nimble_status_t st = pass_rewrite_module(&rw, m, "fold_constants");
+  nimble_status_t st = pass_rewrite_module(&rw, m);
   pass_map_free(&rw.subst);
   pass_map_free(&c.tuples);
   return st;

@@ -253,17 +253,17 @@ nimble_status_t pass_fold_eval(nimble_arena *a, const nimble_expr *call, const n
 
   if (kind == K_RESHAPE) { /* same bytes, new shape */
     *out = nimble_ir_constant(a, odt, osh->rank, osh->dims, in[0]->data, &call->loc);
-    return *out ? nimble_ok() : pass_oom();
+    return *out ? nimble_ok() : NIMBLE_OOM();
   }
   if (kind == K_SHAPE_OF) {
     *out = nimble_ir_constant(a, NIMBLE_DTYPE_INT64, 1, (int64_t[]){(int64_t)in[0]->rank},
                               in[0]->rank ? (const void *)in[0]->dims : (const void *)"", &call->loc);
-    return *out ? nimble_ok() : pass_oom();
+    return *out ? nimble_ok() : NIMBLE_OOM();
   }
   if (count > FOLD_MAX_ELEMENTS) return nimble_ok();
   size_t esize = nimble_dtype_size(odt);
   void *data = calloc(count ? count : 1, esize);
-  if (!data) return pass_oom();
+  if (!data) return NIMBLE_OOM();
   bool ok = true;
   bool ints = !nimble_dtype_is_float(in[0]->dtype);
   const char *name = op->name;
@@ -333,7 +333,7 @@ nimble_status_t pass_fold_eval(nimble_arena *a, const nimble_expr *call, const n
   }
   if (ok) {
     *out = nimble_ir_constant(a, odt, osh->rank, osh->dims, data, &call->loc);
-    if (!*out) ok = false, st = pass_oom();
+    if (!*out) ok = false, st = NIMBLE_OOM();
   }
   free(data);
   return st;

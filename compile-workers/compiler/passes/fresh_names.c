@@ -96,7 +96,7 @@ nimble_status_t pass_namer_init(pass_namer *n, nimble_arena *arena, const nimble
   n->arena = arena;
   if (!collect(n, e)) {
     pass_namer_deinit(n);
-    return pass_oom();
+    return NIMBLE_OOM();
   }
   return nimble_ok();
 }

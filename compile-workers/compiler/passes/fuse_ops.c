@@ -96,7 +96,7 @@ static nimble_status_t count_uses(void *user, const nimble_expr *e, const nimble
   }
   if (e->kind == NIMBLE_EXPR_VAR) {
     uintptr_t n = (uintptr_t)pass_map_get(uses, e);
-    return pass_map_put(uses, e, (void *)(n + 1)) ? nimble_ok() : pass_oom();
+    return pass_map_put(uses, e, (void *)(n + 1)) ? nimble_ok() : NIMBLE_OOM();
   }
   /* pass_map_children rebuilds nothing here: the callback returns each
    * child unchanged. */
@@ -158,7 +158,7 @@ static nimble_status_t build_body(fuse_ctx *c, group_build *g, size_t i, const n
   if (g->num_members < FUSE_MAX_GROUP) g->members[g->num_members++] = i;
   size_t n = call->u.call.num_args;
   const nimble_expr **args = nimble_arena_calloc(c->arena, n ? n : 1, sizeof *args);
-  if (!args) return pass_oom();
+  if (!args) return NIMBLE_OOM();
   for (size_t k = 0; k < n; k++) {
     const nimble_expr *arg = call->u.call.args[k];
     size_t j = (size_t)(uintptr_t)pass_map_get(g->index, arg);
@@ -176,12 +176,12 @@ static nimble_status_t build_body(fuse_ctx *c, group_build *g, size_t i, const n
     if (p == g->num_params) {
       if (p >= 256) return nimble_status_make(NIMBLE_UNIMPLEMENTED, "a fused group with over 256 inputs");
       const nimble_type *t = nimble_typing_type_of(c->types, arg);
-      if (!t) return nimble_status_make(NIMBLE_INTERNAL, "fuse_ops: an input of '%s' has no type",
+      if (!t) return nimble_status_make(NIMBLE_INTERNAL, "an input of '%s' has no type",
                                         g->nodes[i].op->name);
       char pname[16];
       snprintf(pname, sizeof pname, "p%zu", p);
       g->params[p] = nimble_ir_var(c->arena, nimble_arena_strdup(c->arena, pname), t, NULL);
-      if (!g->params[p]) return pass_oom();
+      if (!g->params[p]) return NIMBLE_OOM();
       g->inputs[p] = arg;
       g->num_params++;
     }
@@ -189,7 +189,7 @@ static nimble_status_t build_body(fuse_ctx *c, group_build *g, size_t i, const n
   }
   /* The name lists the operators in program order. */
   *out = pass_call_with_args(c->arena, call, call->u.call.callee, args);
-  return *out ? nimble_ok() : pass_oom();
+  return *out ? nimble_ok() : NIMBLE_OOM();
 }
 
 static nimble_status_t make_primitive(fuse_ctx *c, group_build *g, const nimble_expr **call_out) {
@@ -216,24 +216,24 @@ static nimble_status_t make_primitive(fuse_ctx *c, group_build *g, const nimble_
     snprintf(base + len, sizeof base - len, "%s%s", base[len - 1] == '.' ? "" : "_", opname);
   }
   unsigned *next = base_slot(c, base);
-  if (!next) return pass_oom();
+  if (!next) return NIMBLE_OOM();
   const char *name = *next ? nimble_arena_sprintf(c->arena, "%s.%u", base, *next)
                            : nimble_arena_strdup(c->arena, base);
   while (name && nimble_module_find_func(c->m, name)) { /* taken before this pass */
     ++*next;
     name = nimble_arena_sprintf(c->arena, "%s.%u", base, *next);
   }
-  if (!name) return pass_oom();
+  if (!name) return NIMBLE_OOM();
   ++*next;
   const nimble_type *ret = nimble_typing_type_of(c->types, g->chain->vars[g->root]);
   const nimble_expr *f = nimble_ir_func(c->arena, 0, NULL, g->num_params, params, ret, body, NULL);
-  if (!f) return pass_oom();
+  if (!f) return NIMBLE_OOM();
   NIMBLE_RETURN_IF_ERROR(nimble_module_add_func(c->m, name, f));
   const nimble_expr *callee = nimble_ir_global(c->arena, name, &g->chain->values[g->root]->loc);
-  if (!callee) return pass_oom();
+  if (!callee) return NIMBLE_OOM();
   *call_out = nimble_ir_call(c->arena, callee, g->num_params, inputs, NULL,
                              &g->chain->values[g->root]->loc);
-  return *call_out ? nimble_ok() : pass_oom();
+  return *call_out ? nimble_ok() : NIMBLE_OOM();
 }
 
 static nimble_status_t fuse_expr(void *user, const nimble_expr *e, const nimble_expr **out);
@@ -243,9 +243,9 @@ static nimble_status_t fuse_chain(fuse_ctx *c, const nimble_expr *e, const nimbl
   NIMBLE_RETURN_IF_ERROR(pass_chain_collect(e, &chain));
   pass_map index = {0};
   node *nodes = calloc(chain.n ? chain.n : 1, sizeof *nodes);
-  nimble_status_t st = nodes ? nimble_ok() : pass_oom();
+  nimble_status_t st = nodes ? nimble_ok() : NIMBLE_OOM();
   for (size_t i = 0; !st && i < chain.n; i++) {
-    if (!pass_map_put(&index, chain.vars[i], (void *)(uintptr_t)(i + 1))) st = pass_oom();
+    if (!pass_map_put(&index, chain.vars[i], (void *)(uintptr_t)(i + 1))) st = NIMBLE_OOM();
     const nimble_op *op = pass_called_op(chain.values[i]);
     if (!st && op && !stays_op(op)) {
       nodes[i].op = op;
@@ -292,7 +292,7 @@ static nimble_status_t fuse_chain(fuse_ctx *c, const nimble_expr *e, const nimbl
   if (!st) st = fuse_expr(c, chain.tail, &tail);
   if (!st) {
     *out = pass_chain_build(c->arena, &res, tail);
-    if (!*out) st = pass_oom();
+    if (!*out) st = NIMBLE_OOM();
   }
   free(nodes);
   pass_map_free(&index);
@@ -320,7 +320,7 @@ nimble_status_t pass_fuse_ops(nimble_module *m, bool allow_groups) {
   c.arena = nimble_module_arena(m);
   c.allow_groups = allow_groups;
   NIMBLE_RETURN_IF_ERROR_CTX(nimble_typing_infer_module(m, (nimble_typing **)&c.types),
-                             "fuse_ops: the input does not type-check");
+                             "the input does not type-check");
   /* Only the functions present now: the primitives added below are
    * already fused. */
   size_t n = nimble_module_num_funcs(m);
@@ -335,7 +335,7 @@ nimble_status_t pass_fuse_ops(nimble_module *m, bool allow_groups) {
     st = count_uses(&c.uses, f, &ignored);
     if (!st) st = fuse_expr(&c, f, &nf);
     if (!st && nf != f) st = nimble_module_replace_func(m, name, nf);
-    if (st) st = nimble_status_annotate(st, "fuse_ops: in @%s", name);
+    if (st) st = nimble_status_annotate(st, "in @%s", name);
   }
   pass_map_free(&c.uses);
   free(c.base_keys);

@@ -114,7 +114,7 @@ static nimble_status_t in_place_form(const nimble_expr *prim, const char *kernel
 static nimble_status_t emit(manifest_ctx *c, pass_chain *out, const char *base, const nimble_expr *value,
                             const nimble_expr **var) {
   *var = pass_namer_var(&c->names, base, NULL);
-  if (!*var) return pass_oom();
+  if (!*var) return NIMBLE_OOM();
   return pass_chain_push(out, *var, value);
 }
 
@@ -145,7 +145,7 @@ static nimble_status_t emit_shape_func(manifest_ctx *c, pass_chain *out, const c
                                        const int64_t *ranks, size_t nout, const nimble_expr **shapes) {
   size_t n = call->u.call.num_args;
   const nimble_expr **args = nimble_arena_calloc(c->arena, n ? n : 1, sizeof *args);
-  if (!args) return pass_oom();
+  if (!args) return NIMBLE_OOM();
   for (size_t i = 0; i < n; i++) {
     args[i] = call->u.call.args[i];
     if (kind != NIMBLE_SHAPE_DATA_INDEPENDENT) continue;
@@ -155,7 +155,7 @@ static nimble_status_t emit_shape_func(manifest_ctx *c, pass_chain *out, const c
     size_t rank;
     if (pass_type_static_shape(nimble_typing_type_of(c->types, args[i]), dims, &rank)) {
       args[i] = pass_shape_const(c->arena, dims, rank);
-      if (!args[i]) return pass_oom();
+      if (!args[i]) return NIMBLE_OOM();
       continue;
     }
     NIMBLE_RETURN_IF_ERROR(emit_op(c, out, "sh", "shape_of", 1, &args[i], NULL, 0, &args[i]));
@@ -176,20 +176,20 @@ static size_t shape_rank(manifest_ctx *c, const nimble_expr *shape) {
 static nimble_status_t size_primitive(manifest_ctx *c, size_t rank, int64_t esize, const char **name) {
   *name = nimble_arena_sprintf(c->arena, NIMBLE_PRIMITIVE_PREFIX "storage_size_r%zu_e%lld", rank,
                                (long long)esize);
-  if (!*name) return pass_oom();
+  if (!*name) return NIMBLE_OOM();
   if (nimble_module_find_func(c->m, *name)) return nimble_ok();
   nimble_dim_t d = nimble_dim_const((int64_t)rank);
   const nimble_type *st = nimble_type_tensor(c->arena, NIMBLE_DTYPE_INT64, 1, &d);
   const nimble_type *i64 = nimble_type_scalar(c->arena, NIMBLE_DTYPE_INT64);
   const nimble_expr *p = st ? nimble_ir_var(c->arena, "p0", st, NULL) : NULL;
   const nimble_expr *e = nimble_ir_scalar_i64(c->arena, esize, NULL);
-  if (!i64 || !p || !e) return pass_oom();
+  if (!i64 || !p || !e) return NIMBLE_OOM();
   const nimble_expr *numel, *bytes;
   NIMBLE_RETURN_IF_ERROR(pass_op_call(c->arena, "prod", 1, &p, NULL, 0, &numel));
   const nimble_expr *margs[2] = {numel, e};
   NIMBLE_RETURN_IF_ERROR(pass_op_call(c->arena, "multiply", 2, margs, NULL, 0, &bytes));
   const nimble_expr *f = nimble_ir_func(c->arena, 0, NULL, 1, &p, i64, bytes, NULL);
-  if (!f) return pass_oom();
+  if (!f) return NIMBLE_OOM();
   return nimble_module_add_func(c->m, *name, f);
 }
 
@@ -208,14 +208,14 @@ static nimble_status_t emit_alloc(manifest_ctx *c, pass_chain *out, const nimble
     int64_t dims[NIMBLE_MAX_RANK];
     size_t rank;
     if (!pass_type_static_shape(t, dims, &rank))
-      return nimble_status_make(NIMBLE_INTERNAL, "manifest_memory: a dynamic output needs a shape");
+      return nimble_status_make(NIMBLE_INTERNAL, "a dynamic output needs a shape");
     int64_t bytes = esize;
     for (size_t i = 0; i < rank; i++)
       if (__builtin_mul_overflow(bytes, dims[i], &bytes))
-        return nimble_status_make(NIMBLE_OUT_OF_RANGE, "manifest_memory: an output of %s overflows "
+        return nimble_status_make(NIMBLE_OUT_OF_RANGE, "an output of %s overflows "
                                   "64-bit sizes", nimble_type_to_string(c->arena, t));
     size = nimble_ir_scalar_i64(c->arena, bytes, NULL);
-    if (!size) return pass_oom();
+    if (!size) return NIMBLE_OOM();
     NIMBLE_RETURN_IF_ERROR(emit_op(c, out, "s", "alloc_storage", 1, &size, &align, 1, &storage));
     const nimble_expr *args[2] = {storage, nimble_ir_scalar_i64(c->arena, 0, NULL)};
     nimble_named_attr_t attrs[2] = {attr_ints("shape", dims, rank), dtype};
@@ -227,7 +227,7 @@ static nimble_status_t emit_alloc(manifest_ctx *c, pass_chain *out, const nimble
     const char *kernel;
     NIMBLE_RETURN_IF_ERROR(size_primitive(c, shape_rank(c, shape), esize, &kernel));
     const nimble_type *i64 = nimble_type_scalar(c->arena, NIMBLE_DTYPE_INT64);
-    if (!i64) return pass_oom();
+    if (!i64) return NIMBLE_OOM();
     NIMBLE_RETURN_IF_ERROR(emit_alloc(c, out, i64, NULL, NULL, &size));
     const nimble_expr *iargs[2] = {shape, size}, *done;
     nimble_named_attr_t iattrs[2] = {attr_str("kernel", kernel), attr_int("num_outputs", 1)};
@@ -238,7 +238,7 @@ static nimble_status_t emit_alloc(manifest_ctx *c, pass_chain *out, const nimble
   }
   if (!var) {
     var = pass_namer_var(&c->names, "o", shape ? t : NULL);
-    if (!var) return pass_oom();
+    if (!var) return NIMBLE_OOM();
   }
   *tensor = var;
   return pass_chain_push(out, var, alloc);
@@ -247,9 +247,9 @@ static nimble_status_t emit_alloc(manifest_ctx *c, pass_chain *out, const nimble
 static nimble_status_t proj_of(manifest_ctx *c, pass_chain *out, const nimble_expr *tuple, size_t k,
                                int64_t rank, const nimble_expr **v) {
   const nimble_expr *p = nimble_ir_proj(c->arena, tuple, k, NULL);
-  if (!p) return pass_oom();
+  if (!p) return NIMBLE_OOM();
   NIMBLE_RETURN_IF_ERROR(emit(c, out, "sh", p, v));
-  return pass_map_put(&c->ranks, *v, (void *)(uintptr_t)rank) ? nimble_ok() : pass_oom();
+  return pass_map_put(&c->ranks, *v, (void *)(uintptr_t)rank) ? nimble_ok() : NIMBLE_OOM();
 }
 
 static nimble_status_t manifest_call(manifest_ctx *c, pass_chain *out, const nimble_expr *var,
@@ -277,7 +277,7 @@ static nimble_status_t manifest_call(manifest_ctx *c, pass_chain *out, const nim
   const nimble_expr *result = var;
   if (dynamic && !tuple) {
     result = nimble_ir_var(c->arena, var->u.var.name, rt, &var->loc);
-    if (!result || !pass_map_put(&c->subst, var, (void *)result)) return pass_oom();
+    if (!result || !pass_map_put(&c->subst, var, (void *)result)) return NIMBLE_OOM();
   }
 
   if (is_view(prim) && !tuple) {
@@ -287,7 +287,7 @@ static nimble_status_t manifest_call(manifest_ctx *c, pass_chain *out, const nim
       size_t rank;
       pass_type_static_shape(rt, dims, &rank);
       shape = pass_shape_const(c->arena, dims, rank);
-      if (!shape) return pass_oom();
+      if (!shape) return NIMBLE_OOM();
     } else {
       const nimble_expr *shapes;
       NIMBLE_RETURN_IF_ERROR(emit_shape_func(c, out, kernel, call, kind, ranks, 1, &shapes));
@@ -306,7 +306,7 @@ static nimble_status_t manifest_call(manifest_ctx *c, pass_chain *out, const nim
      * reads it). No allocation, no shape function. */
     size_t nin = call->u.call.num_args;
     const nimble_expr **args = nimble_arena_calloc(c->arena, nin + 1, sizeof *args);
-    if (!args) return pass_oom();
+    if (!args) return NIMBLE_OOM();
     for (size_t i = 0; i < nin; i++) args[i] = call->u.call.args[i];
     args[nin] = call->u.call.args[0];
     nimble_named_attr_t attrs[2] = {attr_str("kernel", kernel), attr_int("num_outputs", 1)};
@@ -322,7 +322,7 @@ static nimble_status_t manifest_call(manifest_ctx *c, pass_chain *out, const nim
   size_t nargs = nin + nout * (upper ? 2 : 1);
   const nimble_expr **args = nimble_arena_calloc(c->arena, nargs, sizeof *args);
   const nimble_expr **tensors = nimble_arena_calloc(c->arena, nout, sizeof *tensors);
-  if (!args || !tensors) return pass_oom();
+  if (!args || !tensors) return NIMBLE_OOM();
   for (size_t i = 0; i < nin; i++) args[i] = call->u.call.args[i];
   for (size_t k = 0; k < nout; k++) {
     const nimble_expr *shape = NULL;
@@ -334,11 +334,11 @@ static nimble_status_t manifest_call(manifest_ctx *c, pass_chain *out, const nim
   const nimble_expr **real = NULL;
   if (upper) { /* one int64 [rank] tensor per output for its real shape */
     real = nimble_arena_calloc(c->arena, nout, sizeof *real);
-    if (!real) return pass_oom();
+    if (!real) return NIMBLE_OOM();
     for (size_t k = 0; k < nout; k++) {
       nimble_dim_t d = nimble_dim_const(ranks[k]);
       const nimble_type *st = nimble_type_tensor(c->arena, NIMBLE_DTYPE_INT64, 1, &d);
-      if (!st) return pass_oom();
+      if (!st) return NIMBLE_OOM();
       NIMBLE_RETURN_IF_ERROR(emit_alloc(c, out, st, NULL, NULL, &real[k]));
       args[nin + nout + k] = real[k];
     }
@@ -357,7 +357,7 @@ static nimble_status_t manifest_call(manifest_ctx *c, pass_chain *out, const nim
   }
   if (tuple) {
     const nimble_expr *t = nimble_ir_tuple(c->arena, nout, tensors, NULL);
-    if (!t) return pass_oom();
+    if (!t) return NIMBLE_OOM();
     return pass_chain_push(out, var, t);
   }
   return nimble_ok();
@@ -383,7 +383,7 @@ static nimble_status_t manifest_chain(manifest_ctx *c, const nimble_expr *e, con
   if (!st) st = manifest_expr(c, chain.tail, &tail);
   if (!st) {
     *out = pass_chain_build(c->arena, &res, tail);
-    if (!*out) st = pass_oom();
+    if (!*out) st = NIMBLE_OOM();
   }
   pass_chain_free(&chain);
   pass_chain_free(&res);
@@ -396,7 +396,7 @@ static nimble_status_t manifest_expr(void *user, const nimble_expr *e, const nim
   if (e->kind == NIMBLE_EXPR_CALL && e->u.call.callee->kind == NIMBLE_EXPR_GLOBAL &&
       nimble_passes_is_primitive(e->u.call.callee->u.global.name))
     return nimble_status_make(NIMBLE_FAILED_PRECONDITION,
-                              "manifest_memory: a call of %s outside a let (run fuse_ops, which "
+                              "a call of %s outside a let (run fuse_ops, which "
                               "binds every call)",
                               e->u.call.callee->u.global.name);
   return pass_map_children(c->arena, e, manifest_expr, c, out);
@@ -408,7 +408,7 @@ nimble_status_t nimble_passes_manifest_memory(nimble_module *m) {
   c.m = m;
   c.arena = nimble_module_arena(m);
   NIMBLE_RETURN_IF_ERROR_CTX(nimble_typing_infer_module(m, (nimble_typing **)&c.types),
-                             "manifest_memory: the input does not type-check");
+                             "the input does not type-check");
   nimble_status_t st = nimble_ok();
   size_t n = nimble_module_num_funcs(m);
   for (size_t i = 0; !st && i < n; i++) {
@@ -428,7 +428,7 @@ nimble_status_t nimble_passes_manifest_memory(nimble_module *m) {
       pass_map_free(&rw.subst);
     }
     if (!st && nf != f) st = nimble_module_replace_func(m, name, nf);
-    if (st) st = nimble_status_annotate(st, "manifest_memory: in @%s", name);
+    if (st) st = nimble_status_annotate(st, "in @%s", name);
   }
   pass_map_free(&c.subst);
   pass_map_free(&c.ranks);

@@ -49,7 +49,6 @@ void pass_namer_deinit(pass_namer *n);
 const nimble_expr *pass_namer_var(pass_namer *n, const char *base, const nimble_type *annotation);
 
 /* ---- Building ------------------------------------------------------------- */
-nimble_status_t pass_oom(void);
 /* A call like `e` (same callee kind, attributes and place) with new args. */
 const nimble_expr *pass_call_with_args(nimble_arena *a, const nimble_expr *e, const nimble_expr *callee,
                                        const nimble_expr *const *args);
@@ -101,8 +100,9 @@ struct pass_rewriter {
   void (*leave)(pass_rewriter *rw, size_t mark);
 };
 nimble_status_t pass_rewrite(pass_rewriter *rw, const nimble_expr *e, const nimble_expr **out);
-/* Rewrites every global function's body (parameters are kept). */
-nimble_status_t pass_rewrite_module(pass_rewriter *rw, nimble_module *m, const char *pass_name);
+/* Rewrites every global function's body (parameters are kept). Errors
+ * name the function ("in @f: ..."); the pipeline adds the pass. */
+nimble_status_t pass_rewrite_module(pass_rewriter *rw, nimble_module *m);
 
 /* Applies fn to each direct child of `e` (not LET: callers walk chains
  * themselves), in evaluation order, and rebuilds `e` when a child changed. */

@@ -49,7 +49,9 @@ nimble_status_t nimble_passes_run_for_target(nimble_module *m, int opt_level, bo
     if (s->run == nimble_passes_place_devices && !place_devices) continue;
     nimble_status_t (*run)(nimble_module *) = s->run;
     if (!run) run = opt_level >= 2 ? nimble_passes_fuse_ops : fuse_singletons;
-    NIMBLE_RETURN_IF_ERROR(run(m));
+    /* Passes name the function at fault ("in @f: ..."); the pipeline
+     * names the pass. */
+    NIMBLE_RETURN_IF_ERROR_CTX(run(m), "pass %s", s->name);
     if (check_types) {
       nimble_typing *t;
       NIMBLE_RETURN_IF_ERROR_CTX(nimble_typing_infer_module(m, &t),

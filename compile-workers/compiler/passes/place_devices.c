@@ -132,7 +132,7 @@ static int dev_of(const place_ctx *c, const nimble_expr *e) {
 }
 
 static nimble_status_t set_dev(place_ctx *c, const nimble_expr *var, int dev) {
-  return pass_map_put(&c->dev, var, (void *)(uintptr_t)(dev + 1)) ? nimble_ok() : pass_oom();
+  return pass_map_put(&c->dev, var, (void *)(uintptr_t)(dev + 1)) ? nimble_ok() : NIMBLE_OOM();
 }
 
 static const char *dev_name(int dev) { return dev == DEV_GPU ? "cuda" : "cpu"; }
@@ -153,9 +153,9 @@ static nimble_status_t need(place_ctx *c, pass_chain *out, const nimble_expr *e,
   const nimble_type *ty = e->kind == NIMBLE_EXPR_VAR ? e->u.var.annotation : NULL;
   const char *base = e->kind == NIMBLE_EXPR_VAR ? e->u.var.name : "const";
   char *name = nimble_arena_sprintf(c->arena, "%s_%s", base, dev == DEV_GPU ? "gpu" : "host");
-  if (!name) return pass_oom();
+  if (!name) return NIMBLE_OOM();
   const nimble_expr *var = pass_namer_var(&c->names, name, ty);
-  if (!var) return pass_oom();
+  if (!var) return NIMBLE_OOM();
   nimble_named_attr_t attr = {.name = "device", .value = {.kind = NIMBLE_ATTR_STRING, .s = dev_name(dev)}};
   const nimble_expr *copy;
   NIMBLE_RETURN_IF_ERROR(pass_op_call(c->arena, "device_copy", 1, &e, &attr, 1, &copy));
@@ -164,7 +164,7 @@ static nimble_status_t need(place_ctx *c, pass_chain *out, const nimble_expr *e,
   if (c->num_memo == c->cap_memo) {
     size_t cap = c->cap_memo ? 2 * c->cap_memo : 32;
     memo_entry *mm = realloc(c->memo, cap * sizeof *mm);
-    if (!mm) return pass_oom();
+    if (!mm) return NIMBLE_OOM();
     c->memo = mm;
     c->cap_memo = cap;
   }
@@ -181,7 +181,7 @@ static nimble_status_t args_on(place_ctx *c, pass_chain *out, const nimble_expr 
                                int dev, const nimble_expr **res) {
   size_t n = e->u.call.num_args;
   const nimble_expr **args = nimble_arena_alloc(c->arena, (n ? n : 1) * sizeof *args);
-  if (!args) return pass_oom();
+  if (!args) return NIMBLE_OOM();
   bool changed = false;
   for (size_t i = 0; i < n; i++) {
     args[i] = e->u.call.args[i];
@@ -189,7 +189,7 @@ static nimble_status_t args_on(place_ctx *c, pass_chain *out, const nimble_expr 
     changed |= args[i] != e->u.call.args[i];
   }
   *res = changed ? pass_call_with_args(c->arena, e, e->u.call.callee, args) : e;
-  return *res ? nimble_ok() : pass_oom();
+  return *res ? nimble_ok() : NIMBLE_OOM();
 }
 
 /* The call with its string attribute `name` set to `value`. */
@@ -198,15 +198,15 @@ static nimble_status_t with_attr(place_ctx *c, const nimble_expr *e, const char 
   const nimble_op *op = pass_called_op(e);
   int k = nimble_op_attr_index(op, name);
   if (k < 0 || (size_t)k >= e->u.call.attrs.count)
-    return nimble_status_make(NIMBLE_INTERNAL, "place_devices: '%s' has no attribute '%s'", op->name, name);
+    return nimble_status_make(NIMBLE_INTERNAL, "'%s' has no attribute '%s'", op->name, name);
   size_t na = e->u.call.attrs.count;
   nimble_attr_value_t *vals = nimble_arena_alloc(c->arena, na * sizeof *vals);
-  if (!vals) return pass_oom();
+  if (!vals) return NIMBLE_OOM();
   memcpy(vals, e->u.call.attrs.values, na * sizeof *vals);
   vals[k].s = value;
   nimble_attrs_t attrs = {.count = na, .values = vals};
   *res = nimble_ir_call(c->arena, e->u.call.callee, e->u.call.num_args, e->u.call.args, &attrs, &e->loc);
-  return *res ? nimble_ok() : pass_oom();
+  return *res ? nimble_ok() : NIMBLE_OOM();
 }
 
 static nimble_status_t place_block(place_ctx *c, const nimble_expr *e, const nimble_expr **res);
@@ -236,7 +236,7 @@ static nimble_status_t place_function(place_ctx *c, const nimble_expr *f, const 
   }
   *res = nimble_ir_func(c->arena, f->u.func.num_type_params, f->u.func.type_params, f->u.func.num_params,
                         f->u.func.params, f->u.func.ret, body, &f->loc);
-  return *res ? nimble_ok() : pass_oom();
+  return *res ? nimble_ok() : NIMBLE_OOM();
 }
 
 /* One bound value (or a block's tail): rewritten with its inputs on the
@@ -293,7 +293,7 @@ static nimble_status_t place_value(place_ctx *c, pass_chain *out, const nimble_e
          * the host (primitive_device), so its own invoke reads every one
          * of these inputs there, and it reuses the copy made here. */
         const nimble_expr **args = nimble_arena_alloc(c->arena, (n ? n : 1) * sizeof *args);
-        nimble_status_t s = args ? nimble_ok() : pass_oom();
+        nimble_status_t s = args ? nimble_ok() : NIMBLE_OOM();
         bool changed = false;
         for (size_t i = 0; !s && i < n; i++) {
           args[i] = v->u.call.args[i];
@@ -302,7 +302,7 @@ static nimble_status_t place_value(place_ctx *c, pass_chain *out, const nimble_e
         }
         NIMBLE_RETURN_IF_ERROR(s);
         if (changed) *res = pass_call_with_args(c->arena, v, v->u.call.callee, args);
-        return *res ? nimble_ok() : pass_oom();
+        return *res ? nimble_ok() : NIMBLE_OOM();
       }
       /* Any other operator outside a primitive runs on the host. */
       return args_on(c, out, v, 0, n, DEV_CPU, res);
@@ -310,14 +310,14 @@ static nimble_status_t place_value(place_ctx *c, pass_chain *out, const nimble_e
     case NIMBLE_EXPR_TUPLE: {
       size_t n = v->u.tuple.count;
       const nimble_expr **fields = nimble_arena_alloc(c->arena, (n ? n : 1) * sizeof *fields);
-      if (!fields) return pass_oom();
+      if (!fields) return NIMBLE_OOM();
       bool changed = false;
       for (size_t i = 0; i < n; i++) {
         NIMBLE_RETURN_IF_ERROR(need(c, out, v->u.tuple.fields[i], DEV_CPU, &fields[i]));
         changed |= fields[i] != v->u.tuple.fields[i];
       }
       if (changed) *res = nimble_ir_tuple(c->arena, n, fields, &v->loc);
-      return *res ? nimble_ok() : pass_oom();
+      return *res ? nimble_ok() : NIMBLE_OOM();
     }
     case NIMBLE_EXPR_IF: {
       const nimble_expr *cond, *t, *e;
@@ -326,14 +326,14 @@ static nimble_status_t place_value(place_ctx *c, pass_chain *out, const nimble_e
       NIMBLE_RETURN_IF_ERROR(place_host_block(c, v->u.if_.else_branch, &e));
       if (cond != v->u.if_.cond || t != v->u.if_.then_branch || e != v->u.if_.else_branch)
         *res = nimble_ir_if(c->arena, cond, t, e, &v->loc);
-      return *res ? nimble_ok() : pass_oom();
+      return *res ? nimble_ok() : NIMBLE_OOM();
     }
     case NIMBLE_EXPR_MATCH: {
       const nimble_expr *scrut;
       NIMBLE_RETURN_IF_ERROR(need(c, out, v->u.match.scrutinee, DEV_CPU, &scrut));
       size_t n = v->u.match.num_clauses;
       nimble_match_clause_t *cl = nimble_arena_alloc(c->arena, (n ? n : 1) * sizeof *cl);
-      if (!cl) return pass_oom();
+      if (!cl) return NIMBLE_OOM();
       bool changed = scrut != v->u.match.scrutinee;
       for (size_t i = 0; i < n; i++) {
         cl[i] = v->u.match.clauses[i];
@@ -341,7 +341,7 @@ static nimble_status_t place_value(place_ctx *c, pass_chain *out, const nimble_e
         changed |= cl[i].body != v->u.match.clauses[i].body;
       }
       if (changed) *res = nimble_ir_match(c->arena, scrut, n, cl, &v->loc);
-      return *res ? nimble_ok() : pass_oom();
+      return *res ? nimble_ok() : NIMBLE_OOM();
     }
     case NIMBLE_EXPR_FUNC:
       return place_function(c, v, res);
@@ -366,14 +366,14 @@ static nimble_status_t place_chain(place_ctx *c, const nimble_expr *e, bool host
   pass_map alloc_at = {0};     /* tensor var -> index + 1 of its alloc_tensor */
   pass_map storage_uses = {0}; /* storage var -> alloc_tensors placing a tensor in it */
   pass_map gpu_vars = {0};     /* tensors and storages to allocate on the GPU */
-  if (!s && !gpu) s = pass_oom();
+  if (!s && !gpu) s = NIMBLE_OOM();
   for (size_t i = 0; !s && i < n; i++) {
     const nimble_expr *v = chain.values[i];
     if (pass_is_op_call(v, "alloc_tensor")) {
       uintptr_t u = (uintptr_t)pass_map_get(&storage_uses, v->u.call.args[0]);
       if (!pass_map_put(&alloc_at, chain.vars[i], (void *)(uintptr_t)(i + 1)) ||
           !pass_map_put(&storage_uses, v->u.call.args[0], (void *)(u + 1)))
-        s = pass_oom();
+        s = NIMBLE_OOM();
     }
   }
   /* GPU invokes: the primitive goes to the GPU and every output is a
@@ -398,7 +398,7 @@ static nimble_status_t place_chain(place_ctx *c, const nimble_expr *e, bool host
       uintptr_t at = (uintptr_t)pass_map_get(&alloc_at, t);
       if (!pass_map_put(&gpu_vars, t, (void *)1) ||
           !pass_map_put(&gpu_vars, chain.values[at - 1]->u.call.args[0], (void *)1))
-        s = pass_oom();
+        s = NIMBLE_OOM();
     }
   }
   size_t mark = c->num_memo;
@@ -425,7 +425,7 @@ static nimble_status_t place_chain(place_ctx *c, const nimble_expr *e, bool host
     } else {
       /* A GPU value that is not an atom: bind it, then copy. */
       const nimble_expr *t = pass_namer_var(&c->names, "result", NULL);
-      if (!t) s = pass_oom();
+      if (!t) s = NIMBLE_OOM();
       if (!s) s = set_dev(c, t, DEV_GPU);
       if (!s) s = pass_chain_push(&out, t, tail);
       if (!s) s = need(c, &out, t, DEV_CPU, &tail);
@@ -434,7 +434,7 @@ static nimble_status_t place_chain(place_ctx *c, const nimble_expr *e, bool host
   c->num_memo = mark;
   if (!s) {
     *res = pass_chain_build(c->arena, &out, tail);
-    if (!*res) s = pass_oom();
+    if (!*res) s = NIMBLE_OOM();
   }
   pass_map_free(&alloc_at);
   pass_map_free(&storage_uses);
@@ -454,7 +454,7 @@ static nimble_status_t place_host_block(place_ctx *c, const nimble_expr *e, cons
 }
 
 nimble_status_t nimble_passes_place_devices_stats(nimble_module *m, nimble_device_placement_stats_t *stats) {
-  if (!m) return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "place_devices: no module");
+  if (!m) return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "no module");
   place_ctx c;
   memset(&c, 0, sizeof c);
   c.m = m;
@@ -468,7 +468,7 @@ nimble_status_t nimble_passes_place_devices_stats(nimble_module *m, nimble_devic
     if (!s) s = place_function(&c, f, &nf);
     pass_namer_deinit(&c.names);
     if (!s && nf != f) s = nimble_module_replace_func(m, g->name, nf);
-    if (s) s = nimble_status_annotate(s, "place_devices: in @%s", g->name);
+    if (s) s = nimble_status_annotate(s, "in @%s", g->name);
   }
   pass_map_free(&c.dev);
   pass_map_free(&c.prim_dev);

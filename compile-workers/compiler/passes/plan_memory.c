@@ -111,7 +111,7 @@ static nimble_status_t add_ref(void *user, const nimble_expr *e, const nimble_ex
     if (r->n == r->cap) {
       size_t ncap = r->cap ? r->cap * 2 : 16;
       const nimble_expr **nv = realloc(r->v, ncap * sizeof *nv);
-      if (!nv) return pass_oom();
+      if (!nv) return NIMBLE_OOM();
       r->v = nv;
       r->cap = ncap;
     }
@@ -126,7 +126,7 @@ static nimble_status_t push_ref(refs *r, const nimble_expr *v) {
   if (r->n == r->cap) {
     size_t ncap = r->cap ? r->cap * 2 : 16;
     const nimble_expr **nv = realloc(r->v, ncap * sizeof *nv);
-    if (!nv) return pass_oom();
+    if (!nv) return NIMBLE_OOM();
     r->v = nv;
     r->cap = ncap;
   }
@@ -223,12 +223,12 @@ static nimble_status_t plan_chain(plan_ctx *c, const nimble_expr *e, const nimbl
   size_t *view_next = calloc(n ? n : 1, sizeof *view_next);
   size_t *view_head = calloc(n ? n : 1, sizeof *view_head), *view_tail = calloc(n ? n : 1, sizeof *view_tail);
   size_t nviews = 0;
-  if (!tensors || !view_var || !view_next || !view_head || !view_tail) st = pass_oom();
+  if (!tensors || !view_var || !view_next || !view_head || !view_tail) st = NIMBLE_OOM();
   for (size_t i = 0; !st && i < n; i++) {
     const nimble_expr *v = chain.values[i];
     if (pass_is_op_call(v, "alloc_storage")) {
       c->stats.storages_before++;
-      if (!pass_map_put(&storage_at, chain.vars[i], (void *)(uintptr_t)(i + 1))) st = pass_oom();
+      if (!pass_map_put(&storage_at, chain.vars[i], (void *)(uintptr_t)(i + 1))) st = NIMBLE_OOM();
     } else if (pass_is_op_call(v, "alloc_tensor")) {
       const nimble_expr *s = v->u.call.args[0], *off = v->u.call.args[1];
       size_t si = (size_t)(uintptr_t)pass_map_get(&storage_at, s);
@@ -257,7 +257,7 @@ static nimble_status_t plan_chain(plan_ctx *c, const nimble_expr *e, const nimbl
       uintptr_t uses = (uintptr_t)pass_map_get(&storage_uses, s);
       if (!pass_map_put(&storage_uses, s, (void *)(uses + 1)) ||
           !pass_map_put(&tensor_of, chain.vars[i], (void *)(uintptr_t)(nt + 1)))
-        st = pass_oom();
+        st = NIMBLE_OOM();
       nt++;
       continue;
     }
@@ -281,7 +281,7 @@ static nimble_status_t plan_chain(plan_ctx *c, const nimble_expr *e, const nimbl
           nimble_attrs_int(pass_called_op(v), &v->u.call.attrs, "num_outputs") == 1)
         tensors[ti - 1].writer = i + 1;
       if (view && (v->kind == NIMBLE_EXPR_VAR || r.v[k] == v->u.call.args[0])) {
-        if (!pass_map_put(&tensor_of, chain.vars[i], (void *)(uintptr_t)ti)) st = pass_oom();
+        if (!pass_map_put(&tensor_of, chain.vars[i], (void *)(uintptr_t)ti)) st = NIMBLE_OOM();
         view_var[nviews] = chain.vars[i];
         if (view_tail[ti - 1]) view_next[view_tail[ti - 1] - 1] = nviews + 1;
         else view_head[ti - 1] = nviews + 1;
@@ -320,7 +320,7 @@ static nimble_status_t plan_chain(plan_ctx *c, const nimble_expr *e, const nimbl
 
   /* Tensors by last use: dying[i] lists those whose last use is at i. */
   size_t *dying = calloc(n ? n : 1, sizeof *dying), *dying_next = calloc(nt ? nt : 1, sizeof *dying_next);
-  if (!st && (!dying || !dying_next)) st = pass_oom();
+  if (!st && (!dying || !dying_next)) st = NIMBLE_OOM();
   for (size_t k = nt; !st && k-- > 0;) {
     if (tensors[k].last_use >= n) continue;
     dying_next[k] = dying[tensors[k].last_use];
@@ -330,7 +330,7 @@ static nimble_status_t plan_chain(plan_ctx *c, const nimble_expr *e, const nimbl
   /* Coalescing. */
   free_storage *pool = calloc(nt ? nt : 1, sizeof *pool);
   bool *drop = calloc(n ? n : 1, sizeof *drop);
-  if (!st && (!pool || !drop)) st = pass_oom();
+  if (!st && (!pool || !drop)) st = NIMBLE_OOM();
   size_t npool = 0;
   size_t ti = 0;
   for (size_t i = 0; !st && i < n; i++) {
@@ -354,7 +354,7 @@ static nimble_status_t plan_chain(plan_ctx *c, const nimble_expr *e, const nimbl
           for (size_t k = 0; k < old->u.call.num_args; k++) args[k] = old->u.call.args[k];
           args[0] = t->storage;
           chain.values[i] = pass_call_with_args(c->arena, old, old->u.call.callee, args);
-          if (!chain.values[i]) st = pass_oom();
+          if (!chain.values[i]) st = NIMBLE_OOM();
         }
       }
     }
@@ -394,7 +394,7 @@ static nimble_status_t plan_chain(plan_ctx *c, const nimble_expr *e, const nimbl
     bool seen = pass_map_has(&storage_last, t->storage);
     uintptr_t v = t->pinned || (seen && prev == 0) ? 0 : t->last_use + 1;
     if (seen && v && prev > v) v = prev;
-    if (!pass_map_put(&storage_last, t->storage, (void *)v)) st = pass_oom();
+    if (!pass_map_put(&storage_last, t->storage, (void *)v)) st = NIMBLE_OOM();
   }
   for (size_t i = 0; !st && i < n; i++) {
     if (drop[i]) continue;
@@ -407,18 +407,18 @@ static nimble_status_t plan_chain(plan_ctx *c, const nimble_expr *e, const nimbl
       for (size_t v = view_head[k]; !st && v; v = view_next[v - 1]) {
         const nimble_expr *kv, *kill;
         st = pass_op_call(c->arena, "kill", 1, &view_var[v - 1], NULL, 0, &kill);
-        if (!st && !(kv = pass_namer_var(&c->names, "k", NULL))) st = pass_oom();
+        if (!st && !(kv = pass_namer_var(&c->names, "k", NULL))) st = NIMBLE_OOM();
         if (!st) st = pass_chain_push(&res, kv, kill);
         if (!st) c->stats.kills++;
       }
       const nimble_expr *kv, *kill;
       if (!st) st = pass_op_call(c->arena, "kill", 1, &t->var, NULL, 0, &kill);
-      if (!st && !(kv = pass_namer_var(&c->names, "k", NULL))) st = pass_oom();
+      if (!st && !(kv = pass_namer_var(&c->names, "k", NULL))) st = NIMBLE_OOM();
       if (!st) st = pass_chain_push(&res, kv, kill);
       if (!st) c->stats.kills++;
       if (!st && (uintptr_t)pass_map_get(&storage_last, t->storage) == i + 1) {
         st = pass_op_call(c->arena, "kill", 1, &t->storage, NULL, 0, &kill);
-        if (!st && !(kv = pass_namer_var(&c->names, "k", NULL))) st = pass_oom();
+        if (!st && !(kv = pass_namer_var(&c->names, "k", NULL))) st = NIMBLE_OOM();
         if (!st) st = pass_chain_push(&res, kv, kill);
         if (!st) c->stats.kills++;
       }
@@ -427,7 +427,7 @@ static nimble_status_t plan_chain(plan_ctx *c, const nimble_expr *e, const nimbl
   if (!st) {
     for (size_t i = 0; i < n; i++) c->stats.storages_after += pass_is_op_call(chain.values[i], "alloc_storage") && !drop[i];
     *out = pass_chain_build(c->arena, &res, tail);
-    if (!*out) st = pass_oom();
+    if (!*out) st = NIMBLE_OOM();
   }
   free(r.v);
   free(view_var);
@@ -467,7 +467,7 @@ nimble_status_t nimble_passes_plan_memory_stats(nimble_module *m, nimble_memory_
     if (!st) st = plan_expr(&c, f, &nf);
     pass_namer_deinit(&c.names);
     if (!st && nf != f) st = nimble_module_replace_func(m, name, nf);
-    if (st) st = nimble_status_annotate(st, "plan_memory: in @%s", name);
+    if (st) st = nimble_status_annotate(st, "in @%s", name);
   }
   /* Whatever the dropped allocations left unused. */
   if (!st) st = nimble_passes_eliminate_dead_code(m);

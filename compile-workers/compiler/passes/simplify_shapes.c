@@ -56,7 +56,7 @@ static nimble_status_t simplify_post(pass_rewriter *rw, const nimble_expr *orig,
     const nimble_type *xt = nimble_typing_type_of(c->types, orig->u.call.args[0]);
     if (pass_type_static_shape(xt, dims, &rank)) {
       *out = pass_shape_const(rw->arena, dims, rank);
-      if (!*out) return pass_oom();
+      if (!*out) return NIMBLE_OOM();
     }
     return nimble_ok();
   }
@@ -70,7 +70,7 @@ static nimble_status_t simplify_post(pass_rewriter *rw, const nimble_expr *orig,
     if (idx < 0) idx += r;
     if (idx < 0 || idx >= r || xt->u.tensor.dims[idx].kind != NIMBLE_DIM_CONST) return nimble_ok();
     *out = nimble_ir_scalar_i64(rw->arena, xt->u.tensor.dims[idx].value, &e->loc);
-    return *out ? nimble_ok() : pass_oom();
+    return *out ? nimble_ok() : NIMBLE_OOM();
   }
   static const char *const reshapes[] = {"reshape", "dyn_reshape", "squeeze", "flatten",
                                          "broadcast_to", "expand", "cast", "copy"};
@@ -105,20 +105,20 @@ static nimble_status_t simplify_bind(pass_rewriter *rw, const nimble_expr *var, 
   (void)drop;
   if (pass_is_op_call(value, "shape_of") &&
       !pass_map_put(&c->shape_src, var, (void *)value->u.call.args[0]))
-    return pass_oom();
+    return NIMBLE_OOM();
   return nimble_ok();
 }
 
 nimble_status_t nimble_passes_simplify_shapes(nimble_module *m) {
   simplify_ctx c = {0};
   NIMBLE_RETURN_IF_ERROR_CTX(nimble_typing_infer_module(m, (nimble_typing **)&c.types),
-                             "simplify_shapes: the input does not type-check");
+                             "the input does not type-check");
   pass_rewriter rw = {0};
   rw.arena = nimble_module_arena(m);
   rw.user = &c;
   rw.post = simplify_post;
   rw.bind = simplify_bind;
-  nimble_status_t st = pass_rewrite_module(&rw, m, "simplify_shapes");
+  nimble_status_t st = pass_rewrite_module(&rw, m);
   pass_map_free(&rw.subst);
   pass_map_free(&c.shape_src);
   return st;

@@ -118,25 +118,25 @@ static bool save_path(walk *w, size_t *at, size_t *len) {
 static nimble_status_t record_occ(walk *w, const nimble_expr *var, const nimble_expr *call, size_t arg) {
   if (!grow((void **)&w->occ, &w->occ_cap, w->n_occ + 1, sizeof *w->occ) ||
       !grow((void **)&w->next_occ, &w->next_cap, w->n_occ + 1, sizeof *w->next_occ))
-    return pass_oom();
+    return NIMBLE_OOM();
   occurrence *o = &w->occ[w->n_occ];
   o->var = var;
   o->call = call;
   o->arg = arg;
   o->scope = w->scope;
-  if (!save_path(w, &o->path_at, &o->path_len)) return pass_oom();
+  if (!save_path(w, &o->path_at, &o->path_len)) return NIMBLE_OOM();
   /* Prepend to the variable's list. */
   w->next_occ[w->n_occ] = (size_t)(uintptr_t)pass_map_get(&w->first_occ, var);
   w->n_occ++;
-  return pass_map_put(&w->first_occ, var, (void *)(uintptr_t)w->n_occ) ? nimble_ok() : pass_oom();
+  return pass_map_put(&w->first_occ, var, (void *)(uintptr_t)w->n_occ) ? nimble_ok() : NIMBLE_OOM();
 }
 
 static nimble_status_t record_bind(walk *w, const nimble_expr *var, const nimble_expr *value, bool top_param) {
-  if (!grow((void **)&w->binds, &w->binds_cap, w->n_binds + 1, sizeof *w->binds)) return pass_oom();
+  if (!grow((void **)&w->binds, &w->binds_cap, w->n_binds + 1, sizeof *w->binds)) return NIMBLE_OOM();
   /* The map holds indices: the array may move as it grows. */
   w->binds[w->n_binds] = (binding){value, w->scope, top_param};
   w->n_binds++;
-  return pass_map_put(&w->bindings, var, (void *)(uintptr_t)w->n_binds) ? nimble_ok() : pass_oom();
+  return pass_map_put(&w->bindings, var, (void *)(uintptr_t)w->n_binds) ? nimble_ok() : NIMBLE_OOM();
 }
 
 static const binding *binding_of(const walk *w, const nimble_expr *var) {
@@ -154,12 +154,12 @@ static bool is_global_call(const nimble_expr *e) {
 
 static nimble_status_t record_call(walk *w, const nimble_expr *call) {
   size_t n = w->n_calls + 1;
-  if (!grow((void **)&w->calls, &w->calls_cap, n, sizeof *w->calls)) return pass_oom();
+  if (!grow((void **)&w->calls, &w->calls_cap, n, sizeof *w->calls)) return NIMBLE_OOM();
   /* The side arrays share calls_cap: grow them to it. */
   size_t *arrs[3] = {w->call_scope, w->call_path_at, w->call_path_len};
   for (int i = 0; i < 3; i++) {
     size_t *q = realloc(arrs[i], w->calls_cap * sizeof *q);
-    if (!q) return pass_oom();
+    if (!q) return NIMBLE_OOM();
     arrs[i] = q;
   }
   w->call_scope = arrs[0];
@@ -167,13 +167,13 @@ static nimble_status_t record_call(walk *w, const nimble_expr *call) {
   w->call_path_len = arrs[2];
   w->calls[w->n_calls] = call;
   w->call_scope[w->n_calls] = w->scope;
-  if (!save_path(w, &w->call_path_at[w->n_calls], &w->call_path_len[w->n_calls])) return pass_oom();
+  if (!save_path(w, &w->call_path_at[w->n_calls], &w->call_path_len[w->n_calls])) return NIMBLE_OOM();
   w->n_calls++;
   return nimble_ok();
 }
 
 static nimble_status_t push_branch(walk *w, const nimble_expr *node, size_t branch) {
-  if (!grow((void **)&w->stack, &w->stack_cap, w->depth + 1, sizeof *w->stack)) return pass_oom();
+  if (!grow((void **)&w->stack, &w->stack_cap, w->depth + 1, sizeof *w->stack)) return NIMBLE_OOM();
   w->stack[w->depth++] = (branch_step){node, branch};
   return nimble_ok();
 }
@@ -332,7 +332,7 @@ static nimble_status_t analyse(inplace_ctx *c) {
   size_t *ncalls = calloc(cap, sizeof *ncalls); /* direct calls of each global */
   bool *as_value = calloc(cap, sizeof *as_value); /* used other than as a callee */
   nimble_status_t st = nimble_ok();
-  if (!walks || !owned || !owned_params || !ncalls || !as_value) st = pass_oom();
+  if (!walks || !owned || !owned_params || !ncalls || !as_value) st = NIMBLE_OOM();
   for (size_t i = 0; !st && i < n; i++) {
     const nimble_global_func_t *g = nimble_module_func_at(c->m, i);
     if (nimble_passes_is_primitive(g->name)) continue;
@@ -365,7 +365,7 @@ static nimble_status_t analyse(inplace_ctx *c) {
       continue;
     pass_map all = {0};
     for (size_t p = 0; !st && p < f->u.func.num_params && p < 64; p++)
-      if (!pass_map_put(&all, f->u.func.params[p], (void *)f)) st = pass_oom();
+      if (!pass_map_put(&all, f->u.func.params[p], (void *)f)) st = NIMBLE_OOM();
     uint64_t mask = 0;
     for (size_t k = 0; !st && k < walks[i].n_calls; k++) {
       if (!scatter_qualifies(&walks[i], &all, k)) continue;
@@ -374,7 +374,7 @@ static nimble_status_t analyse(inplace_ctx *c) {
     }
     pass_map_free(&all);
     for (size_t p = 0; !st && p < f->u.func.num_params && p < 64; p++)
-      if ((mask >> p & 1) && !pass_map_put(&owned_params[i], f->u.func.params[p], (void *)f)) st = pass_oom();
+      if ((mask >> p & 1) && !pass_map_put(&owned_params[i], f->u.func.params[p], (void *)f)) st = NIMBLE_OOM();
     owned[i] = mask;
   }
   /* The scatters that go in place, and the copies that calls of owning
@@ -385,7 +385,7 @@ static nimble_status_t analyse(inplace_ctx *c) {
       const nimble_expr *call = w->calls[k];
       if (is_scatter(call)) {
         if (!already_in_place(call) && scatter_qualifies(w, &owned_params[i], k)) {
-          if (!pass_map_put(&c->inplace, call, (void *)call)) st = pass_oom();
+          if (!pass_map_put(&c->inplace, call, (void *)call)) st = NIMBLE_OOM();
           c->stats.in_place++;
         }
         continue;
@@ -398,7 +398,7 @@ static nimble_status_t analyse(inplace_ctx *c) {
                                              w->call_path_at[k], w->call_path_len[k]))
           need |= (uint64_t)1 << a;
       if (need) {
-        if (!pass_map_put(&c->copies, call, (void *)(uintptr_t)(need + 1))) st = pass_oom();
+        if (!pass_map_put(&c->copies, call, (void *)(uintptr_t)(need + 1))) st = NIMBLE_OOM();
         c->stats.copies += (size_t)__builtin_popcountll(need);
       }
     }
@@ -424,14 +424,14 @@ static nimble_status_t in_place_call(inplace_ctx *c, const nimble_expr *call, co
   for (size_t i = 0; i < n; i++)
     if (!strcmp(op->attrs[i].name, "inplace")) at = i;
   if (at == n || call->u.call.attrs.count != n)
-    return nimble_status_make(NIMBLE_INTERNAL, "update_in_place: %s has no inplace attribute", op->name);
+    return nimble_status_make(NIMBLE_INTERNAL, "%s has no inplace attribute", op->name);
   nimble_attr_value_t *vals = nimble_arena_calloc(c->arena, n, sizeof *vals);
-  if (!vals) return pass_oom();
+  if (!vals) return NIMBLE_OOM();
   memcpy(vals, call->u.call.attrs.values, n * sizeof *vals);
   vals[at].i = 1;
   nimble_attrs_t attrs = {n, vals};
   *out = nimble_ir_call(c->arena, call->u.call.callee, call->u.call.num_args, call->u.call.args, &attrs, &call->loc);
-  return *out ? nimble_ok() : pass_oom();
+  return *out ? nimble_ok() : NIMBLE_OOM();
 }
 
 /* Pushes `let %own = copy(arg)` for each argument of `call` in `need` and
@@ -440,18 +440,18 @@ static nimble_status_t copied_call(inplace_ctx *c, pass_chain *chain, const nimb
                                    const nimble_expr **out) {
   size_t n = call->u.call.num_args;
   const nimble_expr **args = nimble_arena_calloc(c->arena, n ? n : 1, sizeof *args);
-  if (!args) return pass_oom();
+  if (!args) return NIMBLE_OOM();
   for (size_t a = 0; a < n; a++) {
     args[a] = call->u.call.args[a];
     if (!(a < 64 && (need >> a & 1))) continue;
     const nimble_expr *cp, *v = pass_namer_var(&c->names, "own", NULL);
-    if (!v) return pass_oom();
+    if (!v) return NIMBLE_OOM();
     NIMBLE_RETURN_IF_ERROR(pass_op_call(c->arena, "copy", 1, &args[a], NULL, 0, &cp));
     NIMBLE_RETURN_IF_ERROR(pass_chain_push(chain, v, cp));
     args[a] = v;
   }
   *out = pass_call_with_args(c->arena, call, call->u.call.callee, args);
-  return *out ? nimble_ok() : pass_oom();
+  return *out ? nimble_ok() : NIMBLE_OOM();
 }
 
 static uint64_t copies_of(const inplace_ctx *c, const nimble_expr *e) {
@@ -479,7 +479,7 @@ static nimble_status_t rewrite_chain(inplace_ctx *c, const nimble_expr *e, const
   }
   if (!st) {
     *out = pass_chain_build(c->arena, &res, tail);
-    if (!*out) st = pass_oom();
+    if (!*out) st = NIMBLE_OOM();
   }
   pass_chain_free(&chain);
   pass_chain_free(&res);
@@ -509,7 +509,7 @@ nimble_status_t nimble_passes_update_in_place_stats(nimble_module *m, nimble_inp
     if (!st) st = rewrite(&c, f, &nf);
     pass_namer_deinit(&c.names);
     if (!st && nf != f) st = nimble_module_replace_func(m, name, nf);
-    if (st) st = nimble_status_annotate(st, "update_in_place: in @%s", name);
+    if (st) st = nimble_status_annotate(st, "in @%s", name);
   }
   if (!st && stats) *stats = c.stats;
   pass_map_free(&c.inplace);

@@ -36,14 +36,10 @@ typedef struct infer_ctx {
   nimble_typing *t;
 } infer_ctx;
 
-static nimble_status_t oom(void) {
-  return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory during type inference");
-}
-
 /* ---- the expression -> type table ---------------------------------------- */
 
 static nimble_status_t record(infer_ctx *c, const nimble_expr *e, const nimble_type *ty) {
-  return nimble_ptr_map_put(&c->t->types, e, (void *)ty) ? nimble_ok() : oom();
+  return nimble_ptr_map_put(&c->t->types, e, (void *)ty) ? nimble_ok() : NIMBLE_OOM_IN("type inference");
 }
 
 const nimble_type *nimble_typing_type_of(const nimble_typing *t, const nimble_expr *e) {
@@ -58,19 +54,23 @@ const nimble_type *nimble_typing_global_type(const nimble_typing *t, const char 
 
 /* ---- messages ------------------------------------------------------------- */
 
-static const char *loc_str(const nimble_src_loc_t *loc, char *buf, size_t size) {
-  if (loc->line == 0) snprintf(buf, size, "%s", loc->file ? loc->file : "<built IR>");
-  else snprintf(buf, size, "%s:%u:%u", loc->file ? loc->file : "<built IR>", loc->line, loc->col);
+/* A source place is printed with "%s%s" from LOC(loc, buf): the file, of
+ * any length, then ":line:col" (or nothing), which fits `loc_tail` always. */
+typedef char loc_tail[24];
+static const char *loc_tail_str(const nimble_src_loc_t *loc, loc_tail buf) {
+  buf[0] = '\0';
+  if (loc->line) snprintf(buf, sizeof(loc_tail), ":%u:%u", loc->line, loc->col);
   return buf;
 }
+#define LOC(l, buf) ((l)->file ? (l)->file : "<built IR>"), loc_tail_str((l), (buf))
 
 /* Prefixes a failure with the construct, its place and a brief print. */
 static nimble_status_t at_expr(nimble_status_t st, const char *what, const nimble_expr *e) {
   if (!st) return st;
-  char loc[256], brief[96];
-  loc_str(&e->loc, loc, sizeof loc);
+  loc_tail loc;
+  char brief[96]; /* a brief print: cut on purpose */
   nimble_ir_expr_brief(e, brief, sizeof brief);
-  return nimble_status_annotate(st, "in %s at %s (%s)", what, loc, brief);
+  return nimble_status_annotate(st, "in %s at %s%s (%s)", what, LOC(&e->loc, loc), brief);
 }
 
 /* ---- instantiation ---------------------------------------------------------- */
@@ -146,10 +146,10 @@ static nimble_status_t instantiate_global(infer_ctx *c, const global_sig *g,
    * bare variable kept the callee's own `k` in every caller's type.) The
    * declared type parameters are kept: apply does not carry them. */
   const nimble_type *d = g->type, *f = nimble_subst_apply(c->s, d);
-  if (!f || f->kind != NIMBLE_TYPE_FUNC) return oom();
+  if (!f || f->kind != NIMBLE_TYPE_FUNC) return NIMBLE_OOM_IN("type inference");
   f = nimble_type_func(c->arena, d->u.func.num_type_params, d->u.func.type_params, f->u.func.num_params,
                        f->u.func.params, f->u.func.ret);
-  if (!f) return oom();
+  if (!f) return NIMBLE_OOM_IN("type inference");
   size_t nt = f->u.func.num_type_params;
   uint32_t tids[64];
   const nimble_type *fresh[64];
@@ -158,14 +158,14 @@ static nimble_status_t instantiate_global(infer_ctx *c, const global_sig *g,
   for (size_t i = 0; i < nt; i++) {
     tids[i] = f->u.func.type_params[i]->u.var.id;
     fresh[i] = nimble_subst_fresh_type_var(c->s, f->u.func.type_params[i]->u.var.name);
-    if (!fresh[i]) return oom();
+    if (!fresh[i]) return NIMBLE_OOM_IN("type inference");
   }
   nimble_dim_t dims[256];
   for (size_t i = 0; i < g->num_dim_vars; i++)
     dims[i] = nimble_subst_fresh_dim_var(c->s, g->dim_names[i]);
   renaming r = {nt, tids, fresh, g->num_dim_vars, g->dim_vars, dims};
   *out = rename_type(c->arena, &r, f);
-  return *out ? nimble_ok() : oom();
+  return *out ? nimble_ok() : NIMBLE_OOM_IN("type inference");
 }
 
 static void collect_dims(const nimble_type *t, uint32_t *ids, const char **names, size_t *n, size_t cap);
@@ -181,7 +181,7 @@ static nimble_status_t instantiate_ctor(infer_ctx *c, const nimble_constructor *
   for (size_t i = 0; i < td->num_params; i++) {
     ids[i] = td->params[i]->u.var.id;
     fresh[i] = nimble_subst_fresh_type_var(c->s, td->params[i]->u.var.name);
-    if (!fresh[i]) return oom();
+    if (!fresh[i]) return NIMBLE_OOM_IN("type inference");
   }
   /* Symbolic dims in field types are per value, like type parameters. */
   uint32_t dim_ids[64];
@@ -193,9 +193,9 @@ static nimble_status_t instantiate_ctor(infer_ctx *c, const nimble_constructor *
       collect_dims(td->ctors[k]->fields[f], dim_ids, dim_names, &nd, 64);
   for (size_t i = 0; i < nd; i++) dims[i] = nimble_subst_fresh_dim_var(c->s, dim_names[i]);
   renaming r = {td->num_params, ids, fresh, nd, dim_ids, dims};
-  if (!rename_list(c->arena, &r, ctor->num_fields, ctor->fields, fields)) return oom();
+  if (!rename_list(c->arena, &r, ctor->num_fields, ctor->fields, fields)) return NIMBLE_OOM_IN("type inference");
   *adt = nimble_type_adt(c->arena, td->name, td->num_params, fresh);
-  return *adt ? nimble_ok() : oom();
+  return *adt ? nimble_ok() : NIMBLE_OOM_IN("type inference");
 }
 
 static const global_sig *find_global(infer_ctx *c, const char *name) {
@@ -216,7 +216,7 @@ static nimble_status_t unify_at(infer_ctx *c, const nimble_type *a, const nimble
 static nimble_status_t to_sig(infer_ctx *c, const nimble_type *t, size_t i, const nimble_op *op,
                               nimble_tensor_sig_t *sig) {
   t = nimble_subst_apply(c->s, t);
-  if (!t) return oom();
+  if (!t) return NIMBLE_OOM_IN("type inference");
   char buf[160];
   if (t->kind == NIMBLE_TYPE_UNRANKED_TENSOR) {
     /* Kernels are made per rank: an operator takes a tensor of unknown rank
@@ -297,12 +297,12 @@ static nimble_status_t infer_op_call(infer_ctx *c, const nimble_expr *e, const n
   for (size_t k = 0; k < nres; k++) {
     types[k] = res[k].rank == NIMBLE_RANK_UNKNOWN ? nimble_type_unranked_tensor(c->arena, res[k].dtype)
                                                    : nimble_type_tensor(c->arena, res[k].dtype, res[k].rank, res[k].dims);
-    if (!types[k]) return oom();
+    if (!types[k]) return NIMBLE_OOM_IN("type inference");
   }
   if (op->tuple_output) *out = nimble_type_tuple(c->arena, nres, types);
   else if (nres == 1) *out = types[0];
   else return nimble_status_make(NIMBLE_INTERNAL, "'%s' gave %zu outputs", op->name, nres);
-  return *out ? nimble_ok() : oom();
+  return *out ? nimble_ok() : NIMBLE_OOM_IN("type inference");
 }
 
 static nimble_status_t infer_call(infer_ctx *c, const nimble_expr *e, const nimble_type **out) {
@@ -315,7 +315,7 @@ static nimble_status_t infer_call(infer_ctx *c, const nimble_expr *e, const nimb
   const nimble_type *ft;
   NIMBLE_RETURN_IF_ERROR(infer(c, callee, &ft));
   ft = nimble_subst_apply(c->s, ft);
-  if (!ft) return oom();
+  if (!ft) return NIMBLE_OOM_IN("type inference");
   size_t n = e->u.call.num_args;
   char what[128];
   if (callee->kind == NIMBLE_EXPR_GLOBAL) snprintf(what, sizeof what, "call to '@%s'", callee->u.global.name);
@@ -324,11 +324,11 @@ static nimble_status_t infer_call(infer_ctx *c, const nimble_expr *e, const nimb
   if (ft->kind == NIMBLE_TYPE_VAR) {
     /* Calling something not yet known: it must be a function. */
     const nimble_type **ps = n ? nimble_arena_calloc(c->arena, n, sizeof(*ps)) : NULL;
-    if (n && !ps) return oom();
+    if (n && !ps) return NIMBLE_OOM_IN("type inference");
     for (size_t i = 0; i < n; i++)
-      if (!(ps[i] = nimble_subst_fresh_type_var(c->s, "A"))) return oom();
+      if (!(ps[i] = nimble_subst_fresh_type_var(c->s, "A"))) return NIMBLE_OOM_IN("type inference");
     const nimble_type *ret = nimble_subst_fresh_type_var(c->s, "R"), *fn, *u;
-    if (!ret || !(fn = nimble_type_func(c->arena, 0, NULL, n, ps, ret))) return oom();
+    if (!ret || !(fn = nimble_type_func(c->arena, 0, NULL, n, ps, ret))) return NIMBLE_OOM_IN("type inference");
     NIMBLE_RETURN_IF_ERROR(at_expr(unify_at(c, ft, fn, &u), what, e));
     ft = fn;
   }
@@ -358,9 +358,9 @@ static nimble_status_t bind_var(infer_ctx *c, const nimble_expr *var, const nimb
   if (var->u.var.annotation) {
     nimble_status_t st = unify_at(c, var->u.var.annotation, t, &u);
     if (st) {
-      char loc[256];
-      return nimble_status_annotate(st, "variable %%%s at %s", var->u.var.name,
-                                    loc_str(&var->loc, loc, sizeof loc));
+      loc_tail loc;
+      return nimble_status_annotate(st, "variable %%%s at %s%s", var->u.var.name,
+                                    LOC(&var->loc, loc));
     }
     /* The annotation states the intended type: keep it (with bindings). */
     u = var->u.var.annotation;
@@ -370,7 +370,7 @@ static nimble_status_t bind_var(infer_ctx *c, const nimble_expr *var, const nimb
 }
 
 static nimble_status_t check_pattern(infer_ctx *c, const nimble_pattern *p, const nimble_type *want) {
-  char loc[256];
+  loc_tail loc;
   switch (p->kind) {
     case NIMBLE_PATTERN_WILDCARD: return nimble_ok();
     case NIMBLE_PATTERN_VAR: return bind_var(c, p->var, want, NULL);
@@ -379,12 +379,12 @@ static nimble_status_t check_pattern(infer_ctx *c, const nimble_pattern *p, cons
       NIMBLE_RETURN_IF_ERROR(instantiate_ctor(c, p->ctor, &fields, &adt));
       nimble_status_t st = unify_at(c, adt, want, &u);
       if (st)
-        return nimble_status_annotate(st, "pattern %s at %s", p->ctor->name,
-                                      loc_str(&p->loc, loc, sizeof loc));
+        return nimble_status_annotate(st, "pattern %s at %s%s", p->ctor->name,
+                                      LOC(&p->loc, loc));
       if (p->num_subs != p->ctor->num_fields)
         return nimble_status_make(NIMBLE_INVALID_ARGUMENT,
-                                  "pattern %s at %s has %zu fields, the constructor %zu",
-                                  p->ctor->name, loc_str(&p->loc, loc, sizeof loc), p->num_subs,
+                                  "pattern %s at %s%s has %zu fields, the constructor %zu",
+                                  p->ctor->name, LOC(&p->loc, loc), p->num_subs,
                                   p->ctor->num_fields);
       for (size_t i = 0; i < p->num_subs; i++)
         NIMBLE_RETURN_IF_ERROR(check_pattern(c, p->subs[i], fields[i]));
@@ -393,14 +393,14 @@ static nimble_status_t check_pattern(infer_ctx *c, const nimble_pattern *p, cons
     case NIMBLE_PATTERN_TUPLE: {
       size_t n = p->num_subs;
       const nimble_type **fs = n ? nimble_arena_calloc(c->arena, n, sizeof(*fs)) : NULL;
-      if (n && !fs) return oom();
+      if (n && !fs) return NIMBLE_OOM_IN("type inference");
       for (size_t i = 0; i < n; i++)
-        if (!(fs[i] = nimble_subst_fresh_type_var(c->s, "T"))) return oom();
+        if (!(fs[i] = nimble_subst_fresh_type_var(c->s, "T"))) return NIMBLE_OOM_IN("type inference");
       const nimble_type *tup = nimble_type_tuple(c->arena, n, fs), *u;
-      if (!tup) return oom();
+      if (!tup) return NIMBLE_OOM_IN("type inference");
       nimble_status_t st = unify_at(c, tup, want, &u);
       if (st)
-        return nimble_status_annotate(st, "tuple pattern at %s", loc_str(&p->loc, loc, sizeof loc));
+        return nimble_status_annotate(st, "tuple pattern at %s%s", LOC(&p->loc, loc));
       for (size_t i = 0; i < n; i++) NIMBLE_RETURN_IF_ERROR(check_pattern(c, p->subs[i], fs[i]));
       return nimble_ok();
     }
@@ -412,11 +412,11 @@ static nimble_status_t infer_func(infer_ctx *c, const nimble_expr *e, const nimb
                                   const nimble_type *const *param_types, const nimble_type **out) {
   size_t n = e->u.func.num_params;
   const nimble_type **ps = n ? nimble_arena_calloc(c->arena, n, sizeof(*ps)) : NULL;
-  if (n && !ps) return oom();
+  if (n && !ps) return NIMBLE_OOM_IN("type inference");
   for (size_t i = 0; i < n; i++) {
     const nimble_expr *v = e->u.func.params[i];
     const nimble_type *t = param_types ? param_types[i] : v->u.var.annotation;
-    if (!t && !(t = nimble_subst_fresh_type_var(c->s, "T"))) return oom();
+    if (!t && !(t = nimble_subst_fresh_type_var(c->s, "T"))) return NIMBLE_OOM_IN("type inference");
     NIMBLE_RETURN_IF_ERROR(bind_var(c, v, t, &ps[i]));
   }
   const nimble_type *body = NULL, *ret;
@@ -429,25 +429,25 @@ static nimble_status_t infer_func(infer_ctx *c, const nimble_expr *e, const nimb
     ret = want;
   }
   *out = nimble_type_func(c->arena, 0, NULL, n, ps, ret);
-  return *out ? nimble_ok() : oom();
+  return *out ? nimble_ok() : NIMBLE_OOM_IN("type inference");
 }
 
 static nimble_status_t infer_inner(infer_ctx *c, const nimble_expr *e, const nimble_type **out) {
-  char loc[256];
+  loc_tail loc;
   switch (e->kind) {
     case NIMBLE_EXPR_VAR: {
       const nimble_type *t = nimble_typing_type_of(c->t, e);
       if (!t)
-        return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "%s: variable %%%s is not bound here",
-                                  loc_str(&e->loc, loc, sizeof loc), e->u.var.name);
+        return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "%s%s: variable %%%s is not bound here",
+                                  LOC(&e->loc, loc), e->u.var.name);
       *out = t;
       return nimble_ok();
     }
     case NIMBLE_EXPR_GLOBAL: {
       const global_sig *g = find_global(c, e->u.global.name);
       if (!g)
-        return nimble_status_make(NIMBLE_NOT_FOUND, "%s: no global function '@%s'",
-                                  loc_str(&e->loc, loc, sizeof loc), e->u.global.name);
+        return nimble_status_make(NIMBLE_NOT_FOUND, "%s%s: no global function '@%s'",
+                                  LOC(&e->loc, loc), e->u.global.name);
       return instantiate_global(c, g, out);
     }
     case NIMBLE_EXPR_CONSTANT: {
@@ -455,18 +455,18 @@ static nimble_status_t infer_inner(infer_ctx *c, const nimble_expr *e, const nim
       if (e->u.constant.rank > 64) return nimble_status_make(NIMBLE_UNIMPLEMENTED, "constant of rank > 64");
       for (size_t i = 0; i < e->u.constant.rank; i++) dims[i] = nimble_dim_const(e->u.constant.dims[i]);
       *out = nimble_type_tensor(c->arena, e->u.constant.dtype, e->u.constant.rank, dims);
-      return *out ? nimble_ok() : oom();
+      return *out ? nimble_ok() : NIMBLE_OOM_IN("type inference");
     }
     case NIMBLE_EXPR_OP:
       return nimble_status_make(NIMBLE_INVALID_ARGUMENT,
-                                "%s: operator '%s' is used as a value; call it (or wrap it in fn)",
-                                loc_str(&e->loc, loc, sizeof loc), e->u.op.op->name);
+                                "%s%s: operator '%s' is used as a value; call it (or wrap it in fn)",
+                                LOC(&e->loc, loc), e->u.op.op->name);
     case NIMBLE_EXPR_CONSTRUCTOR: {
       const nimble_type **fields, *adt;
       NIMBLE_RETURN_IF_ERROR(instantiate_ctor(c, e->u.ctor.ctor, &fields, &adt));
       if (e->u.ctor.ctor->num_fields == 0) *out = adt;
       else *out = nimble_type_func(c->arena, 0, NULL, e->u.ctor.ctor->num_fields, fields, adt);
-      return *out ? nimble_ok() : oom();
+      return *out ? nimble_ok() : NIMBLE_OOM_IN("type inference");
     }
     case NIMBLE_EXPR_CALL: return infer_call(c, e, out);
     case NIMBLE_EXPR_LET: {
@@ -489,7 +489,7 @@ static nimble_status_t infer_inner(infer_ctx *c, const nimble_expr *e, const nim
     case NIMBLE_EXPR_IF: {
       const nimble_type *ct, *u, *tt, *et;
       const nimble_type *boolean = nimble_type_scalar(c->arena, NIMBLE_DTYPE_BOOL);
-      if (!boolean) return oom();
+      if (!boolean) return NIMBLE_OOM_IN("type inference");
       NIMBLE_RETURN_IF_ERROR(infer(c, e->u.if_.cond, &ct));
       nimble_status_t st = unify_at(c, boolean, ct, &u);
       if (st) return at_expr(nimble_status_annotate(st, "the condition must be a bool scalar"), "if", e);
@@ -509,17 +509,17 @@ static nimble_status_t infer_inner(infer_ctx *c, const nimble_expr *e, const nim
     case NIMBLE_EXPR_TUPLE: {
       size_t n = e->u.tuple.count;
       const nimble_type **fs = n ? nimble_arena_calloc(c->arena, n, sizeof(*fs)) : NULL;
-      if (n && !fs) return oom();
+      if (n && !fs) return NIMBLE_OOM_IN("type inference");
       for (size_t i = 0; i < n; i++) NIMBLE_RETURN_IF_ERROR(infer(c, e->u.tuple.fields[i], &fs[i]));
       *out = nimble_type_tuple(c->arena, n, fs);
-      return *out ? nimble_ok() : oom();
+      return *out ? nimble_ok() : NIMBLE_OOM_IN("type inference");
     }
     case NIMBLE_EXPR_PROJ: {
       const nimble_type *tt;
       char buf[160];
       NIMBLE_RETURN_IF_ERROR(infer(c, e->u.proj.tuple, &tt));
       tt = nimble_subst_apply(c->s, tt);
-      if (!tt) return oom();
+      if (!tt) return NIMBLE_OOM_IN("type inference");
       if (tt->kind != NIMBLE_TYPE_TUPLE)
         return at_expr(nimble_status_make(NIMBLE_INVALID_ARGUMENT, "projecting from a non-tuple %s",
                                           nimble_type_format(tt, buf, sizeof buf)),
@@ -600,16 +600,16 @@ static nimble_status_t make_signature(infer_ctx *c, const nimble_global_func_t *
   const nimble_expr *f = g->func;
   size_t n = f->u.func.num_params;
   const nimble_type **ps = n ? nimble_arena_calloc(c->arena, n, sizeof(*ps)) : NULL;
-  if (n && !ps) return oom();
+  if (n && !ps) return NIMBLE_OOM_IN("type inference");
   for (size_t i = 0; i < n; i++) {
     ps[i] = f->u.func.params[i]->u.var.annotation;
-    if (!ps[i] && !(ps[i] = nimble_subst_fresh_type_var(c->s, "T"))) return oom();
+    if (!ps[i] && !(ps[i] = nimble_subst_fresh_type_var(c->s, "T"))) return NIMBLE_OOM_IN("type inference");
   }
   const nimble_type *ret = f->u.func.ret;
-  if (!ret && !(ret = nimble_subst_fresh_type_var(c->s, "R"))) return oom();
+  if (!ret && !(ret = nimble_subst_fresh_type_var(c->s, "R"))) return NIMBLE_OOM_IN("type inference");
   sig->name = g->name;
   sig->type = nimble_type_func(c->arena, f->u.func.num_type_params, f->u.func.type_params, n, ps, ret);
-  if (!sig->type) return oom();
+  if (!sig->type) return NIMBLE_OOM_IN("type inference");
   /* Only symbolic dims the user wrote are generalized. */
   uint32_t ids[256];
   const char *names[256];
@@ -619,7 +619,7 @@ static nimble_status_t make_signature(infer_ctx *c, const nimble_global_func_t *
   sig->num_dim_vars = nd;
   sig->dim_vars = nd ? nimble_arena_calloc(c->arena, nd, sizeof(uint32_t)) : NULL;
   sig->dim_names = nd ? nimble_arena_calloc(c->arena, nd, sizeof(char *)) : NULL;
-  if (nd && (!sig->dim_vars || !sig->dim_names)) return oom();
+  if (nd && (!sig->dim_vars || !sig->dim_names)) return NIMBLE_OOM_IN("type inference");
   if (nd) {
     memcpy(sig->dim_vars, ids, nd * sizeof(uint32_t));
     memcpy(sig->dim_names, names, nd * sizeof(char *));
@@ -653,12 +653,12 @@ nimble_status_t nimble_typing_infer_module(const nimble_module *m, nimble_typing
   c.arena = nimble_module_arena(m);
   NIMBLE_RETURN_IF_ERROR(nimble_subst_create(c.arena, nimble_module_next_var_id(m), &c.s));
   c.t = nimble_arena_alloc(c.arena, sizeof(*c.t));
-  if (!c.t) return oom();
+  if (!c.t) return NIMBLE_OOM_IN("type inference");
   c.t->arena = c.arena;
   nimble_ptr_map_init(&c.t->types, c.arena);
   size_t ng = nimble_module_num_funcs(m);
   c.t->globals = ng ? nimble_arena_calloc(c.arena, ng, sizeof(global_sig)) : NULL;
-  if (ng && !c.t->globals) return oom();
+  if (ng && !c.t->globals) return NIMBLE_OOM_IN("type inference");
   for (size_t i = 0; i < ng; i++) {
     NIMBLE_RETURN_IF_ERROR(make_signature(&c, nimble_module_func_at(m, i), &c.t->globals[i]));
     c.t->num_globals++;
@@ -685,16 +685,16 @@ nimble_status_t nimble_typing_infer_module(const nimble_module *m, nimble_typing
   void *recorded;
   for (size_t pos = 0; nimble_ptr_map_next(&c.t->types, &pos, &key, &recorded);) {
     const nimble_type *t = nimble_subst_apply(c.s, recorded);
-    if (!t || !nimble_ptr_map_put(&c.t->types, key, (void *)t)) return oom();
+    if (!t || !nimble_ptr_map_put(&c.t->types, key, (void *)t)) return NIMBLE_OOM_IN("type inference");
   }
   for (size_t i = 0; i < ng; i++) {
     const nimble_type *t = nimble_subst_apply(c.s, c.t->globals[i].type);
-    if (!t) return oom();
+    if (!t) return NIMBLE_OOM_IN("type inference");
     /* Keep the declared type parameters on the applied signature. */
     const nimble_type *d = c.t->globals[i].type;
     c.t->globals[i].type = nimble_type_func(c.arena, d->u.func.num_type_params, d->u.func.type_params,
                                             t->u.func.num_params, t->u.func.params, t->u.func.ret);
-    if (!c.t->globals[i].type) return oom();
+    if (!c.t->globals[i].type) return NIMBLE_OOM_IN("type inference");
   }
   *out = c.t;
   return nimble_ok();

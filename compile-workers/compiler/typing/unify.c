@@ -25,14 +25,10 @@ struct nimble_subst {
   size_t trail_n, trail_cap;
 };
 
-static nimble_status_t oom(void) {
-  return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory during type inference");
-}
-
 nimble_status_t nimble_subst_create(nimble_arena *arena, uint32_t first_fresh_id,
                                     nimble_subst **out) {
   nimble_subst *s = nimble_arena_alloc(arena, sizeof(*s));
-  if (!s) return oom();
+  if (!s) return NIMBLE_OOM_IN("type inference");
   s->arena = arena;
   s->next_id = first_fresh_id ? first_fresh_id : 1;
   *out = s;
@@ -68,7 +64,7 @@ static bool ensure(nimble_subst *s, uint32_t id) {
 uint32_t nimble_subst_fresh_id(nimble_subst *s) { return s->next_id++; }
 
 nimble_status_t nimble_subst_set_rigid(nimble_subst *s, uint32_t type_var_id, bool rigid) {
-  if (!ensure(s, type_var_id)) return oom();
+  if (!ensure(s, type_var_id)) return NIMBLE_OOM_IN("type inference");
   s->rigid[type_var_id] = rigid;
   return nimble_ok();
 }
@@ -107,7 +103,7 @@ static nimble_status_t log_binding(nimble_subst *s, uint32_t id) {
   if (s->trail_n == s->trail_cap) {
     size_t cap = s->trail_cap ? s->trail_cap * 2 : 64;
     uint32_t *t = nimble_arena_calloc(s->arena, cap, sizeof(*t));
-    if (!t) return oom();
+    if (!t) return NIMBLE_OOM_IN("type inference");
     if (s->trail_n) memcpy(t, s->trail, s->trail_n * sizeof(*t));
     s->trail = t;
     s->trail_cap = cap;
@@ -132,7 +128,7 @@ void nimble_subst_undo_dims(nimble_subst *s, nimble_subst_mark_t mark) {
 }
 
 nimble_status_t nimble_subst_bind_dim(nimble_subst *s, uint32_t var_id, nimble_dim_t value) {
-  if (!ensure(s, var_id)) return oom();
+  if (!ensure(s, var_id)) return NIMBLE_OOM_IN("type inference");
   if (s->dim_bound[var_id])
     return nimble_status_make(NIMBLE_INTERNAL, "dim variable %u is bound twice", var_id);
   value = nimble_subst_resolve_dim(s, value);
@@ -146,7 +142,7 @@ nimble_status_t nimble_subst_bind_dim(nimble_subst *s, uint32_t var_id, nimble_d
    * global function relies on to turn them into Any). */
   if (value.kind == NIMBLE_DIM_VAR && value.var_id > var_id && s->dim_names[var_id]) {
     uint32_t newer = value.var_id;
-    if (!ensure(s, newer)) return oom();
+    if (!ensure(s, newer)) return NIMBLE_OOM_IN("type inference");
     s->dims[newer] = nimble_dim_var(var_id, s->dim_names[var_id]);
     s->dim_bound[newer] = 1;
     return log_binding(s, newer);
@@ -262,7 +258,7 @@ static nimble_status_t unify_list(nimble_subst *s, size_t n, const nimble_type *
   *out = NULL;
   if (n == 0) return nimble_ok();
   const nimble_type **arr = nimble_arena_calloc(s->arena, n, sizeof(*arr));
-  if (!arr) return oom();
+  if (!arr) return NIMBLE_OOM_IN("type inference");
   for (size_t i = 0; i < n; i++) NIMBLE_RETURN_IF_ERROR(unify_rec(s, a[i], b[i], &arr[i]));
   *out = arr;
   return nimble_ok();
@@ -273,7 +269,7 @@ static nimble_status_t bind_type(nimble_subst *s, const nimble_type *var, const 
   if (is_rigid(s, var))
     return mismatch(var, t, "a type parameter stands for any type; it cannot be fixed here:");
   if (occurs(s, var->u.var.id, t)) return mismatch(var, t, "infinite type: variable occurs in");
-  if (!ensure(s, var->u.var.id)) return oom();
+  if (!ensure(s, var->u.var.id)) return NIMBLE_OOM_IN("type inference");
   s->types[var->u.var.id] = t;
   *out = t;
   return nimble_ok();
@@ -315,7 +311,7 @@ static nimble_status_t unify_rec(nimble_subst *s, const nimble_type *a, const ni
       if (a->u.tensor.rank != b->u.tensor.rank) return mismatch(a, b, "different ranks:");
       size_t rank = a->u.tensor.rank;
       nimble_dim_t *dims = rank ? nimble_arena_calloc(s->arena, rank, sizeof(*dims)) : NULL;
-      if (rank && !dims) return oom();
+      if (rank && !dims) return NIMBLE_OOM_IN("type inference");
       nimble_dim_ctx ctx = {s};
       for (size_t i = 0; i < rank; i++) {
         nimble_status_t st = nimble_dim_unify(&ctx, a->u.tensor.dims[i], b->u.tensor.dims[i], &dims[i]);
@@ -325,14 +321,14 @@ static nimble_status_t unify_rec(nimble_subst *s, const nimble_type *a, const ni
         }
       }
       *out = nimble_type_tensor(s->arena, a->u.tensor.dtype, rank, dims);
-      return *out ? nimble_ok() : oom();
+      return *out ? nimble_ok() : NIMBLE_OOM_IN("type inference");
     }
     case NIMBLE_TYPE_TUPLE: {
       if (a->u.tuple.count != b->u.tuple.count) return mismatch(a, b, "tuples of different sizes:");
       const nimble_type **f;
       NIMBLE_RETURN_IF_ERROR(unify_list(s, a->u.tuple.count, a->u.tuple.fields, b->u.tuple.fields, &f));
       *out = nimble_type_tuple(s->arena, a->u.tuple.count, f);
-      return *out ? nimble_ok() : oom();
+      return *out ? nimble_ok() : NIMBLE_OOM_IN("type inference");
     }
     case NIMBLE_TYPE_ADT: {
       if (strcmp(a->u.adt.name, b->u.adt.name) != 0 || a->u.adt.num_args != b->u.adt.num_args)
@@ -340,7 +336,7 @@ static nimble_status_t unify_rec(nimble_subst *s, const nimble_type *a, const ni
       const nimble_type **args;
       NIMBLE_RETURN_IF_ERROR(unify_list(s, a->u.adt.num_args, a->u.adt.args, b->u.adt.args, &args));
       *out = nimble_type_adt(s->arena, a->u.adt.name, a->u.adt.num_args, args);
-      return *out ? nimble_ok() : oom();
+      return *out ? nimble_ok() : NIMBLE_OOM_IN("type inference");
     }
     case NIMBLE_TYPE_FUNC: {
       if (a->u.func.num_params != b->u.func.num_params ||
@@ -355,7 +351,7 @@ static nimble_status_t unify_rec(nimble_subst *s, const nimble_type *a, const ni
       NIMBLE_RETURN_IF_ERROR(unify_list(s, a->u.func.num_params, a->u.func.params, b->u.func.params, &p));
       NIMBLE_RETURN_IF_ERROR(unify_rec(s, a->u.func.ret, b->u.func.ret, &r));
       *out = nimble_type_func(s->arena, 0, NULL, a->u.func.num_params, p, r);
-      return *out ? nimble_ok() : oom();
+      return *out ? nimble_ok() : NIMBLE_OOM_IN("type inference");
     }
     case NIMBLE_TYPE_VAR:
     case NIMBLE_TYPE_UNRANKED_TENSOR: break;
@@ -366,7 +362,7 @@ static nimble_status_t unify_rec(nimble_subst *s, const nimble_type *a, const ni
 nimble_status_t nimble_type_unify(nimble_subst *s, const nimble_type *a, const nimble_type *b,
                                   const nimble_type **out) {
   const nimble_type *ra = nimble_subst_apply(s, a), *rb = nimble_subst_apply(s, b);
-  if (!ra || !rb) return oom();
+  if (!ra || !rb) return NIMBLE_OOM_IN("type inference");
   nimble_status_t st = unify_rec(s, a, b, out);
   if (!st) return nimble_ok();
   nimble_strbuf x, y;
@@ -409,14 +405,14 @@ static nimble_status_t join_rec(nimble_subst *s, const nimble_type *a, const nim
     if (a->kind == NIMBLE_TYPE_UNRANKED_TENSOR || b->kind == NIMBLE_TYPE_UNRANKED_TENSOR ||
         a->u.tensor.rank != b->u.tensor.rank) {
       *out = nimble_type_unranked_tensor(s->arena, a->u.tensor.dtype);
-      return *out ? nimble_ok() : oom();
+      return *out ? nimble_ok() : NIMBLE_OOM_IN("type inference");
     }
     size_t rank = a->u.tensor.rank;
     nimble_dim_t *dims = rank ? nimble_arena_calloc(s->arena, rank, sizeof(*dims)) : NULL;
-    if (rank && !dims) return oom();
+    if (rank && !dims) return NIMBLE_OOM_IN("type inference");
     for (size_t i = 0; i < rank; i++) dims[i] = join_dim(s, a->u.tensor.dims[i], b->u.tensor.dims[i]);
     *out = nimble_type_tensor(s->arena, a->u.tensor.dtype, rank, dims);
-    return *out ? nimble_ok() : oom();
+    return *out ? nimble_ok() : NIMBLE_OOM_IN("type inference");
   }
   if (a->kind != b->kind) return mismatch(a, b, "different kinds of type:");
   switch (a->kind) {
@@ -424,10 +420,10 @@ static nimble_status_t join_rec(nimble_subst *s, const nimble_type *a, const nim
       if (a->u.tuple.count != b->u.tuple.count) return mismatch(a, b, "tuples of different sizes:");
       size_t n = a->u.tuple.count;
       const nimble_type **f = n ? nimble_arena_calloc(s->arena, n, sizeof(*f)) : NULL;
-      if (n && !f) return oom();
+      if (n && !f) return NIMBLE_OOM_IN("type inference");
       for (size_t i = 0; i < n; i++) NIMBLE_RETURN_IF_ERROR(join_rec(s, a->u.tuple.fields[i], b->u.tuple.fields[i], &f[i]));
       *out = nimble_type_tuple(s->arena, n, f);
-      return *out ? nimble_ok() : oom();
+      return *out ? nimble_ok() : NIMBLE_OOM_IN("type inference");
     }
     case NIMBLE_TYPE_ADT: {
       /* Values are immutable, so a List of [3]-tensors is also a List of
@@ -436,10 +432,10 @@ static nimble_status_t join_rec(nimble_subst *s, const nimble_type *a, const nim
         return mismatch(a, b, "different data types:");
       size_t n = a->u.adt.num_args;
       const nimble_type **args = n ? nimble_arena_calloc(s->arena, n, sizeof(*args)) : NULL;
-      if (n && !args) return oom();
+      if (n && !args) return NIMBLE_OOM_IN("type inference");
       for (size_t i = 0; i < n; i++) NIMBLE_RETURN_IF_ERROR(join_rec(s, a->u.adt.args[i], b->u.adt.args[i], &args[i]));
       *out = nimble_type_adt(s->arena, a->u.adt.name, n, args);
-      return *out ? nimble_ok() : oom();
+      return *out ? nimble_ok() : NIMBLE_OOM_IN("type inference");
     }
     default:
       /* Functions: parameters would need a meet; they must agree. */
@@ -450,7 +446,7 @@ static nimble_status_t join_rec(nimble_subst *s, const nimble_type *a, const nim
 nimble_status_t nimble_type_join(nimble_subst *s, const nimble_type *a, const nimble_type *b,
                                  const nimble_type **out) {
   const nimble_type *ra = nimble_subst_apply(s, a), *rb = nimble_subst_apply(s, b);
-  if (!ra || !rb) return oom();
+  if (!ra || !rb) return NIMBLE_OOM_IN("type inference");
   nimble_status_t st = join_rec(s, a, b, out);
   if (!st) return nimble_ok();
   nimble_strbuf x, y;

@@ -74,54 +74,6 @@ void nimble_codegen_output_deinit(nimble_codegen_output_t *out);
 nimble_status_t nimble_codegen_link_shared(const uint8_t *object, size_t object_size,
                                            const char *lld, uint8_t **so_out, size_t *so_size);
 
-/* --- Operator builders: compute definition plus default schedule. ---
- * Each creates a kernel in `arena` (which owns it) and returns it through
- * *out; errors name the kernel and the problem. */
-
-/* Element-wise over numpy broadcasting: inputs of rank <= out_rank
- * (<= 6) align to the output's trailing axes; an input axis broadcasts
- * when its extent is 1. `combine` builds the value from the inputs' loaded
- * values (in[i] are f32 expressions) and may call arena constructors. */
-typedef nimble_ln_expr *(*nimble_codegen_combine_fn)(nimble_ln_arena *arena, nimble_ln_expr *const *in,
-                                                     void *user);
-nimble_status_t nimble_codegen_build_elementwise(nimble_ln_arena *arena, const char *name,
-                                                 int n_inputs, const int *input_ranks, int out_rank,
-                                                 nimble_codegen_combine_fn combine, void *user,
-                                                 nimble_ln_kernel **out);
-/* Convenience combines: user points to a nimble_ln_op_t. */
-nimble_ln_expr *nimble_codegen_combine_unary(nimble_ln_arena *arena, nimble_ln_expr *const *in, void *op);
-nimble_ln_expr *nimble_codegen_combine_binary(nimble_ln_arena *arena, nimble_ln_expr *const *in, void *op);
-
-typedef enum nimble_codegen_reduce_kind {
-  NIMBLE_CODEGEN_REDUCE_SUM = 0,
-  NIMBLE_CODEGEN_REDUCE_MEAN,
-  NIMBLE_CODEGEN_REDUCE_MAX,
-} nimble_codegen_reduce_kind_t;
-
-/* out = reduce(x, axis) with the axis removed (keepdims=0): x has `rank`
- * axes (1..6), out rank-1 (a scalar for rank 1). The epilogue, when given,
- * maps the reduced value (e.g. mean's division) before the store. */
-nimble_status_t nimble_codegen_build_reduce(nimble_ln_arena *arena, const char *name, int rank,
-                                            int axis, nimble_codegen_reduce_kind_t kind,
-                                            nimble_ln_kernel **out);
-
-/* Softmax over the last axis of a rank-`rank` f32 tensor (numerically
- * stable: subtracts the row maximum). */
-nimble_status_t nimble_codegen_build_softmax(nimble_ln_arena *arena, const char *name, int rank,
-                                             nimble_ln_kernel **out);
-
-typedef enum nimble_codegen_epilogue {
-  NIMBLE_CODEGEN_EPILOGUE_NONE = 0,
-  NIMBLE_CODEGEN_EPILOGUE_BIAS,      /* + b[n] */
-  NIMBLE_CODEGEN_EPILOGUE_BIAS_RELU, /* relu(+ b[n]) */
-} nimble_codegen_epilogue_t;
-
-/* y[M,N] = x[M,K] @ w[K,N] (+ bias[N], relu): calls env->sgemm when the
- * runtime provides it, else tiled vectorized loops; the epilogue is fused
- * into the output pass. Arguments: x, w, [bias], y. */
-nimble_status_t nimble_codegen_build_dense(nimble_ln_arena *arena, const char *name,
-                                           nimble_codegen_epilogue_t epilogue, nimble_ln_kernel **out);
-
 /* --- GPU thread mappings (nvptx64; cg_ptx_map.c, docs/targets.md). ---
  * A kernel built without parallel chunks (compute's parallel = false,
  * vector width 1) has one top-level loop nest over its output. The mapping

@@ -291,6 +291,12 @@ const nimble_onnx_tensor_t *nimble_onnx_graph_constant(const nimble_onnx_graph *
  * buf (always NUL-terminated); returns buf. For error messages. */
 const char *nimble_onnx_node_describe(const nimble_onnx_node *node, char *buf, size_t size);
 
+/* Prefixes `s` (taken) with the node, "node 'Conv_3' (Conv): ...", once:
+ * a status that names the node already (its subject is the node,
+ * nimble/status.h) is returned as it is, so layers that each add the node
+ * add it once. Returns the status marked with the node; OK stays OK. */
+nimble_status_t nimble_onnx_node_annotate(const nimble_onnx_node *node, nimble_status_t s);
+
 /* The attribute named `name`, or NULL. Borrowed from the model. */
 const nimble_onnx_attr_t *nimble_onnx_node_attr(const nimble_onnx_node *node, const char *name);
 

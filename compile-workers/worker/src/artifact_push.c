@@ -27,7 +27,7 @@ static nimble_status_t read_small_file(const char *path, size_t cap, char **out,
   char *buf = malloc(cap + 1);
   if (!buf) {
     fclose(f);
-    return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+    return NIMBLE_OOM();
   }
   size_t n = fread(buf, 1, cap + 1, f);
   fclose(f);

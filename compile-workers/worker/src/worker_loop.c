@@ -76,7 +76,7 @@ static void send_msg(nimble_worker *w, nimble_msg_type_t type, json_t *body /* s
   char *out;
   size_t n;
   nimble_status_t st = body ? nimble_message_encode(type, body, &out, &n)
-                            : nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+                            : NIMBLE_OOM();
   json_decref(body);
   if (st) {
     wlog(w, "cannot encode %s: %s", nimble_message_type_name(type), nimble_status_message(st));
@@ -331,7 +331,7 @@ static nimble_status_t start_task(nimble_worker *w) {
   if (!argv || !owned) {
     free(argv);
     free(owned);
-    return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+    return NIMBLE_OOM();
   }
   size_t a = 0, k = 0;
   argv[a++] = w->compiler;
@@ -690,7 +690,7 @@ static nimble_status_t create_inner(const nimble_worker_options_t *o, nimble_wor
 nimble_status_t nimble_worker_create(const nimble_worker_options_t *opts, nimble_worker **out) {
   *out = NULL;
   nimble_worker *w = calloc(1, sizeof *w);
-  if (!w) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+  if (!w) return NIMBLE_OOM();
   nimble_status_t st = create_inner(opts, w);
   if (st) {
     nimble_worker_destroy(w);

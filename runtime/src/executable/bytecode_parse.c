@@ -3,6 +3,7 @@
  * indices: registers within the function's file, functions, kernels and
  * constants within their tables (constants are checked by the loader once
  * the pool is known), jumps inside the function. */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,28 +22,26 @@ typedef struct check_ctx {
   uint32_t n;
 } check_ctx;
 
-static nimble_status_t bad(const check_ctx *c, const char *fmt, const char *detail, long long v) {
-  char msg[256];
-  snprintf(msg, sizeof msg, fmt, detail, v);
-  return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "bytecode: function %u '%s' pc %u (%s): %s",
-                            c->fn_index, c->fn->name, c->pc,
-                            nimble_opcode_name(c->fn->instructions[c->pc].op), msg);
+static nimble_status_t bad(const check_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static nimble_status_t bad(const check_ctx *c, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  nimble_status_t s = nimble_status_makev(NIMBLE_INVALID_ARGUMENT, fmt, ap);
+  va_end(ap);
+  return nimble_status_annotate(s, "bytecode: function %u '%s' pc %u (%s)", c->fn_index, c->fn->name, c->pc,
+                                nimble_opcode_name(c->fn->instructions[c->pc].op));
 }
 
 static nimble_status_t want_count(const check_ctx *c, uint32_t exact) {
   if (c->n != exact) {
-    char what[32];
-    snprintf(what, sizeof what, "%u", exact);
-    return bad(c, "expects %s operands, has %lld", what, c->n);
+    return bad(c, "expects %u operands, has %u", exact, c->n);
   }
   return nimble_ok();
 }
 
 static nimble_status_t want_at_least(const check_ctx *c, uint32_t min) {
   if (c->n < min) {
-    char what[32];
-    snprintf(what, sizeof what, "%u", min);
-    return bad(c, "expects at least %s operands, has %lld", what, c->n);
+    return bad(c, "expects at least %u operands, has %u", min, c->n);
   }
   return nimble_ok();
 }
@@ -50,9 +49,7 @@ static nimble_status_t want_at_least(const check_ctx *c, uint32_t min) {
 static nimble_status_t reg(const check_ctx *c, uint32_t k) {
   int64_t r = c->o[k];
   if (r < 0 || r >= (int64_t)c->fn->num_registers) {
-    char what[64];
-    snprintf(what, sizeof what, "operand %u: register", k);
-    nimble_status_t s = bad(c, "%s %lld is out of range", what, r);
+    nimble_status_t s = bad(c, "operand %u: register %lld is out of range", k, (long long)r);
     return nimble_status_annotate(s, "(function has %u registers)", c->fn->num_registers);
   }
   return nimble_ok();
@@ -61,14 +58,14 @@ static nimble_status_t reg(const check_ctx *c, uint32_t k) {
 static nimble_status_t func(const check_ctx *c, uint32_t k) {
   int64_t f = c->o[k];
   if (f < 0 || f >= (int64_t)c->code->num_functions)
-    return bad(c, "%s %lld is out of range", "function index", f);
+    return bad(c, "function index %lld is out of range", (long long)f);
   return nimble_ok();
 }
 
 static nimble_status_t dtype(const check_ctx *c, uint32_t k) {
   if (!nimble_dtype_valid((uint64_t)c->o[k], (uint64_t)c->o[k + 1], (uint64_t)c->o[k + 2]) ||
       c->o[k] < 0 || c->o[k + 1] < 0 || c->o[k + 2] < 0)
-    return bad(c, "%s (code %lld) is not supported", "dtype", c->o[k]);
+    return bad(c, "dtype (code %lld) is not supported", (long long)(c->o[k]));
   return nimble_ok();
 }
 
@@ -77,7 +74,7 @@ static nimble_status_t jump(const check_ctx *c, uint32_t k) {
   int64_t target = (int64_t)c->pc + off;
   if (off < -(int64_t)NIMBLE_MAX_INSTRUCTIONS || off > (int64_t)NIMBLE_MAX_INSTRUCTIONS ||
       target < 0 || target >= (int64_t)c->fn->num_instructions)
-    return bad(c, "%s %lld leaves the function", "jump offset", off);
+    return bad(c, "jump offset %lld leaves the function", (long long)off);
   return nimble_ok();
 }
 
@@ -88,64 +85,66 @@ static nimble_status_t check_operand(const check_ctx *c, char kind, uint32_t k) 
     case 'r': return reg(c, k);
     case 'f': return func(c, k);
     case 'k':
-      if (v < 0 || v >= (int64_t)c->code->num_kernels) return bad(c, "%s %lld is out of range", "kernel index", v);
+      if (v < 0 || v >= (int64_t)c->code->num_kernels)
+        return bad(c, "kernel index %lld is out of range", (long long)v);
       return nimble_ok();
     case 'c':
       /* the pool's size is checked by the loader once the pool is read */
-      if (v < 0 || v > UINT32_MAX) return bad(c, "%s %lld is out of range", "constant index", v);
+      if (v < 0 || v > UINT32_MAX) return bad(c, "constant index %lld is out of range", (long long)v);
       return nimble_ok();
     case 'i': return nimble_ok();
     case 'j': return jump(c, k);
     case 'a':
       if (v < 1 || v > NIMBLE_MAX_ALIGNMENT || (v & (v - 1)) != 0)
-        return bad(c, "%s %lld is not a power of two up to 4096", "alignment", v);
+        return bad(c, "alignment %lld is not a power of two up to 4096", (long long)v);
       return nimble_ok();
     case 'D':
       if ((v != kDLCPU && v != kDLCUDA) || c->o[k + 1] < 0 || c->o[k + 1] > 1024)
-        return bad(c, "%s %lld is not supported", "device type", v);
+        return bad(c, "device type %lld is not supported", (long long)v);
       return nimble_ok();
     case 'C': return dtype(c, k);
     case 'N': case 'B': case 'L': return nimble_ok(); /* checked with their D or C */
     case 'g':
-      if (v < INT32_MIN || v > INT32_MAX) return bad(c, "%s %lld does not fit 32 bits", "tag", v);
+      if (v < INT32_MIN || v > INT32_MAX) return bad(c, "tag %lld does not fit 32 bits", (long long)v);
       return nimble_ok();
     case 'x':
-      if (v < 0 || v > UINT32_MAX) return bad(c, "%s %lld is out of range", "field index", v);
+      if (v < 0 || v > UINT32_MAX) return bad(c, "field index %lld is out of range", (long long)v);
       return nimble_ok();
     case 'o':
-      if (v < 0 || v > (int64_t)(c->n - k - 1)) return bad(c, "%s %lld exceeds the argument count", "output count", v);
+      if (v < 0 || v > (int64_t)(c->n - k - 1))
+        return bad(c, "output count %lld exceeds the argument count", (long long)v);
       return nimble_ok();
     case 'e':
-      if (v < 0) return bad(c, "%s %lld is negative", "dim", v);
+      if (v < 0) return bad(c, "dim %lld is negative", (long long)v);
       return nimble_ok();
-    default: return bad(c, "%s '%c' in the instruction table", "unknown operand kind", kind);
+    default: return bad(c, "unknown operand kind '%c' in the instruction table", kind);
   }
 }
 
 /* The rules the schema cannot say: callee parameter counts and limits. */
 static nimble_status_t check_counts(const check_ctx *c, uint16_t op) {
   const nimble_function_t *callee;
-  char what[300];
   switch (op) {
     case NIMBLE_OP_INVOKE:
       callee = &c->code->functions[c->o[1]];
       if (c->n - 2 != callee->num_params) {
-        snprintf(what, sizeof what, "function '%s' takes %u arguments", callee->name, callee->num_params);
-        return bad(c, "%s, given %lld", what, c->n - 2);
+        return bad(c, "function '%s' takes %u arguments, given %u", callee->name, callee->num_params,
+                   c->n - 2);
       }
       return nimble_ok();
     case NIMBLE_OP_ALLOC_CLOSURE:
       callee = &c->code->functions[c->o[1]];
       if (c->n - 2 > callee->num_params) {
-        snprintf(what, sizeof what, "function '%s' takes %u arguments", callee->name, callee->num_params);
-        return bad(c, "%s, %lld captured", what, c->n - 2);
+        return bad(c, "function '%s' takes %u arguments, %u captured", callee->name, callee->num_params,
+                   c->n - 2);
       }
       return nimble_ok();
     case NIMBLE_OP_INVOKE_PACKED:
-      if (c->n - 2 > NIMBLE_MAX_KERNEL_ARGS) return bad(c, "%s %lld exceeds the limit", "argument count", c->n - 2);
+      if (c->n - 2 > NIMBLE_MAX_KERNEL_ARGS)
+        return bad(c, "argument count %lld exceeds the limit", (long long)(c->n - 2));
       return nimble_ok();
     case NIMBLE_OP_ALLOC_TENSOR:
-      if (c->n - 6 > NIMBLE_MAX_NDIM) return bad(c, "%s %lld exceeds 32", "ndim", c->n - 6);
+      if (c->n - 6 > NIMBLE_MAX_NDIM) return bad(c, "ndim %lld exceeds 32", (long long)(c->n - 6));
       return nimble_ok();
     default: return nimble_ok();
   }
@@ -157,7 +156,7 @@ static nimble_status_t check_instruction(const check_ctx *c) {
   uint16_t op = c->fn->instructions[c->pc].op;
   char tail;
   const char *schema = nimble_opcode_schema(op, &tail, NULL);
-  if (!schema) return bad(c, "%s %lld", "unknown opcode", op);
+  if (!schema) return bad(c, "unknown opcode %lld", (long long)op);
   uint32_t fixed = (uint32_t)strlen(schema);
   NIMBLE_RETURN_IF_ERROR(tail ? want_at_least(c, fixed) : want_count(c, fixed));
   for (uint32_t k = 0; k < fixed; k++) NIMBLE_RETURN_IF_ERROR(check_operand(c, schema[k], k));
@@ -191,7 +190,7 @@ static nimble_status_t parse_function(nimble_reader_t *r, uint32_t index, nimble
   }
   NIMBLE_RETURN_IF_ERROR(nimble_reader_check_count(r, "instruction count", fn->num_instructions, 4));
   fn->instructions = calloc(fn->num_instructions, sizeof *fn->instructions);
-  if (!fn->instructions) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+  if (!fn->instructions) return NIMBLE_OOM();
   /* Operands are read in two passes: first count them (bounded by the bytes
    * left, 8 each), then store them in one array. */
   size_t start = r->pos;
@@ -213,7 +212,7 @@ static nimble_status_t parse_function(nimble_reader_t *r, uint32_t index, nimble
     r->pos += (size_t)n * 8;
   }
   fn->operands = calloc(total ? total : 1, sizeof *fn->operands);
-  if (!fn->operands) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+  if (!fn->operands) return NIMBLE_OOM();
   r->pos = start;
   for (uint32_t i = 0; i < fn->num_instructions; i++) {
     r->pos += 4;
@@ -241,7 +240,7 @@ nimble_status_t nimble_bytecode_parse(const uint8_t *data, size_t size, size_t b
   NIMBLE_RETURN_IF_ERROR(nimble_reader_u32(&r, "kernel count", &nk));
   NIMBLE_RETURN_IF_ERROR(nimble_reader_check_count(&r, "kernel count", nk, 8));
   c->kernels = calloc(nk ? nk : 1, sizeof *c->kernels);
-  if (!c->kernels) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+  if (!c->kernels) return NIMBLE_OOM();
   for (uint32_t i = 0; i < nk; i++) {
     int32_t dev;
     c->num_kernels = i + 1;
@@ -266,7 +265,7 @@ nimble_status_t nimble_bytecode_parse(const uint8_t *data, size_t size, size_t b
   }
   NIMBLE_RETURN_IF_ERROR(nimble_reader_check_count(&r, "function count", nf, 20));
   c->functions = calloc(nf, sizeof *c->functions);
-  if (!c->functions) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+  if (!c->functions) return NIMBLE_OOM();
   for (uint32_t i = 0; i < nf; i++) {
     c->num_functions = i + 1;
     NIMBLE_RETURN_IF_ERROR(parse_function(&r, i, &c->functions[i]));

@@ -51,7 +51,7 @@ nimble_status_t nimble_constants_parse(const uint8_t *data, size_t size, size_t 
   }
   c->backing = calloc(1, sizeof *c->backing);
   c->tensors = calloc(n ? n : 1, sizeof *c->tensors);
-  if (!c->backing || !c->tensors) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+  if (!c->backing || !c->tensors) return NIMBLE_OOM();
   nimble_object_init(&c->backing->base, NIMBLE_OBJ_STORAGE);
   c->backing->data = (void *)area;
   c->backing->size = data_size;
@@ -111,7 +111,7 @@ nimble_status_t nimble_constants_parse(const uint8_t *data, size_t size, size_t 
     DLDevice cpu = {kDLCPU, 0};
     c->tensors[i] = nimble_tensor_obj_view(&c->backing->base, (void *)(area + off), (int32_t)ndim,
                                            shape, dt, cpu);
-    if (!c->tensors[i]) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+    if (!c->tensors[i]) return NIMBLE_OOM();
     nimble_object_share(&c->tensors[i]->base); /* every VM over the executable uses it */
     c->num_constants = i + 1;
   }

@@ -31,7 +31,7 @@ typedef struct nimble_kernel_ref_t {
   char *symbol;
   DLDeviceType device;
   nimble_kernel_fn fn; /* resolved at load (cpu kernels) */
-  void *cuda_fn;       /* the CUfunction, resolved at load (cuda kernels) */
+  void *device_fn;     /* the device's handle (a CUfunction), resolved at load (other kernels) */
 } nimble_kernel_ref_t;
 
 /* Parsed metadata; strings and arrays owned by it. */
@@ -63,6 +63,12 @@ typedef struct nimble_kernel_library_t {
   void *handle; /* dlopen handle; NULL when absent */
 } nimble_kernel_library_t;
 
+/* The kernels of a device other than the CPU, loaded by the device. */
+typedef struct nimble_device_kernels_t {
+  const struct nimble_device_t *dev; /* NULL when absent */
+  void *module;                      /* dev->module_load's */
+} nimble_device_kernels_t;
+
 struct nimble_executable {
   atomic_uint_fast32_t refs;
   uint32_t format_version;
@@ -70,7 +76,7 @@ struct nimble_executable {
   nimble_bytecode_t code;
   nimble_constants_t consts;
   nimble_kernel_library_t cpu_kernels;
-  struct nimble_cuda_module *cuda_kernels; /* NULL without cuda kernels */
+  nimble_device_kernels_t device_kernels; /* empty without kernels on another device */
   int kernels_loaded; /* 0 under NIMBLE_LOAD_NO_KERNELS */
   void *mapping; /* the mapped file, when loaded from one */
   size_t mapping_size;
@@ -105,11 +111,14 @@ nimble_status_t nimble_kernel_library_load_cpu(const uint8_t *data, size_t size,
                                                nimble_bytecode_t *code);
 void nimble_kernel_library_unload(nimble_kernel_library_t *lib);
 
-/* Loads a CUDA kernel part (PTX, or a cubin) into device 0 through the
- * driver and resolves every CUDA kernel of `code`. Without a driver:
- * `cuda: cannot load libcuda.so.1 (...): this executable has CUDA kernels`. */
-nimble_status_t nimble_kernel_library_load_cuda(const uint8_t *data, size_t size, size_t base,
-                                                struct nimble_cuda_module **module,
-                                                nimble_bytecode_t *code);
+/* Loads the kernel part of device `type` (a CUDA part: PTX, or a cubin)
+ * through that device's table and resolves every kernel of `code` on it.
+ * A device that is not available fails with its error, e.g. without a CUDA
+ * driver `cuda: cannot load libcuda.so.1 (...): this executable has cuda
+ * kernels`. */
+nimble_status_t nimble_kernel_library_load_device(const uint8_t *data, size_t size, size_t base,
+                                                  nimble_part_kind_t kind, DLDeviceType type,
+                                                  nimble_device_kernels_t *out, nimble_bytecode_t *code);
+void nimble_device_kernels_unload(nimble_device_kernels_t *k);
 
 #endif

@@ -1,6 +1,7 @@
 /* Loading an executable from a file, a memory image or separate parts, and
  * reading its signature. Everything is validated before anything is used;
  * a failure frees what was built and names the problem and its place. */
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -10,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "device/cuda/cuda_device.h"
+#include "device/device.h"
 #include "format/byte_reader.h"
 #include "executable/executable.h"
 #include "format/layout.h"
@@ -30,7 +31,7 @@ static void executable_free(nimble_executable *exe) {
   nimble_bytecode_deinit(&exe->code);
   nimble_metadata_deinit(&exe->meta);
   nimble_kernel_library_unload(&exe->cpu_kernels);
-  nimble_cuda_module_unload(exe->cuda_kernels);
+  nimble_device_kernels_unload(&exe->device_kernels);
   if (exe->mapping) munmap(exe->mapping, exe->mapping_size);
   free(exe);
 }
@@ -113,7 +114,7 @@ static nimble_status_t load_from_views(const part_view *parts, uint32_t flags, v
   nimble_executable *exe = calloc(1, sizeof *exe);
   if (!exe) {
     if (mapping) munmap(mapping, mapping_size);
-    return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+    return NIMBLE_OOM();
   }
   atomic_init(&exe->refs, 1);
   exe->format_version = format_version;
@@ -146,17 +147,20 @@ static nimble_status_t load_from_views(const part_view *parts, uint32_t flags, v
     p = &parts[NIMBLE_PART_KERNELS_CPU];
     s = nimble_kernel_library_load_cpu(p->data, p->size, p->base, &exe->cpu_kernels, &exe->code);
   }
-  /* The CUDA module is loaded here too, when some kernel runs on cuda (a
-   * CUDA part no kernel uses is checked above and left alone): the driver
-   * is needed then and not before, an executable stays immutable once
-   * loaded, and a missing driver is reported where the executable is
-   * loaded rather than at its first CUDA instruction. */
-  int has_cuda_kernels = 0;
+  /* Another device's kernels are loaded here too, when some kernel runs
+   * there (a kernel part no kernel uses is checked above and left alone):
+   * the device is needed then and not before, an executable stays
+   * immutable once loaded, and a missing driver is reported where the
+   * executable is loaded rather than at its first instruction on the
+   * device. The format has one such part, CUDA's. */
+  DLDeviceType device_type = kDLCPU;
   for (uint32_t i = 0; i < exe->code.num_kernels; i++)
-    has_cuda_kernels |= exe->code.kernels[i].device == kDLCUDA;
-  if (!s && has_cuda_kernels && exe->kernels_loaded) {
+    if (exe->code.kernels[i].device != kDLCPU) device_type = exe->code.kernels[i].device;
+  if (!s && device_type != kDLCPU && exe->kernels_loaded) {
+    assert(device_type == kDLCUDA); /* the bytecode parser admits cpu and cuda kernels only */
     p = &parts[NIMBLE_PART_KERNELS_CUDA];
-    s = nimble_kernel_library_load_cuda(p->data, p->size, p->base, &exe->cuda_kernels, &exe->code);
+    s = nimble_kernel_library_load_device(p->data, p->size, p->base, NIMBLE_PART_KERNELS_CUDA, device_type,
+                                          &exe->device_kernels, &exe->code);
   }
   if (s) {
     executable_free(exe);

@@ -1,5 +1,5 @@
-/* Loading the kernel libraries: the CPU one from memory, the CUDA one (PTX)
- * through the driver.
+/* Loading the kernel libraries: the CPU one from memory, another device's
+ * (CUDA's PTX) through that device's table (device/device.h).
  *
  * The ELF image goes into an anonymous memfd that dlopen reads through
  * /proc/self/fd/N; the fd is closed right after, so nothing is left in the
@@ -25,7 +25,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "device/cuda/cuda_device.h"
+#include "device/device.h"
 #include "format/byte_reader.h"
 #include "executable/executable.h"
 #include "format/layout.h"
@@ -171,32 +171,39 @@ void nimble_kernel_library_unload(nimble_kernel_library_t *lib) {
   lib->handle = NULL;
 }
 
-nimble_status_t nimble_kernel_library_load_cuda(const uint8_t *data, size_t size, size_t base,
-                                                struct nimble_cuda_module **module,
-                                                nimble_bytecode_t *code) {
+nimble_status_t nimble_kernel_library_load_device(const uint8_t *data, size_t size, size_t base,
+                                                  nimble_part_kind_t kind, DLDeviceType type,
+                                                  nimble_device_kernels_t *out, nimble_bytecode_t *code) {
   const uint8_t *image;
   size_t image_size;
-  NIMBLE_RETURN_IF_ERROR(
-      nimble_kernel_part_parse(data, size, base, NIMBLE_PART_KERNELS_CUDA, &image, &image_size));
-  /* The driver is needed from here on; a CPU executable never gets here. */
+  NIMBLE_RETURN_IF_ERROR(nimble_kernel_part_parse(data, size, base, kind, &image, &image_size));
+  /* The device is needed from here on; a CPU executable never gets here. */
   const nimble_device_t *dev;
-  nimble_status_t s = nimble_device_get(kDLCUDA, &dev);
+  nimble_status_t s = nimble_device_get(type, &dev);
   if (s) {
-    nimble_status_t t = nimble_status_make(nimble_status_code(s), "%s: this executable has CUDA kernels",
-                                           nimble_status_message(s));
+    nimble_status_t t = nimble_status_make(nimble_status_code(s), "%s: this executable has %s kernels",
+                                           nimble_status_message(s), nimble_device_name(type));
     nimble_status_free(s);
     return t;
   }
-  NIMBLE_RETURN_IF_ERROR(nimble_cuda_module_load(image, image_size, module));
+  void *module = NULL;
+  NIMBLE_RETURN_IF_ERROR(dev->module_load(dev, image, image_size, &module));
   for (uint32_t i = 0; i < code->num_kernels; i++) {
     nimble_kernel_ref_t *k = &code->kernels[i];
-    if (k->device != kDLCUDA) continue;
-    s = nimble_cuda_module_function(*module, k->symbol, &k->cuda_fn);
+    if (k->device != type) continue;
+    s = dev->module_function(dev, module, k->symbol, &k->device_fn);
     if (s) {
-      nimble_cuda_module_unload(*module);
-      *module = NULL;
+      dev->module_unload(dev, module);
       return nimble_status_annotate(s, "kernel '%s' (kernel %u)", k->symbol, i);
     }
   }
+  out->dev = dev;
+  out->module = module;
   return nimble_ok();
+}
+
+void nimble_device_kernels_unload(nimble_device_kernels_t *k) {
+  if (k->dev) k->dev->module_unload(k->dev, k->module);
+  k->dev = NULL;
+  k->module = NULL;
 }

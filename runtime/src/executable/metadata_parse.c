@@ -53,7 +53,7 @@ static nimble_status_t parse_tensor_info(nimble_reader_t *r, const char *role, u
   NIMBLE_RETURN_IF_ERROR(nimble_reader_u32(r, "ndim", &ndim));
   if (ndim == UINT32_MAX && strcmp(role, "output") == 0) { /* NIMBLE_NDIM_ANY */
     t->dims = calloc(1, sizeof *t->dims);
-    if (!t->dims) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+    if (!t->dims) return NIMBLE_OOM();
     t->ndim = NIMBLE_NDIM_ANY;
     return nimble_ok();
   }
@@ -63,7 +63,7 @@ static nimble_status_t parse_tensor_info(nimble_reader_t *r, const char *role, u
                                index, name, ndim, NIMBLE_MAX_NDIM);
   }
   nimble_sig_dim_t *dims = calloc(ndim ? ndim : 1, sizeof *dims);
-  if (!dims) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+  if (!dims) return NIMBLE_OOM();
   t->dims = dims;
   for (uint32_t d = 0; d < ndim; d++) {
     int64_t value;
@@ -104,7 +104,7 @@ static nimble_status_t parse_tensor_list(nimble_reader_t *r, const char *role,
   /* name length + dtype + device + ndim: at least 16 bytes each */
   NIMBLE_RETURN_IF_ERROR(nimble_reader_check_count(r, role, n, 16));
   nimble_tensor_info_t *list = calloc(n ? n : 1, sizeof *list);
-  if (!list) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+  if (!list) return NIMBLE_OOM();
   *out = list;
   for (uint32_t i = 0; i < n; i++) {
     *count = i + 1;
@@ -132,7 +132,7 @@ nimble_status_t nimble_metadata_parse(const uint8_t *data, size_t size, size_t b
   m->entries = calloc(n ? n : 1, sizeof *m->entries);
   m->entry_functions = calloc(n ? n : 1, sizeof *m->entry_functions);
   if (!m->entries || !m->entry_functions)
-    return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+    return NIMBLE_OOM();
   for (uint32_t i = 0; i < n; i++) {
     nimble_entry_info_t *e = &m->entries[i];
     char *name = NULL;

@@ -3,6 +3,7 @@
  * against the cap), an error message slot, and the sgemm of a BLAS found at
  * run time (vm/blas_loader.h). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "vm/blas_loader.h"
@@ -52,7 +53,10 @@ static void env_workspace_free(const nimble_kernel_env_t *env, void *ptr) {
 static void env_set_error(const nimble_kernel_env_t *env, const char *message) {
   nimble_vm *vm = env->runtime_ctx;
   pthread_mutex_lock(&vm->error_mu);
-  snprintf(vm->kernel_error, sizeof vm->kernel_error, "%s", message ? message : "");
+  /* Only on a kernel's failure path, so the copy costs nothing per call;
+   * the message is kept whole, however long. */
+  free(vm->kernel_error);
+  vm->kernel_error = strdup(message ? message : "");
   vm->has_kernel_error = 1;
   pthread_mutex_unlock(&vm->error_mu);
 }

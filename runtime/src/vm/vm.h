@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "device/device.h"
 #include "executable/executable.h"
 #include "memory/pool_allocator.h"
 #include "nimble/kernel_abi.h"
@@ -21,29 +22,43 @@ typedef struct nimble_frame_t {
   uint32_t ret_dst; /* caller's register that receives the result */
 } nimble_frame_t;
 
+/* A device other than the CPU as one VM uses it (vm_device.c): its pool
+ * and stream, the host objects that queued uploads read from (kept alive
+ * until the stream has been waited for), and the device copies of
+ * constants, uploaded once per VM (weights would otherwise cross the bus
+ * on every invoke). */
+typedef struct nimble_vm_device {
+  const nimble_device_t *dev;
+  nimble_pool *pool; /* retained */
+  void *stream;      /* dev->stream_create's */
+  nimble_object **kept; /* sources of queued uploads, retained */
+  uint32_t kept_count;
+  struct nimble_vm_device_const {
+    const void *host;
+    uint64_t nbytes;
+    nimble_storage_obj *storage; /* retained */
+  } *consts;
+  uint32_t num_consts, consts_cap;
+} nimble_vm_device;
+
+/* Devices besides the CPU one VM can use at once. */
+#define NIMBLE_VM_MAX_DEVICES 4
+
 struct nimble_vm {
   nimble_executable *exe; /* retained */
   nimble_vm_options_t opts;
   nimble_pool *cpu_pool;  /* retained */
-  /* CUDA (device/cuda/cuda_vm.c): NULL until the VM needs the device. */
-  nimble_pool *cuda_pool;
-  struct nimble_cuda_stream *cuda_stream;
-  nimble_object **cuda_kept; /* sources of queued uploads, retained */
-  uint32_t cuda_kept_count;
-  /* Constants uploaded once per VM: host data, size, device storage. */
-  struct nimble_vm_cuda_const {
-    const void *host;
-    uint64_t nbytes;
-    nimble_storage_obj *storage; /* retained */
-  } *cuda_consts;
-  uint32_t cuda_num_consts, cuda_consts_cap;
+  /* Opened when the VM is made for an executable with kernels of the
+   * device, or at the first allocation on it of one without. */
+  nimble_vm_device devices[NIMBLE_VM_MAX_DEVICES];
+  uint32_t num_devices;
   nimble_thread_pool *threads;
   nimble_kernel_env_t env;
 
   /* A kernel's message (env->set_error); tasks of a parallel loop may set
    * it concurrently. */
   pthread_mutex_t error_mu;
-  char kernel_error[512];
+  char *kernel_error; /* owned; NULL when none, or when it could not be copied */
   int has_kernel_error;
 
   /* Register stack: frames are windows into one array. */
@@ -74,26 +89,33 @@ struct nimble_vm {
 /* Fills vm->env for this VM. */
 void nimble_kernel_env_init(nimble_vm *vm);
 
-/* The VM's CUDA pool and stream (device/cuda/cuda_vm.c). _init creates
- * them once; a driver that does not load fails with its message followed
- * by ": <why>". _sync waits for the stream and drops the kept sources;
- * _keep holds `o` (retained) until then, for a copy queued from its
- * memory; _host_waited says the stream was just waited for; _deinit waits
- * and frees. All are no-ops for a VM without CUDA. */
-nimble_status_t nimble_vm_cuda_init(nimble_vm *vm, const char *why);
-nimble_status_t nimble_vm_cuda_sync(nimble_vm *vm);
-nimble_status_t nimble_vm_cuda_keep(nimble_vm *vm, nimble_object *o);
-void nimble_vm_cuda_host_waited(nimble_vm *vm);
-void nimble_vm_cuda_deinit(nimble_vm *vm);
+/* The VM's state of a device other than the CPU (vm_device.c).
+ *
+ * _open finds it or creates its pool and stream; a device that is not
+ * available fails with its message followed by ": <why>". _find: the
+ * opened one, or NULL. _sync waits for its stream and drops the kept
+ * sources; _sync_all does so for every opened device (the first error
+ * wins). _keep holds `o` (retained) until the next wait, for a copy queued
+ * from its memory; _host_waited says the stream was just waited for.
+ * _deinit_all waits and frees. */
+nimble_status_t nimble_vm_device_open(nimble_vm *vm, DLDeviceType type, const char *why,
+                                      nimble_vm_device **out);
+nimble_vm_device *nimble_vm_device_find(const nimble_vm *vm, DLDeviceType type);
+nimble_status_t nimble_vm_device_sync(nimble_vm_device *d);
+nimble_status_t nimble_vm_device_sync_all(nimble_vm *vm);
+nimble_status_t nimble_vm_device_keep(nimble_vm_device *d, nimble_object *o);
+void nimble_vm_device_host_waited(nimble_vm_device *d);
+void nimble_vm_device_deinit_all(nimble_vm *vm);
 
-/* The device copy of constant data `host` (`nbytes`) this VM uploaded
- * before, or NULL (borrowed). _remember records a new one (retained; a
+/* The device copy of constant data `host` (`nbytes`) this VM uploaded to
+ * `d` before, or NULL (borrowed). _remember records a new one (retained; a
  * failure to record only costs a later upload). _is_constant_copy: whether
- * `owner` is such a copy (kernels may not write into it). */
-nimble_storage_obj *nimble_vm_cuda_constant(const nimble_vm *vm, const void *host, uint64_t nbytes);
-void nimble_vm_cuda_remember_constant(nimble_vm *vm, const void *host, uint64_t nbytes,
-                                      nimble_storage_obj *storage);
-_Bool nimble_vm_cuda_is_constant_copy(const nimble_vm *vm, const nimble_object *owner);
+ * `owner` is such a copy on any device (kernels may not write into it). */
+nimble_storage_obj *nimble_vm_device_constant(const nimble_vm_device *d, const void *host,
+                                              uint64_t nbytes);
+void nimble_vm_device_remember_constant(nimble_vm_device *d, const void *host, uint64_t nbytes,
+                                        nimble_storage_obj *storage);
+_Bool nimble_vm_device_is_constant_copy(const nimble_vm *vm, const nimble_object *owner);
 
 /* Runs function `func` on `args` (borrowed; the callee gets its own
  * references) and stores the result in *result (caller releases). Errors

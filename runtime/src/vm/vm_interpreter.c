@@ -3,13 +3,13 @@
  * Operands were validated by the loader (counts, register and table
  * indices, jump targets); what remains to check here is what only the run
  * time knows: the kinds and values of objects in registers. */
+#include <assert.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "device/cuda/cuda_device.h"
 #include "device/device.h"
 #include "nimble/bytecode.h"
 #include "vm/vm.h"
@@ -19,17 +19,14 @@
 static nimble_status_t rt_error(const nimble_vm *vm, nimble_status_code_t code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+static nimble_status_t rt_wrap(const nimble_vm *vm, nimble_status_t s);
+
 static nimble_status_t rt_error(const nimble_vm *vm, nimble_status_code_t code, const char *fmt, ...) {
-  char msg[768];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
+  nimble_status_t s = nimble_status_makev(code, fmt, ap);
   va_end(ap);
-  if (vm->depth == 0) return nimble_status_make(code, "%s", msg);
-  const nimble_frame_t *f = &vm->frames[vm->depth - 1];
-  const nimble_function_t *fn = &vm->exe->code.functions[f->func];
-  return nimble_status_make(code, "function '%s' pc %u (%s): %s", fn->name, f->pc,
-                            nimble_opcode_name(fn->instructions[f->pc].op), msg);
+  return rt_wrap(vm, s);
 }
 
 /* Adds the current function and pc to a status from elsewhere. */
@@ -43,8 +40,10 @@ static nimble_status_t rt_wrap(const nimble_vm *vm, nimble_status_t s) {
 
 #define OOM(vm) rt_error((vm), NIMBLE_RESOURCE_EXHAUSTED, "out of memory")
 
-/* Stores `obj` (owned) into register r, dropping what was there. */
+/* Stores `obj` (owned) into register r, dropping what was there. The
+ * loader checked r against the frame's register count (bytecode_parse.c). */
 static inline void set_reg(nimble_object **R, int64_t r, nimble_object *obj) {
+  assert(r >= 0);
   nimble_object *old = R[r];
   R[r] = obj;
   nimble_object_release(old);
@@ -116,21 +115,21 @@ static nimble_status_t pool_for(nimble_vm *vm, int64_t device_type, int64_t devi
     *out = vm->cpu_pool;
     return nimble_ok();
   }
-  if (device_type == kDLCUDA) {
-    if (device_id != 0)
-      return rt_error(vm, NIMBLE_UNIMPLEMENTED, "cuda device %lld: this runtime uses device 0 only",
-                      (long long)device_id);
-    /* An executable with CUDA kernels has its pool from vm_create; one
-     * without gets it here, at its first CUDA memory. */
-    if (!vm->cuda_pool) {
-      nimble_status_t s = nimble_vm_cuda_init(vm, "this executable uses cuda memory");
-      if (s) return rt_wrap(vm, s);
-    }
-    *out = vm->cuda_pool;
-    return nimble_ok();
+  DLDeviceType type = (DLDeviceType)device_type;
+  if (device_id != 0)
+    return rt_error(vm, NIMBLE_UNIMPLEMENTED, "%s device %lld: this runtime uses device 0 only",
+                    nimble_device_name(type), (long long)device_id);
+  /* An executable with kernels on the device has its pool from
+   * vm_create; one without gets it here, at its first memory there. */
+  nimble_vm_device *d = nimble_vm_device_find(vm, type);
+  if (!d) {
+    char why[64];
+    snprintf(why, sizeof why, "this executable uses %s memory", nimble_device_name(type));
+    nimble_status_t s = nimble_vm_device_open(vm, type, why, &d);
+    if (s) return rt_wrap(vm, s);
   }
-  return rt_error(vm, NIMBLE_UNIMPLEMENTED, "device %s is not available in this runtime",
-                  nimble_device_name((DLDeviceType)device_type));
+  *out = d->pool;
+  return nimble_ok();
 }
 
 static nimble_status_t new_storage(const nimble_vm *vm, nimble_pool *pool, uint64_t size,
@@ -222,16 +221,20 @@ static inline __attribute__((always_inline)) nimble_status_t invoke_packed(nimbl
                       nimble_device_name(t->dl.device.device_type));
     vm->packed_args[i] = &t->dl;
   }
-  if (k->device == kDLCUDA) {
+  if (k->device != kDLCPU) {
     /* The device copy of a constant is shared by every later invoke. */
     for (int32_t i = first_output; i < arity; i++)
-      if (nimble_vm_cuda_is_constant_copy(vm, ((nimble_tensor_obj *)R[o[2 + i]])->owner))
+      if (nimble_vm_device_is_constant_copy(vm, ((nimble_tensor_obj *)R[o[2 + i]])->owner))
         return rt_error(vm, NIMBLE_INVALID_ARGUMENT,
                         "output %d of kernel '%s' is the device copy of a constant",
                         i - first_output, k->symbol);
+    /* The VM opened the device when it was made for this executable. */
+    nimble_vm_device *d = nimble_vm_device_find(vm, k->device);
+    if (!d)
+      return rt_error(vm, NIMBLE_INTERNAL, "%s kernel '%s': the VM has not opened its device",
+                      nimble_device_name(k->device), k->symbol);
     /* Queued on the VM's stream; the host waits where it reads results. */
-    nimble_status_t s = nimble_cuda_launch(vm->cuda_stream, k->cuda_fn, k->symbol, vm->packed_args,
-                                           arity);
+    nimble_status_t s = d->dev->launch(d->dev, d->stream, k->device_fn, k->symbol, vm->packed_args, arity);
     return rt_wrap(vm, s);
   }
   vm->has_kernel_error = 0;
@@ -240,7 +243,11 @@ static inline __attribute__((always_inline)) nimble_status_t invoke_packed(nimbl
     pthread_mutex_lock(&vm->error_mu);
     nimble_status_t s = rt_error(vm, NIMBLE_INTERNAL, "kernel '%s' failed with code %d%s%s",
                                  k->symbol, rc, vm->has_kernel_error ? ": " : "",
-                                 vm->has_kernel_error ? vm->kernel_error : "");
+                                 !vm->has_kernel_error ? ""
+                                 : vm->kernel_error ? vm->kernel_error
+                                                    : "(out of memory copying its message)");
+    free(vm->kernel_error);
+    vm->kernel_error = NULL;
     pthread_mutex_unlock(&vm->error_mu);
     return s;
   }
@@ -253,15 +260,19 @@ static uint64_t now_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* invoke_packed, timed into vm->ktimes (nimble_vm_kernel_times). A CUDA
- * kernel is waited for, so its time is its run, not its launch. Out of
+/* invoke_packed, timed into vm->ktimes (nimble_vm_kernel_times). A device
+ * (CUDA) kernel is waited for, so its time is its run, not its launch. Out of
  * line, so that the interpreter's own (inlined) invoke_packed pays only the
  * one test of vm->ktimes while timing is off. */
 static __attribute__((noinline)) nimble_status_t invoke_packed_timed(nimble_vm *vm, nimble_object **R,
                                                                      const int64_t *o, uint32_t n) {
   uint64_t t0 = now_ns();
   nimble_status_t s = invoke_packed(vm, R, o, n);
-  if (!s && vm->exe->code.kernels[o[0]].device == kDLCUDA) s = nimble_vm_cuda_sync(vm);
+  DLDeviceType dev = (DLDeviceType)vm->exe->code.kernels[o[0]].device;
+  if (!s && dev != kDLCPU) {
+    nimble_vm_device *d = nimble_vm_device_find(vm, dev);
+    if (d) s = nimble_vm_device_sync(d);
+  }
   vm->ktimes[o[0]].calls++;
   vm->ktimes[o[0]].ns += now_ns() - t0;
   return s;
@@ -312,6 +323,11 @@ nimble_status_t nimble_vm_run(nimble_vm *vm, uint32_t func, nimble_object *const
     nimble_frame_t *f = &vm->frames[vm->depth - 1];
     const nimble_function_t *fn = &code->functions[f->func];
     nimble_object **R = vm->regs + f->base;
+    /* The loader admitted only code whose jumps stay in the function and
+     * whose operands stay in its operand table; the frame is the top one,
+     * so its registers end where the stack does. */
+    assert(f->pc < fn->num_instructions);
+    assert(f->base + fn->num_registers == vm->sp && vm->sp <= vm->regs_cap);
     const nimble_instr_t *ins = &fn->instructions[f->pc];
     const int64_t *o = fn->operands + ins->first;
     uint32_t n = ins->num_operands;
@@ -577,13 +593,25 @@ nimble_status_t nimble_vm_run(nimble_vm *vm, uint32_t func, nimble_object *const
         if (!s) s = pool_for(vm, o[2], o[3], &pool);
         if (s) goto fail;
         nimble_tensor_nbytes(src->dl.ndim, src->dl.shape, src->dl.dtype, &nbytes);
+        /* The copy is the non-CPU side's (a cpu-to-cpu copy the CPU's),
+         * queued on the VM's stream of that device. */
+        DLDeviceType src_type = src->dl.device.device_type;
+        DLDeviceType dst_type = nimble_pool_device(pool)->type;
+        nimble_vm_device *d = NULL;
+        if (dst_type != kDLCPU) {
+          d = nimble_vm_device_find(vm, dst_type);
+        } else if (src_type != kDLCPU) {
+          nimble_pool *src_pool = NULL;
+          s = pool_for(vm, src_type, src->dl.device.device_id, &src_pool);
+          if (s) goto fail;
+          d = nimble_vm_device_find(vm, src_type);
+        }
         /* A constant goes to the device once per VM (it never changes, and
          * no kernel may write its device copy: see invoke_packed). */
-        int constant_upload = nimble_pool_device(pool)->type == kDLCUDA &&
-                              src->dl.device.device_type == kDLCPU && vm->exe->consts.backing &&
+        int constant_upload = dst_type != kDLCPU && src_type == kDLCPU && vm->exe->consts.backing &&
                               src->owner == &vm->exe->consts.backing->base;
         nimble_storage_obj *cached =
-            constant_upload ? nimble_vm_cuda_constant(vm, nimble_dl_data(&src->dl), nbytes) : NULL;
+            constant_upload ? nimble_vm_device_constant(d, nimble_dl_data(&src->dl), nbytes) : NULL;
         if (cached) {
           nimble_tensor_obj *t = nimble_tensor_obj_view(&cached->base, cached->data, src->dl.ndim,
                                                         src->dl.shape, src->dl.dtype, cached->device);
@@ -597,29 +625,17 @@ nimble_status_t nimble_vm_run(nimble_vm *vm, uint32_t func, nimble_object *const
         }
         s = new_storage(vm, pool, nbytes, 64, &st);
         if (s) goto fail;
-        /* The copy is the non-CPU side's (a cpu-to-cpu copy the CPU's),
-         * queued on the VM's stream for CUDA. */
-        DLDeviceType src_type = src->dl.device.device_type;
-        DLDeviceType dst_type = nimble_pool_device(pool)->type;
-        const nimble_device_t *dev = nimble_pool_device(pool);
-        if (dst_type == kDLCPU && src_type != kDLCPU) {
-          nimble_pool *src_pool = NULL;
-          s = pool_for(vm, src_type, src->dl.device.device_id, &src_pool);
-          if (s) {
-            nimble_object_release(&st->base);
-            goto fail;
-          }
-          dev = nimble_pool_device(src_pool);
-        }
-        void *stream = dev->type == kDLCUDA ? (void *)vm->cuda_stream : NULL;
-        s = dev->copy(dev, st->data, dst_type, nimble_dl_data(&src->dl), src_type, nbytes, stream);
+        assert(d || (dst_type == kDLCPU && src_type == kDLCPU)); /* pool_for opened it */
+        const nimble_device_t *dev = d ? d->dev : nimble_pool_device(pool);
+        s = dev->copy(dev, st->data, dst_type, nimble_dl_data(&src->dl), src_type, nbytes,
+                      d ? d->stream : NULL);
         /* A copy to the host has waited for the stream; an upload from the
          * host keeps its source alive until the stream is waited for. */
-        if (!s && dst_type == kDLCPU && src_type == kDLCUDA) nimble_vm_cuda_host_waited(vm);
+        if (!s && dst_type == kDLCPU && d) nimble_vm_device_host_waited(d);
         if (!s && constant_upload)
-          nimble_vm_cuda_remember_constant(vm, nimble_dl_data(&src->dl), nbytes, st);
-        else if (!s && dst_type == kDLCUDA && src_type == kDLCPU)
-          s = nimble_vm_cuda_keep(vm, &src->base);
+          nimble_vm_device_remember_constant(d, nimble_dl_data(&src->dl), nbytes, st);
+        else if (!s && dst_type != kDLCPU && src_type == kDLCPU)
+          s = nimble_vm_device_keep(d, &src->base);
         if (s) {
           nimble_object_release(&st->base);
           s = rt_wrap(vm, s);

@@ -400,11 +400,30 @@ START_TEST(test_layer_norm_and_batch_norm_match_their_formulas) {
 }
 END_TEST
 
-/* Every primitive of the repository's sample programs either becomes a
- * kernel that compiles, or is refused as UNIMPLEMENTED (never another
- * error, never a crash); the BERT-style attention block and the MLP are
- * covered completely. */
-static void build_all(const char *rel, bool must_cover) {
+/* The primitives of the sample programs that compute/ may refuse as
+ * UNIMPLEMENTED, each with the reason: a refusal of any other primitive,
+ * or of one of these with another code, fails the test, and so does a
+ * listed primitive that builds (the list only shrinks). Every primitive of
+ * the sample programs builds today, so the list is empty. */
+static const struct {
+  const char *program;   /* relative to the source tree */
+  const char *primitive; /* the primitive function's name */
+  const char *why;
+} kMayBeUnimplemented[] = {
+    {NULL, NULL, NULL}, /* end */
+};
+
+static bool may_be_unimplemented(const char *rel, const char *name) {
+  for (size_t i = 0; kMayBeUnimplemented[i].program; i++)
+    if (!strcmp(kMayBeUnimplemented[i].program, rel) && !strcmp(kMayBeUnimplemented[i].primitive, name))
+      return true;
+  return false;
+}
+
+/* Every primitive of the repository's sample programs becomes a kernel
+ * that compiles, unless kMayBeUnimplemented lists it (never another error,
+ * never a crash). */
+static void build_all(const char *rel) {
   const char *src = getenv("NIMBLE_SOURCE_DIR");
   ck_assert_ptr_nonnull(src);
   char path[1024];
@@ -428,10 +447,13 @@ static void build_all(const char *rel, bool must_cover) {
     nimble_ln_kernel *k = NULL;
     nimble_status_t s = nimble_compute_primitive(m, name, NULL, la, &k);
     if (s) {
-      ck_assert_msg(!must_cover && nimble_status_code(s) == NIMBLE_UNIMPLEMENTED, "%s: %s: %s", rel, name,
-                    nimble_status_message(s));
+      ck_assert_msg(may_be_unimplemented(rel, name) && nimble_status_code(s) == NIMBLE_UNIMPLEMENTED,
+                    "%s: %s is refused (%s: %s) and kMayBeUnimplemented does not list it", rel, name,
+                    nimble_status_code_name(nimble_status_code(s)), nimble_status_message(s));
       nimble_status_free(s);
     } else {
+      ck_assert_msg(!may_be_unimplemented(rel, name),
+                    "%s: %s builds now: remove it from kMayBeUnimplemented", rel, name);
       nimble_codegen_output_t out;
       const nimble_ln_kernel *ks[1] = {k};
       NIMBLE_ASSERT_OK(nimble_codegen_build(ks, 1, NULL, &out));
@@ -444,12 +466,12 @@ static void build_all(const char *rel, bool must_cover) {
   nimble_arena_destroy(arena);
 }
 
-START_TEST(test_every_primitive_of_the_sample_programs_builds_or_is_unimplemented) {
-  build_all("tests/compiler/passes/programs/attention.nir", true);
-  build_all("tests/compiler/passes/programs/mlp3.nir", true);
-  build_all("tests/compiler/programs/layers.nir", false);
-  build_all("tests/compiler/programs/control_flow.nir", false);
-  build_all("tests/compiler/programs/dynamic_mlp.nir", false);
+START_TEST(test_every_primitive_of_the_sample_programs_builds_unless_listed_as_unimplemented) {
+  build_all("tests/compiler/passes/programs/attention.nir");
+  build_all("tests/compiler/passes/programs/mlp3.nir");
+  build_all("tests/compiler/programs/layers.nir");
+  build_all("tests/compiler/programs/control_flow.nir");
+  build_all("tests/compiler/programs/dynamic_mlp.nir");
 }
 END_TEST
 
@@ -549,7 +571,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_softmax_and_log_softmax_rows_sum_to_one);
   tcase_add_test(tc, test_layer_norm_and_batch_norm_match_their_formulas);
   tcase_add_test(tc, test_a_three_layer_mlp_runs_primitive_by_primitive_like_the_vm);
-  tcase_add_test(tc, test_every_primitive_of_the_sample_programs_builds_or_is_unimplemented);
+  tcase_add_test(tc, test_every_primitive_of_the_sample_programs_builds_unless_listed_as_unimplemented);
   suite_add_tcase(s, tc);
   return s;
 }

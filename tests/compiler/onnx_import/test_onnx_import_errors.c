@@ -522,6 +522,42 @@ START_TEST(test_a_bad_attribute_value_names_the_node) {
 }
 END_TEST
 
+/* The attribute getters name the node, and so does the importer's driver
+ * for every failure: the node is named once (the status carries it as its
+ * subject, not a comparison of message text). */
+static size_t count_of(const char *hay, const char *needle) {
+  size_t n = 0;
+  for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle)) n++;
+  return n;
+}
+
+START_TEST(test_an_attribute_of_the_wrong_type_names_the_node_once) {
+  mb b = {{0}, 13};
+  input(&b, "x", 1, 3, D234);
+  attr a = {"perm", 2, 1, NULL, 0, 0, NULL}; /* an INT where INTS is wanted */
+  node(&b, "tr", "Transpose", (const char *[]){"x"}, 1, (const char *[]){"y"}, 1, &a, 1);
+  output(&b, "y");
+  nimble_status_t s = import_status(&b);
+  ck_assert_int_eq(nimble_status_code(s), NIMBLE_INVALID_ARGUMENT);
+  const char *m = nimble_status_message(s);
+  ck_assert_msg(strstr(m, "node 'tr' (Transpose): attribute 'perm' must be ") != NULL, "%s", m);
+  ck_assert_msg(count_of(m, "node 'tr'") == 1, "%s", m);
+  nimble_status_free(s);
+  /* A required attribute that is missing: the same. */
+  mb b2 = {{0}, 13};
+  static const char *const d[] = {"2", "3"};
+  input(&b2, "x", 1, 2, d);
+  node(&b2, "cat", "Concat", (const char *[]){"x", "x"}, 2, (const char *[]){"y"}, 1, NULL, 0);
+  output(&b2, "y");
+  s = import_status(&b2);
+  ck_assert_ptr_nonnull(s);
+  m = nimble_status_message(s);
+  ck_assert_msg(strstr(m, "node 'cat' (Concat): ") != NULL, "%s", m);
+  ck_assert_msg(count_of(m, "node 'cat'") == 1, "%s", m);
+  nimble_status_free(s);
+}
+END_TEST
+
 START_TEST(test_a_type_error_names_the_node_and_both_types) {
   mb b = {{0}, 13};
   static const char *const d[] = {"5"};
@@ -632,6 +668,7 @@ static Suite *suite(void) {
   tcase_add_test(te, test_an_unsupported_operator_names_the_node_and_op_type);
   tcase_add_test(te, test_an_unnamed_node_is_named_by_its_index);
   tcase_add_test(te, test_a_bad_attribute_value_names_the_node);
+  tcase_add_test(te, test_an_attribute_of_the_wrong_type_names_the_node_once);
   tcase_add_test(te, test_a_type_error_names_the_node_and_both_types);
   tcase_add_test(te, test_a_dangling_tensor_name_and_a_cycle_are_errors_naming_the_node);
   tcase_add_test(te, test_an_input_of_unknown_rank_is_an_error_naming_it);

@@ -142,7 +142,7 @@ START_TEST(test_a_primitive_call_outside_a_let_is_an_error_naming_it) {
                               "  exp(%p0)\n"
                               "}\n");
   NIMBLE_ASSERT_ERROR(nimble_passes_manifest_memory(m), NIMBLE_FAILED_PRECONDITION,
-                      "manifest_memory: in @main: manifest_memory: a call of fused.exp outside a let");
+                      "in @main: a call of fused.exp outside a let");
   nimble_arena_destroy(a);
 }
 END_TEST

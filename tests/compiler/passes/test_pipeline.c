@@ -120,8 +120,15 @@ START_TEST(test_an_ill_typed_input_is_reported_before_any_pass) {
   NIMBLE_ASSERT_OK(nimble_nir_parse(a, "bad.nir", t, strlen(t), &m));
   NIMBLE_ASSERT_ERROR(nimble_passes_run_default(m, 2, true, NULL, NULL), NIMBLE_INVALID_ARGUMENT,
                       "before the passes");
-  NIMBLE_ASSERT_ERROR(nimble_passes_fuse_ops(m), NIMBLE_INVALID_ARGUMENT,
-                      "fuse_ops: the input does not type-check");
+  NIMBLE_ASSERT_ERROR(nimble_passes_fuse_ops(m), NIMBLE_INVALID_ARGUMENT, "the input does not type-check");
+  /* Without the check before the passes, the first pass that types the
+   * module fails, and the pipeline names it. */
+  nimble_status_t s = nimble_passes_run_default(m, 0, false, NULL, NULL);
+  ck_assert_int_eq(nimble_status_code(s), NIMBLE_INVALID_ARGUMENT);
+  const char *want = "pass fuse_ops: the input does not type-check: in @main: ";
+  ck_assert_msg(strncmp(nimble_status_message(s), want, strlen(want)) == 0, "message: %s",
+                nimble_status_message(s));
+  nimble_status_free(s);
   nimble_arena_destroy(a);
 }
 END_TEST

@@ -29,10 +29,6 @@ size_t nimble_onnx_dtype_size(int dtype) {
   return dtype_sizes[dtype];
 }
 
-static nimble_status_t oom(const char *what) {
-  return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory for %s", what);
-}
-
 /* Which typed field a dtype's values travel in, and how many of its
  * entries make one element (2 for complex numbers). */
 typedef enum { F_NONE, F_FLOAT, F_INT32, F_INT64, F_STRING, F_DOUBLE, F_UINT64 } typed_field;
@@ -180,7 +176,7 @@ nimble_status_t nimble_onnx_convert_tensor(onnx_loader *ld, const Onnx__TensorPr
 
   nimble_onnx_tensor_t *t = nimble_arena_alloc(a, sizeof(*t));
   int64_t *dims = nimble_arena_calloc(a, tp->n_dims, sizeof(int64_t));
-  if (!t || !dims) return oom("a tensor");
+  if (!t || !dims) return NIMBLE_OOM_IN("a tensor");
   uint64_t count = 1;
   for (size_t i = 0; i < tp->n_dims; i++) {
     if (tp->dims[i] < 0)
@@ -237,7 +233,7 @@ nimble_status_t nimble_onnx_convert_tensor(onnx_loader *ld, const Onnx__TensorPr
       t->data = tp->raw_data.data; /* lives as long as the proto, i.e. the model */
     } else {
       void *copy = nimble_arena_alloc(a, t->size);
-      if (!copy) return oom("tensor data");
+      if (!copy) return NIMBLE_OOM_IN("tensor data");
       memcpy(copy, tp->raw_data.data, t->size);
       if (!canonical)
         for (size_t i = 0; i < t->size; i++) ((uint8_t *)copy)[i] = ((uint8_t *)copy)[i] != 0;
@@ -261,7 +257,7 @@ nimble_status_t nimble_onnx_convert_tensor(onnx_loader *ld, const Onnx__TensorPr
   if (count == 0) return *out = t, nimble_ok();
   if (dtype == NIMBLE_ONNX_STRING) {
     nimble_onnx_bytes_t *strings = nimble_arena_calloc(a, typed, sizeof(*strings));
-    if (!strings) return oom("tensor strings");
+    if (!strings) return NIMBLE_OOM_IN("tensor strings");
     for (size_t i = 0; i < typed; i++) {
       strings[i].data = tp->string_data[i].data;
       strings[i].size = tp->string_data[i].len;
@@ -272,7 +268,7 @@ nimble_status_t nimble_onnx_convert_tensor(onnx_loader *ld, const Onnx__TensorPr
   }
   size_t bytes = (size_t)count * nimble_onnx_dtype_size(dtype); /* <= typed * 16, no overflow */
   uint8_t *data = nimble_arena_alloc(a, bytes);
-  if (!data) return oom("tensor data");
+  if (!data) return NIMBLE_OOM_IN("tensor data");
   copy_typed(tp, dtype, want, data, typed);
   t->data = data;
   t->size = bytes;
@@ -293,7 +289,7 @@ nimble_status_t nimble_onnx_convert_sparse(onnx_loader *ld, const Onnx__SparseTe
                               name, sp->n_dims, NIMBLE_ONNX_MAX_RANK);
   nimble_onnx_sparse_tensor_t *s = nimble_arena_alloc(ld->model->arena, sizeof(*s));
   int64_t *dims = nimble_arena_calloc(ld->model->arena, sp->n_dims, sizeof(int64_t));
-  if (!s || !dims) return oom("a sparse tensor");
+  if (!s || !dims) return NIMBLE_OOM_IN("a sparse tensor");
   nimble_onnx_tensor_t *values, *indices;
   NIMBLE_RETURN_IF_ERROR_CTX(nimble_onnx_convert_tensor(ld, sp->values, &values),
                              "sparse tensor '%s': values", name);
@@ -354,7 +350,7 @@ static nimble_status_t convert_shape(onnx_loader *ld, const Onnx__TensorShapePro
     return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "shape of rank %zu is over %d", shape->n_dim,
                               NIMBLE_ONNX_MAX_RANK);
   nimble_onnx_dim_t *dims = nimble_arena_calloc(ld->model->arena, shape->n_dim, sizeof(*dims));
-  if (!dims) return oom("a shape");
+  if (!dims) return NIMBLE_OOM_IN("a shape");
   for (size_t i = 0; i < shape->n_dim; i++) {
     const Onnx__TensorShapeProto__Dimension *d = shape->dim[i];
     if (!d) continue;
@@ -381,7 +377,7 @@ nimble_status_t nimble_onnx_convert_type(onnx_loader *ld, const Onnx__TypeProto 
   *out = NULL;
   if (!tp || tp->value_case == ONNX__TYPE_PROTO__VALUE__NOT_SET) return nimble_ok();
   nimble_onnx_type_t *t = nimble_arena_alloc(ld->model->arena, sizeof(*t));
-  if (!t) return oom("a type");
+  if (!t) return NIMBLE_OOM_IN("a type");
   switch (tp->value_case) {
     case ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE:
     case ONNX__TYPE_PROTO__VALUE_SPARSE_TENSOR_TYPE: {
@@ -444,7 +440,7 @@ nimble_status_t nimble_onnx_tensor_type(onnx_loader *ld, const nimble_onnx_tenso
                                         nimble_onnx_type_t **out) {
   nimble_onnx_type_t *t = nimble_arena_alloc(ld->model->arena, sizeof(*t));
   nimble_onnx_dim_t *dims = nimble_arena_calloc(ld->model->arena, tensor->rank, sizeof(*dims));
-  if (!t || !dims) return oom("a type");
+  if (!t || !dims) return NIMBLE_OOM_IN("a type");
   for (size_t i = 0; i < tensor->rank; i++) {
     dims[i].kind = NIMBLE_ONNX_DIM_VALUE;
     dims[i].value = tensor->dims[i];

@@ -16,10 +16,6 @@
 #include "onnx_internal.h"
 #include "op_table.h"
 
-static nimble_status_t oom(const char *what) {
-  return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory for %s", what);
-}
-
 const char *nimble_onnx_node_describe(const nimble_onnx_node *node, char *buf, size_t size) {
   if (!size) return buf;
   if (node->name && node->name[0])
@@ -29,10 +25,13 @@ const char *nimble_onnx_node_describe(const nimble_onnx_node *node, char *buf, s
   return buf;
 }
 
-/* Prefixes a status with the node it concerns. */
-static nimble_status_t at_node(const nimble_onnx_node *node, nimble_status_t s) {
-  char buf[320];
-  return nimble_status_annotate(s, "%s", nimble_onnx_node_describe(node, buf, sizeof(buf)));
+nimble_status_t nimble_onnx_node_annotate(const nimble_onnx_node *node, nimble_status_t s) {
+  if (!s || nimble_status_subject(s) == node) return s;
+  if (node->name && node->name[0])
+    s = nimble_status_annotate(s, "node '%s' (%s)", node->name, node->op_type);
+  else
+    s = nimble_status_annotate(s, "node #%zu (%s)", node->index, node->op_type);
+  return nimble_status_set_subject(s, node);
 }
 
 /* ---- a set of strings (outer references, attribute names) ---- */
@@ -78,12 +77,12 @@ typedef struct outer_refs {
 
 static nimble_status_t outer_refs_add(outer_refs *r, const char *name) {
   int added = nimble_onnx_name_set_add(&r->seen, name);
-  if (added < 0) return oom("outer references");
+  if (added < 0) return NIMBLE_OOM_IN("outer references");
   if (!added) return nimble_ok();
   if (r->count == r->cap) {
     size_t cap = r->cap ? r->cap * 2 : 8;
     const char **names = realloc(r->names, cap * sizeof(*names));
-    if (!names) return oom("outer references");
+    if (!names) return NIMBLE_OOM_IN("outer references");
     r->names = names;
     r->cap = cap;
   }
@@ -122,7 +121,7 @@ static const char *value_origin(const nimble_onnx_value_t *v, char *buf, size_t 
 static nimble_status_t define(onnx_loader *ld, onnx_graph_impl *g, const char *name,
                               nimble_onnx_value_kind_t kind, nimble_onnx_value_t **out) {
   nimble_onnx_value_t *v = nimble_arena_alloc(ld->model->arena, sizeof(*v));
-  if (!v) return oom("a value");
+  if (!v) return NIMBLE_OOM_IN("a value");
   v->name = name;
   v->kind = kind;
   v->graph = &g->pub;
@@ -248,7 +247,7 @@ static nimble_status_t convert_attr(onnx_loader *ld, onnx_graph_impl *g, nimble_
   /* A NUL-terminated copy, so a STRING attribute can be handed out as a C
    * string. */
   uint8_t *s_copy = nimble_arena_alloc(arena, ap->s.len + 1);
-  if (!s_copy) return oom("an attribute string");
+  if (!s_copy) return NIMBLE_OOM_IN("an attribute string");
   if (ap->s.len) memcpy(s_copy, ap->s.data, ap->s.len);
   a->s.data = s_copy;
   a->s.size = ap->s.len;
@@ -258,7 +257,7 @@ static nimble_status_t convert_attr(onnx_loader *ld, onnx_graph_impl *g, nimble_
   a->ints = ap->ints;
   if (ap->n_strings) {
     nimble_onnx_bytes_t *strings = nimble_arena_calloc(arena, ap->n_strings, sizeof(*strings));
-    if (!strings) return oom("attribute strings");
+    if (!strings) return NIMBLE_OOM_IN("attribute strings");
     for (size_t i = 0; i < ap->n_strings; i++) {
       strings[i].data = ap->strings[i].data;
       strings[i].size = ap->strings[i].len;
@@ -279,7 +278,7 @@ static nimble_status_t convert_attr(onnx_loader *ld, onnx_graph_impl *g, nimble_
     }
     case NIMBLE_ONNX_ATTR_TENSORS: {
       nimble_onnx_tensor_t **ts = nimble_arena_calloc(arena, ap->n_tensors, sizeof(*ts));
-      if (!ts) return oom("attribute tensors");
+      if (!ts) return NIMBLE_OOM_IN("attribute tensors");
       for (size_t i = 0; i < ap->n_tensors; i++)
         NIMBLE_RETURN_IF_ERROR_CTX(nimble_onnx_convert_tensor(ld, ap->tensors[i], &ts[i]),
                                    "attribute '%s' tensor %zu", a->name, i);
@@ -301,7 +300,7 @@ static nimble_status_t convert_attr(onnx_loader *ld, onnx_graph_impl *g, nimble_
     case NIMBLE_ONNX_ATTR_SPARSE_TENSORS: {
       nimble_onnx_sparse_tensor_t **ss =
           nimble_arena_calloc(arena, ap->n_sparse_tensors, sizeof(*ss));
-      if (!ss) return oom("attribute sparse tensors");
+      if (!ss) return NIMBLE_OOM_IN("attribute sparse tensors");
       for (size_t i = 0; i < ap->n_sparse_tensors; i++)
         NIMBLE_RETURN_IF_ERROR_CTX(nimble_onnx_convert_sparse(ld, ap->sparse_tensors[i], &ss[i]),
                                    "attribute '%s' sparse tensor %zu", a->name, i);
@@ -318,7 +317,7 @@ static nimble_status_t convert_attr(onnx_loader *ld, onnx_graph_impl *g, nimble_
       break;
     case NIMBLE_ONNX_ATTR_GRAPHS: {
       const nimble_onnx_graph **gs = nimble_arena_calloc(arena, ap->n_graphs, sizeof(*gs));
-      if (!gs) return oom("attribute graphs");
+      if (!gs) return NIMBLE_OOM_IN("attribute graphs");
       for (size_t i = 0; i < ap->n_graphs; i++)
         NIMBLE_RETURN_IF_ERROR_CTX(
             build_subgraph(ld, g, node, a->name, ap->graphs[i], refs, &gs[i]),
@@ -339,7 +338,7 @@ static nimble_status_t convert_attr(onnx_loader *ld, onnx_graph_impl *g, nimble_
     }
     case NIMBLE_ONNX_ATTR_TYPE_PROTOS: {
       nimble_onnx_type_t **ts = nimble_arena_calloc(arena, ap->n_type_protos, sizeof(*ts));
-      if (!ts) return oom("attribute types");
+      if (!ts) return NIMBLE_OOM_IN("attribute types");
       for (size_t i = 0; i < ap->n_type_protos; i++) {
         NIMBLE_RETURN_IF_ERROR_CTX(nimble_onnx_convert_type(ld, ap->type_protos[i], &ts[i]),
                                    "attribute '%s' type %zu", a->name, i);
@@ -389,7 +388,7 @@ static nimble_status_t constant_value(onnx_loader *ld, nimble_onnx_node *node) {
   nimble_arena *arena = ld->model->arena;
   nimble_onnx_tensor_t *t = nimble_arena_alloc(arena, sizeof(*t));
   int64_t *dims = nimble_arena_alloc(arena, sizeof(int64_t));
-  if (!t || !dims) return oom("a constant");
+  if (!t || !dims) return NIMBLE_OOM_IN("a constant");
   t->name = node->outputs[0];
   t->dims = dims;
   /* Scalars are rank 0; lists are rank 1. The attribute types were checked
@@ -469,7 +468,7 @@ static nimble_status_t finish_node(onnx_loader *ld, onnx_graph_impl *g, nimble_o
   }
 
   nimble_onnx_attr_t *attrs = nimble_arena_calloc(arena, np->n_attribute, sizeof(*attrs));
-  if (!attrs) return oom("attributes");
+  if (!attrs) return NIMBLE_OOM_IN("attributes");
   node->attrs = attrs;
   /* Duplicate names: a set, since a hostile file can hold thousands of
    * attributes on one node and pairwise comparison would be quadratic. */
@@ -481,7 +480,7 @@ static nimble_status_t finish_node(onnx_loader *ld, onnx_graph_impl *g, nimble_o
     node->n_attrs = i + 1;
     int added = nimble_onnx_name_set_add(&seen, attrs[i].name);
     if (added <= 0) {
-      s = added < 0 ? oom("attribute names")
+      s = added < 0 ? NIMBLE_OOM_IN("attribute names")
                     : nimble_status_make(NIMBLE_INVALID_ARGUMENT, "attribute '%s' is given twice",
                                          attrs[i].name);
       break;
@@ -513,9 +512,9 @@ static nimble_status_t finish_node(onnx_loader *ld, onnx_graph_impl *g, nimble_o
     for (size_t k = 0; k < attrs[i].n_graphs; k++) n_sub_refs += attrs[i].graphs[k]->n_outer_refs;
   }
   size_t cap;
-  if (__builtin_add_overflow(node->n_inputs, n_sub_refs, &cap)) return oom("dependencies");
+  if (__builtin_add_overflow(node->n_inputs, n_sub_refs, &cap)) return NIMBLE_OOM_IN("dependencies");
   size_t *deps = nimble_arena_calloc(arena, cap, sizeof(*deps));
-  if (!deps) return oom("dependencies");
+  if (!deps) return NIMBLE_OOM_IN("dependencies");
   size_t n_deps = 0;
   for (size_t i = 0; i < node->n_inputs; i++) {
     const char *name = node->inputs[i];
@@ -559,7 +558,7 @@ static nimble_status_t sort_nodes(onnx_loader *ld, onnx_graph_impl *g, nimble_on
   size_t *next = calloc(n ? n : 1, sizeof(size_t));
   const nimble_onnx_node **order = nimble_arena_calloc(ld->model->arena, n, sizeof(*order));
   if (!state || !stack || !next || !order) {
-    status = oom("sorting nodes");
+    status = NIMBLE_OOM_IN("sorting nodes");
     goto done;
   }
   size_t emitted = 0;
@@ -626,18 +625,18 @@ static nimble_status_t build_graph(onnx_loader *ld, const Onnx__GraphProto *gp, 
   for (size_t i = 0; i < gp->n_node; i++) {
     if (!gp->node[i]) continue;
     if (__builtin_add_overflow(total_outputs, gp->node[i]->n_output, &total_outputs))
-      return oom("node outputs");
+      return NIMBLE_OOM_IN("node outputs");
   }
   if (__builtin_add_overflow(expected, gp->n_initializer, &expected) ||
       __builtin_add_overflow(expected, gp->n_sparse_initializer, &expected) ||
       __builtin_add_overflow(expected, total_outputs, &expected))
-    return oom("values");
+    return NIMBLE_OOM_IN("values");
   NIMBLE_RETURN_IF_ERROR(nimble_onnx_table_init(arena, &g->values, expected));
 
   /* Initializers, then inputs (an input may share an initializer's name:
    * the initializer is then its default). */
   nimble_onnx_tensor_t **inits = nimble_arena_calloc(arena, gp->n_initializer, sizeof(*inits));
-  if (!inits) return oom("initializers");
+  if (!inits) return NIMBLE_OOM_IN("initializers");
   for (size_t i = 0; i < gp->n_initializer; i++) {
     const Onnx__TensorProto *tp = gp->initializer[i];
     const char *name = tp ? onnx_str(tp->name) : "";
@@ -673,7 +672,7 @@ static nimble_status_t build_graph(onnx_loader *ld, const Onnx__GraphProto *gp, 
   }
 
   nimble_onnx_value_t **inputs = nimble_arena_calloc(arena, gp->n_input, sizeof(*inputs));
-  if (!inputs) return oom("graph inputs");
+  if (!inputs) return NIMBLE_OOM_IN("graph inputs");
   for (size_t i = 0; i < gp->n_input; i++) {
     const Onnx__ValueInfoProto *vi = gp->input[i];
     const char *name = vi ? onnx_str(vi->name) : "";
@@ -702,28 +701,28 @@ static nimble_status_t build_graph(onnx_loader *ld, const Onnx__GraphProto *gp, 
   /* Pass 1: nodes and their outputs. */
   size_t n = gp->n_node;
   nimble_onnx_node **nodes = nimble_arena_calloc(arena, n, sizeof(*nodes));
-  if (!nodes) return oom("nodes");
+  if (!nodes) return NIMBLE_OOM_IN("nodes");
   for (size_t i = 0; i < n; i++) {
     const Onnx__NodeProto *np = gp->node[i];
     nimble_onnx_node *node = nimble_arena_alloc(arena, sizeof(*node));
-    if (!node) return oom("a node");
+    if (!node) return NIMBLE_OOM_IN("a node");
     nodes[i] = node;
     node->index = i;
     node->graph = &g->pub;
     node->name = np ? onnx_str(np->name) : "";
     node->op_type = np ? onnx_str(np->op_type) : "";
     if (!node->op_type[0])
-      return at_node(node, nimble_status_make(NIMBLE_INVALID_ARGUMENT, "has no op_type"));
+      return nimble_onnx_node_annotate(node, nimble_status_make(NIMBLE_INVALID_ARGUMENT, "has no op_type"));
     const char *domain = onnx_str(np->domain);
     node->domain = strcmp(domain, "ai.onnx") == 0 ? "" : domain;
     node->opset = nimble_onnx_model_opset(ld->model, node->domain);
     if (node->opset == 0 && !has_local_function(ld, node->domain, node->op_type))
-      return at_node(node, nimble_status_make(NIMBLE_INVALID_ARGUMENT,
+      return nimble_onnx_node_annotate(node, nimble_status_make(NIMBLE_INVALID_ARGUMENT,
                                               "the model imports no opset for domain '%s'",
                                               node->domain[0] ? node->domain : "ai.onnx"));
     const char **ins = nimble_arena_calloc(arena, np->n_input, sizeof(*ins));
     const char **outs = nimble_arena_calloc(arena, np->n_output, sizeof(*outs));
-    if (!ins || !outs) return oom("node inputs");
+    if (!ins || !outs) return NIMBLE_OOM_IN("node inputs");
     for (size_t k = 0; k < np->n_input; k++) ins[k] = onnx_str(np->input[k]);
     for (size_t k = 0; k < np->n_output; k++) outs[k] = onnx_str(np->output[k]);
     node->inputs = ins;
@@ -735,7 +734,7 @@ static nimble_status_t build_graph(onnx_loader *ld, const Onnx__GraphProto *gp, 
       const nimble_onnx_value_t *prev = nimble_onnx_table_find(&g->values, outs[k]);
       if (prev) {
         char buf[320];
-        return at_node(node, nimble_status_make(NIMBLE_INVALID_ARGUMENT,
+        return nimble_onnx_node_annotate(node, nimble_status_make(NIMBLE_INVALID_ARGUMENT,
                                                 "output '%s' is already defined by %s", outs[k],
                                                 value_origin(prev, buf, sizeof(buf))));
       }
@@ -749,10 +748,10 @@ static nimble_status_t build_graph(onnx_loader *ld, const Onnx__GraphProto *gp, 
   /* Pass 2: attributes and subgraphs, then inputs. */
   size_t **deps = nimble_arena_calloc(arena, n, sizeof(*deps));
   size_t *n_deps = nimble_arena_calloc(arena, n, sizeof(*n_deps));
-  if (!deps || !n_deps) return oom("dependencies");
+  if (!deps || !n_deps) return NIMBLE_OOM_IN("dependencies");
   for (size_t i = 0; i < n; i++)
     NIMBLE_RETURN_IF_ERROR(
-        at_node(nodes[i], finish_node(ld, g, nodes[i], gp->node[i], refs, &deps[i], &n_deps[i])));
+        nimble_onnx_node_annotate(nodes[i], finish_node(ld, g, nodes[i], gp->node[i], refs, &deps[i], &n_deps[i])));
 
   /* Types the file states for intermediate values. */
   for (size_t i = 0; i < gp->n_value_info; i++) {
@@ -768,7 +767,7 @@ static nimble_status_t build_graph(onnx_loader *ld, const Onnx__GraphProto *gp, 
 
   const nimble_onnx_value_t **outputs =
       nimble_arena_calloc(arena, gp->n_output, sizeof(*outputs));
-  if (!outputs) return oom("graph outputs");
+  if (!outputs) return NIMBLE_OOM_IN("graph outputs");
   for (size_t i = 0; i < gp->n_output; i++) {
     const Onnx__ValueInfoProto *vi = gp->output[i];
     const char *name = vi ? onnx_str(vi->name) : "";
@@ -802,7 +801,7 @@ static nimble_status_t build_graph(onnx_loader *ld, const Onnx__GraphProto *gp, 
   NIMBLE_RETURN_IF_ERROR(sort_nodes(ld, g, nodes, n, deps, n_deps));
 
   const char **names = nimble_arena_calloc(arena, refs->count, sizeof(*names));
-  if (!names) return oom("outer references");
+  if (!names) return NIMBLE_OOM_IN("outer references");
   if (refs->count) memcpy(names, refs->names, refs->count * sizeof(*names));
   g->pub.outer_refs = names;
   g->pub.n_outer_refs = refs->count;
@@ -818,7 +817,7 @@ nimble_status_t nimble_onnx_build_graph(onnx_loader *ld, const Onnx__GraphProto 
     return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "subgraphs nested deeper than %d",
                               NIMBLE_ONNX_MAX_GRAPH_DEPTH);
   onnx_graph_impl *g = nimble_arena_alloc(ld->model->arena, sizeof(*g));
-  if (!g) return oom("a graph");
+  if (!g) return NIMBLE_OOM_IN("a graph");
   g->pub.name = onnx_str(gp->name);
   g->pub.parent = parent ? &parent->pub : NULL;
   g->pub.owner = owner;

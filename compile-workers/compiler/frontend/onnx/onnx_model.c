@@ -150,8 +150,13 @@ static nimble_status_t clean_message(nimble_status_t s) {
     }
   }
   out[o] = '\0';
-  nimble_status_t clean = nimble_status_make(nimble_status_code(s), "%s", out);
+  /* The cleaned copy keeps what the original knew: its subject and where
+   * it was made. */
+  int line = 0;
+  const char *file = nimble_status_source(s, &line);
+  nimble_status_t clean = nimble_status_make_at(file, line, nimble_status_code(s), "%s", out);
   free(out);
+  clean = nimble_status_set_subject(clean, nimble_status_subject(s));
   nimble_status_free(s);
   return clean;
 }
@@ -282,11 +287,9 @@ static nimble_status_t typed_attr(const nimble_onnx_node *node, const char *name
   *out = NULL;
   if (!a) return nimble_ok();
   if (a->type != want) {
-    char buf[320];
-    return clean_message(
-        nimble_status_make(NIMBLE_INVALID_ARGUMENT, "%s: attribute '%s' must be %s, got %s",
-                           nimble_onnx_node_describe(node, buf, sizeof(buf)), name,
-                           nimble_onnx_attr_type_name(want), nimble_onnx_attr_type_name(a->type)));
+    return clean_message(nimble_onnx_node_annotate(
+        node, nimble_status_make(NIMBLE_INVALID_ARGUMENT, "attribute '%s' must be %s, got %s", name,
+                                 nimble_onnx_attr_type_name(want), nimble_onnx_attr_type_name(a->type))));
   }
   *out = a;
   return nimble_ok();
@@ -305,10 +308,8 @@ nimble_status_t nimble_onnx_node_require_int(const nimble_onnx_node *node, const
   const nimble_onnx_attr_t *a;
   NIMBLE_RETURN_IF_ERROR(typed_attr(node, name, NIMBLE_ONNX_ATTR_INT, &a));
   if (!a) {
-    char buf[320];
-    return clean_message(
-        nimble_status_make(NIMBLE_NOT_FOUND, "%s: required attribute '%s' is missing",
-                           nimble_onnx_node_describe(node, buf, sizeof(buf)), name));
+    return clean_message(nimble_onnx_node_annotate(
+        node, nimble_status_make(NIMBLE_NOT_FOUND, "required attribute '%s' is missing", name)));
   }
   *out = a->i;
   return nimble_ok();
@@ -333,10 +334,8 @@ nimble_status_t nimble_onnx_node_get_string(const nimble_onnx_node *node, const 
   /* s is followed by a NUL (the loader copies it so), but it may hold one
    * inside too, which a C string would silently cut. */
   if (a->s.size && memchr(a->s.data, 0, a->s.size)) {
-    char buf[320];
-    return clean_message(
-        nimble_status_make(NIMBLE_INVALID_ARGUMENT, "%s: attribute '%s' contains a NUL byte",
-                           nimble_onnx_node_describe(node, buf, sizeof(buf)), name));
+    return clean_message(nimble_onnx_node_annotate(
+        node, nimble_status_make(NIMBLE_INVALID_ARGUMENT, "attribute '%s' contains a NUL byte", name)));
   }
   *out = (const char *)a->s.data;
   return nimble_ok();

@@ -12,10 +12,6 @@
 
 /* ---- status helpers ---- */
 
-nimble_status_t imp_oom(void) {
-  return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory while importing");
-}
-
 nimble_status_t imp_err(nimble_status_code_t code, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
@@ -62,11 +58,11 @@ static uint64_t hash_str(const char *s) {
 
 nimble_status_t imp_scope_push(imp_ctx *c) {
   imp_scope *s = nimble_arena_calloc(c->arena, 1, sizeof *s);
-  if (!s) return imp_oom();
+  if (!s) return NIMBLE_OOM_IN("importing");
   s->cap = 64;
   s->keys = nimble_arena_calloc(c->arena, s->cap, sizeof *s->keys);
   s->vals = nimble_arena_calloc(c->arena, s->cap, sizeof *s->vals);
-  if (!s->keys || !s->vals) return imp_oom();
+  if (!s->keys || !s->vals) return NIMBLE_OOM_IN("importing");
   s->parent = c->scope;
   c->scope = s;
   return nimble_ok();
@@ -106,7 +102,7 @@ nimble_status_t imp_scope_set(imp_ctx *c, const char *name, imp_val *v) {
     grown.count = 0;
     grown.keys = nimble_arena_calloc(c->arena, grown.cap, sizeof *grown.keys);
     grown.vals = nimble_arena_calloc(c->arena, grown.cap, sizeof *grown.vals);
-    if (!grown.keys || !grown.vals) return imp_oom();
+    if (!grown.keys || !grown.vals) return NIMBLE_OOM_IN("importing");
     for (size_t i = 0; i < s->cap; i++)
       if (s->keys[i]) scope_put(&grown, s->keys[i], s->vals[i]);
     *s = grown;
@@ -173,11 +169,11 @@ nimble_status_t imp_const(imp_ctx *c, nimble_dtype_t dtype, size_t rank, const i
   sig.rank = rank;
   for (size_t i = 0; i < rank; i++) sig.dims[i] = nimble_dim_const(dims[i]);
   imp_val *v = imp_val_new(c, e, &sig);
-  if (!v) return imp_oom();
+  if (!v) return NIMBLE_OOM_IN("importing");
   size_t count = e->u.constant.num_elements;
   if (nimble_dtype_is_int(dtype) && rank <= 1 && count <= IMP_MAX_KNOWN) {
     nimble_dim_t *k = nimble_arena_calloc(c->arena, count ? count : 1, sizeof *k);
-    if (!k) return imp_oom();
+    if (!k) return NIMBLE_OOM_IN("importing");
     for (size_t i = 0; i < count; i++) {
       int64_t x = elem_as_int(dtype, e->u.constant.data, i);
       /* Negative elements are not dims; keep them as Any-valued knowns
@@ -311,7 +307,7 @@ nimble_status_t imp_bind(imp_ctx *c, const char *hint, const nimble_expr *value,
     size_t cap = ch->cap ? ch->cap * 2 : 32;
     const nimble_expr **vars = nimble_arena_calloc(c->arena, cap, sizeof *vars);
     const nimble_expr **vals = nimble_arena_calloc(c->arena, cap, sizeof *vals);
-    if (!vars || !vals) return imp_oom();
+    if (!vars || !vals) return NIMBLE_OOM_IN("importing");
     if (ch->n) {
       memcpy(vars, ch->vars, ch->n * sizeof *vars);
       memcpy(vals, ch->values, ch->n * sizeof *vals);
@@ -322,12 +318,12 @@ nimble_status_t imp_bind(imp_ctx *c, const char *hint, const nimble_expr *value,
   }
   const char *name = imp_unique_name(c, hint && hint[0] ? hint : "t");
   const nimble_expr *var = name ? nimble_ir_var(c->arena, name, NULL, NULL) : NULL;
-  if (!var) return imp_oom();
+  if (!var) return NIMBLE_OOM_IN("importing");
   ch->vars[ch->n] = var;
   ch->values[ch->n] = value;
   ch->n++;
   imp_val *v = imp_val_new(c, var, sig);
-  if (!v) return imp_oom();
+  if (!v) return NIMBLE_OOM_IN("importing");
   *out = v;
   return nimble_ok();
 }
@@ -440,7 +436,7 @@ nimble_status_t imp_emit_multi(imp_ctx *c, const char *opname, size_t nargs, imp
   NIMBLE_RETURN_IF_ERROR(imp_bind(c, out_hint(c), call, NULL, &tup));
   for (size_t k = 0; k < nres; k++) {
     const nimble_expr *p = nimble_ir_proj(c->arena, tup->expr, k, NULL);
-    if (!p) return imp_oom();
+    if (!p) return NIMBLE_OOM_IN("importing");
     NIMBLE_RETURN_IF_ERROR(imp_bind(c, out_hint(c), p, &res[k], &outs[k]));
   }
   *nout = nres;
@@ -467,7 +463,7 @@ static nimble_status_t make_dim(imp_ctx *c, const nimble_onnx_dim_t *d, nimble_d
     size_t cap = c->cap_params ? c->cap_params * 2 : 8;
     const char **names = nimble_arena_calloc(c->arena, cap, sizeof *names);
     uint32_t *ids = nimble_arena_calloc(c->arena, cap, sizeof *ids);
-    if (!names || !ids) return imp_oom();
+    if (!names || !ids) return NIMBLE_OOM_IN("importing");
     if (c->n_params) {
       memcpy(names, c->param_names, c->n_params * sizeof *names);
       memcpy(ids, c->param_ids, c->n_params * sizeof *ids);
@@ -479,12 +475,12 @@ static nimble_status_t make_dim(imp_ctx *c, const nimble_onnx_dim_t *d, nimble_d
   /* A dim_param may be any string; the IR text form wants an identifier,
    * so other characters become '_'. */
   char *nm = nimble_arena_strdup(c->arena, d->param);
-  if (!nm) return imp_oom();
+  if (!nm) return NIMBLE_OOM_IN("importing");
   for (char *p = nm; *p; p++)
     if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_'))
       *p = '_';
   if (nm[0] >= '0' && nm[0] <= '9') nm = nimble_arena_sprintf(c->arena, "d_%s", nm);
-  if (!nm) return imp_oom();
+  if (!nm) return NIMBLE_OOM_IN("importing");
   c->param_names[c->n_params] = d->param;
   c->param_ids[c->n_params] = nimble_module_fresh_var_id(c->module);
   *out = nimble_dim_var(c->param_ids[c->n_params], nm);
@@ -616,13 +612,16 @@ static const struct {
   const imp_converter *t;
   const size_t *n;
 } tables[] = {
-    /* First match wins: math refines some basic converters (LayerNorm's
-     * extra outputs, ArgMax's select_last_index, Pow across types, ...). */
-    {imp_converters_math, &imp_converters_math_count},
+    /* One table per ONNX operator family; an operator is in one table. */
     {imp_converters_index, &imp_converters_index_count},
     {imp_converters_image, &imp_converters_image_count},
     {imp_converters_quant, &imp_converters_quant_count},
-    {imp_converters_basic, &imp_converters_basic_count},
+    {imp_converters_elementwise, &imp_converters_elementwise_count},
+    {imp_converters_nn, &imp_converters_nn_count},
+    {imp_converters_reduce, &imp_converters_reduce_count},
+    {imp_converters_signal, &imp_converters_signal_count},
+    {imp_converters_linalg, &imp_converters_linalg_count},
+    {imp_converters_random, &imp_converters_random_count},
     {imp_converters_shape, &imp_converters_shape_count},
     {imp_converters_control, &imp_converters_control_count},
     {imp_converters_rnn, &imp_converters_rnn_count},
@@ -653,31 +652,29 @@ nimble_status_t imp_graph_nodes(imp_ctx *c, const nimble_onnx_graph *g) {
   for (size_t i = 0; i < g->n_nodes && !s; i++) {
     const nimble_onnx_node *n = g->nodes[i];
     c->node = n;
-    char desc[256];
-    nimble_onnx_node_describe(n, desc, sizeof desc);
     if (n->domain[0]) {
-      s = imp_err(NIMBLE_UNIMPLEMENTED, "%s: operator domain '%s' is not supported", desc, n->domain);
+      s = nimble_onnx_node_annotate(
+          n, imp_err(NIMBLE_UNIMPLEMENTED, "operator domain '%s' is not supported", n->domain));
       break;
     }
     const imp_converter *cv = find_converter(n->op_type);
     if (!cv) {
-      s = imp_err(NIMBLE_UNIMPLEMENTED, "%s: operator '%s' is not supported", desc, n->op_type);
+      s = nimble_onnx_node_annotate(
+          n, imp_err(NIMBLE_UNIMPLEMENTED, "operator '%s' is not supported", n->op_type));
       break;
     }
-    s = imp_convert_node(c, n, cv);
-    if (s) {
-      /* The loader's attribute getters name the node already. */
-      if (strncmp(nimble_status_message(s), desc, strlen(desc)) != 0) s = nimble_status_annotate(s, "%s", desc);
-      break;
-    }
+    /* Names the node once: the loader's attribute getters name it already
+     * (their statuses carry the node as their subject). */
+    s = nimble_onnx_node_annotate(n, imp_convert_node(c, n, cv));
+    if (s) break;
     /* Every produced output must be defined. */
     for (size_t k = 0; k < n->n_outputs; k++) {
       if (!n->outputs[k][0]) continue;
       bool found = false;
       for (imp_scope *sc = c->scope; sc && !found; sc = sc->parent) found = scope_get(sc, n->outputs[k]) != NULL;
       if (!found) {
-        s = imp_err(NIMBLE_UNIMPLEMENTED, "%s: output %zu ('%s') is not supported", desc, k,
-                    n->outputs[k]);
+        s = nimble_onnx_node_annotate(
+            n, imp_err(NIMBLE_UNIMPLEMENTED, "output %zu ('%s') is not supported", k, n->outputs[k]));
         break;
       }
     }
@@ -709,7 +706,7 @@ nimble_status_t nimble_onnx_import_model(nimble_arena *arena, const nimble_onnx_
   c->graph = g;
 
   const nimble_expr **params = nimble_arena_calloc(arena, g->n_inputs ? g->n_inputs : 1, sizeof *params);
-  if (!params) return imp_oom();
+  if (!params) return NIMBLE_OOM_IN("importing");
   size_t np = 0;
   for (size_t i = 0; i < g->n_inputs; i++) {
     const nimble_onnx_value_t *in = g->inputs[i];
@@ -721,7 +718,7 @@ nimble_status_t nimble_onnx_import_model(nimble_arena *arena, const nimble_onnx_
     const char *pname = imp_unique_name(c, in->name);
     const nimble_expr *var = t && pname ? nimble_ir_var(arena, pname, t, NULL) : NULL;
     imp_val *v = var ? imp_val_new(c, var, &sig) : NULL;
-    if (!v) return imp_oom();
+    if (!v) return NIMBLE_OOM_IN("importing");
     params[np++] = var;
     NIMBLE_RETURN_IF_ERROR(imp_scope_set(c, in->name, v));
   }
@@ -736,7 +733,7 @@ nimble_status_t nimble_onnx_import_model(nimble_arena *arena, const nimble_onnx_
   c->node = NULL;
   if (g->n_outputs == 0) return imp_err(NIMBLE_INVALID_ARGUMENT, "the graph has no outputs");
   const nimble_expr **outs = nimble_arena_calloc(arena, g->n_outputs, sizeof *outs);
-  if (!outs) return imp_oom();
+  if (!outs) return NIMBLE_OOM_IN("importing");
   for (size_t i = 0; i < g->n_outputs; i++) {
     imp_val *v;
     nimble_status_t s = imp_lookup(c, g->outputs[i]->name, &v);
@@ -749,7 +746,7 @@ nimble_status_t nimble_onnx_import_model(nimble_arena *arena, const nimble_onnx_
   const nimble_expr *result = g->n_outputs == 1 ? outs[0] : nimble_ir_tuple(arena, g->n_outputs, outs, NULL);
   const nimble_expr *body = result ? imp_chain_close(c, &chain, result) : NULL;
   const nimble_expr *fn = body ? nimble_ir_func(arena, 0, NULL, np, params, NULL, body, NULL) : NULL;
-  if (!fn) return imp_oom();
+  if (!fn) return NIMBLE_OOM_IN("importing");
   const char *entry = options && options->entry_name ? options->entry_name : "main";
   NIMBLE_RETURN_IF_ERROR(nimble_module_add_func(c->module, entry, fn));
   *out = c->module;

@@ -81,8 +81,18 @@ typedef struct imp_converter {
 } imp_converter;
 
 /* Converter tables (import_ops_*.c); import.c searches them in order. */
-extern const imp_converter imp_converters_basic[];
-extern const size_t imp_converters_basic_count;
+extern const imp_converter imp_converters_elementwise[]; /* import_ops_elementwise.c */
+extern const size_t imp_converters_elementwise_count;
+extern const imp_converter imp_converters_nn[]; /* import_ops_nn.c */
+extern const size_t imp_converters_nn_count;
+extern const imp_converter imp_converters_reduce[]; /* import_ops_reduce.c */
+extern const size_t imp_converters_reduce_count;
+extern const imp_converter imp_converters_signal[]; /* import_ops_signal.c */
+extern const size_t imp_converters_signal_count;
+extern const imp_converter imp_converters_linalg[]; /* import_ops_linalg.c */
+extern const size_t imp_converters_linalg_count;
+extern const imp_converter imp_converters_random[]; /* import_ops_random.c */
+extern const size_t imp_converters_random_count;
 extern const imp_converter imp_converters_shape[];
 extern const size_t imp_converters_shape_count;
 extern const imp_converter imp_converters_control[];
@@ -95,11 +105,8 @@ extern const imp_converter imp_converters_image[];
 extern const size_t imp_converters_image_count;
 extern const imp_converter imp_converters_quant[];
 extern const size_t imp_converters_quant_count;
-extern const imp_converter imp_converters_math[];
-extern const size_t imp_converters_math_count;
 
 /* ---- helpers (import.c) ---- */
-nimble_status_t imp_oom(void);
 /* An error naming nothing more (the driver prefixes the node). */
 nimble_status_t imp_err(nimble_status_code_t code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

@@ -19,7 +19,6 @@
 
 #include "import_internal.h"
 
-#define RET NIMBLE_RETURN_IF_ERROR
 #define MAX_LOOP_VALUES 256
 
 /* Symbolic dims of one function's annotations, renamed. */
@@ -56,7 +55,7 @@ static nimble_status_t make_param(imp_ctx *c, const char *name, const nimble_ten
   const char *uname = imp_unique_name(c, name);
   *var = t && uname ? nimble_ir_var(c->arena, uname, t, NULL) : NULL;
   *val = *var ? imp_val_new(c, *var, sig) : NULL;
-  return *val ? nimble_ok() : imp_oom();
+  return *val ? nimble_ok() : NIMBLE_OOM_IN("importing");
 }
 
 /* A parameter of a value known as a set of ranks: one rank is an ordinary
@@ -70,7 +69,7 @@ static nimble_status_t make_param_ranks(imp_ctx *c, const char *name, const imp_
   imp_ranks *keep = nimble_arena_alloc(c->arena, sizeof *keep);
   *var = t && uname && keep ? nimble_ir_var(c->arena, uname, t, NULL) : NULL;
   *val = *var ? imp_val_new(c, *var, NULL) : NULL;
-  if (!*val) return imp_oom();
+  if (!*val) return NIMBLE_OOM_IN("importing");
   *keep = *k;
   (*val)->ranks = keep;
   return nimble_ok();
@@ -198,12 +197,12 @@ static nimble_status_t match_static_ranks(imp_ctx *c, const nimble_onnx_node *n,
 
 static nimble_status_t cv_if(imp_ctx *c, const nimble_onnx_node *n) {
   imp_val *cond;
-  RET(imp_input_req(c, n, 0, &cond));
+  NIMBLE_RETURN_IF_ERROR(imp_input_req(c, n, 0, &cond));
   if (cond->sig.dtype != NIMBLE_DTYPE_BOOL) return imp_err(NIMBLE_INVALID_ARGUMENT, "condition must be bool");
-  RET(imp_to_scalar(c, cond, &cond));
+  NIMBLE_RETURN_IF_ERROR(imp_to_scalar(c, cond, &cond));
   const nimble_onnx_graph *tg, *eg;
-  RET(nimble_onnx_node_get_graph(n, "then_branch", &tg));
-  RET(nimble_onnx_node_get_graph(n, "else_branch", &eg));
+  NIMBLE_RETURN_IF_ERROR(nimble_onnx_node_get_graph(n, "then_branch", &tg));
+  NIMBLE_RETURN_IF_ERROR(nimble_onnx_node_get_graph(n, "else_branch", &eg));
   if (!tg || !eg) return imp_err(NIMBLE_INVALID_ARGUMENT, "needs then_branch and else_branch");
   size_t no = n->n_outputs;
   if (tg->n_outputs != no || eg->n_outputs != no)
@@ -211,37 +210,38 @@ static nimble_status_t cv_if(imp_ctx *c, const nimble_onnx_node *n) {
                    eg->n_outputs, no);
   if (no == 0 || no > MAX_LOOP_VALUES) return imp_err(NIMBLE_OUT_OF_RANGE, "%zu outputs", no);
   branch *bt = nimble_arena_calloc(c->arena, 1, sizeof *bt), *be = nimble_arena_calloc(c->arena, 1, sizeof *be);
-  if (!bt || !be) return imp_oom();
-  RET(import_branch(c, tg, bt));
-  RET(import_branch(c, eg, be));
+  if (!bt || !be) return NIMBLE_OOM_IN("importing");
+  NIMBLE_RETURN_IF_ERROR(import_branch(c, tg, bt));
+  NIMBLE_RETURN_IF_ERROR(import_branch(c, eg, be));
   /* Either branch may run: each output is the join of the two (dims that
    * differ are Any; ranks that differ give a value of unknown rank, which
    * is refined where a node needs a rank, see import_ranks.c). The IR's
    * `if` is typed the same way (nimble_type_join). */
   imp_val *joined = nimble_arena_calloc(c->arena, no, sizeof *joined);
-  if (!joined) return imp_oom();
+  if (!joined) return NIMBLE_OOM_IN("importing");
   for (size_t i = 0; i < no; i++) {
-    RET(match_static_ranks(c, n, i, bt, be));
+    NIMBLE_RETURN_IF_ERROR(match_static_ranks(c, n, i, bt, be));
     nimble_status_t s = imp_join_vals(c, bt->outs[i], be->outs[i], &joined[i]);
     if (s) return nimble_status_annotate(s, "output %zu differs between then_branch and else_branch", i);
   }
   const nimble_expr *te = branch_result(c, bt, no), *ee = branch_result(c, be, no);
   const nimble_expr *ife = te && ee ? nimble_ir_if(c->arena, cond->expr, te, ee, NULL) : NULL;
-  if (!ife) return imp_oom();
+  if (!ife) return NIMBLE_OOM_IN("importing");
   imp_val *r;
   if (no == 1) {
-    RET(imp_bind(c, n->outputs[0], ife, joined[0].has_sig ? &joined[0].sig : NULL, &r));
+    NIMBLE_RETURN_IF_ERROR(imp_bind(c, n->outputs[0], ife, joined[0].has_sig ? &joined[0].sig : NULL, &r));
     r->ranks = joined[0].ranks;
     return imp_define(c, n, 0, r);
   }
-  RET(imp_bind(c, "if", ife, NULL, &r));
+  NIMBLE_RETURN_IF_ERROR(imp_bind(c, "if", ife, NULL, &r));
   for (size_t i = 0; i < no; i++) {
     const nimble_expr *p = nimble_ir_proj(c->arena, r->expr, i, NULL);
     imp_val *o;
-    if (!p) return imp_oom();
-    RET(imp_bind(c, n->outputs[i][0] ? n->outputs[i] : "if", p, joined[i].has_sig ? &joined[i].sig : NULL, &o));
+    if (!p) return NIMBLE_OOM_IN("importing");
+    NIMBLE_RETURN_IF_ERROR(imp_bind(c, n->outputs[i][0] ? n->outputs[i] : "if", p,
+                                    joined[i].has_sig ? &joined[i].sig : NULL, &o));
     o->ranks = joined[i].ranks;
-    RET(imp_define(c, n, i, o));
+    NIMBLE_RETURN_IF_ERROR(imp_define(c, n, i, o));
   }
   return nimble_ok();
 }
@@ -293,7 +293,7 @@ static nimble_status_t accumulate_dynamic(imp_ctx *c, imp_val *i, imp_val *acc, 
   NIMBLE_RETURN_IF_ERROR(s);
   const nimble_expr *else_e = imp_chain_close(c, &later, cat->expr);
   const nimble_expr *ife = else_e ? nimble_ir_if(c->arena, first->expr, e->expr, else_e, NULL) : NULL;
-  if (!ife) return imp_oom();
+  if (!ife) return NIMBLE_OOM_IN("importing");
   imp_val joined;
   memset(&joined, 0, sizeof joined);
   NIMBLE_RETURN_IF_ERROR(imp_join_vals(c, e, cat, &joined));
@@ -523,7 +523,7 @@ static nimble_status_t build_loop_func(imp_ctx *c, const loop_spec *L, const imp
     const nimble_expr *fbody = ife ? imp_chain_close(c, &pre, ife) : NULL;
     const nimble_expr *fn = fbody && ret ? nimble_ir_func(a, 0, NULL, np, params, ret, fbody, NULL) : NULL;
     if (!fn) {
-      s = imp_oom();
+      s = NIMBLE_OOM_IN("importing");
       goto done;
     }
     /* Parameters must be in order: i, max, [cond], carried, seq, outer, acc. */
@@ -559,7 +559,7 @@ static nimble_status_t run_loop(imp_ctx *c, const nimble_onnx_node *n, loop_spec
   loop_result *res = nimble_arena_calloc(c->arena, 1, sizeof *res);
   imp_ranks *carried = nimble_arena_calloc(c->arena, nc ? nc : 1, sizeof *carried);
   if (res) res->carried_out = nimble_arena_calloc(c->arena, nc ? nc : 1, sizeof *res->carried_out);
-  if (!res || !carried || !res->carried_out) return imp_oom();
+  if (!res || !carried || !res->carried_out) return NIMBLE_OOM_IN("importing");
   remap rm;
   memset(&rm, 0, sizeof rm);
   for (size_t j = 0; j < nc; j++) remap_ranks(c, &rm, L->init[j], &carried[j]);
@@ -567,7 +567,7 @@ static nimble_status_t run_loop(imp_ctx *c, const nimble_onnx_node *n, loop_spec
   bool widen = true;
   for (int attempt = 0; attempt < 2 * NIMBLE_MAX_RANK + 4 && widen; attempt++) {
     remap r2 = rm;
-    RET(build_loop_func(c, L, carried, &r2, res, &widen));
+    NIMBLE_RETURN_IF_ERROR(build_loop_func(c, L, carried, &r2, res, &widen));
     if (!widen) break;
     for (size_t j = 0; j < nc; j++) widen_carried(c, &carried[j], &res->carried_out[j]);
   }
@@ -576,7 +576,7 @@ static nimble_status_t run_loop(imp_ctx *c, const nimble_onnx_node *n, loop_spec
   const nimble_expr *args[3 * MAX_LOOP_VALUES + 3];
   size_t na = 0;
   imp_val *zero;
-  RET(imp_scalar(c, NIMBLE_DTYPE_INT64, 0, &zero));
+  NIMBLE_RETURN_IF_ERROR(imp_scalar(c, NIMBLE_DTYPE_INT64, 0, &zero));
   args[na++] = zero->expr;
   args[na++] = L->max->expr;
   if (!L->is_scan) args[na++] = L->cond->expr;
@@ -585,14 +585,14 @@ static nimble_status_t run_loop(imp_ctx *c, const nimble_onnx_node *n, loop_spec
   for (size_t j = 0; j < res->n_outer; j++) args[na++] = res->outer[j]->expr;
   for (size_t k = 0; k < L->n_scan_out; k++) {
     imp_val *z;
-    RET(empty_acc(c, &res->scan_sig[k], &z));
+    NIMBLE_RETURN_IF_ERROR(empty_acc(c, &res->scan_sig[k], &z));
     args[na++] = z->expr;
   }
   const nimble_expr *callee = nimble_ir_global(c->arena, res->name, NULL);
   const nimble_expr *call = callee ? nimble_ir_call(c->arena, callee, na, args, NULL, NULL) : NULL;
-  if (!call) return imp_oom();
+  if (!call) return NIMBLE_OOM_IN("importing");
   imp_val *r;
-  RET(imp_bind(c, L->is_scan ? "scan" : "loop", call, NULL, &r));
+  NIMBLE_RETURN_IF_ERROR(imp_bind(c, L->is_scan ? "scan" : "loop", call, NULL, &r));
   for (size_t j = 0; j < L->n_carried + L->n_scan_out; j++) {
     nimble_tensor_sig_t sig;
     const imp_ranks *out_ranks = NULL;
@@ -600,7 +600,7 @@ static nimble_status_t run_loop(imp_ctx *c, const nimble_onnx_node *n, loop_spec
       /* Dims the body leaves alone keep the initial value's dims; other
        * ranks the body gives it have only their constant dims known. */
       imp_ranks *k = nimble_arena_alloc(c->arena, sizeof *k);
-      if (!k) return imp_oom();
+      if (!k) return NIMBLE_OOM_IN("importing");
       *k = carried[j];
       size_t r0 = L->init[j]->sig.rank;
       for (size_t r = 0; r <= NIMBLE_MAX_RANK; r++) {
@@ -626,10 +626,10 @@ static nimble_status_t run_loop(imp_ctx *c, const nimble_onnx_node *n, loop_spec
       }
     }
     const nimble_expr *p = nimble_ir_proj(c->arena, r->expr, j, NULL);
-    if (!p) return imp_oom();
+    if (!p) return NIMBLE_OOM_IN("importing");
     imp_val *o;
     const char *nm = j < n->n_outputs && n->outputs[j][0] ? n->outputs[j] : "out";
-    RET(imp_bind(c, nm, p, out_ranks ? NULL : &sig, &o));
+    NIMBLE_RETURN_IF_ERROR(imp_bind(c, nm, p, out_ranks ? NULL : &sig, &o));
     o->ranks = out_ranks;
     size_t k = j - L->n_carried;
     if (j >= L->n_carried && L->out_axis[k] != 0) {
@@ -643,45 +643,45 @@ static nimble_status_t run_loop(imp_ctx *c, const nimble_onnx_node *n, loop_spec
       }
       if ((int64_t)pos == ax) perm[pos++] = 0;
       nimble_named_attr_t pa = imp_attr_ints("axes", perm, rank);
-      RET(imp_emit(c, "transpose", 1, &o, &pa, 1, &o));
+      NIMBLE_RETURN_IF_ERROR(imp_emit(c, "transpose", 1, &o, &pa, 1, &o));
     }
-    RET(imp_define(c, n, j, o));
+    NIMBLE_RETURN_IF_ERROR(imp_define(c, n, j, o));
   }
   return nimble_ok();
 }
 
 static nimble_status_t cv_loop(imp_ctx *c, const nimble_onnx_node *n) {
   loop_spec *L = nimble_arena_calloc(c->arena, 1, sizeof *L);
-  if (!L) return imp_oom();
-  RET(nimble_onnx_node_get_graph(n, "body", &L->body));
+  if (!L) return NIMBLE_OOM_IN("importing");
+  NIMBLE_RETURN_IF_ERROR(nimble_onnx_node_get_graph(n, "body", &L->body));
   if (!L->body) return imp_err(NIMBLE_INVALID_ARGUMENT, "needs a body");
   if (n->n_inputs < 2) return imp_err(NIMBLE_INVALID_ARGUMENT, "needs inputs M and cond (possibly empty)");
   L->n_carried = n->n_inputs - 2;
   if (L->n_carried > MAX_LOOP_VALUES) return imp_err(NIMBLE_OUT_OF_RANGE, "too many carried values");
-  for (size_t j = 0; j < L->n_carried; j++) RET(imp_input_req(c, n, 2 + j, &L->init[j]));
+  for (size_t j = 0; j < L->n_carried; j++) NIMBLE_RETURN_IF_ERROR(imp_input_req(c, n, 2 + j, &L->init[j]));
   if (n->n_outputs < L->n_carried) return imp_err(NIMBLE_INVALID_ARGUMENT, "fewer outputs than carried values");
   L->n_scan_out = n->n_outputs - L->n_carried;
   imp_val *m, *cond;
-  RET(imp_input(c, n, 0, &m));
-  RET(imp_input(c, n, 1, &cond));
+  NIMBLE_RETURN_IF_ERROR(imp_input(c, n, 0, &m));
+  NIMBLE_RETURN_IF_ERROR(imp_input(c, n, 1, &cond));
   if (m) {
     if (!m->has_sig || !nimble_dtype_is_int(m->sig.dtype))
       return imp_err(NIMBLE_INVALID_ARGUMENT, "trip count M must be an integer tensor");
-    RET(imp_to_scalar(c, m, &m));
+    NIMBLE_RETURN_IF_ERROR(imp_to_scalar(c, m, &m));
     if (m->sig.dtype != NIMBLE_DTYPE_INT64) {
       nimble_named_attr_t a = imp_attr_str("dtype", "int64");
-      RET(imp_emit(c, "cast", 1, &m, &a, 1, &m));
+      NIMBLE_RETURN_IF_ERROR(imp_emit(c, "cast", 1, &m, &a, 1, &m));
     }
   } else {
     int64_t big = INT64_MAX;
-    RET(imp_const_i64(c, 1, &big, true, &m));
+    NIMBLE_RETURN_IF_ERROR(imp_const_i64(c, 1, &big, true, &m));
   }
   if (cond) {
     if (!cond->has_sig || cond->sig.dtype != NIMBLE_DTYPE_BOOL)
       return imp_err(NIMBLE_INVALID_ARGUMENT, "cond must be a bool tensor");
-    RET(imp_to_scalar(c, cond, &cond));
+    NIMBLE_RETURN_IF_ERROR(imp_to_scalar(c, cond, &cond));
   } else {
-    RET(imp_scalar(c, NIMBLE_DTYPE_BOOL, 1, &cond));
+    NIMBLE_RETURN_IF_ERROR(imp_scalar(c, NIMBLE_DTYPE_BOOL, 1, &cond));
   }
   L->max = m;
   L->cond = cond;
@@ -691,7 +691,7 @@ static nimble_status_t cv_loop(imp_ctx *c, const nimble_onnx_node *n) {
 static nimble_status_t read_axes(const nimble_onnx_node *n, const char *name, size_t count, int64_t *out) {
   const int64_t *v;
   size_t cnt;
-  RET(nimble_onnx_node_get_ints(n, name, &v, &cnt));
+  NIMBLE_RETURN_IF_ERROR(nimble_onnx_node_get_ints(n, name, &v, &cnt));
   if (cnt && cnt != count)
     return imp_err(NIMBLE_INVALID_ARGUMENT, "attribute '%s' has %zu values, expected %zu", name, cnt, count);
   for (size_t i = 0; i < count; i++) out[i] = cnt ? v[i] : 0;
@@ -701,36 +701,36 @@ static nimble_status_t read_axes(const nimble_onnx_node *n, const char *name, si
 static nimble_status_t cv_scan(imp_ctx *c, const nimble_onnx_node *n) {
   if (n->opset < 9) return imp_err(NIMBLE_UNIMPLEMENTED, "Scan before opset 9 (with a batch axis) is not supported");
   loop_spec *L = nimble_arena_calloc(c->arena, 1, sizeof *L);
-  if (!L) return imp_oom();
+  if (!L) return NIMBLE_OOM_IN("importing");
   L->is_scan = true;
-  RET(nimble_onnx_node_get_graph(n, "body", &L->body));
+  NIMBLE_RETURN_IF_ERROR(nimble_onnx_node_get_graph(n, "body", &L->body));
   if (!L->body) return imp_err(NIMBLE_INVALID_ARGUMENT, "needs a body");
   int64_t m;
-  RET(nimble_onnx_node_require_int(n, "num_scan_inputs", &m));
+  NIMBLE_RETURN_IF_ERROR(nimble_onnx_node_require_int(n, "num_scan_inputs", &m));
   if (m <= 0 || (size_t)m > n->n_inputs || (size_t)m > MAX_LOOP_VALUES)
     return imp_err(NIMBLE_INVALID_ARGUMENT, "num_scan_inputs %" PRId64 " does not fit %zu inputs", m, n->n_inputs);
   L->n_seq = (size_t)m;
   L->n_carried = n->n_inputs - L->n_seq;
   if (n->n_outputs < L->n_carried) return imp_err(NIMBLE_INVALID_ARGUMENT, "fewer outputs than states");
   L->n_scan_out = n->n_outputs - L->n_carried;
-  for (size_t j = 0; j < L->n_carried; j++) RET(imp_input_req(c, n, j, &L->init[j]));
-  for (size_t j = 0; j < L->n_seq; j++) RET(imp_input_req(c, n, L->n_carried + j, &L->seq[j]));
-  RET(read_axes(n, "scan_input_axes", L->n_seq, L->seq_axis));
-  RET(read_axes(n, "scan_input_directions", L->n_seq, L->seq_reverse));
-  RET(read_axes(n, "scan_output_axes", L->n_scan_out, L->out_axis));
-  RET(read_axes(n, "scan_output_directions", L->n_scan_out, L->out_reverse));
+  for (size_t j = 0; j < L->n_carried; j++) NIMBLE_RETURN_IF_ERROR(imp_input_req(c, n, j, &L->init[j]));
+  for (size_t j = 0; j < L->n_seq; j++) NIMBLE_RETURN_IF_ERROR(imp_input_req(c, n, L->n_carried + j, &L->seq[j]));
+  NIMBLE_RETURN_IF_ERROR(read_axes(n, "scan_input_axes", L->n_seq, L->seq_axis));
+  NIMBLE_RETURN_IF_ERROR(read_axes(n, "scan_input_directions", L->n_seq, L->seq_reverse));
+  NIMBLE_RETURN_IF_ERROR(read_axes(n, "scan_output_axes", L->n_scan_out, L->out_axis));
+  NIMBLE_RETURN_IF_ERROR(read_axes(n, "scan_output_directions", L->n_scan_out, L->out_reverse));
   for (size_t j = 0; j < L->n_seq; j++) {
     size_t ax;
-    RET(nimble_axis_normalize(L->seq_axis[j], L->seq[j]->sig.rank, &ax));
+    NIMBLE_RETURN_IF_ERROR(nimble_axis_normalize(L->seq_axis[j], L->seq[j]->sig.rank, &ax));
     L->seq_axis[j] = (int64_t)ax;
   }
   /* Trip count: the first scanned input's extent on its axis. */
   imp_val *sh, *idx, *len;
-  RET(imp_emit(c, "shape_of", 1, &L->seq[0], NULL, 0, &sh));
-  RET(imp_scalar(c, NIMBLE_DTYPE_INT64, (double)L->seq_axis[0], &idx));
+  NIMBLE_RETURN_IF_ERROR(imp_emit(c, "shape_of", 1, &L->seq[0], NULL, 0, &sh));
+  NIMBLE_RETURN_IF_ERROR(imp_scalar(c, NIMBLE_DTYPE_INT64, (double)L->seq_axis[0], &idx));
   nimble_named_attr_t a0 = imp_attr_int("axis", 0);
   imp_val *args[2] = {sh, idx};
-  RET(imp_emit(c, "take", 2, args, &a0, 1, &len));
+  NIMBLE_RETURN_IF_ERROR(imp_emit(c, "take", 2, args, &a0, 1, &len));
   L->max = len;
   return run_loop(c, n, L);
 }

@@ -7,7 +7,6 @@
 
 #include "import_internal.h"
 
-#define RET NIMBLE_RETURN_IF_ERROR
 
 /* Float elements of a constant (scales). */
 static bool const_floats(const imp_val *v, double *out, size_t cap, size_t *n) {
@@ -33,13 +32,14 @@ static nimble_status_t resize_attrs(const nimble_onnx_node *n, bool upsample, ni
   const char *mode, *ctm, *nm;
   double cubic;
   int64_t excl;
-  RET(nimble_onnx_node_get_string(n, "mode", "nearest", &mode));
+  NIMBLE_RETURN_IF_ERROR(nimble_onnx_node_get_string(n, "mode", "nearest", &mode));
   if (strcmp(mode, "bilinear") == 0 || strcmp(mode, "trilinear") == 0) mode = "linear";
-  RET(nimble_onnx_node_get_string(n, "coordinate_transformation_mode",
+  NIMBLE_RETURN_IF_ERROR(nimble_onnx_node_get_string(n, "coordinate_transformation_mode",
                                   upsample || n->opset < 11 ? "asymmetric" : "half_pixel", &ctm));
-  RET(nimble_onnx_node_get_string(n, "nearest_mode", upsample || n->opset < 11 ? "floor" : "round_prefer_floor", &nm));
-  RET(imp_get_float(n, "cubic_coeff_a", -0.75f, &cubic));
-  RET(nimble_onnx_node_get_int(n, "exclude_outside", 0, &excl));
+  NIMBLE_RETURN_IF_ERROR(nimble_onnx_node_get_string(
+      n, "nearest_mode", upsample || n->opset < 11 ? "floor" : "round_prefer_floor", &nm));
+  NIMBLE_RETURN_IF_ERROR(imp_get_float(n, "cubic_coeff_a", -0.75f, &cubic));
+  NIMBLE_RETURN_IF_ERROR(nimble_onnx_node_get_int(n, "exclude_outside", 0, &excl));
   at[0] = imp_attr_str("mode", mode);
   at[1] = imp_attr_str("coordinate_transformation_mode", ctm);
   at[2] = imp_attr_str("nearest_mode", nm);
@@ -62,24 +62,24 @@ static bool is_crop(const nimble_onnx_node *n) {
  * is input 2 of dyn_resize). */
 static nimble_status_t dyn_resize(imp_ctx *c, const nimble_onnx_node *n, imp_val *x, imp_val *s, bool upsample) {
   nimble_named_attr_t at[6];
-  RET(resize_attrs(n, upsample, at));
+  NIMBLE_RETURN_IF_ERROR(resize_attrs(n, upsample, at));
   imp_val *args[3] = {x, s, NULL}, *r;
   size_t na = 2, nat = 5;
   if (is_crop(n)) {
-    RET(imp_input(c, n, 1, &args[2]));
+    NIMBLE_RETURN_IF_ERROR(imp_input(c, n, 1, &args[2]));
     if (!args[2]) return imp_err(NIMBLE_INVALID_ARGUMENT, "tf_crop_and_resize needs a roi");
     double ev;
-    RET(imp_get_float(n, "extrapolation_value", 0.0f, &ev));
+    NIMBLE_RETURN_IF_ERROR(imp_get_float(n, "extrapolation_value", 0.0f, &ev));
     at[nat++] = imp_attr_float("extrapolation_value", ev);
     na = 3;
   }
-  RET(imp_emit(c, "dyn_resize", na, args, at, nat, &r));
+  NIMBLE_RETURN_IF_ERROR(imp_emit(c, "dyn_resize", na, args, at, nat, &r));
   return imp_define(c, n, 0, r);
 }
 
 static nimble_status_t cv_resize(imp_ctx *c, const nimble_onnx_node *n) {
   imp_val *x, *scales = NULL, *sizes = NULL, *r;
-  RET(imp_input_req(c, n, 0, &x));
+  NIMBLE_RETURN_IF_ERROR(imp_input_req(c, n, 0, &x));
   bool upsample = strcmp(n->op_type, "Upsample") == 0;
   double sv[NIMBLE_MAX_RANK];
   size_t ns = 0;
@@ -87,13 +87,13 @@ static nimble_status_t cv_resize(imp_ctx *c, const nimble_onnx_node *n) {
   size_t nsz = 0;
   if (upsample && n->opset < 9) {
     const float *f;
-    RET(nimble_onnx_node_get_floats(n, "scales", &f, &ns));
+    NIMBLE_RETURN_IF_ERROR(nimble_onnx_node_get_floats(n, "scales", &f, &ns));
     if (ns > NIMBLE_MAX_RANK) return imp_err(NIMBLE_INVALID_ARGUMENT, "too many scales");
     for (size_t i = 0; i < ns; i++) sv[i] = f[i];
   } else {
     size_t si = upsample || n->opset < 11 ? 1 : 2;
-    RET(imp_input(c, n, si, &scales));
-    if (!upsample && n->opset >= 11) RET(imp_input(c, n, 3, &sizes));
+    NIMBLE_RETURN_IF_ERROR(imp_input(c, n, si, &scales));
+    if (!upsample && n->opset >= 11) NIMBLE_RETURN_IF_ERROR(imp_input(c, n, 3, &sizes));
     if (scales && scales->has_sig && scales->sig.rank == 1 && scales->sig.dims[0].kind == NIMBLE_DIM_CONST &&
         scales->sig.dims[0].value == 0)
       scales = NULL; /* an empty tensor stands for "not given" */
@@ -127,58 +127,59 @@ static nimble_status_t cv_resize(imp_ctx *c, const nimble_onnx_node *n) {
       int64_t len = (int64_t)ns;
       for (size_t i = 0; i < ns; i++) fv[i] = (float)sv[i];
       imp_val *k;
-      RET(imp_const(c, NIMBLE_DTYPE_FLOAT32, 1, &len, fv, &k));
+      NIMBLE_RETURN_IF_ERROR(imp_const(c, NIMBLE_DTYPE_FLOAT32, 1, &len, fv, &k));
       return dyn_resize(c, n, x, k, upsample);
     }
     nsz = ns;
   }
   nimble_named_attr_t at[6];
-  RET(resize_attrs(n, upsample, at + 1));
+  NIMBLE_RETURN_IF_ERROR(resize_attrs(n, upsample, at + 1));
   at[0] = imp_attr_ints("sizes", out, nsz);
-  RET(imp_emit(c, "resize", 1, &x, at, 6, &r));
+  NIMBLE_RETURN_IF_ERROR(imp_emit(c, "resize", 1, &x, at, 6, &r));
   return imp_define(c, n, 0, r);
 }
 
 static nimble_status_t cv_nms(imp_ctx *c, const nimble_onnx_node *n) {
   imp_val *a[5], *r;
-  RET(imp_input_req(c, n, 0, &a[0]));
-  RET(imp_input_req(c, n, 1, &a[1]));
+  NIMBLE_RETURN_IF_ERROR(imp_input_req(c, n, 0, &a[0]));
+  NIMBLE_RETURN_IF_ERROR(imp_input_req(c, n, 1, &a[1]));
   size_t na = 2;
   for (size_t i = 2; i < 5; i++) {
-    RET(imp_input(c, n, i, &a[i]));
+    NIMBLE_RETURN_IF_ERROR(imp_input(c, n, i, &a[i]));
     if (a[i]) na = i + 1;
   }
   for (size_t i = 2; i < na; i++) {
     if (a[i]) {
-      if (a[i]->has_sig && a[i]->sig.rank == 1) RET(imp_to_scalar(c, a[i], &a[i]));
+      if (a[i]->has_sig && a[i]->sig.rank == 1) NIMBLE_RETURN_IF_ERROR(imp_to_scalar(c, a[i], &a[i]));
       continue;
     }
     /* An omitted middle input takes ONNX's default. */
-    if (i == 2) RET(imp_scalar(c, NIMBLE_DTYPE_INT64, 0, &a[i]));
-    else RET(imp_scalar(c, NIMBLE_DTYPE_FLOAT32, 0, &a[i]));
+    if (i == 2) NIMBLE_RETURN_IF_ERROR(imp_scalar(c, NIMBLE_DTYPE_INT64, 0, &a[i]));
+    else NIMBLE_RETURN_IF_ERROR(imp_scalar(c, NIMBLE_DTYPE_FLOAT32, 0, &a[i]));
   }
   int64_t cpb;
-  RET(nimble_onnx_node_get_int(n, "center_point_box", 0, &cpb));
+  NIMBLE_RETURN_IF_ERROR(nimble_onnx_node_get_int(n, "center_point_box", 0, &cpb));
   nimble_named_attr_t at = imp_attr_int("center_point_box", cpb);
-  RET(imp_emit(c, "non_max_suppression", na, a, &at, 1, &r));
+  NIMBLE_RETURN_IF_ERROR(imp_emit(c, "non_max_suppression", na, a, &at, 1, &r));
   return imp_define(c, n, 0, r);
 }
 
 static nimble_status_t cv_conv_transpose(imp_ctx *c, const nimble_onnx_node *n) {
   imp_val *x, *w, *b, *r;
-  RET(imp_input_req(c, n, 0, &x));
-  RET(imp_input_req(c, n, 1, &w));
-  RET(imp_input(c, n, 2, &b));
+  NIMBLE_RETURN_IF_ERROR(imp_input_req(c, n, 0, &x));
+  NIMBLE_RETURN_IF_ERROR(imp_input_req(c, n, 1, &w));
+  NIMBLE_RETURN_IF_ERROR(imp_input(c, n, 2, &b));
   if ((x->sig.rank != 4 && x->sig.rank != 3) || w->sig.rank != x->sig.rank)
     return imp_err(NIMBLE_UNIMPLEMENTED, "only 1-D and 2-D transposed convolutions are supported");
   size_t nsp = x->sig.rank - 2;
   int64_t s[2] = {1, 1}, d[2] = {1, 1}, op[2] = {0, 0}, pads[4] = {0, 0, 0, 0}, k[2], group;
   const int64_t *v;
   size_t cnt;
-  RET(nimble_onnx_node_get_int(n, "group", 1, &group));
-#define READ(name, arr, want)                                                                               \
-  RET(nimble_onnx_node_get_ints(n, name, &v, &cnt));                                                         \
-  if (cnt && cnt != (want)) return imp_err(NIMBLE_INVALID_ARGUMENT, "attribute '%s' has %zu values", name, cnt); \
+  NIMBLE_RETURN_IF_ERROR(nimble_onnx_node_get_int(n, "group", 1, &group));
+#define READ(name, arr, want)                                                            \
+  NIMBLE_RETURN_IF_ERROR(nimble_onnx_node_get_ints(n, name, &v, &cnt));                  \
+  if (cnt && cnt != (want))                                                              \
+    return imp_err(NIMBLE_INVALID_ARGUMENT, "attribute '%s' has %zu values", name, cnt); \
   if (cnt) memcpy(arr, v, cnt * sizeof *v);
   READ("strides", s, nsp);
   READ("dilations", d, nsp);
@@ -191,14 +192,14 @@ static nimble_status_t cv_conv_transpose(imp_ctx *c, const nimble_onnx_node *n) 
   READ("kernel_shape", k, nsp);
   int64_t oshape[2];
   size_t nos = 0;
-  RET(nimble_onnx_node_get_ints(n, "output_shape", &v, &nos));
+  NIMBLE_RETURN_IF_ERROR(nimble_onnx_node_get_ints(n, "output_shape", &v, &nos));
   if (nos) {
     if (nos != nsp && nos != nsp + 2) return imp_err(NIMBLE_INVALID_ARGUMENT, "attribute 'output_shape' has %zu values", nos);
     memcpy(oshape, v + (nos - nsp), nsp * sizeof *v);
   }
 #undef READ
   const char *ap;
-  RET(nimble_onnx_node_get_string(n, "auto_pad", "NOTSET", &ap));
+  NIMBLE_RETURN_IF_ERROR(nimble_onnx_node_get_string(n, "auto_pad", "NOTSET", &ap));
   bool same = strncmp(ap, "SAME", 4) == 0;
   for (size_t i = 0; i < nsp; i++)
     if (s[i] < 1 || d[i] < 1 || k[i] < 1 || s[i] > (1 << 20) || d[i] > (1 << 20) || k[i] > (1 << 20) ||
@@ -224,8 +225,8 @@ static nimble_status_t cv_conv_transpose(imp_ctx *c, const nimble_onnx_node *n) 
   }
   if (nsp == 1) {
     nimble_named_attr_t a2 = imp_attr_int("axis", 2);
-    RET(imp_emit(c, "expand_dims", 1, &x, &a2, 1, &x));
-    RET(imp_emit(c, "expand_dims", 1, &w, &a2, 1, &w));
+    NIMBLE_RETURN_IF_ERROR(imp_emit(c, "expand_dims", 1, &x, &a2, 1, &x));
+    NIMBLE_RETURN_IF_ERROR(imp_emit(c, "expand_dims", 1, &w, &a2, 1, &w));
     s[1] = s[0]; s[0] = 1;
     d[1] = d[0]; d[0] = 1;
     op[1] = op[0]; op[0] = 0;
@@ -236,11 +237,11 @@ static nimble_status_t cv_conv_transpose(imp_ctx *c, const nimble_onnx_node *n) 
                                imp_attr_ints("dilations", d, 2), imp_attr_ints("output_padding", op, 2),
                                imp_attr_int("groups", group)};
   imp_val *args[3] = {x, w, b};
-  RET(imp_emit(c, "conv2d_transpose", b ? 3 : 2, args, at, 5, &r));
+  NIMBLE_RETURN_IF_ERROR(imp_emit(c, "conv2d_transpose", b ? 3 : 2, args, at, 5, &r));
   if (nsp == 1) {
     int64_t ax = 2;
     nimble_named_attr_t sq = imp_attr_ints("axes", &ax, 1);
-    RET(imp_emit(c, "squeeze", 1, &r, &sq, 1, &r));
+    NIMBLE_RETURN_IF_ERROR(imp_emit(c, "squeeze", 1, &r, &sq, 1, &r));
   }
   return imp_define(c, n, 0, r);
 }
@@ -248,9 +249,9 @@ static nimble_status_t cv_conv_transpose(imp_ctx *c, const nimble_onnx_node *n) 
 static nimble_status_t cv_grid_sample(imp_ctx *c, const nimble_onnx_node *n) {
   int64_t ac;
   const char *mode, *pm;
-  RET(nimble_onnx_node_get_int(n, "align_corners", 0, &ac));
-  RET(nimble_onnx_node_get_string(n, "mode", "bilinear", &mode));
-  RET(nimble_onnx_node_get_string(n, "padding_mode", "zeros", &pm));
+  NIMBLE_RETURN_IF_ERROR(nimble_onnx_node_get_int(n, "align_corners", 0, &ac));
+  NIMBLE_RETURN_IF_ERROR(nimble_onnx_node_get_string(n, "mode", "bilinear", &mode));
+  NIMBLE_RETURN_IF_ERROR(nimble_onnx_node_get_string(n, "padding_mode", "zeros", &pm));
   nimble_named_attr_t at[3] = {imp_attr_int("align_corners", ac), imp_attr_str("mode", mode), imp_attr_str("padding_mode", pm)};
   return imp_simple(c, n, "grid_sample", 2, at, 3);
 }
@@ -259,12 +260,12 @@ static nimble_status_t cv_roi_align(imp_ctx *c, const nimble_onnx_node *n) {
   int64_t oh, ow, sr;
   double ss;
   const char *mode, *ctm;
-  RET(nimble_onnx_node_get_int(n, "output_height", 1, &oh));
-  RET(nimble_onnx_node_get_int(n, "output_width", 1, &ow));
-  RET(nimble_onnx_node_get_int(n, "sampling_ratio", 0, &sr));
-  RET(imp_get_float(n, "spatial_scale", 1.0f, &ss));
-  RET(nimble_onnx_node_get_string(n, "mode", "avg", &mode));
-  RET(nimble_onnx_node_get_string(n, "coordinate_transformation_mode", "half_pixel", &ctm));
+  NIMBLE_RETURN_IF_ERROR(nimble_onnx_node_get_int(n, "output_height", 1, &oh));
+  NIMBLE_RETURN_IF_ERROR(nimble_onnx_node_get_int(n, "output_width", 1, &ow));
+  NIMBLE_RETURN_IF_ERROR(nimble_onnx_node_get_int(n, "sampling_ratio", 0, &sr));
+  NIMBLE_RETURN_IF_ERROR(imp_get_float(n, "spatial_scale", 1.0f, &ss));
+  NIMBLE_RETURN_IF_ERROR(nimble_onnx_node_get_string(n, "mode", "avg", &mode));
+  NIMBLE_RETURN_IF_ERROR(nimble_onnx_node_get_string(n, "coordinate_transformation_mode", "half_pixel", &ctm));
   nimble_named_attr_t at[6] = {imp_attr_str("mode", mode), imp_attr_int("output_height", oh),
                                imp_attr_int("output_width", ow), imp_attr_int("sampling_ratio", sr),
                                imp_attr_float("spatial_scale", ss), imp_attr_str("coordinate_transformation_mode", ctm)};
@@ -276,36 +277,36 @@ static nimble_status_t cv_roi_align(imp_ctx *c, const nimble_onnx_node *n) {
  * over a [N, 1, C, H*W] view. */
 static nimble_status_t cv_lrn(imp_ctx *c, const nimble_onnx_node *n) {
   imp_val *x, *sq, *sum, *t, *k;
-  RET(imp_unary_in(c, n, &x));
+  NIMBLE_RETURN_IF_ERROR(imp_unary_in(c, n, &x));
   int64_t size;
   double alpha, beta, bias;
-  RET(nimble_onnx_node_require_int(n, "size", &size));
-  RET(imp_get_float(n, "alpha", 1e-4f, &alpha));
-  RET(imp_get_float(n, "beta", 0.75f, &beta));
-  RET(imp_get_float(n, "bias", 1.0f, &bias));
+  NIMBLE_RETURN_IF_ERROR(nimble_onnx_node_require_int(n, "size", &size));
+  NIMBLE_RETURN_IF_ERROR(imp_get_float(n, "alpha", 1e-4f, &alpha));
+  NIMBLE_RETURN_IF_ERROR(imp_get_float(n, "beta", 0.75f, &beta));
+  NIMBLE_RETURN_IF_ERROR(imp_get_float(n, "bias", 1.0f, &bias));
   if (x->sig.rank != 4 || size < 1) return imp_err(NIMBLE_UNIMPLEMENTED, "LRN needs a 4-D input and size >= 1");
   nimble_dim_t ch = imp_resolve(c, x->sig.dims[1]);
   if (ch.kind != NIMBLE_DIM_CONST) return imp_err(NIMBLE_UNIMPLEMENTED, "LRN needs a static channel count");
-  RET(imp_e2(c, "multiply", x, x, &sq));
+  NIMBLE_RETURN_IF_ERROR(imp_e2(c, "multiply", x, x, &sq));
   int64_t view[4] = {0, 1, ch.value, -1};
   nimble_named_attr_t va = imp_attr_ints("newshape", view, 4);
-  RET(imp_emit(c, "reshape", 1, &sq, &va, 1, &sum));
+  NIMBLE_RETURN_IF_ERROR(imp_emit(c, "reshape", 1, &sq, &va, 1, &sum));
   int64_t ks[2] = {size, 1}, pads[4] = {(size - 1) / 2, 0, size - 1 - (size - 1) / 2, 0};
   nimble_named_attr_t pa[4] = {imp_attr_ints("kernel_shape", ks, 2), imp_attr_ints("pads", pads, 4),
                                imp_attr_int("count_include_pad", 1), imp_attr_int("ceil_mode", 0)};
-  RET(imp_emit(c, "avg_pool2d", 1, &sum, pa, 4, &sum));
+  NIMBLE_RETURN_IF_ERROR(imp_emit(c, "avg_pool2d", 1, &sum, pa, 4, &sum));
   imp_val *sh;
-  RET(imp_e1(c, "shape_of", x, &sh));
-  RET(imp_e2(c, "dyn_reshape", sum, sh, &sum));
+  NIMBLE_RETURN_IF_ERROR(imp_e1(c, "shape_of", x, &sh));
+  NIMBLE_RETURN_IF_ERROR(imp_e2(c, "dyn_reshape", sum, sh, &sum));
   sum->sig = x->sig;
   /* avg * size = sum; times alpha / size: avg * alpha. */
-  RET(imp_k_like(c, x, alpha, &k));
-  RET(imp_e2(c, "multiply", sum, k, &t));
-  RET(imp_k_like(c, x, bias, &k));
-  RET(imp_e2(c, "add", t, k, &t));
-  RET(imp_k_like(c, x, beta, &k));
-  RET(imp_e2(c, "power", t, k, &t));
-  RET(imp_e2(c, "divide", x, t, &t));
+  NIMBLE_RETURN_IF_ERROR(imp_k_like(c, x, alpha, &k));
+  NIMBLE_RETURN_IF_ERROR(imp_e2(c, "multiply", sum, k, &t));
+  NIMBLE_RETURN_IF_ERROR(imp_k_like(c, x, bias, &k));
+  NIMBLE_RETURN_IF_ERROR(imp_e2(c, "add", t, k, &t));
+  NIMBLE_RETURN_IF_ERROR(imp_k_like(c, x, beta, &k));
+  NIMBLE_RETURN_IF_ERROR(imp_e2(c, "power", t, k, &t));
+  NIMBLE_RETURN_IF_ERROR(imp_e2(c, "divide", x, t, &t));
   return imp_define(c, n, 0, t);
 }
 

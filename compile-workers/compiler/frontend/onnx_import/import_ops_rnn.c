@@ -13,7 +13,6 @@
 
 #include "import_internal.h"
 
-#define RET NIMBLE_RETURN_IF_ERROR
 
 typedef enum { CELL_LSTM, CELL_GRU, CELL_RNN } cell_kind;
 
@@ -52,7 +51,7 @@ static nimble_status_t emit1a(imp_ctx *c, const char *op, imp_val *x, nimble_nam
 
 static nimble_status_t take_dir(imp_ctx *c, imp_val *x, int64_t d, imp_val **out) {
   imp_val *idx;
-  RET(imp_scalar(c, NIMBLE_DTYPE_INT64, (double)d, &idx));
+  NIMBLE_RETURN_IF_ERROR(imp_scalar(c, NIMBLE_DTYPE_INT64, (double)d, &idx));
   nimble_named_attr_t a = imp_attr_int("axis", 0);
   imp_val *args[2] = {x, idx};
   return imp_emit(c, "take", 2, args, &a, 1, out);
@@ -75,14 +74,14 @@ static nimble_status_t zeros_state(imp_ctx *c, imp_val *X, int64_t H, imp_val **
     return imp_emit(c, "zeros", 0, NULL, at, 2, out);
   }
   imp_val *sh, *bd, *hv, *shape;
-  RET(imp_emit(c, "shape_of", 1, &X, NULL, 0, &sh));
-  RET(slice_rows(c, sh, 1, 2, &bd));
-  RET(imp_const_i64(c, 1, &H, false, &hv));
+  NIMBLE_RETURN_IF_ERROR(imp_emit(c, "shape_of", 1, &X, NULL, 0, &sh));
+  NIMBLE_RETURN_IF_ERROR(slice_rows(c, sh, 1, 2, &bd));
+  NIMBLE_RETURN_IF_ERROR(imp_const_i64(c, 1, &H, false, &hv));
   imp_val *parts[2] = {bd, hv};
   nimble_named_attr_t a0 = imp_attr_int("axis", 0);
-  RET(imp_emit(c, "concatenate", 2, parts, &a0, 1, &shape));
+  NIMBLE_RETURN_IF_ERROR(imp_emit(c, "concatenate", 2, parts, &a0, 1, &shape));
   nimble_named_attr_t at[2] = {imp_attr_str("dtype", nimble_dtype_name(dt)), imp_attr_float("value", 0.0)};
-  RET(imp_emit(c, "constant_of_shape", 1, &shape, at, 2, out));
+  NIMBLE_RETURN_IF_ERROR(imp_emit(c, "constant_of_shape", 1, &shape, at, 2, out));
   (*out)->sig.dims[0] = b;
   return nimble_ok();
 }
@@ -214,9 +213,9 @@ static nimble_status_t step_text(imp_ctx *c, cell_kind k, const char *name, bool
 /* A [T, batch, n] shape for X [T, batch, I]: X's first two dims, then n. */
 static nimble_status_t seq_shape(imp_ctx *c, imp_val *X, int64_t n, imp_val **out) {
   imp_val *sh, *lead, *nv;
-  RET(imp_emit(c, "shape_of", 1, &X, NULL, 0, &sh));
-  RET(slice_rows(c, sh, 0, 2, &lead));
-  RET(imp_const_i64(c, 1, &n, false, &nv));
+  NIMBLE_RETURN_IF_ERROR(imp_emit(c, "shape_of", 1, &X, NULL, 0, &sh));
+  NIMBLE_RETURN_IF_ERROR(slice_rows(c, sh, 0, 2, &lead));
+  NIMBLE_RETURN_IF_ERROR(imp_const_i64(c, 1, &n, false, &nv));
   imp_val *parts[2] = {lead, nv};
   nimble_named_attr_t a0 = imp_attr_int("axis", 0);
   return imp_emit(c, "concatenate", 2, parts, &a0, 1, out);
@@ -230,10 +229,10 @@ static nimble_status_t input_projection(imp_ctx *c, imp_val *X, imp_val *W, imp_
   int64_t flat[2] = {-1, I.value};
   nimble_named_attr_t fa = imp_attr_ints("newshape", flat, 2);
   imp_val *x2, *p;
-  RET(emit1a(c, "reshape", X, &fa, 1, &x2));
+  NIMBLE_RETURN_IF_ERROR(emit1a(c, "reshape", X, &fa, 1, &x2));
   nimble_named_attr_t tb = imp_attr_int("transB", 1);
   imp_val *args[3] = {x2, W, b};
-  RET(imp_emit(c, "dense", 3, args, &tb, 1, &p));
+  NIMBLE_RETURN_IF_ERROR(imp_emit(c, "dense", 3, args, &tb, 1, &p));
   nimble_dim_t bd = imp_resolve(c, X->sig.dims[1]);
   if (bd.kind == NIMBLE_DIM_CONST) {
     int64_t back[3] = {-1, bd.value, G};
@@ -241,25 +240,25 @@ static nimble_status_t input_projection(imp_ctx *c, imp_val *X, imp_val *W, imp_
     return emit1a(c, "reshape", p, &ba, 1, out);
   }
   imp_val *shape;
-  RET(seq_shape(c, X, G, &shape));
+  NIMBLE_RETURN_IF_ERROR(seq_shape(c, X, G, &shape));
   imp_val *r[2] = {p, shape};
   return imp_emit(c, "dyn_reshape", 2, r, NULL, 0, out);
 }
 
 static nimble_status_t convert_rnn(imp_ctx *c, const nimble_onnx_node *n, cell_kind k) {
   imp_val *X, *W, *R, *B, *seqlens, *h0in, *c0in = NULL, *P = NULL;
-  RET(imp_input_req(c, n, 0, &X));
-  RET(imp_input_req(c, n, 1, &W));
-  RET(imp_input_req(c, n, 2, &R));
-  RET(imp_input(c, n, 3, &B));
-  RET(imp_input(c, n, 4, &seqlens));
-  RET(imp_input(c, n, 5, &h0in));
+  NIMBLE_RETURN_IF_ERROR(imp_input_req(c, n, 0, &X));
+  NIMBLE_RETURN_IF_ERROR(imp_input_req(c, n, 1, &W));
+  NIMBLE_RETURN_IF_ERROR(imp_input_req(c, n, 2, &R));
+  NIMBLE_RETURN_IF_ERROR(imp_input(c, n, 3, &B));
+  NIMBLE_RETURN_IF_ERROR(imp_input(c, n, 4, &seqlens));
+  NIMBLE_RETURN_IF_ERROR(imp_input(c, n, 5, &h0in));
   if (k == CELL_LSTM) {
-    RET(imp_input(c, n, 6, &c0in));
-    RET(imp_input(c, n, 7, &P));
+    NIMBLE_RETURN_IF_ERROR(imp_input(c, n, 6, &c0in));
+    NIMBLE_RETURN_IF_ERROR(imp_input(c, n, 7, &P));
   }
   const char *direction;
-  RET(nimble_onnx_node_get_string(n, "direction", "forward", &direction));
+  NIMBLE_RETURN_IF_ERROR(nimble_onnx_node_get_string(n, "direction", "forward", &direction));
   int64_t dirs = strcmp(direction, "bidirectional") == 0 ? 2 : 1;
   bool rev_only = strcmp(direction, "reverse") == 0;
   if (dirs == 1 && !rev_only && strcmp(direction, "forward") != 0)
@@ -272,27 +271,27 @@ static nimble_status_t convert_rnn(imp_ctx *c, const nimble_onnx_node *n, cell_k
     return imp_err(NIMBLE_INVALID_ARGUMENT, "input 'sequence_lens' must be a 1-D integer tensor");
   if (seqlens && seqlens->sig.dtype != NIMBLE_DTYPE_INT64) {
     nimble_named_attr_t ca = imp_attr_str("dtype", "int64");
-    RET(emit1a(c, "cast", seqlens, &ca, 1, &seqlens));
+    NIMBLE_RETURN_IF_ERROR(emit1a(c, "cast", seqlens, &ca, 1, &seqlens));
   }
-  RET(check_activations(n, k, dirs));
+  NIMBLE_RETURN_IF_ERROR(check_activations(n, k, dirs));
   int64_t layout = 0, input_forget = 0, lbr = 0, H;
-  RET(nimble_onnx_node_get_int(n, "layout", 0, &layout));
-  RET(nimble_onnx_node_get_int(n, "input_forget", 0, &input_forget));
-  RET(nimble_onnx_node_get_int(n, "linear_before_reset", 0, &lbr));
+  NIMBLE_RETURN_IF_ERROR(nimble_onnx_node_get_int(n, "layout", 0, &layout));
+  NIMBLE_RETURN_IF_ERROR(nimble_onnx_node_get_int(n, "input_forget", 0, &input_forget));
+  NIMBLE_RETURN_IF_ERROR(nimble_onnx_node_get_int(n, "linear_before_reset", 0, &lbr));
   if (input_forget) return imp_err(NIMBLE_UNIMPLEMENTED, "input_forget=1 is not supported");
   if (X->sig.rank != 3 || W->sig.rank != 3 || R->sig.rank != 3)
     return imp_err(NIMBLE_INVALID_ARGUMENT, "X, W and R must have rank 3");
   if (!nimble_dtype_is_float(X->sig.dtype)) return imp_err(NIMBLE_INVALID_ARGUMENT, "X must be a float tensor");
   nimble_dim_t hd = imp_resolve(c, R->sig.dims[2]);
-  RET(nimble_onnx_node_get_int(n, "hidden_size", hd.kind == NIMBLE_DIM_CONST ? hd.value : -1, &H));
+  NIMBLE_RETURN_IF_ERROR(nimble_onnx_node_get_int(n, "hidden_size", hd.kind == NIMBLE_DIM_CONST ? hd.value : -1, &H));
   if (H <= 0 || H > (1 << 24)) return imp_err(NIMBLE_INVALID_ARGUMENT, "hidden_size is unknown or out of range");
   int64_t gates = k == CELL_LSTM ? 4 : k == CELL_GRU ? 3 : 1;
   if (layout) {
     int64_t perm[3] = {1, 0, 2};
     nimble_named_attr_t pa = imp_attr_ints("axes", perm, 3);
-    RET(emit1a(c, "transpose", X, &pa, 1, &X));
-    if (h0in) RET(emit1a(c, "transpose", h0in, &pa, 1, &h0in));
-    if (c0in) RET(emit1a(c, "transpose", c0in, &pa, 1, &c0in));
+    NIMBLE_RETURN_IF_ERROR(emit1a(c, "transpose", X, &pa, 1, &X));
+    if (h0in) NIMBLE_RETURN_IF_ERROR(emit1a(c, "transpose", h0in, &pa, 1, &h0in));
+    if (c0in) NIMBLE_RETURN_IF_ERROR(emit1a(c, "transpose", c0in, &pa, 1, &c0in));
   }
   char Bt[32], It[32];
   dim_text(c, X->sig.dims[1], Bt, sizeof Bt);
@@ -300,43 +299,44 @@ static nimble_status_t convert_rnn(imp_ctx *c, const nimble_onnx_node *n, cell_k
   const char *dt = nimble_dtype_name(X->sig.dtype);
   /* T = shape_of(X)[0] */
   imp_val *sh, *zero, *T;
-  RET(imp_emit(c, "shape_of", 1, &X, NULL, 0, &sh));
-  RET(imp_scalar(c, NIMBLE_DTYPE_INT64, 0, &zero));
+  NIMBLE_RETURN_IF_ERROR(imp_emit(c, "shape_of", 1, &X, NULL, 0, &sh));
+  NIMBLE_RETURN_IF_ERROR(imp_scalar(c, NIMBLE_DTYPE_INT64, 0, &zero));
   {
     nimble_named_attr_t a = imp_attr_int("axis", 0);
     imp_val *args[2] = {sh, zero};
-    RET(imp_emit(c, "take", 2, args, &a, 1, &T));
+    NIMBLE_RETURN_IF_ERROR(imp_emit(c, "take", 2, args, &a, 1, &T));
   }
   imp_val *Ys[2], *Hs[2], *Cs[2];
   for (int64_t d = 0; d < dirs; d++) {
     bool reverse = rev_only || d == 1;
     imp_val *Wd, *Rd, *Bd = NULL, *hi, *ci = NULL, *Y0;
-    RET(take_dir(c, W, d, &Wd));
-    RET(take_dir(c, R, d, &Rd));
-    if (B) RET(take_dir(c, B, d, &Bd));
-    if (h0in) RET(take_dir(c, h0in, d, &hi));
-    else RET(zeros_state(c, X, H, &hi));
+    NIMBLE_RETURN_IF_ERROR(take_dir(c, W, d, &Wd));
+    NIMBLE_RETURN_IF_ERROR(take_dir(c, R, d, &Rd));
+    if (B) NIMBLE_RETURN_IF_ERROR(take_dir(c, B, d, &Bd));
+    if (h0in) NIMBLE_RETURN_IF_ERROR(take_dir(c, h0in, d, &hi));
+    else NIMBLE_RETURN_IF_ERROR(zeros_state(c, X, H, &hi));
     if (k == CELL_LSTM) {
-      if (c0in) RET(take_dir(c, c0in, d, &ci));
-      else RET(zeros_state(c, X, H, &ci));
+      if (c0in) NIMBLE_RETURN_IF_ERROR(take_dir(c, c0in, d, &ci));
+      else NIMBLE_RETURN_IF_ERROR(zeros_state(c, X, H, &ci));
     }
     {
       /* Y, written row by row by the steps: zeros [T, batch, H]. */
       imp_val *shape;
-      RET(seq_shape(c, X, H, &shape));
+      NIMBLE_RETURN_IF_ERROR(seq_shape(c, X, H, &shape));
       nimble_named_attr_t at[2] = {imp_attr_str("dtype", nimble_dtype_name(X->sig.dtype)), imp_attr_float("value", 0.0)};
-      RET(imp_emit(c, "constant_of_shape", 1, &shape, at, 2, &Y0));
+      NIMBLE_RETURN_IF_ERROR(imp_emit(c, "constant_of_shape", 1, &shape, at, 2, &Y0));
     }
     if (!Bd) {
       int64_t shape = 2 * gates * H;
       nimble_named_attr_t at[2] = {imp_attr_ints("shape", &shape, 1), imp_attr_str("dtype", dt)};
-      RET(imp_emit(c, "zeros", 0, NULL, at, 2, &Bd));
+      NIMBLE_RETURN_IF_ERROR(imp_emit(c, "zeros", 0, NULL, at, 2, &Bd));
     }
     const char *name = imp_fresh_global(c, k == CELL_LSTM ? "lstm" : k == CELL_GRU ? "gru" : "rnn");
-    if (!name) return imp_oom();
+    if (!name) return NIMBLE_OOM_IN("importing");
     char text[4096];
-    RET(step_text(c, k, name, reverse, P != NULL, lbr != 0, seqlens != NULL, dt, Bt, H, text, sizeof text));
-    RET(imp_add_nir_func(c, name, text));
+    NIMBLE_RETURN_IF_ERROR(
+        step_text(c, k, name, reverse, P != NULL, lbr != 0, seqlens != NULL, dt, Bt, H, text, sizeof text));
+    NIMBLE_RETURN_IF_ERROR(imp_add_nir_func(c, name, text));
     const nimble_expr *args[20];
     size_t na = 0;
     args[na++] = zero->expr;
@@ -345,32 +345,32 @@ static nimble_status_t convert_rnn(imp_ctx *c, const nimble_onnx_node *n, cell_k
       /* The input projection carries W's bias; R's biases stay per gate
        * (r gates R h + b_r in the candidate). */
       imp_val *wb, *rz, *rr, *rh, *bz, *br, *bh, *XW;
-      RET(slice_rows(c, Bd, 0, 3 * H, &wb));
-      RET(input_projection(c, X, Wd, wb, 3 * H, &XW));
-      RET(slice_rows(c, Rd, 0, H, &rz));
-      RET(slice_rows(c, Rd, H, 2 * H, &rr));
-      RET(slice_rows(c, Rd, 2 * H, 3 * H, &rh));
-      RET(slice_rows(c, Bd, 3 * H, 4 * H, &bz));
-      RET(slice_rows(c, Bd, 4 * H, 5 * H, &br));
-      RET(slice_rows(c, Bd, 5 * H, 6 * H, &bh));
+      NIMBLE_RETURN_IF_ERROR(slice_rows(c, Bd, 0, 3 * H, &wb));
+      NIMBLE_RETURN_IF_ERROR(input_projection(c, X, Wd, wb, 3 * H, &XW));
+      NIMBLE_RETURN_IF_ERROR(slice_rows(c, Rd, 0, H, &rz));
+      NIMBLE_RETURN_IF_ERROR(slice_rows(c, Rd, H, 2 * H, &rr));
+      NIMBLE_RETURN_IF_ERROR(slice_rows(c, Rd, 2 * H, 3 * H, &rh));
+      NIMBLE_RETURN_IF_ERROR(slice_rows(c, Bd, 3 * H, 4 * H, &bz));
+      NIMBLE_RETURN_IF_ERROR(slice_rows(c, Bd, 4 * H, 5 * H, &br));
+      NIMBLE_RETURN_IF_ERROR(slice_rows(c, Bd, 5 * H, 6 * H, &bh));
       imp_val *v[7] = {XW, rz, rr, rh, bz, br, bh};
       for (int i = 0; i < 7; i++) args[na++] = v[i]->expr;
     } else {
       /* Both biases add to every gate: both go into the projection. */
       imp_val *wb, *rb, *b, *XW;
-      RET(slice_rows(c, Bd, 0, gates * H, &wb));
-      RET(slice_rows(c, Bd, gates * H, 2 * gates * H, &rb));
+      NIMBLE_RETURN_IF_ERROR(slice_rows(c, Bd, 0, gates * H, &wb));
+      NIMBLE_RETURN_IF_ERROR(slice_rows(c, Bd, gates * H, 2 * gates * H, &rb));
       imp_val *pair[2] = {wb, rb};
-      RET(imp_emit(c, "add", 2, pair, NULL, 0, &b));
-      RET(input_projection(c, X, Wd, b, gates * H, &XW));
+      NIMBLE_RETURN_IF_ERROR(imp_emit(c, "add", 2, pair, NULL, 0, &b));
+      NIMBLE_RETURN_IF_ERROR(input_projection(c, X, Wd, b, gates * H, &XW));
       args[na++] = XW->expr;
       args[na++] = Rd->expr;
       if (P) {
         imp_val *Pd, *pi, *po, *pf;
-        RET(take_dir(c, P, d, &Pd));
-        RET(slice_rows(c, Pd, 0, H, &pi));
-        RET(slice_rows(c, Pd, H, 2 * H, &po));
-        RET(slice_rows(c, Pd, 2 * H, 3 * H, &pf));
+        NIMBLE_RETURN_IF_ERROR(take_dir(c, P, d, &Pd));
+        NIMBLE_RETURN_IF_ERROR(slice_rows(c, Pd, 0, H, &pi));
+        NIMBLE_RETURN_IF_ERROR(slice_rows(c, Pd, H, 2 * H, &po));
+        NIMBLE_RETURN_IF_ERROR(slice_rows(c, Pd, 2 * H, 3 * H, &pf));
         args[na++] = pi->expr;
         args[na++] = po->expr;
         args[na++] = pf->expr;
@@ -378,7 +378,7 @@ static nimble_status_t convert_rnn(imp_ctx *c, const nimble_onnx_node *n, cell_k
     }
     if (seqlens) {
       imp_val *zs;
-      RET(zeros_state(c, X, H, &zs));
+      NIMBLE_RETURN_IF_ERROR(zeros_state(c, X, H, &zs));
       args[na++] = seqlens->expr;
       args[na++] = zs->expr;
     }
@@ -387,9 +387,9 @@ static nimble_status_t convert_rnn(imp_ctx *c, const nimble_onnx_node *n, cell_k
     args[na++] = Y0->expr;
     const nimble_expr *callee = nimble_ir_global(c->arena, name, NULL);
     const nimble_expr *call = callee ? nimble_ir_call(c->arena, callee, na, args, NULL, NULL) : NULL;
-    if (!call) return imp_oom();
+    if (!call) return NIMBLE_OOM_IN("importing");
     imp_val *r;
-    RET(imp_bind(c, name, call, NULL, &r));
+    NIMBLE_RETURN_IF_ERROR(imp_bind(c, name, call, NULL, &r));
     nimble_tensor_sig_t ysig, hsig;
     memset(&ysig, 0, sizeof ysig);
     ysig.dtype = X->sig.dtype;
@@ -403,10 +403,10 @@ static nimble_status_t convert_rnn(imp_ctx *c, const nimble_onnx_node *n, cell_k
     hsig.dims[1] = ysig.dims[2];
     const nimble_expr *p0 = nimble_ir_proj(c->arena, r->expr, 0, NULL), *p1 = nimble_ir_proj(c->arena, r->expr, 1, NULL);
     const nimble_expr *p2 = k == CELL_LSTM ? nimble_ir_proj(c->arena, r->expr, 2, NULL) : p1;
-    if (!p0 || !p1 || !p2) return imp_oom();
-    RET(imp_bind(c, "y", p0, &ysig, &Ys[d]));
-    RET(imp_bind(c, "h", p1, &hsig, &Hs[d]));
-    if (k == CELL_LSTM) RET(imp_bind(c, "c", p2, &hsig, &Cs[d]));
+    if (!p0 || !p1 || !p2) return NIMBLE_OOM_IN("importing");
+    NIMBLE_RETURN_IF_ERROR(imp_bind(c, "y", p0, &ysig, &Ys[d]));
+    NIMBLE_RETURN_IF_ERROR(imp_bind(c, "h", p1, &hsig, &Hs[d]));
+    if (k == CELL_LSTM) NIMBLE_RETURN_IF_ERROR(imp_bind(c, "c", p2, &hsig, &Cs[d]));
   }
   /* The accumulated Y has a time dim of `?` (it grows through the
    * recursion) though it always has X's. where(true, Y, X[:, :1, :1])
@@ -416,25 +416,25 @@ static nimble_status_t convert_rnn(imp_ctx *c, const nimble_onnx_node *n, cell_k
     imp_val *yes, *probe;
     int64_t b[2] = {0, 0}, e[2] = {1, 1}, ax[2] = {1, 2};
     nimble_named_attr_t sl[3] = {imp_attr_ints("begin", b, 2), imp_attr_ints("end", e, 2), imp_attr_ints("axes", ax, 2)};
-    RET(imp_emit(c, "strided_slice", 1, &X, sl, 3, &probe));
-    RET(imp_scalar(c, NIMBLE_DTYPE_BOOL, 1, &yes));
+    NIMBLE_RETURN_IF_ERROR(imp_emit(c, "strided_slice", 1, &X, sl, 3, &probe));
+    NIMBLE_RETURN_IF_ERROR(imp_scalar(c, NIMBLE_DTYPE_BOOL, 1, &yes));
     for (int64_t d = 0; d < dirs; d++) {
       imp_val *args[3] = {yes, Ys[d], probe};
-      RET(imp_emit(c, "where", 3, args, NULL, 0, &Ys[d]));
+      NIMBLE_RETURN_IF_ERROR(imp_emit(c, "where", 3, args, NULL, 0, &Ys[d]));
     }
   }
   /* Stack directions. */
   imp_val *Y, *Yh, *Yc = NULL;
   nimble_named_attr_t a1 = imp_attr_int("axis", 1), a0 = imp_attr_int("axis", 0);
   for (int64_t d = 0; d < dirs; d++) {
-    RET(emit1a(c, "expand_dims", Ys[d], &a1, 1, &Ys[d]));
-    RET(emit1a(c, "expand_dims", Hs[d], &a0, 1, &Hs[d]));
-    if (k == CELL_LSTM) RET(emit1a(c, "expand_dims", Cs[d], &a0, 1, &Cs[d]));
+    NIMBLE_RETURN_IF_ERROR(emit1a(c, "expand_dims", Ys[d], &a1, 1, &Ys[d]));
+    NIMBLE_RETURN_IF_ERROR(emit1a(c, "expand_dims", Hs[d], &a0, 1, &Hs[d]));
+    if (k == CELL_LSTM) NIMBLE_RETURN_IF_ERROR(emit1a(c, "expand_dims", Cs[d], &a0, 1, &Cs[d]));
   }
   if (dirs == 2) {
-    RET(imp_emit(c, "concatenate", 2, Ys, &a1, 1, &Y));
-    RET(imp_emit(c, "concatenate", 2, Hs, &a0, 1, &Yh));
-    if (k == CELL_LSTM) RET(imp_emit(c, "concatenate", 2, Cs, &a0, 1, &Yc));
+    NIMBLE_RETURN_IF_ERROR(imp_emit(c, "concatenate", 2, Ys, &a1, 1, &Y));
+    NIMBLE_RETURN_IF_ERROR(imp_emit(c, "concatenate", 2, Hs, &a0, 1, &Yh));
+    if (k == CELL_LSTM) NIMBLE_RETURN_IF_ERROR(imp_emit(c, "concatenate", 2, Cs, &a0, 1, &Yc));
   } else {
     Y = Ys[0];
     Yh = Hs[0];
@@ -443,13 +443,13 @@ static nimble_status_t convert_rnn(imp_ctx *c, const nimble_onnx_node *n, cell_k
   if (layout) {
     int64_t py[4] = {2, 0, 1, 3}, ph[3] = {1, 0, 2};
     nimble_named_attr_t ay = imp_attr_ints("axes", py, 4), ah = imp_attr_ints("axes", ph, 3);
-    RET(emit1a(c, "transpose", Y, &ay, 1, &Y));
-    RET(emit1a(c, "transpose", Yh, &ah, 1, &Yh));
-    if (Yc) RET(emit1a(c, "transpose", Yc, &ah, 1, &Yc));
+    NIMBLE_RETURN_IF_ERROR(emit1a(c, "transpose", Y, &ay, 1, &Y));
+    NIMBLE_RETURN_IF_ERROR(emit1a(c, "transpose", Yh, &ah, 1, &Yh));
+    if (Yc) NIMBLE_RETURN_IF_ERROR(emit1a(c, "transpose", Yc, &ah, 1, &Yc));
   }
-  RET(imp_define(c, n, 0, Y));
-  RET(imp_define(c, n, 1, Yh));
-  if (k == CELL_LSTM) RET(imp_define(c, n, 2, Yc));
+  NIMBLE_RETURN_IF_ERROR(imp_define(c, n, 0, Y));
+  NIMBLE_RETURN_IF_ERROR(imp_define(c, n, 1, Yh));
+  if (k == CELL_LSTM) NIMBLE_RETURN_IF_ERROR(imp_define(c, n, 2, Yc));
   return nimble_ok();
 }
 

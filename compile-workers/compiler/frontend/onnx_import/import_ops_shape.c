@@ -8,7 +8,6 @@
 
 #include "import_internal.h"
 
-#define RET NIMBLE_RETURN_IF_ERROR
 
 static nimble_status_t get_int(const nimble_onnx_node *n, const char *name, int64_t dflt, int64_t *out) {
   return nimble_onnx_node_get_int(n, name, dflt, out);
@@ -26,7 +25,7 @@ static bool all_const(imp_ctx *c, const nimble_dim_t *k, size_t n, int64_t *vals
 /* Gives `v` tracked elements. */
 static nimble_status_t set_known(imp_ctx *c, imp_val *v, const nimble_dim_t *k, size_t n) {
   nimble_dim_t *copy = nimble_arena_calloc(c->arena, n ? n : 1, sizeof *copy);
-  if (!copy) return imp_oom();
+  if (!copy) return NIMBLE_OOM_IN("importing");
   for (size_t i = 0; i < n; i++) copy[i] = imp_resolve(c, k[i]);
   v->known = copy;
   v->nknown = n;
@@ -51,7 +50,7 @@ static nimble_status_t fold_known(imp_ctx *c, nimble_dtype_t dtype, bool scalar,
 
 static nimble_status_t cv_identity(imp_ctx *c, const nimble_onnx_node *n) {
   imp_val *x;
-  RET(imp_input(c, n, 0, &x));
+  NIMBLE_RETURN_IF_ERROR(imp_input(c, n, 0, &x));
   if (!x) return imp_err(NIMBLE_INVALID_ARGUMENT, "input 0 is required");
   return imp_define(c, n, 0, x);
 }
@@ -61,23 +60,23 @@ static nimble_status_t cv_constant(imp_ctx *c, const nimble_onnx_node *n) {
     return imp_err(NIMBLE_UNIMPLEMENTED, "only dense constants are supported (sparse_value is not)");
   const nimble_onnx_tensor_t *t = n->constant;
   nimble_dtype_t dt;
-  RET(imp_dtype(t->dtype, &dt));
+  NIMBLE_RETURN_IF_ERROR(imp_dtype(t->dtype, &dt));
   uint64_t bytes;
   if (__builtin_mul_overflow(t->count, (uint64_t)nimble_dtype_size(dt), &bytes) || t->size != bytes)
     return imp_err(NIMBLE_DATA_LOSS, "value has %zu bytes for %" PRIu64 " elements", t->size, t->count);
   static const uint8_t empty[8];
   imp_val *v;
-  RET(imp_const(c, dt, t->rank, t->dims, t->data ? t->data : empty, &v));
+  NIMBLE_RETURN_IF_ERROR(imp_const(c, dt, t->rank, t->dims, t->data ? t->data : empty, &v));
   return imp_define(c, n, 0, v);
 }
 
 static nimble_status_t cv_shape(imp_ctx *c, const nimble_onnx_node *n) {
   imp_val *x, *r;
-  RET(imp_input_req(c, n, 0, &x));
+  NIMBLE_RETURN_IF_ERROR(imp_input_req(c, n, 0, &x));
   int64_t start, end;
   int64_t rank = (int64_t)x->sig.rank;
-  RET(get_int(n, "start", 0, &start));
-  RET(get_int(n, "end", rank, &end));
+  NIMBLE_RETURN_IF_ERROR(get_int(n, "start", 0, &start));
+  NIMBLE_RETURN_IF_ERROR(get_int(n, "end", rank, &end));
   if (start < 0) start += rank;
   if (end < 0) end += rank;
   if (start < 0) start = 0;
@@ -86,26 +85,26 @@ static nimble_status_t cv_shape(imp_ctx *c, const nimble_onnx_node *n) {
   nimble_dim_t k[NIMBLE_MAX_RANK];
   size_t cnt = 0;
   for (int64_t i = start; i < end; i++) k[cnt++] = imp_resolve(c, x->sig.dims[i]);
-  RET(fold_known(c, NIMBLE_DTYPE_INT64, false, k, cnt, &r));
+  NIMBLE_RETURN_IF_ERROR(fold_known(c, NIMBLE_DTYPE_INT64, false, k, cnt, &r));
   if (r) return imp_define(c, n, 0, r);
-  RET(imp_emit(c, "shape_of", 1, &x, NULL, 0, &r));
+  NIMBLE_RETURN_IF_ERROR(imp_emit(c, "shape_of", 1, &x, NULL, 0, &r));
   if (start != 0 || end != rank) {
     imp_val *args[3], *b, *e;
-    RET(imp_const_i64(c, 1, &start, false, &b));
-    RET(imp_const_i64(c, 1, &end, false, &e));
+    NIMBLE_RETURN_IF_ERROR(imp_const_i64(c, 1, &start, false, &b));
+    NIMBLE_RETURN_IF_ERROR(imp_const_i64(c, 1, &end, false, &e));
     nimble_named_attr_t at[2] = {imp_attr_ints("begin", &start, 1), imp_attr_ints("end", &end, 1)};
     args[0] = r;
     (void)b;
     (void)e;
-    RET(imp_emit(c, "strided_slice", 1, args, at, 2, &r));
+    NIMBLE_RETURN_IF_ERROR(imp_emit(c, "strided_slice", 1, args, at, 2, &r));
   }
-  RET(set_known(c, r, k, cnt));
+  NIMBLE_RETURN_IF_ERROR(set_known(c, r, k, cnt));
   return imp_define(c, n, 0, r);
 }
 
 static nimble_status_t cv_size(imp_ctx *c, const nimble_onnx_node *n) {
   imp_val *x, *r;
-  RET(imp_input_req(c, n, 0, &x));
+  NIMBLE_RETURN_IF_ERROR(imp_input_req(c, n, 0, &x));
   int64_t total = 1;
   bool known = true;
   for (size_t i = 0; i < x->sig.rank; i++) {
@@ -113,21 +112,21 @@ static nimble_status_t cv_size(imp_ctx *c, const nimble_onnx_node *n) {
     if (d.kind != NIMBLE_DIM_CONST || __builtin_mul_overflow(total, d.value, &total)) known = false;
   }
   if (known) {
-    RET(imp_const_i64(c, 1, &total, true, &r));
+    NIMBLE_RETURN_IF_ERROR(imp_const_i64(c, 1, &total, true, &r));
     return imp_define(c, n, 0, r);
   }
-  RET(imp_emit(c, "shape_of", 1, &x, NULL, 0, &r));
+  NIMBLE_RETURN_IF_ERROR(imp_emit(c, "shape_of", 1, &x, NULL, 0, &r));
   nimble_named_attr_t at[2] = {imp_attr_ints("axes", NULL, 0), imp_attr_int("keepdims", 0)};
-  RET(imp_emit(c, "prod", 1, &r, at, 2, &r));
+  NIMBLE_RETURN_IF_ERROR(imp_emit(c, "prod", 1, &r, at, 2, &r));
   return imp_define(c, n, 0, r);
 }
 
 static nimble_status_t cv_gather(imp_ctx *c, const nimble_onnx_node *n) {
   imp_val *x, *idx, *r;
-  RET(imp_input_req(c, n, 0, &x));
-  RET(imp_input_req(c, n, 1, &idx));
+  NIMBLE_RETURN_IF_ERROR(imp_input_req(c, n, 0, &x));
+  NIMBLE_RETURN_IF_ERROR(imp_input_req(c, n, 1, &idx));
   int64_t axis;
-  RET(get_int(n, "axis", 0, &axis));
+  NIMBLE_RETURN_IF_ERROR(get_int(n, "axis", 0, &axis));
   int64_t iv[IMP_MAX_KNOWN];
   size_t ni;
   if (x->known && x->sig.rank == 1 && (axis == 0 || axis == -1) && idx->sig.rank <= 1 &&
@@ -143,18 +142,18 @@ static nimble_status_t cv_gather(imp_ctx *c, const nimble_onnx_node *n) {
       k[i] = x->known[j];
     }
     if (ok) {
-      RET(fold_known(c, x->sig.dtype, idx->sig.rank == 0, k, ni, &r));
+      NIMBLE_RETURN_IF_ERROR(fold_known(c, x->sig.dtype, idx->sig.rank == 0, k, ni, &r));
       if (r) return imp_define(c, n, 0, r);
       nimble_named_attr_t a = imp_attr_int("axis", axis);
       imp_val *args[2] = {x, idx};
-      RET(imp_emit(c, "take", 2, args, &a, 1, &r));
-      RET(set_known(c, r, k, ni));
+      NIMBLE_RETURN_IF_ERROR(imp_emit(c, "take", 2, args, &a, 1, &r));
+      NIMBLE_RETURN_IF_ERROR(set_known(c, r, k, ni));
       return imp_define(c, n, 0, r);
     }
   }
   nimble_named_attr_t a = imp_attr_int("axis", axis);
   imp_val *args[2] = {x, idx};
-  RET(imp_emit(c, "take", 2, args, &a, 1, &r));
+  NIMBLE_RETURN_IF_ERROR(imp_emit(c, "take", 2, args, &a, 1, &r));
   return imp_define(c, n, 0, r);
 }
 
@@ -165,14 +164,14 @@ static nimble_status_t axes_of(imp_ctx *c, const nimble_onnx_node *n, int64_t in
   *given = false;
   if (n->opset < input_from_opset) {
     const int64_t *v;
-    RET(nimble_onnx_node_get_ints(n, "axes", &v, na));
+    NIMBLE_RETURN_IF_ERROR(nimble_onnx_node_get_ints(n, "axes", &v, na));
     if (*na > NIMBLE_MAX_RANK) return imp_err(NIMBLE_INVALID_ARGUMENT, "attribute 'axes' has %zu values", *na);
     if (*na) memcpy(axes, v, *na * sizeof *axes);
     *given = nimble_onnx_node_attr(n, "axes") != NULL;
     return nimble_ok();
   }
   imp_val *a;
-  RET(imp_input(c, n, input, &a));
+  NIMBLE_RETURN_IF_ERROR(imp_input(c, n, input, &a));
   if (!a) return nimble_ok();
   if (!imp_const_ints(a, axes, NIMBLE_MAX_RANK, na))
     return imp_err(NIMBLE_UNIMPLEMENTED, "input 'axes' must be a constant");
@@ -185,7 +184,7 @@ static nimble_status_t axes_of(imp_ctx *c, const nimble_onnx_node *n, int64_t in
 static nimble_status_t runtime_input(imp_ctx *c, const nimble_onnx_node *n, size_t input, imp_val **out) {
   int64_t v[IMP_MAX_KNOWN];
   size_t cnt;
-  RET(imp_input(c, n, input, out));
+  NIMBLE_RETURN_IF_ERROR(imp_input(c, n, input, out));
   if (*out && imp_const_ints(*out, v, IMP_MAX_KNOWN, &cnt)) *out = NULL;
   if (*out && !(*out)->has_sig) return imp_err(NIMBLE_INVALID_ARGUMENT, "input %zu has no known type", input);
   return nimble_ok();
@@ -194,7 +193,7 @@ static nimble_status_t runtime_input(imp_ctx *c, const nimble_onnx_node *n, size
 /* op(x, t) for a run-time tensor t (dyn_expand_dims, dyn_squeeze, ...). */
 static nimble_status_t emit_dyn(imp_ctx *c, const nimble_onnx_node *n, const char *op, imp_val *x, imp_val *t) {
   imp_val *args[2] = {x, t}, *r;
-  RET(imp_emit(c, op, 2, args, NULL, 0, &r));
+  NIMBLE_RETURN_IF_ERROR(imp_emit(c, op, 2, args, NULL, 0, &r));
   return imp_define(c, n, 0, r);
 }
 
@@ -205,13 +204,13 @@ static int cmp_i64(const void *a, const void *b) {
 
 static nimble_status_t cv_unsqueeze(imp_ctx *c, const nimble_onnx_node *n) {
   imp_val *x, *r, *rt = NULL;
-  RET(imp_input_req(c, n, 0, &x));
-  if (n->opset >= 13) RET(runtime_input(c, n, 1, &rt));
+  NIMBLE_RETURN_IF_ERROR(imp_input_req(c, n, 0, &x));
+  if (n->opset >= 13) NIMBLE_RETURN_IF_ERROR(runtime_input(c, n, 1, &rt));
   if (rt) return emit_dyn(c, n, "dyn_expand_dims", x, rt);
   int64_t axes[NIMBLE_MAX_RANK];
   size_t na;
   bool given;
-  RET(axes_of(c, n, 13, 1, axes, &na, &given));
+  NIMBLE_RETURN_IF_ERROR(axes_of(c, n, 13, 1, axes, &na, &given));
   if (!na) return imp_err(NIMBLE_INVALID_ARGUMENT, "needs axes");
   int64_t out_rank = (int64_t)(x->sig.rank + na);
   if (out_rank > NIMBLE_MAX_RANK) return imp_err(NIMBLE_OUT_OF_RANGE, "result rank %" PRId64 " exceeds %d", out_rank, NIMBLE_MAX_RANK);
@@ -224,40 +223,40 @@ static nimble_status_t cv_unsqueeze(imp_ctx *c, const nimble_onnx_node *n) {
   for (size_t i = 1; i < na; i++)
     if (axes[i] == axes[i - 1]) return imp_err(NIMBLE_INVALID_ARGUMENT, "axis %" PRId64 " repeats", axes[i]);
   if (x->known && x->sig.rank == 0) {
-    RET(fold_known(c, x->sig.dtype, false, x->known, x->nknown, &r));
+    NIMBLE_RETURN_IF_ERROR(fold_known(c, x->sig.dtype, false, x->known, x->nknown, &r));
     if (r && na == 1) return imp_define(c, n, 0, r);
   }
   r = x;
   for (size_t i = 0; i < na; i++) {
     nimble_named_attr_t a = imp_attr_int("axis", axes[i]);
-    RET(imp_emit(c, "expand_dims", 1, &r, &a, 1, &r));
+    NIMBLE_RETURN_IF_ERROR(imp_emit(c, "expand_dims", 1, &r, &a, 1, &r));
   }
-  if (x->known && x->sig.rank + na == 1) RET(set_known(c, r, x->known, x->nknown));
+  if (x->known && x->sig.rank + na == 1) NIMBLE_RETURN_IF_ERROR(set_known(c, r, x->known, x->nknown));
   return imp_define(c, n, 0, r);
 }
 
 static nimble_status_t cv_squeeze(imp_ctx *c, const nimble_onnx_node *n) {
   imp_val *x, *r, *rt = NULL;
-  RET(imp_input_req(c, n, 0, &x));
-  if (n->opset >= 13) RET(runtime_input(c, n, 1, &rt));
+  NIMBLE_RETURN_IF_ERROR(imp_input_req(c, n, 0, &x));
+  if (n->opset >= 13) NIMBLE_RETURN_IF_ERROR(runtime_input(c, n, 1, &rt));
   if (rt) return emit_dyn(c, n, "dyn_squeeze", x, rt);
   int64_t axes[NIMBLE_MAX_RANK];
   size_t na;
   bool given;
-  RET(axes_of(c, n, 13, 1, axes, &na, &given));
+  NIMBLE_RETURN_IF_ERROR(axes_of(c, n, 13, 1, axes, &na, &given));
   if (x->known && x->sig.rank == 1 && x->nknown == 1) {
-    RET(fold_known(c, x->sig.dtype, true, x->known, 1, &r));
+    NIMBLE_RETURN_IF_ERROR(fold_known(c, x->sig.dtype, true, x->known, 1, &r));
     if (r) return imp_define(c, n, 0, r);
   }
   nimble_named_attr_t a = imp_attr_ints("axes", axes, na);
-  RET(imp_emit(c, "squeeze", 1, &x, &a, 1, &r));
-  if (x->known && r->has_sig && r->sig.rank <= 1) RET(set_known(c, r, x->known, x->nknown));
+  NIMBLE_RETURN_IF_ERROR(imp_emit(c, "squeeze", 1, &x, &a, 1, &r));
+  if (x->known && r->has_sig && r->sig.rank <= 1) NIMBLE_RETURN_IF_ERROR(set_known(c, r, x->known, x->nknown));
   return imp_define(c, n, 0, r);
 }
 
 static nimble_status_t cv_concat(imp_ctx *c, const nimble_onnx_node *n) {
   int64_t axis;
-  RET(nimble_onnx_node_require_int(n, "axis", &axis));
+  NIMBLE_RETURN_IF_ERROR(nimble_onnx_node_require_int(n, "axis", &axis));
   imp_val *args[64], *r;
   size_t na = 0;
   bool known = true;
@@ -265,7 +264,7 @@ static nimble_status_t cv_concat(imp_ctx *c, const nimble_onnx_node *n) {
   size_t nk = 0;
   for (size_t i = 0; i < n->n_inputs; i++) {
     imp_val *v;
-    RET(imp_input(c, n, i, &v));
+    NIMBLE_RETURN_IF_ERROR(imp_input(c, n, i, &v));
     if (!v) continue;
     if (!v->has_sig) return imp_err(NIMBLE_INVALID_ARGUMENT, "input %zu has no known type", i);
     if (na == 64) return imp_err(NIMBLE_OUT_OF_RANGE, "more than 64 inputs");
@@ -278,12 +277,12 @@ static nimble_status_t cv_concat(imp_ctx *c, const nimble_onnx_node *n) {
   }
   if (!na) return imp_err(NIMBLE_INVALID_ARGUMENT, "needs at least one input");
   if (known) {
-    RET(fold_known(c, args[0]->sig.dtype, false, k, nk, &r));
+    NIMBLE_RETURN_IF_ERROR(fold_known(c, args[0]->sig.dtype, false, k, nk, &r));
     if (r) return imp_define(c, n, 0, r);
   }
   nimble_named_attr_t a = imp_attr_int("axis", axis);
-  RET(imp_emit(c, "concatenate", na, args, &a, 1, &r));
-  if (known) RET(set_known(c, r, k, nk));
+  NIMBLE_RETURN_IF_ERROR(imp_emit(c, "concatenate", na, args, &a, 1, &r));
+  if (known) NIMBLE_RETURN_IF_ERROR(set_known(c, r, k, nk));
   return imp_define(c, n, 0, r);
 }
 
@@ -293,21 +292,21 @@ static nimble_status_t cv_concat(imp_ctx *c, const nimble_onnx_node *n) {
  * `dyn_reshape`. */
 static nimble_status_t cv_reshape(imp_ctx *c, const nimble_onnx_node *n) {
   imp_val *x, *shape, *r;
-  RET(imp_input_req(c, n, 0, &x));
+  NIMBLE_RETURN_IF_ERROR(imp_input_req(c, n, 0, &x));
   int64_t allowzero;
-  RET(get_int(n, "allowzero", 0, &allowzero));
+  NIMBLE_RETURN_IF_ERROR(get_int(n, "allowzero", 0, &allowzero));
   int64_t spec[NIMBLE_MAX_RANK];
   size_t ns;
   if (n->opset < 5) {
     const int64_t *v;
-    RET(nimble_onnx_node_get_ints(n, "shape", &v, &ns));
+    NIMBLE_RETURN_IF_ERROR(nimble_onnx_node_get_ints(n, "shape", &v, &ns));
     if (ns > NIMBLE_MAX_RANK) return imp_err(NIMBLE_OUT_OF_RANGE, "shape has %zu dims", ns);
     if (ns) memcpy(spec, v, ns * sizeof *spec); /* no attribute: v is NULL (found by the fuzzer) */
     nimble_named_attr_t a = imp_attr_ints("newshape", spec, ns);
-    RET(imp_emit(c, "reshape", 1, &x, &a, 1, &r));
+    NIMBLE_RETURN_IF_ERROR(imp_emit(c, "reshape", 1, &x, &a, 1, &r));
     return imp_define(c, n, 0, r);
   }
-  RET(imp_input_req(c, n, 1, &shape));
+  NIMBLE_RETURN_IF_ERROR(imp_input_req(c, n, 1, &shape));
   if (shape->known && shape->nknown <= NIMBLE_MAX_RANK) {
     ns = shape->nknown;
     bool ok = true, used_infer = false;
@@ -332,75 +331,75 @@ static nimble_status_t cv_reshape(imp_ctx *c, const nimble_onnx_node *n) {
     }
     if (ok) {
       nimble_named_attr_t a = imp_attr_ints("newshape", spec, ns);
-      RET(imp_emit(c, "reshape", 1, &x, &a, 1, &r));
+      NIMBLE_RETURN_IF_ERROR(imp_emit(c, "reshape", 1, &x, &a, 1, &r));
       return imp_define(c, n, 0, r);
     }
   }
   if (allowzero) return imp_err(NIMBLE_UNIMPLEMENTED, "allowzero=1 with a run-time shape is not supported");
   imp_val *args[2] = {x, shape};
-  RET(imp_emit(c, "dyn_reshape", 2, args, NULL, 0, &r));
+  NIMBLE_RETURN_IF_ERROR(imp_emit(c, "dyn_reshape", 2, args, NULL, 0, &r));
   return imp_define(c, n, 0, r);
 }
 
 static nimble_status_t cv_flatten(imp_ctx *c, const nimble_onnx_node *n) {
   imp_val *x, *r;
-  RET(imp_input_req(c, n, 0, &x));
+  NIMBLE_RETURN_IF_ERROR(imp_input_req(c, n, 0, &x));
   int64_t axis;
-  RET(get_int(n, "axis", 1, &axis));
+  NIMBLE_RETURN_IF_ERROR(get_int(n, "axis", 1, &axis));
   if (axis < 0) axis += (int64_t)x->sig.rank;
   if (axis < 0 || axis > (int64_t)x->sig.rank)
     return imp_err(NIMBLE_INVALID_ARGUMENT, "axis out of range for rank %zu", x->sig.rank);
   nimble_named_attr_t a = imp_attr_int("axis", axis);
-  RET(imp_emit(c, "flatten", 1, &x, &a, 1, &r));
+  NIMBLE_RETURN_IF_ERROR(imp_emit(c, "flatten", 1, &x, &a, 1, &r));
   return imp_define(c, n, 0, r);
 }
 
 static nimble_status_t cv_transpose(imp_ctx *c, const nimble_onnx_node *n) {
   imp_val *x, *r;
-  RET(imp_input_req(c, n, 0, &x));
+  NIMBLE_RETURN_IF_ERROR(imp_input_req(c, n, 0, &x));
   const int64_t *perm;
   size_t np;
-  RET(nimble_onnx_node_get_ints(n, "perm", &perm, &np));
+  NIMBLE_RETURN_IF_ERROR(nimble_onnx_node_get_ints(n, "perm", &perm, &np));
   nimble_named_attr_t a = imp_attr_ints("axes", perm, np);
-  RET(imp_emit(c, "transpose", 1, &x, &a, 1, &r));
+  NIMBLE_RETURN_IF_ERROR(imp_emit(c, "transpose", 1, &x, &a, 1, &r));
   return imp_define(c, n, 0, r);
 }
 
 static nimble_status_t cv_cast(imp_ctx *c, const nimble_onnx_node *n) {
   imp_val *x, *r;
-  RET(imp_input_req(c, n, 0, &x));
+  NIMBLE_RETURN_IF_ERROR(imp_input_req(c, n, 0, &x));
   int64_t to;
   nimble_dtype_t dt;
   if (strcmp(n->op_type, "CastLike") == 0) {
     imp_val *like;
-    RET(imp_input_req(c, n, 1, &like));
+    NIMBLE_RETURN_IF_ERROR(imp_input_req(c, n, 1, &like));
     dt = like->sig.dtype;
   } else {
-    RET(nimble_onnx_node_require_int(n, "to", &to));
-    RET(imp_dtype((int)to, &dt));
+    NIMBLE_RETURN_IF_ERROR(nimble_onnx_node_require_int(n, "to", &to));
+    NIMBLE_RETURN_IF_ERROR(imp_dtype((int)to, &dt));
   }
   if (x->known && nimble_dtype_is_int(dt)) {
-    RET(fold_known(c, dt, x->sig.rank == 0, x->known, x->nknown, &r));
+    NIMBLE_RETURN_IF_ERROR(fold_known(c, dt, x->sig.rank == 0, x->known, x->nknown, &r));
     if (r) return imp_define(c, n, 0, r);
   }
   nimble_named_attr_t a = imp_attr_str("dtype", nimble_dtype_name(dt));
-  RET(imp_emit(c, "cast", 1, &x, &a, 1, &r));
-  if (x->known && nimble_dtype_is_int(dt)) RET(set_known(c, r, x->known, x->nknown));
+  NIMBLE_RETURN_IF_ERROR(imp_emit(c, "cast", 1, &x, &a, 1, &r));
+  if (x->known && nimble_dtype_is_int(dt)) NIMBLE_RETURN_IF_ERROR(set_known(c, r, x->known, x->nknown));
   return imp_define(c, n, 0, r);
 }
 
 static nimble_status_t cv_constant_of_shape(imp_ctx *c, const nimble_onnx_node *n) {
   imp_val *shape, *r;
-  RET(imp_input_req(c, n, 0, &shape));
+  NIMBLE_RETURN_IF_ERROR(imp_input_req(c, n, 0, &shape));
   const nimble_onnx_tensor_t *t;
-  RET(nimble_onnx_node_get_tensor(n, "value", &t));
+  NIMBLE_RETURN_IF_ERROR(nimble_onnx_node_get_tensor(n, "value", &t));
   nimble_dtype_t dt = NIMBLE_DTYPE_FLOAT32;
   double value = 0;
   if (t) {
-    RET(imp_dtype(t->dtype, &dt));
+    NIMBLE_RETURN_IF_ERROR(imp_dtype(t->dtype, &dt));
     if (t->count != 1) return imp_err(NIMBLE_INVALID_ARGUMENT, "attribute 'value' must have one element");
     imp_val *tv;
-    RET(imp_const(c, dt, 0, NULL, t->data, &tv));
+    NIMBLE_RETURN_IF_ERROR(imp_const(c, dt, 0, NULL, t->data, &tv));
     if (!imp_const_double(tv, &value)) return imp_err(NIMBLE_INVALID_ARGUMENT, "attribute 'value' is unreadable");
   }
   int64_t dims[NIMBLE_MAX_RANK];
@@ -412,17 +411,17 @@ static nimble_status_t cv_constant_of_shape(imp_ctx *c, const nimble_onnx_node *
     for (int64_t i = 0; i < cnt; i++) vals[i] = (int64_t)value;
     nimble_dim_t k[IMP_MAX_KNOWN];
     for (int64_t i = 0; i < cnt; i++) k[i] = nimble_dim_const(vals[i]);
-    RET(fold_known(c, dt, shape->nknown == 0, k, (size_t)cnt, &r));
+    NIMBLE_RETURN_IF_ERROR(fold_known(c, dt, shape->nknown == 0, k, (size_t)cnt, &r));
     if (r) return imp_define(c, n, 0, r);
   }
   if (shape->known && shape->nknown <= NIMBLE_MAX_RANK && all_const(c, shape->known, shape->nknown, dims)) {
     nimble_named_attr_t at[3] = {imp_attr_ints("shape", dims, shape->nknown),
                                  imp_attr_str("dtype", nimble_dtype_name(dt)), imp_attr_float("fill_value", value)};
-    RET(imp_emit(c, "full", 0, NULL, at, 3, &r));
+    NIMBLE_RETURN_IF_ERROR(imp_emit(c, "full", 0, NULL, at, 3, &r));
     return imp_define(c, n, 0, r);
   }
   nimble_named_attr_t at[2] = {imp_attr_str("dtype", nimble_dtype_name(dt)), imp_attr_float("value", value)};
-  RET(imp_emit(c, "constant_of_shape", 1, &shape, at, 2, &r));
+  NIMBLE_RETURN_IF_ERROR(imp_emit(c, "constant_of_shape", 1, &shape, at, 2, &r));
   if (shape->known && r->has_sig && r->sig.rank == shape->nknown)
     for (size_t i = 0; i < shape->nknown; i++) r->sig.dims[i] = imp_resolve(c, shape->known[i]);
   return imp_define(c, n, 0, r);
@@ -430,7 +429,7 @@ static nimble_status_t cv_constant_of_shape(imp_ctx *c, const nimble_onnx_node *
 
 static nimble_status_t cv_range(imp_ctx *c, const nimble_onnx_node *n) {
   imp_val *a[3], *r;
-  for (size_t i = 0; i < 3; i++) RET(imp_input_req(c, n, i, &a[i]));
+  for (size_t i = 0; i < 3; i++) NIMBLE_RETURN_IF_ERROR(imp_input_req(c, n, i, &a[i]));
   int64_t v[3];
   size_t cnt;
   bool consts = nimble_dtype_is_int(a[0]->sig.dtype);
@@ -443,34 +442,34 @@ static nimble_status_t cv_range(imp_ctx *c, const nimble_onnx_node *n) {
     if (step < 0 && span < 0 && span != INT64_MIN) len = (-span) / (-step) + ((-span) % (-step) != 0);
     if (len <= 4096 && a[0]->sig.dtype == NIMBLE_DTYPE_INT64) {
       int64_t *vals = nimble_arena_calloc(c->arena, len ? (size_t)len : 1, sizeof *vals);
-      if (!vals) return imp_oom();
+      if (!vals) return NIMBLE_OOM_IN("importing");
       for (int64_t i = 0; i < len; i++) vals[i] = v[0] + i * v[2];
-      RET(imp_const_i64(c, (size_t)len, vals, false, &r));
+      NIMBLE_RETURN_IF_ERROR(imp_const_i64(c, (size_t)len, vals, false, &r));
       return imp_define(c, n, 0, r);
     }
   }
-  RET(imp_emit(c, "arange", 3, a, NULL, 0, &r));
+  NIMBLE_RETURN_IF_ERROR(imp_emit(c, "arange", 3, a, NULL, 0, &r));
   return imp_define(c, n, 0, r);
 }
 
 static nimble_status_t cv_expand(imp_ctx *c, const nimble_onnx_node *n) {
   imp_val *x, *shape, *r;
-  RET(imp_input_req(c, n, 0, &x));
-  RET(imp_input_req(c, n, 1, &shape));
+  NIMBLE_RETURN_IF_ERROR(imp_input_req(c, n, 0, &x));
+  NIMBLE_RETURN_IF_ERROR(imp_input_req(c, n, 1, &shape));
   int64_t dims[NIMBLE_MAX_RANK];
   if (shape->known && shape->nknown <= NIMBLE_MAX_RANK && all_const(c, shape->known, shape->nknown, dims)) {
     nimble_named_attr_t a = imp_attr_ints("shape", dims, shape->nknown);
-    RET(imp_emit(c, "broadcast_to", 1, &x, &a, 1, &r));
+    NIMBLE_RETURN_IF_ERROR(imp_emit(c, "broadcast_to", 1, &x, &a, 1, &r));
     return imp_define(c, n, 0, r);
   }
   imp_val *args[2] = {x, shape};
-  RET(imp_emit(c, "expand", 2, args, NULL, 0, &r));
+  NIMBLE_RETURN_IF_ERROR(imp_emit(c, "expand", 2, args, NULL, 0, &r));
   return imp_define(c, n, 0, r);
 }
 
 static nimble_status_t cv_slice(imp_ctx *c, const nimble_onnx_node *n) {
   imp_val *x, *r;
-  RET(imp_input_req(c, n, 0, &x));
+  NIMBLE_RETURN_IF_ERROR(imp_input_req(c, n, 0, &x));
   int64_t b[NIMBLE_MAX_RANK], e[NIMBLE_MAX_RANK], ax[NIMBLE_MAX_RANK], st[NIMBLE_MAX_RANK];
   size_t nb = 0, ne = 0, na = 0, nst = 0;
   bool consts = true;
@@ -480,17 +479,17 @@ static nimble_status_t cv_slice(imp_ctx *c, const nimble_onnx_node *n) {
     /* Slice-1 requires both (fuzz: a model without them sliced nothing). */
     if (!nimble_onnx_node_attr(n, "starts") || !nimble_onnx_node_attr(n, "ends"))
       return imp_err(NIMBLE_INVALID_ARGUMENT, "attributes 'starts' and 'ends' are required before opset 10");
-    RET(nimble_onnx_node_get_ints(n, "starts", &v, &nb));
+    NIMBLE_RETURN_IF_ERROR(nimble_onnx_node_get_ints(n, "starts", &v, &nb));
     if (nb > NIMBLE_MAX_RANK) return imp_err(NIMBLE_OUT_OF_RANGE, "too many starts");
     if (nb) memcpy(b, v, nb * sizeof *b); /* v is NULL when absent */
-    RET(nimble_onnx_node_get_ints(n, "ends", &v, &ne));
+    NIMBLE_RETURN_IF_ERROR(nimble_onnx_node_get_ints(n, "ends", &v, &ne));
     if (ne > NIMBLE_MAX_RANK) return imp_err(NIMBLE_OUT_OF_RANGE, "too many ends");
     if (ne) memcpy(e, v, ne * sizeof *e);
-    RET(nimble_onnx_node_get_ints(n, "axes", &v, &na));
+    NIMBLE_RETURN_IF_ERROR(nimble_onnx_node_get_ints(n, "axes", &v, &na));
     if (na > NIMBLE_MAX_RANK) return imp_err(NIMBLE_OUT_OF_RANGE, "too many axes");
     if (na) memcpy(ax, v, na * sizeof *ax);
   } else {
-    for (size_t i = 1; i < 5; i++) RET(imp_input(c, n, i, &in[i]));
+    for (size_t i = 1; i < 5; i++) NIMBLE_RETURN_IF_ERROR(imp_input(c, n, i, &in[i]));
     if (!in[1] || !in[2]) return imp_err(NIMBLE_INVALID_ARGUMENT, "inputs 'starts' and 'ends' are required");
     consts = imp_const_ints(in[1], b, NIMBLE_MAX_RANK, &nb) && imp_const_ints(in[2], e, NIMBLE_MAX_RANK, &ne) &&
              (!in[3] || imp_const_ints(in[3], ax, NIMBLE_MAX_RANK, &na)) &&
@@ -526,17 +525,17 @@ static nimble_status_t cv_slice(imp_ctx *c, const nimble_onnx_node *n) {
           i += step;
         }
       }
-      RET(fold_known(c, x->sig.dtype, false, k, nk, &r));
+      NIMBLE_RETURN_IF_ERROR(fold_known(c, x->sig.dtype, false, k, nk, &r));
       if (r) return imp_define(c, n, 0, r);
       nimble_named_attr_t at[4] = {imp_attr_ints("begin", b, nb), imp_attr_ints("end", e, ne),
                                    imp_attr_ints("strides", st, nst), imp_attr_ints("axes", ax, na)};
-      RET(imp_emit(c, "strided_slice", 1, &x, at, 4, &r));
-      RET(set_known(c, r, k, nk));
+      NIMBLE_RETURN_IF_ERROR(imp_emit(c, "strided_slice", 1, &x, at, 4, &r));
+      NIMBLE_RETURN_IF_ERROR(set_known(c, r, k, nk));
       return imp_define(c, n, 0, r);
     }
     nimble_named_attr_t at[4] = {imp_attr_ints("begin", b, nb), imp_attr_ints("end", e, ne),
                                  imp_attr_ints("strides", st, nst), imp_attr_ints("axes", ax, na)};
-    RET(imp_emit(c, "strided_slice", 1, &x, at, 4, &r));
+    NIMBLE_RETURN_IF_ERROR(imp_emit(c, "strided_slice", 1, &x, at, 4, &r));
     return imp_define(c, n, 0, r);
   }
   /* Run-time bounds: dyn_strided_slice takes begin, end, strides, axes. */
@@ -550,37 +549,37 @@ static nimble_status_t cv_slice(imp_ctx *c, const nimble_onnx_node *n) {
       return imp_err(NIMBLE_UNIMPLEMENTED, "run-time starts of unknown length with axes but no steps");
     int64_t ones[NIMBLE_MAX_RANK];
     for (int64_t i = 0; i < len.value; i++) ones[i] = 1;
-    RET(imp_const_i64(c, (size_t)len.value, ones, false, &args[3]));
+    NIMBLE_RETURN_IF_ERROR(imp_const_i64(c, (size_t)len.value, ones, false, &args[3]));
   }
-  RET(imp_emit(c, "dyn_strided_slice", nargs, args, NULL, 0, &r));
+  NIMBLE_RETURN_IF_ERROR(imp_emit(c, "dyn_strided_slice", nargs, args, NULL, 0, &r));
   return imp_define(c, n, 0, r);
 }
 
 static nimble_status_t cv_split(imp_ctx *c, const nimble_onnx_node *n) {
   imp_val *x, *outs[NIMBLE_MAX_OUTPUTS];
-  RET(imp_input_req(c, n, 0, &x));
+  NIMBLE_RETURN_IF_ERROR(imp_input_req(c, n, 0, &x));
   int64_t axis;
-  RET(get_int(n, "axis", 0, &axis));
+  NIMBLE_RETURN_IF_ERROR(get_int(n, "axis", 0, &axis));
   int64_t sizes[NIMBLE_MAX_OUTPUTS];
   size_t ns = 0;
   if (n->opset < 13) {
     const int64_t *v;
-    RET(nimble_onnx_node_get_ints(n, "split", &v, &ns));
+    NIMBLE_RETURN_IF_ERROR(nimble_onnx_node_get_ints(n, "split", &v, &ns));
     if (ns > NIMBLE_MAX_OUTPUTS) return imp_err(NIMBLE_OUT_OF_RANGE, "too many parts");
     if (ns) memcpy(sizes, v, ns * sizeof *sizes);
   } else {
     imp_val *s;
-    RET(imp_input(c, n, 1, &s));
+    NIMBLE_RETURN_IF_ERROR(imp_input(c, n, 1, &s));
     if (s && !imp_const_ints(s, sizes, NIMBLE_MAX_OUTPUTS, &ns)) {
       /* Sizes known only at run time; their count is the outputs'. */
       if (!s->has_sig) return imp_err(NIMBLE_INVALID_ARGUMENT, "input 'split' has no known type");
       imp_val *args[2] = {x, s};
       nimble_named_attr_t aa = imp_attr_int("axis", axis);
       size_t nout;
-      RET(imp_emit_multi(c, "dyn_split", 2, args, &aa, 1, outs, &nout));
+      NIMBLE_RETURN_IF_ERROR(imp_emit_multi(c, "dyn_split", 2, args, &aa, 1, outs, &nout));
       if (nout != n->n_outputs)
         return imp_err(NIMBLE_INVALID_ARGUMENT, "%zu split sizes for %zu outputs", nout, n->n_outputs);
-      for (size_t i = 0; i < nout; i++) RET(imp_define(c, n, i, outs[i]));
+      for (size_t i = 0; i < nout; i++) NIMBLE_RETURN_IF_ERROR(imp_define(c, n, i, outs[i]));
       return nimble_ok();
     }
   }
@@ -589,89 +588,89 @@ static nimble_status_t cv_split(imp_ctx *c, const nimble_onnx_node *n) {
   nimble_named_attr_t at[2] = {imp_attr_int("axis", axis),
                                ns ? imp_attr_ints("sizes", sizes, ns) : imp_attr_int("sections", (int64_t)n->n_outputs)};
   size_t nout;
-  RET(imp_emit_multi(c, "split", 1, &x, at, 2, outs, &nout));
-  for (size_t i = 0; i < nout && i < n->n_outputs; i++) RET(imp_define(c, n, i, outs[i]));
+  NIMBLE_RETURN_IF_ERROR(imp_emit_multi(c, "split", 1, &x, at, 2, outs, &nout));
+  for (size_t i = 0; i < nout && i < n->n_outputs; i++) NIMBLE_RETURN_IF_ERROR(imp_define(c, n, i, outs[i]));
   return nimble_ok();
 }
 
 static nimble_status_t cv_tile(imp_ctx *c, const nimble_onnx_node *n) {
   imp_val *x, *reps, *r;
-  RET(imp_input_req(c, n, 0, &x));
-  RET(imp_input_req(c, n, 1, &reps));
+  NIMBLE_RETURN_IF_ERROR(imp_input_req(c, n, 0, &x));
+  NIMBLE_RETURN_IF_ERROR(imp_input_req(c, n, 1, &reps));
   int64_t v[NIMBLE_MAX_RANK];
   size_t nv;
   if (!imp_const_ints(reps, v, NIMBLE_MAX_RANK, &nv)) return emit_dyn(c, n, "dyn_tile", x, reps);
   nimble_named_attr_t a = imp_attr_ints("reps", v, nv);
-  RET(imp_emit(c, "tile", 1, &x, &a, 1, &r));
+  NIMBLE_RETURN_IF_ERROR(imp_emit(c, "tile", 1, &x, &a, 1, &r));
   return imp_define(c, n, 0, r);
 }
 
 static nimble_status_t cv_pad(imp_ctx *c, const nimble_onnx_node *n) {
   imp_val *x, *r;
-  RET(imp_input_req(c, n, 0, &x));
+  NIMBLE_RETURN_IF_ERROR(imp_input_req(c, n, 0, &x));
   const char *mode;
-  RET(nimble_onnx_node_get_string(n, "mode", "constant", &mode));
+  NIMBLE_RETURN_IF_ERROR(nimble_onnx_node_get_string(n, "mode", "constant", &mode));
   int64_t pads[2 * NIMBLE_MAX_RANK];
   size_t np = 0;
   double value = 0;
   if (n->opset < 11) {
     const int64_t *v;
-    RET(nimble_onnx_node_get_ints(n, n->opset < 2 ? "paddings" : "pads", &v, &np));
+    NIMBLE_RETURN_IF_ERROR(nimble_onnx_node_get_ints(n, n->opset < 2 ? "paddings" : "pads", &v, &np));
     if (np > 2 * NIMBLE_MAX_RANK) return imp_err(NIMBLE_OUT_OF_RANGE, "too many pads");
     if (np) memcpy(pads, v, np * sizeof *pads); /* an absent attribute is (NULL, 0) */
     float f;
-    RET(nimble_onnx_node_get_float(n, "value", 0.0f, &f));
+    NIMBLE_RETURN_IF_ERROR(nimble_onnx_node_get_float(n, "value", 0.0f, &f));
     value = f;
   } else {
     imp_val *p, *cv, *axes;
-    RET(imp_input_req(c, n, 1, &p));
-    RET(imp_input(c, n, 2, &cv));
-    RET(imp_input(c, n, 3, &axes));
+    NIMBLE_RETURN_IF_ERROR(imp_input_req(c, n, 1, &p));
+    NIMBLE_RETURN_IF_ERROR(imp_input(c, n, 2, &cv));
+    NIMBLE_RETURN_IF_ERROR(imp_input(c, n, 3, &axes));
     if (axes) return imp_err(NIMBLE_UNIMPLEMENTED, "input 'axes' is not supported");
     if (!imp_const_ints(p, pads, 2 * NIMBLE_MAX_RANK, &np) || (cv && !imp_const_double(cv, &value))) {
       /* Pads or value known only at run time. */
       imp_val *args[3] = {x, p, cv}, *r2;
-      if (cv && cv->has_sig && cv->sig.rank == 1) RET(imp_to_scalar(c, cv, &args[2]));
+      if (cv && cv->has_sig && cv->sig.rank == 1) NIMBLE_RETURN_IF_ERROR(imp_to_scalar(c, cv, &args[2]));
       nimble_named_attr_t ma = imp_attr_str("mode", mode);
-      RET(imp_emit(c, "dyn_pad", cv ? 3 : 2, args, &ma, 1, &r2));
+      NIMBLE_RETURN_IF_ERROR(imp_emit(c, "dyn_pad", cv ? 3 : 2, args, &ma, 1, &r2));
       return imp_define(c, n, 0, r2);
     }
   }
   if (np != 2 * x->sig.rank)
     return imp_err(NIMBLE_INVALID_ARGUMENT, "%zu pads for rank %zu", np, x->sig.rank);
   nimble_named_attr_t at[3] = {imp_attr_ints("pads", pads, np), imp_attr_float("value", value), imp_attr_str("mode", mode)};
-  RET(imp_emit(c, "pad", 1, &x, at, 3, &r));
+  NIMBLE_RETURN_IF_ERROR(imp_emit(c, "pad", 1, &x, at, 3, &r));
   return imp_define(c, n, 0, r);
 }
 
 static nimble_status_t cv_nonzero(imp_ctx *c, const nimble_onnx_node *n) {
   imp_val *x, *r;
-  RET(imp_input_req(c, n, 0, &x));
-  RET(imp_emit(c, "nonzero", 1, &x, NULL, 0, &r));
+  NIMBLE_RETURN_IF_ERROR(imp_input_req(c, n, 0, &x));
+  NIMBLE_RETURN_IF_ERROR(imp_emit(c, "nonzero", 1, &x, NULL, 0, &r));
   return imp_define(c, n, 0, r);
 }
 
 static nimble_status_t cv_gather_nd(imp_ctx *c, const nimble_onnx_node *n) {
   imp_val *a[2], *r;
-  RET(imp_input_req(c, n, 0, &a[0]));
-  RET(imp_input_req(c, n, 1, &a[1]));
+  NIMBLE_RETURN_IF_ERROR(imp_input_req(c, n, 0, &a[0]));
+  NIMBLE_RETURN_IF_ERROR(imp_input_req(c, n, 1, &a[1]));
   int64_t bd;
-  RET(get_int(n, "batch_dims", 0, &bd));
+  NIMBLE_RETURN_IF_ERROR(get_int(n, "batch_dims", 0, &bd));
   nimble_named_attr_t at = imp_attr_int("batch_dims", bd);
-  RET(imp_emit(c, "gather_nd", 2, a, &at, 1, &r));
+  NIMBLE_RETURN_IF_ERROR(imp_emit(c, "gather_nd", 2, a, &at, 1, &r));
   return imp_define(c, n, 0, r);
 }
 
 static nimble_status_t cv_topk(imp_ctx *c, const nimble_onnx_node *n) {
   imp_val *x, *k = NULL, *outs[2];
-  RET(imp_input_req(c, n, 0, &x));
+  NIMBLE_RETURN_IF_ERROR(imp_input_req(c, n, 0, &x));
   int64_t axis, largest, sorted, kk = -1;
-  RET(get_int(n, "axis", -1, &axis));
-  RET(get_int(n, "largest", 1, &largest));
-  RET(get_int(n, "sorted", 1, &sorted));
-  if (n->opset < 10) RET(nimble_onnx_node_require_int(n, "k", &kk));
+  NIMBLE_RETURN_IF_ERROR(get_int(n, "axis", -1, &axis));
+  NIMBLE_RETURN_IF_ERROR(get_int(n, "largest", 1, &largest));
+  NIMBLE_RETURN_IF_ERROR(get_int(n, "sorted", 1, &sorted));
+  if (n->opset < 10) NIMBLE_RETURN_IF_ERROR(nimble_onnx_node_require_int(n, "k", &kk));
   else {
-    RET(imp_input_req(c, n, 1, &k));
+    NIMBLE_RETURN_IF_ERROR(imp_input_req(c, n, 1, &k));
     int64_t v[1];
     size_t nv;
     if (imp_const_ints(k, v, 1, &nv) && nv == 1) {
@@ -683,19 +682,19 @@ static nimble_status_t cv_topk(imp_ctx *c, const nimble_onnx_node *n) {
                                imp_attr_int("largest", largest), imp_attr_int("sorted", sorted)};
   imp_val *args[2] = {x, k};
   size_t nout;
-  RET(imp_emit_multi(c, "topk", k ? 2 : 1, args, at, 4, outs, &nout));
-  RET(imp_define(c, n, 0, outs[0]));
+  NIMBLE_RETURN_IF_ERROR(imp_emit_multi(c, "topk", k ? 2 : 1, args, at, 4, outs, &nout));
+  NIMBLE_RETURN_IF_ERROR(imp_define(c, n, 0, outs[0]));
   return imp_define(c, n, 1, outs[1]);
 }
 
 /* DepthToSpace / SpaceToDepth as reshape, transpose, reshape (static). */
 static nimble_status_t space_depth(imp_ctx *c, const nimble_onnx_node *n, bool to_space) {
   imp_val *x, *r;
-  RET(imp_input_req(c, n, 0, &x));
+  NIMBLE_RETURN_IF_ERROR(imp_input_req(c, n, 0, &x));
   int64_t bs;
-  RET(nimble_onnx_node_require_int(n, "blocksize", &bs));
+  NIMBLE_RETURN_IF_ERROR(nimble_onnx_node_require_int(n, "blocksize", &bs));
   const char *mode;
-  RET(nimble_onnx_node_get_string(n, "mode", "DCR", &mode));
+  NIMBLE_RETURN_IF_ERROR(nimble_onnx_node_get_string(n, "mode", "DCR", &mode));
   if (x->sig.rank != 4) return imp_err(NIMBLE_INVALID_ARGUMENT, "input must have rank 4");
   int64_t d[4];
   for (int i = 0; i < 4; i++) {
@@ -727,9 +726,9 @@ static nimble_status_t space_depth(imp_ctx *c, const nimble_onnx_node *n, bool t
   }
   nimble_named_attr_t a1 = imp_attr_ints("newshape", s1, 6), a2 = imp_attr_ints("axes", perm, 6),
                       a3 = imp_attr_ints("newshape", s2, 4);
-  RET(imp_emit(c, "reshape", 1, &x, &a1, 1, &r));
-  RET(imp_emit(c, "transpose", 1, &r, &a2, 1, &r));
-  RET(imp_emit(c, "reshape", 1, &r, &a3, 1, &r));
+  NIMBLE_RETURN_IF_ERROR(imp_emit(c, "reshape", 1, &x, &a1, 1, &r));
+  NIMBLE_RETURN_IF_ERROR(imp_emit(c, "transpose", 1, &r, &a2, 1, &r));
+  NIMBLE_RETURN_IF_ERROR(imp_emit(c, "reshape", 1, &r, &a3, 1, &r));
   return imp_define(c, n, 0, r);
 }
 static nimble_status_t cv_depth_to_space(imp_ctx *c, const nimble_onnx_node *n) { return space_depth(c, n, true); }

@@ -27,7 +27,6 @@
 
 #include "import_internal.h"
 
-#define RET NIMBLE_RETURN_IF_ERROR
 #define MAX_NODE_OUTPUTS 64
 
 static uint32_t rank_bit(size_t r) { return r <= NIMBLE_MAX_RANK ? 1u << r : 0; }
@@ -101,7 +100,7 @@ nimble_status_t imp_join_vals(imp_ctx *c, const imp_val *a, const imp_val *b, im
     return nimble_ok();
   }
   imp_ranks *keep = nimble_arena_alloc(c->arena, sizeof *keep);
-  if (!keep) return imp_oom();
+  if (!keep) return NIMBLE_OOM_IN("importing");
   *keep = j;
   out->ranks = keep;
   return nimble_ok();
@@ -110,11 +109,11 @@ nimble_status_t imp_join_vals(imp_ctx *c, const imp_val *a, const imp_val *b, im
 /* Binds `value` like imp_bind, the variable annotated with `type`. */
 static nimble_status_t bind_annotated(imp_ctx *c, const char *hint, const nimble_expr *value, const nimble_type *type,
                                       const nimble_tensor_sig_t *sig, imp_val **out) {
-  RET(imp_bind(c, hint, value, sig, out));
+  NIMBLE_RETURN_IF_ERROR(imp_bind(c, hint, value, sig, out));
   imp_chain *ch = c->chain;
   const nimble_expr *v = ch->vars[ch->n - 1];
   const nimble_expr *annotated = nimble_ir_var(c->arena, v->u.var.name, type, NULL);
-  if (!annotated) return imp_oom();
+  if (!annotated) return NIMBLE_OOM_IN("importing");
   ch->vars[ch->n - 1] = annotated;
   (*out)->expr = annotated;
   return nimble_ok();
@@ -130,7 +129,7 @@ static nimble_status_t call_op(imp_ctx *c, const char *name, size_t n, const nim
 /* shape_of(x) for a value of any rank: a [?] (or [rank]) int64. */
 static nimble_status_t shape_of_any(imp_ctx *c, imp_val *x, imp_val **out) {
   const nimble_expr *e;
-  RET(call_op(c, "shape_of", 1, &x->expr, NULL, 0, &e));
+  NIMBLE_RETURN_IF_ERROR(call_op(c, "shape_of", 1, &x->expr, NULL, 0, &e));
   nimble_tensor_sig_t s;
   memset(&s, 0, sizeof s);
   s.dtype = NIMBLE_DTYPE_INT64;
@@ -143,18 +142,18 @@ nimble_status_t imp_refine_rank(imp_ctx *c, imp_val *x, size_t r, const char *wh
   if (!x->ranks) return imp_err(NIMBLE_INTERNAL, "refining a value whose rank is known");
   if (r > NIMBLE_MAX_RANK) return imp_err(NIMBLE_OUT_OF_RANGE, "rank %zu", r);
   imp_val *sh, *checked;
-  RET(shape_of_any(c, x, &sh));
+  NIMBLE_RETURN_IF_ERROR(shape_of_any(c, x, &sh));
   const char *w = nimble_arena_strdup(c->arena, what ? what : "");
-  if (!w) return imp_oom();
+  if (!w) return NIMBLE_OOM_IN("importing");
   nimble_named_attr_t at[2] = {imp_attr_int("rank", (int64_t)r), imp_attr_str("what", w)};
   const nimble_expr *e;
-  RET(call_op(c, "check_rank", 1, &sh->expr, at, 2, &e));
+  NIMBLE_RETURN_IF_ERROR(call_op(c, "check_rank", 1, &sh->expr, at, 2, &e));
   nimble_tensor_sig_t s;
   memset(&s, 0, sizeof s);
   s.dtype = NIMBLE_DTYPE_INT64;
   s.rank = 1;
   s.dims[0] = nimble_dim_const((int64_t)r);
-  RET(imp_bind(c, "shape", e, &s, &checked));
+  NIMBLE_RETURN_IF_ERROR(imp_bind(c, "shape", e, &s, &checked));
   /* What is known of the value when it has rank r (Any where nothing is). */
   nimble_tensor_sig_t vs;
   if (x->ranks->mask & rank_bit(r)) {
@@ -166,11 +165,11 @@ nimble_status_t imp_refine_rank(imp_ctx *c, imp_val *x, size_t r, const char *wh
     for (size_t d = 0; d < r; d++) vs.dims[d] = nimble_dim_any();
   }
   const nimble_expr *args[2] = {x->expr, checked->expr};
-  RET(call_op(c, "reshape_tensor", 2, args, NULL, 0, &e));
+  NIMBLE_RETURN_IF_ERROR(call_op(c, "reshape_tensor", 2, args, NULL, 0, &e));
   /* The annotation keeps the constant dims known for this rank (symbols
    * belong to the scope that made them: Any there). */
   const nimble_type *t = imp_sig_type(c, &vs, true);
-  if (!t) return imp_oom();
+  if (!t) return NIMBLE_OOM_IN("importing");
   return bind_annotated(c, "refined", e, t, &vs, out);
 }
 
@@ -189,7 +188,7 @@ static nimble_status_t splice(imp_ctx *c, const imp_chain *from) {
     while (cap < ch->n + from->n) cap *= 2;
     const nimble_expr **vars = nimble_arena_calloc(c->arena, cap, sizeof *vars);
     const nimble_expr **vals = nimble_arena_calloc(c->arena, cap, sizeof *vals);
-    if (!vars || !vals) return imp_oom();
+    if (!vars || !vals) return NIMBLE_OOM_IN("importing");
     if (ch->n) {
       memcpy(vars, ch->vars, ch->n * sizeof *vars);
       memcpy(vals, ch->values, ch->n * sizeof *vals);
@@ -241,13 +240,18 @@ static nimble_status_t attempt(imp_ctx *c, const nimble_onnx_node *n, const imp_
 
 static nimble_status_t dispatch(imp_ctx *c, const nimble_onnx_node *n, const imp_converter *cv, size_t in, imp_val *x) {
   if (n->n_outputs > MAX_NODE_OUTPUTS) return imp_err(NIMBLE_OUT_OF_RANGE, "%zu outputs", n->n_outputs);
-  char desc[256], what[512];
-  nimble_onnx_node_describe(n, desc, sizeof desc);
-  snprintf(what, sizeof what, "input %zu ('%s') of %s", in, n->inputs[in], desc);
+  /* Names the node whole, however long its name and its input's. */
+  const char *what =
+      n->name && n->name[0]
+          ? nimble_arena_sprintf(c->arena, "input %zu ('%s') of node '%s' (%s)", in, n->inputs[in], n->name,
+                                 n->op_type)
+          : nimble_arena_sprintf(c->arena, "input %zu ('%s') of node #%zu (%s)", in, n->inputs[in], n->index,
+                                 n->op_type);
+  if (!what) return NIMBLE_OOM_IN("importing");
   const char *name = n->inputs[in];
   uint32_t mask = x->ranks->mask;
   rank_attempt *att = nimble_arena_calloc(c->arena, NIMBLE_MAX_RANK + 1, sizeof *att);
-  if (!att) return imp_oom();
+  if (!att) return NIMBLE_OOM_IN("importing");
   size_t ok[NIMBLE_MAX_RANK + 1], nok = 0;
   nimble_status_t first = NULL;
   size_t first_rank = 0;
@@ -272,9 +276,9 @@ static nimble_status_t dispatch(imp_ctx *c, const nimble_onnx_node *n, const imp
   if (nok == 1) {
     /* The one rank the node takes: its refinement checks it at run time. */
     rank_attempt *a = &att[ok[0]];
-    RET(splice(c, &a->chain));
+    NIMBLE_RETURN_IF_ERROR(splice(c, &a->chain));
     for (size_t k = 0; k < n->n_outputs; k++)
-      if (a->outs[k]) RET(imp_define(c, n, k, a->outs[k]));
+      if (a->outs[k]) NIMBLE_RETURN_IF_ERROR(imp_define(c, n, k, a->outs[k]));
     return nimble_ok();
   }
   /* Several: chosen by the rank at run time. Outputs every conversion
@@ -285,7 +289,7 @@ static nimble_status_t dispatch(imp_ctx *c, const nimble_onnx_node *n, const imp
     for (size_t j = 0; j < nok; j++) all = all && att[ok[j]].outs[k];
     if (all) outs[no++] = k;
   }
-  if (no == 0) return imp_err(NIMBLE_INTERNAL, "%s: no output is defined for every rank", desc);
+  if (no == 0) return imp_err(NIMBLE_INTERNAL, "no output is defined for every rank"); /* the driver names the node */
   const nimble_expr *body[NIMBLE_MAX_RANK + 1];
   for (size_t j = 0; j < nok; j++) {
     rank_attempt *a = &att[ok[j]];
@@ -293,21 +297,21 @@ static nimble_status_t dispatch(imp_ctx *c, const nimble_onnx_node *n, const imp
     for (size_t q = 0; q < no; q++) fields[q] = a->outs[outs[q]]->expr;
     const nimble_expr *e = no == 1 ? fields[0] : nimble_ir_tuple(c->arena, no, fields, NULL);
     body[j] = e ? imp_chain_close(c, &a->chain, e) : NULL;
-    if (!body[j]) return imp_oom();
+    if (!body[j]) return NIMBLE_OOM_IN("importing");
   }
   imp_val *sh, *rk;
-  RET(shape_of_any(c, x, &sh));
-  RET(imp_emit(c, "shape_of", 1, &sh, NULL, 0, &rk));
+  NIMBLE_RETURN_IF_ERROR(shape_of_any(c, x, &sh));
+  NIMBLE_RETURN_IF_ERROR(imp_emit(c, "shape_of", 1, &sh, NULL, 0, &rk));
   const nimble_expr *e = body[nok - 1]; /* the last rank: no test (its refinement checks) */
   for (size_t j = nok - 1; j-- > 0;) {
     int64_t rv = (int64_t)ok[j];
     imp_val *want, *eq, *cond;
-    RET(imp_const_i64(c, 1, &rv, false, &want));
+    NIMBLE_RETURN_IF_ERROR(imp_const_i64(c, 1, &rv, false, &want));
     imp_val *args[2] = {rk, want};
-    RET(imp_emit(c, "equal", 2, args, NULL, 0, &eq));
-    RET(imp_to_scalar(c, eq, &cond));
+    NIMBLE_RETURN_IF_ERROR(imp_emit(c, "equal", 2, args, NULL, 0, &eq));
+    NIMBLE_RETURN_IF_ERROR(imp_to_scalar(c, eq, &cond));
     e = nimble_ir_if(c->arena, cond->expr, body[j], e, NULL);
-    if (!e) return imp_oom();
+    if (!e) return NIMBLE_OOM_IN("importing");
   }
   /* What is known of each output: the join over the ranks. */
   imp_val known[MAX_NODE_OUTPUTS];
@@ -316,23 +320,23 @@ static nimble_status_t dispatch(imp_ctx *c, const nimble_onnx_node *n, const imp
     for (size_t j = 1; j < nok; j++) {
       imp_val acc = known[q];
       nimble_status_t s = imp_join_vals(c, &acc, att[ok[j]].outs[outs[q]], &known[q]);
-      if (s) return nimble_status_annotate(s, "%s: output %zu differs between ranks", desc, outs[q]);
+      if (s) return nimble_status_annotate(s, "output %zu differs between ranks", outs[q]);
     }
   }
   imp_val *r;
   if (no == 1) {
-    RET(imp_bind(c, n->outputs[outs[0]], e, known[0].has_sig ? &known[0].sig : NULL, &r));
+    NIMBLE_RETURN_IF_ERROR(imp_bind(c, n->outputs[outs[0]], e, known[0].has_sig ? &known[0].sig : NULL, &r));
     r->ranks = known[0].ranks;
     return imp_define(c, n, outs[0], r);
   }
-  RET(imp_bind(c, "by_rank", e, NULL, &r));
+  NIMBLE_RETURN_IF_ERROR(imp_bind(c, "by_rank", e, NULL, &r));
   for (size_t q = 0; q < no; q++) {
     const nimble_expr *p = nimble_ir_proj(c->arena, r->expr, q, NULL);
     imp_val *o;
-    if (!p) return imp_oom();
-    RET(imp_bind(c, n->outputs[outs[q]], p, known[q].has_sig ? &known[q].sig : NULL, &o));
+    if (!p) return NIMBLE_OOM_IN("importing");
+    NIMBLE_RETURN_IF_ERROR(imp_bind(c, n->outputs[outs[q]], p, known[q].has_sig ? &known[q].sig : NULL, &o));
     o->ranks = known[q].ranks;
-    RET(imp_define(c, n, outs[q], o));
+    NIMBLE_RETURN_IF_ERROR(imp_define(c, n, outs[q], o));
   }
   return nimble_ok();
 }

@@ -131,7 +131,7 @@ nimble_status_t nir_lex(nimble_arena *arena, const char *file, const char *text,
     uint32_t line = lx.line, col = lx.col;
     const char *s = lx.p;
     if (lx.p >= lx.end) {
-      if (!push(&lx, NIR_EOF, s, 0, line, col)) st = nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+      if (!push(&lx, NIR_EOF, s, 0, line, col)) st = NIMBLE_OOM();
       break;
     }
     char c = *lx.p;

@@ -69,12 +69,11 @@ static nimble_src_loc_t loc_of(parser *p, const nir_token *t) {
 static nimble_status_t err_at(parser *p, const nir_token *t, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static nimble_status_t err_at(parser *p, const nir_token *t, const char *fmt, ...) {
-  char msg[512];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
+  nimble_status_t s = nimble_status_makev(NIMBLE_INVALID_ARGUMENT, fmt, ap);
   va_end(ap);
-  return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "%s:%u:%u: %s", p->file, t->line, t->col, msg);
+  return nimble_status_annotate(s, "%s:%u:%u", p->file, t->line, t->col);
 }
 
 static nimble_status_t expected(parser *p, const char *what) {
@@ -89,13 +88,9 @@ static nimble_status_t expect(parser *p, nir_tok_kind k, const char *what) {
   return nimble_ok();
 }
 
-static nimble_status_t oom(void) {
-  return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory parsing IR");
-}
-
 #define CHECK_ALLOC(x) \
   do {                 \
-    if (!(x)) return oom(); \
+    if (!(x)) return NIMBLE_OOM_IN("parsing IR"); \
   } while (0)
 
 static char *tok_str(parser *p, const nir_token *t) { return nimble_arena_strndup(p->arena, t->text, t->len); }
@@ -222,7 +217,7 @@ static nimble_status_t parse_type_list(parser *p, nir_tok_kind close, const char
   for (;;) {
     const nimble_type *t;
     if ((st = parse_type(p, &t))) return st;
-    if (!vec_push(v, t)) return oom();
+    if (!vec_push(v, t)) return NIMBLE_OOM_IN("parsing IR");
     if (is(p, NIR_COMMA)) {
       next(p);
       if (is(p, close)) {
@@ -282,7 +277,7 @@ static nimble_status_t parse_type(parser *p, const nimble_type **out) {
     next(p);
     /* (), (T,), (T, U): a trailing comma marks a 1-tuple. */
     st = parse_type_list(p, NIR_RPAREN, "',' or ')' in the tuple type", &v);
-    if (!st && !(*out = nimble_type_tuple(p->arena, v.n, (const nimble_type *const *)v.items))) st = oom();
+    if (!st && !(*out = nimble_type_tuple(p->arena, v.n, (const nimble_type *const *)v.items))) st = NIMBLE_OOM_IN("parsing IR");
   } else if (is_word(t, "fn")) {
     next(p);
     const nimble_type *ret;
@@ -290,7 +285,7 @@ static nimble_status_t parse_type(parser *p, const nimble_type **out) {
         !(st = parse_type_list(p, NIR_RPAREN, "',' or ')' in the parameter types", &v)) &&
         !(st = expect(p, NIR_ARROW, "'->' and the result type")) && !(st = parse_type(p, &ret))) {
       if (!(*out = nimble_type_func(p->arena, 0, NULL, v.n, (const nimble_type *const *)v.items, ret)))
-        st = oom();
+        st = NIMBLE_OOM_IN("parsing IR");
     }
   } else if (t->kind == NIR_IDENT) {
     nimble_dtype_t dtype;
@@ -298,7 +293,7 @@ static nimble_status_t parse_type(parser *p, const nimble_type **out) {
     next(p);
     if (nimble_dtype_from_name(t->text, t->len, &dtype)) {
       /* float32 alone is the scalar Tensor[(), float32]. */
-      if (!(*out = nimble_type_scalar(p->arena, dtype))) st = oom();
+      if (!(*out = nimble_type_scalar(p->arena, dtype))) st = NIMBLE_OOM_IN("parsing IR");
     } else if ((e = stack_find(&p->tparams, t->text, t->len))) {
       *out = e->type;
     } else if ((e = stack_find(&p->typenames, t->text, t->len))) {
@@ -309,7 +304,7 @@ static nimble_status_t parse_type(parser *p, const nimble_type **out) {
       if (!st && w.n != e->arity)
         st = err_at(p, t, "type '%s' takes %zu type arguments, got %zu", e->name, e->arity, w.n);
       if (!st && !(*out = nimble_type_adt(p->arena, e->name, w.n, (const nimble_type *const *)w.items)))
-        st = oom();
+        st = NIMBLE_OOM_IN("parsing IR");
     } else {
       st = err_at(p, t, "unknown type '%.*s'", (int)t->len, t->text);
     }
@@ -556,7 +551,7 @@ static nimble_status_t parse_call_args(parser *p, const nir_token *open, const n
         break;
       }
       if (!(attrs[nattrs].name = tok_str(p, name))) {
-        st = oom();
+        st = NIMBLE_OOM_IN("parsing IR");
         break;
       }
       if ((st = parse_attr_value(p, &attrs[nattrs].value))) break;
@@ -569,7 +564,7 @@ static nimble_status_t parse_call_args(parser *p, const nir_token *open, const n
       const nimble_expr *a;
       if ((st = parse_expr(p, &a))) break;
       if (!vec_push(&args, a)) {
-        st = oom();
+        st = NIMBLE_OOM_IN("parsing IR");
         break;
       }
     }
@@ -584,7 +579,7 @@ static nimble_status_t parse_call_args(parser *p, const nir_token *open, const n
     if (st) st = nimble_status_annotate(st, "%s:%u:%u", p->file, open->line, open->col);
   } else if (!st) {
     if (!(*out = nimble_ir_call(p->arena, callee, args.n, (const nimble_expr *const *)args.items, NULL, &loc)))
-      st = oom();
+      st = NIMBLE_OOM_IN("parsing IR");
   }
   free(args.items);
   return st;
@@ -637,15 +632,15 @@ static nimble_status_t parse_primary(parser *p, const nimble_expr **out) {
         return nimble_ok();
       }
       ptr_vec v = {0};
-      nimble_status_t st = vec_push(&v, first) ? nimble_ok() : oom();
+      nimble_status_t st = vec_push(&v, first) ? nimble_ok() : NIMBLE_OOM_IN("parsing IR");
       while (!st && is(p, NIR_COMMA)) {
         next(p);
         if (is(p, NIR_RPAREN)) break;
         const nimble_expr *f;
-        if (!(st = parse_expr(p, &f)) && !vec_push(&v, f)) st = oom();
+        if (!(st = parse_expr(p, &f)) && !vec_push(&v, f)) st = NIMBLE_OOM_IN("parsing IR");
       }
       if (!st) st = expect(p, NIR_RPAREN, "',' or ')' in the tuple");
-      if (!st && !(*out = nimble_ir_tuple(p->arena, v.n, (const nimble_expr *const *)v.items, &loc))) st = oom();
+      if (!st && !(*out = nimble_ir_tuple(p->arena, v.n, (const nimble_expr *const *)v.items, &loc))) st = NIMBLE_OOM_IN("parsing IR");
       free(v.items);
       return st;
     }
@@ -721,15 +716,15 @@ static nimble_status_t parse_pattern(parser *p, const nimble_pattern **out) {
   ptr_vec subs = {0};
   if (is_word(t, "_")) {
     next(p);
-    if (!(*out = nimble_ir_pattern_wildcard(p->arena, &loc))) st = oom();
+    if (!(*out = nimble_ir_pattern_wildcard(p->arena, &loc))) st = NIMBLE_OOM_IN("parsing IR");
   } else if (t->kind == NIR_LOCAL) {
     const nimble_expr *v;
-    if (!(st = parse_binder(p, &v)) && !(*out = nimble_ir_pattern_var(p->arena, v, &loc))) st = oom();
+    if (!(st = parse_binder(p, &v)) && !(*out = nimble_ir_pattern_var(p->arena, v, &loc))) st = NIMBLE_OOM_IN("parsing IR");
   } else if (t->kind == NIR_LPAREN || t->kind == NIR_IDENT) {
     const nimble_constructor *ctor = NULL;
     if (t->kind == NIR_IDENT) {
       char *name = tok_str(p, t);
-      if (!name) st = oom();
+      if (!name) st = NIMBLE_OOM_IN("parsing IR");
       else if (!(ctor = nimble_module_find_ctor(p->m, name))) st = err_at(p, t, "unknown constructor '%s'", name);
       else next(p);
     }
@@ -738,7 +733,7 @@ static nimble_status_t parse_pattern(parser *p, const nimble_pattern **out) {
       while (!st && !is(p, NIR_RPAREN)) {
         const nimble_pattern *sp;
         if ((st = parse_pattern(p, &sp))) break;
-        if (!vec_push(&subs, sp)) st = oom();
+        if (!vec_push(&subs, sp)) st = NIMBLE_OOM_IN("parsing IR");
         else if (is(p, NIR_COMMA)) next(p);
         else if (!is(p, NIR_RPAREN)) st = expected(p, "',' or ')' in the pattern");
       }
@@ -749,7 +744,7 @@ static nimble_status_t parse_pattern(parser *p, const nimble_pattern **out) {
     if (!st) {
       *out = ctor ? nimble_ir_pattern_ctor(p->arena, ctor, subs.n, (const nimble_pattern *const *)subs.items, &loc)
                   : nimble_ir_pattern_tuple(p->arena, subs.n, (const nimble_pattern *const *)subs.items, &loc);
-      if (!*out) st = oom();
+      if (!*out) st = NIMBLE_OOM_IN("parsing IR");
     }
   } else {
     st = expected(p, "a pattern (_, %x, a constructor or a tuple)");
@@ -779,7 +774,7 @@ static nimble_status_t parse_match(parser *p, const nir_token *start, const nimb
       cap = cap ? cap * 2 : 4;
       nimble_match_clause_t *nc = realloc(cl, cap * sizeof(*nc));
       if (!nc) {
-        st = oom();
+        st = NIMBLE_OOM_IN("parsing IR");
         break;
       }
       cl = nc;
@@ -791,7 +786,7 @@ static nimble_status_t parse_match(parser *p, const nir_token *start, const nimb
   if (!st && n == 0) st = err_at(p, peek(p), "a match needs at least one arm");
   if (!st) next(p);
   nimble_src_loc_t loc = loc_of(p, start);
-  if (!st && !(*out = nimble_ir_match(p->arena, scrut, n, cl, &loc))) st = oom();
+  if (!st && !(*out = nimble_ir_match(p->arena, scrut, n, cl, &loc))) st = NIMBLE_OOM_IN("parsing IR");
   free(cl);
   return st;
 }
@@ -807,7 +802,7 @@ static nimble_status_t parse_func_rest(parser *p, const nir_token *start, const 
   while (!st && !is(p, NIR_RPAREN)) {
     const nimble_expr *v;
     if ((st = parse_binder(p, &v))) break;
-    if (!vec_push(&params, v)) st = oom();
+    if (!vec_push(&params, v)) st = NIMBLE_OOM_IN("parsing IR");
     else if (is(p, NIR_COMMA)) next(p);
     else if (!is(p, NIR_RPAREN)) st = expected(p, "',' or ')' in the parameters");
   }
@@ -820,7 +815,7 @@ static nimble_status_t parse_func_rest(parser *p, const nir_token *start, const 
   nimble_src_loc_t loc = loc_of(p, start);
   if (!st && !(*out = nimble_ir_func(p->arena, tps.n, (const nimble_type *const *)tps.items, params.n,
                                      (const nimble_expr *const *)params.items, ret, body, &loc)))
-    st = oom();
+    st = NIMBLE_OOM_IN("parsing IR");
   free(tps.items);
   free(params.items);
   p->locals.n = mark_locals;
@@ -865,7 +860,7 @@ static nimble_status_t parse_expr(parser *p, const nimble_expr **out) {
       nimble_src_loc_t vloc = loc_of(p, vt);
       if (!(e.name = tok_str(p, vt)) || !(e.var = nimble_ir_var(p->arena, e.name, ann, &vloc)) ||
           !stack_push(&p->locals, e)) {
-        st = oom();
+        st = NIMBLE_OOM_IN("parsing IR");
         break;
       }
       l.var = e.var;
@@ -873,7 +868,7 @@ static nimble_status_t parse_expr(parser *p, const nimble_expr **out) {
         cap = cap ? cap * 2 : 16;
         pending_let *nl = realloc(lets, cap * sizeof(*nl));
         if (!nl) {
-          st = oom();
+          st = NIMBLE_OOM_IN("parsing IR");
           break;
         }
         lets = nl;
@@ -883,7 +878,7 @@ static nimble_status_t parse_expr(parser *p, const nimble_expr **out) {
     const nimble_expr *body = NULL;
     if (!st) st = parse_expr(p, &body);
     for (size_t i = n; !st && i-- > 0;)
-      if (!(body = nimble_ir_let(p->arena, lets[i].var, lets[i].value, body, &lets[i].loc))) st = oom();
+      if (!(body = nimble_ir_let(p->arena, lets[i].var, lets[i].value, body, &lets[i].loc))) st = NIMBLE_OOM_IN("parsing IR");
     if (!st) *out = body;
     free(lets);
     p->locals.n = mark;
@@ -899,7 +894,7 @@ static nimble_status_t parse_expr(parser *p, const nimble_expr **out) {
         if (is_word(peek(p), "if")) st = parse_expr(p, &b); /* else if */
         else st = parse_block(p, &b);
       }
-      if (!st && !(*out = nimble_ir_if(p->arena, c, a, b, &loc))) st = oom();
+      if (!st && !(*out = nimble_ir_if(p->arena, c, a, b, &loc))) st = NIMBLE_OOM_IN("parsing IR");
     }
   } else if (is_word(t, "match")) {
     next(p);
@@ -1010,7 +1005,7 @@ static nimble_status_t parse_typedef(parser *p) {
     next(p);
     char *cname = tok_str(p, ct);
     if (!cname || !vec_push(&names, cname)) {
-      st = oom();
+      st = NIMBLE_OOM_IN("parsing IR");
       break;
     }
     ptr_vec fs = {0};
@@ -1020,10 +1015,10 @@ static nimble_status_t parse_typedef(parser *p) {
     }
     nfields[names.n - 1] = fs.n;
     const nimble_type **copy = fs.n ? nimble_arena_calloc(p->arena, fs.n, sizeof(*copy)) : NULL;
-    if (!st && fs.n && !copy) st = oom();
+    if (!st && fs.n && !copy) st = NIMBLE_OOM_IN("parsing IR");
     if (!st && fs.n) memcpy(copy, fs.items, fs.n * sizeof(*copy));
     free(fs.items);
-    if (!st && !vec_push(&fields, copy)) st = oom();
+    if (!st && !vec_push(&fields, copy)) st = NIMBLE_OOM_IN("parsing IR");
     if (!st) {
       if (is(p, NIR_COMMA)) next(p);
       else if (!is(p, NIR_RBRACE)) st = expected(p, "',' or '}' after a constructor");
@@ -1033,7 +1028,7 @@ static nimble_status_t parse_typedef(parser *p) {
   if (!st) {
     char *tname = tok_str(p, name);
     nimble_src_loc_t loc = loc_of(p, start);
-    if (!tname) st = oom();
+    if (!tname) st = NIMBLE_OOM_IN("parsing IR");
     else st = nimble_module_add_typedef(p->m, tname, tps.n, (const nimble_type *const *)tps.items, names.n,
                                         (const char *const *)names.items, nfields,
                                         (const nimble_type *const *const *)fields.items, &loc, NULL);
@@ -1066,7 +1061,7 @@ nimble_status_t nimble_nir_parse(nimble_arena *arena, const char *filename, cons
   memset(&p, 0, sizeof p);
   p.arena = arena;
   p.file = nimble_arena_strdup(arena, filename ? filename : "<input>");
-  if (!p.file) return oom();
+  if (!p.file) return NIMBLE_OOM_IN("parsing IR");
   if (memchr(text, '\0', len))
     return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "%s: the text contains a NUL byte", p.file);
   NIMBLE_RETURN_IF_ERROR(nir_lex(arena, p.file, text, len, &p.toks, &p.ntoks));
@@ -1112,7 +1107,7 @@ nimble_status_t nimble_nir_parse_file(nimble_arena *arena, const char *path, nim
       if (!nb) {
         free(buf);
         fclose(f);
-        return oom();
+        return NIMBLE_OOM_IN("parsing IR");
       }
       buf = nb;
     }

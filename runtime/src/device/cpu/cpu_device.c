@@ -1,10 +1,10 @@
-/* The host CPU device: aligned heap memory and memcpy. Also the registry of
- * devices, since the CPU is the one every build has. */
+/* The host CPU device: aligned heap memory and memcpy. Its kernels are the
+ * executable's shared object (executable/kernel_library.c), called
+ * directly, so it has no streams, modules or launches. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "device/cuda/cuda_device.h"
-#include "device/device.h"
+#include "device/device_registry.h"
 
 static nimble_status_t cpu_alloc(const nimble_device_t *dev, uint64_t size, uint64_t alignment,
                                  void **out) {
@@ -32,23 +32,13 @@ static nimble_status_t cpu_copy(const nimble_device_t *dev, void *dst, DLDeviceT
   return nimble_ok();
 }
 
-static const nimble_device_t kCpu = {"cpu", kDLCPU, 4096, cpu_alloc, cpu_free, cpu_copy};
+static const nimble_device_t kCpu = {
+    .name = "cpu",
+    .type = kDLCPU,
+    .max_alignment = 4096,
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .copy = cpu_copy,
+};
 
-nimble_status_t nimble_device_get(DLDeviceType type, const nimble_device_t **out) {
-  if (type == kDLCPU) {
-    *out = &kCpu;
-    return nimble_ok();
-  }
-  if (type == kDLCUDA) return nimble_cuda_device_get(out);
-  return nimble_status_make(NIMBLE_UNIMPLEMENTED,
-                            "device %s is not available in this runtime (only cpu and cuda)",
-                            nimble_device_name(type));
-}
-
-const char *nimble_device_name(DLDeviceType type) {
-  switch (type) {
-    case kDLCPU: return "cpu";
-    case kDLCUDA: return "cuda";
-    default: return "unknown";
-  }
-}
+const nimble_device_t *nimble_cpu_device(void) { return &kCpu; }

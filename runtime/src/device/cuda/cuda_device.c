@@ -1,5 +1,5 @@
-/* The CUDA device table, PTX modules, streams and kernel launches (see
- * cuda_device.h). Device addresses travel through the runtime as void *
+/* The CUDA device table: memory, PTX modules, streams and kernel launches
+ * (see cuda_device.h). Device addresses travel through the runtime as void *
  * (CUdeviceptr is 64 bits on the 64-bit hosts this builds for). */
 #include "device/cuda/cuda_device.h"
 
@@ -59,7 +59,8 @@ static void cuda_free(const nimble_device_t *dev, void *ptr) {
   d->cuMemFree(dptr(ptr));
 }
 
-struct nimble_cuda_stream {
+/* A VM's stream and its launch staging memory. */
+typedef struct nimble_cuda_stream {
   const nimble_cuda_driver_t *d;
   nimble_cu_stream stream;
   /* Launch staging: each launch takes the next bytes of both buffers (host
@@ -76,7 +77,11 @@ struct nimble_cuda_stream {
   } retired[MAX_RETIRED];
   int num_retired;
   char last_kernel[128]; /* for errors that surface at a wait */
-};
+} nimble_cuda_stream;
+
+/* Waits until everything queued has finished. An error of an earlier
+ * asynchronous launch surfaces here and names the last kernel launched. */
+static nimble_status_t stream_sync(nimble_cuda_stream *s);
 
 static nimble_status_t cuda_copy(const nimble_device_t *dev, void *dst, DLDeviceType dst_type,
                                  const void *src, DLDeviceType src_type, uint64_t size,
@@ -106,7 +111,7 @@ static nimble_status_t cuda_copy(const nimble_device_t *dev, void *dst, DLDevice
   /* The host reads what it copied back: wait for it (and for a copy that
    * was asked to be synchronous). */
   if (dst_type == kDLCPU || !s) {
-    if (s) return nimble_cuda_stream_sync(s);
+    if (s) return stream_sync(s);
     rc = d->cuStreamSynchronize(NULL);
     if (rc != 0)
       return nimble_cuda_error(d, rc, "waiting for a copy of %llu bytes from %s to %s",
@@ -116,24 +121,14 @@ static nimble_status_t cuda_copy(const nimble_device_t *dev, void *dst, DLDevice
   return nimble_ok();
 }
 
-static const nimble_device_t kCuda = {"cuda", kDLCUDA, CUDA_ALIGNMENT, cuda_alloc, cuda_free,
-                                      cuda_copy};
-
-nimble_status_t nimble_cuda_device_get(const nimble_device_t **out) {
-  const nimble_cuda_driver_t *d;
-  NIMBLE_RETURN_IF_ERROR(nimble_cuda_driver_get(&d));
-  *out = &kCuda;
-  return nimble_ok();
-}
-
 /* ---- modules ---- */
 
-struct nimble_cuda_module {
+typedef struct nimble_cuda_module {
   nimble_cu_module module;
-};
+} nimble_cuda_module;
 
-nimble_status_t nimble_cuda_module_load(const uint8_t *image, size_t size,
-                                        nimble_cuda_module **out) {
+static nimble_status_t cuda_module_load(const nimble_device_t *dev, const uint8_t *image, size_t size,
+                                        void **out) {
   const nimble_cuda_driver_t *d;
   NIMBLE_RETURN_IF_ERROR(driver(&d));
   int is_elf = size >= 4 && memcmp(image, "\x7f" "ELF", 4) == 0;
@@ -174,7 +169,9 @@ nimble_status_t nimble_cuda_module_load(const uint8_t *image, size_t size,
   return nimble_ok();
 }
 
-nimble_status_t nimble_cuda_module_function(nimble_cuda_module *m, const char *name, void **out) {
+static nimble_status_t cuda_module_function(const nimble_device_t *dev, void *module, const char *name,
+                                            void **out) {
+  nimble_cuda_module *m = module;
   const nimble_cuda_driver_t *d;
   NIMBLE_RETURN_IF_ERROR(driver(&d));
   nimble_cu_function fn = NULL;
@@ -186,7 +183,8 @@ nimble_status_t nimble_cuda_module_function(nimble_cuda_module *m, const char *n
   return nimble_ok();
 }
 
-void nimble_cuda_module_unload(nimble_cuda_module *m) {
+static void cuda_module_unload(const nimble_device_t *dev, void *module) {
+  nimble_cuda_module *m = module;
   if (!m) return;
   const nimble_cuda_driver_t *d;
   nimble_status_t s = driver(&d);
@@ -199,7 +197,7 @@ void nimble_cuda_module_unload(nimble_cuda_module *m) {
 
 /* ---- streams and launches ---- */
 
-nimble_status_t nimble_cuda_stream_create(nimble_cuda_stream **out) {
+static nimble_status_t cuda_stream_create(const nimble_device_t *dev, void **out) {
   const nimble_cuda_driver_t *d;
   NIMBLE_RETURN_IF_ERROR(driver(&d));
   nimble_cuda_stream *s = calloc(1, sizeof *s);
@@ -214,7 +212,7 @@ nimble_status_t nimble_cuda_stream_create(nimble_cuda_stream **out) {
   return nimble_ok();
 }
 
-nimble_status_t nimble_cuda_stream_sync(nimble_cuda_stream *s) {
+static nimble_status_t stream_sync(nimble_cuda_stream *s) {
   NIMBLE_RETURN_IF_ERROR(nimble_cuda_make_current(s->d));
   nimble_cu_result rc = s->d->cuStreamSynchronize(s->stream);
   if (rc != 0) {
@@ -232,9 +230,14 @@ nimble_status_t nimble_cuda_stream_sync(nimble_cuda_stream *s) {
   return nimble_ok();
 }
 
-void nimble_cuda_stream_destroy(nimble_cuda_stream *s) {
+static nimble_status_t cuda_stream_sync(const nimble_device_t *dev, void *stream) {
+  return stream_sync(stream);
+}
+
+static void cuda_stream_destroy(const nimble_device_t *dev, void *stream) {
+  nimble_cuda_stream *s = stream;
   if (!s) return;
-  nimble_status_free(nimble_cuda_stream_sync(s));
+  nimble_status_free(stream_sync(s));
   if (!nimble_cuda_make_current(s->d)) {
     if (s->device) s->d->cuMemFree(s->device);
     for (int i = 0; i < s->num_retired; i++) s->d->cuMemFree(s->retired[i].device);
@@ -260,7 +263,7 @@ void nimble_cuda_launch_dims(uint64_t elements, uint32_t *grid, uint32_t *block)
 static nimble_status_t reserve_staging(nimble_cuda_stream *s, size_t bytes, const char *name) {
   if (s->cap - s->used >= bytes) return nimble_ok();
   if (s->used && s->num_retired == MAX_RETIRED)
-    NIMBLE_RETURN_IF_ERROR(nimble_cuda_stream_sync(s)); /* used = 0, retired freed */
+    NIMBLE_RETURN_IF_ERROR(stream_sync(s)); /* used = 0, retired freed */
   if (s->used == 0 && s->cap >= bytes) return nimble_ok();
   size_t cap = s->cap ? s->cap * 2 : STAGING_MIN;
   while (cap < bytes) cap *= 2;
@@ -293,8 +296,12 @@ static nimble_status_t reserve_staging(nimble_cuda_stream *s, size_t bytes, cons
 
 static size_t align_up(size_t n, size_t a) { return (n + a - 1) & ~(a - 1); }
 
-nimble_status_t nimble_cuda_launch(nimble_cuda_stream *s, void *fn, const char *name,
+/* The argument array, the DLTensor structs and their shapes are staged
+ * into device memory in one upload; 256 threads a block, and as many
+ * blocks as nimble_cuda_launch_dims gives for the last argument. */
+static nimble_status_t cuda_launch(const nimble_device_t *dev, void *stream, void *fn, const char *name,
                                    DLTensor *const *args, int32_t num_args) {
+  nimble_cuda_stream *s = stream;
   if (num_args <= 0)
     return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "kernel '%s' (cuda): no arguments", name);
   NIMBLE_RETURN_IF_ERROR(nimble_cuda_make_current(s->d));
@@ -343,5 +350,28 @@ nimble_status_t nimble_cuda_launch(nimble_cuda_stream *s, void *fn, const char *
     return nimble_cuda_error(s->d, rc, "launching kernel '%s' (%u blocks of %u threads)", name, grid,
                              block);
   snprintf(s->last_kernel, sizeof s->last_kernel, "%s", name);
+  return nimble_ok();
+}
+
+static const nimble_device_t kCuda = {
+    .name = "cuda",
+    .type = kDLCUDA,
+    .max_alignment = CUDA_ALIGNMENT,
+    .alloc = cuda_alloc,
+    .free = cuda_free,
+    .copy = cuda_copy,
+    .stream_create = cuda_stream_create,
+    .stream_destroy = cuda_stream_destroy,
+    .stream_sync = cuda_stream_sync,
+    .module_load = cuda_module_load,
+    .module_function = cuda_module_function,
+    .module_unload = cuda_module_unload,
+    .launch = cuda_launch,
+};
+
+nimble_status_t nimble_cuda_device_get(const nimble_device_t **out) {
+  const nimble_cuda_driver_t *d;
+  NIMBLE_RETURN_IF_ERROR(nimble_cuda_driver_get(&d));
+  *out = &kCuda;
   return nimble_ok();
 }

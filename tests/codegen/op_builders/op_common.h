@@ -1,9 +1,9 @@
-/* Small helpers the operator builders share: terse constructors and the
+/* Small helpers the test operator builders (op_builders.h) share: terse constructors and the
  * default schedule constants. */
 #ifndef NIMBLE_OP_COMMON_H
 #define NIMBLE_OP_COMMON_H
 
-#include "nimble/codegen.h"
+#include "op_builders.h"
 
 /* f32 lanes of the widest vector the default x86 target (x86-64-v3) has. */
 #define NIMBLE_OP_VECTOR_WIDTH 8
