@@ -98,9 +98,18 @@ static nimble_status_t start_upload(nimble_store_client *c, const char *repo, st
   return s;
 }
 
-/* The final PUT ?digest=... with `body` (possibly empty). Returns 1 in
- * *out_retry when a retryable failure happened and the caller should start
- * over (after the blob was checked not to be there already). */
+/* 409 on the final PUT: the store still runs the handler of an earlier
+ * request on this session, typically our own PUT whose connection died (a
+ * network cut, or curl resending it on a fresh connection) and which may be
+ * committing the blob right now. Settled like a lost answer: back off, then
+ * look whether the blob is there. */
+static int commit_contended(const store_response_t *r) {
+  return r->curl_code == CURLE_OK && r->status == 409;
+}
+
+/* The final PUT ?digest=... with `body` (possibly empty). A retryable
+ * failure or a contended commit (commit_contended) leaves the status ok and
+ * the caller, seeing `resp`, looks for the blob and starts over. */
 static nimble_status_t finish_upload(nimble_store_client *c, const char *upload_url,
                                      store_body_t *body, const nimble_digest_t *digest,
                                      store_retry_t *retry, store_response_t *resp) {
@@ -110,7 +119,7 @@ static nimble_status_t finish_upload(nimble_store_client *c, const char *upload_
                          .content_type = "application/octet-stream"};
   req.attempt = ++retry->attempt;
   nimble_status_t s = store_http_exchange(c, &req, resp);
-  if (!s && !store_response_retryable(resp)) {
+  if (!s && !store_response_retryable(resp) && !commit_contended(resp)) {
     if (resp->status == 201 || resp->status == 204 || resp->status == 200)
       s = check_reported_digest(&req, resp, digest);
     else
@@ -147,7 +156,7 @@ static nimble_status_t upload_monolithic(nimble_store_client *c, const char *rep
     store_body_t body = {.data = src->data, .fd = src->fd, .length = src->size};
     store_response_t resp = {0};
     nimble_status_t s = finish_upload(c, upload_url, &body, digest, retry, &resp);
-    int again = !s && store_response_retryable(&resp);
+    int again = !s && (store_response_retryable(&resp) || commit_contended(&resp));
     if (again) {
       char *u = NULL;
       store_url_with_digest(upload_url, digest, &u);
@@ -155,6 +164,11 @@ static nimble_status_t upload_monolithic(nimble_store_client *c, const char *rep
       if (!store_retry_next(c, retry, "PUT", req.url, &resp)) {
         s = store_response_error(&req, &resp, retry->attempt);
         again = 0;
+      } else {
+        /* The PUT whose answer we lost may have stored the blob. */
+        int exists = 0;
+        s = nimble_store_blob_exists(c, repo, digest, &exists, NULL);
+        if (s || exists) again = 0;
       }
       free(u);
     }
@@ -271,15 +285,26 @@ static nimble_status_t upload_chunked(nimble_store_client *c, const char *repo,
   }
   if (!s) {
     store_body_t empty = {.fd = -1};
-    s = finish_upload(c, upload_url, &empty, digest, retry, &resp);
-    if (!s && store_response_retryable(&resp)) {
+    for (;;) {
+      s = finish_upload(c, upload_url, &empty, digest, retry, &resp);
+      int contended = !s && commit_contended(&resp);
+      if (s || (!store_response_retryable(&resp) && !contended)) break;
+      store_request_t req = {.method = "PUT", .url = upload_url};
+      /* A contended commit is still running: give it time first. */
+      if (contended && !store_retry_next(c, retry, req.method, req.url, &resp)) {
+        s = store_response_error(&req, &resp, retry->attempt);
+        break;
+      }
       /* The commit may have happened with the answer lost: look. */
       int exists = 0;
       s = nimble_store_blob_exists(c, repo, digest, &exists, NULL);
-      if (!s && !exists) {
-        store_request_t req = {.method = "PUT", .url = upload_url};
+      if (s || exists) break;
+      /* Not there: a contended session may be ours again; else give up. */
+      if (!contended) {
         s = store_response_error(&req, &resp, retry->attempt);
+        break;
       }
+      store_response_clear(&resp);
     }
   }
   store_response_clear(&resp);

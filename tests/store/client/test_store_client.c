@@ -959,6 +959,50 @@ START_TEST(test_chunked_upload_resumes_at_the_offset_the_server_reports) {
 }
 END_TEST
 
+START_TEST(test_put_answered_409_in_use_looks_for_the_blob_and_starts_over) {
+  /* The store answers 409 "in use by another request" to a PUT while it
+   * still runs the handler of an earlier PUT on the session whose
+   * connection died (found by tests/scheduler/fault_injection.c's network
+   * cuts: a worker's push failed the job). First push: the earlier PUT did
+   * commit, so the HEAD after the backoff finds the blob. Second push: it
+   * did not, so a new session carries the blob. */
+  uint8_t data[64];
+  fill_random(data, sizeof(data));
+  peer_response_t script[] = {
+      {.status = 404, .declared_length = -1, .cut_after = -1},                  /* HEAD */
+      {.status = 202, .declared_length = -1, .cut_after = -1,                   /* POST */
+       .headers = "Location: /v2/models/x/blobs/uploads/u1\r\n"},
+      {.status = 409, .declared_length = -1, .cut_after = -1},                  /* PUT */
+      {.status = 200, .declared_length = -1, .cut_after = -1},                  /* HEAD: there */
+      {.status = 404, .declared_length = -1, .cut_after = -1},                  /* HEAD */
+      {.status = 202, .declared_length = -1, .cut_after = -1,                   /* POST */
+       .headers = "Location: /v2/models/x/blobs/uploads/u2\r\n"},
+      {.status = 409, .declared_length = -1, .cut_after = -1},                  /* PUT */
+      {.status = 404, .declared_length = -1, .cut_after = -1},                  /* HEAD: absent */
+      {.status = 202, .declared_length = -1, .cut_after = -1,                   /* POST */
+       .headers = "Location: /v2/models/x/blobs/uploads/u3\r\n"},
+      {.status = 201, .declared_length = -1, .cut_after = -1},                  /* PUT */
+  };
+  http_peer *p = http_peer_start(script, 10);
+  counts_t counts = {0};
+  nimble_store_client *c = peer_client(p, &counts, 5);
+  NIMBLE_ASSERT_OK(nimble_store_push_blob(c, "models/x", data, sizeof(data), NULL));
+  ck_assert_int_eq(http_peer_request_count(p), 4);
+  ck_assert_str_eq(http_peer_request(p, 3)->method, "HEAD");
+  data[0] ^= 1; /* another blob */
+  NIMBLE_ASSERT_OK(nimble_store_push_blob(c, "models/x", data, sizeof(data), NULL));
+  ck_assert_int_eq(http_peer_request_count(p), 10);
+  ck_assert_str_eq(http_peer_request(p, 7)->method, "HEAD");
+  ck_assert_str_eq(http_peer_request(p, 8)->method, "POST");
+  ck_assert_msg(strncmp(http_peer_request(p, 9)->path, "/v2/models/x/blobs/uploads/u3?", 30) == 0,
+                "final PUT went to %s", http_peer_request(p, 9)->path);
+  ck_assert_uint_eq(http_peer_request(p, 9)->body_len, sizeof(data));
+  ck_assert_int_eq(counts.retries, 2);
+  nimble_store_client_destroy(c);
+  http_peer_stop(p);
+}
+END_TEST
+
 START_TEST(test_location_to_another_host_is_refused) {
   peer_response_t script[] = {
       {.status = 404, .declared_length = -1, .cut_after = -1},   /* HEAD: not there */
@@ -1315,6 +1359,7 @@ int main(void) {
     tcase_add_test(tc, test_oversized_manifest_is_refused_before_download);
     tcase_add_test(tc, test_blob_over_the_memory_cap_is_refused);
     tcase_add_test(tc, test_token_is_sent_as_bearer_header);
+    tcase_add_test(tc, test_put_answered_409_in_use_looks_for_the_blob_and_starts_over);
     tcase_add_test(tc, test_bad_names_and_options_are_invalid_arguments);
     suite_add_tcase(s, tc);
   }
