@@ -1003,6 +1003,51 @@ START_TEST(test_put_answered_409_in_use_looks_for_the_blob_and_starts_over) {
 }
 END_TEST
 
+START_TEST(test_put_answered_digest_invalid_starts_a_new_session) {
+  /* A network cut mid-PUT: libcurl resent the PUT on a fresh connection and
+   * the store's session held the cut copy before the whole one, so the
+   * commit found other bytes (found by tests/scheduler/fault_injection.c's
+   * network cuts). We hashed what we send: a new session carries it. */
+  uint8_t data[64];
+  fill_random(data, sizeof(data));
+  static const char spoiled[] =
+      "{\"errors\":[{\"code\":\"DIGEST_INVALID\",\"message\":\"digest mismatch\"}]}";
+  peer_response_t script[] = {
+      {.status = 404, .declared_length = -1, .cut_after = -1},                  /* HEAD */
+      {.status = 202, .declared_length = -1, .cut_after = -1,                   /* POST */
+       .headers = "Location: /v2/models/x/blobs/uploads/u1\r\n"},
+      {.status = 400, .declared_length = -1, .cut_after = -1, .body = spoiled,  /* PUT */
+       .body_len = sizeof(spoiled) - 1, .headers = "Content-Type: application/json\r\n"},
+      {.status = 404, .declared_length = -1, .cut_after = -1},                  /* HEAD */
+      {.status = 202, .declared_length = -1, .cut_after = -1,                   /* POST */
+       .headers = "Location: /v2/models/x/blobs/uploads/u2\r\n"},
+      {.status = 201, .declared_length = -1, .cut_after = -1},                  /* PUT */
+      /* A 400 that is not about the digest is the caller's error. */
+      {.status = 404, .declared_length = -1, .cut_after = -1},                  /* HEAD */
+      {.status = 202, .declared_length = -1, .cut_after = -1,                   /* POST */
+       .headers = "Location: /v2/models/x/blobs/uploads/u3\r\n"},
+      {.status = 400, .declared_length = -1, .cut_after = -1},                  /* PUT */
+  };
+  http_peer *p = http_peer_start(script, 9);
+  counts_t counts = {0};
+  nimble_store_client *c = peer_client(p, &counts, 5);
+  NIMBLE_ASSERT_OK(nimble_store_push_blob(c, "models/x", data, sizeof(data), NULL));
+  ck_assert_int_eq(http_peer_request_count(p), 6);
+  ck_assert_msg(strncmp(http_peer_request(p, 5)->path, "/v2/models/x/blobs/uploads/u2?", 30) == 0,
+                "final PUT went to %s", http_peer_request(p, 5)->path);
+  ck_assert_uint_eq(http_peer_request(p, 5)->body_len, sizeof(data));
+  data[0] ^= 1;
+  nimble_status_t st = nimble_store_push_blob(c, "models/x", data, sizeof(data), NULL);
+  ck_assert_msg(st != NULL, "a plain 400 was taken for success");
+  ck_assert_msg(strstr(nimble_status_message(st), "HTTP 400") != NULL, "%s",
+                nimble_status_message(st));
+  nimble_status_free(st);
+  ck_assert_int_eq(http_peer_request_count(p), 9);
+  nimble_store_client_destroy(c);
+  http_peer_stop(p);
+}
+END_TEST
+
 START_TEST(test_location_to_another_host_is_refused) {
   peer_response_t script[] = {
       {.status = 404, .declared_length = -1, .cut_after = -1},   /* HEAD: not there */
@@ -1178,19 +1223,26 @@ END_TEST
 START_TEST(test_server_rejecting_the_digest_is_data_loss) {
   const char *bad = "{\"errors\":[{\"code\":\"DIGEST_INVALID\",\"message\":\"provided digest "
                     "did not match uploaded content\"}]}";
+  /* Once may be a network cut (test_put_answered_digest_invalid_starts_a_new_session);
+   * twice, in two sessions, is the store. */
   peer_response_t script[] = {
       {.status = 404, .declared_length = -1, .cut_after = -1},
       {.status = 202, .declared_length = -1, .cut_after = -1,
        .headers = "Location: /v2/models/x/blobs/uploads/u1\r\n"},
       {.status = 400, .body = bad, .body_len = strlen(bad), .declared_length = -1,
        .cut_after = -1},
+      {.status = 404, .declared_length = -1, .cut_after = -1},
+      {.status = 202, .declared_length = -1, .cut_after = -1,
+       .headers = "Location: /v2/models/x/blobs/uploads/u2\r\n"},
+      {.status = 400, .body = bad, .body_len = strlen(bad), .declared_length = -1,
+       .cut_after = -1},
   };
-  http_peer *p = http_peer_start(script, 3);
+  http_peer *p = http_peer_start(script, 6);
   counts_t counts = {0};
-  nimble_store_client *c = peer_client(p, &counts, 3);
+  nimble_store_client *c = peer_client(p, &counts, 5);
   NIMBLE_ASSERT_ERROR(nimble_store_push_blob(c, "models/x", "abc", 3, NULL), NIMBLE_DATA_LOSS,
                       "HTTP 400 DIGEST_INVALID: provided digest did not match");
-  ck_assert_int_eq(http_peer_request_count(p), 3);
+  ck_assert_int_eq(http_peer_request_count(p), 6);
   nimble_store_client_destroy(c);
   http_peer_stop(p);
 }
@@ -1360,6 +1412,7 @@ int main(void) {
     tcase_add_test(tc, test_blob_over_the_memory_cap_is_refused);
     tcase_add_test(tc, test_token_is_sent_as_bearer_header);
     tcase_add_test(tc, test_put_answered_409_in_use_looks_for_the_blob_and_starts_over);
+    tcase_add_test(tc, test_put_answered_digest_invalid_starts_a_new_session);
     tcase_add_test(tc, test_bad_names_and_options_are_invalid_arguments);
     suite_add_tcase(s, tc);
   }
