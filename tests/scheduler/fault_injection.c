@@ -125,12 +125,18 @@ static int partial_blobs(farm *f) {
 /* Pulls one blob and checks its bytes against the digest independently. */
 static int blob_ok(farm *f, const char *repo, const char *digest) {
   nimble_digest_t d;
-  if (nimble_digest_parse(digest, &d) != NULL) return 0;
+  if (!digest) return 0;
+  nimble_status_t ps = nimble_digest_parse(digest, &d);
+  if (ps) {
+    nimble_status_free(ps);
+    return 0;
+  }
   uint8_t *bytes = NULL;
   size_t n = 0;
   nimble_status_t st = nimble_store_pull_blob(f->store, repo, &d, &bytes, &n);
   if (st) {
     fprintf(stderr, "pull %s@%s: %s\n", repo, digest, nimble_status_message(st));
+    nimble_status_free(st);
     return 0;
   }
   char hex[65];
@@ -189,6 +195,7 @@ static void check_job(farm *f, row *r, const job *j, long timeout_ms) {
     nimble_status_t s = nimble_store_pull_manifest(f->store, j->name, "x86", &bytes, &n, NULL, &got);
     if (s) {
       fprintf(stderr, "job %s: pulling %s:x86: %s\n", j->id, j->name, nimble_status_message(s));
+      nimble_status_free(s);
       ok = 0;
     }
   }
@@ -481,6 +488,7 @@ static void finish_upload(farm *f, row *r, upload *u, const char *hex) {
   r->uploads++;
   if (u->status) {
     fprintf(stderr, "UPLOAD NOT RESUMED: %s\n", nimble_status_message(u->status));
+    nimble_status_free(u->status);
     return;
   }
   char got[65];
