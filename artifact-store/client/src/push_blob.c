@@ -218,7 +218,9 @@ static nimble_status_t upload_chunked(nimble_store_client *c, const char *repo,
   nimble_status_t s = nimble_ok();
   uint64_t offset = 0;
   int tried_offset_one = 0;
+  int restarts = 0;
   store_response_t resp = {0};
+from_the_start:
   while (!s && offset < src->size) {
     uint64_t len = src->size - offset;
     if (len > c->opts.chunk_size) len = c->opts.chunk_size;
@@ -315,8 +317,23 @@ static nimble_status_t upload_chunked(nimble_store_client *c, const char *repo,
       int exists = 0;
       s = nimble_store_blob_exists(c, repo, digest, &exists, NULL);
       if (s || exists) break;
-      /* Not there: a contended session may be ours again; else give up. */
+      /* Not there: a contended session may be ours again. A lost answer
+       * with no blob: the store may have restarted, which clears its
+       * sessions (store.md, On disk), so upload again in a new session, at
+       * most max_attempts times. */
       if (!contended) {
+        if (restarts++ < c->opts.max_attempts &&
+            store_retry_next(c, retry, req.method, req.url, &resp)) {
+          char *fresh = NULL;
+          s = start_upload(c, repo, retry, &fresh);
+          if (s) break;
+          free(upload_url);
+          upload_url = fresh;
+          offset = 0;
+          tried_offset_one = 0;
+          store_response_clear(&resp);
+          goto from_the_start;
+        }
         s = store_response_error(&req, &resp, retry->attempt);
         break;
       }

@@ -1048,6 +1048,54 @@ START_TEST(test_put_answered_digest_invalid_starts_a_new_session) {
 }
 END_TEST
 
+START_TEST(test_chunked_upload_whose_commit_answer_is_lost_starts_over_when_the_blob_is_absent) {
+  /* The store was SIGKILLed during the final PUT and restarted, which
+   * clears its sessions (found by tests/scheduler/fault_injection.c's store
+   * kills: the push gave up). HEAD says the blob is not there, so the whole
+   * upload runs again in a new session. */
+  uint8_t data[300];
+  fill_random(data, sizeof(data));
+  peer_response_t script[] = {
+      {.status = 404, .declared_length = -1, .cut_after = -1},                  /* HEAD */
+      {.status = 202, .declared_length = -1, .cut_after = -1,                   /* POST */
+       .headers = "Location: /v2/models/x/blobs/uploads/u1\r\n"},
+      {.status = 202, .declared_length = -1, .cut_after = -1,                   /* PATCH */
+       .headers = "Location: /v2/models/x/blobs/uploads/u1\r\nRange: 0-99\r\n"},
+      {.status = 202, .declared_length = -1, .cut_after = -1,                   /* PATCH */
+       .headers = "Location: /v2/models/x/blobs/uploads/u1\r\nRange: 0-199\r\n"},
+      {.status = 202, .declared_length = -1, .cut_after = -1,                   /* PATCH */
+       .headers = "Location: /v2/models/x/blobs/uploads/u1\r\nRange: 0-299\r\n"},
+      {.status = 503, .declared_length = -1, .cut_after = -1},                  /* PUT */
+      {.status = 404, .declared_length = -1, .cut_after = -1},                  /* HEAD */
+      {.status = 202, .declared_length = -1, .cut_after = -1,                   /* POST */
+       .headers = "Location: /v2/models/x/blobs/uploads/u2\r\n"},
+      {.status = 202, .declared_length = -1, .cut_after = -1,                   /* PATCH */
+       .headers = "Location: /v2/models/x/blobs/uploads/u2\r\nRange: 0-99\r\n"},
+      {.status = 202, .declared_length = -1, .cut_after = -1,                   /* PATCH */
+       .headers = "Location: /v2/models/x/blobs/uploads/u2\r\nRange: 0-199\r\n"},
+      {.status = 202, .declared_length = -1, .cut_after = -1,                   /* PATCH */
+       .headers = "Location: /v2/models/x/blobs/uploads/u2\r\nRange: 0-299\r\n"},
+      {.status = 201, .declared_length = -1, .cut_after = -1},                  /* PUT */
+  };
+  http_peer *p = http_peer_start(script, 12);
+  char url[64];
+  snprintf(url, sizeof(url), "http://127.0.0.1:%d", http_peer_port(p));
+  nimble_store_client_options_t o = {.base_url = url, .chunk_size = 100, .backoff_base_ms = 10};
+  nimble_store_client *c = NULL;
+  NIMBLE_ASSERT_OK(nimble_store_client_create(&o, &c));
+  NIMBLE_ASSERT_OK(nimble_store_push_blob(c, "models/x", data, sizeof(data), NULL));
+  ck_assert_int_eq(http_peer_request_count(p), 12);
+  ck_assert_str_eq(http_peer_request(p, 6)->method, "HEAD");
+  ck_assert_str_eq(http_peer_request(p, 7)->method, "POST");
+  ck_assert_str_eq(http_peer_request(p, 8)->content_range, "0-99");
+  ck_assert_str_eq(http_peer_request(p, 10)->content_range, "200-299");
+  ck_assert_msg(strncmp(http_peer_request(p, 11)->path, "/v2/models/x/blobs/uploads/u2?", 30) == 0,
+                "final PUT went to %s", http_peer_request(p, 11)->path);
+  nimble_store_client_destroy(c);
+  http_peer_stop(p);
+}
+END_TEST
+
 START_TEST(test_location_to_another_host_is_refused) {
   peer_response_t script[] = {
       {.status = 404, .declared_length = -1, .cut_after = -1},   /* HEAD: not there */
@@ -1413,6 +1461,7 @@ int main(void) {
     tcase_add_test(tc, test_token_is_sent_as_bearer_header);
     tcase_add_test(tc, test_put_answered_409_in_use_looks_for_the_blob_and_starts_over);
     tcase_add_test(tc, test_put_answered_digest_invalid_starts_a_new_session);
+    tcase_add_test(tc, test_chunked_upload_whose_commit_answer_is_lost_starts_over_when_the_blob_is_absent);
     tcase_add_test(tc, test_bad_names_and_options_are_invalid_arguments);
     suite_add_tcase(s, tc);
   }
