@@ -5,12 +5,15 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -244,9 +247,8 @@ void farm_start(farm *f, const farm_config *cfg) {
                            cfg && cfg->aof ? "--appendonly yes" : "--appendonly no") == 0,
                 "redis_fixture.sh start failed (see %s/fixtures.log)", f->redis_dir);
   read_addr(f->redis_dir, f->redis_host, &f->redis_port);
-  char store_args[256];
-  snprintf(store_args, sizeof store_args, "--quiet %s", cfg && cfg->store_args ? cfg->store_args : "");
-  ck_assert_msg(run_script("store_fixture.sh", "start", f->store_dir, store_args) == 0,
+  snprintf(f->store_args, sizeof f->store_args, "--quiet %s", cfg && cfg->store_args ? cfg->store_args : "");
+  ck_assert_msg(run_script("store_fixture.sh", "start", f->store_dir, f->store_args) == 0,
                 "store_fixture.sh start failed");
   char host[64];
   int port;
@@ -332,8 +334,22 @@ void farm_stop(farm *f) {
   f->redis = NULL;
   nimble_store_client_destroy(f->store);
   f->store = NULL;
+  if (f->proxy_pid > 0) {
+    close(f->proxy_cmd);
+    close(f->proxy_reply);
+    stop_pid(f->proxy_pid, SIGKILL, 5000);
+    f->proxy_pid = 0;
+  }
   if (f->redis_dir[0]) run_script("redis_fixture.sh", "stop", f->redis_dir, NULL);
-  if (f->store_dir[0]) run_script("store_fixture.sh", "stop", f->store_dir, NULL);
+  if (f->store_pid > 0) {
+    stop_pid(f->store_pid, SIGTERM, 20000);
+    f->store_pid = 0;
+    char pidfile[400];
+    snprintf(pidfile, sizeof pidfile, "%s/pid", f->store_dir);
+    unlink(pidfile);
+  } else if (f->store_dir[0]) {
+    run_script("store_fixture.sh", "stop", f->store_dir, NULL);
+  }
   char *report = at_exit ? NULL : sanitizer_report(f);
   if (report) {
     fprintf(stderr, "farm kept in %s for its sanitizer report\n", f->dir);
@@ -359,7 +375,13 @@ void farm_restart_redis(farm *f) {
 }
 
 int farm_start_worker(farm *f, const char *id, const char *targets, const char *const *extra) {
-  ck_assert(f->nworkers < FARM_MAX_WORKERS);
+  int slot = -1;
+  for (int k = 0; k < f->nworkers; k++)
+    if (f->workers[k] <= 0) {
+      slot = k;
+      break;
+    }
+  ck_assert(slot >= 0 || f->nworkers < FARM_MAX_WORKERS);
   const char *build = env_or_die("NIMBLE_BUILD_DIR");
   char bin[512], compiler[512], log[400], tokens[400];
   snprintf(bin, sizeof bin, "%s/compile-workers/worker/nimble-worker", build);
@@ -373,7 +395,7 @@ int farm_start_worker(farm *f, const char *id, const char *targets, const char *
   argv[a++] = "--scheduler";
   argv[a++] = f->workers_ep;
   argv[a++] = "--store";
-  argv[a++] = f->store_url;
+  argv[a++] = f->worker_store_url[0] ? f->worker_store_url : f->store_url;
   argv[a++] = "--store-token-file";
   argv[a++] = tokens;
   argv[a++] = "--targets";
@@ -388,7 +410,7 @@ int farm_start_worker(farm *f, const char *id, const char *targets, const char *
   argv[a++] = "200";
   for (int i = 0; extra && extra[i] && a < 46; i++) argv[a++] = (char *)extra[i];
   argv[a] = NULL;
-  int i = f->nworkers++;
+  int i = slot >= 0 ? slot : f->nworkers++;
   f->workers[i] = spawn(argv, log);
   return i;
 }
@@ -507,4 +529,223 @@ int farm_sched_log_contains(farm *f, const char *text) {
   int found = t && strstr(t, text) != NULL;
   free(t);
   return found;
+}
+
+/* The pid a fixture script wrote to DIR/pid, or 0. */
+static pid_t read_pid(const char *dir) {
+  char path[400];
+  snprintf(path, sizeof path, "%s/pid", dir);
+  char *t = read_text(path);
+  pid_t pid = t ? (pid_t)atol(t) : 0;
+  free(t);
+  return pid;
+}
+
+/* Gone, or a zombie of a parent that is not us (the fixture's shell exited). */
+static void wait_gone(pid_t pid, long timeout_ms) {
+  long long end = now_ms() + timeout_ms;
+  while (now_ms() < end) {
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *s = fopen(path, "r");
+    if (!s) return;
+    size_t n = fread(buf, 1, sizeof buf - 1, s);
+    fclose(s);
+    buf[n] = '\0';
+    char *rp = strrchr(buf, ')');
+    if (rp && rp[1] == ' ' && rp[2] == 'Z') return;
+    farm_sleep_ms(10);
+  }
+  ck_abort_msg("process %d outlived SIGKILL for %ld ms", (int)pid, timeout_ms);
+}
+
+void farm_crash_redis(farm *f) {
+  pid_t pid = read_pid(f->redis_dir);
+  ck_assert_msg(pid > 0, "no redis pid in %s", f->redis_dir);
+  kill(pid, SIGKILL);
+  wait_gone(pid, 10000);
+  char pidfile[400];
+  snprintf(pidfile, sizeof pidfile, "%s/pid", f->redis_dir);
+  unlink(pidfile);
+  char extra[64];
+  snprintf(extra, sizeof extra, "--appendonly yes --port %d", f->redis_port);
+  ck_assert_msg(run_script("redis_fixture.sh", "start", f->redis_dir, extra) == 0,
+                "redis did not restart on port %d", f->redis_port);
+  redisFree(f->redis);
+  struct timeval tv = {2, 0};
+  f->redis = redisConnectWithTimeout(f->redis_host, f->redis_port, tv);
+  ck_assert(f->redis && !f->redis->err);
+}
+
+void farm_kill_store(farm *f, int sig) {
+  if (f->store_pid > 0) {
+    stop_pid(f->store_pid, sig, 20000);
+    f->store_pid = 0;
+  } else {
+    pid_t pid = read_pid(f->store_dir);
+    ck_assert_msg(pid > 0, "no store pid in %s", f->store_dir);
+    kill(pid, sig);
+    wait_gone(pid, 20000);
+  }
+  char pidfile[400];
+  snprintf(pidfile, sizeof pidfile, "%s/pid", f->store_dir);
+  unlink(pidfile);
+}
+
+void farm_start_store(farm *f) {
+  char bin[512], listen[64], ready[400], tokens[400], log[400], pidfile[400];
+  snprintf(bin, sizeof bin, "%s/artifact-store/server/nimble-store", env_or_die("NIMBLE_BUILD_DIR"));
+  snprintf(listen, sizeof listen, "%s", f->store_url + strlen("http://"));
+  snprintf(ready, sizeof ready, "%s/addr.restart", f->store_dir);
+  snprintf(tokens, sizeof tokens, "%s/tokens", f->store_dir);
+  snprintf(log, sizeof log, "%s/log", f->store_dir);
+  snprintf(pidfile, sizeof pidfile, "%s/pid", f->store_dir);
+  unlink(ready);
+  char args[256];
+  snprintf(args, sizeof args, "%s", f->store_args);
+  char *argv[40];
+  int a = 0;
+  argv[a++] = bin;
+  argv[a++] = "--listen";
+  argv[a++] = listen;
+  argv[a++] = "--root";
+  argv[a++] = f->store_root;
+  argv[a++] = "--ready-file";
+  argv[a++] = ready;
+  argv[a++] = "--token-file";
+  argv[a++] = tokens;
+  for (char *tok = strtok(args, " "); tok && a < 38; tok = strtok(NULL, " ")) argv[a++] = tok;
+  argv[a] = NULL;
+  f->store_pid = spawn(argv, log);
+  char pidtext[32];
+  snprintf(pidtext, sizeof pidtext, "%d\n", (int)f->store_pid);
+  write_text(pidfile, pidtext);
+  for (int i = 0; i < 400; i++) {
+    struct stat st;
+    if (stat(ready, &st) == 0 && st.st_size > 0) return;
+    int status;
+    if (waitpid(f->store_pid, &status, WNOHANG) == f->store_pid) {
+      f->store_pid = 0;
+      char *t = read_text(log);
+      ck_abort_msg("nimble-store did not restart on %s: %s", listen, t ? t : "");
+    }
+    farm_sleep_ms(25);
+  }
+  ck_abort_msg("nimble-store did not restart on %s in 10 s", listen);
+}
+
+/* The proxy: accepts on `lfd`, connects each client to the target, relays
+ * both ways; a byte on `cmd` resets every pair and answers their count. */
+#define PROXY_MAX 64
+static void proxy_main(int lfd, int cmd, int reply, const char *host, int port) {
+  int cl[PROXY_MAX], up[PROXY_MAX];
+  int n = 0;
+  struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+  to.sin_addr.s_addr = htonl(0x7f000001);
+  (void)host; /* loopback only */
+  static char buf[1 << 16];
+  for (;;) {
+    struct pollfd p[2 + 2 * PROXY_MAX];
+    p[0] = (struct pollfd){.fd = lfd, .events = POLLIN};
+    p[1] = (struct pollfd){.fd = cmd, .events = POLLIN};
+    for (int i = 0; i < n; i++) {
+      p[2 + 2 * i] = (struct pollfd){.fd = cl[i], .events = POLLIN};
+      p[3 + 2 * i] = (struct pollfd){.fd = up[i], .events = POLLIN};
+    }
+    if (poll(p, (nfds_t)(2 + 2 * n), -1) < 0) continue;
+    if (p[1].revents) {
+      char c;
+      if (read(cmd, &c, 1) != 1) _exit(0);
+      struct linger lg = {1, 0};
+      for (int i = 0; i < n; i++) {
+        setsockopt(cl[i], SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+        setsockopt(up[i], SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+        close(cl[i]);
+        close(up[i]);
+      }
+      int cut = n;
+      n = 0;
+      if (write(reply, &cut, sizeof cut) != (ssize_t)sizeof cut) _exit(0);
+      continue;
+    }
+    int closed[PROXY_MAX] = {0};
+    for (int i = 0; i < n; i++) {
+      for (int side = 0; side < 2; side++) {
+        if (!p[2 + 2 * i + side].revents) continue;
+        int from = side ? up[i] : cl[i], to_fd = side ? cl[i] : up[i];
+        ssize_t r = read(from, buf, sizeof buf);
+        int ok = r > 0;
+        for (ssize_t off = 0; ok && off < r;) {
+          ssize_t w = write(to_fd, buf + off, (size_t)(r - off));
+          if (w <= 0) ok = 0;
+          else off += w;
+        }
+        if (!ok) closed[i] = 1;
+      }
+    }
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+      if (closed[i]) {
+        close(cl[i]);
+        close(up[i]);
+      } else {
+        cl[m] = cl[i];
+        up[m] = up[i];
+        m++;
+      }
+    }
+    n = m;
+    if (p[0].revents & POLLIN) {
+      int c = accept(lfd, NULL, NULL);
+      if (c < 0) continue;
+      int u = socket(AF_INET, SOCK_STREAM, 0);
+      if (n >= PROXY_MAX || u < 0 || connect(u, (struct sockaddr *)&to, sizeof to) != 0) {
+        close(c);
+        if (u >= 0) close(u);
+        continue;
+      }
+      cl[n] = c;
+      up[n] = u;
+      n++;
+    }
+  }
+}
+
+int farm_proxy_start(farm *f, const char *host, int port) {
+  int lfd = socket(AF_INET, SOCK_STREAM, 0);
+  ck_assert(lfd >= 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
+  a.sin_addr.s_addr = htonl(0x7f000001);
+  ck_assert(bind(lfd, (struct sockaddr *)&a, sizeof a) == 0);
+  ck_assert(listen(lfd, 64) == 0);
+  socklen_t len = sizeof a;
+  ck_assert(getsockname(lfd, (struct sockaddr *)&a, &len) == 0);
+  int cmd[2], reply[2];
+  ck_assert(pipe2(cmd, O_CLOEXEC) == 0 && pipe2(reply, O_CLOEXEC) == 0);
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  ck_assert(pid >= 0);
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);
+    close(cmd[1]);
+    close(reply[0]);
+    proxy_main(lfd, cmd[0], reply[1], host, port);
+    _exit(0);
+  }
+  close(lfd);
+  close(cmd[0]);
+  close(reply[1]);
+  f->proxy_pid = pid;
+  f->proxy_cmd = cmd[1];
+  f->proxy_reply = reply[0];
+  return ntohs(a.sin_port);
+}
+
+int farm_proxy_cut(farm *f) {
+  char c = 'c';
+  ck_assert(write(f->proxy_cmd, &c, 1) == 1);
+  int cut = 0;
+  ck_assert(read(f->proxy_reply, &cut, sizeof cut) == (ssize_t)sizeof cut);
+  return cut;
 }

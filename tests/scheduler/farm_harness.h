@@ -47,6 +47,11 @@ typedef struct farm {
   void *zctx, *client;
   nimble_store_client *store;
   redisContext *redis;
+  char store_args[256];     /* the store's extra arguments, kept for a restart */
+  pid_t store_pid;          /* a store farm_start_store started (our child), else 0 */
+  char worker_store_url[128]; /* when set, workers use it instead of store_url (a proxy) */
+  pid_t proxy_pid;
+  int proxy_cmd, proxy_reply; /* pipes to and from the proxy */
 } farm;
 
 typedef struct farm_config {
@@ -71,7 +76,24 @@ int farm_stop_scheduler(farm *f, int sig);
 /* Stops redis (SIGTERM, AOF flushed) and starts it again on the same port. */
 void farm_restart_redis(farm *f);
 
-/* Starts a worker; returns its index. extra: NULL-terminated extra args. */
+/* SIGKILLs redis (no shutdown, the AOF holds what it acknowledged) and
+ * starts it again on the same port with --appendonly yes. */
+void farm_crash_redis(farm *f);
+
+/* Sends sig to the store (the fixture's or ours) and waits until it is gone. */
+void farm_kill_store(farm *f, int sig);
+/* Starts nimble-store again on the same port and root (the blobs, tags and
+ * manifests stay; its start-up clears uploads/), as our child. */
+void farm_start_store(farm *f);
+
+/* A TCP proxy (a child process) from a loopback port to host:port; returns
+ * the port. Workers started afterwards reach the store through it when
+ * the caller sets worker_store_url to it. */
+int farm_proxy_start(farm *f, const char *host, int port);
+/* Resets (RST) every connection the proxy holds; returns how many. */
+int farm_proxy_cut(farm *f);
+
+/* Starts a worker; returns its index (a slot freed by a kill is reused). extra: NULL-terminated extra args. */
 int farm_start_worker(farm *f, const char *id, const char *targets, const char *const *extra);
 /* Sends sig to worker i and reaps it. */
 void farm_kill_worker(farm *f, int i, int sig);

@@ -98,19 +98,41 @@ static nimble_status_t start_upload(nimble_store_client *c, const char *repo, st
   return s;
 }
 
-/* The final PUT ?digest=... with `body` (possibly empty). Returns 1 in
- * *out_retry when a retryable failure happened and the caller should start
- * over (after the blob was checked not to be there already). */
+/* 409 on the final PUT: the store still runs the handler of an earlier
+ * request on this session, typically our own PUT whose connection died (a
+ * network cut, or curl resending it on a fresh connection) and which may be
+ * committing the blob right now. Settled like a lost answer: back off, then
+ * look whether the blob is there. */
+static int commit_contended(const store_response_t *r) {
+  return r->curl_code == CURLE_OK && r->status == 409;
+}
+
+/* 400 DIGEST_INVALID on a PUT that carried the blob: we hashed the bytes we
+ * send, so the session got other bytes too. libcurl resends a request whose
+ * reused connection died, and the store keeps what the dead request had
+ * written into the session (a session file is append-only), so the session
+ * holds a cut copy followed by the whole one. The store discarded it;
+ * a new session carries the blob, once: a second mismatch is DATA_LOSS. */
+static int session_spoiled(const store_response_t *r, const store_body_t *body) {
+  return r->curl_code == CURLE_OK && r->status == 400 && body->length > 0 && r->body &&
+         memmem(r->body, r->body_size, "DIGEST_INVALID", 14) != NULL;
+}
+
+/* The final PUT ?digest=... with `body` (possibly empty). A retryable
+ * failure or a contended commit (commit_contended) leaves the status ok and
+ * the caller, seeing `resp`, looks for the blob and starts over. */
 static nimble_status_t finish_upload(nimble_store_client *c, const char *upload_url,
                                      store_body_t *body, const nimble_digest_t *digest,
-                                     store_retry_t *retry, store_response_t *resp) {
+                                     store_retry_t *retry, store_response_t *resp,
+                                     int tolerate_spoiled) {
   char *url = NULL;
   NIMBLE_RETURN_IF_ERROR(store_url_with_digest(upload_url, digest, &url));
   store_request_t req = {.method = "PUT", .url = url, .body = body,
                          .content_type = "application/octet-stream"};
   req.attempt = ++retry->attempt;
   nimble_status_t s = store_http_exchange(c, &req, resp);
-  if (!s && !store_response_retryable(resp)) {
+  if (!s && !store_response_retryable(resp) && !commit_contended(resp) &&
+      !(tolerate_spoiled && session_spoiled(resp, body))) {
     if (resp->status == 201 || resp->status == 204 || resp->status == 200)
       s = check_reported_digest(&req, resp, digest);
     else
@@ -141,13 +163,16 @@ static int64_t parse_upload_range(const char *range) {
 static nimble_status_t upload_monolithic(nimble_store_client *c, const char *repo,
                                          const blob_src_t *src, const nimble_digest_t *digest,
                                          store_retry_t *retry) {
+  int spoiled = 0; /* sessions spoiled so far: one is a cut, two is the store */
   for (;;) {
     char *upload_url = NULL;
     NIMBLE_RETURN_IF_ERROR(start_upload(c, repo, retry, &upload_url));
     store_body_t body = {.data = src->data, .fd = src->fd, .length = src->size};
     store_response_t resp = {0};
-    nimble_status_t s = finish_upload(c, upload_url, &body, digest, retry, &resp);
-    int again = !s && store_response_retryable(&resp);
+    nimble_status_t s = finish_upload(c, upload_url, &body, digest, retry, &resp, spoiled == 0);
+    if (!s && session_spoiled(&resp, &body)) spoiled++;
+    int again = !s && (store_response_retryable(&resp) || commit_contended(&resp) ||
+                       session_spoiled(&resp, &body));
     if (again) {
       char *u = NULL;
       store_url_with_digest(upload_url, digest, &u);
@@ -155,6 +180,11 @@ static nimble_status_t upload_monolithic(nimble_store_client *c, const char *rep
       if (!store_retry_next(c, retry, "PUT", req.url, &resp)) {
         s = store_response_error(&req, &resp, retry->attempt);
         again = 0;
+      } else {
+        /* The PUT whose answer we lost may have stored the blob. */
+        int exists = 0;
+        s = nimble_store_blob_exists(c, repo, digest, &exists, NULL);
+        if (s || exists) again = 0;
       }
       free(u);
     }
@@ -188,7 +218,9 @@ static nimble_status_t upload_chunked(nimble_store_client *c, const char *repo,
   nimble_status_t s = nimble_ok();
   uint64_t offset = 0;
   int tried_offset_one = 0;
+  int restarts = 0;
   store_response_t resp = {0};
+from_the_start:
   while (!s && offset < src->size) {
     uint64_t len = src->size - offset;
     if (len > c->opts.chunk_size) len = c->opts.chunk_size;
@@ -271,15 +303,41 @@ static nimble_status_t upload_chunked(nimble_store_client *c, const char *repo,
   }
   if (!s) {
     store_body_t empty = {.fd = -1};
-    s = finish_upload(c, upload_url, &empty, digest, retry, &resp);
-    if (!s && store_response_retryable(&resp)) {
+    for (;;) {
+      s = finish_upload(c, upload_url, &empty, digest, retry, &resp, 0);
+      int contended = !s && commit_contended(&resp);
+      if (s || (!store_response_retryable(&resp) && !contended)) break;
+      store_request_t req = {.method = "PUT", .url = upload_url};
+      /* A contended commit is still running: give it time first. */
+      if (contended && !store_retry_next(c, retry, req.method, req.url, &resp)) {
+        s = store_response_error(&req, &resp, retry->attempt);
+        break;
+      }
       /* The commit may have happened with the answer lost: look. */
       int exists = 0;
       s = nimble_store_blob_exists(c, repo, digest, &exists, NULL);
-      if (!s && !exists) {
-        store_request_t req = {.method = "PUT", .url = upload_url};
+      if (s || exists) break;
+      /* Not there: a contended session may be ours again. A lost answer
+       * with no blob: the store may have restarted, which clears its
+       * sessions (store.md, On disk), so upload again in a new session, at
+       * most max_attempts times. */
+      if (!contended) {
+        if (restarts++ < c->opts.max_attempts &&
+            store_retry_next(c, retry, req.method, req.url, &resp)) {
+          char *fresh = NULL;
+          s = start_upload(c, repo, retry, &fresh);
+          if (s) break;
+          free(upload_url);
+          upload_url = fresh;
+          offset = 0;
+          tried_offset_one = 0;
+          store_response_clear(&resp);
+          goto from_the_start;
+        }
         s = store_response_error(&req, &resp, retry->attempt);
+        break;
       }
+      store_response_clear(&resp);
     }
   }
   store_response_clear(&resp);

@@ -959,6 +959,143 @@ START_TEST(test_chunked_upload_resumes_at_the_offset_the_server_reports) {
 }
 END_TEST
 
+START_TEST(test_put_answered_409_in_use_looks_for_the_blob_and_starts_over) {
+  /* The store answers 409 "in use by another request" to a PUT while it
+   * still runs the handler of an earlier PUT on the session whose
+   * connection died (found by tests/scheduler/fault_injection.c's network
+   * cuts: a worker's push failed the job). First push: the earlier PUT did
+   * commit, so the HEAD after the backoff finds the blob. Second push: it
+   * did not, so a new session carries the blob. */
+  uint8_t data[64];
+  fill_random(data, sizeof(data));
+  peer_response_t script[] = {
+      {.status = 404, .declared_length = -1, .cut_after = -1},                  /* HEAD */
+      {.status = 202, .declared_length = -1, .cut_after = -1,                   /* POST */
+       .headers = "Location: /v2/models/x/blobs/uploads/u1\r\n"},
+      {.status = 409, .declared_length = -1, .cut_after = -1},                  /* PUT */
+      {.status = 200, .declared_length = -1, .cut_after = -1},                  /* HEAD: there */
+      {.status = 404, .declared_length = -1, .cut_after = -1},                  /* HEAD */
+      {.status = 202, .declared_length = -1, .cut_after = -1,                   /* POST */
+       .headers = "Location: /v2/models/x/blobs/uploads/u2\r\n"},
+      {.status = 409, .declared_length = -1, .cut_after = -1},                  /* PUT */
+      {.status = 404, .declared_length = -1, .cut_after = -1},                  /* HEAD: absent */
+      {.status = 202, .declared_length = -1, .cut_after = -1,                   /* POST */
+       .headers = "Location: /v2/models/x/blobs/uploads/u3\r\n"},
+      {.status = 201, .declared_length = -1, .cut_after = -1},                  /* PUT */
+  };
+  http_peer *p = http_peer_start(script, 10);
+  counts_t counts = {0};
+  nimble_store_client *c = peer_client(p, &counts, 5);
+  NIMBLE_ASSERT_OK(nimble_store_push_blob(c, "models/x", data, sizeof(data), NULL));
+  ck_assert_int_eq(http_peer_request_count(p), 4);
+  ck_assert_str_eq(http_peer_request(p, 3)->method, "HEAD");
+  data[0] ^= 1; /* another blob */
+  NIMBLE_ASSERT_OK(nimble_store_push_blob(c, "models/x", data, sizeof(data), NULL));
+  ck_assert_int_eq(http_peer_request_count(p), 10);
+  ck_assert_str_eq(http_peer_request(p, 7)->method, "HEAD");
+  ck_assert_str_eq(http_peer_request(p, 8)->method, "POST");
+  ck_assert_msg(strncmp(http_peer_request(p, 9)->path, "/v2/models/x/blobs/uploads/u3?", 30) == 0,
+                "final PUT went to %s", http_peer_request(p, 9)->path);
+  ck_assert_uint_eq(http_peer_request(p, 9)->body_len, sizeof(data));
+  ck_assert_int_eq(counts.retries, 2);
+  nimble_store_client_destroy(c);
+  http_peer_stop(p);
+}
+END_TEST
+
+START_TEST(test_put_answered_digest_invalid_starts_a_new_session) {
+  /* A network cut mid-PUT: libcurl resent the PUT on a fresh connection and
+   * the store's session held the cut copy before the whole one, so the
+   * commit found other bytes (found by tests/scheduler/fault_injection.c's
+   * network cuts). We hashed what we send: a new session carries it. */
+  uint8_t data[64];
+  fill_random(data, sizeof(data));
+  static const char spoiled[] =
+      "{\"errors\":[{\"code\":\"DIGEST_INVALID\",\"message\":\"digest mismatch\"}]}";
+  peer_response_t script[] = {
+      {.status = 404, .declared_length = -1, .cut_after = -1},                  /* HEAD */
+      {.status = 202, .declared_length = -1, .cut_after = -1,                   /* POST */
+       .headers = "Location: /v2/models/x/blobs/uploads/u1\r\n"},
+      {.status = 400, .declared_length = -1, .cut_after = -1, .body = spoiled,  /* PUT */
+       .body_len = sizeof(spoiled) - 1, .headers = "Content-Type: application/json\r\n"},
+      {.status = 404, .declared_length = -1, .cut_after = -1},                  /* HEAD */
+      {.status = 202, .declared_length = -1, .cut_after = -1,                   /* POST */
+       .headers = "Location: /v2/models/x/blobs/uploads/u2\r\n"},
+      {.status = 201, .declared_length = -1, .cut_after = -1},                  /* PUT */
+      /* A 400 that is not about the digest is the caller's error. */
+      {.status = 404, .declared_length = -1, .cut_after = -1},                  /* HEAD */
+      {.status = 202, .declared_length = -1, .cut_after = -1,                   /* POST */
+       .headers = "Location: /v2/models/x/blobs/uploads/u3\r\n"},
+      {.status = 400, .declared_length = -1, .cut_after = -1},                  /* PUT */
+  };
+  http_peer *p = http_peer_start(script, 9);
+  counts_t counts = {0};
+  nimble_store_client *c = peer_client(p, &counts, 5);
+  NIMBLE_ASSERT_OK(nimble_store_push_blob(c, "models/x", data, sizeof(data), NULL));
+  ck_assert_int_eq(http_peer_request_count(p), 6);
+  ck_assert_msg(strncmp(http_peer_request(p, 5)->path, "/v2/models/x/blobs/uploads/u2?", 30) == 0,
+                "final PUT went to %s", http_peer_request(p, 5)->path);
+  ck_assert_uint_eq(http_peer_request(p, 5)->body_len, sizeof(data));
+  data[0] ^= 1;
+  nimble_status_t st = nimble_store_push_blob(c, "models/x", data, sizeof(data), NULL);
+  ck_assert_msg(st != NULL, "a plain 400 was taken for success");
+  ck_assert_msg(strstr(nimble_status_message(st), "HTTP 400") != NULL, "%s",
+                nimble_status_message(st));
+  nimble_status_free(st);
+  ck_assert_int_eq(http_peer_request_count(p), 9);
+  nimble_store_client_destroy(c);
+  http_peer_stop(p);
+}
+END_TEST
+
+START_TEST(test_chunked_upload_whose_commit_answer_is_lost_starts_over_when_the_blob_is_absent) {
+  /* The store was SIGKILLed during the final PUT and restarted, which
+   * clears its sessions (found by tests/scheduler/fault_injection.c's store
+   * kills: the push gave up). HEAD says the blob is not there, so the whole
+   * upload runs again in a new session. */
+  uint8_t data[300];
+  fill_random(data, sizeof(data));
+  peer_response_t script[] = {
+      {.status = 404, .declared_length = -1, .cut_after = -1},                  /* HEAD */
+      {.status = 202, .declared_length = -1, .cut_after = -1,                   /* POST */
+       .headers = "Location: /v2/models/x/blobs/uploads/u1\r\n"},
+      {.status = 202, .declared_length = -1, .cut_after = -1,                   /* PATCH */
+       .headers = "Location: /v2/models/x/blobs/uploads/u1\r\nRange: 0-99\r\n"},
+      {.status = 202, .declared_length = -1, .cut_after = -1,                   /* PATCH */
+       .headers = "Location: /v2/models/x/blobs/uploads/u1\r\nRange: 0-199\r\n"},
+      {.status = 202, .declared_length = -1, .cut_after = -1,                   /* PATCH */
+       .headers = "Location: /v2/models/x/blobs/uploads/u1\r\nRange: 0-299\r\n"},
+      {.status = 503, .declared_length = -1, .cut_after = -1},                  /* PUT */
+      {.status = 404, .declared_length = -1, .cut_after = -1},                  /* HEAD */
+      {.status = 202, .declared_length = -1, .cut_after = -1,                   /* POST */
+       .headers = "Location: /v2/models/x/blobs/uploads/u2\r\n"},
+      {.status = 202, .declared_length = -1, .cut_after = -1,                   /* PATCH */
+       .headers = "Location: /v2/models/x/blobs/uploads/u2\r\nRange: 0-99\r\n"},
+      {.status = 202, .declared_length = -1, .cut_after = -1,                   /* PATCH */
+       .headers = "Location: /v2/models/x/blobs/uploads/u2\r\nRange: 0-199\r\n"},
+      {.status = 202, .declared_length = -1, .cut_after = -1,                   /* PATCH */
+       .headers = "Location: /v2/models/x/blobs/uploads/u2\r\nRange: 0-299\r\n"},
+      {.status = 201, .declared_length = -1, .cut_after = -1},                  /* PUT */
+  };
+  http_peer *p = http_peer_start(script, 12);
+  char url[64];
+  snprintf(url, sizeof(url), "http://127.0.0.1:%d", http_peer_port(p));
+  nimble_store_client_options_t o = {.base_url = url, .chunk_size = 100, .backoff_base_ms = 10};
+  nimble_store_client *c = NULL;
+  NIMBLE_ASSERT_OK(nimble_store_client_create(&o, &c));
+  NIMBLE_ASSERT_OK(nimble_store_push_blob(c, "models/x", data, sizeof(data), NULL));
+  ck_assert_int_eq(http_peer_request_count(p), 12);
+  ck_assert_str_eq(http_peer_request(p, 6)->method, "HEAD");
+  ck_assert_str_eq(http_peer_request(p, 7)->method, "POST");
+  ck_assert_str_eq(http_peer_request(p, 8)->content_range, "0-99");
+  ck_assert_str_eq(http_peer_request(p, 10)->content_range, "200-299");
+  ck_assert_msg(strncmp(http_peer_request(p, 11)->path, "/v2/models/x/blobs/uploads/u2?", 30) == 0,
+                "final PUT went to %s", http_peer_request(p, 11)->path);
+  nimble_store_client_destroy(c);
+  http_peer_stop(p);
+}
+END_TEST
+
 START_TEST(test_location_to_another_host_is_refused) {
   peer_response_t script[] = {
       {.status = 404, .declared_length = -1, .cut_after = -1},   /* HEAD: not there */
@@ -1134,19 +1271,26 @@ END_TEST
 START_TEST(test_server_rejecting_the_digest_is_data_loss) {
   const char *bad = "{\"errors\":[{\"code\":\"DIGEST_INVALID\",\"message\":\"provided digest "
                     "did not match uploaded content\"}]}";
+  /* Once may be a network cut (test_put_answered_digest_invalid_starts_a_new_session);
+   * twice, in two sessions, is the store. */
   peer_response_t script[] = {
       {.status = 404, .declared_length = -1, .cut_after = -1},
       {.status = 202, .declared_length = -1, .cut_after = -1,
        .headers = "Location: /v2/models/x/blobs/uploads/u1\r\n"},
       {.status = 400, .body = bad, .body_len = strlen(bad), .declared_length = -1,
        .cut_after = -1},
+      {.status = 404, .declared_length = -1, .cut_after = -1},
+      {.status = 202, .declared_length = -1, .cut_after = -1,
+       .headers = "Location: /v2/models/x/blobs/uploads/u2\r\n"},
+      {.status = 400, .body = bad, .body_len = strlen(bad), .declared_length = -1,
+       .cut_after = -1},
   };
-  http_peer *p = http_peer_start(script, 3);
+  http_peer *p = http_peer_start(script, 6);
   counts_t counts = {0};
-  nimble_store_client *c = peer_client(p, &counts, 3);
+  nimble_store_client *c = peer_client(p, &counts, 5);
   NIMBLE_ASSERT_ERROR(nimble_store_push_blob(c, "models/x", "abc", 3, NULL), NIMBLE_DATA_LOSS,
                       "HTTP 400 DIGEST_INVALID: provided digest did not match");
-  ck_assert_int_eq(http_peer_request_count(p), 3);
+  ck_assert_int_eq(http_peer_request_count(p), 6);
   nimble_store_client_destroy(c);
   http_peer_stop(p);
 }
@@ -1315,6 +1459,9 @@ int main(void) {
     tcase_add_test(tc, test_oversized_manifest_is_refused_before_download);
     tcase_add_test(tc, test_blob_over_the_memory_cap_is_refused);
     tcase_add_test(tc, test_token_is_sent_as_bearer_header);
+    tcase_add_test(tc, test_put_answered_409_in_use_looks_for_the_blob_and_starts_over);
+    tcase_add_test(tc, test_put_answered_digest_invalid_starts_a_new_session);
+    tcase_add_test(tc, test_chunked_upload_whose_commit_answer_is_lost_starts_over_when_the_blob_is_absent);
     tcase_add_test(tc, test_bad_names_and_options_are_invalid_arguments);
     suite_add_tcase(s, tc);
   }
