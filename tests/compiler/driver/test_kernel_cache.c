@@ -120,6 +120,8 @@ static long kernel_count(const char *err) {
   return n;
 }
 
+static int cmp_path(const void *a, const void *b) { return strcmp((const char *)a, (const char *)b); }
+
 /* The cache's entry files (DIR/XX/KEY), sorted; returns their count. */
 static int entries(char paths[][512], int max) {
   _Static_assert(sizeof g_cache < 400, "short cache paths");
@@ -143,7 +145,7 @@ static int entries(char paths[][512], int max) {
     closedir(s);
   }
   closedir(d);
-  qsort(paths, (size_t)n, 512, (int (*)(const void *, const void *))strcmp);
+  qsort(paths, (size_t)n, 512, cmp_path);
   return n;
 }
 
