@@ -14,8 +14,10 @@ function(nimble_add_check_test name)
     set(T_TIMEOUT 300)
   endif()
   # CK_DEFAULT_TIMEOUT is per test case; the ctest timeout bounds the suite.
+  # `nimble compile` keeps compiled kernels in NIMBLE_KERNEL_CACHE: one
+  # folder per suite in the build tree, never the user's home.
   set_tests_properties(${name} PROPERTIES TIMEOUT ${T_TIMEOUT}
-    ENVIRONMENT "CK_DEFAULT_TIMEOUT=60;NIMBLE_BUILD_DIR=${CMAKE_BINARY_DIR};NIMBLE_SOURCE_DIR=${CMAKE_SOURCE_DIR};${T_ENV}")
+    ENVIRONMENT "CK_DEFAULT_TIMEOUT=60;NIMBLE_BUILD_DIR=${CMAKE_BINARY_DIR};NIMBLE_SOURCE_DIR=${CMAKE_SOURCE_DIR};NIMBLE_KERNEL_CACHE=${CMAKE_BINARY_DIR}/test-kernel-cache/${name};${T_ENV}")
   if(T_LABELS)
     set_tests_properties(${name} PROPERTIES LABELS "${T_LABELS}")
   endif()

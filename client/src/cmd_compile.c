@@ -13,7 +13,9 @@
 
 #include "cli.h"
 #include "nimble/cli_progress.h"
+#include "nimble/codegen.h"
 #include "nimble/compile.h"
+#include "nimble/kernel_cache.h"
 #include "nimble/target.h"
 
 extern const nimble_cli_command nimble_cmd_compile;
@@ -22,7 +24,10 @@ typedef struct compile_args {
   const char *model, *target, *out, *emit_parts, *dump_ir, *format;
   int opt_level;
   int progress_fd; /* -1: none */
+  int jobs;        /* 0: the CPUs available */
   bool verbose;
+  bool time_passes;
+  bool no_kernel_cache;
 } compile_args;
 
 /* What the progress callback feeds: the worker's fd, the terminal line,
@@ -103,7 +108,8 @@ static int parse_args(int argc, char **argv, compile_args *a, bool *help) {
   a->progress_fd = -1;
   bool operands_only = false;
   static const char *const kValued[] = {"--target", "-o", "--output", "--opt-level", "--dump-ir",
-                                        "--emit-parts", "--progress-fd", "--option", "--format"};
+                                        "--emit-parts", "--progress-fd", "--option", "--format",
+                                        "--jobs", "-j"};
   for (int i = 1; i < argc; i++) {
     const char *arg = argv[i];
     if (!operands_only && strcmp(arg, "--") == 0) {
@@ -123,6 +129,22 @@ static int parse_args(int argc, char **argv, compile_args *a, bool *help) {
     }
     if (strcmp(arg, "-v") == 0 || strcmp(arg, "--verbose") == 0) {
       a->verbose = true;
+      continue;
+    }
+    if (strcmp(arg, "--time-passes") == 0) {
+      a->verbose = a->time_passes = true;
+      continue;
+    }
+    if (strcmp(arg, "--no-kernel-cache") == 0) {
+      a->no_kernel_cache = true;
+      continue;
+    }
+    /* -jN as well as -j N. */
+    if (strncmp(arg, "-j", 2) == 0 && arg[2] >= '0' && arg[2] <= '9') {
+      long j;
+      if (!parse_int(arg + 2, 1, 256, &j))
+        return nimble_cli_usage_error(&nimble_cmd_compile, "-j '%s': expected 1 to 256 threads", arg + 2);
+      a->jobs = (int)j;
       continue;
     }
     const char *v = NULL, *opt = NULL;
@@ -160,6 +182,11 @@ static int parse_args(int argc, char **argv, compile_args *a, bool *help) {
       if (strcmp(v, "onnx") != 0 && strcmp(v, "nir") != 0)
         return nimble_cli_usage_error(&nimble_cmd_compile, "--format '%s': expected onnx or nir", v);
       a->format = v;
+    } else if (strcmp(opt, "--jobs") == 0 || strcmp(opt, "-j") == 0) {
+      long j;
+      if (!parse_int(v, 1, 256, &j))
+        return nimble_cli_usage_error(&nimble_cmd_compile, "%s '%s': expected 1 to 256 threads", opt, v);
+      a->jobs = (int)j;
     } else if (strcmp(opt, "--option") == 0) {
       int rc = apply_option(a, v);
       if (rc) return rc;
@@ -177,6 +204,28 @@ static int parse_args(int argc, char **argv, compile_args *a, bool *help) {
     return rc;
   }
   return NIMBLE_EXIT_OK;
+}
+
+/* -v: where code generation went; --time-passes: per kernel as well. */
+static void print_codegen_stats(const nimble_codegen_stats_t *cs, const char *cache_dir, bool per_kernel) {
+  fprintf(stderr, "codegen: %zu CPU kernels on %d thread%s; kernel cache: ", cs->n_kernels, cs->jobs,
+          cs->jobs == 1 ? "" : "s");
+  if (cache_dir)
+    fprintf(stderr, "%zu hits, %zu misses (%s)\n", cs->hits, cs->misses, cache_dir);
+  else
+    fprintf(stderr, "off\n");
+  if (cs->corrupt) fprintf(stderr, "  %zu corrupt cache entries ignored and rebuilt\n", cs->corrupt);
+  if (cs->put_errors) fprintf(stderr, "  %zu objects could not be stored in the cache\n", cs->put_errors);
+  fprintf(stderr, "  thread seconds: IR build %.3f, optimise %.3f, isel+emit %.3f, cache %.3f; "
+                  "elapsed: compile %.3f, link %.3f\n",
+          cs->emit_s, cs->opt_s, cs->obj_s, cs->cache_s, cs->compile_s, cs->link_s);
+  if (!per_kernel || !cs->kernels) return;
+  fprintf(stderr, "  %-40s %8s %8s %8s %8s\n", "kernel", "ir", "opt", "emit", "cache");
+  for (size_t i = 0; i < cs->n_kernels; i++) {
+    const nimble_codegen_kernel_time_t *k = &cs->kernels[i];
+    fprintf(stderr, "  %-40.40s %8.4f %8.4f %8.4f %8.4f%s\n", k->name, k->emit_s, k->opt_s, k->obj_s, k->cache_s,
+            k->cached ? " hit" : "");
+  }
 }
 
 static int run_compile(nimble_cli_ctx *ctx, int argc, char **argv) {
@@ -207,8 +256,21 @@ static int run_compile(nimble_cli_ctx *ctx, int argc, char **argv) {
     }
   }
 
+  /* The local kernel cache, unless turned off; one that cannot be opened
+   * only costs speed, so the compile goes on without it (said with -v). */
+  nimble_kernel_cache_t *cache = NULL;
+  char cache_dir[4096] = "";
+  if (!a.no_kernel_cache) {
+    nimble_status_t cs = nimble_kernel_cache_default_dir(cache_dir, sizeof cache_dir);
+    if (!cs) cs = nimble_kernel_cache_open_local(cache_dir, &cache);
+    if (cs && a.verbose) fprintf(stderr, "nimble: no kernel cache: %s\n", nimble_status_message(cs));
+    nimble_status_free(cs);
+  }
+
   nimble_compile_options_t o;
   nimble_compile_options_init(&o);
+  o.jobs = a.jobs;
+  o.kernel_cache = cache;
   o.target = a.target;
   o.format = a.format;
   o.opt_level = a.opt_level;
@@ -236,6 +298,7 @@ static int run_compile(nimble_cli_ctx *ctx, int argc, char **argv) {
                  (strcmp(sink.phase, "setup") == 0 && nimble_status_code(s) != NIMBLE_UNIMPLEMENTED);
     nimble_cli_report(s);
     nimble_compile_result_destroy(r);
+    nimble_kernel_cache_destroy(cache);
     return input ? NIMBLE_EXIT_INPUT : NIMBLE_EXIT_FAILURE;
   }
   if (a.verbose) {
@@ -249,8 +312,11 @@ static int run_compile(nimble_cli_ctx *ctx, int argc, char **argv) {
       total += t->seconds;
     }
     fprintf(stderr, "  %-8s %8.3f s\n", "total", total);
+    const nimble_codegen_stats_t *cs = nimble_compile_result_codegen_stats(r);
+    if (cs) print_codegen_stats(cs, cache ? cache_dir : NULL, a.time_passes);
   }
   nimble_compile_result_destroy(r);
+  nimble_kernel_cache_destroy(cache);
   return NIMBLE_EXIT_OK;
 }
 
@@ -258,6 +324,7 @@ const nimble_cli_command nimble_cmd_compile = {
     "compile",
     "Compile a model (.onnx) or program (.nir) into an executable, locally.",
     "compile MODEL --target=SPEC -o OUT.nimble [--opt-level N] [--dump-ir DIR] [-v]\n"
+    "       [--time-passes] [-j N] [--no-kernel-cache]\n"
     "       [--emit-parts DIR] [--progress-fd N] [--format onnx|nir] [--option KEY=VALUE]",
     "Runs the whole compiler on this machine: import, type inference, the\n"
     "optimisation passes, lowering to VM bytecode, one kernel per fused\n"
@@ -279,7 +346,17 @@ const nimble_cli_command nimble_cmd_compile = {
     "                     plans memory; LLVM optimises at the same level\n"
     "  --dump-ir DIR      write the IR after import and after each pass to\n"
     "                     DIR/NN-PASS.nir\n"
-    "  -v, --verbose      print the time spent in each phase\n"
+    "  -v, --verbose      print the time spent in each phase, and code\n"
+    "                     generation's threads, kernel cache hits and misses and\n"
+    "                     seconds per LLVM phase\n"
+    "  --time-passes      -v, and the seconds per kernel and LLVM phase\n"
+    "  -j, --jobs N       compile the CPU kernels on N threads (default: the CPUs\n"
+    "                     this process may use); the output is the same bytes\n"
+    "                     whatever N is\n"
+    "  --no-kernel-cache  build every kernel with LLVM; by default compiled\n"
+    "                     kernels are kept in and reused from $NIMBLE_KERNEL_CACHE,\n"
+    "                     else $XDG_CACHE_HOME/nimble/kernels, else\n"
+    "                     ~/.cache/nimble/kernels\n"
     "  --format F         onnx or nir (default: from the file's extension)\n"
     "  --emit-parts DIR   write the artifact's parts (metadata, bytecode,\n"
     "                     constants, kernels, kernels-cuda), config.json and\n"

@@ -235,6 +235,76 @@ START_TEST(test_link_leaves_no_temporary_files) {
 }
 END_TEST
 
+/* for i in [0, n) { for i in [0, n) { y[i] = x[i] } }, the store's index
+ * being the outer or the inner `i`: the text form prints both alike. */
+static nimble_ln_kernel *shadow_kernel(nimble_ln_arena *A, int use_outer) {
+  nimble_ln_kernel *k = nimble_ln_kernel_create(A, "shadow");
+  nimble_ln_param *x = nimble_ln_kernel_add_param(k, "x", NIMBLE_LN_F32, 1, 0);
+  nimble_ln_param *y = nimble_ln_kernel_add_param(k, "y", NIMBLE_LN_F32, 1, 1);
+  nimble_ln_var *outer = nimble_ln_var_create(A, "i", NIMBLE_LN_I64), *inner = nimble_ln_var_create(A, "i", NIMBLE_LN_I64);
+  nimble_ln_expr *idx = nimble_ln_ref(A, use_outer ? outer : inner);
+  nimble_ln_stmt *store = nimble_ln_store(A, y, idx, nimble_ln_load(A, x, idx));
+  nimble_ln_stmt *in = nimble_ln_for(A, inner, nimble_ln_i64(A, 0), nimble_ln_shape(A, y, 0), NIMBLE_LN_SERIAL, 0, store);
+  nimble_ln_kernel_set_body(
+      k, nimble_ln_for(A, outer, nimble_ln_i64(A, 0), nimble_ln_shape(A, y, 0), NIMBLE_LN_SERIAL, 0, in));
+  NIMBLE_ASSERT_OK(nimble_ln_kernel_validate(k));
+  return k;
+}
+
+START_TEST(test_the_cache_key_follows_the_kernel_and_target_not_the_arena) {
+  nimble_ln_arena *A, *B;
+  NIMBLE_ASSERT_OK(nimble_ln_arena_create(&A));
+  NIMBLE_ASSERT_OK(nimble_ln_arena_create(&B));
+  /* B's variable ids start later: the kernels are the same all the same. */
+  for (int i = 0; i < 5; i++) ck_assert_ptr_nonnull(nimble_ln_var_create(B, "unused", NIMBLE_LN_I64));
+  nimble_ln_stmt *la, *lb;
+  nimble_ln_kernel *ka = scale_kernel(A, &la), *kb = scale_kernel(B, &lb);
+  nimble_ln_kernel_set_body(ka, la);
+  nimble_ln_kernel_set_body(kb, lb);
+  char *ta = NULL, *tb = NULL;
+  NIMBLE_ASSERT_OK(nimble_ln_kernel_print_canonical(ka, &ta));
+  NIMBLE_ASSERT_OK(nimble_ln_kernel_print_canonical(kb, &tb));
+  ck_assert_str_eq(ta, tb);
+  /* Exact constants and types: 2.0f is 0x1p+1, the loop variable numbered. */
+  ck_assert_msg(strstr(ta, "(0:f32 0x1p+1)") != NULL && strstr(ta, "v0:i64") != NULL, "%s", ta);
+  char key_a[65], key_b[65], key[65];
+  nimble_codegen_options_t o = nimble_codegen_default_options();
+  o.opt_level = 2;
+  NIMBLE_ASSERT_OK(nimble_codegen_kernel_key(ka, &o, key_a));
+  NIMBLE_ASSERT_OK(nimble_codegen_kernel_key(kb, &o, key_b));
+  ck_assert_str_eq(key_a, key_b);
+  ck_assert_uint_eq(strlen(key_a), 64);
+  ck_assert_uint_eq(strspn(key_a, "0123456789abcdef"), 64);
+  /* Another opt level, CPU or triple is another key. */
+  o.opt_level = 3;
+  NIMBLE_ASSERT_OK(nimble_codegen_kernel_key(ka, &o, key));
+  ck_assert_str_ne(key, key_a);
+  o.opt_level = 2;
+  o.cpu = "skylake-avx512";
+  NIMBLE_ASSERT_OK(nimble_codegen_kernel_key(ka, &o, key));
+  ck_assert_str_ne(key, key_a);
+  o = nimble_codegen_default_options();
+  o.opt_level = 2;
+  o.triple = "aarch64-linux-gnu";
+  NIMBLE_ASSERT_OK(nimble_codegen_kernel_key(ka, &o, key));
+  ck_assert_str_ne(key, key_a);
+  /* Which `i` a shadowed name means: one text form, two keys. */
+  nimble_ln_kernel *so = shadow_kernel(A, 1), *si = shadow_kernel(A, 0);
+  char *po = print(so), *pi = print(si);
+  ck_assert_str_eq(po, pi);
+  char key_o[65], key_i[65];
+  NIMBLE_ASSERT_OK(nimble_codegen_kernel_key(so, NULL, key_o));
+  NIMBLE_ASSERT_OK(nimble_codegen_kernel_key(si, NULL, key_i));
+  ck_assert_str_ne(key_o, key_i);
+  free(po);
+  free(pi);
+  free(ta);
+  free(tb);
+  nimble_ln_arena_destroy(A);
+  nimble_ln_arena_destroy(B);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("loopnest");
   TCase *tc = tcase_create("core");
@@ -246,6 +316,7 @@ int main(void) {
   tcase_add_test(tc, test_builders_reject_bad_arguments_with_the_kernel_name);
   tcase_add_test(tc, test_build_rejects_unknown_target_and_missing_linker);
   tcase_add_test(tc, test_link_leaves_no_temporary_files);
+  tcase_add_test(tc, test_the_cache_key_follows_the_kernel_and_target_not_the_arena);
   suite_add_tcase(s, tc);
   return nimble_test_run(s);
 }

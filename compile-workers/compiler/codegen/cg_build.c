@@ -1,6 +1,12 @@
-/* The build driver: target machine, emission, verification, the O3
- * pipeline, object or PTX output, and the link into a shared object. */
+/* The build driver: target machine, emission, verification, the
+ * optimisation pipeline, object or PTX output, and the link into a shared
+ * object. CPU kernels are built one module each on a pool of threads (one
+ * LLVM context and target machine per thread), looked up in and stored to
+ * the kernel cache, and linked in the kernels' order. */
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,7 +18,11 @@
 #include <llvm-c/TargetMachine.h>
 #include <llvm-c/Transforms/PassBuilder.h>
 
+#include <llvm/Config/llvm-config.h>
+
+#include "cg_fingerprint.h"
 #include "cg_internal.h"
+#include "nimble/digest.h"
 
 static pthread_once_t llvm_once = PTHREAD_ONCE_INIT;
 
@@ -40,6 +50,7 @@ nimble_codegen_options_t nimble_codegen_default_options(void) {
 
 void nimble_codegen_output_deinit(nimble_codegen_output_t *out) {
   if (!out) return;
+  free(out->stats.kernels);
   free(out->shared_object);
   free(out->ptx);
   free(out->llvm_ir);
@@ -62,11 +73,128 @@ static nimble_status_t from_llvm_error(LLVMErrorRef err, const char *what) {
   return s;
 }
 
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int nimble_codegen_default_jobs(void) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) {
+    int n = CPU_COUNT(&set);
+    if (n > 0) return n;
+  }
+  return 1;
+}
+
+/* The target as codegen uses it: triple, CPU and features resolved (the
+ * defaults, or this machine's for cpu=native), the LLVM target. */
+typedef struct target_info {
+  const char *triple, *cpu, *features;
+  int is_x86, is_a64, is_ptx;
+  char *host_cpu, *host_features, *native_features; /* owned, cpu=native only */
+  LLVMTargetRef target;
+} target_info;
+
+static void target_info_deinit(target_info *t) {
+  if (t->host_cpu) LLVMDisposeMessage(t->host_cpu);
+  if (t->host_features) LLVMDisposeMessage(t->host_features);
+  free(t->native_features);
+  memset(t, 0, sizeof *t);
+}
+
+static nimble_status_t target_info_init(const nimble_codegen_options_t *o, target_info *t) {
+  memset(t, 0, sizeof *t);
+  const char *triple = o->triple ? o->triple : "x86_64-linux-gnu";
+  t->triple = triple;
+  t->is_x86 = strncmp(triple, "x86_64", 6) == 0;
+  t->is_a64 = strncmp(triple, "aarch64", 7) == 0;
+  t->is_ptx = strncmp(triple, "nvptx64", 7) == 0;
+  if (!t->is_x86 && !t->is_a64 && !t->is_ptx)
+    return nimble_status_make(NIMBLE_UNIMPLEMENTED, "codegen: target triple '%s' is not supported "
+                              "(x86_64-linux-gnu, aarch64-linux-gnu, nvptx64-nvidia-cuda)", triple);
+  if (o->opt_level < 0 || o->opt_level > 3)
+    return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "codegen: opt_level %d outside [0, 3]", o->opt_level);
+  t->cpu = o->cpu ? o->cpu : t->is_x86 ? "x86-64-v3" : t->is_ptx ? "sm_80" : "generic";
+  t->features = o->features ? o->features : t->is_a64 ? "+neon" : "";
+  /* cpu=native (a local build, nimble_target_parse_local): this machine's
+   * CPU and every feature it has, then the spec's own features. */
+  if (!t->is_ptx && strcmp(t->cpu, "native") == 0) {
+    t->host_cpu = LLVMGetHostCPUName();
+    t->host_features = LLVMGetHostCPUFeatures();
+    size_t n = strlen(t->host_features) + strlen(t->features) + 2;
+    t->native_features = malloc(n);
+    if (!t->native_features) {
+      target_info_deinit(t);
+      return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "codegen: out of memory");
+    }
+    snprintf(t->native_features, n, "%s%s%s", t->host_features, t->features[0] ? "," : "", t->features);
+    t->cpu = t->host_cpu;
+    t->features = t->native_features;
+  }
+  char *err = NULL;
+  if (LLVMGetTargetFromTriple(triple, &t->target, &err)) {
+    nimble_status_t s = nimble_status_make(NIMBLE_INVALID_ARGUMENT, "codegen: target '%s': %s", triple, err);
+    LLVMDisposeMessage(err);
+    target_info_deinit(t);
+    return s;
+  }
+  return nimble_ok();
+}
+
+static LLVMTargetMachineRef make_tm(const target_info *t, int opt_level) {
+  static const LLVMCodeGenOptLevel levels[] = {LLVMCodeGenLevelNone, LLVMCodeGenLevelLess,
+                                               LLVMCodeGenLevelDefault, LLVMCodeGenLevelAggressive};
+  return LLVMCreateTargetMachine(t->target, t->triple, t->cpu, t->features, levels[opt_level], LLVMRelocPIC,
+                                 LLVMCodeModelDefault);
+}
+
+static nimble_status_t key_of(const nimble_ln_kernel *k, const target_info *t, int opt_level,
+                              char key[NIMBLE_KERNEL_KEY_LEN + 1]) {
+  char *text = NULL;
+  NIMBLE_RETURN_IF_ERROR(nimble_ln_kernel_print_canonical(k, &text));
+  char head[1024];
+  int n = snprintf(head, sizeof head, "nimble kernel v1\ncodegen %s\nllvm %s\ntriple %s\ncpu %s\nopt %d\nfeatures ",
+                   NIMBLE_CG_FINGERPRINT, LLVM_VERSION_STRING, t->triple, t->cpu, opt_level);
+  nimble_digest_ctx_t ctx;
+  nimble_digest_ctx_init(&ctx);
+  nimble_digest_ctx_update(&ctx, head, (size_t)n < sizeof head ? (size_t)n : sizeof head - 1);
+  /* Features may be long (cpu=native): hashed apart, with their length. */
+  size_t fl = strlen(t->features);
+  char len[32];
+  int ln = snprintf(len, sizeof len, "%zu\n", fl);
+  nimble_digest_ctx_update(&ctx, len, (size_t)ln);
+  nimble_digest_ctx_update(&ctx, t->features, fl);
+  nimble_digest_ctx_update(&ctx, "\n", 1);
+  nimble_digest_ctx_update(&ctx, text, strlen(text));
+  free(text);
+  nimble_digest_t d;
+  nimble_digest_ctx_final(&ctx, &d);
+  nimble_digest_format_hex(&d, key);
+  return nimble_ok();
+}
+
+nimble_status_t nimble_codegen_kernel_key(const nimble_ln_kernel *k, const nimble_codegen_options_t *options,
+                                          char key[NIMBLE_KERNEL_KEY_LEN + 1]) {
+  key[0] = 0;
+  nimble_codegen_options_t defaults = nimble_codegen_default_options();
+  if (!options) options = &defaults;
+  pthread_once(&llvm_once, init_llvm);
+  target_info t;
+  NIMBLE_RETURN_IF_ERROR(target_info_init(options, &t));
+  nimble_status_t s = key_of(k, &t, options->opt_level, key);
+  target_info_deinit(&t);
+  return s;
+}
+
+/* One LLVM module (and context) being built. */
 typedef struct build {
   char *diag_error; /* the first error-severity LLVM diagnostic (LLVM's message), or NULL */
   LLVMContextRef ctx;
   LLVMModuleRef mod;
-  LLVMTargetMachineRef tm;
   LLVMTargetDataRef layout;
   LLVMPassBuilderOptionsRef pass_opts;
   LLVMMemoryBufferRef obj;
@@ -78,8 +206,8 @@ static void build_dispose(build *b) {
   if (b->pass_opts) LLVMDisposePassBuilderOptions(b->pass_opts);
   if (b->mod) LLVMDisposeModule(b->mod);
   if (b->layout) LLVMDisposeTargetData(b->layout);
-  if (b->tm) LLVMDisposeTargetMachine(b->tm);
   if (b->ctx) LLVMContextDispose(b->ctx);
+  memset(b, 0, sizeof *b);
 }
 
 /* LLVM reports remarks ("loop not vectorized") and warnings through the
@@ -92,64 +220,22 @@ static void on_diagnostic(LLVMDiagnosticInfoRef info, void *user) {
   if (!b->diag_error) b->diag_error = LLVMCreateMessage("(no description)");
 }
 
-static nimble_status_t build_run(build *b, const nimble_ln_kernel *const *kernels, size_t n_kernels,
-                                 const nimble_codegen_options_t *o, nimble_codegen_output_t *out) {
-  const char *triple = o->triple ? o->triple : "x86_64-linux-gnu";
-  int is_x86 = strncmp(triple, "x86_64", 6) == 0, is_a64 = strncmp(triple, "aarch64", 7) == 0;
-  int is_ptx = strncmp(triple, "nvptx64", 7) == 0;
-  if (!is_x86 && !is_a64 && !is_ptx)
-    return nimble_status_make(NIMBLE_UNIMPLEMENTED, "codegen: target triple '%s' is not supported "
-                              "(x86_64-linux-gnu, aarch64-linux-gnu, nvptx64-nvidia-cuda)", triple);
-  if (o->opt_level < 0 || o->opt_level > 3)
-    return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "codegen: opt_level %d outside [0, 3]", o->opt_level);
-  if (n_kernels == 0) return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "codegen: no kernels to build");
-  for (size_t i = 0; i < n_kernels; i++)
-    NIMBLE_RETURN_IF_ERROR_CTX(nimble_ln_kernel_validate(kernels[i]), "codegen: kernel %zu", i);
-  const char *cpu = o->cpu ? o->cpu : is_x86 ? "x86-64-v3" : is_ptx ? "sm_80" : "generic";
-  const char *features = o->features ? o->features : is_a64 ? "+neon" : "";
-  /* cpu=native (a local build, nimble_target_parse_local): this machine's
-   * CPU and every feature it has, then the spec's own features. */
-  char *host_cpu = NULL, *host_features = NULL, *native_features = NULL;
-  if (!is_ptx && strcmp(cpu, "native") == 0) {
-    host_cpu = LLVMGetHostCPUName();
-    host_features = LLVMGetHostCPUFeatures();
-    size_t n = strlen(host_features) + strlen(features) + 2;
-    native_features = malloc(n);
-    if (!native_features) {
-      LLVMDisposeMessage(host_cpu);
-      LLVMDisposeMessage(host_features);
-      return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "codegen: out of memory");
-    }
-    snprintf(native_features, n, "%s%s%s", host_features, features[0] ? "," : "", features);
-    cpu = host_cpu;
-    features = native_features;
-  }
-
-  LLVMTargetRef target;
-  char *err = NULL;
-  if (LLVMGetTargetFromTriple(triple, &target, &err)) {
-    nimble_status_t s = nimble_status_make(NIMBLE_INVALID_ARGUMENT, "codegen: target '%s': %s", triple, err);
-    LLVMDisposeMessage(err);
-    return s;
-  }
-  static const LLVMCodeGenOptLevel levels[] = {LLVMCodeGenLevelNone, LLVMCodeGenLevelLess,
-                                               LLVMCodeGenLevelDefault, LLVMCodeGenLevelAggressive};
-  b->tm = LLVMCreateTargetMachine(target, triple, cpu, features, levels[o->opt_level], LLVMRelocPIC,
-                                  LLVMCodeModelDefault);
-  nimble_status_t tm_status =
-      b->tm ? nimble_ok() : nimble_status_make(NIMBLE_INVALID_ARGUMENT, "codegen: no target machine for %s/%s", triple, cpu);
-  if (host_cpu) LLVMDisposeMessage(host_cpu);
-  if (host_features) LLVMDisposeMessage(host_features);
-  free(native_features);
-  NIMBLE_RETURN_IF_ERROR(tm_status);
+/* Emits, verifies and optimises kernels into one module, then emits it as
+ * an object (or PTX) into b->obj; *ir gets the optimised module's text
+ * when ir is not NULL. Times go to *time when not NULL. */
+static nimble_status_t build_module(build *b, LLVMTargetMachineRef tm, const target_info *t,
+                                    const nimble_ln_kernel *const *kernels, size_t n_kernels, int opt_level,
+                                    char **ir, nimble_codegen_kernel_time_t *time) {
+  double t0 = now_s();
   b->ctx = LLVMContextCreate();
   LLVMContextSetDiagnosticHandler(b->ctx, on_diagnostic, b);
   b->mod = LLVMModuleCreateWithNameInContext("nimble_kernels", b->ctx);
-  LLVMSetTarget(b->mod, triple);
-  b->layout = LLVMCreateTargetDataLayout(b->tm);
+  LLVMSetTarget(b->mod, t->triple);
+  b->layout = LLVMCreateTargetDataLayout(tm);
   LLVMSetModuleDataLayout(b->mod, b->layout);
 
-  NIMBLE_RETURN_IF_ERROR_CTX(nimble_cg_emit_kernels(b->mod, kernels, n_kernels, is_ptx), "codegen");
+  NIMBLE_RETURN_IF_ERROR_CTX(nimble_cg_emit_kernels(b->mod, kernels, n_kernels, t->is_ptx), "codegen");
+  char *err = NULL;
   if (LLVMVerifyModule(b->mod, LLVMReturnStatusAction, &err)) {
     nimble_status_t s = nimble_status_make(NIMBLE_INTERNAL, "codegen: the generated module is invalid: %s", err);
     LLVMDisposeMessage(err);
@@ -157,40 +243,268 @@ static nimble_status_t build_run(build *b, const nimble_ln_kernel *const *kernel
   }
   LLVMDisposeMessage(err);
   err = NULL;
+  double t1 = now_s();
 
   b->pass_opts = LLVMCreatePassBuilderOptions();
-  LLVMPassBuilderOptionsSetLoopVectorization(b->pass_opts, o->opt_level >= 2);
-  LLVMPassBuilderOptionsSetSLPVectorization(b->pass_opts, o->opt_level >= 2);
-  LLVMPassBuilderOptionsSetLoopUnrolling(b->pass_opts, o->opt_level >= 2);
-  LLVMPassBuilderOptionsSetLoopInterleaving(b->pass_opts, o->opt_level >= 2);
+  LLVMPassBuilderOptionsSetLoopVectorization(b->pass_opts, opt_level >= 2);
+  LLVMPassBuilderOptionsSetSLPVectorization(b->pass_opts, opt_level >= 2);
+  LLVMPassBuilderOptionsSetLoopUnrolling(b->pass_opts, opt_level >= 2);
+  LLVMPassBuilderOptionsSetLoopInterleaving(b->pass_opts, opt_level >= 2);
   char pipeline[32];
-  snprintf(pipeline, sizeof pipeline, "default<O%d>", o->opt_level);
-  LLVMErrorRef perr = LLVMRunPasses(b->mod, pipeline, b->tm, b->pass_opts);
+  snprintf(pipeline, sizeof pipeline, "default<O%d>", opt_level);
+  LLVMErrorRef perr = LLVMRunPasses(b->mod, pipeline, tm, b->pass_opts);
   if (perr) return from_llvm_error(perr, "codegen: optimisation");
   if (b->diag_error)
     return nimble_status_make(NIMBLE_INTERNAL, "codegen: LLVM reported: %s", b->diag_error);
+  double t2 = now_s();
 
-  if (o->keep_ir) {
-    char *ir = LLVMPrintModuleToString(b->mod);
-    out->llvm_ir = strdup(ir);
-    LLVMDisposeMessage(ir);
-    if (!out->llvm_ir) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "codegen: out of memory");
+  if (ir) {
+    char *text = LLVMPrintModuleToString(b->mod);
+    *ir = strdup(text);
+    LLVMDisposeMessage(text);
+    if (!*ir) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "codegen: out of memory");
   }
-  if (LLVMTargetMachineEmitToMemoryBuffer(b->tm, b->mod, is_ptx ? LLVMAssemblyFile : LLVMObjectFile, &err,
+  if (LLVMTargetMachineEmitToMemoryBuffer(tm, b->mod, t->is_ptx ? LLVMAssemblyFile : LLVMObjectFile, &err,
                                           &b->obj)) {
-    nimble_status_t s = nimble_status_make(NIMBLE_INTERNAL, "codegen: emitting %s code: %s", triple, err);
+    nimble_status_t s = nimble_status_make(NIMBLE_INTERNAL, "codegen: emitting %s code: %s", t->triple, err);
     LLVMDisposeMessage(err);
     return s;
   }
-  const char *bytes = LLVMGetBufferStart(b->obj);
-  size_t size = LLVMGetBufferSize(b->obj);
-  if (is_ptx) {
-    out->ptx = dup_n(bytes, size);
-    if (!out->ptx) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "codegen: out of memory");
-    return nimble_ok();
+  if (time) {
+    time->emit_s = t1 - t0;
+    time->opt_s = t2 - t1;
+    time->obj_s = now_s() - t2;
   }
-  return nimble_codegen_link_shared((const uint8_t *)bytes, size, o->lld, &out->shared_object,
+  return nimble_ok();
+}
+
+/* The CPU kernels' shared work: worker threads take the next kernel index
+ * until none is left. */
+typedef struct cpu_pool {
+  const nimble_ln_kernel *const *kernels;
+  size_t n;
+  const target_info *t;
+  int opt_level;
+  int keep_ir;
+  nimble_kernel_cache_t *cache;
+  uint8_t **objs; /* per kernel, malloc'd */
+  size_t *sizes;
+  char **irs;     /* keep_ir */
+  nimble_status_t *status; /* per kernel */
+  nimble_codegen_kernel_time_t *times;
+  atomic_size_t next;
+  atomic_size_t first_failed; /* lowest failing index so far; n: none */
+  atomic_size_t hits, misses, corrupt, put_errors;
+} cpu_pool;
+
+static void note_failure(cpu_pool *p, size_t i) {
+  size_t cur = atomic_load(&p->first_failed);
+  while (i < cur && !atomic_compare_exchange_weak(&p->first_failed, &cur, i)) {
+  }
+}
+
+static nimble_status_t cpu_one(cpu_pool *p, LLVMTargetMachineRef *tm, size_t i) {
+  const nimble_ln_kernel *k = p->kernels[i];
+  nimble_codegen_kernel_time_t *time = &p->times[i];
+  snprintf(time->name, sizeof time->name, "%s", k->name ? k->name : "");
+  char key[NIMBLE_KERNEL_KEY_LEN + 1] = "";
+  if (p->cache) {
+    double c0 = now_s();
+    NIMBLE_RETURN_IF_ERROR(key_of(k, p->t, p->opt_level, key));
+    if (!p->keep_ir) {
+      uint8_t *data = NULL;
+      size_t size = 0;
+      bool found = false, corrupt = false;
+      nimble_status_t gs = p->cache->get(p->cache, key, &data, &size, &found, &corrupt);
+      /* A cache is advisory: an error reading it is a miss. */
+      nimble_status_free(gs);
+      if (corrupt) atomic_fetch_add(&p->corrupt, 1);
+      if (!gs && found) {
+        p->objs[i] = data;
+        p->sizes[i] = size;
+        time->cached = 1;
+        time->cache_s = now_s() - c0;
+        atomic_fetch_add(&p->hits, 1);
+        return nimble_ok();
+      }
+      free(data);
+    }
+    time->cache_s = now_s() - c0;
+    atomic_fetch_add(&p->misses, 1);
+  }
+  if (!*tm) {
+    *tm = make_tm(p->t, p->opt_level);
+    if (!*tm)
+      return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "codegen: no target machine for %s/%s", p->t->triple,
+                                p->t->cpu);
+  }
+  build b = {0};
+  nimble_status_t s = build_module(&b, *tm, p->t, &p->kernels[i], 1, p->opt_level, p->keep_ir ? &p->irs[i] : NULL,
+                                   time);
+  if (!s) {
+    size_t size = LLVMGetBufferSize(b.obj);
+    p->objs[i] = malloc(size ? size : 1);
+    if (!p->objs[i]) s = nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "codegen: out of memory");
+    else {
+      memcpy(p->objs[i], LLVMGetBufferStart(b.obj), size);
+      p->sizes[i] = size;
+    }
+  }
+  build_dispose(&b);
+  if (!s && p->cache) {
+    double c0 = now_s();
+    nimble_status_t ps = p->cache->put(p->cache, key, p->objs[i], p->sizes[i]);
+    if (ps) atomic_fetch_add(&p->put_errors, 1);
+    nimble_status_free(ps);
+    time->cache_s += now_s() - c0;
+  }
+  return s;
+}
+
+static void *cpu_worker(void *arg) {
+  cpu_pool *p = arg;
+  LLVMTargetMachineRef tm = NULL;
+  for (;;) {
+    size_t i = atomic_fetch_add(&p->next, 1);
+    if (i >= p->n) break;
+    /* Past a failure nothing is needed; before it, every kernel is built,
+     * so the failure reported is the first in order whatever the timing. */
+    if (i > atomic_load(&p->first_failed)) continue;
+    p->status[i] = cpu_one(p, &tm, i);
+    if (p->status[i]) note_failure(p, i);
+  }
+  if (tm) LLVMDisposeTargetMachine(tm);
+  return NULL;
+}
+
+static nimble_status_t build_cpu(const target_info *t, const nimble_ln_kernel *const *kernels, size_t n,
+                                 const nimble_codegen_options_t *o, nimble_codegen_output_t *out) {
+  nimble_codegen_stats_t *st = &out->stats;
+  st->n_kernels = n;
+  cpu_pool p = {.kernels = kernels, .n = n, .t = t, .opt_level = o->opt_level, .keep_ir = o->keep_ir,
+                .cache = o->cache};
+  atomic_init(&p.next, 0);
+  atomic_init(&p.first_failed, n);
+  atomic_init(&p.hits, 0);
+  atomic_init(&p.misses, 0);
+  atomic_init(&p.corrupt, 0);
+  atomic_init(&p.put_errors, 0);
+  p.objs = calloc(n, sizeof *p.objs);
+  p.sizes = calloc(n, sizeof *p.sizes);
+  p.irs = o->keep_ir ? calloc(n, sizeof *p.irs) : NULL;
+  p.status = calloc(n, sizeof *p.status);
+  st->kernels = calloc(n, sizeof *st->kernels);
+  p.times = st->kernels;
+  nimble_status_t s = nimble_ok();
+  if (!p.objs || !p.sizes || !p.status || !st->kernels || (o->keep_ir && !p.irs))
+    s = nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "codegen: out of memory for %zu kernels", n);
+
+  int jobs = o->jobs > 0 ? o->jobs : nimble_codegen_default_jobs();
+  if ((size_t)jobs > n) jobs = (int)n;
+  if (jobs > 256) jobs = 256;
+  st->jobs = jobs;
+  double c0 = now_s();
+  if (!s) {
+    pthread_t threads[256];
+    int started = 0;
+    for (int j = 1; j < jobs; j++) {
+      if (pthread_create(&threads[started], NULL, cpu_worker, &p) != 0) break; /* fewer threads, same result */
+      started++;
+    }
+    cpu_worker(&p);
+    for (int j = 0; j < started; j++) pthread_join(threads[j], NULL);
+    st->jobs = started + 1;
+    for (size_t i = 0; i < n && !s; i++)
+      if (p.status[i]) {
+        s = p.status[i];
+        p.status[i] = nimble_ok();
+      }
+  }
+  st->compile_s = now_s() - c0;
+  st->hits = atomic_load(&p.hits);
+  st->misses = atomic_load(&p.misses);
+  st->corrupt = atomic_load(&p.corrupt);
+  st->put_errors = atomic_load(&p.put_errors);
+  for (size_t i = 0; i < n && st->kernels; i++) {
+    st->emit_s += st->kernels[i].emit_s;
+    st->opt_s += st->kernels[i].opt_s;
+    st->obj_s += st->kernels[i].obj_s;
+    st->cache_s += st->kernels[i].cache_s;
+  }
+  if (!s && o->keep_ir) {
+    size_t total = 1;
+    for (size_t i = 0; i < n; i++) total += strlen(p.irs[i]);
+    out->llvm_ir = malloc(total);
+    if (!out->llvm_ir) s = nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "codegen: out of memory");
+    else {
+      size_t at = 0;
+      for (size_t i = 0; i < n; i++) {
+        size_t l = strlen(p.irs[i]);
+        memcpy(out->llvm_ir + at, p.irs[i], l);
+        at += l;
+      }
+      out->llvm_ir[at] = 0;
+    }
+  }
+  if (!s) {
+    double l0 = now_s();
+    s = nimble_codegen_link_objects((const uint8_t *const *)p.objs, p.sizes, n, o->lld, &out->shared_object,
                                     &out->shared_object_size);
+    st->link_s = now_s() - l0;
+  }
+  for (size_t i = 0; i < n; i++) {
+    if (p.objs) free(p.objs[i]);
+    if (p.irs) free(p.irs[i]);
+    if (p.status) nimble_status_free(p.status[i]);
+  }
+  free(p.objs);
+  free(p.sizes);
+  free(p.irs);
+  free(p.status);
+  return s;
+}
+
+/* nvptx64: one module for every kernel, on this thread. */
+static nimble_status_t build_ptx(const target_info *t, const nimble_ln_kernel *const *kernels, size_t n,
+                                 const nimble_codegen_options_t *o, nimble_codegen_output_t *out) {
+  LLVMTargetMachineRef tm = make_tm(t, o->opt_level);
+  if (!tm) return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "codegen: no target machine for %s/%s", t->triple, t->cpu);
+  build b = {0};
+  nimble_codegen_kernel_time_t time = {0};
+  nimble_status_t s = build_module(&b, tm, t, kernels, n, o->opt_level, o->keep_ir ? &out->llvm_ir : NULL, &time);
+  if (!s) {
+    out->ptx = dup_n(LLVMGetBufferStart(b.obj), LLVMGetBufferSize(b.obj));
+    if (!out->ptx) s = nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "codegen: out of memory");
+  }
+  out->stats.n_kernels = n;
+  out->stats.jobs = 1;
+  out->stats.emit_s = time.emit_s;
+  out->stats.opt_s = time.opt_s;
+  out->stats.obj_s = time.obj_s;
+  out->stats.compile_s = time.emit_s + time.opt_s + time.obj_s;
+  build_dispose(&b);
+  LLVMDisposeTargetMachine(tm);
+  return s;
+}
+
+static int cmp_name(const void *a, const void *b) {
+  return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The kernels become one shared object: their names must differ (the
+ * second of two equal ones, in order, is named). */
+static nimble_status_t check_names(const nimble_ln_kernel *const *kernels, size_t n) {
+  const char **names = malloc(n * sizeof *names);
+  if (!names) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "codegen: out of memory for %zu kernels", n);
+  for (size_t i = 0; i < n; i++) names[i] = kernels[i]->name;
+  qsort(names, n, sizeof *names, cmp_name);
+  const char *dup = NULL;
+  for (size_t i = 1; i < n && !dup; i++)
+    if (strcmp(names[i - 1], names[i]) == 0) dup = names[i];
+  free(names);
+  if (!dup) return nimble_ok();
+  return nimble_status_make(NIMBLE_ALREADY_EXISTS, "codegen: kernel '%s': a kernel with this name is already in the module",
+                            dup);
 }
 
 nimble_status_t nimble_codegen_build(const nimble_ln_kernel *const *kernels, size_t n_kernels,
@@ -199,9 +513,15 @@ nimble_status_t nimble_codegen_build(const nimble_ln_kernel *const *kernels, siz
   nimble_codegen_options_t defaults = nimble_codegen_default_options();
   if (!options) options = &defaults;
   pthread_once(&llvm_once, init_llvm);
-  build b = {0};
-  nimble_status_t s = build_run(&b, kernels, n_kernels, options, out);
-  build_dispose(&b);
+  target_info t;
+  NIMBLE_RETURN_IF_ERROR(target_info_init(options, &t));
+  nimble_status_t s = nimble_ok();
+  if (n_kernels == 0) s = nimble_status_make(NIMBLE_INVALID_ARGUMENT, "codegen: no kernels to build");
+  for (size_t i = 0; i < n_kernels && !s; i++)
+    s = nimble_status_annotate(nimble_ln_kernel_validate(kernels[i]), "codegen: kernel %zu", i);
+  if (!s && !t.is_ptx) s = check_names(kernels, n_kernels);
+  if (!s) s = t.is_ptx ? build_ptx(&t, kernels, n_kernels, options, out) : build_cpu(&t, kernels, n_kernels, options, out);
+  target_info_deinit(&t);
   if (s) nimble_codegen_output_deinit(out);
   return s;
 }

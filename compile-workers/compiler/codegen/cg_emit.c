@@ -59,6 +59,10 @@ typedef struct cg_mod {
   nimble_status_t err;
   int n_outlined;
   int gpu; /* nvptx64: parallel loops over threads, no env */
+  /* Emitting the aliased variant: its loops are neither vectorized nor
+   * unrolled (only in-place calls take it; keeping it small keeps the
+   * optimiser's and instruction selection's work down). */
+  int plain;
 } cg_mod;
 
 typedef struct cg_fn {
@@ -665,7 +669,15 @@ static void emit_stmt(cg_fn *f, const nimble_ln_stmt *s);
 static void set_loop_metadata(cg_mod *cm, LLVMValueRef latch_br, const nimble_ln_stmt *s) {
   LLVMMetadataRef ops[3];
   unsigned n = 1;
-  if (s->loop_kind == NIMBLE_LN_VECTORIZED) {
+  if (cm->plain) {
+    LLVMMetadataRef en[2] = {LLVMMDStringInContext2(cm->ctx, "llvm.loop.vectorize.enable", 26),
+                             LLVMValueAsMetadata(LLVMConstInt(cm->i1, 0, 0))};
+    LLVMMetadataRef un[1] = {LLVMMDStringInContext2(cm->ctx, "llvm.loop.unroll.disable", 24)};
+    ops[n++] = LLVMMDNodeInContext2(cm->ctx, en, 2);
+    ops[n++] = LLVMMDNodeInContext2(cm->ctx, un, 1);
+  } else if (!s) {
+    return;
+  } else if (s->loop_kind == NIMBLE_LN_VECTORIZED) {
     LLVMMetadataRef en[2] = {LLVMMDStringInContext2(cm->ctx, "llvm.loop.vectorize.enable", 26),
                              LLVMValueAsMetadata(LLVMConstInt(cm->i1, 1, 0))};
     LLVMMetadataRef w[2] = {LLVMMDStringInContext2(cm->ctx, "llvm.loop.vectorize.width", 25),
@@ -716,7 +728,7 @@ static void emit_counted_loop(cg_fn *f, LLVMValueRef lo, LLVMValueRef hi, const 
   LLVMPositionBuilderAtEnd(cm->b, latch);
   LLVMValueRef next = LLVMBuildNSWAdd(cm->b, phi, ci64(cm, 1), "");
   LLVMValueRef br = LLVMBuildBr(cm->b, header);
-  if (s) set_loop_metadata(cm, br, s);
+  set_loop_metadata(cm, br, s);
   LLVMValueRef vals[2] = {lo, next};
   LLVMBasicBlockRef blocks[2] = {pre, latch};
   LLVMAddIncoming(phi, vals, blocks, 2);
@@ -1357,7 +1369,9 @@ nimble_status_t nimble_cg_emit_kernels(LLVMModuleRef m, const nimble_ln_kernel *
       continue;
     }
     make_alias_scopes(&cm);
+    cm.plain = 1;
     LLVMValueRef aliased = emit_variant(&cm, "aliased", NULL, 0, 0);
+    cm.plain = 0;
     LLVMValueRef general = cm.err ? NULL : emit_variant(&cm, "general", NULL, 0, 1);
     LLVMValueRef divisible = NULL;
     if (!cm.err && cm.k->n_specs) divisible = emit_variant(&cm, "divisible", cm.k->specs, cm.k->n_specs, 1);

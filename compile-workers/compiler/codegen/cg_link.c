@@ -122,35 +122,75 @@ static nimble_status_t run_lld(const char *lld, char *const *argv, const char *l
 
 nimble_status_t nimble_codegen_link_shared(const uint8_t *object, size_t object_size, const char *lld,
                                            uint8_t **so_out, size_t *so_size) {
+  return nimble_codegen_link_objects(&object, &object_size, 1, lld, so_out, so_size);
+}
+
+nimble_status_t nimble_codegen_link_objects(const uint8_t *const *objects, const size_t *sizes, size_t n,
+                                            const char *lld, uint8_t **so_out, size_t *so_size) {
   *so_out = NULL;
   *so_size = 0;
   if (!lld) lld = "ld.lld-16";
+  if (n == 0) return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "linking kernels: no objects");
+  if (n > 1000000) return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "linking kernels: %zu objects", n);
   const char *tmp = getenv("TMPDIR");
   if (!tmp || !*tmp) tmp = "/tmp";
-  const char *emulation = emulation_of(object, object_size);
-  if (!emulation)
-    return nimble_status_make(NIMBLE_INVALID_ARGUMENT,
-                              "linking kernels: the object is not a 64-bit little-endian x86_64 or "
-                              "aarch64 ELF file");
-  char dir[4096], obj[4200], so[4200], log[4200], lds[4200], libm[4200];
+  const char *emulation = emulation_of(objects[0], sizes[0]);
+  for (size_t i = 0; i < n; i++) {
+    const char *e = emulation_of(objects[i], sizes[i]);
+    if (!e || strcmp(e, emulation ? emulation : "") != 0)
+      return nimble_status_make(NIMBLE_INVALID_ARGUMENT,
+                                "linking kernels: object %zu is not a 64-bit little-endian x86_64 or "
+                                "aarch64 ELF file of the same machine as the others", i);
+  }
+  char dir[4096], so[4200], log[4200], lds[4200], libm[4200];
   if (snprintf(dir, sizeof dir, "%s/nimble-codegen-XXXXXX", tmp) >= (int)sizeof dir)
     return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "TMPDIR is too long");
   if (!mkdtemp(dir)) return nimble_status_make(NIMBLE_IO_ERROR, "mkdtemp %s: %s", dir, strerror(errno));
-  snprintf(obj, sizeof obj, "%s/kernels.o", dir);
   snprintf(so, sizeof so, "%s/kernels.so", dir);
   snprintf(log, sizeof log, "%s/lld.log", dir);
   snprintf(lds, sizeof lds, "%s/empty.lds", dir);
   snprintf(libm, sizeof libm, "%s/libm.so.6", dir);
+  /* The objects as k0.o, k1.o, ... in order; the link reads them in that
+   * order, so the output depends on their contents and order only. */
+  char **objs = calloc(n, sizeof *objs);
+  char **argv = calloc(n + 10, sizeof *argv);
+  nimble_status_t s = (!objs || !argv) ? nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "linking kernels: out of memory")
+                                       : nimble_ok();
+  for (size_t i = 0; i < n && !s; i++) {
+    size_t len = strlen(dir) + 32;
+    objs[i] = malloc(len);
+    if (!objs[i]) {
+      s = nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "linking kernels: out of memory");
+      break;
+    }
+    snprintf(objs[i], len, "%s/k%zu.o", dir, i);
+    s = write_file(objs[i], objects[i], sizes[i]);
+  }
   char *stub_argv[] = {(char *)lld, "-shared", "-m", (char *)emulation, "-soname", "libm.so.6",
                        "-o", libm, lds, NULL};
-  char *argv[] = {(char *)lld, "-shared", "--hash-style=gnu", "-z", "noexecstack", "-o", so, obj,
-                  libm, NULL};
-  nimble_status_t s = write_file(obj, object, object_size);
+  if (!s) {
+    size_t a = 0;
+    argv[a++] = (char *)lld;
+    argv[a++] = "-shared";
+    argv[a++] = "--hash-style=gnu";
+    argv[a++] = "-z";
+    argv[a++] = "noexecstack";
+    argv[a++] = "-o";
+    argv[a++] = so;
+    for (size_t i = 0; i < n; i++) argv[a++] = objs[i];
+    argv[a++] = libm;
+    argv[a] = NULL;
+  }
   if (!s) s = write_file(lds, (const uint8_t *)"", 0);
   if (!s) s = run_lld(lld, stub_argv, log);
   if (!s) s = run_lld(lld, argv, log);
   if (!s) s = read_file(so, (size_t)1 << 31, so_out, so_size);
-  unlink(obj);
+  for (size_t i = 0; objs && i < n; i++) {
+    if (objs[i]) unlink(objs[i]);
+    free(objs[i]);
+  }
+  free(objs);
+  free(argv);
   unlink(so);
   unlink(log);
   unlink(lds);

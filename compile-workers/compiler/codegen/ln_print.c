@@ -11,6 +11,13 @@ typedef struct buf {
   char *data;
   size_t len, cap;
   int failed;
+  /* The canonical form (the kernel cache's key): every variable numbered
+   * in order of first appearance with its type, every expression's type,
+   * floats as exact hex, every sgemm field; nothing that depends on the
+   * arena (variable ids) or on how names happen to shadow. */
+  int canonical;
+  const nimble_ln_var **vars;
+  size_t n_vars, cap_vars;
 } buf;
 
 static void put(buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -41,9 +48,60 @@ static void put(buf *b, const char *fmt, ...) {
   b->len += (size_t)n;
 }
 
+/* A variable: its name, or in the canonical form its number, mutability
+ * and type. */
+static void put_var(buf *b, const nimble_ln_var *v) {
+  if (!b->canonical) {
+    put(b, "%s", v->name);
+    return;
+  }
+  size_t i = 0;
+  while (i < b->n_vars && b->vars[i] != v) i++;
+  if (i == b->n_vars) {
+    if (b->n_vars == b->cap_vars) {
+      size_t cap = b->cap_vars ? 2 * b->cap_vars : 32;
+      const nimble_ln_var **nv = realloc(b->vars, cap * sizeof *nv);
+      if (!nv) {
+        b->failed = 1;
+        return;
+      }
+      b->vars = nv;
+      b->cap_vars = cap;
+    }
+    b->vars[b->n_vars++] = v;
+  }
+  put(b, "v%zu%s:%s", i, v->mutable_ ? "!" : "", nimble_ln_type_name(v->type));
+}
+
 static void print_expr(buf *b, const nimble_ln_expr *e) {
   if (!e) {
     put(b, "<null>");
+    return;
+  }
+  if (b->canonical) {
+    /* Every node's kind, type and fields, in full. */
+    put(b, "(%d:%s", (int)e->kind, nimble_ln_type_name(e->type));
+    switch (e->kind) {
+    case NIMBLE_LN_E_CONST_F: put(b, " %a", e->f); break;
+    case NIMBLE_LN_E_CONST_I: put(b, " %lld", (long long)e->i); break;
+    case NIMBLE_LN_E_VAR: put(b, " "); put_var(b, e->var); break;
+    case NIMBLE_LN_E_SHAPE: put(b, " p%d %d", e->param->index, e->axis); break;
+    case NIMBLE_LN_E_LOAD: put(b, " p%d ", e->param->index); print_expr(b, e->a); break;
+    case NIMBLE_LN_E_UNARY:
+    case NIMBLE_LN_E_CAST: put(b, " %d ", (int)e->op); print_expr(b, e->a); break;
+    case NIMBLE_LN_E_BINARY:
+      put(b, " %d ", (int)e->op);
+      print_expr(b, e->a);
+      print_expr(b, e->b);
+      break;
+    case NIMBLE_LN_E_SELECT:
+      print_expr(b, e->a);
+      print_expr(b, e->b);
+      print_expr(b, e->c);
+      break;
+    case NIMBLE_LN_E_HAS_SGEMM: break;
+    }
+    put(b, ")");
     return;
   }
   switch (e->kind) {
@@ -56,7 +114,7 @@ static void print_expr(buf *b, const nimble_ln_expr *e) {
     else if (e->type == NIMBLE_LN_U64) put(b, "u64(%llu)", (unsigned long long)e->i);
     else put(b, "%s(%lld)", nimble_ln_type_name(e->type), (long long)e->i);
     break;
-  case NIMBLE_LN_E_VAR: put(b, "%s", e->var->name); break;
+  case NIMBLE_LN_E_VAR: put_var(b, e->var); break;
   case NIMBLE_LN_E_SHAPE: put(b, "shape(%s, %d)", e->param->name, e->axis); break;
   case NIMBLE_LN_E_LOAD:
     put(b, "%s[", e->param->name);
@@ -123,7 +181,9 @@ static void print_stmt(buf *b, const nimble_ln_stmt *s, int level) {
     case NIMBLE_LN_VECTORIZED: put(b, "vectorized(%d) ", s->factor); break;
     case NIMBLE_LN_UNROLLED: put(b, "unrolled(%d) ", s->factor); break;
     }
-    put(b, "for %s in [", s->var->name);
+    put(b, "for ");
+    put_var(b, s->var);
+    put(b, " in [");
     print_expr(b, s->begin);
     put(b, ", ");
     print_expr(b, s->end);
@@ -131,6 +191,7 @@ static void print_stmt(buf *b, const nimble_ln_stmt *s, int level) {
     if (s->tail_param)
       put(b, "  # tail: empty when shape(%s, %d) %% %lld == 0", s->tail_param->name, s->tail_axis,
           (long long)s->tail_factor);
+    if (s->tail_param && b->canonical) put(b, " p%d", s->tail_param->index);
     put(b, "\n");
     print_stmt(b, s->body, level + 1);
     indent(b, level);
@@ -138,14 +199,18 @@ static void print_stmt(buf *b, const nimble_ln_stmt *s, int level) {
     break;
   case NIMBLE_LN_S_LET:
     indent(b, level);
-    put(b, "let %s = ", s->var->name);
+    put(b, "let ");
+    put_var(b, s->var);
+    put(b, " = ");
     print_expr(b, s->value);
     put(b, "\n");
     print_stmt(b, s->body, level);
     break;
   case NIMBLE_LN_S_DECL:
     indent(b, level);
-    put(b, "var %s: %s = ", s->var->name, nimble_ln_type_name(s->var->type));
+    put(b, "var ");
+    put_var(b, s->var);
+    put(b, ": %s = ", nimble_ln_type_name(s->var->type));
     print_expr(b, s->value);
     put(b, " {\n");
     print_stmt(b, s->body, level + 1);
@@ -154,13 +219,15 @@ static void print_stmt(buf *b, const nimble_ln_stmt *s, int level) {
     break;
   case NIMBLE_LN_S_ASSIGN:
     indent(b, level);
-    put(b, "%s = ", s->var->name);
+    put_var(b, s->var);
+    put(b, " = ");
     print_expr(b, s->value);
     put(b, "\n");
     break;
   case NIMBLE_LN_S_STORE:
     indent(b, level);
     put(b, "%s[", s->param->name);
+    if (b->canonical) put(b, "p%d ", s->param->index);
     print_expr(b, s->index);
     put(b, "] = ");
     print_expr(b, s->value);
@@ -184,7 +251,8 @@ static void print_stmt(buf *b, const nimble_ln_stmt *s, int level) {
     indent(b, level);
     put(b, "check ");
     print_expr(b, s->value);
-    put(b, " else \"%s\"\n", s->message);
+    if (b->canonical) put(b, " else %zu:%s\n", strlen(s->message), s->message);
+    else put(b, " else \"%s\"\n", s->message);
     break;
   case NIMBLE_LN_S_SGEMM: {
     const nimble_ln_sgemm_desc_t *d = &s->sgemm;
@@ -197,14 +265,26 @@ static void print_stmt(buf *b, const nimble_ln_stmt *s, int level) {
     put(b, ", k=");
     print_expr(b, d->k);
     put(b, ", alpha=%g, beta=%g -> %s)\n", d->alpha, d->beta, d->c->name);
+    if (b->canonical) {
+      nimble_ln_expr *const rest[6] = {d->a_offset, d->b_offset, d->c_offset, d->lda, d->ldb, d->ldc};
+      indent(b, level);
+      put(b, "# sgemm p%d p%d p%d %a %a", d->a->index, d->b->index, d->c->index, (double)d->alpha,
+          (double)d->beta);
+      for (int i = 0; i < 6; i++) {
+        put(b, " ");
+        print_expr(b, rest[i]);
+      }
+      put(b, "\n");
+    }
     break;
   }
   }
 }
 
-nimble_status_t nimble_ln_kernel_print(const nimble_ln_kernel *k, char **out) {
+static nimble_status_t print_kernel(const nimble_ln_kernel *k, int canonical, char **out) {
   *out = NULL;
   buf b = {0};
+  b.canonical = canonical;
   put(&b, "kernel %s(", k->name);
   for (int i = 0; i < k->n_params; i++) {
     const nimble_ln_param *p = k->params[i];
@@ -215,6 +295,7 @@ nimble_status_t nimble_ln_kernel_print(const nimble_ln_kernel *k, char **out) {
   for (int i = 0; i < k->n_specs; i++)
     put(&b, "  # variant when shape(%s, %d) %% %lld == 0\n", k->specs[i].param->name,
         k->specs[i].axis, (long long)k->specs[i].factor);
+  for (int i = 0; canonical && i < k->n_specs; i++) put(&b, "  # p%d\n", k->specs[i].param->index);
   for (int i = 0; i < k->n_params; i++)
     if (k->params[i]->scratch) {
       put(&b, "  # scratch %s: ", k->params[i]->name);
@@ -223,10 +304,17 @@ nimble_status_t nimble_ln_kernel_print(const nimble_ln_kernel *k, char **out) {
     }
   print_stmt(&b, k->body, 1);
   put(&b, "}\n");
+  free(b.vars);
   if (b.failed) {
     free(b.data);
     return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory printing kernel '%s'", k->name);
   }
   *out = b.data;
   return nimble_ok();
+}
+
+nimble_status_t nimble_ln_kernel_print(const nimble_ln_kernel *k, char **out) { return print_kernel(k, 0, out); }
+
+nimble_status_t nimble_ln_kernel_print_canonical(const nimble_ln_kernel *k, char **out) {
+  return print_kernel(k, 1, out);
 }

@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 
+#include "nimble/codegen.h"
 #include "nimble/compile.h"
 #include "nimble/executable_builder.h"
 
@@ -19,6 +20,8 @@ struct nimble_compile_result {
   size_t num_kernels;
   bool has_kernels; /* a CPU kernel library was set */
   bool has_cuda_kernels; /* a CUDA (PTX) kernel library was set */
+  nimble_codegen_stats_t codegen_stats; /* CPU kernels; .kernels owned */
+  bool has_codegen_stats;
   nimble_compile_phase_time_t phases[NIMBLE_COMPILE_MAX_PHASES];
   size_t num_phases;
 };

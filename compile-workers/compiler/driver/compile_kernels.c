@@ -129,6 +129,8 @@ static nimble_status_t codegen_set(const kernel_set *ks, nimble_compile_phase_cl
   cg.features = gpu ? NULL : features;
   cg.opt_level = o->opt_level;
   if (o->lld) cg.lld = o->lld;
+  cg.jobs = o->jobs;
+  cg.cache = o->kernel_cache;
   nimble_codegen_output_t out;
   memset(&out, 0, sizeof out);
   NIMBLE_RETURN_IF_ERROR_CTX(nimble_codegen_build(ks->kernels, ks->n, &cg, &out), "%s kernels",
@@ -138,6 +140,13 @@ static nimble_status_t codegen_set(const kernel_set *ks, nimble_compile_phase_cl
   if (gpu) s = nimble_builder_set_kernel_library(r->builder, NIMBLE_PART_KERNELS_CUDA, out.ptx, strlen(out.ptx));
   else s = nimble_builder_set_kernel_library(r->builder, NIMBLE_PART_KERNELS_CPU, out.shared_object,
                                              out.shared_object_size);
+  if (!gpu) {
+    /* The result keeps the CPU kernels' numbers (nimble compile -v). */
+    free(r->codegen_stats.kernels);
+    r->codegen_stats = out.stats;
+    r->has_codegen_stats = true;
+    out.stats.kernels = NULL;
+  }
   nimble_codegen_output_deinit(&out);
   NIMBLE_RETURN_IF_ERROR(s);
   if (gpu) r->has_cuda_kernels = true;

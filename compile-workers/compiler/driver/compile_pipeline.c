@@ -300,6 +300,7 @@ void nimble_compile_result_destroy(nimble_compile_result *r) {
   if (!r) return;
   nimble_builder_destroy(r->builder);
   free(r->compiler_version);
+  free(r->codegen_stats.kernels);
   free(r);
 }
 
@@ -309,6 +310,9 @@ const nimble_digest_t *nimble_compile_result_model_digest(const nimble_compile_r
 }
 size_t nimble_compile_result_num_kernels(const nimble_compile_result *r) { return r->num_kernels; }
 size_t nimble_compile_result_num_phases(const nimble_compile_result *r) { return r->num_phases; }
+const struct nimble_codegen_stats *nimble_compile_result_codegen_stats(const nimble_compile_result *r) {
+  return r->has_codegen_stats ? &r->codegen_stats : NULL;
+}
 const nimble_compile_phase_time_t *nimble_compile_result_phase_at(const nimble_compile_result *r, size_t i) {
   return i < r->num_phases ? &r->phases[i] : NULL;
 }

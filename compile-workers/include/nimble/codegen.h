@@ -26,8 +26,16 @@
  * sigmoid and erf are inline polynomial approximations (see
  * docs/codegen.md for their accuracy), so they vectorize.
  *
+ * CPU kernels are compiled one LLVM module each, on `jobs` threads (each
+ * with its own LLVM context and target machine), each into an object file,
+ * and the objects are linked in the kernels' order: the shared object is
+ * the same bytes whatever the number of threads. With a kernel cache
+ * (nimble/kernel_cache.h) an object is looked up by the kernel's key
+ * first and LLVM skipped on a hit. PTX (nvptx64) stays one module, built
+ * on the calling thread, uncached.
+ *
  * Safe to call from several threads at once (each call uses its own LLVM
- * context).
+ * contexts).
  */
 #ifndef NIMBLE_CODEGEN_H
 #define NIMBLE_CODEGEN_H
@@ -35,6 +43,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "nimble/kernel_cache.h"
 #include "nimble/loopnest.h"
 #include "nimble/status.h"
 
@@ -48,21 +57,48 @@ typedef struct nimble_codegen_options {
   const char *features; /* NULL: "" (aarch64: "+neon") */
   int opt_level;        /* 0..3 */
   const char *lld;      /* linker program; NULL: "ld.lld-16" */
-  int keep_ir;          /* also return the optimised module as text */
+  int keep_ir;          /* also return the optimised modules as text (no cache lookups then) */
+  int jobs;             /* CPU kernels: threads; 0: the CPUs this process may run on */
+  nimble_kernel_cache_t *cache; /* CPU kernels: borrowed; NULL: none */
 } nimble_codegen_options_t;
+
+/* Where one kernel's code generation went (seconds on its thread). */
+typedef struct nimble_codegen_kernel_time {
+  char name[96];  /* the kernel's name, truncated */
+  double emit_s;  /* IR build and verification */
+  double opt_s;   /* the optimisation pipeline */
+  double obj_s;   /* instruction selection and object emission */
+  double cache_s; /* key, lookup and store */
+  int cached;     /* 1: the object came from the cache */
+} nimble_codegen_kernel_time_t;
+
+typedef struct nimble_codegen_stats {
+  size_t n_kernels;
+  size_t hits, misses; /* kernel cache lookups (misses: compiled) */
+  size_t corrupt;      /* entries that failed their integrity check (ignored, rebuilt) */
+  size_t put_errors;   /* objects the cache could not store (the compile goes on) */
+  int jobs;            /* threads used */
+  double emit_s, opt_s, obj_s, cache_s; /* sums of the kernels' times */
+  double compile_s;    /* elapsed: keys, lookups and compiling, all threads */
+  double link_s;       /* elapsed: ld.lld */
+  nimble_codegen_kernel_time_t *kernels; /* n_kernels, in order; owned by the output */
+} nimble_codegen_stats_t;
 
 typedef struct nimble_codegen_output {
   uint8_t *shared_object; /* CPU targets: the linked .so; caller frees with _deinit */
   size_t shared_object_size;
   char *ptx;     /* nvptx64: PTX text */
-  char *llvm_ir; /* keep_ir: the optimised module */
+  char *llvm_ir; /* keep_ir: the optimised modules, one after the other */
+  nimble_codegen_stats_t stats;
 } nimble_codegen_output_t;
 
 nimble_codegen_options_t nimble_codegen_default_options(void);
 
-/* Generates, optimises and links one module holding every kernel. Kernels
- * are borrowed; on success *out holds caller-owned buffers (free with
- * nimble_codegen_output_deinit), on failure it is zeroed. */
+/* Generates, optimises and links every kernel (one module each for CPU
+ * targets, one module for all on nvptx64). Kernels are borrowed; on success
+ * *out holds caller-owned buffers (free with nimble_codegen_output_deinit),
+ * on failure it is zeroed. A failure names the first failing kernel in
+ * the kernels' order, whatever the number of threads. */
 nimble_status_t nimble_codegen_build(const nimble_ln_kernel *const *kernels, size_t n_kernels,
                                      const nimble_codegen_options_t *options,
                                      nimble_codegen_output_t *out);
@@ -73,6 +109,20 @@ void nimble_codegen_output_deinit(nimble_codegen_output_t *out);
  * bytes are borrowed; *so_out is caller-owned (free()). */
 nimble_status_t nimble_codegen_link_shared(const uint8_t *object, size_t object_size,
                                            const char *lld, uint8_t **so_out, size_t *so_size);
+/* The same for n objects, linked in that order (all of one machine). */
+nimble_status_t nimble_codegen_link_objects(const uint8_t *const *objects, const size_t *sizes, size_t n,
+                                            const char *lld, uint8_t **so_out, size_t *so_size);
+
+/* The kernel cache key of k for the given options (triple, cpu and
+ * features as codegen resolves them, opt level): SHA-256, as 64 hex digits
+ * and a NUL, of the code generator's fingerprint (its sources and LLVM's
+ * version), the target, the opt level and the kernel's canonical text
+ * (nimble_ln_kernel_print_canonical). */
+nimble_status_t nimble_codegen_kernel_key(const nimble_ln_kernel *k, const nimble_codegen_options_t *options,
+                                          char key[NIMBLE_KERNEL_KEY_LEN + 1]);
+
+/* The number of CPUs this process may run on (sched_getaffinity), at least 1. */
+int nimble_codegen_default_jobs(void);
 
 /* --- GPU thread mappings (nvptx64; cg_ptx_map.c, docs/targets.md). ---
  * A kernel built without parallel chunks (compute's parallel = false,

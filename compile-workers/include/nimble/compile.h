@@ -30,6 +30,7 @@
 #include <stdint.h>
 
 #include "nimble/digest.h"
+#include "nimble/kernel_cache.h"
 #include "nimble/status.h"
 #include "nimble/target.h"
 
@@ -53,6 +54,8 @@ typedef struct nimble_compile_options {
   const char *compiler_version; /* for config.json; NULL: this build's version */
   nimble_compile_progress_fn progress; /* may be NULL */
   void *progress_user;
+  int jobs; /* threads compiling CPU kernels; 0 (default): the CPUs available */
+  nimble_kernel_cache_t *kernel_cache; /* borrowed; NULL (default): no kernel cache */
 } nimble_compile_options_t;
 
 /* Fills the defaults above. */
@@ -83,6 +86,13 @@ size_t nimble_compile_result_num_kernels(const nimble_compile_result *r);
 size_t nimble_compile_result_num_phases(const nimble_compile_result *r);
 const nimble_compile_phase_time_t *nimble_compile_result_phase_at(const nimble_compile_result *r,
                                                                   size_t i);
+
+/* Code generation's numbers for the CPU kernels (kernel cache hits and
+ * misses, threads, seconds per LLVM phase and per kernel:
+ * nimble/codegen.h's nimble_codegen_stats_t), borrowed from the result;
+ * NULL when there were no CPU kernels. */
+struct nimble_codegen_stats;
+const struct nimble_codegen_stats *nimble_compile_result_codegen_stats(const nimble_compile_result *r);
 
 /* The whole `.nimble` image; caller frees *data with free(). */
 nimble_status_t nimble_compile_result_serialize(const nimble_compile_result *r, void **data,

@@ -336,6 +336,11 @@ nimble_ln_stmt *nimble_ln_with_kind(nimble_ln_arena *arena, const nimble_ln_stmt
 
 /* Text form, for debugging and tests. Caller frees the string (free()). */
 nimble_status_t nimble_ln_kernel_print(const nimble_ln_kernel *k, char **out);
+/* The canonical text of k, the kernel cache's key (nimble_codegen_kernel_key):
+ * two kernels print the same exactly when code generation sees the same
+ * kernel (variables numbered by first appearance with their types, every
+ * expression's type, floats in hex, every sgemm field). Not for reading. */
+nimble_status_t nimble_ln_kernel_print_canonical(const nimble_ln_kernel *k, char **out);
 
 #ifdef __cplusplus
 }
