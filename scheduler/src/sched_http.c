@@ -17,6 +17,7 @@
 #include <sys/socket.h>
 
 #include "broker.h"
+#include "nimble/listen_address.h"
 
 /* The page, embedded at build time from dashboard.html (embed_file.cmake). */
 extern const unsigned char sched_dashboard_html[];
@@ -368,27 +369,9 @@ static void mhd_log(void *cls, const char *fmt, va_list ap) {
 }
 
 nimble_status_t sched_http_start(nimble_scheduler *s, const char *address) {
-  const char *colon = strrchr(address, ':');
-  if (!colon || colon == address || !colon[1])
-    return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "'%s': expected HOST:PORT, e.g. 127.0.0.1:9090",
-                              address);
   char host[256];
-  size_t hl = (size_t)(colon - address);
-  const char *hs = address;
-  if (hs[0] == '[' && hl >= 2 && hs[hl - 1] == ']') {
-    hs++;
-    hl -= 2;
-  }
-  if (hl >= sizeof host) return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "'%s': host too long", address);
-  memcpy(host, hs, hl);
-  host[hl] = '\0';
-  struct addrinfo hints = {0}, *res = NULL;
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-  int rc = getaddrinfo(host, colon + 1, &hints, &res);
-  if (rc != 0)
-    return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "'%s': %s", address, gai_strerror(rc));
+  struct addrinfo *res;
+  NIMBLE_RETURN_IF_ERROR(nimble_listen_address_resolve(address, "127.0.0.1:9090", host, sizeof host, &res));
   sched_http *h = calloc(1, sizeof *h);
   if (!h) {
     freeaddrinfo(res);

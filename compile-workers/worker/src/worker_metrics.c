@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "nimble/listen_address.h"
 #include "nimble/metrics_text.h"
 
 #define WM_MAX_TARGETS 32
@@ -202,26 +203,9 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 nimble_status_t worker_metrics_serve(worker_metrics *m, const char *address, char *out_url,
                                      size_t url_size) {
   if (!m) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
-  const char *colon = strrchr(address, ':');
-  if (!colon || colon == address || !colon[1])
-    return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "'%s': expected HOST:PORT, e.g. 127.0.0.1:9091",
-                              address);
   char host[256];
-  size_t hl = (size_t)(colon - address);
-  const char *hs = address;
-  if (hs[0] == '[' && hl >= 2 && hs[hl - 1] == ']') {
-    hs++;
-    hl -= 2;
-  }
-  if (hl >= sizeof host) return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "'%s': host too long", address);
-  memcpy(host, hs, hl);
-  host[hl] = '\0';
-  struct addrinfo hints = {0}, *res = NULL;
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-  int rc = getaddrinfo(host, colon + 1, &hints, &res);
-  if (rc != 0) return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "'%s': %s", address, gai_strerror(rc));
+  struct addrinfo *res;
+  NIMBLE_RETURN_IF_ERROR(nimble_listen_address_resolve(address, "127.0.0.1:9091", host, sizeof host, &res));
   unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD;
   if (res->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
   m->daemon = MHD_start_daemon(flags, 0, NULL, NULL, handle, m, MHD_OPTION_SOCK_ADDR, res->ai_addr,
