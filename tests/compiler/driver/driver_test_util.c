@@ -35,35 +35,71 @@ char *dt_models_path(const char *rel) {
 
 static bool is_float(DLDataType t) { return t.code == kDLFloat && t.bits == 32; }
 
-void dt_compare(const char *model, int case_id, const char *out_name, const DLTensor *got,
-                    const DLTensor *want, double rtol, double atol) {
-  ck_assert_msg(got->ndim == want->ndim, "%s case %d output %s: rank %d, expected %d", model, case_id, out_name,
-                got->ndim, want->ndim);
+/* A failing run prints the executable's bytecode (nimble inspect's
+ * disassembly) before the assertion, so the failure shows what ran. */
+static void dump_bytecode(const nimble_executable *exe, const char *model) {
+  char *text = NULL;
+  nimble_status_t s = nimble_executable_disassemble(exe, &text);
+  if (s) {
+    fprintf(stderr, "%s: no disassembly: %s\n", model, nimble_status_message(s));
+    nimble_status_free(s);
+    return;
+  }
+  fprintf(stderr, "---- %s: the executable that ran ----\n%s---- end of %s ----\n", model, text, model);
+  free(text);
+}
+
+/* The first difference between got and want, as a message; "" when equal. */
+static void compare_into(char *why, size_t size, const char *model, int case_id, const char *out_name,
+                         const DLTensor *got, const DLTensor *want, double rtol, double atol) {
+  why[0] = '\0';
+  if (got->ndim != want->ndim) {
+    snprintf(why, size, "%s case %d output %s: rank %d, expected %d", model, case_id, out_name, got->ndim,
+             want->ndim);
+    return;
+  }
   size_t n = 1;
   for (int d = 0; d < got->ndim; d++) {
-    ck_assert_msg(got->shape[d] == want->shape[d], "%s case %d output %s: dim %d is %lld, expected %lld", model,
-                  case_id, out_name, d, (long long)got->shape[d], (long long)want->shape[d]);
+    if (got->shape[d] != want->shape[d]) {
+      snprintf(why, size, "%s case %d output %s: dim %d is %lld, expected %lld", model, case_id, out_name, d,
+               (long long)got->shape[d], (long long)want->shape[d]);
+      return;
+    }
     n *= (size_t)want->shape[d];
   }
-  ck_assert_msg(got->dtype.code == want->dtype.code && got->dtype.bits == want->dtype.bits,
-                "%s case %d output %s: dtype code %d/%d bits, expected %d/%d", model, case_id, out_name,
-                got->dtype.code, got->dtype.bits, want->dtype.code, want->dtype.bits);
+  if (got->dtype.code != want->dtype.code || got->dtype.bits != want->dtype.bits) {
+    snprintf(why, size, "%s case %d output %s: dtype code %d/%d bits, expected %d/%d", model, case_id, out_name,
+             got->dtype.code, got->dtype.bits, want->dtype.code, want->dtype.bits);
+    return;
+  }
   const char *g = (const char *)got->data + got->byte_offset;
   const char *w = (const char *)want->data + want->byte_offset;
   if (is_float(want->dtype)) {
     const float *gf = (const float *)g, *wf = (const float *)w;
     for (size_t i = 0; i < n; i++) {
       double diff = fabs((double)gf[i] - (double)wf[i]);
-      ck_assert_msg(diff <= atol + rtol * fabs((double)wf[i]) && !isnan(gf[i]),
-                    "%s case %d output %s[%zu]: got %.9g, expected %.9g (|diff| %.3g > atol %g + rtol %g * |want|)",
-                    model, case_id, out_name, i, gf[i], wf[i], diff, atol, rtol);
+      if (!(diff <= atol + rtol * fabs((double)wf[i]) && !isnan(gf[i]))) {
+        snprintf(why, size, "%s case %d output %s[%zu]: got %.9g, expected %.9g (|diff| %.3g > atol %g + rtol %g * |want|)",
+                 model, case_id, out_name, i, gf[i], wf[i], diff, atol, rtol);
+        return;
+      }
     }
   } else {
     size_t es = (size_t)(want->dtype.bits / 8) * want->dtype.lanes;
-    for (size_t i = 0; i < n; i++)
-      ck_assert_msg(memcmp(g + i * es, w + i * es, es) == 0, "%s case %d output %s[%zu] differs (integer dtype)",
-                    model, case_id, out_name, i);
+    for (size_t i = 0; i < n; i++) {
+      if (memcmp(g + i * es, w + i * es, es) != 0) {
+        snprintf(why, size, "%s case %d output %s[%zu] differs (integer dtype)", model, case_id, out_name, i);
+        return;
+      }
+    }
   }
+}
+
+void dt_compare(const char *model, int case_id, const char *out_name, const DLTensor *got,
+                const DLTensor *want, double rtol, double atol) {
+  char why[512];
+  compare_into(why, sizeof why, model, case_id, out_name, got, want, rtol, atol);
+  ck_assert_msg(why[0] == '\0', "%s", why);
 }
 
 int dt_run_reference_cases(nimble_executable *exe, const char *name) {
@@ -106,6 +142,7 @@ int dt_run_reference_cases(nimble_executable *exe, const char *name) {
       k++;
     }
     nimble_status_t s = nimble_vm_invoke(vm, "main");
+    if (s) dump_bytecode(exe, name);
     ck_assert_msg(s == NULL, "%s case %d (%s): %s", name, case_id,
                   json_string_value(json_object_get(c, "note")), s ? nimble_status_message(s) : "");
     ck_assert_uint_eq(nimble_vm_num_outputs(vm), json_array_size(outputs));
@@ -118,7 +155,10 @@ int dt_run_reference_cases(nimble_executable *exe, const char *name) {
       free(p);
       DLManagedTensor *got = NULL;
       NIMBLE_ASSERT_OK(nimble_vm_take_output(vm, (uint32_t)o, &got));
-      dt_compare(name, case_id, oname, &got->dl_tensor, &want.tensor, rtol, atol);
+      char why[512];
+      compare_into(why, sizeof why, name, case_id, oname, &got->dl_tensor, &want.tensor, rtol, atol);
+      if (why[0]) dump_bytecode(exe, name);
+      ck_assert_msg(why[0] == '\0', "%s", why);
       got->deleter(got);
       nimble_tensor_file_deinit(&want);
     }
