@@ -419,7 +419,7 @@ static nimble_status_t profile_here(profile_args *a, json_t **out_report) {
   if (!s) s = make_inputs(&lr, a);
   for (long i = 0; !s && i < a->warmup; i++) s = run_once(&lr, NULL);
   int64_t *times = s ? NULL : calloc((size_t)a->runs, sizeof *times);
-  if (!s && !times) s = nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+  if (!s && !times) s = NIMBLE_OOM();
   progress(a->progress_fd, "run", 0);
   for (long i = 0; !s && i < a->runs; i++) {
     uint64_t ns;
@@ -432,7 +432,7 @@ static nimble_status_t profile_here(profile_args *a, json_t **out_report) {
   nimble_kernel_time_t *kt = NULL;
   if (!s) s = nimble_vm_kernel_times(lr.vm, 1, NULL, 0, &nk);
   if (!s && !(kt = calloc(nk ? nk : 1, sizeof *kt)))
-    s = nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+    s = NIMBLE_OOM();
   for (long i = 0; !s && i < a->runs; i++) {
     s = run_once(&lr, NULL);
     if (!s && (i + 1) % 8 == 0) progress(a->progress_fd, "kernels", (int)(50 + 50 * (i + 1) / a->runs));
@@ -455,7 +455,7 @@ static nimble_status_t profile_here(profile_args *a, json_t **out_report) {
                             lr.entry->name, "threads", (json_int_t)a->threads, "kernels", kernels);
     if (*out_report && !ds)
       json_object_set_new(*out_report, "device_peak_bytes", json_integer((json_int_t)dev.peak_bytes_reserved));
-    if (!*out_report) s = nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+    if (!*out_report) s = NIMBLE_OOM();
   }
   nimble_status_free(ds);
   progress(a->progress_fd, "kernels", 100);
@@ -542,7 +542,7 @@ static int run_on_farm(nimble_cli_ctx *ctx, profile_args *a) {
                            "runs", (json_int_t)a->runs);
   if (body && at) json_object_set_new(body, "manifest", json_string(at + 1));
   s = body ? nimble_message_validate_body(NIMBLE_MSG_PROFILE, body)
-           : nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+           : NIMBLE_OOM();
   if (s) {
     json_decref(body);
     int rc = nimble_cli_usage_error(self(), "%s", nimble_status_message(s));

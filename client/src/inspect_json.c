@@ -80,7 +80,7 @@ nimble_status_t nimble_cli_summarize_module(const nimble_module *m, const nimble
   NIMBLE_RETURN_IF_ERROR(nimble_typed_module_summarize(m, t, &sum));
   nimble_arena *arena = nimble_module_arena(m);
   json_t *root = json_object();
-  if (!root) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+  if (!root) return NIMBLE_OOM();
   json_object_set_new(root, "file", nimble_cli_json_text(source));
   json_object_set_new(root, "format", nimble_cli_json_text(format));
 

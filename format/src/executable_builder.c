@@ -94,7 +94,7 @@ struct nimble_executable_builder {
   int has_cpu_lib, has_cuda_lib;
 };
 
-#define OOM() nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "builder: out of memory")
+#define OOM() NIMBLE_OOM_IN("builder")
 
 static char *dup_str(const char *s) { return strdup(s ? s : ""); }
 

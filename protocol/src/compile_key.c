@@ -27,7 +27,7 @@ nimble_status_t nimble_compile_key_encode(const nimble_compile_key_input_t *in, 
   char model[NIMBLE_DIGEST_STRING_LEN + 1], build[NIMBLE_DIGEST_STRING_LEN + 1];
   nimble_digest_format(&in->model, model);
   json_t *obj = json_object();
-  if (!obj) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "compile key: out of memory");
+  if (!obj) return NIMBLE_OOM_IN("compile key");
   int ok = set_str(obj, "key", NIMBLE_COMPILE_KEY_SCHEMA) && set_str(obj, "model", model) &&
            set_str(obj, "target", target) && set_str(obj, "compiler", in->compiler_version) &&
            set_str(obj, "salt", in->salt ? in->salt : "");

@@ -57,7 +57,7 @@ static nimble_status_t set_annotation(nimble_annotation_t **items, size_t *count
   if (!key || !key[0]) return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "annotation: empty key");
   if (!value) return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "annotation '%s': no value", key);
   char *v = dup_str(value);
-  if (!v) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "annotation: out of memory");
+  if (!v) return NIMBLE_OOM_IN("annotation");
   for (size_t i = 0; i < *count; i++) {
     if (strcmp((*items)[i].key, key) == 0) {
       free((*items)[i].value);
@@ -70,7 +70,7 @@ static nimble_status_t set_annotation(nimble_annotation_t **items, size_t *count
   if (!grown) {
     free(k);
     free(v);
-    return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "annotation: out of memory");
+    return NIMBLE_OOM_IN("annotation");
   }
   grown[*count] = (nimble_annotation_t){k, v};
   *items = grown;
@@ -236,7 +236,7 @@ nimble_status_t nimble_manifest_add_layer(nimble_manifest_t *m, const char *medi
                               NIMBLE_MANIFEST_MAX_LAYERS);
   }
   nimble_descriptor_t *grown = realloc(m->layers, (m->layer_count + 1) * sizeof(*grown));
-  if (!grown) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "layers: out of memory");
+  if (!grown) return NIMBLE_OOM_IN("layers");
   m->layers = grown;
   nimble_descriptor_t *d = &m->layers[m->layer_count];
   nimble_status_t s = new_descriptor(d, media_type, digest, size);
@@ -396,7 +396,7 @@ static nimble_status_t manifest_from_json(const json_t *root, nimble_manifest_t 
       nimble_json_get_array(root, "", "layers", 1, 1, NIMBLE_MANIFEST_MAX_LAYERS, &layers));
   size_t n = json_array_size(layers);
   m->layers = calloc(n, sizeof(*m->layers));
-  if (!m->layers) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "layers: out of memory");
+  if (!m->layers) return NIMBLE_OOM_IN("layers");
   for (size_t i = 0; i < n; i++) {
     char path[NIMBLE_JSON_PATH_MAX];
     nimble_json_path_index(path, "layers", i);

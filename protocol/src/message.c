@@ -422,7 +422,7 @@ nimble_status_t nimble_message_encode(nimble_msg_type_t type, const json_t *body
            json_object_set(env, "body", (json_t *)body) == 0;
   if (!ok) {
     json_decref(env);
-    return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "message: out of memory");
+    return NIMBLE_OOM_IN("message");
   }
   nimble_status_t s = nimble_json_dump_canonical(env, out, out_size);
   json_decref(env);

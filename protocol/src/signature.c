@@ -22,7 +22,7 @@ static nimble_status_t sodium_ready(void) {
 }
 
 static nimble_status_t oom(void) {
-  return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "signature: out of memory");
+  return NIMBLE_OOM_IN("signature");
 }
 
 void nimble_sign_key_hex(const uint8_t key[NIMBLE_SIGN_KEY_BYTES], char out[65]) {

@@ -41,12 +41,12 @@ static nimble_status_t make_dirs(const char *path) {
 nimble_status_t nimble_fetch_cache_prepare(const char *dir) {
   char *p = NULL;
   if (asprintf(&p, "%s/blobs/sha256", dir) < 0)
-    return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "cache: out of memory");
+    return NIMBLE_OOM_IN("cache");
   nimble_status_t s = make_dirs(p);
   free(p);
   if (s) return s;
   if (asprintf(&p, "%s/refs", dir) < 0)
-    return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "cache: out of memory");
+    return NIMBLE_OOM_IN("cache");
   s = make_dirs(p);
   free(p);
   return s;
@@ -65,7 +65,7 @@ nimble_status_t nimble_fetch_cache_read_blob(const char *dir, const char *digest
   *out_bytes = NULL;
   *out_size = 0;
   char *path = blob_path(dir, digest);
-  if (!path) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "cache: out of memory");
+  if (!path) return NIMBLE_OOM_IN("cache");
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     nimble_status_t s = errno == ENOENT || errno == ENOTDIR ? nimble_ok() : io_error("cannot open", path);
@@ -121,7 +121,7 @@ nimble_status_t nimble_fetch_cache_read_blob(const char *dir, const char *digest
 static nimble_status_t write_atomic(const char *path, const void *bytes, size_t size) {
   char *tmp = NULL;
   if (asprintf(&tmp, "%s.tmp.XXXXXX", path) < 0)
-    return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "cache: out of memory");
+    return NIMBLE_OOM_IN("cache");
   int fd = mkstemp(tmp);
   if (fd < 0) {
     nimble_status_t s = io_error("cannot create", tmp);
@@ -165,7 +165,7 @@ static nimble_status_t write_atomic(const char *path, const void *bytes, size_t 
 nimble_status_t nimble_fetch_cache_write_blob(const char *dir, const char *digest, const void *bytes,
                                               size_t size) {
   char *path = blob_path(dir, digest);
-  if (!path) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "cache: out of memory");
+  if (!path) return NIMBLE_OOM_IN("cache");
   nimble_status_t s = write_atomic(path, bytes, size);
   free(path);
   return s;
@@ -209,7 +209,7 @@ nimble_status_t nimble_fetch_cache_read_tag(const char *dir, const nimble_fetch_
   char *d = tag_dir(dir, ref), *path = NULL;
   if (!d || asprintf(&path, "%s/%s", d, ref->tag) < 0) {
     free(d);
-    return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "cache: out of memory");
+    return NIMBLE_OOM_IN("cache");
   }
   free(d);
   FILE *f = fopen(path, "re");
@@ -238,11 +238,11 @@ nimble_status_t nimble_fetch_cache_read_tag(const char *dir, const nimble_fetch_
 nimble_status_t nimble_fetch_cache_write_tag(const char *dir, const nimble_fetch_reference_t *ref,
                                              const char *digest) {
   char *d = tag_dir(dir, ref);
-  if (!d) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "cache: out of memory");
+  if (!d) return NIMBLE_OOM_IN("cache");
   nimble_status_t s = make_dirs(d);
   char *path = NULL;
   if (!s && asprintf(&path, "%s/%s", d, ref->tag) < 0)
-    s = nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "cache: out of memory");
+    s = NIMBLE_OOM_IN("cache");
   free(d);
   if (s) return s;
   char line[80];

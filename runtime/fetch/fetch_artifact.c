@@ -38,7 +38,7 @@ nimble_status_t nimble_fetch_cache_dir(const nimble_fetch_options_t *o, char **o
     return nimble_status_make(NIMBLE_FAILED_PRECONDITION,
                               "fetch: no cache directory: set NIMBLE_CACHE_DIR, XDG_CACHE_HOME or HOME");
   }
-  if (!p) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "fetch: out of memory");
+  if (!p) return NIMBLE_OOM_IN("fetch");
   *out = p;
   return nimble_ok();
 }
@@ -146,7 +146,7 @@ static nimble_status_t get_manifest(job *j, uint8_t **bytes, size_t *size, char 
     char *url = NULL;
     if (asprintf(&url, "%s/v2/%s/manifests/%s", j->ref.base_url, j->ref.name,
                  j->ref.digest ? j->ref.digest : j->ref.tag) < 0)
-      return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "fetch: out of memory");
+      return NIMBLE_OOM_IN("fetch");
     char header[72];
     net = nimble_fetch_http_get(&j->http, url, MANIFEST_ACCEPT, MAX_MANIFEST, UINT64_MAX, 0, bytes,
                                 size, header);
@@ -228,7 +228,7 @@ static nimble_status_t get_blob(job *j, want *w) {
   }
   char *url = NULL;
   if (asprintf(&url, "%s/v2/%s/blobs/%s", j->ref.base_url, j->ref.name, d->digest) < 0)
-    return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "fetch: out of memory");
+    return NIMBLE_OOM_IN("fetch");
   s = nimble_fetch_http_get(&j->http, url, NULL, d->size, d->size, 1, &w->bytes, &w->size, NULL);
   free(url);
   if (s) return nimble_status_annotate(s, "fetch: %s (%s)", w->where, d->digest);
@@ -271,7 +271,7 @@ static nimble_status_t run(job *j, nimble_executable **out) {
   nimble_fetch_manifest_t *m = malloc(sizeof *m);
   want *ws = calloc(NIMBLE_FETCH_MAX_LAYERS + 1, sizeof *ws);
   nimble_status_t s = nimble_ok();
-  if (!m || !ws) s = nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "fetch: out of memory");
+  if (!m || !ws) s = NIMBLE_OOM_IN("fetch");
   if (!s) s = nimble_fetch_manifest_parse(mbytes, msize, m);
   if (s) s = nimble_status_annotate(s, "fetch: %s", mdigest);
   size_t n = 0;

@@ -209,7 +209,7 @@ nimble_status_t nimble_fetch_http_get(const nimble_fetch_http_t *http, const cha
         if (out_digest_header) memcpy(out_digest_header, b.digest, 72);
         *out_body = b.data ? b.data : malloc(1);
         *out_size = b.size;
-        if (!*out_body) s = nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "fetch: out of memory");
+        if (!*out_body) s = NIMBLE_OOM_IN("fetch");
         b.data = NULL;
       }
       b.size = 0;

@@ -108,7 +108,7 @@ static nimble_status_t parse_string(reader *r, char **out, size_t *out_len) {
   while (end < r->size && r->p[end] != '"') end += (r->p[end] == '\\' && end + 1 < r->size) ? 2 : 1;
   if (end >= r->size) return fail(r, start, "unterminated string");
   uint8_t *s = malloc(end - r->pos + 1);
-  if (!s) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "json: out of memory");
+  if (!s) return NIMBLE_OOM_IN("json");
   size_t n = 0;
   while (r->pos < end) {
     uint8_t c = r->p[r->pos];
@@ -217,11 +217,11 @@ static nimble_status_t parse_container(reader *r, nimble_json_value *v, int dept
     if (v->length == cap) {
       size_t ncap = cap ? cap * 2 : 4;
       nimble_json_value *items = realloc(v->items, ncap * sizeof *items);
-      if (!items) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "json: out of memory");
+      if (!items) return NIMBLE_OOM_IN("json");
       v->items = items;
       if (object) {
         char **keys = realloc(v->keys, ncap * sizeof *keys);
-        if (!keys) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "json: out of memory");
+        if (!keys) return NIMBLE_OOM_IN("json");
         v->keys = keys;
       }
       cap = ncap;
@@ -317,7 +317,7 @@ nimble_status_t nimble_json_parse(const void *data, size_t size, nimble_json_val
   }
   reader r = {data, size, 0, 0};
   nimble_json_value *v = calloc(1, sizeof *v);
-  if (!v) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "json: out of memory");
+  if (!v) return NIMBLE_OOM_IN("json");
   nimble_status_t s = parse_value(&r, v, 1);
   if (!s) {
     skip_ws(&r);

@@ -158,7 +158,7 @@ nimble_status_t nimble_fetch_parse_reference(const char *text, nimble_fetch_refe
   if (tag_too) out->tag = dup_range(text + name_e + 1, at - name_e - 1);
   if (!out->base_url || !out->name || (!out->tag && !out->digest) || (tag_too && !out->tag)) {
     nimble_fetch_reference_deinit(out);
-    return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "reference: out of memory");
+    return NIMBLE_OOM_IN("reference");
   }
   return nimble_ok();
 }

@@ -31,7 +31,7 @@ static nimble_status_t sig_ref(const nimble_fetch_reference_t *ref, nimble_fetch
   if (asprintf(&out->tag, "%s" NIMBLE_SIGNATURE_TAG_SUFFIX, ref->tag) < 0) out->tag = NULL;
   if (!out->base_url || !out->name || !out->tag) {
     nimble_fetch_reference_deinit(out);
-    return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "fetch: out of memory");
+    return NIMBLE_OOM_IN("fetch");
   }
   return nimble_ok();
 }
@@ -43,7 +43,7 @@ static nimble_status_t get_online(const nimble_fetch_http_t *http, const nimble_
   char *url = NULL;
   if (asprintf(&url, "%s/v2/%s/manifests/%s" NIMBLE_SIGNATURE_TAG_SUFFIX, ref->base_url, ref->name,
                ref->tag) < 0)
-    return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "fetch: out of memory");
+    return NIMBLE_OOM_IN("fetch");
   uint8_t *mb = NULL;
   size_t ms = 0;
   char header[72];
@@ -70,7 +70,7 @@ static nimble_status_t get_online(const nimble_fetch_http_t *http, const nimble_
     memcpy(out->digest, digest, strlen(digest) + 1);
     uint64_t want = (uint64_t)size->integer;
     if (asprintf(&url, "%s/v2/%s/blobs/%s", ref->base_url, ref->name, digest) < 0)
-      s = nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "fetch: out of memory");
+      s = NIMBLE_OOM_IN("fetch");
     if (!s) {
       s = nimble_fetch_http_get(http, url, NULL, want, want, 1, &out->bytes, &out->size, NULL);
       free(url);

@@ -514,7 +514,7 @@ static nimble_status_t create_inner(const nimble_scheduler_options_t *o, nimble_
   if (o->token_file) NIMBLE_RETURN_IF_ERROR(sched_load_tokens(s, o->token_file));
   if (o->signing_key_file) {
     if (!(s->signing_key = malloc(sizeof *s->signing_key)))
-      return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+      return NIMBLE_OOM();
     NIMBLE_RETURN_IF_ERROR_CTX(nimble_sign_key_load(o->signing_key_file, s->signing_key),
                                "--signing-key");
   }
@@ -532,7 +532,7 @@ static nimble_status_t create_inner(const nimble_scheduler_options_t *o, nimble_
   snprintf(s->redis_host, sizeof s->redis_host, "%s", o->redis_host);
   s->redis_port = o->redis_port;
   s->metrics = sched_metrics_create();
-  if (!s->metrics) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+  if (!s->metrics) return NIMBLE_OOM();
 
   s->zctx = zmq_ctx_new();
   if (!s->zctx) return nimble_status_make(NIMBLE_INTERNAL, "zmq_ctx_new: %s", zmq_strerror(errno));

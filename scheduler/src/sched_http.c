@@ -277,7 +277,7 @@ static nimble_status_t read_state(sched_http *h, json_t **out) {
     json_decref(jobs);
   }
   json_decref(stats);
-  if (!st && !*out) st = nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+  if (!st && !*out) st = NIMBLE_OOM();
   return st;
 }
 
@@ -375,7 +375,7 @@ nimble_status_t sched_http_start(nimble_scheduler *s, const char *address) {
   sched_http *h = calloc(1, sizeof *h);
   if (!h) {
     freeaddrinfo(res);
-    return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+    return NIMBLE_OOM();
   }
   h->s = s;
   nimble_status_t st = nimble_sched_redis_connect(s->redis_host, s->redis_port, &h->redis);

@@ -23,7 +23,7 @@ static nimble_status_t redis_reconnect(nimble_sched_redis *r) {
   }
   struct timeval connect_timeout = {2, 0};
   redisContext *c = redisConnectWithTimeout(r->host, r->port, connect_timeout);
-  if (!c) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "redis: out of memory");
+  if (!c) return NIMBLE_OOM_IN("redis");
   if (c->err) {
     nimble_status_t s = nimble_status_make(NIMBLE_UNAVAILABLE, "redis %s:%d: %s", r->host,
                                            r->port, c->errstr);
@@ -43,7 +43,7 @@ nimble_status_t nimble_sched_redis_connect(const char *host, int port, nimble_sc
   if (port <= 0 || port > 65535)
     return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "redis: bad port %d", port);
   nimble_sched_redis *r = calloc(1, sizeof *r);
-  if (!r) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "redis: out of memory");
+  if (!r) return NIMBLE_OOM_IN("redis");
   snprintf(r->host, sizeof r->host, "%s", host);
   r->port = port;
   nimble_status_t s = redis_reconnect(r);

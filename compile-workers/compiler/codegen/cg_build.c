@@ -129,7 +129,7 @@ static nimble_status_t target_info_init(const nimble_codegen_options_t *o, targe
     t->native_features = malloc(n);
     if (!t->native_features) {
       target_info_deinit(t);
-      return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "codegen: out of memory");
+      return NIMBLE_OOM_IN("codegen");
     }
     snprintf(t->native_features, n, "%s%s%s", t->host_features, t->features[0] ? "," : "", t->features);
     t->cpu = t->host_cpu;
@@ -262,7 +262,7 @@ static nimble_status_t build_module(build *b, LLVMTargetMachineRef tm, const tar
     char *text = LLVMPrintModuleToString(b->mod);
     *ir = strdup(text);
     LLVMDisposeMessage(text);
-    if (!*ir) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "codegen: out of memory");
+    if (!*ir) return NIMBLE_OOM_IN("codegen");
   }
   if (LLVMTargetMachineEmitToMemoryBuffer(tm, b->mod, t->is_ptx ? LLVMAssemblyFile : LLVMObjectFile, &err,
                                           &b->obj)) {
@@ -344,7 +344,7 @@ static nimble_status_t cpu_one(cpu_pool *p, LLVMTargetMachineRef *tm, size_t i) 
   if (!s) {
     size_t size = LLVMGetBufferSize(b.obj);
     p->objs[i] = malloc(size ? size : 1);
-    if (!p->objs[i]) s = nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "codegen: out of memory");
+    if (!p->objs[i]) s = NIMBLE_OOM_IN("codegen");
     else {
       memcpy(p->objs[i], LLVMGetBufferStart(b.obj), size);
       p->sizes[i] = size;
@@ -435,7 +435,7 @@ static nimble_status_t build_cpu(const target_info *t, const nimble_ln_kernel *c
     size_t total = 1;
     for (size_t i = 0; i < n; i++) total += strlen(p.irs[i]);
     out->llvm_ir = malloc(total);
-    if (!out->llvm_ir) s = nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "codegen: out of memory");
+    if (!out->llvm_ir) s = NIMBLE_OOM_IN("codegen");
     else {
       size_t at = 0;
       for (size_t i = 0; i < n; i++) {
@@ -474,7 +474,7 @@ static nimble_status_t build_ptx(const target_info *t, const nimble_ln_kernel *c
   nimble_status_t s = build_module(&b, tm, t, kernels, n, o->opt_level, o->keep_ir ? &out->llvm_ir : NULL, &time);
   if (!s) {
     out->ptx = dup_n(LLVMGetBufferStart(b.obj), LLVMGetBufferSize(b.obj));
-    if (!out->ptx) s = nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "codegen: out of memory");
+    if (!out->ptx) s = NIMBLE_OOM_IN("codegen");
   }
   out->stats.n_kernels = n;
   out->stats.jobs = 1;

@@ -194,7 +194,7 @@ nimble_status_t nimble_kernel_cache_open_local(const char *dir, nimble_kernel_ca
   if (!c || !d) {
     free(c);
     free(d);
-    return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "kernel cache: out of memory");
+    return NIMBLE_OOM_IN("kernel cache");
   }
   c->dir = d;
   c->base.get = local_get;

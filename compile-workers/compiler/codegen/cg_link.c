@@ -154,13 +154,13 @@ nimble_status_t nimble_codegen_link_objects(const uint8_t *const *objects, const
    * order, so the output depends on their contents and order only. */
   char **objs = calloc(n, sizeof *objs);
   char **argv = calloc(n + 10, sizeof *argv);
-  nimble_status_t s = (!objs || !argv) ? nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "linking kernels: out of memory")
+  nimble_status_t s = (!objs || !argv) ? NIMBLE_OOM_IN("linking kernels")
                                        : nimble_ok();
   for (size_t i = 0; i < n && !s; i++) {
     size_t len = strlen(dir) + 32;
     objs[i] = malloc(len);
     if (!objs[i]) {
-      s = nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "linking kernels: out of memory");
+      s = NIMBLE_OOM_IN("linking kernels");
       break;
     }
     snprintf(objs[i], len, "%s/k%zu.o", dir, i);

@@ -58,7 +58,7 @@ nimble_status_t lw_b_add_entry(nimble_executable_builder *b, const char *name, u
                                uint32_t num_out) {
   nimble_tensor_info_t *ti = infos(in, num_in), *to = infos(out, num_out);
   nimble_status_t s = ti && to ? nimble_builder_add_entry(b, name, func, ti, num_in, to, num_out)
-                               : nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "lowering: out of memory");
+                               : NIMBLE_OOM_IN("lowering");
   free_infos(ti, num_in);
   free_infos(to, num_out);
   return s;

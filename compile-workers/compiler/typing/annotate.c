@@ -289,7 +289,7 @@ nimble_status_t nimble_typed_module_annotate(nimble_module *m, const nimble_typi
   annotator an = {nimble_module_arena(m), t, elide_above, {0}, {NULL, 0, 0}, false};
   size_t n = nimble_module_num_funcs(m);
   const nimble_expr **funcs = calloc(n ? n : 1, sizeof *funcs);
-  if (!funcs) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+  if (!funcs) return NIMBLE_OOM();
   /* Build every annotated function first, then swap them in, so that no
    * lookup sees a half-replaced module. */
   for (size_t i = 0; i < n && !an.oom; i++) {

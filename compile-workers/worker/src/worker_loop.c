@@ -249,7 +249,7 @@ static nimble_status_t start_profile(nimble_worker *w) {
   }
   st = argv && owned && k == n ? compile_child_start(&w->child, argv, errpath, &w->limits,
                                                     "the profiler (nimble profile)")
-                               : nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+                               : NIMBLE_OOM();
   for (size_t i = 0; i < k; i++) free(owned[i]);
   free(owned);
   free(argv);
@@ -276,7 +276,7 @@ static void finish_profile(nimble_worker *w) {
   if (!st) {
     body = json_pack("{s:s,s:s,s:O}", "task", w->task, "manifest", w->profiled, "report", report);
     st = body ? nimble_message_validate_body(NIMBLE_MSG_PROFILE_RESULT, body)
-              : nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+              : NIMBLE_OOM();
   }
   json_decref(report);
   worker_metrics_task_finished(w->metrics, "profile", body_str(b, "target"), st == NULL,
@@ -646,7 +646,7 @@ static nimble_status_t create_inner(const nimble_worker_options_t *o, nimble_wor
   w->quiet = o->quiet;
   w->child.progress_fd = -1;
   w->metrics = worker_metrics_create(w->id, w->compiler_version);
-  if (!w->metrics) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+  if (!w->metrics) return NIMBLE_OOM();
   if (o->metrics_address)
     NIMBLE_RETURN_IF_ERROR_CTX(
         worker_metrics_serve(w->metrics, o->metrics_address, w->metrics_url, sizeof w->metrics_url),

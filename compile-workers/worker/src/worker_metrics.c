@@ -202,7 +202,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 
 nimble_status_t worker_metrics_serve(worker_metrics *m, const char *address, char *out_url,
                                      size_t url_size) {
-  if (!m) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+  if (!m) return NIMBLE_OOM();
   char host[256];
   struct addrinfo *res;
   NIMBLE_RETURN_IF_ERROR(nimble_listen_address_resolve(address, "127.0.0.1:9091", host, sizeof host, &res));

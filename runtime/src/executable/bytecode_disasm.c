@@ -138,7 +138,7 @@ nimble_status_t nimble_executable_disassemble(const nimble_executable *exe, char
   for (uint32_t f = 0; f < exe->code.num_functions; f++) put_function(&t, exe, f);
   if (t.oom) {
     free(t.s);
-    return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "disassemble: out of memory");
+    return NIMBLE_OOM_IN("disassemble");
   }
   *out = t.s;
   return nimble_ok();

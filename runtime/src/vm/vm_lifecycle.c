@@ -188,7 +188,7 @@ nimble_status_t nimble_vm_store_input(nimble_vm *vm, uint32_t e, uint32_t index,
       nimble_object **ni = realloc(vm->inputs, info->num_inputs * sizeof *ni);
       if (!ni) {
         nimble_object_release(obj);
-        return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+        return NIMBLE_OOM();
       }
       for (uint32_t i = vm->inputs_cap; i < info->num_inputs; i++) ni[i] = NULL;
       vm->inputs = ni;
@@ -218,7 +218,7 @@ nimble_status_t nimble_vm_set_input(nimble_vm *vm, const char *entry, uint32_t i
   nimble_tensor_obj *t = nimble_tensor_obj_view(NULL, nimble_dl_data(tensor),
                                                 tensor->ndim, tensor->shape, info->inputs[index].dtype,
                                                 tensor->device);
-  if (!t) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+  if (!t) return NIMBLE_OOM();
   return nimble_vm_store_input(vm, e, index, &t->base);
 }
 
@@ -303,7 +303,7 @@ static nimble_status_t collect_outputs(nimble_vm *vm, const nimble_entry_info_t 
   }
   if (vm->outputs_cap < n) {
     nimble_tensor_obj **no = realloc(vm->outputs, n * sizeof *no);
-    if (!no) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+    if (!no) return NIMBLE_OOM();
     vm->outputs = no;
     vm->outputs_cap = n;
   }
@@ -372,7 +372,7 @@ nimble_status_t nimble_vm_take_output(nimble_vm *vm, uint32_t index, DLManagedTe
   if (!vm->outputs[index])
     return nimble_status_make(NIMBLE_FAILED_PRECONDITION, "output %u was already taken", index);
   managed_ctx *ctx = calloc(1, sizeof *ctx);
-  if (!ctx) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+  if (!ctx) return NIMBLE_OOM();
   ctx->tensor = vm->outputs[index];
   vm->outputs[index] = NULL;
   /* From here the application may release it on any thread. */

@@ -36,7 +36,7 @@ nimble_status_t nimble_value_from_tensor(const DLTensor *tensor, nimble_value **
   if (!tensor->data && nbytes) return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "value_from_tensor: no data");
   nimble_tensor_obj *t = nimble_tensor_obj_new(tensor->ndim, tensor->dtype, tensor->device,
                                                nbytes ? (size_t)nbytes : 1);
-  if (!t) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+  if (!t) return NIMBLE_OOM();
   if (tensor->ndim) memcpy(t->shape, tensor->shape, (size_t)tensor->ndim * sizeof(int64_t));
   if (nbytes) memcpy(t->dl.data, nimble_dl_data(tensor), (size_t)nbytes);
   t->base.shared = 1; /* atomic counts: values may be used by several VMs */
@@ -54,7 +54,7 @@ nimble_status_t nimble_value_adt(int32_t tag, nimble_value *const *fields, uint3
   for (uint32_t i = 0; i < num_fields; i++)
     if (!fields[i]) return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "value_adt: field %u is NULL", i);
   nimble_adt_obj *a = nimble_adt_obj_new(tag, num_fields);
-  if (!a) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory");
+  if (!a) return NIMBLE_OOM();
   for (uint32_t i = 0; i < num_fields; i++) {
     a->fields[i] = as_object(fields[i]);
     nimble_object_retain(a->fields[i]);

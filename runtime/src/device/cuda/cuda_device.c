@@ -141,7 +141,7 @@ static nimble_status_t cuda_module_load(const nimble_device_t *dev, const uint8_
                                 "cuda kernels: the PTX text has a NUL byte at offset %zu",
                                 (size_t)(nul - image));
     copy = malloc(size + 1);
-    if (!copy) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "cuda kernels: out of memory");
+    if (!copy) return NIMBLE_OOM_IN("cuda kernels");
     memcpy(copy, image, size);
     copy[size] = 0;
   }
@@ -162,7 +162,7 @@ static nimble_status_t cuda_module_load(const nimble_device_t *dev, const uint8_
   nimble_cuda_module *cm = malloc(sizeof *cm);
   if (!cm) {
     d->cuModuleUnload(m);
-    return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "cuda kernels: out of memory");
+    return NIMBLE_OOM_IN("cuda kernels");
   }
   cm->module = m;
   *out = cm;
