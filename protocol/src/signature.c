@@ -21,10 +21,6 @@ static nimble_status_t sodium_ready(void) {
   return nimble_ok();
 }
 
-static nimble_status_t oom(void) {
-  return NIMBLE_OOM_IN("signature");
-}
-
 void nimble_sign_key_hex(const uint8_t key[NIMBLE_SIGN_KEY_BYTES], char out[65]) {
   sodium_bin2hex(out, 65, key, NIMBLE_SIGN_KEY_BYTES);
 }
@@ -54,7 +50,7 @@ static nimble_status_t read_small_file(const char *path, const char *what, char 
   char *buf = malloc((size_t)st.st_size + 1);
   if (!buf) {
     close(fd);
-    return oom();
+    return NIMBLE_OOM_IN("signature");
   }
   size_t have = 0;
   while (have < (size_t)st.st_size) {
@@ -142,7 +138,7 @@ nimble_status_t nimble_sign_public_line(const uint8_t key[NIMBLE_SIGN_KEY_BYTES]
                                  : asprintf(out, "ed25519 %s\n", hex);
   if (r < 0) {
     *out = NULL;
-    return oom();
+    return NIMBLE_OOM_IN("signature");
   }
   return nimble_ok();
 }
@@ -150,7 +146,7 @@ nimble_status_t nimble_sign_public_line(const uint8_t key[NIMBLE_SIGN_KEY_BYTES]
 nimble_status_t nimble_trusted_keys_parse(const char *text, size_t size, const char *source,
                                           nimble_trusted_keys_t *out) {
   memset(out, 0, sizeof *out);
-  if (!(out->source = strdup(source ? source : "trusted keys"))) return oom();
+  if (!(out->source = strdup(source ? source : "trusted keys"))) return NIMBLE_OOM_IN("signature");
   size_t cap = 0, line_no = 0;
   nimble_status_t s = nimble_ok();
   for (size_t i = 0; i < size && !s;) {
@@ -184,7 +180,7 @@ nimble_status_t nimble_trusted_keys_parse(const char *text, size_t size, const c
       cap = cap ? 2 * cap : 4;
       void *n = realloc(out->keys, cap * sizeof *out->keys);
       if (!n) {
-        s = oom();
+        s = NIMBLE_OOM_IN("signature");
         break;
       }
       out->keys = n;
@@ -211,7 +207,7 @@ nimble_status_t nimble_trusted_keys_load(const char *path, nimble_trusted_keys_t
   size_t size = 0;
   NIMBLE_RETURN_IF_ERROR(read_small_file(path, "trusted keys", &text, &size, NULL));
   char *source = NULL;
-  nimble_status_t s = asprintf(&source, "trusted keys '%s'", path) < 0 ? oom() : nimble_ok();
+  nimble_status_t s = asprintf(&source, "trusted keys '%s'", path) < 0 ? NIMBLE_OOM_IN("signature") : nimble_ok();
   if (!s) s = nimble_trusted_keys_parse(text, size, source, out);
   free(source);
   free(text);
@@ -267,7 +263,7 @@ nimble_status_t nimble_signature_statement(const char *repository, const char *t
   if (asprintf(out, NIMBLE_SIGNATURE_FORMAT "\nrepository %s\ntag %s\nmanifest %s\n", repository, tag,
                manifest_digest) < 0) {
     *out = NULL;
-    return oom();
+    return NIMBLE_OOM_IN("signature");
   }
   return nimble_ok();
 }
@@ -291,7 +287,7 @@ nimble_status_t nimble_signature_object(const nimble_sign_key_t *key, const char
                    repository, tag, manifest_digest, key_hex, sig_hex);
   if (n < 0) {
     *out = NULL;
-    return oom();
+    return NIMBLE_OOM_IN("signature");
   }
   *out_size = (size_t)n;
   return nimble_ok();
@@ -311,7 +307,7 @@ nimble_status_t nimble_signature_manifest(const char *object_digest, size_t size
                    object_digest, size);
   if (n < 0) {
     *out = NULL;
-    return oom();
+    return NIMBLE_OOM_IN("signature");
   }
   *out_size = (size_t)n;
   return nimble_ok();
