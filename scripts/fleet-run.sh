@@ -43,7 +43,7 @@ for f in "$BUILD/client/nimble" "$BUILD/runtime/tools/nimble-run"; do
   [ -x "$f" ] || { echo "fleet-run.sh: $f is not built" >&2; exit 1; }
 done
 
-# podman as it works here (../shared/ENV.md): runc, cgroupfs, no default
+# podman as it runs on a rootful host without systemd: runc, cgroupfs, no default
 # rlimits; in a file of our own, so the machine's configuration is untouched.
 mkdir -p "$CACHE"
 cat >"$CACHE/containers.conf" <<'EOF'

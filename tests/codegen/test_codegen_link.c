@@ -102,8 +102,8 @@ static void check_names_libm(const char *triple, unsigned machine) {
   ck_assert_uint_eq(e.machine, machine);
   /* It does call into libm ... */
   ck_assert_msg(has(e.undefined, e.n_undefined, "logf"), "%s: logf is not an undefined symbol", triple);
-  /* ... and says where that lives: libm.so.6, and nothing else (no stub
-   * path, no soname of its own). */
+  /* ... and says where that lives: libm.so.6, and nothing else (not the name-only
+   * libm's path, no soname of its own). */
   ck_assert_int_eq(e.n_needed, 1);
   ck_assert_str_eq(e.needed[0], "libm.so.6");
   ck_assert_int_eq(e.has_soname, 0);

@@ -7,11 +7,11 @@
  * pthreads, not libm) resolves an undefined symbol only from libraries
  * already loaded or named by DT_NEEDED. Linking against the target's real
  * libm needs its sysroot, which a compile worker for another architecture
- * does not have. So lld first builds a stub: a shared object with soname
+ * does not have. So lld first builds a name-only libm: a shared object with soname
  * libm.so.6 and no symbols, from an empty linker script with the emulation
  * of the object's machine (x86_64 or aarch64); the kernels are then linked
  * against it, which records DT_NEEDED libm.so.6 (glibc's libm soname on
- * both). The stub only names the library; the symbols stay undefined in
+ * both). That object only names the library; the symbols stay undefined in
  * the kernel object (allowed in a shared link) and bind to the real libm
  * when the runtime loads it. memcpy/memset and other libc symbols need no
  * entry: libc is in every process. */
@@ -166,7 +166,7 @@ nimble_status_t nimble_codegen_link_objects(const uint8_t *const *objects, const
     snprintf(objs[i], len, "%s/k%zu.o", dir, i);
     s = write_file(objs[i], objects[i], sizes[i]);
   }
-  char *stub_argv[] = {(char *)lld, "-shared", "-m", (char *)emulation, "-soname", "libm.so.6",
+  char *name_only_argv[] = {(char *)lld, "-shared", "-m", (char *)emulation, "-soname", "libm.so.6",
                        "-o", libm, lds, NULL};
   if (!s) {
     size_t a = 0;
@@ -182,7 +182,7 @@ nimble_status_t nimble_codegen_link_objects(const uint8_t *const *objects, const
     argv[a] = NULL;
   }
   if (!s) s = write_file(lds, (const uint8_t *)"", 0);
-  if (!s) s = run_lld(lld, stub_argv, log);
+  if (!s) s = run_lld(lld, name_only_argv, log);
   if (!s) s = run_lld(lld, argv, log);
   if (!s) s = read_file(so, (size_t)1 << 31, so_out, so_size);
   for (size_t i = 0; objs && i < n; i++) {
