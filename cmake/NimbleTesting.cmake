@@ -24,4 +24,14 @@ function(nimble_add_check_test name)
   if(T_FIXTURES)
     set_tests_properties(${name} PROPERTIES FIXTURES_REQUIRED "${T_FIXTURES}")
   endif()
+  nimble_test_cost(${name})
+endfunction()
+
+# nimble_test_cost(NAME): the test's COST from the table in
+# tests/CMakeLists.txt (NIMBLE_TEST_COST_<name>), so that ctest -j starts
+# the long suites first. Called from the directory that added the test.
+function(nimble_test_cost name)
+  if(DEFINED NIMBLE_TEST_COST_${name})
+    set_tests_properties(${name} PROPERTIES COST ${NIMBLE_TEST_COST_${name}})
+  endif()
 endfunction()

@@ -251,16 +251,21 @@ int main(int argc, char **argv) {
   tcase_set_timeout(tc, 900);
   tcase_add_test(tc, test_mlp_compiles_for_cuda_and_its_ptx_assembles);
   tcase_add_test(tc, test_cnn_compiles_for_cuda_and_its_ptx_assembles);
-  tcase_add_test(tc, test_bert_tiny_compiles_for_cuda_and_its_ptx_assembles);
-  tcase_add_test(tc, test_bert_tiny_emb_compiles_for_cuda_and_its_ptx_assembles);
   tcase_add_test(tc, test_lstm_compiles_for_cuda_and_its_ptx_assembles);
   tcase_add_test(tc, test_loop_if_compiles_for_cuda_and_its_ptx_assembles);
   tcase_add_test(tc, test_while_loop_compiles_for_cuda_and_its_ptx_assembles);
   tcase_add_test(tc, test_dyn_ops_compiles_for_cuda_and_its_ptx_assembles);
-  tcase_add_test(tc, test_squeezenet1_0_compiles_for_cuda_and_its_ptx_assembles);
-  tcase_add_test(tc, test_mobilenet_v2_compiles_for_cuda_and_its_ptx_assembles);
-  tcase_add_test(tc, test_lstm2_compiles_for_cuda_and_its_ptx_assembles);
   tcase_add_test(tc, test_mlp_compiles_for_sm_90_and_its_ptx_assembles_for_sm_90);
   suite_add_tcase(s, tc);
+  /* The big models: left out by the sanitizer stage (NIMBLE_TAG_LARGE). */
+  TCase *large = tcase_create("models_large");
+  tcase_set_tags(large, NIMBLE_TAG_LARGE);
+  tcase_set_timeout(large, 900);
+  tcase_add_test(large, test_bert_tiny_compiles_for_cuda_and_its_ptx_assembles);
+  tcase_add_test(large, test_bert_tiny_emb_compiles_for_cuda_and_its_ptx_assembles);
+  tcase_add_test(large, test_squeezenet1_0_compiles_for_cuda_and_its_ptx_assembles);
+  tcase_add_test(large, test_mobilenet_v2_compiles_for_cuda_and_its_ptx_assembles);
+  tcase_add_test(large, test_lstm2_compiles_for_cuda_and_its_ptx_assembles);
+  suite_add_tcase(s, large);
   return nimble_test_run(s);
 }

@@ -79,16 +79,21 @@ int main(void) {
   tcase_set_timeout(tc, 1200);
   tcase_add_test(tc, test_mlp_compiles_and_matches_pytorch_on_every_case);
   tcase_add_test(tc, test_cnn_compiles_and_matches_pytorch_on_every_case);
-  tcase_add_test(tc, test_bert_tiny_compiles_and_matches_pytorch_on_every_case);
-  tcase_add_test(tc, test_bert_tiny_emb_compiles_and_matches_pytorch_on_every_case);
   tcase_add_test(tc, test_lstm_compiles_and_matches_pytorch_on_every_case);
   tcase_add_test(tc, test_loop_if_compiles_and_matches_pytorch_on_every_case);
   tcase_add_test(tc, test_while_loop_compiles_and_matches_pytorch_on_every_case);
   tcase_add_test(tc, test_dyn_ops_compiles_and_matches_pytorch_on_every_case);
-  tcase_add_test(tc, test_squeezenet1_0_compiles_and_matches_pytorch_on_every_case);
-  tcase_add_test(tc, test_mobilenet_v2_compiles_and_matches_pytorch_on_every_case);
-  tcase_add_test(tc, test_lstm2_compiles_and_matches_pytorch_on_every_case);
   tcase_add_test(tc, test_the_mlp_and_bert_for_cpu_native_match_pytorch_too);
   suite_add_tcase(s, tc);
+  /* The big models: left out by the sanitizer stage (NIMBLE_TAG_LARGE). */
+  TCase *large = tcase_create("x86_large");
+  tcase_set_tags(large, NIMBLE_TAG_LARGE);
+  tcase_set_timeout(large, 1200);
+  tcase_add_test(large, test_bert_tiny_compiles_and_matches_pytorch_on_every_case);
+  tcase_add_test(large, test_bert_tiny_emb_compiles_and_matches_pytorch_on_every_case);
+  tcase_add_test(large, test_squeezenet1_0_compiles_and_matches_pytorch_on_every_case);
+  tcase_add_test(large, test_mobilenet_v2_compiles_and_matches_pytorch_on_every_case);
+  tcase_add_test(large, test_lstm2_compiles_and_matches_pytorch_on_every_case);
+  suite_add_tcase(s, large);
   return nimble_test_run(s);
 }

@@ -378,16 +378,22 @@ int main(void) {
   tcase_set_timeout(tc, 900);
   tcase_add_test(tc, test_mlp_compiled_for_aarch64_matches_pytorch_under_qemu);
   tcase_add_test(tc, test_cnn_compiled_for_aarch64_matches_pytorch_under_qemu);
-  tcase_add_test(tc, test_bert_tiny_compiled_for_aarch64_matches_pytorch_under_qemu);
-  tcase_add_test(tc, test_bert_tiny_emb_compiled_for_aarch64_matches_pytorch_under_qemu);
   tcase_add_test(tc, test_lstm_compiled_for_aarch64_matches_pytorch_under_qemu);
   tcase_add_test(tc, test_loop_if_compiled_for_aarch64_matches_pytorch_under_qemu);
   tcase_add_test(tc, test_while_loop_compiled_for_aarch64_matches_pytorch_under_qemu);
   tcase_add_test(tc, test_dyn_ops_compiled_for_aarch64_matches_pytorch_under_qemu);
-  tcase_add_test(tc, test_squeezenet1_0_compiled_for_aarch64_matches_pytorch_under_qemu);
-  tcase_add_test(tc, test_mobilenet_v2_compiled_for_aarch64_matches_pytorch_under_qemu);
-  tcase_add_test(tc, test_lstm2_compiled_for_aarch64_matches_pytorch_under_qemu);
   suite_add_tcase(s, tc);
+  /* The big models: left out by the sanitizer stage (NIMBLE_TAG_LARGE). */
+  TCase *large = tcase_create("models_large");
+  tcase_set_tags(large, NIMBLE_TAG_LARGE);
+  tcase_add_checked_fixture(large, setup, teardown);
+  tcase_set_timeout(large, 900);
+  tcase_add_test(large, test_bert_tiny_compiled_for_aarch64_matches_pytorch_under_qemu);
+  tcase_add_test(large, test_bert_tiny_emb_compiled_for_aarch64_matches_pytorch_under_qemu);
+  tcase_add_test(large, test_squeezenet1_0_compiled_for_aarch64_matches_pytorch_under_qemu);
+  tcase_add_test(large, test_mobilenet_v2_compiled_for_aarch64_matches_pytorch_under_qemu);
+  tcase_add_test(large, test_lstm2_compiled_for_aarch64_matches_pytorch_under_qemu);
+  suite_add_tcase(s, large);
   /* Its own case, so CK_RUN_CASE=treelstm runs it alone. */
   TCase *tree = tcase_create("treelstm");
   tcase_add_checked_fixture(tree, setup, teardown);
