@@ -21,7 +21,7 @@ set(NIMBLE_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/NimbleRuntime)
 set(NIMBLE_DLPACK_INSTALL_DIR ${CMAKE_INSTALL_INCLUDEDIR}/nimble/third_party)
 
 # ---- programs --------------------------------------------------------------
-foreach(pair "nimble-run:runtime" "nimble:client" "nimble-store:farm"
+foreach(pair "nimble-run:runtime" "nimble:client" "nimble-compile:client" "nimble-store:farm"
              "nimble-scheduler:farm" "nimble-worker:farm")
   string(REPLACE ":" ";" pair "${pair}")
   list(GET pair 0 program)

@@ -20,10 +20,10 @@ WORKDIR /src
 COPY . .
 RUN bash scripts/setup.sh --build \
  && cmake -S . -B /build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNIMBLE_BUILD_TESTS=OFF > /build.configure.log \
- && cmake --build /build -j"$(nproc)" --target nimble-store nimble-scheduler nimble-worker nimble nimble-run \
+ && cmake --build /build -j"$(nproc)" --target nimble-store nimble-scheduler nimble-worker nimble nimble-compile nimble-run \
  && bash docker/bundle.sh /opt/nimble /build/artifact-store/server/nimble-store \
       /build/scheduler/nimble-scheduler /build/compile-workers/worker/nimble-worker \
-      /build/client/nimble /build/runtime/tools/nimble-run /usr/bin/ld.lld-16 \
+      /build/client/nimble /build/client/nimble-compile /build/runtime/tools/nimble-run /usr/bin/ld.lld-16 \
  && strip --strip-debug /opt/nimble/bin/nimble*
 
 FROM ${RUNTIME_BASE} AS runtime

@@ -20,18 +20,25 @@ static const nimble_cli_command kHelpCommand;
 #ifdef NIMBLE_CLI_HAVE_COMPILE
 extern const nimble_cli_command nimble_cmd_compile; /* cmd_compile.c, with the compiler driver */
 #endif
+#ifdef NIMBLE_CLI_COMPILE_EXEC
+extern const nimble_cli_command nimble_cmd_compile_exec; /* compile_exec.c: runs nimble-compile */
+#endif
 #ifdef NIMBLE_CLI_HAVE_KEYS
 extern const nimble_cli_command nimble_cmd_keys; /* cmd_keys.c, where libsodium exists */
 #endif
 
 /* Only the subcommands this build has; the ones still to come are listed in
- * docs/cli.md, not here. */
+ * docs/cli.md, not here. nimble-compile, the program `nimble compile` runs,
+ * is this file with the compiler linked in and only compile and help. */
+#ifdef NIMBLE_CLI_COMPILE_PROGRAM
+static const nimble_cli_command *const kCommands[] = {&kHelpCommand, &nimble_cmd_compile};
+#else
 static const nimble_cli_command *const kCommands[] = {
     &nimble_cmd_config,
     &kHelpCommand,
     &nimble_cmd_inspect,
-#ifdef NIMBLE_CLI_HAVE_COMPILE
-    &nimble_cmd_compile,
+#ifdef NIMBLE_CLI_COMPILE_EXEC
+    &nimble_cmd_compile_exec,
 #endif
 #ifdef NIMBLE_CLI_HAVE_RUN
     &nimble_cmd_run,
@@ -46,6 +53,7 @@ static const nimble_cli_command *const kCommands[] = {
     &nimble_cmd_keys,
 #endif
 };
+#endif
 static const size_t kNumCommands = sizeof kCommands / sizeof kCommands[0];
 
 static const nimble_cli_command *find_command(const char *name) {
@@ -136,6 +144,10 @@ static int run_help(nimble_cli_ctx *ctx, int argc, char **argv) {
   }
   const nimble_cli_command *cmd = find_command(argv[1]);
   if (!cmd) return nimble_cli_usage_error(NULL, "unknown command '%s'", argv[1]);
+  if (!cmd->help) { /* its program prints it: `compile --help` */
+    char *args[] = {argv[1], "--help", NULL};
+    return cmd->run(ctx, 2, args);
+  }
   nimble_cli_print_command_help(cmd, stdout);
   return NIMBLE_EXIT_OK;
 }

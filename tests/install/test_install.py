@@ -392,8 +392,9 @@ def cmd_deb(build, prefix):
                                          for f in rt) and "/usr/bin/nimble" not in rt,
               "nimble-runtime holds the libraries, headers, .pc and CMake files and nimble-run, "
               "no other program\nmissing: %s" % sorted(want_rt - rt))
-        check(contents["nimble-client"] == {"/usr/bin/nimble"},
-              "nimble-client holds /usr/bin/nimble: %s" % sorted(contents["nimble-client"]))
+        check(contents["nimble-client"] == {"/usr/bin/nimble", "/usr/bin/nimble-compile"},
+              "nimble-client holds /usr/bin/nimble and nimble-compile (which `nimble compile` runs): %s"
+              % sorted(contents["nimble-client"]))
         check(contents["nimble-farm"] == {"/usr/bin/nimble-store", "/usr/bin/nimble-scheduler",
                                           "/usr/bin/nimble-worker"},
               "nimble-farm holds the three daemons: %s" % sorted(contents["nimble-farm"]))
