@@ -81,6 +81,16 @@ for stage in $STAGES; do
       run_stage release "$ROOT/build" -DNIMBLE_AARCH64_NIMBLE_RUN="$A64_RUN" ;;
     asan)
       aarch64_nimble_run
+      # The suites that run `nimble compile` keep their kernels in
+      # BUILD/test-kernel-cache. Seeded from the release stage's (the key is
+      # the kernel's loop nest, the target and the code generator's source
+      # digest, the same in both builds), they skip LLVM for kernels the
+      # release stage compiled; the sanitized code (import, passes,
+      # lowering, the runtime) runs all the same, and the code generator's
+      # own suites compile without a cache.
+      if [ -d "$ROOT/build/test-kernel-cache" ] && [ ! -e "$ROOT/build-asan/test-kernel-cache" ]; then
+        mkdir -p "$ROOT/build-asan" && cp -a "$ROOT/build/test-kernel-cache" "$ROOT/build-asan/test-kernel-cache"
+      fi
       # halt_on_error keeps a sanitizer report from passing as a mere log line.
       # Left to the release stage, to keep the test command under 30
       # minutes: the ONNX node suite run end to end (label node_run: every
