@@ -7,18 +7,24 @@ Run through bench/models/run.sh (see there for the options). This driver
      they are already there),
   2. installs onnxruntime-node 1.30 from npm into the cache folder
      (`npm install --ignore-scripts`: its install script only fetches GPU
-     binaries; the CPU library is inside the package),
+     binaries; the CPU library libonnxruntime.so.1 is inside the package)
+     and builds ort_capi.c with cc (ONNX Runtime through its C API, on that
+     same library),
   3. writes one set of inputs per configuration (.npy, fixed seeds) that
      every framework reads, so all of them compute on the same data,
-  4. starts one long-lived worker per peer (ort_worker.js, torch_worker.py)
-     and, when the build has a `nimble` that can compile, compiles each
-     model (timed) and runs it with nimble-run,
+  4. starts one long-lived worker per peer and thread count (ort_capi
+     --serve, ort_worker.js, torch_worker.py: one JSON line each way) and,
+     when the build has a `nimble` that can compile, compiles each model
+     (timed) and runs it with nimble-run --threads N,
   5. measures in rounds, interleaved: every round runs every configuration
-     on every framework in turn (A B C A B C ...; the order rotates each
-     round), so the machine's noise falls on all of them alike,
-  6. checks that the frameworks' first outputs agree within the model's
-     tolerance, and prints a Markdown table of median and minimum latency
-     with the ratios Nimble/ORT and Nimble/PyTorch.
+     at every thread count on every framework in turn (A B C D, B C D A,
+     ...: the order rotates each round), so the machine's noise falls on all
+     of them alike,
+  6. checks that the frameworks' first outputs agree with PyTorch's within
+     the model's tolerance, and prints one Markdown table per thread count
+     of median and minimum latency with the ratios Nimble/ORT-C (the one
+     that counts: ORT without the node binding's per-call overhead),
+     Nimble/ORT-node and Nimble/PyTorch.
 
 Nimble's column is measured, never guessed: where the build has no
 `nimble` compiler, or it cannot compile a model, the cell says
@@ -26,6 +32,7 @@ Nimble's column is measured, never guessed: where the build has no
 """
 import argparse
 import datetime
+import glob
 import json
 import math
 import os
@@ -136,6 +143,43 @@ def install_ort(cache):
         if v is None:
             return None, "npm install left no %s" % pkg
     return mod, None
+
+
+def ort_library(mod):
+    """The CPU libonnxruntime.so.1 inside the onnxruntime-node package (the
+    one its node binding loads): (path, None) or (None, reason)."""
+    arch = {"x86_64": "x64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
+    hits = sorted(glob.glob(os.path.join(mod, "bin", "napi-v*", "linux", arch, "libonnxruntime.so.1")))
+    if not hits:
+        return None, "no bin/napi-v*/linux/%s/libonnxruntime.so.1 in %s" % (arch, mod)
+    return hits[-1], None
+
+
+def build_ort_capi(cache):
+    """ort_capi (ort_capi.c: ONNX Runtime through its C API): $NIMBLE_ORT_CAPI
+    when set, else compiled with cc into the cache when missing or older than
+    its source. It needs no ONNX Runtime header, only libdl. Returns (path,
+    None) or (None, reason)."""
+    given = os.environ.get("NIMBLE_ORT_CAPI")
+    if given:
+        return (given, None) if os.access(given, os.X_OK) else (None, "NIMBLE_ORT_CAPI=%s is not executable" % given)
+    src = os.path.join(HERE, "ort_capi.c")
+    out = os.path.join(cache, "bin", "ort_capi")
+    if os.path.exists(out) and os.path.getmtime(out) >= os.path.getmtime(src):
+        return out, None
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    cc = os.environ.get("CC", "cc")
+    cmd = [cc, "-std=c11", "-O2", "-Wall", "-Wextra", "-Wno-unused-parameter", "-o", out + ".tmp", src,
+           "-ldl"]
+    log("ort_capi: " + " ".join(cmd))
+    try:
+        r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return None, "cannot build ort_capi: %s" % e
+    if r.returncode != 0:
+        return None, "building ort_capi failed: %s" % ((r.stdout.strip() or "no message").splitlines()[0])
+    os.replace(out + ".tmp", out)
+    return out, None
 
 
 def write_inputs(cache, models_dir, configs):
@@ -270,15 +314,15 @@ class Nimble:
     """Nimble through its command-line tools:
          nimble compile MODEL.onnx --target=x86 -o M.nimble   (timed)
          nimble-run M.nimble --input NAME=FILE.npy ... --repeat N --threads T
+       (compiled once per model, run at every thread count)
        nimble-run prints the median and minimum of its N runs."""
 
     LATENCY = re.compile(r"median ([0-9.]+) ms, min ([0-9.]+) ms")
 
-    def __init__(self, build, cache, threads):
+    def __init__(self, build, cache):
         self.cli = os.environ.get("NIMBLE_BIN") or os.path.join(build, "client", "nimble")
         self.runner = os.environ.get("NIMBLE_RUN_BIN") or os.path.join(build, "runtime", "tools", "nimble-run")
         self.dir = os.path.join(cache, "nimble")
-        self.threads = threads
         self.reason = None
         rel = lambda p: os.path.relpath(p, REPO) if p.startswith(REPO + os.sep) else p  # noqa: E731
         if not os.access(self.cli, os.X_OK):
@@ -315,13 +359,13 @@ class Nimble:
         self.compiled[model] = res
         return res
 
-    def run(self, exe, inputs, repeat, outdir):
+    def run(self, exe, inputs, repeat, threads, outdir):
         """Returns ((median_ms, min_ms), None) or (None, reason)."""
         os.makedirs(outdir, exist_ok=True)
         cmd = [self.runner, exe]
         for name, path in inputs.items():
             cmd += ["--input", "%s=%s" % (name, path)]
-        cmd += ["--repeat", str(repeat), "--threads", str(self.threads), "--output-dir", outdir]
+        cmd += ["--repeat", str(repeat), "--threads", str(threads), "--output-dir", outdir]
         try:
             r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=600)
         except subprocess.TimeoutExpired:
@@ -397,11 +441,33 @@ def check_trees(models_dir, outdir):
     return "Nimble root h, c %s (max diff %.1e)" % ("yes" if ok else "NO", worst)
 
 
+# The peers, in the report's order. "ortc" is ONNX Runtime through its C API
+# (ort_capi), the column Nimble is held to; "ortnode" the same library through
+# node's onnxruntime-node, kept beside it to show the binding's overhead.
+PEERS = ["ortc", "ortnode", "torch", "nimble"]
+NAMES = {"ortc": "ORT-C", "ortnode": "ORT-node", "torch": "PyTorch", "nimble": "Nimble"}
+
+
+def parse_threads(text):
+    try:
+        ts = [int(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        ts = []
+    if not ts or any(t < 1 or t > 64 for t in ts) or len(set(ts)) != len(ts):
+        raise argparse.ArgumentTypeError("'%s': give distinct thread counts from 1 to 64, e.g. 1,2" % text)
+    return ts
+
+
+def geomean(xs):
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+
+
 def main():
     ap = argparse.ArgumentParser(prog="bench/models/run.sh", description="Nimble vs ONNX Runtime vs PyTorch: model latency.")
-    ap.add_argument("--threads", type=int, choices=(1, 2), default=1)
+    ap.add_argument("--threads", type=parse_threads, default=[1, 2],
+                    help="comma-separated thread counts, each measured in the same interleaved run (default 1,2)")
     ap.add_argument("--repeat", type=int, default=60,
-                    help="timed runs per configuration and framework, over all rounds (default 60)")
+                    help="timed runs per configuration, thread count and framework, over all rounds (default 60)")
     ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds (default 5)")
     ap.add_argument("--max-batch-s", type=float, default=1.0,
                     help="a framework's turn stops after this many seconds (at least 3 runs)")
@@ -424,6 +490,7 @@ def main():
     if unknown or not models:
         ap.error("unknown model(s) %s; choose from %s" % (",".join(unknown) or "(none)", ",".join(MODELS)))
     configs = [c for c in CONFIGS if c[1] in models]
+    threads = a.threads
     cache = os.path.abspath(a.cache)
     os.makedirs(cache, exist_ok=True)
     started = datetime.datetime.now(datetime.timezone.utc)
@@ -438,178 +505,199 @@ def main():
             ap.error("--openblas-coretype: '%s' is not a core name" % a.openblas_coretype)
         os.environ["OPENBLAS_CORETYPE"] = a.openblas_coretype
     outputs = os.path.join(cache, "outputs")
-    for peer in ("ort", "torch", "nimble"):
-        os.makedirs(os.path.join(outputs, peer), exist_ok=True)
 
+    # One long-lived worker per peer and thread count (a process's thread
+    # pools are fixed when it starts).
     ort_mod, ort_reason = install_ort(cache)
-    ort = None
-    if ort_mod:
-        ort = Worker("ort", ["node", os.path.join(HERE, "ort_worker.js"), ort_mod, str(a.threads)],
-                     os.path.join(cache, "ort_worker.log"))
-    torch_w = Worker("torch", [sys.executable, os.path.join(HERE, "torch_worker.py"), REPO, str(a.threads)],
-                     os.path.join(cache, "torch_worker.log"))
-    nimble = Nimble(os.path.abspath(a.build), cache, a.threads)
+    ort_lib, lib_reason = ort_library(ort_mod) if ort_mod else (None, ort_reason)
+    capi, capi_reason = build_ort_capi(cache) if ort_lib else (None, lib_reason)
+    workers, why_none = {}, {}
+    for t in threads:
+        if ort_mod:
+            workers[("ortnode", t)] = Worker("ort-node", ["node", os.path.join(HERE, "ort_worker.js"), ort_mod, str(t)],
+                                             os.path.join(cache, "ort_worker.t%d.log" % t))
+        else:
+            why_none["ortnode"] = ort_reason
+        if capi:
+            workers[("ortc", t)] = Worker("ort-c", [capi, "--lib", ort_lib, "--threads", str(t), "--serve"],
+                                          os.path.join(cache, "ort_capi.t%d.log" % t))
+        else:
+            why_none["ortc"] = capi_reason
+        workers[("torch", t)] = Worker("torch", [sys.executable, os.path.join(HERE, "torch_worker.py"), REPO, str(t)],
+                                       os.path.join(cache, "torch_worker.t%d.log" % t))
+    nimble = Nimble(os.path.abspath(a.build), cache)
 
-    info = {"ort": ort.call(cmd="info") if ort else {"ok": False, "error": ort_reason},
-            "torch": torch_w.call(cmd="info")}
-    if not info["torch"].get("ok"):
-        log("PyTorch worker: %s" % info["torch"].get("error"))
+    t0 = threads[0]
+    info = {}
+    for peer in ("ortc", "ortnode", "torch"):
+        w = workers.get((peer, t0))
+        info[peer] = w.call(cmd="info") if w else {"ok": False, "error": why_none.get(peer)}
+        if not info[peer].get("ok"):
+            log("%s worker: %s" % (NAMES[peer], info[peer].get("error")))
 
-    # Load every configuration on every framework; record why one cannot run.
+    # Load every configuration on every framework at every thread count;
+    # record why one cannot run.
     cells = {}
     safe = lambda label: re.sub(r"[^A-Za-z0-9_.-]+", "_", label)  # noqa: E731
+    out_file = lambda peer, t, label: os.path.join(outputs, peer, "t%d" % t, safe(label) + ".npy")  # noqa: E731
+    out_dir = lambda peer, t, label: os.path.join(outputs, peer, "t%d" % t, safe(label))  # noqa: E731
+    for t in threads:
+        for peer in PEERS:
+            os.makedirs(os.path.join(outputs, peer, "t%d" % t), exist_ok=True)
     for label, model, spec in configs:
-        row = cells[label] = {}
-        tag = safe(label)
-        log("loading %s" % label)
-        # ONNX Runtime
-        if model == "treelstm":
-            row["ort"] = Cell("no ONNX model: recursion over a tree")
-        elif not ort:
-            row["ort"] = Cell(ort_reason)
-        else:
-            r = ort.call(cmd="load", id=label, model=os.path.join(models_dir, model + ".onnx"),
-                         inputs=inputs[label], out=os.path.join(outputs, "ort", tag + ".npy"))
-            row["ort"] = Cell(None if r.get("ok") else r.get("error"))
-        # PyTorch eager
-        if model == "treelstm":
-            r = torch_w.call(cmd="load", id=label, model="treelstm",
-                             trees=os.path.join(models_dir, "treelstm.json"))
-        else:
-            r = torch_w.call(cmd="load", id=label, model=model, inputs=inputs[label],
-                             out=os.path.join(outputs, "torch", tag + ".npy"))
-        row["torch"] = Cell(None if r.get("ok") else r.get("error"))
-        # Nimble: compile (timed, once per model), then nimble-run per config.
         if model == "treelstm":
             source = os.path.join(REPO, "examples", "treelstm.nir")
         else:
             source = os.path.join(models_dir, model + ".onnx")
-        exe, secs = nimble.compile(model, source)
-        if exe is None:
-            row["nimble"] = Cell(secs)
-        elif model == "treelstm":
-            row["nimble"] = Cell()
-            row["nimble"].compile_s = secs
-            row["nimble"].exe = exe
-            row["nimble"].trees = write_tree_inputs(cache, models_dir)
-        else:
-            row["nimble"] = Cell()
-            row["nimble"].compile_s = secs
-            row["nimble"].exe = exe
-        for peer in ("ort", "torch", "nimble"):
-            if not row[peer].ok():
-                log("  %s: %s" % (peer, row[peer].reason))
+        exe, secs = nimble.compile(model, source)  # timed, once per model
+        for t in threads:
+            row = cells[(label, t)] = {}
+            log("loading %s at %d thread(s)" % (label, t))
+            for peer in ("ortc", "ortnode"):
+                w = workers.get((peer, t))
+                if model == "treelstm":
+                    row[peer] = Cell("no ONNX model: recursion over a tree")
+                elif not w:
+                    row[peer] = Cell(why_none.get(peer))
+                else:
+                    r = w.call(cmd="load", id=label, model=os.path.join(models_dir, model + ".onnx"),
+                               inputs=inputs[label], out=out_file(peer, t, label))
+                    row[peer] = Cell(None if r.get("ok") else r.get("error"))
+            w = workers[("torch", t)]
+            if model == "treelstm":
+                r = w.call(cmd="load", id=label, model="treelstm", trees=os.path.join(models_dir, "treelstm.json"))
+            else:
+                r = w.call(cmd="load", id=label, model=model, inputs=inputs[label],
+                           out=out_file("torch", t, label))
+            row["torch"] = Cell(None if r.get("ok") else r.get("error"))
+            if exe is None:
+                row["nimble"] = Cell(secs)
+            else:
+                row["nimble"] = Cell()
+                row["nimble"].compile_s = secs
+                row["nimble"].exe = exe
+                if model == "treelstm":
+                    row["nimble"].trees = write_tree_inputs(cache, models_dir)
+            for peer in PEERS:
+                if not row[peer].ok():
+                    log("  %s: %s" % (NAMES[peer], row[peer].reason))
 
-    # Interleaved rounds.
+    # Interleaved rounds: every configuration, at every thread count, on
+    # every framework in turn; the frameworks' order rotates per round.
     per_round = max(1, math.ceil(a.repeat / a.rounds))
-    peers = ["ort", "torch", "nimble"]
     t_measure = time.perf_counter()
     for rnd in range(a.rounds):
-        order = peers[rnd % 3:] + peers[: rnd % 3]
+        order = PEERS[rnd % len(PEERS):] + PEERS[: rnd % len(PEERS)]
         log("round %d/%d" % (rnd + 1, a.rounds))
         for label, model, spec in configs:
-            row = cells[label]
             runs = per_round
             if model == "treelstm":  # whole passes over the trees, so every tree counts alike
                 runs = TREES_PER_PASS * max(1, math.ceil(per_round / TREES_PER_PASS))
-            for peer in order:
-                cell = row[peer]
-                if not cell.ok():
-                    continue
-                if peer == "nimble" and model == "treelstm":
-                    # One nimble-run per tree (it runs one input set), n runs
-                    # each: a batch's median is that tree's; the cell's median
-                    # is over trees and rounds, like PyTorch's over its runs.
-                    trees = cell.trees
-                    n = max(3, runs // len(trees))
-                    med = cell.median()
-                    if med:
-                        n = max(3, min(n, int(2 * a.max_batch_s * 1000 / len(trees) / max(med, 1e-3))))
-                    for i, tree_inputs in enumerate(trees):
-                        res, why = nimble.run(cell.exe, tree_inputs, n,
-                                              os.path.join(outputs, "nimble", safe(label), "tree%02d" % i))
+            for t in threads:
+                row = cells[(label, t)]
+                for peer in order:
+                    cell = row[peer]
+                    if not cell.ok():
+                        continue
+                    if peer == "nimble" and model == "treelstm":
+                        # One nimble-run per tree (it runs one input set), n
+                        # runs each: a batch's median is that tree's; the
+                        # cell's median is over trees and rounds, like
+                        # PyTorch's over its runs.
+                        trees = cell.trees
+                        n = max(3, runs // len(trees))
+                        med = cell.median()
+                        if med:
+                            n = max(3, min(n, int(2 * a.max_batch_s * 1000 / len(trees) / max(med, 1e-3))))
+                        for i, tree_inputs in enumerate(trees):
+                            res, why = nimble.run(cell.exe, tree_inputs, n, t,
+                                                  os.path.join(out_dir("nimble", t, label), "tree%02d" % i))
+                            if why:
+                                cell.reason = "tree %d: %s" % (i, why)
+                                break
+                            cell.batches.append(res + (n,))
+                        continue
+                    if peer == "nimble":
+                        n = runs
+                        med = cell.median()
+                        if med:  # nimble-run cannot stop on time; size the batch from earlier ones
+                            n = max(3, min(runs, int(a.max_batch_s * 1000 / max(med, 1e-3))))
+                        res, why = nimble.run(cell.exe, inputs[label], n, t, out_dir("nimble", t, label))
                         if why:
-                            cell.reason = "tree %d: %s" % (i, why)
-                            break
-                        cell.batches.append(res + (n,))
-                    continue
-                if peer == "nimble":
-                    n = runs
-                    med = cell.median()
-                    if med:  # nimble-run cannot stop on time; size the batch from earlier ones
-                        n = max(3, min(runs, int(a.max_batch_s * 1000 / max(med, 1e-3))))
-                    res, why = nimble.run(cell.exe, inputs[label], n,
-                                          os.path.join(outputs, "nimble", safe(label)))
-                    if why:
-                        cell.reason = why
+                            cell.reason = why
+                        else:
+                            cell.batches.append(res + (n,))
+                        continue
+                    r = workers[(peer, t)].call(cmd="time", id=label, warmup=1, runs=runs,
+                                                max_s=a.max_batch_s * (2 if model == "treelstm" else 1))
+                    if r.get("ok"):
+                        cell.samples.extend(r["times_ms"])
                     else:
-                        cell.batches.append(res + (n,))
-                    continue
-                w = ort if peer == "ort" else torch_w
-                r = w.call(cmd="time", id=label, warmup=1, runs=runs,
-                           max_s=a.max_batch_s * (2 if model == "treelstm" else 1))
-                if r.get("ok"):
-                    cell.samples.extend(r["times_ms"])
-                else:
-                    cell.reason = r.get("error")
+                        cell.reason = r.get("error")
     measure_s = time.perf_counter() - t_measure
-    for w in (ort, torch_w):
-        if w:
-            w.close()
+    for w in workers.values():
+        w.close()
 
     # Output agreement (first output), each framework against PyTorch.
     checks = {}
     for label, model, spec in configs:
-        if model == "treelstm":
-            notes = ["PyTorch root h = stored reference" if cells[label]["torch"].ok() else "PyTorch —"]
-            if cells[label]["nimble"].ok():
-                notes.append(check_trees(models_dir, os.path.join(outputs, "nimble", safe(label))))
-            checks[label] = "; ".join(notes)
-            continue
-        tag = safe(label)
-        ref = os.path.join(outputs, "torch", tag + ".npy")
-        notes = []
-        for peer, name in (("ort", "ORT"), ("nimble", "Nimble")):
-            if not cells[label][peer].ok() or not cells[label]["torch"].ok():
+        for t in threads:
+            row = cells[(label, t)]
+            if model == "treelstm":
+                notes = ["PyTorch root h = stored reference" if row["torch"].ok() else "PyTorch —"]
+                if row["nimble"].ok():
+                    notes.append(check_trees(models_dir, out_dir("nimble", t, label)))
+                checks[(label, t)] = "; ".join(notes)
                 continue
-            if peer == "ort":
-                got = os.path.join(outputs, "ort", tag + ".npy")
-            else:
-                with open(os.path.join(models_dir, model + ".json")) as f:
-                    first = json.load(f)["outputs"][0]["name"]
-                d = os.path.join(outputs, "nimble", tag)
-                got = os.path.join(d, first + ".npy")  # nimble-run names files after the model's outputs
-            if not os.path.exists(got):
-                notes.append("%s: no output file" % name)
-                continue
-            agree, diff = compare(models_dir, model, got, ref)
-            notes.append("%s %s (%s)" % (name, "yes" if agree else "NO",
-                                         diff if isinstance(diff, str) else "max diff %.1e" % diff))
-        checks[label] = "; ".join(notes) if notes else "—"
+            ref = out_file("torch", t, label)
+            notes = []
+            for peer in ("ortc", "ortnode", "nimble"):
+                if not row[peer].ok() or not row["torch"].ok():
+                    continue
+                if peer == "nimble":
+                    with open(os.path.join(models_dir, model + ".json")) as f:
+                        first = json.load(f)["outputs"][0]["name"]
+                    # nimble-run names files after the model's outputs
+                    got = os.path.join(out_dir("nimble", t, label), first + ".npy")
+                else:
+                    got = out_file(peer, t, label)
+                if not os.path.exists(got):
+                    notes.append("%s: no output file" % NAMES[peer])
+                    continue
+                agree, diff = compare(models_dir, model, got, ref)
+                notes.append("%s %s (%s)" % (NAMES[peer], "yes" if agree else "NO",
+                                             diff if isinstance(diff, str) else "%.0e" % diff))
+            checks[(label, t)] = "; ".join(notes) if notes else "—"
 
     # Report.
     mi = machine_info()
-    t_info, o_info = info["torch"], info["ort"]
+    t_info = info["torch"]
     lines = []
     lines.append("Run %s UTC, %.0f s of interleaved measurement." % (started.strftime("%Y-%m-%d %H:%M"), measure_s))
     lines.append("")
     lines.append("- command: `%s`" % (a.command or " ".join(shlex.quote(x) for x in sys.argv)))
     lines.append("- machine: %s, %s cores, %s, Linux %s; load average %s at the start, %s at the end"
                  % (mi.get("cpu"), mi.get("cores"), mi.get("memory", "?"), mi.get("kernel"), load_start, loadavg()))
-    lines.append("- threads: %d (ORT intra-op %d / inter-op 1, sequential; PyTorch set_num_threads(%d), "
-                 "OMP/MKL/OPENBLAS_NUM_THREADS=%d; nimble-run --threads %d)"
-                 % (a.threads, a.threads, a.threads, a.threads, a.threads))
+    lines.append("- threads: %s, interleaved in one run. At N threads: both ORT columns intra-op N / inter-op 1, "
+                 "sequential execution; PyTorch set_num_threads(N), OMP/MKL/OPENBLAS_NUM_THREADS=N; "
+                 "nimble-run --threads N" % ", ".join(str(t) for t in threads))
     lines.append("- OpenBLAS (PyTorch's BLAS): OPENBLAS_CORETYPE=%s, OPENBLAS_L2_SIZE=%s, kernels in use: %s; "
                  "OMP_WAIT_POLICY=%s"
                  % (os.environ.get("OPENBLAS_CORETYPE", "(unset)"), os.environ.get("OPENBLAS_L2_SIZE", "(unset)"),
                     t_info.get("openblas_core", "?"), t_info.get("omp_wait_policy", "?")))
-    lines.append("- peers: ONNX Runtime %s (npm onnxruntime-node, CPU EP, all graph optimizations); "
-                 "PyTorch %s eager (Debian)%s"
-                 % (o_info.get("version") if o_info.get("ok") else "n/a (%s)" % o_info.get("error"),
-                    t_info.get("version") if t_info.get("ok") else "n/a",
-                    "" if t_info.get("ok") else " (%s)" % t_info.get("error")))
-    lines.append("- method: %d rounds; in each, every configuration runs on each framework in turn "
-                 "(order rotating per round), 1 untimed run then up to %d timed runs or %.1f s; "
+
+    def version(peer):
+        i = info[peer]
+        return i.get("version") if i.get("ok") else "n/a (%s)" % cell_text(i.get("error"), 200)
+
+    lines.append("- **ORT-C** (the column that counts): ONNX Runtime %s through its C API, `bench/models/ort_capi` "
+                 "(dlopen of the npm package's `libonnxruntime.so.1`, one `OrtApi::Run` per timed run). "
+                 "**ORT-node**: the same library through node's onnxruntime-node %s (`await session.run()`), kept "
+                 "beside it to show the binding's overhead. Both: CPU execution provider with ORT's default MLAS "
+                 "kernels, all graph optimizations (ORT_ENABLE_ALL)." % (version("ortc"), version("ortnode")))
+    lines.append("- PyTorch %s eager (Debian)" % version("torch"))
+    lines.append("- method: %d rounds; in each, every configuration runs at every thread count on each framework in "
+                 "turn (order rotating per round), 1 untimed run then up to %d timed runs or %.1f s; "
                  "median and min over all timed runs (Nimble: median of nimble-run's per-round medians, "
                  "min of its minimums). Latency in ms."
                  % (a.rounds, per_round, a.max_batch_s))
@@ -618,11 +706,6 @@ def main():
         lines.append("- **note**: OpenBLAS runs its %s (pre-AVX) fallback kernels on this CPU, so PyTorch's "
                      "matrix products are far slower than they need be; `--openblas-coretype` picks a kernel set "
                      "(e.g. Haswell for AVX2, SkylakeX for AVX-512)" % core)
-    lines.append("")
-    hdr = ["config", "ORT median", "ORT min", "PyTorch median", "PyTorch min", "Nimble median", "Nimble min",
-           "Nimble/ORT", "Nimble/PyTorch", "Nimble compile (s)", "runs ORT/PT/Nimble", "outputs agree with PyTorch"]
-    lines.append("| " + " | ".join(hdr) + " |")
-    lines.append("|" + "|".join(["---"] + ["---:"] * 10 + ["---"]) + "|")
     reasons = {}
 
     def na(cell):
@@ -631,38 +714,61 @@ def main():
             reasons.setdefault(short, cell.reason)
         return "n/a (%s)" % short
 
-    seen_models = set()
-    for label, model, spec in configs:
-        row = cells[label]
-        cols = [label]
-        for peer in ("ort", "torch", "nimble"):
-            c = row[peer]
-            if c.ok() and c.runs():
-                cols += [fmt_ms(c.median()), fmt_ms(c.minimum())]
+    hdr = ["config", "Nimble median", "Nimble min", "ORT-C median", "ORT-C min", "ORT-node median",
+           "PyTorch median", "**Nimble/ORT-C**", "Nimble/ORT-node", "Nimble/PyTorch", "Nimble compile (s)",
+           "runs C/node/PT/Nimble", "first output vs PyTorch"]
+    summary = []
+    for t in threads:
+        lines.append("")
+        lines.append("### %d thread%s" % (t, "" if t == 1 else "s"))
+        lines.append("")
+        lines.append("| " + " | ".join(hdr) + " |")
+        lines.append("|" + "|".join(["---"] + ["---:"] * 11 + ["---"]) + "|")
+        seen_models = set()
+        ratios = []
+        for label, model, spec in configs:
+            row = cells[(label, t)]
+            n = row["nimble"]
+            have = lambda c: c.ok() and c.runs()  # noqa: E731
+            cols = [label]
+            cols += [fmt_ms(n.median()), fmt_ms(n.minimum())] if have(n) else [na(n) if n.reason else "—", "—"]
+            c = row["ortc"]
+            cols += [fmt_ms(c.median()), fmt_ms(c.minimum())] if have(c) else [na(c) if c.reason else "—", "—"]
+            for peer in ("ortnode", "torch"):
+                p = row[peer]
+                cols.append(fmt_ms(p.median()) if have(p) else (na(p) if p.reason else "—"))
+            for peer in ("ortc", "ortnode", "torch"):
+                p = row[peer]
+                if have(n) and have(p):
+                    r = n.median() / p.median()
+                    cols.append(("**%.2fx**" if peer == "ortc" else "%.2fx") % r)
+                    if peer == "ortc":
+                        ratios.append(r)
+                else:
+                    cols.append("—")
+            if model in seen_models:
+                cols.append("″")
+            elif n.compile_s is not None:
+                cols.append("%.2f" % n.compile_s)
             else:
-                cols += [na(c) if c.reason else "—", "—"]
-        n = row["nimble"]
-        for peer in ("ort", "torch"):
-            p = row[peer]
-            if n.ok() and n.runs() and p.ok() and p.runs():
-                cols.append("%.2fx" % (n.median() / p.median()))
-            else:
-                cols.append("—")
-        if model in seen_models:
-            cols.append("″")
-        elif n.compile_s is not None:
-            cols.append("%.2f" % n.compile_s)
-        else:
-            cols.append(na(n) if n.reason else "—")
-        seen_models.add(model)
-        cols.append("/".join(str(row[p].runs()) if row[p].ok() else "0" for p in ("ort", "torch", "nimble")))
-        cols.append(cell_text(checks.get(label, "—"), 90))
-        lines.append("| " + " | ".join(cols) + " |")
+                cols.append(na(n) if n.reason else "—")
+            seen_models.add(model)
+            cols.append("/".join(str(row[p].runs()) if row[p].ok() else "0" for p in PEERS))
+            cols.append(cell_text(checks.get((label, t), "—"), 110))
+            lines.append("| " + " | ".join(cols) + " |")
+        if ratios:
+            summary.append("%d thread%s: Nimble faster than ORT-C on %d of %d configurations, geometric mean of "
+                           "Nimble/ORT-C %.2fx, worst %.2fx"
+                           % (t, "" if t == 1 else "s", sum(r < 1 for r in ratios), len(ratios), geomean(ratios),
+                              max(ratios)))
     lines.append("")
-    lines.append("Ratios are Nimble's median over the peer's (below 1: Nimble is faster). "
-                 "Tree-LSTM: one timed run is one tree (20 trees of 20–40 leaves, in turn); Nimble runs "
-                 "each tree with its own nimble-run (JSON tree input), and its median is over the per-tree "
-                 "medians.")
+    lines.append("Ratios are Nimble's median over the peer's (below 1: Nimble is faster); Nimble/ORT-C is the one "
+                 "that counts. Tree-LSTM: one timed run is one tree (20 trees of 20–40 leaves, in turn); Nimble runs "
+                 "each tree with its own nimble-run (JSON tree input), and its median is over the per-tree medians.")
+    if summary:
+        lines.append("")
+        for line in summary:
+            lines.append("- " + line)
     if reasons:
         lines.append("")
         lines.append("Why a cell is n/a:")

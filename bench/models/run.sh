@@ -1,17 +1,22 @@
 #!/usr/bin/env bash
-# Model benchmark: Nimble side by side with ONNX Runtime 1.30 (npm
-# onnxruntime-node) and PyTorch 1.13 eager (Debian's python3-torch).
-# A benchmark, not a test: ctest never runs it.
+# Model benchmark: Nimble side by side with ONNX Runtime 1.30 (the npm
+# package onnxruntime-node's CPU library, measured twice: through its C API
+# with bench/models/ort_capi.c, "ORT-C", the column Nimble is held to, and
+# through node's binding, "ORT-node") and PyTorch 1.13 eager (Debian's
+# python3-torch). A benchmark, not a test: ctest never runs it (it runs
+# ort_capi's correctness test, test_ort_capi_matches_references).
 #
-#   bench/models/run.sh [--threads 1|2] [--repeat N] [--rounds R]
+#   bench/models/run.sh [--threads 1,2] [--repeat N] [--rounds R]
 #                       [--models a,b] [--out FILE.md] [--build DIR]
 #                       [--openblas-coretype NAME] [--max-batch-s S]
 #
-#   --threads   threads per framework (default 1)
-#   --repeat    timed runs per configuration and framework, spread over the
-#               rounds (default 60); a framework's turn also stops after
-#               --max-batch-s seconds (default 1.0), with at least 3 runs
-#   --rounds    interleaved rounds (default 5): A B C, A B C, ...
+#   --threads   thread counts, all measured in the same interleaved run
+#               (default 1,2)
+#   --repeat    timed runs per configuration, thread count and framework,
+#               spread over the rounds (default 60); a framework's turn also
+#               stops after --max-batch-s seconds (default 1.0), with at
+#               least 3 runs
+#   --rounds    interleaved rounds (default 5): A B C D, B C D A, ...
 #   --models    subset of lstm,lstm2,bert_tiny,mlp,cnn,squeezenet1_0,
 #               mobilenet_v2,loop_if,treelstm (default: all)
 #   --out       also write the Markdown report to FILE.md
@@ -25,9 +30,10 @@
 # Everything it fetches or makes goes to bench/models/.cache/ (gitignored;
 # NIMBLE_BENCH_CACHE moves it): the reference models from
 # scripts/gen_reference_models.py, onnxruntime-node from npm
-# (--ignore-scripts), the inputs and every framework's outputs. The
-# OpenBLAS environment (OPENBLAS_CORETYPE, OPENBLAS_L2_SIZE) is left as it
-# is and printed in the report's header. See docs/benchmarks.md.
+# (--ignore-scripts), ort_capi (built with cc; NIMBLE_ORT_CAPI names another
+# binary), the inputs and every framework's outputs. The OpenBLAS
+# environment (OPENBLAS_CORETYPE, OPENBLAS_L2_SIZE) is left as it is and
+# printed in the report's header. See docs/benchmarks.md.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
