@@ -78,7 +78,8 @@ for t in "${targets[@]}"; do
     -artifact_prefix="$work/faults/" "${keep[@]}" "$work/queue" "$corpus" >"$log" 2>&1
   rc=$?
   set -e
-  cpu=$(awk '{ printf "%.0f", $1 + $2 }' "$work/cpu.txt" 2>/dev/null || echo "?")
+  # The last line: time writes "Command exited with non-zero status N" first on a fault.
+  cpu=$(tail -1 "$work/cpu.txt" 2>/dev/null | awk '{ printf "%.0f", $1 + $2 }')
   runs=$(grep -oE 'stat::number_of_executed_units: [0-9]+' "$log" | tail -1 | awk '{ print $2 }')
   last=$(grep -E '^#[0-9]+' "$log" | tail -1)
   cov=$(echo "$last" | grep -oE 'cov: [0-9]+' | awk '{ print $2 }')
@@ -92,7 +93,7 @@ for t in "${targets[@]}"; do
   else
     merged=0
   fi
-  line="$(date -u +%FT%TZ) $t: ${seconds}s wall, ${cpu} CPU-s, ${runs:-?} runs, cov ${cov:-?}, ft ${ft:-?}, faults $faults (exit $rc), $merged new corpus files"
+  line="$(date -u +%FT%TZ) $t: ${seconds}s wall, ${cpu:-?} CPU-s, ${runs:-?} runs, cov ${cov:-?}, ft ${ft:-?}, faults $faults (exit $rc), $merged new corpus files"
   echo "fuzz: $line"
   echo "$line" >>"$build/fuzz/summary.txt"
   if [ $rc -ne 0 ]; then
