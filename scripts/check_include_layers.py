@@ -62,7 +62,7 @@ SYSTEM_HEADERS = set(
     stdbool.h stddef.h stdint.h stdio.h stdlib.h stdnoreturn.h string.h
     tgmath.h threads.h time.h uchar.h wchar.h wctype.h
     dirent.h dlfcn.h fcntl.h fnmatch.h ftw.h glob.h grp.h libgen.h netdb.h
-    poll.h pthread.h pwd.h sched.h semaphore.h spawn.h strings.h syslog.h
+    poll.h pthread.h pwd.h regex.h sched.h semaphore.h spawn.h strings.h syslog.h
     termios.h unistd.h
     cpuid.h immintrin.h x86intrin.h arm_neon.h arm_acle.h""".split())
 SYSTEM_PREFIXES = ("sys/", "netinet/", "arpa/", "linux/", "asm/")

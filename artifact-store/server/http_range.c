@@ -95,3 +95,15 @@ nimble_status_t nimble_http_content_range_parse(const char *header, uint64_t *ou
   *out_end = end;
   return nimble_ok();
 }
+
+int nimble_http_content_length_parse(const char *value, uint64_t *out) {
+  uint64_t n = 0;
+  *out = 0;
+  if (!*value) return -1;
+  for (const char *p = value; *p; p++) {
+    if (*p < '0' || *p > '9' || n > (UINT64_MAX - 9) / 10) return -1;
+    n = n * 10 + (uint64_t)(*p - '0');
+  }
+  *out = n;
+  return 1;
+}

@@ -28,4 +28,9 @@ nimble_http_range_result nimble_http_range_parse(const char *header, uint64_t si
 nimble_status_t nimble_http_content_range_parse(const char *header, uint64_t *out_start,
                                                 uint64_t *out_end);
 
+/* Parses a Content-Length value: 1 and *out for one or more decimal digits
+ * (nothing else: no sign, no blanks) whose value fits 64 bits with room to
+ * spare, -1 otherwise. *out is 0 unless 1 is returned. */
+int nimble_http_content_length_parse(const char *value, uint64_t *out);
+
 #endif /* NIMBLE_STORE_HTTP_RANGE_H */

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "http_errors.h"
+#include "http_range.h"
 #include "oci_request.h"
 
 enum MHD_Result nimble_oci_respond(struct MHD_Connection *c, nimble_oci_request *req,
@@ -103,14 +104,7 @@ int nimble_oci_content_length(struct MHD_Connection *c, uint64_t *out) {
   const char *v = nimble_oci_header(c, "Content-Length");
   *out = 0;
   if (!v) return 0;
-  uint64_t n = 0;
-  if (!*v) return -1;
-  for (const char *p = v; *p; p++) {
-    if (*p < '0' || *p > '9' || n > (UINT64_MAX - 9) / 10) return -1;
-    n = n * 10 + (uint64_t)(*p - '0');
-  }
-  *out = n;
-  return 1;
+  return nimble_http_content_length_parse(v, out);
 }
 
 int nimble_oci_is_method(const nimble_oci_request *req, const char *m) {

@@ -20,14 +20,16 @@ static nimble_status_t bad(const char *text, size_t at, const char *what) {
 static int is_lower_alnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
 static int is_alnum(char c) { return is_lower_alnum(c) || (c >= 'A' && c <= 'Z'); }
 
-/* Checks NAME in text[b, e); returns the offset of the first bad byte or e. */
-static size_t check_name(const char *text, size_t b, size_t e, const char **why) {
+/* Checks NAME in text[b, e): 1 when it is one, else 0 with *at the offset of
+ * the first bad byte (e when the name ends where a component should start). */
+static int check_name(const char *text, size_t b, size_t e, size_t *at, const char **why) {
   size_t i = b;
   for (;;) {
     /* a component: alnum+ (separator alnum+)* */
     if (i >= e || !is_lower_alnum(text[i])) {
       *why = "a name component must start with a lowercase letter or digit";
-      return i;
+      *at = i;
+      return 0;
     }
     while (i < e) {
       while (i < e && is_lower_alnum(text[i])) i++;
@@ -38,16 +40,30 @@ static size_t check_name(const char *text, size_t b, size_t e, const char **why)
       else if (text[i] == '-') while (i < e && text[i] == '-') i++;
       else {
         *why = "a name may hold only lowercase letters, digits, '.', '_', '-' and '/'";
-        return i;
+        *at = i;
+        return 0;
       }
       if (i >= e || !is_lower_alnum(text[i])) {
         *why = "a separator in a name must be followed by a lowercase letter or digit";
-        return s;
+        *at = s;
+        return 0;
       }
     }
-    if (i >= e) return e;
+    if (i >= e) return 1;
     i++; /* '/' */
   }
+}
+
+/* Checks TAG in text[tb, te). */
+static nimble_status_t check_tag(const char *text, size_t tb, size_t te) {
+  if (te == tb) return bad(text, tb, "empty tag");
+  if (te - tb > 128) return bad(text, tb, "tag longer than 128 bytes");
+  if (!(is_alnum(text[tb]) || text[tb] == '_'))
+    return bad(text, tb, "a tag must start with a letter, digit or '_'");
+  for (size_t i = tb; i < te; i++)
+    if (!(is_alnum(text[i]) || text[i] == '_' || text[i] == '.' || text[i] == '-'))
+      return bad(text, i, "a tag may hold only letters, digits, '_', '.' and '-'");
+  return nimble_ok();
 }
 
 static char *dup_range(const char *s, size_t n) {
@@ -86,6 +102,7 @@ nimble_status_t nimble_fetch_parse_reference(const char *text, nimble_fetch_refe
       p++;
     }
     if (p >= len) return bad(text, host_b, "unterminated '[' in the host");
+    if (p == host_b + 1) return bad(text, p, "empty IPv6 address in the host");
     p++;
   } else {
     while (p < len && (is_alnum(text[p]) || text[p] == '.' || text[p] == '-')) p++;
@@ -122,27 +139,18 @@ nimble_status_t nimble_fetch_parse_reference(const char *text, nimble_fetch_refe
       name_e = (size_t)(colon - text);
       if (memchr(colon + 1, '/', at - name_e - 1))
         return bad(text, name_e, "a ':' in the name must start its tag");
-      if (name_e + 1 == at) return bad(text, name_e + 1, "empty tag");
-      for (size_t i = name_e + 1; i < at; i++)
-        if (!(is_alnum(text[i]) || text[i] == '_' || text[i] == '.' || text[i] == '-'))
-          return bad(text, i, "a tag may hold only letters, digits, '_', '.' and '-'");
+      /* The same grammar as a lone tag: it names the signature to check. */
+      NIMBLE_RETURN_IF_ERROR(check_tag(text, name_e + 1, at));
     }
   }
   if (name_e == name_b) return bad(text, name_b, "empty name");
   if (name_e - name_b > MAX_NAME) return bad(text, name_b, "name longer than 255 bytes");
   const char *why = NULL;
-  size_t badpos = check_name(text, name_b, name_e, &why);
-  if (badpos != name_e) return bad(text, badpos, why);
+  size_t badpos;
+  if (!check_name(text, name_b, name_e, &badpos, &why)) return bad(text, badpos, why);
 
   if (tagp) {
-    size_t tb = name_e + 1, te = len;
-    if (te == tb) return bad(text, tb, "empty tag");
-    if (te - tb > 128) return bad(text, tb, "tag longer than 128 bytes");
-    if (!(is_alnum(text[tb]) || text[tb] == '_'))
-      return bad(text, tb, "a tag must start with a letter, digit or '_'");
-    for (size_t i = tb; i < te; i++)
-      if (!(is_alnum(text[i]) || text[i] == '_' || text[i] == '.' || text[i] == '-'))
-        return bad(text, i, "a tag may hold only letters, digits, '_', '.' and '-'");
+    NIMBLE_RETURN_IF_ERROR(check_tag(text, name_e + 1, len));
   } else {
     const char *d = text + at + 1;
     if (!nimble_digest_valid(d, strlen(d)))
