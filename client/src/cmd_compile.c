@@ -216,7 +216,7 @@ static void print_codegen_stats(const nimble_codegen_stats_t *cs, const char *ca
     fprintf(stderr, "off\n");
   if (cs->corrupt) fprintf(stderr, "  %zu corrupt cache entries ignored and rebuilt\n", cs->corrupt);
   if (cs->put_errors) fprintf(stderr, "  %zu objects could not be stored in the cache\n", cs->put_errors);
-  fprintf(stderr, "  thread seconds: IR build %.3f, optimise %.3f, isel+emit %.3f, cache %.3f; "
+  fprintf(stderr, "  thread CPU seconds: IR build %.3f, optimise %.3f, isel+emit %.3f, cache %.3f; "
                   "elapsed: compile %.3f, link %.3f\n",
           cs->emit_s, cs->opt_s, cs->obj_s, cs->cache_s, cs->compile_s, cs->link_s);
   if (!per_kernel || !cs->kernels) return;

@@ -62,7 +62,8 @@ typedef struct nimble_codegen_options {
   nimble_kernel_cache_t *cache; /* CPU kernels: borrowed; NULL: none */
 } nimble_codegen_options_t;
 
-/* Where one kernel's code generation went (seconds on its thread). */
+/* Where one kernel's code generation went (CPU seconds of the thread
+ * that built it, CLOCK_THREAD_CPUTIME_ID). */
 typedef struct nimble_codegen_kernel_time {
   char name[96];  /* the kernel's name, truncated */
   double emit_s;  /* IR build and verification */
