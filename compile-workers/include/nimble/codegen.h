@@ -60,6 +60,11 @@ typedef struct nimble_codegen_options {
   int keep_ir;          /* also return the optimised modules as text (no cache lookups then) */
   int jobs;             /* CPU kernels: threads; 0: the CPUs this process may run on */
   nimble_kernel_cache_t *cache; /* CPU kernels: borrowed; NULL: none */
+  /* When set, called as each kernel is done (built or found in the cache),
+   * from the thread that did it, one call at a time (under a lock):
+   * `done` of `total` kernels so far, `cached` of them cache hits. */
+  void (*on_kernel_done)(void *user, size_t done, size_t total, size_t cached);
+  void *on_kernel_done_user;
 } nimble_codegen_options_t;
 
 /* Where one kernel's code generation went (CPU seconds of the thread
