@@ -239,8 +239,9 @@ static void print_codegen_stats(const nimble_codegen_stats_t *cs, const char *ca
   if (cs->corrupt) fprintf(stderr, "  %zu corrupt cache entries ignored and rebuilt\n", cs->corrupt);
   if (cs->put_errors) fprintf(stderr, "  %zu objects could not be stored in the cache\n", cs->put_errors);
   fprintf(stderr, "  thread CPU seconds: IR build %.3f, optimise %.3f, isel+emit %.3f, cache %.3f; "
-                  "elapsed: compile %.3f, link %.3f\n",
-          cs->emit_s, cs->opt_s, cs->obj_s, cs->cache_s, cs->compile_s, cs->link_s);
+                  "elapsed: compile %.3f, link %.3f%s\n",
+          cs->emit_s, cs->opt_s, cs->obj_s, cs->cache_s, cs->compile_s, cs->link_s,
+          cs->link_cached ? " (cached)" : "");
   if (!per_kernel || !cs->kernels) return;
   fprintf(stderr, "  %-40s %8s %8s %8s %8s\n", "kernel", "ir", "opt", "emit", "cache");
   for (size_t i = 0; i < cs->n_kernels; i++) {

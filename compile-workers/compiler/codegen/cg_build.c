@@ -308,6 +308,7 @@ typedef struct cpu_pool {
   int opt_level;
   int keep_ir;
   nimble_kernel_cache_t *cache;
+  char (*keys)[NIMBLE_KERNEL_KEY_LEN + 1]; /* per kernel, with a cache */
   uint8_t **objs; /* per kernel, malloc'd */
   size_t *sizes;
   char **irs;     /* keep_ir */
@@ -337,6 +338,7 @@ static nimble_status_t cpu_one(cpu_pool *p, LLVMTargetMachineRef *tm, size_t i) 
   if (p->cache) {
     double c0 = thread_cpu_s();
     NIMBLE_RETURN_IF_ERROR(key_of(k, p->t, p->opt_level, key));
+    memcpy(p->keys[i], key, sizeof key);
     if (!p->keep_ir) {
       uint8_t *data = NULL;
       size_t size = 0;
@@ -422,13 +424,14 @@ static nimble_status_t run_pool(cpu_pool *p, const nimble_codegen_options_t *o, 
   atomic_init(&p->misses, 0);
   atomic_init(&p->corrupt, 0);
   atomic_init(&p->put_errors, 0);
+  p->keys = calloc(n, sizeof *p->keys);
   p->objs = calloc(n, sizeof *p->objs);
   p->sizes = calloc(n, sizeof *p->sizes);
   p->irs = p->keep_ir ? calloc(n, sizeof *p->irs) : NULL;
   p->status = calloc(n, sizeof *p->status);
   st->kernels = calloc(n, sizeof *st->kernels);
   p->times = st->kernels;
-  if (!p->objs || !p->sizes || !p->status || !st->kernels || (p->keep_ir && !p->irs))
+  if (!p->keys || !p->objs || !p->sizes || !p->status || !st->kernels || (p->keep_ir && !p->irs))
     return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "codegen: out of memory for %zu kernels", n);
 
   p->on_done = o->on_kernel_done;
@@ -490,6 +493,7 @@ static void pool_dispose(cpu_pool *p) {
     if (p->irs) free(p->irs[i]);
     if (p->status) nimble_status_free(p->status[i]);
   }
+  free(p->keys);
   free(p->objs);
   free(p->sizes);
   free(p->irs);
@@ -505,8 +509,43 @@ static nimble_status_t build_cpu(const target_info *t, const nimble_ln_kernel *c
   if (!s && o->keep_ir) s = join_irs(&p, &out->llvm_ir);
   if (!s) {
     double l0 = now_s();
-    s = nimble_codegen_link_objects((const uint8_t *const *)p.objs, p.sizes, n, o->lld, &out->shared_object,
-                                    &out->shared_object_size);
+    /* The linked object is cached too, under a key over the linker and
+     * every kernel's key in order: a warm compile then runs no ld.lld. */
+    char link_key[NIMBLE_KERNEL_KEY_LEN + 1] = "";
+    if (p.cache && !o->keep_ir) {
+      const char *lld = o->lld ? o->lld : "ld.lld-16";
+      nimble_digest_ctx_t ctx;
+      nimble_digest_ctx_init(&ctx);
+      char head[128];
+      int hn = snprintf(head, sizeof head, "nimble link v1\ncodegen %s\nkernels %zu\nlld ", NIMBLE_CG_FINGERPRINT, n);
+      nimble_digest_ctx_update(&ctx, head, (size_t)hn < sizeof head ? (size_t)hn : sizeof head - 1);
+      nimble_digest_ctx_update(&ctx, lld, strlen(lld) + 1);
+      for (size_t i = 0; i < n; i++) nimble_digest_ctx_update(&ctx, p.keys[i], NIMBLE_KERNEL_KEY_LEN);
+      nimble_digest_t d;
+      nimble_digest_ctx_final(&ctx, &d);
+      nimble_digest_format_hex(&d, link_key);
+      bool found = false, corrupt = false;
+      nimble_status_t gs = p.cache->get(p.cache, link_key, &out->shared_object, &out->shared_object_size, &found,
+                                        &corrupt);
+      nimble_status_free(gs); /* advisory: an error is a miss */
+      if (corrupt) st->corrupt++;
+      if (gs || !found) {
+        free(out->shared_object);
+        out->shared_object = NULL;
+        out->shared_object_size = 0;
+      } else {
+        st->link_cached = 1;
+      }
+    }
+    if (!st->link_cached) {
+      s = nimble_codegen_link_objects((const uint8_t *const *)p.objs, p.sizes, n, o->lld, &out->shared_object,
+                                      &out->shared_object_size);
+      if (!s && link_key[0]) {
+        nimble_status_t ps = p.cache->put(p.cache, link_key, out->shared_object, out->shared_object_size);
+        if (ps) st->put_errors++;
+        nimble_status_free(ps);
+      }
+    }
     st->link_s = now_s() - l0;
   }
   pool_dispose(&p);

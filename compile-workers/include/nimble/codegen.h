@@ -86,7 +86,8 @@ typedef struct nimble_codegen_stats {
   int jobs;            /* threads used */
   double emit_s, opt_s, obj_s, cache_s; /* sums of the kernels' times */
   double compile_s;    /* elapsed: keys, lookups and compiling, all threads */
-  double link_s;       /* elapsed: ld.lld */
+  double link_s;       /* elapsed: ld.lld, or the cache lookup */
+  int link_cached;     /* 1: the linked shared object came from the kernel cache */
   nimble_codegen_kernel_time_t *kernels; /* n_kernels, in order; owned by the output */
 } nimble_codegen_stats_t;
 
