@@ -38,19 +38,41 @@ typedef struct progress_sink {
   size_t tty_index;
   const char *phase;
   bool fd_failed;
+  const char *fd_phase; /* the last line written: phase and percent */
+  int fd_percent;
 } progress_sink;
 
 static void on_progress(void *user, const char *phase, int percent) {
   progress_sink *p = user;
   p->phase = phase;
-  if (p->fd >= 0 && !p->fd_failed) {
+  /* Code generation reports per kernel; a percent already written is not
+   * repeated. */
+  bool repeat = p->fd_phase && strcmp(p->fd_phase, phase) == 0 && p->fd_percent == percent;
+  if (p->fd >= 0 && !p->fd_failed && !repeat) {
+    p->fd_phase = phase;
+    p->fd_percent = percent;
     char line[64];
     int n = snprintf(line, sizeof line, "%s %d\n", phase, percent);
     /* A reader that went away must not kill the compile (SIGPIPE is
      * ignored below); progress is advisory. */
     if (n > 0 && write(p->fd, line, (size_t)n) != n) p->fd_failed = true;
   }
-  if (p->tty) nimble_status_free(nimble_cli_progress_update(p->tty, p->tty_index, phase, percent, NULL));
+  /* Code generation's steps draw with their kernel counts (on_codegen_progress). */
+  bool codegen_step = strcmp(phase, "codegen") == 0 && percent > 0 && percent < 100;
+  if (p->tty && !codegen_step)
+    nimble_status_free(nimble_cli_progress_update(p->tty, p->tty_index, phase, percent, NULL));
+}
+
+/* Code generation's kernels: the terminal line says how far it is, e.g.
+ * "codegen 40% (28/71 kernels, 12 cached)". */
+static void on_codegen_progress(void *user, size_t done, size_t total, size_t cached) {
+  progress_sink *p = user;
+  if (!p->tty) return;
+  char detail[96];
+  snprintf(detail, sizeof detail, "%zu/%zu kernels, %zu cached", done, total, cached);
+  int percent = (int)(done * 100 / (total ? total : 1));
+  if (percent > 99) percent = 99;
+  nimble_status_free(nimble_cli_progress_update(p->tty, p->tty_index, "codegen", percent, detail));
 }
 
 static bool parse_int(const char *s, long lo, long hi, long *out) {
@@ -216,9 +238,10 @@ static void print_codegen_stats(const nimble_codegen_stats_t *cs, const char *ca
     fprintf(stderr, "off\n");
   if (cs->corrupt) fprintf(stderr, "  %zu corrupt cache entries ignored and rebuilt\n", cs->corrupt);
   if (cs->put_errors) fprintf(stderr, "  %zu objects could not be stored in the cache\n", cs->put_errors);
-  fprintf(stderr, "  thread seconds: IR build %.3f, optimise %.3f, isel+emit %.3f, cache %.3f; "
-                  "elapsed: compile %.3f, link %.3f\n",
-          cs->emit_s, cs->opt_s, cs->obj_s, cs->cache_s, cs->compile_s, cs->link_s);
+  fprintf(stderr, "  thread CPU seconds: IR build %.3f, optimise %.3f, isel+emit %.3f, cache %.3f; "
+                  "elapsed: compile %.3f, link %.3f%s\n",
+          cs->emit_s, cs->opt_s, cs->obj_s, cs->cache_s, cs->compile_s, cs->link_s,
+          cs->link_cached ? " (cached)" : "");
   if (!per_kernel || !cs->kernels) return;
   fprintf(stderr, "  %-40s %8s %8s %8s %8s\n", "kernel", "ir", "opt", "emit", "cache");
   for (size_t i = 0; i < cs->n_kernels; i++) {
@@ -277,6 +300,7 @@ static int run_compile(nimble_cli_ctx *ctx, int argc, char **argv) {
   o.dump_ir_dir = a.dump_ir;
   o.progress = on_progress;
   o.progress_user = &sink;
+  o.codegen_progress = on_codegen_progress;
   nimble_compile_result *r = NULL;
   nimble_status_t s = nimble_compile_file(a.model, &o, &r);
   if (!s) {

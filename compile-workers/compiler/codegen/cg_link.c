@@ -7,14 +7,16 @@
  * pthreads, not libm) resolves an undefined symbol only from libraries
  * already loaded or named by DT_NEEDED. Linking against the target's real
  * libm needs its sysroot, which a compile worker for another architecture
- * does not have. So lld first builds a name-only libm: a shared object with soname
- * libm.so.6 and no symbols, from an empty linker script with the emulation
- * of the object's machine (x86_64 or aarch64); the kernels are then linked
- * against it, which records DT_NEEDED libm.so.6 (glibc's libm soname on
- * both). That object only names the library; the symbols stay undefined in
- * the kernel object (allowed in a shared link) and bind to the real libm
- * when the runtime loads it. memcpy/memset and other libc symbols need no
- * entry: libc is in every process. */
+ * does not have. So the kernels are linked against a name-only libm: a
+ * shared object with soname libm.so.6 and no symbols, written here byte by
+ * byte for the object's machine (x86_64 or aarch64; name_only_libm), which
+ * records DT_NEEDED libm.so.6 (glibc's libm soname on both). That object
+ * only names the library; the symbols stay undefined in the kernel object
+ * (allowed in a shared link) and bind to the real libm when the runtime
+ * loads it. (It used to come from a first ld.lld run on an empty linker
+ * script; writing it costs nothing, where a second ld.lld process cost
+ * ~0.07 s of startup per compile.) memcpy/memset and other libc symbols
+ * need no entry: libc is in every process. */
 #include <errno.h>
 #include <fcntl.h>
 #include <spawn.h>
@@ -80,17 +82,88 @@ static nimble_status_t read_file(const char *path, size_t limit, uint8_t **out, 
   return nimble_ok();
 }
 
-/* The lld emulation for an ELF relocatable's machine (e_machine at byte
- * 18, little-endian on both targets); NULL for anything else. */
-static const char *emulation_of(const uint8_t *object, size_t size) {
+static void put16(uint8_t *p, unsigned v) {
+  p[0] = (uint8_t)v;
+  p[1] = (uint8_t)(v >> 8);
+}
+static void put32(uint8_t *p, uint32_t v) {
+  for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static void put64(uint8_t *p, uint64_t v) {
+  for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* One ELF64 section header at p. */
+static void put_shdr(uint8_t *p, uint32_t name, uint32_t type, uint64_t flags, uint64_t offset, uint64_t size,
+                     uint32_t link, uint32_t info, uint64_t align, uint64_t entsize) {
+  put32(p, name);
+  put32(p + 4, type);
+  put64(p + 8, flags);
+  put64(p + 16, offset); /* sh_addr: the file offset (addresses are never used) */
+  put64(p + 24, offset);
+  put64(p + 32, size);
+  put32(p + 40, link);
+  put32(p + 44, info);
+  put64(p + 48, align);
+  put64(p + 56, entsize);
+}
+
+/* The name-only libm for an ELF machine (EM_X86_64 or EM_AARCH64), as a
+ * linker reads a shared library: an ELF64 little-endian ET_DYN file whose
+ * sections are .dynsym (the null symbol only), .dynstr, .dynamic
+ * (DT_SONAME libm.so.6, DT_STRTAB, DT_SYMTAB, DT_STRSZ, DT_SYMENT) and
+ * .shstrtab. lld takes the soname from .dynamic through .dynsym's string
+ * table, so .dynsym must be there even with no symbols. Fills buf (at
+ * least NAME_ONLY_LIBM_SIZE bytes); returns the size. */
+#define NAME_ONLY_LIBM_SIZE 560
+static size_t name_only_libm(unsigned machine, uint8_t *buf) {
+  static const char dynstr[] = "\0libm.so.6";                        /* 11 bytes with the final NUL */
+  static const char shstr[] = "\0.dynsym\0.dynstr\0.dynamic\0.shstrtab"; /* 36 bytes */
+  enum {
+    DYNSYM = 64, DYNSTR = DYNSYM + 24, DYNAMIC = 104, N_DYN = 6, SHSTR = DYNAMIC + 16 * N_DYN,
+    SHDRS = 240, N_SH = 5, END = SHDRS + 64 * N_SH
+  };
+  _Static_assert(DYNSTR + sizeof dynstr <= DYNAMIC && SHSTR + sizeof shstr <= SHDRS, "name-only libm layout");
+  _Static_assert(END == NAME_ONLY_LIBM_SIZE, "name-only libm size");
+  memset(buf, 0, END);
+  static const uint8_t ident[8] = {0x7f, 'E', 'L', 'F', 2 /* ELFCLASS64 */, 1 /* LSB */, 1 /* EV_CURRENT */, 0};
+  memcpy(buf, ident, sizeof ident);
+  put16(buf + 16, 3); /* ET_DYN */
+  put16(buf + 18, machine);
+  put32(buf + 20, 1);      /* e_version */
+  put64(buf + 40, SHDRS);  /* e_shoff (no program headers: e_phoff 0) */
+  put16(buf + 52, 64);     /* e_ehsize */
+  put16(buf + 54, 56);     /* e_phentsize */
+  put16(buf + 58, 64);     /* e_shentsize */
+  put16(buf + 60, N_SH);   /* e_shnum */
+  put16(buf + 62, N_SH - 1); /* e_shstrndx */
+  memcpy(buf + DYNSTR, dynstr, sizeof dynstr);
+  static const uint64_t tags[N_DYN][2] = {
+      {14 /* DT_SONAME */, 1}, {5 /* DT_STRTAB */, DYNSTR}, {6 /* DT_SYMTAB */, DYNSYM},
+      {10 /* DT_STRSZ */, sizeof dynstr}, {11 /* DT_SYMENT */, 24}, {0 /* DT_NULL */, 0}};
+  for (int i = 0; i < N_DYN; i++) {
+    put64(buf + DYNAMIC + 16 * i, tags[i][0]);
+    put64(buf + DYNAMIC + 16 * i + 8, tags[i][1]);
+  }
+  memcpy(buf + SHSTR, shstr, sizeof shstr);
+  /* Section 0 stays null; names are offsets into shstr. */
+  put_shdr(buf + SHDRS + 64, 1, 11 /* SHT_DYNSYM */, 2 /* SHF_ALLOC */, DYNSYM, 24, 2, 1, 8, 24);
+  put_shdr(buf + SHDRS + 128, 9, 3 /* SHT_STRTAB */, 2, DYNSTR, sizeof dynstr, 0, 0, 1, 0);
+  put_shdr(buf + SHDRS + 192, 17, 6 /* SHT_DYNAMIC */, 3 /* SHF_WRITE|SHF_ALLOC */, DYNAMIC, 16 * N_DYN, 2, 0, 8,
+           16);
+  put_shdr(buf + SHDRS + 256, 26, 3, 0, SHSTR, sizeof shstr, 0, 0, 1, 0);
+  return END;
+}
+
+/* An ELF relocatable's machine (e_machine at byte 18, little-endian on both
+ * targets) when it is a 64-bit little-endian x86_64 or aarch64 one, else 0. */
+static unsigned machine_of(const uint8_t *object, size_t size) {
   static const uint8_t magic[4] = {0x7f, 'E', 'L', 'F'};
   if (size < 20 || memcmp(object, magic, 4) != 0 || object[4] != 2 /* ELFCLASS64 */ ||
       object[5] != 1 /* little-endian */)
-    return NULL;
+    return 0;
   unsigned machine = (unsigned)object[18] | (unsigned)object[19] << 8;
-  if (machine == 62) return "elf_x86_64";    /* EM_X86_64 */
-  if (machine == 183) return "aarch64linux"; /* EM_AARCH64 */
-  return NULL;
+  return machine == 62 /* EM_X86_64 */ || machine == 183 /* EM_AARCH64 */ ? machine : 0;
 }
 
 static nimble_status_t run_lld(const char *lld, char *const *argv, const char *log) {
@@ -134,21 +207,19 @@ nimble_status_t nimble_codegen_link_objects(const uint8_t *const *objects, const
   if (n > 1000000) return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "linking kernels: %zu objects", n);
   const char *tmp = getenv("TMPDIR");
   if (!tmp || !*tmp) tmp = "/tmp";
-  const char *emulation = emulation_of(objects[0], sizes[0]);
+  unsigned machine = machine_of(objects[0], sizes[0]);
   for (size_t i = 0; i < n; i++) {
-    const char *e = emulation_of(objects[i], sizes[i]);
-    if (!e || strcmp(e, emulation ? emulation : "") != 0)
+    if (!machine || machine_of(objects[i], sizes[i]) != machine)
       return nimble_status_make(NIMBLE_INVALID_ARGUMENT,
                                 "linking kernels: object %zu is not a 64-bit little-endian x86_64 or "
                                 "aarch64 ELF file of the same machine as the others", i);
   }
-  char dir[4096], so[4200], log[4200], lds[4200], libm[4200];
+  char dir[4096], so[4200], log[4200], libm[4200];
   if (snprintf(dir, sizeof dir, "%s/nimble-codegen-XXXXXX", tmp) >= (int)sizeof dir)
     return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "TMPDIR is too long");
   if (!mkdtemp(dir)) return nimble_status_make(NIMBLE_IO_ERROR, "mkdtemp %s: %s", dir, strerror(errno));
   snprintf(so, sizeof so, "%s/kernels.so", dir);
   snprintf(log, sizeof log, "%s/lld.log", dir);
-  snprintf(lds, sizeof lds, "%s/empty.lds", dir);
   snprintf(libm, sizeof libm, "%s/libm.so.6", dir);
   /* The objects as k0.o, k1.o, ... in order; the link reads them in that
    * order, so the output depends on their contents and order only. */
@@ -166,8 +237,6 @@ nimble_status_t nimble_codegen_link_objects(const uint8_t *const *objects, const
     snprintf(objs[i], len, "%s/k%zu.o", dir, i);
     s = write_file(objs[i], objects[i], sizes[i]);
   }
-  char *name_only_argv[] = {(char *)lld, "-shared", "-m", (char *)emulation, "-soname", "libm.so.6",
-                       "-o", libm, lds, NULL};
   if (!s) {
     size_t a = 0;
     argv[a++] = (char *)lld;
@@ -181,8 +250,8 @@ nimble_status_t nimble_codegen_link_objects(const uint8_t *const *objects, const
     argv[a++] = libm;
     argv[a] = NULL;
   }
-  if (!s) s = write_file(lds, (const uint8_t *)"", 0);
-  if (!s) s = run_lld(lld, name_only_argv, log);
+  uint8_t stub[NAME_ONLY_LIBM_SIZE];
+  if (!s) s = write_file(libm, stub, name_only_libm(machine, stub));
   if (!s) s = run_lld(lld, argv, log);
   if (!s) s = read_file(so, (size_t)1 << 31, so_out, so_size);
   for (size_t i = 0; objs && i < n; i++) {
@@ -193,7 +262,6 @@ nimble_status_t nimble_codegen_link_objects(const uint8_t *const *objects, const
   free(argv);
   unlink(so);
   unlink(log);
-  unlink(lds);
   unlink(libm);
   if (rmdir(dir) != 0 && !s)
     s = nimble_status_make(NIMBLE_IO_ERROR, "removing %s: %s", dir, strerror(errno));

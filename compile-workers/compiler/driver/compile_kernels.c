@@ -114,8 +114,27 @@ static nimble_status_t compute_set(const nimble_module *m, const nimble_lower_re
   return nimble_ok();
 }
 
+/* Code generation's progress over both kernel sets: the kernels of earlier
+ * sets (base, cached_base) plus the current set's, of all of them. */
+typedef struct codegen_progress {
+  nimble_compile_phase_clock *clock;
+  size_t base, cached_base, total;
+} codegen_progress;
+
+static void on_kernel_done(void *user, size_t done, size_t total, size_t cached) {
+  (void)total;
+  codegen_progress *cp = user;
+  size_t d = cp->base + done, c = cp->cached_base + cached;
+  const nimble_compile_options_t *o = cp->clock->o;
+  /* 100 is the phase's end (after the link). */
+  int percent = (int)(d * 100 / (cp->total ? cp->total : 1));
+  if (percent > 99) percent = 99;
+  nimble_compile_phase_progress(cp->clock, percent);
+  if (o->codegen_progress) o->codegen_progress(o->progress_user, d, cp->total, c);
+}
+
 /* Compiles ks into the builder's library for its device. */
-static nimble_status_t codegen_set(const kernel_set *ks, nimble_compile_phase_clock *clock) {
+static nimble_status_t codegen_set(const kernel_set *ks, nimble_compile_phase_clock *clock, codegen_progress *cp) {
   if (ks->n == 0) return nimble_ok();
   nimble_compile_result *r = clock->r;
   const nimble_compile_options_t *o = clock->o;
@@ -131,6 +150,10 @@ static nimble_status_t codegen_set(const kernel_set *ks, nimble_compile_phase_cl
   if (o->lld) cg.lld = o->lld;
   cg.jobs = o->jobs;
   cg.cache = o->kernel_cache;
+  if (o->progress || o->codegen_progress) {
+    cg.on_kernel_done = on_kernel_done;
+    cg.on_kernel_done_user = cp;
+  }
   nimble_codegen_output_t out;
   memset(&out, 0, sizeof out);
   NIMBLE_RETURN_IF_ERROR_CTX(nimble_codegen_build(ks->kernels, ks->n, &cg, &out), "%s kernels",
@@ -140,6 +163,8 @@ static nimble_status_t codegen_set(const kernel_set *ks, nimble_compile_phase_cl
   if (gpu) s = nimble_builder_set_kernel_library(r->builder, NIMBLE_PART_KERNELS_CUDA, out.ptx, strlen(out.ptx));
   else s = nimble_builder_set_kernel_library(r->builder, NIMBLE_PART_KERNELS_CPU, out.shared_object,
                                              out.shared_object_size);
+  cp->base += ks->n;
+  cp->cached_base += out.stats.hits;
   if (!gpu) {
     /* The result keeps the CPU kernels' numbers (nimble compile -v). */
     free(r->codegen_stats.kernels);
@@ -175,7 +200,8 @@ nimble_status_t nimble_compile_kernels(const nimble_module *m, const nimble_lowe
   if (!s) {
     nimble_compile_phase_end(clock);
     if (n) nimble_compile_phase_begin(clock, "codegen");
-    for (int i = 0; i < 2 && !s; i++) s = codegen_set(&sets[i], clock);
+    codegen_progress cp = {.clock = clock, .total = sets[0].n + sets[1].n};
+    for (int i = 0; i < 2 && !s; i++) s = codegen_set(&sets[i], clock, &cp);
     if (!s && n) nimble_compile_phase_end(clock);
   }
   for (int i = 0; i < 2; i++) kernel_set_deinit(&sets[i]);

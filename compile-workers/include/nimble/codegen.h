@@ -60,9 +60,15 @@ typedef struct nimble_codegen_options {
   int keep_ir;          /* also return the optimised modules as text (no cache lookups then) */
   int jobs;             /* CPU kernels: threads; 0: the CPUs this process may run on */
   nimble_kernel_cache_t *cache; /* CPU kernels: borrowed; NULL: none */
+  /* When set, called as each kernel is done (built or found in the cache),
+   * from the thread that did it, one call at a time (under a lock):
+   * `done` of `total` kernels so far, `cached` of them cache hits. */
+  void (*on_kernel_done)(void *user, size_t done, size_t total, size_t cached);
+  void *on_kernel_done_user;
 } nimble_codegen_options_t;
 
-/* Where one kernel's code generation went (seconds on its thread). */
+/* Where one kernel's code generation went (CPU seconds of the thread
+ * that built it, CLOCK_THREAD_CPUTIME_ID). */
 typedef struct nimble_codegen_kernel_time {
   char name[96];  /* the kernel's name, truncated */
   double emit_s;  /* IR build and verification */
@@ -80,7 +86,8 @@ typedef struct nimble_codegen_stats {
   int jobs;            /* threads used */
   double emit_s, opt_s, obj_s, cache_s; /* sums of the kernels' times */
   double compile_s;    /* elapsed: keys, lookups and compiling, all threads */
-  double link_s;       /* elapsed: ld.lld */
+  double link_s;       /* elapsed: ld.lld, or the cache lookup */
+  int link_cached;     /* 1: the linked shared object came from the kernel cache */
   nimble_codegen_kernel_time_t *kernels; /* n_kernels, in order; owned by the output */
 } nimble_codegen_stats_t;
 

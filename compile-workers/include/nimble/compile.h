@@ -44,6 +44,13 @@ extern "C" {
  * "package" (a static string). */
 typedef void (*nimble_compile_progress_fn)(void *user, const char *phase, int percent);
 
+/* Called during "codegen" as each kernel is done (compiled, or found in the
+ * kernel cache): `done` of `total` kernels (CPU and GPU), `cached` of them
+ * cache hits. Called from code generation's threads, one call at a time;
+ * the "codegen" percent reported through the progress function follows
+ * done / total (99 at most before the phase ends). */
+typedef void (*nimble_compile_codegen_progress_fn)(void *user, size_t done, size_t total, size_t cached);
+
 typedef struct nimble_compile_options {
   const char *target;      /* a target spec; NULL: "x86" */
   const char *format;      /* "onnx" or "nir"; NULL: from the file's extension */
@@ -54,6 +61,7 @@ typedef struct nimble_compile_options {
   const char *compiler_version; /* for config.json; NULL: this build's version */
   nimble_compile_progress_fn progress; /* may be NULL */
   void *progress_user;
+  nimble_compile_codegen_progress_fn codegen_progress; /* may be NULL; gets progress_user */
   int jobs; /* threads compiling CPU kernels; 0 (default): the CPUs available */
   nimble_kernel_cache_t *kernel_cache; /* borrowed; NULL (default): no kernel cache */
 } nimble_compile_options_t;

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "driver_test_util.h"
+#include "nimble/compile.h"
 #include "nimble/kernel_cache.h"
 #include "nimble/runtime.h"
 #include "nimble_test.h"
@@ -151,6 +152,30 @@ static int entries(char paths[][512], int max) {
 
 static const char *kKey1 = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 static const char *kKey2 = "fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210";
+
+/* Whether an entry holds a linked shared object (the compile's link,
+ * cached under a key over the kernels' keys) rather than one kernel's
+ * relocatable object: its payload's ELF e_type (at byte 16) is ET_DYN. */
+static bool is_linked_entry(const char *path) {
+  size_t len;
+  uint8_t *d = read_bytes(path, &len);
+  bool dyn = false;
+  for (size_t i = 0; i + 18 <= len && !dyn; i++)
+    if (memcmp(d + i, "\x7f" "ELF", 4) == 0) {
+      dyn = d[i + 16] == 3 && d[i + 17] == 0;
+      break;
+    }
+  free(d);
+  return dyn;
+}
+
+/* The kernels' entries only (linked objects left out), sorted. */
+static int kernel_entries(char paths[][512], int max) {
+  int n = entries(paths, max), k = 0;
+  for (int i = 0; i < n; i++)
+    if (!is_linked_entry(paths[i])) memmove(paths[k++], paths[i], 512);
+  return k;
+}
 
 START_TEST(test_the_local_cache_returns_what_was_put_and_misses_other_keys) {
   nimble_kernel_cache_t *c = NULL;
@@ -316,7 +341,9 @@ START_TEST(test_corrupt_cache_entries_are_ignored_rebuilt_and_healed) {
   long n = kernel_count(err), hits, misses;
   free(err);
   char paths[256][512];
-  int ne = entries(paths, 256);
+  /* One entry per kernel and one for the linked object. */
+  ck_assert_int_eq(entries(paths, 256), n + 1);
+  int ne = kernel_entries(paths, 256);
   ck_assert_int_eq(ne, n);
   ck_assert_int_ge(ne, 2);
   /* One entry with a flipped byte, one cut short. */
@@ -339,6 +366,8 @@ START_TEST(test_corrupt_cache_entries_are_ignored_rebuilt_and_healed) {
   cache_counts(err, &hits, &misses);
   ck_assert_int_eq(hits, n);
   ck_assert_ptr_null(strstr(err, "corrupt"));
+  /* Every kernel a hit, so the link was found in the cache too. */
+  ck_assert_msg(strstr(err, "link ") && strstr(err, "(cached)"), "%s", err);
   free(err);
   assert_same_file(cold, again);
   nimble_executable *exe = NULL;
@@ -371,6 +400,76 @@ START_TEST(test_no_kernel_cache_neither_reads_nor_writes_the_cache) {
 }
 END_TEST
 
+/* What a compile reported: the "codegen" percents through the progress
+ * function and every codegen_progress call. */
+typedef struct progress_log {
+  int percents[512];
+  int n_percents;
+  size_t done[512], total[512], cached[512];
+  int n_calls;
+} progress_log;
+
+static void log_phase(void *user, const char *phase, int percent) {
+  progress_log *l = user;
+  if (strcmp(phase, "codegen") == 0 && l->n_percents < 512) l->percents[l->n_percents++] = percent;
+}
+
+static void log_kernel(void *user, size_t done, size_t total, size_t cached) {
+  progress_log *l = user;
+  if (l->n_calls >= 512) return;
+  l->done[l->n_calls] = done;
+  l->total[l->n_calls] = total;
+  l->cached[l->n_calls] = cached;
+  l->n_calls++;
+}
+
+/* Compiles cnn with the cache and two threads; checks the log against the
+ * kernel count: one call per kernel, done counting 1..n, cached never
+ * falling and ending at want_cached(n), and the codegen percents 0, then
+ * done * 100 / n capped at 99 for each kernel, then 100. */
+static void check_codegen_progress(nimble_kernel_cache_t *cache, bool warm) {
+  char *model = dt_models_path("cnn.onnx");
+  progress_log l;
+  memset(&l, 0, sizeof l);
+  nimble_compile_options_t o;
+  nimble_compile_options_init(&o);
+  o.kernel_cache = cache;
+  o.jobs = 2;
+  o.progress = log_phase;
+  o.codegen_progress = log_kernel;
+  o.progress_user = &l;
+  nimble_compile_result *r = NULL;
+  ck_assert_ptr_null(nimble_compile_file(model, &o, &r));
+  size_t n = nimble_compile_result_num_kernels(r);
+  nimble_compile_result_destroy(r);
+  ck_assert_uint_ge(n, 2);
+  ck_assert_int_eq(l.n_calls, (int)n);
+  for (int i = 0; i < l.n_calls; i++) {
+    ck_assert_uint_eq(l.done[i], (size_t)i + 1);
+    ck_assert_uint_eq(l.total[i], n);
+    if (i) ck_assert_uint_ge(l.cached[i], l.cached[i - 1]);
+    ck_assert_uint_le(l.cached[i], l.done[i]);
+  }
+  ck_assert_uint_eq(l.cached[n - 1], warm ? n : 0);
+  ck_assert_int_eq(l.n_percents, (int)n + 2);
+  ck_assert_int_eq(l.percents[0], 0);
+  for (size_t i = 1; i <= n; i++) {
+    int want = (int)(i * 100 / n);
+    ck_assert_int_eq(l.percents[i], want > 99 ? 99 : want);
+  }
+  ck_assert_int_eq(l.percents[n + 1], 100);
+  free(model);
+}
+
+START_TEST(test_codegen_progress_counts_kernels_as_they_finish_and_cache_hits) {
+  nimble_kernel_cache_t *cache = NULL;
+  ck_assert_ptr_null(nimble_kernel_cache_open_local(g_cache, &cache));
+  check_codegen_progress(cache, false); /* cold: every kernel compiled */
+  check_codegen_progress(cache, true);  /* warm: every kernel a hit */
+  nimble_kernel_cache_destroy(cache);
+}
+END_TEST
+
 START_TEST(test_bad_job_counts_are_usage_errors) {
   char *model = dt_models_path("mlp.onnx");
   char *out = path_in(g_tmp, "m.nimble");
@@ -400,6 +499,7 @@ int main(void) {
   tcase_add_test(tc, test_corrupt_cache_entries_are_ignored_rebuilt_and_healed);
   tcase_add_test(tc, test_no_kernel_cache_neither_reads_nor_writes_the_cache);
   tcase_add_test(tc, test_bad_job_counts_are_usage_errors);
+  tcase_add_test(tc, test_codegen_progress_counts_kernels_as_they_finish_and_cache_hits);
   suite_add_tcase(s, tc);
   TCase *large = tcase_create("cache_large");
   tcase_set_tags(large, NIMBLE_TAG_LARGE);
