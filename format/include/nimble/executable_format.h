@@ -23,8 +23,9 @@ extern "C" {
 #endif
 
 /* The executable format version this build reads and writes. A loader
- * refuses any other version with NIMBLE_UNIMPLEMENTED. */
-#define NIMBLE_EXECUTABLE_FORMAT_VERSION 1u
+ * refuses any other version with NIMBLE_UNIMPLEMENTED. Version 2 added the
+ * digests (docs/executable.md, "Integrity"). */
+#define NIMBLE_EXECUTABLE_FORMAT_VERSION 2u
 
 /* ---- Executable parts ---------------------------------------------------- */
 
@@ -37,6 +38,7 @@ typedef enum nimble_part_kind {
   NIMBLE_PART_CONSTANTS = 3,   /* the constant pool (weights) */
   NIMBLE_PART_KERNELS_CPU = 4, /* an ELF shared object for the host CPU */
   NIMBLE_PART_KERNELS_CUDA = 5,/* a PTX module (issue 6) */
+  NIMBLE_PART_SIGNATURE = 6,   /* an Ed25519 signature of the others (`nimble compile --sign`) */
 } nimble_part_kind_t;
 
 /* The OCI media type of a part kind, as the artifact manifest names it
