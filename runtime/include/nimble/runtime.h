@@ -73,7 +73,11 @@ enum {
 
 /* Loads a `.nimble` file. The file is mapped read-only; constants are used
  * in place in the mapping. Caller releases *out. Everything is validated
- * before use: a bad file gives an error naming the problem and its offset. */
+ * before use: first every byte against the executable's digests (a
+ * corrupted or modified file is NIMBLE_DATA_LOSS naming the section, its
+ * offset and size: docs/executable.md "Integrity"), then field by field; a
+ * bad file gives an error naming the problem and its offset. The loads
+ * below check the same, parts included. */
 NIMBLE_API nimble_status_t nimble_executable_load_file(const char *path, nimble_executable **out);
 
 /* The same with load flags (NIMBLE_LOAD_NO_KERNELS; BORROW is implied). */
