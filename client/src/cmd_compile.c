@@ -18,7 +18,7 @@
 #include "nimble/kernel_cache.h"
 #include "nimble/target.h"
 #ifdef NIMBLE_CLI_HAVE_SIGN
-#include "nimble/executable_signature.h"
+#include "nimble/fetch.h"
 #endif
 
 extern const nimble_cli_command nimble_cmd_compile;

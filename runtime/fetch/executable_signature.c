@@ -1,8 +1,8 @@
-/* Signatures of local executables (nimble/executable_signature.h): the
+/* Signatures of local executables (nimble/fetch.h): the
  * signature part `nimble compile --sign` adds, and the policy
  * `nimble-run --require-signature` checks through the loader's check hook,
  * after the digests and before any part is parsed or a kernel mapped. */
-#include "nimble/executable_signature.h"
+#include "nimble/fetch.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -21,7 +21,6 @@
 #include "nimble/runtime.h"
 #include "nimble/tensor_io.h"
 #ifdef NIMBLE_RUN_WITH_FETCH
-#include "nimble/executable_signature.h"
 #include "nimble/fetch.h"
 #endif
 

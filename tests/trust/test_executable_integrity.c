@@ -21,7 +21,7 @@
 #include <unistd.h>
 
 #include "format/layout.h"
-#include "nimble/executable_signature.h"
+#include "nimble/fetch.h"
 #include "nimble/runtime.h"
 #include "nimble_test.h"
 

@@ -68,7 +68,7 @@ NIMBLE_API size_t nimble_part_kernels_triple(const char *media_type, const char 
 
 /* ---- Signature parts (docs/executable.md, "Signatures") -------------------
  * The layout of a signature part; the Ed25519 itself is the sign library's
- * (nimble/signature.h), used by nimble_fetch (nimble/executable_signature.h). */
+ * (nimble/signature.h), used by nimble_fetch (nimble/fetch.h). */
 
 #define NIMBLE_SIGNATURE_MESSAGE_MAX 64
 
