@@ -17,11 +17,15 @@
 #include "nimble/compile.h"
 #include "nimble/kernel_cache.h"
 #include "nimble/target.h"
+#ifdef NIMBLE_CLI_HAVE_SIGN
+#include "nimble/fetch.h"
+#endif
 
 extern const nimble_cli_command nimble_cmd_compile;
 
 typedef struct compile_args {
   const char *model, *target, *out, *emit_parts, *dump_ir, *format;
+  const char *sign_key; /* --sign KEYFILE */
   int opt_level;
   int progress_fd; /* -1: none */
   int jobs;        /* 0: the CPUs available */
@@ -131,7 +135,7 @@ static int parse_args(int argc, char **argv, compile_args *a, bool *help) {
   bool operands_only = false;
   static const char *const kValued[] = {"--target", "-o", "--output", "--opt-level", "--dump-ir",
                                         "--emit-parts", "--progress-fd", "--option", "--format",
-                                        "--jobs", "-j"};
+                                        "--jobs", "-j", "--sign"};
   for (int i = 1; i < argc; i++) {
     const char *arg = argv[i];
     if (!operands_only && strcmp(arg, "--") == 0) {
@@ -212,6 +216,13 @@ static int parse_args(int argc, char **argv, compile_args *a, bool *help) {
     } else if (strcmp(opt, "--option") == 0) {
       int rc = apply_option(a, v);
       if (rc) return rc;
+    } else if (strcmp(opt, "--sign") == 0) {
+#ifdef NIMBLE_CLI_HAVE_SIGN
+      if (!*v) return nimble_cli_usage_error(&nimble_cmd_compile, "--sign needs a key file");
+      a->sign_key = v;
+#else
+      return nimble_cli_usage_error(&nimble_cmd_compile, "--sign: this nimble was built without libsodium");
+#endif
     }
   }
   if (!a->model) return nimble_cli_usage_error(&nimble_cmd_compile, "no model file given");
@@ -227,6 +238,55 @@ static int parse_args(int argc, char **argv, compile_args *a, bool *help) {
   }
   return NIMBLE_EXIT_OK;
 }
+
+#ifdef NIMBLE_CLI_HAVE_SIGN
+/* Writes `size` bytes to `path` through PATH.tmp-PID renamed into place. */
+static nimble_status_t write_whole(const char *path, const void *data, size_t size) {
+  char tmp[4096];
+  int len = snprintf(tmp, sizeof tmp, "%s.tmp-%ld", path, (long)getpid());
+  if (len < 0 || (size_t)len >= sizeof tmp)
+    return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "output path is too long: %.64s...", path);
+  FILE *f = fopen(tmp, "wb");
+  if (!f) return nimble_status_make(NIMBLE_IO_ERROR, "cannot create %s: %s", tmp, strerror(errno));
+  size_t done = fwrite(data, 1, size, f);
+  int closed = fclose(f);
+  if (done != size || closed != 0) {
+    unlink(tmp);
+    return nimble_status_make(NIMBLE_IO_ERROR, "cannot write %s", path);
+  }
+  if (rename(tmp, path) != 0) {
+    int err = errno;
+    unlink(tmp);
+    return nimble_status_make(NIMBLE_IO_ERROR, "cannot rename %s to %s: %s", tmp, path, strerror(err));
+  }
+  return nimble_ok();
+}
+
+/* --sign: the executable with its signature part (docs/executable.md,
+ * "Signatures") to -o, and the signature part into --emit-parts' folder. */
+static nimble_status_t write_signed(const nimble_compile_result *r, const compile_args *a) {
+  void *image = NULL, *out = NULL;
+  size_t size = 0, out_size = 0;
+  NIMBLE_RETURN_IF_ERROR(nimble_compile_result_serialize(r, &image, &size));
+  nimble_status_t s = nimble_ok();
+  if (a->out) {
+    s = nimble_executable_sign_image(image, size, a->sign_key, &out, &out_size);
+    if (!s) s = write_whole(a->out, out, out_size);
+    free(out);
+    out = NULL;
+  }
+  if (!s && a->emit_parts) {
+    s = nimble_executable_sign_part(image, size, a->sign_key, &out, &out_size);
+    char path[4096];
+    if (!s && snprintf(path, sizeof path, "%s/signature", a->emit_parts) >= (int)sizeof path)
+      s = nimble_status_make(NIMBLE_INVALID_ARGUMENT, "--emit-parts folder name is too long");
+    if (!s) s = write_whole(path, out, out_size);
+    free(out);
+  }
+  free(image);
+  return s ? nimble_status_annotate(s, "--sign %s", a->sign_key) : s;
+}
+#endif
 
 /* -v: where code generation went; --time-passes: per kernel as well. */
 static void print_codegen_stats(const nimble_codegen_stats_t *cs, const char *cache_dir, bool per_kernel) {
@@ -307,6 +367,10 @@ static int run_compile(nimble_cli_ctx *ctx, int argc, char **argv) {
     sink.phase = "package";
     on_progress(&sink, "package", 0);
     if (a.emit_parts) s = nimble_compile_result_emit_parts(r, a.emit_parts);
+#ifdef NIMBLE_CLI_HAVE_SIGN
+    if (!s && a.sign_key) s = write_signed(r, &a);
+    else
+#endif
     if (!s && a.out) s = nimble_compile_result_write_file(r, a.out);
     if (!s) on_progress(&sink, "package", 100);
   }
@@ -349,7 +413,8 @@ const nimble_cli_command nimble_cmd_compile = {
     "Compile a model (.onnx) or program (.nir) into an executable, locally.",
     "compile MODEL --target=SPEC -o OUT.nimble [--opt-level N] [--dump-ir DIR] [-v]\n"
     "       [--time-passes] [-j N] [--no-kernel-cache]\n"
-    "       [--emit-parts DIR] [--progress-fd N] [--format onnx|nir] [--option KEY=VALUE]",
+    "       [--emit-parts DIR] [--progress-fd N] [--format onnx|nir] [--option KEY=VALUE]\n"
+    "       [--sign KEYFILE]",
     "Runs the whole compiler on this machine: import, type inference, the\n"
     "optimisation passes, lowering to VM bytecode, one kernel per fused\n"
     "primitive, code generation with LLVM and linking with ld.lld-16, then\n"
@@ -386,6 +451,10 @@ const nimble_cli_command nimble_cmd_compile = {
     "                     constants, kernels, kernels-cuda), config.json and\n"
     "                     parts.json into DIR, as the compile worker expects\n"
     "  --progress-fd N    write 'PHASE PERCENT' lines to descriptor N\n"
+    "  --sign KEYFILE     sign the executable with the Ed25519 secret key in\n"
+    "                     KEYFILE (`nimble keys generate`): a signature part\n"
+    "                     that `nimble-run --require-signature` checks against\n"
+    "                     its trusted keys (with --emit-parts: DIR/signature)\n"
     "  --option K=V       a farm job option: opt_level=0..3 (as --opt-level),\n"
     "                     tune=true|false (accepted; there is no tuner yet, so\n"
     "                     it changes nothing)\n"

@@ -435,6 +435,7 @@ static void write_kernels(const nimble_executable_builder *b, nimble_part_kind_t
 
 static nimble_status_t write_part(const nimble_executable_builder *b, nimble_part_kind_t kind,
                                   buf_t *o) {
+  size_t start = o->size;
   switch (kind) {
     case NIMBLE_PART_METADATA: write_metadata(b, o); break;
     case NIMBLE_PART_BYTECODE: write_bytecode(b, o); break;
@@ -449,7 +450,11 @@ static nimble_status_t write_part(const nimble_executable_builder *b, nimble_par
     default:
       return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "builder: unknown part kind %d", (int)kind);
   }
-  return o->failed ? OOM() : nimble_ok();
+  /* The part's digest, last (docs/executable.md, "Integrity"). */
+  uint8_t *digest = buf_grow(o, NIMBLE_PART_DIGEST_SIZE);
+  if (!digest) return OOM();
+  nimble_part_seal(o->data + start, o->size - start);
+  return nimble_ok();
 }
 
 nimble_status_t nimble_builder_serialize_part(const nimble_executable_builder *b,
@@ -479,6 +484,7 @@ nimble_status_t nimble_builder_serialize(const nimble_executable_builder *b, voi
   put_u32(&o, b->version);
   put_u32(&o, n);
   put_u64(&o, 0); /* file size, patched below */
+  for (int i = 0; i < 8; i++) put_u32(&o, 0); /* header digest, written last */
   size_t table = o.size;
   for (uint32_t i = 0; i < n * 6; i++) put_u32(&o, 0);
   for (uint32_t i = 0; i < n; i++) {
@@ -500,6 +506,7 @@ nimble_status_t nimble_builder_serialize(const nimble_executable_builder *b, voi
     return OOM();
   }
   nimble_put_u64(o.data + 16, o.size);
+  nimble_image_header_digest(o.data, n, o.data + NIMBLE_FILE_DIGEST_OFFSET);
   *data = o.data;
   *size = o.size;
   return nimble_ok();

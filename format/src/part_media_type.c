@@ -25,6 +25,7 @@ static const struct {
     {NIMBLE_PART_CONSTANTS, "constants", NIMBLE_MEDIA_TYPE_CONSTANTS},
     {NIMBLE_PART_KERNELS_CPU, "cpu kernels", NULL},
     {NIMBLE_PART_KERNELS_CUDA, "cuda kernels", NIMBLE_MEDIA_TYPE_KERNELS_NVPTX},
+    {NIMBLE_PART_SIGNATURE, "signature", NULL}, /* local files only, not a store layer */
 };
 
 const char *nimble_part_media_type_for_target(nimble_part_kind_t kind, const char *triple) {
@@ -82,6 +83,13 @@ nimble_status_t nimble_part_header_check(const uint8_t *data, size_t size, size_
     return nimble_reader_error(&r, NIMBLE_INVALID_ARGUMENT, "part kind %u (%s), expected %u (%s)",
                                kind, nimble_part_name((nimble_part_kind_t)kind), (unsigned)want,
                                nimble_part_name(want));
+  }
+  if (version == NIMBLE_FORMAT_VERSION_UNSEALED) {
+    r.pos = 8;
+    return nimble_reader_error(&r, NIMBLE_UNIMPLEMENTED,
+                               "format version %u has no integrity digests and is no longer loaded: "
+                               "recompile it (this runtime reads version %u)",
+                               version, NIMBLE_EXECUTABLE_FORMAT_VERSION);
   }
   if (version != NIMBLE_EXECUTABLE_FORMAT_VERSION) {
     r.pos = 8;

@@ -268,6 +268,21 @@ nimble_status_t nimble_signature_statement(const char *repository, const char *t
   return nimble_ok();
 }
 
+nimble_status_t nimble_sign_bytes(const nimble_sign_key_t *key, const void *msg, size_t size,
+                                  uint8_t out_signature[NIMBLE_SIGN_SIGNATURE_BYTES]) {
+  NIMBLE_RETURN_IF_ERROR(sodium_ready());
+  crypto_sign_detached(out_signature, NULL, msg, size, key->secret);
+  return nimble_ok();
+}
+
+nimble_status_t nimble_sign_verify_bytes(const uint8_t public_key[NIMBLE_SIGN_KEY_BYTES], const void *msg,
+                                         size_t size, const uint8_t signature[NIMBLE_SIGN_SIGNATURE_BYTES]) {
+  NIMBLE_RETURN_IF_ERROR(sodium_ready());
+  if (crypto_sign_verify_detached(signature, msg, size, public_key) != 0)
+    return nimble_status_make(NIMBLE_PERMISSION_DENIED, "the Ed25519 signature does not verify");
+  return nimble_ok();
+}
+
 nimble_status_t nimble_signature_object(const nimble_sign_key_t *key, const char *repository,
                                         const char *tag, const char *manifest_digest, char **out,
                                         size_t *out_size) {

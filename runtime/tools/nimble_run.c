@@ -36,7 +36,7 @@ static const char *g_prog = "nimble-run";
 static const char USAGE[] =
     "usage: %s MODEL.nimble --input NAME=FILE [--input NAME=FILE ...]\n"
     "       [--output NAME=FILE ...] [--output-dir DIR] [--repeat N] [--threads N]\n"
-    "       [--entry NAME] [--trusted-keys FILE]\n";
+    "       [--entry NAME] [--trusted-keys FILE] [--require-signature]\n";
 
 static const char HELP[] =
     "\n"
@@ -79,6 +79,13 @@ static const char HELP[] =
     "                     $NIMBLE_TRUSTED_KEYS; neither: a warning that the\n"
     "                     publisher is not verified)\n"
 #endif
+    "  --require-signature  load MODEL (a file or a directory of parts) only\n"
+    "                     when it is signed (`nimble compile --sign KEY`) by\n"
+    "                     one of the trusted keys (--trusted-keys FILE, else\n"
+    "                     $NIMBLE_TRUSTED_KEYS), checked before any kernel is\n"
+    "                     mapped\n"
+    "  Every executable is checked against its digests before any of it is\n"
+    "  used: a corrupted or modified file is refused, naming the section\n"
     "  MODEL may be a directory of parts, as `nimble fetch -o DIR` writes it:\n"
     "  every file in it that starts with a part header is loaded as that part\n"
     "  (other files, such as manifest.json, are ignored)\n"
@@ -115,11 +122,12 @@ static nimble_status_t load_reference(const char *ref, const char *trusted_keys,
 
 /* Loads every part file of directory `dir` (the loader copies what it
  * keeps, so the parts are freed before returning). */
-static nimble_status_t load_part_dir(const char *dir, nimble_executable **out) {
+static nimble_status_t load_part_dir(const char *dir, nimble_executable_check_fn check, void *user,
+                                     nimble_executable **out) {
   nimble_executable_part_t *parts;
   size_t n;
   NIMBLE_RETURN_IF_ERROR(nimble_executable_read_part_dir(dir, &parts, &n));
-  nimble_status_t s = nimble_executable_load_parts(parts, n, 0, out);
+  nimble_status_t s = nimble_executable_load_parts_checked(parts, n, 0, check, user, out);
   nimble_executable_parts_free(parts, n);
   return s;
 }
@@ -184,6 +192,7 @@ typedef struct run_args {
   run_input *outputs; /* --output; `file` and `value` unused */
   int num_outputs;
   const char *trusted_keys; /* --trusted-keys FILE, or NULL ($NIMBLE_TRUSTED_KEYS) */
+  int require_signature;    /* --require-signature */
 } run_args;
 
 /* Checks the shape of a NAME=FILE argument; 0 when it will do. */
@@ -244,6 +253,10 @@ static int parse_args(int argc, char **argv, run_args *a) {
     if (strcmp(arg, "--version") == 0) {
       printf("%s %s\n", g_prog, nimble_runtime_version());
       return 0;
+    }
+    if (strcmp(arg, "--require-signature") == 0) {
+      a->require_signature = 1;
+      continue;
     }
     if (strncmp(arg, "--", 2) != 0 || strcmp(arg, "--") == 0) {
       if (strcmp(arg, "--") == 0) {
@@ -339,22 +352,44 @@ static int run(run_args *a) {
   int rc = 0;
   nimble_status_t s;
 
+  nimble_executable_check_fn check = NULL;
+  void *policy = NULL;
 #ifdef NIMBLE_RUN_WITH_FETCH
-  if (nimble_fetch_looks_like_reference(a->model))
+  if (nimble_fetch_looks_like_reference(a->model)) {
+    if (a->require_signature && !a->trusted_keys && !getenv("NIMBLE_TRUSTED_KEYS"))
+      return fail(EXIT_USAGE, "--require-signature needs trusted keys (--trusted-keys FILE or "
+                              "$NIMBLE_TRUSTED_KEYS)");
     s = load_reference(a->model, a->trusted_keys, &exe);
-  else
+  } else
 #endif
-  if (a->trusted_keys) {
-    /* A local file carries no signature: trusting keys for it would
-     * promise a check that cannot happen. */
-    return fail(EXIT_USAGE, "--trusted-keys checks artifacts fetched from a store; '%s' is a local file",
+  if (a->trusted_keys && !a->require_signature) {
+    /* Trusting keys for a local file without requiring its signature
+     * would promise a check that does not happen. */
+    return fail(EXIT_USAGE,
+                "--trusted-keys checks artifacts fetched from a store; '%s' is a local file (add "
+                "--require-signature to require its signature)",
                 a->model);
   } else {
+    if (a->require_signature) {
+#ifdef NIMBLE_RUN_WITH_FETCH
+      nimble_signature_policy *p = NULL;
+      s = nimble_signature_policy_create(a->trusted_keys, NULL, &p);
+      if (s) return fail_status(EXIT_USAGE, s, NULL);
+      check = nimble_signature_policy_check;
+      policy = p;
+#else
+      return fail(EXIT_USAGE, "--require-signature: this %s was built without signature checks (no "
+                              "libsodium for this target)", g_prog);
+#endif
+    }
     struct stat st;
     if (stat(a->model, &st) == 0 && S_ISDIR(st.st_mode))
-      s = load_part_dir(a->model, &exe);
+      s = load_part_dir(a->model, check, policy, &exe);
     else
-      s = nimble_executable_load_file(a->model, &exe);
+      s = nimble_executable_load_file_checked(a->model, 0, check, policy, &exe);
+#ifdef NIMBLE_RUN_WITH_FETCH
+    nimble_signature_policy_destroy(policy);
+#endif
   }
   if (s) {
     const char *m = nimble_status_message(s);

@@ -17,14 +17,16 @@
 #include <dlpack/dlpack.h>
 
 #include "nimble/export.h"
+#include "nimble/status.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 /* The executable format version this build reads and writes. A loader
- * refuses any other version with NIMBLE_UNIMPLEMENTED. */
-#define NIMBLE_EXECUTABLE_FORMAT_VERSION 1u
+ * refuses any other version with NIMBLE_UNIMPLEMENTED. Version 2 added the
+ * digests (docs/executable.md, "Integrity"). */
+#define NIMBLE_EXECUTABLE_FORMAT_VERSION 2u
 
 /* ---- Executable parts ---------------------------------------------------- */
 
@@ -37,6 +39,7 @@ typedef enum nimble_part_kind {
   NIMBLE_PART_CONSTANTS = 3,   /* the constant pool (weights) */
   NIMBLE_PART_KERNELS_CPU = 4, /* an ELF shared object for the host CPU */
   NIMBLE_PART_KERNELS_CUDA = 5,/* a PTX module (issue 6) */
+  NIMBLE_PART_SIGNATURE = 6,   /* an Ed25519 signature of the others (`nimble compile --sign`) */
 } nimble_part_kind_t;
 
 /* The OCI media type of a part kind, as the artifact manifest names it
@@ -62,6 +65,35 @@ NIMBLE_API nimble_part_kind_t nimble_part_kind_from_media_type(const char *media
  * media_type at its triple and returns the triple's length (not
  * NUL-terminated there); 0 for any other media type. */
 NIMBLE_API size_t nimble_part_kernels_triple(const char *media_type, const char **triple);
+
+/* ---- Signature parts (docs/executable.md, "Signatures") -------------------
+ * The layout of a signature part; the Ed25519 itself is the sign library's
+ * (nimble/signature.h), used by nimble_fetch (nimble/fetch.h). */
+
+#define NIMBLE_SIGNATURE_MESSAGE_MAX 64
+
+/* The bytes an executable's signature signs, for its executable digest
+ * (nimble_executable_digest's 32 bytes): writes them to `out` and returns
+ * their count. */
+NIMBLE_API size_t nimble_signature_message(const uint8_t digest[32], uint8_t out[NIMBLE_SIGNATURE_MESSAGE_MAX]);
+
+/* A signature part (header, Ed25519 algorithm, key, signature, digest).
+ * *part is malloc'ed. */
+NIMBLE_API nimble_status_t nimble_signature_part_make(const uint8_t public_key[32], const uint8_t signature[64],
+                                                      void **part, size_t *part_size);
+
+/* Points into a signature part's body, as a loader check receives it:
+ * INVALID_ARGUMENT unless it is an Ed25519 body of the right size. */
+NIMBLE_API nimble_status_t nimble_signature_body_read(const void *body, size_t size, const uint8_t **public_key,
+                                                      const uint8_t **signature);
+
+/* A new `.nimble` image (malloc'ed): `image`'s sections with the part of
+ * `kind` replaced by (or completed with) `part`, laid out afresh, its
+ * header digest written. `image` must be one the loader accepts (its table
+ * is trusted, bounds aside). */
+NIMBLE_API nimble_status_t nimble_image_put_part(const void *image, size_t size, nimble_part_kind_t kind,
+                                                 const void *part, size_t part_size, void **out,
+                                                 size_t *out_size);
 
 /* ---- Signature -----------------------------------------------------------
  * An entry's inputs and outputs, as the metadata part declares them. */

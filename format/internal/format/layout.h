@@ -18,7 +18,8 @@
 /* PNG-style magic: a high byte and CR LF / SUB / LF catch text-mode damage. */
 #define NIMBLE_FILE_MAGIC "\x89NMB\r\n\x1a\n"
 #define NIMBLE_FILE_MAGIC_LEN 8
-#define NIMBLE_FILE_HEADER_SIZE 24     /* magic, version, count, file size */
+#define NIMBLE_FILE_HEADER_SIZE 56     /* magic, version, count, file size, header digest */
+#define NIMBLE_FILE_DIGEST_OFFSET 24   /* the header digest: SHA-256 of bytes [0, 24) and the table */
 #define NIMBLE_SECTION_ENTRY_SIZE 24   /* kind, reserved, offset, size */
 #define NIMBLE_MAX_SECTIONS 16
 
@@ -26,6 +27,23 @@
  * this header, so a part is self-describing on its own. */
 #define NIMBLE_PART_MAGIC "NMBP"
 #define NIMBLE_PART_HEADER_SIZE 16     /* magic, kind, version, reserved */
+/* Every part ends with the SHA-256 of its bytes before it (docs/executable.md,
+ * "Integrity"). Parsers see a part without it. */
+#define NIMBLE_PART_DIGEST_SIZE 32
+/* The last format version without digests, refused with a word to recompile. */
+#define NIMBLE_FORMAT_VERSION_UNSEALED 1u
+
+/* The signature part (kind 6, NIMBLE_PART_SIGNATURE): after the part header,
+ * u32 algorithm (1: Ed25519), u32 reserved, the 32-byte public key and the
+ * 64-byte signature of NIMBLE_SIGNED_PREFIX followed by the 32-byte
+ * executable digest; then the part's own digest. */
+#define NIMBLE_SIGNATURE_ALGORITHM_ED25519 1u
+#define NIMBLE_SIGNATURE_BODY_SIZE (8 + 32 + 64)
+#define NIMBLE_SIGNATURE_PART_SIZE (NIMBLE_PART_HEADER_SIZE + NIMBLE_SIGNATURE_BODY_SIZE + NIMBLE_PART_DIGEST_SIZE)
+#define NIMBLE_SIGNED_PREFIX "nimble-executable-signature-v1\n"
+/* The executable digest: SHA-256 of this prefix, then for each part but the
+ * signature, in kind order, its kind (u32) and its 32-byte digest. */
+#define NIMBLE_EXECUTABLE_DIGEST_PREFIX "nimble-executable-digest-v1\n"
 
 /* Sections, constant data and kernel blobs start at multiples of this, so
  * a mapped file gives aligned tensors. */
@@ -65,5 +83,32 @@ const char *nimble_part_name(nimble_part_kind_t kind);
 nimble_status_t nimble_part_header_check(const uint8_t *data, size_t size, size_t base,
                                          nimble_part_kind_t want, const char *what,
                                          uint32_t *version_out);
+
+/* ---- Integrity (format/src/integrity.c) ---------------------------------- */
+
+/* Writes a part's digest: the SHA-256 of its first size - 32 bytes into its
+ * last 32. `size` is at least NIMBLE_PART_DIGEST_SIZE. */
+void nimble_part_seal(uint8_t *data, size_t size);
+
+/* Checks a part's digest. `base` is the part's offset in its file and `what`
+ * its name for messages ("constants section", "constants part"); a mismatch
+ * is NIMBLE_DATA_LOSS: "constants section (offset 4096, 12288 bytes): digest
+ * mismatch: ...". */
+nimble_status_t nimble_part_digest_check(const uint8_t *data, size_t size, size_t base, const char *what);
+
+/* The header digest of an image with `count` sections (the table must lie
+ * within `size`): SHA-256 of bytes [0, 24) and of the section table. */
+void nimble_image_header_digest(const uint8_t *data, uint32_t count, uint8_t out[32]);
+
+/* Recomputes the header digest and every section's digest of a `.nimble`
+ * image in place, as far as its header and table allow (sections outside
+ * the image or too small are left alone): the builder and join use it, and
+ * tests and the fuzzer use it to reach the parsers behind the digests. */
+void nimble_image_reseal(uint8_t *data, size_t size);
+
+/* The executable digest over the digests of `n` parts (kind and part
+ * bytes, any order; a signature part is skipped), each at least 32 bytes. */
+void nimble_executable_digest_of(const nimble_part_kind_t *kinds, const uint8_t *const *parts,
+                                 const size_t *sizes, size_t n, uint8_t out[32]);
 
 #endif /* NIMBLE_FORMAT_LAYOUT_H */

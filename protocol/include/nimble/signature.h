@@ -106,6 +106,15 @@ nimble_status_t nimble_signature_object(const nimble_sign_key_t *key, const char
 nimble_status_t nimble_signature_manifest(const char *object_digest, size_t size, char **out,
                                           size_t *out_size);
 
+/* Ed25519 over raw bytes, for the signatures of local executables
+ * (docs/executable.md "Signatures", runtime/fetch/executable_signature.c):
+ * sign `size` bytes at `msg` with `key`; verify returns OK or
+ * PERMISSION_DENIED (the message names nothing: the caller knows what). */
+nimble_status_t nimble_sign_bytes(const nimble_sign_key_t *key, const void *msg, size_t size,
+                                  uint8_t out_signature[NIMBLE_SIGN_SIGNATURE_BYTES]);
+nimble_status_t nimble_sign_verify_bytes(const uint8_t public_key[NIMBLE_SIGN_KEY_BYTES], const void *msg,
+                                         size_t size, const uint8_t signature[NIMBLE_SIGN_SIGNATURE_BYTES]);
+
 /* Checks a signature object's fields against what the verifier fetched:
  * the statement is rebuilt from (repository, tag, manifest_digest), never
  * taken from the object, and must verify under `key_hex`, which must be one

@@ -73,7 +73,11 @@ enum {
 
 /* Loads a `.nimble` file. The file is mapped read-only; constants are used
  * in place in the mapping. Caller releases *out. Everything is validated
- * before use: a bad file gives an error naming the problem and its offset. */
+ * before use: first every byte against the executable's digests (a
+ * corrupted or modified file is NIMBLE_DATA_LOSS naming the section, its
+ * offset and size: docs/executable.md "Integrity"), then field by field; a
+ * bad file gives an error naming the problem and its offset. The loads
+ * below check the same, parts included. */
 NIMBLE_API nimble_status_t nimble_executable_load_file(const char *path, nimble_executable **out);
 
 /* The same with load flags (NIMBLE_LOAD_NO_KERNELS; BORROW is implied). */
@@ -90,6 +94,27 @@ NIMBLE_API nimble_status_t nimble_executable_load_memory(const void *data, size_
  * Caller releases *out. */
 NIMBLE_API nimble_status_t nimble_executable_load_parts(const nimble_executable_part_t *parts, size_t num_parts,
                                                         uint32_t flags, nimble_executable **out);
+
+/* A caller's check of an executable (a signature policy: nimble_fetch's
+ * nimble_executable_signature_check, docs/executable.md "Signatures"). The
+ * loader calls it once every part's digest has checked out and before any
+ * part is parsed or a kernel mapped, with the executable digest and the
+ * signature part's body (algorithm, key, signature: NULL and 0 when the
+ * executable is unsigned). A non-OK status refuses the load with it. */
+typedef nimble_status_t (*nimble_executable_check_fn)(void *user, const uint8_t digest[32],
+                                                      const void *signature, size_t signature_size);
+
+/* The loads above with a check (NULL: none, as above). */
+NIMBLE_API nimble_status_t nimble_executable_load_file_checked(const char *path, uint32_t flags,
+                                                               nimble_executable_check_fn check, void *user,
+                                                               nimble_executable **out);
+NIMBLE_API nimble_status_t nimble_executable_load_memory_checked(const void *data, size_t size, uint32_t flags,
+                                                                 nimble_executable_check_fn check, void *user,
+                                                                 nimble_executable **out);
+NIMBLE_API nimble_status_t nimble_executable_load_parts_checked(const nimble_executable_part_t *parts,
+                                                                size_t num_parts, uint32_t flags,
+                                                                nimble_executable_check_fn check, void *user,
+                                                                nimble_executable **out);
 
 /* Lays parts (as the store keeps them, each with its part header) out as
  * one `.nimble` file image, sections in the order given: what
@@ -126,6 +151,10 @@ NIMBLE_API const char *nimble_executable_target(const nimble_executable *exe);  
 NIMBLE_API const char *nimble_executable_producer(const nimble_executable *exe);        /* "nimble 0.1.0" */
 NIMBLE_API const char *nimble_executable_source_digest(const nimble_executable *exe);   /* "sha256:..." or "" */
 NIMBLE_API uint32_t nimble_executable_format_version(const nimble_executable *exe);
+/* The executable digest, "sha256:<64 hex>" (docs/executable.md,
+ * "Integrity"): over the digests of its parts, the same for a file and its
+ * parts; what `nimble compile --sign` signs. Writes 72 bytes with the NUL. */
+NIMBLE_API void nimble_executable_digest(const nimble_executable *exe, char out[72]);
 NIMBLE_API uint32_t nimble_executable_num_entries(const nimble_executable *exe);
 /* The i-th entry; NULL when i is out of range. */
 NIMBLE_API const nimble_entry_info_t *nimble_executable_entry_at(const nimble_executable *exe, uint32_t i);

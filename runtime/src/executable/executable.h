@@ -72,6 +72,7 @@ typedef struct nimble_device_kernels_t {
 struct nimble_executable {
   atomic_uint_fast32_t refs;
   uint32_t format_version;
+  uint8_t digest[32]; /* the executable digest (docs/executable.md, "Integrity") */
   nimble_metadata_t meta;
   nimble_bytecode_t code;
   nimble_constants_t consts;

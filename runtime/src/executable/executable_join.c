@@ -1,8 +1,10 @@
 /* Parts to one `.nimble` file image: what `nimble fetch -o FILE.nimble`
  * writes from the store's layers. The layout is docs/executable.md's: the
  * file header, the section table, then each part as a section at a
- * multiple of 64 bytes. Nothing inside a part is interpreted beyond its
- * header; the loader validates the rest when the file is loaded. */
+ * multiple of 64 bytes, and the header digest over the header and table
+ * (each part carries its own digest, docs/executable.md "Integrity").
+ * Nothing inside a part is interpreted beyond its header; the loader
+ * validates the rest, digests first, when the file is loaded. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,7 +29,7 @@ nimble_status_t nimble_executable_join_parts(const nimble_executable_part_t *par
     if (kind != (uint32_t)parts[i].kind)
       return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "join: part %zu is of kind %u, its header says %u", i,
                                 (unsigned)parts[i].kind, kind);
-    if (kind < NIMBLE_PART_METADATA || kind > NIMBLE_PART_KERNELS_CUDA)
+    if (kind < NIMBLE_PART_METADATA || kind > NIMBLE_PART_SIGNATURE)
       return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "join: part %zu has unknown kind %u", i, kind);
     if (seen & (1u << kind))
       return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "join: two parts of kind %u", kind);
@@ -61,6 +63,8 @@ nimble_status_t nimble_executable_join_parts(const nimble_executable_part_t *par
     memcpy(out + at, parts[i].data, parts[i].size);
     at += parts[i].size;
   }
+  /* The parts carry their own digests; the header's covers the new table. */
+  nimble_image_header_digest(out, (uint32_t)num_parts, out + NIMBLE_FILE_DIGEST_OFFSET);
   *data = out;
   *size = (size_t)total;
   return nimble_ok();

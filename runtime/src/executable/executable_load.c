@@ -16,15 +16,24 @@
 #include "executable/executable.h"
 #include "format/layout.h"
 #include "nimble/bytecode.h"
+#include "nimble/digest.h"
 
 typedef struct part_view {
   const uint8_t *data;
   size_t size;
   size_t base; /* offset in the file, for messages */
   int present;
+  int in_file; /* a section of a `.nimble` image (for messages: "section" or "part") */
 } part_view;
 
-#define NUM_KINDS 6 /* indexed by nimble_part_kind_t */
+#define NUM_KINDS 7 /* indexed by nimble_part_kind_t */
+
+/* What a load checks beyond the format: the caller's verifier (a signature
+ * policy), run once the digests have checked out. */
+typedef struct load_check {
+  nimble_executable_check_fn fn;
+  void *user;
+} load_check;
 
 static void executable_free(nimble_executable *exe) {
   nimble_constants_deinit(&exe->consts);
@@ -88,9 +97,57 @@ static nimble_status_t cross_check(nimble_executable *exe, const part_view *part
   return nimble_ok();
 }
 
-static nimble_status_t load_from_views(const part_view *parts, uint32_t flags, void *mapping,
+/* Checks every part's digest and strips it from the views (parsers see a
+ * part without it), computes the executable digest, checks the signature
+ * part's structure and runs the caller's verifier. Nothing of a part is
+ * parsed before its digest has checked out. */
+static nimble_status_t check_integrity(part_view *parts, const load_check *check, uint8_t digest[32]) {
+  nimble_part_kind_t kinds[NUM_KINDS];
+  const uint8_t *datas[NUM_KINDS];
+  size_t sizes[NUM_KINDS], n = 0;
+  for (int k = 1; k < NUM_KINDS; k++) {
+    part_view *p = &parts[k];
+    if (!p->present) continue;
+    char what[48];
+    snprintf(what, sizeof what, "%s %s", nimble_part_name((nimble_part_kind_t)k),
+             p->in_file ? "section" : "part");
+    NIMBLE_RETURN_IF_ERROR(nimble_part_digest_check(p->data, p->size, p->base, what));
+    kinds[n] = (nimble_part_kind_t)k;
+    datas[n] = p->data;
+    sizes[n++] = p->size;
+    p->size -= NIMBLE_PART_DIGEST_SIZE;
+  }
+  nimble_executable_digest_of(kinds, datas, sizes, n, digest);
+  const uint8_t *sig = NULL;
+  size_t sig_size = 0;
+  if (parts[NIMBLE_PART_SIGNATURE].present) {
+    const part_view *p = &parts[NIMBLE_PART_SIGNATURE];
+    nimble_reader_t r;
+    nimble_reader_init(&r, p->data, p->size, "signature");
+    r.base = p->base;
+    r.pos = NIMBLE_PART_HEADER_SIZE;
+    uint32_t algorithm, reserved;
+    NIMBLE_RETURN_IF_ERROR(nimble_reader_u32(&r, "algorithm", &algorithm));
+    NIMBLE_RETURN_IF_ERROR(nimble_reader_u32(&r, "reserved", &reserved));
+    if (algorithm != NIMBLE_SIGNATURE_ALGORITHM_ED25519 || reserved != 0) {
+      r.pos -= 8;
+      return nimble_reader_error(&r, NIMBLE_INVALID_ARGUMENT,
+                                 "algorithm %u, reserved %u: only Ed25519 (1) signatures are known", algorithm,
+                                 reserved);
+    }
+    if (p->size != NIMBLE_PART_HEADER_SIZE + NIMBLE_SIGNATURE_BODY_SIZE)
+      return nimble_reader_error(&r, NIMBLE_INVALID_ARGUMENT, "an Ed25519 signature part has %d bytes, not %zu",
+                                 NIMBLE_SIGNATURE_PART_SIZE, p->size + NIMBLE_PART_DIGEST_SIZE);
+    sig = p->data + NIMBLE_PART_HEADER_SIZE;
+    sig_size = NIMBLE_SIGNATURE_BODY_SIZE;
+  }
+  if (check && check->fn) return check->fn(check->user, digest, sig, sig_size);
+  return nimble_ok();
+}
+
+static nimble_status_t load_from_views(part_view *parts, uint32_t flags, void *mapping,
                                        size_t mapping_size, uint32_t format_version,
-                                       nimble_executable **out) {
+                                       const load_check *check, nimble_executable **out) {
   static const nimble_part_kind_t required[] = {NIMBLE_PART_METADATA, NIMBLE_PART_BYTECODE,
                                                 NIMBLE_PART_CONSTANTS};
   /* Headers first, so a part from a newer format says so before anything
@@ -105,6 +162,12 @@ static nimble_status_t load_from_views(const part_view *parts, uint32_t flags, v
       return s;
     }
   }
+  uint8_t digest[32];
+  nimble_status_t is = check_integrity(parts, check, digest);
+  if (is) {
+    if (mapping) munmap(mapping, mapping_size);
+    return is;
+  }
   for (size_t i = 0; i < 3; i++)
     if (!parts[required[i]].present) {
       if (mapping) munmap(mapping, mapping_size);
@@ -118,6 +181,7 @@ static nimble_status_t load_from_views(const part_view *parts, uint32_t flags, v
   }
   atomic_init(&exe->refs, 1);
   exe->format_version = format_version;
+  memcpy(exe->digest, digest, sizeof digest);
   exe->mapping = mapping;
   exe->mapping_size = mapping_size;
   const part_view *p;
@@ -184,6 +248,13 @@ static nimble_status_t split_image(const uint8_t *data, size_t size, part_view *
   uint32_t count;
   uint64_t file_size;
   NIMBLE_RETURN_IF_ERROR(nimble_reader_u32(&r, "format version", version));
+  if (*version == NIMBLE_FORMAT_VERSION_UNSEALED) {
+    r.pos -= 4;
+    return nimble_reader_error(&r, NIMBLE_UNIMPLEMENTED,
+                               "format version %u has no integrity digests and is no longer loaded: "
+                               "recompile it (this runtime reads version %u)",
+                               *version, NIMBLE_EXECUTABLE_FORMAT_VERSION);
+  }
   if (*version != NIMBLE_EXECUTABLE_FORMAT_VERSION) {
     r.pos -= 4;
     return nimble_reader_error(&r, NIMBLE_UNIMPLEMENTED,
@@ -204,6 +275,21 @@ static nimble_status_t split_image(const uint8_t *data, size_t size, part_view *
     return nimble_reader_error(&r, NIMBLE_INVALID_ARGUMENT, "section count %u (1 to %d allowed)", count,
                                NIMBLE_MAX_SECTIONS);
   }
+  /* The header digest, before any table entry is believed. */
+  size_t header_bytes = NIMBLE_FILE_HEADER_SIZE + (size_t)count * NIMBLE_SECTION_ENTRY_SIZE;
+  if (size < header_bytes)
+    return nimble_reader_error(&r, NIMBLE_DATA_LOSS, "truncated: a header and %u-section table need %zu bytes, %zu given",
+                               count, header_bytes, size);
+  uint8_t want[32];
+  nimble_image_header_digest(data, count, want);
+  r.pos = NIMBLE_FILE_DIGEST_OFFSET;
+  if (memcmp(want, data + NIMBLE_FILE_DIGEST_OFFSET, sizeof want) != 0)
+    return nimble_status_make(NIMBLE_DATA_LOSS,
+                              "executable header and section table (offset 0, %zu bytes): digest mismatch: the "
+                              "bytes are not the ones the compiler wrote (corrupted or modified); refusing to "
+                              "load it",
+                              header_bytes);
+  r.pos = NIMBLE_FILE_HEADER_SIZE;
   uint64_t ends[NIMBLE_MAX_SECTIONS], starts[NIMBLE_MAX_SECTIONS];
   for (uint32_t i = 0; i < count; i++) {
     uint32_t kind, reserved;
@@ -238,13 +324,33 @@ static nimble_status_t split_image(const uint8_t *data, size_t size, part_view *
     parts[kind].size = (size_t)len;
     parts[kind].base = (size_t)off;
     parts[kind].present = 1;
+    parts[kind].in_file = 1;
     r.pos = at + NIMBLE_SECTION_ENTRY_SIZE;
+  }
+  /* Bytes outside every section (alignment padding) are zero. */
+  size_t table_end = header_bytes;
+  for (size_t at = table_end; at < size;) {
+    uint32_t next = count;
+    for (uint32_t i = 0; i < count; i++)
+      if (starts[i] <= at && at < ends[i]) next = i;
+    if (next < count) {
+      at = (size_t)ends[next];
+      continue;
+    }
+    if (data[at] != 0) {
+      r.pos = at;
+      return nimble_reader_error(&r, NIMBLE_DATA_LOSS,
+                                 "padding between sections: byte 0x%02x, expected 0 (corrupted or modified); "
+                                 "refusing to load it",
+                                 data[at]);
+    }
+    at++;
   }
   return nimble_ok();
 }
 
 static nimble_status_t load_image(const void *data, size_t size, uint32_t flags, void *mapping,
-                                  size_t mapping_size, nimble_executable **out) {
+                                  size_t mapping_size, const load_check *check, nimble_executable **out) {
   part_view parts[NUM_KINDS];
   uint32_t version = 0;
   memset(parts, 0, sizeof parts);
@@ -253,23 +359,36 @@ static nimble_status_t load_image(const void *data, size_t size, uint32_t flags,
     if (mapping) munmap(mapping, mapping_size);
     return s;
   }
-  return load_from_views(parts, flags, mapping, mapping_size, version, out);
+  return load_from_views(parts, flags, mapping, mapping_size, version, check, out);
 }
 
 nimble_status_t nimble_executable_load_memory(const void *data, size_t size, uint32_t flags,
                                               nimble_executable **out) {
+  return nimble_executable_load_memory_checked(data, size, flags, NULL, NULL, out);
+}
+
+nimble_status_t nimble_executable_load_memory_checked(const void *data, size_t size, uint32_t flags,
+                                                      nimble_executable_check_fn check, void *user,
+                                                      nimble_executable **out) {
   if (!out || (!data && size))
     return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "load_memory: NULL argument");
   if (!data) data = "";
-  return load_image(data, size, flags, NULL, 0, out);
+  load_check c = {check, user};
+  return load_image(data, size, flags, NULL, 0, &c, out);
 }
 
 nimble_status_t nimble_executable_load_file(const char *path, nimble_executable **out) {
-  return nimble_executable_load_file_flags(path, 0, out);
+  return nimble_executable_load_file_checked(path, 0, NULL, NULL, out);
 }
 
 nimble_status_t nimble_executable_load_file_flags(const char *path, uint32_t flags,
                                                   nimble_executable **out) {
+  return nimble_executable_load_file_checked(path, flags, NULL, NULL, out);
+}
+
+nimble_status_t nimble_executable_load_file_checked(const char *path, uint32_t flags,
+                                                    nimble_executable_check_fn check, void *user,
+                                                    nimble_executable **out) {
   if (!path || !out) return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "load_file: NULL argument");
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0)
@@ -296,13 +415,20 @@ nimble_status_t nimble_executable_load_file_flags(const char *path, uint32_t fla
     }
   }
   close(fd);
+  load_check c = {check, user};
   nimble_status_t s =
-      load_image(map ? map : (void *)"", size, flags | NIMBLE_LOAD_BORROW, map, size, out);
+      load_image(map ? map : (void *)"", size, flags | NIMBLE_LOAD_BORROW, map, size, &c, out);
   return s ? nimble_status_annotate(s, "%s", path) : s;
 }
 
 nimble_status_t nimble_executable_load_parts(const nimble_executable_part_t *parts, size_t num_parts,
                                              uint32_t flags, nimble_executable **out) {
+  return nimble_executable_load_parts_checked(parts, num_parts, flags, NULL, NULL, out);
+}
+
+nimble_status_t nimble_executable_load_parts_checked(const nimble_executable_part_t *parts, size_t num_parts,
+                                                     uint32_t flags, nimble_executable_check_fn check,
+                                                     void *user, nimble_executable **out) {
   if (!out || (!parts && num_parts))
     return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "load_parts: NULL argument");
   part_view views[NUM_KINDS];
@@ -321,8 +447,14 @@ nimble_status_t nimble_executable_load_parts(const nimble_executable_part_t *par
     views[kind].base = 0;
     views[kind].present = 1;
   }
-  return load_from_views(views, flags, NULL, 0,
-                         NIMBLE_EXECUTABLE_FORMAT_VERSION, out);
+  load_check c = {check, user};
+  return load_from_views(views, flags, NULL, 0, NIMBLE_EXECUTABLE_FORMAT_VERSION, &c, out);
+}
+
+void nimble_executable_digest(const nimble_executable *exe, char out[72]) {
+  nimble_digest_t d;
+  memcpy(d.bytes, exe->digest, sizeof d.bytes);
+  nimble_digest_format(&d, out);
 }
 
 const char *nimble_executable_target(const nimble_executable *exe) { return exe->meta.target; }

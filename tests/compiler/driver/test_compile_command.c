@@ -219,7 +219,7 @@ START_TEST(test_inspect_disassembles_an_executable_of_any_target) {
   size_t n = fread(text, 1, sizeof text - 1, p);
   text[n] = 0;
   ck_assert_int_eq(pclose(p), 0);
-  ck_assert_msg(strncmp(text, "target aarch64-linux-gnu, format version 1, ", 44) == 0, "%s", text);
+  ck_assert_msg(strncmp(text, "target aarch64-linux-gnu, format version 2, ", 44) == 0, "%s", text);
   ck_assert_msg(strstr(text, "\nentry main -> @main\n") != NULL, "%s", text);
   ck_assert_msg(strstr(text, "\nkernel #0 cpu ") != NULL, "%s", text);
   /* the program's if: a conditional jump with both targets spelled out */
