@@ -52,6 +52,8 @@ struct nimble_scheduler {
   char salt[256];
   long lease_ms, worker_timeout_ms;
   int max_deliveries, quiet;
+  int max_retries;   /* retryable failures before a task fails (requeue policy) */
+  int verify_policy; /* --verify: the least number of workers that build each compile */
   void *zctx, *clients, *workers, *events, *zap;
   nimble_sched_redis *redis;
   nimble_store_client *store;
@@ -101,6 +103,15 @@ sched_worker *sched_worker_by_rid(nimble_scheduler *s, const uint8_t *rid, size_
 void sched_dispatch(nimble_scheduler *s);
 /* Puts a task back in its queue or fails it when it has had its deliveries. */
 nimble_status_t sched_task_requeue(nimble_scheduler *s, nimble_sched_task_t *t, const char *why);
+/* The requeue policy for failures that are not the task's (the worker said
+ * `retryable`: the store or the network failed): the delivery is given
+ * back, the task waits in nimble:delayed for a backoff (0.5 s doubling to
+ * 8 s) and is queued again at the front; after --max-retries of them it
+ * fails naming the count and the last error. */
+nimble_status_t sched_task_retry_later(nimble_scheduler *s, nimble_sched_task_t *t,
+                                       const char *why);
+/* Tells the worker holding running task t (if connected) to stop it. */
+void sched_send_cancel(nimble_scheduler *s, const nimble_sched_task_t *t);
 /* Marks a task finished (done/failed/cancelled): saves it, drops its lease,
  * in-flight claim and active mark, frees its worker, publishes. */
 nimble_status_t sched_task_finish(nimble_scheduler *s, nimble_sched_task_t *t);
@@ -152,9 +163,36 @@ void sched_cache_verify(nimble_scheduler *s, const char *name, const char *manif
 nimble_status_t sched_sign(nimble_scheduler *s, const char *repo, const char *tag,
                            const char *manifest);
 
-/* Tags the manifest `manifest` of repository `from` as `to:tag` (blobs are
- * global in the store, so only the manifest is pushed), and signs it there. */
+/* Publishes the manifest `manifest` of repository `from` as `to:tag`: pulls
+ * it by digest (its bytes checked), signs (to, tag, manifest) and only then
+ * pushes it under the tag (blobs are global in the store, so only the
+ * manifest is pushed). A manifest that cannot be signed is not tagged. */
 nimble_status_t sched_store_tag(nimble_scheduler *s, const char *from, const char *manifest,
                                 const char *to, const char *tag);
+
+/* worker_requests.c: tags the artifact of finished task t under the names
+ * of the jobs merged into it (failures are logged). */
+void sched_tag_merged_names(nimble_scheduler *s, const nimble_sched_task_t *t);
+
+/* verify.c: verified builds (docs/farm.md, "Verified builds"). */
+/* Writes the group task id of copy `tid` ("<group>:v<k>") into group and
+ * returns k, or 0 when tid is not a copy. */
+int sched_copy_of(const char *tid, char group[NIMBLE_SCHED_ID_MAX + 1]);
+/* Creates the copies of group task g (its verify, key, model, ... set) in
+ * the queue of its target: "<g>:v1" .. "<g>:vN", pushed to the staging
+ * repository nimble-verify/<g>. */
+nimble_status_t sched_verify_create_copies(nimble_scheduler *s, const nimble_sched_task_t *g);
+/* 1 when worker `worker` may build copy c: no other copy of its group is
+ * running on it or was built by it. */
+int sched_verify_worker_may_build(nimble_scheduler *s, const nimble_sched_task_t *c,
+                                  const char *worker);
+/* After a copy changed: fails the group when a copy failed or two copies
+ * differ (naming both workers and both digests; nothing is tagged), publishes
+ * it when all N agree, else records that it runs. */
+void sched_verify_settle(nimble_scheduler *s, const char *group);
+/* Stops the unfinished copies of group g (sending CANCEL to their workers). */
+void sched_verify_stop_copies(nimble_scheduler *s, const nimble_sched_task_t *g);
+/* The copies of group g that finished with a manifest. */
+int sched_verify_count_built(nimble_scheduler *s, const nimble_sched_task_t *g);
 
 #endif

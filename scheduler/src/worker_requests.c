@@ -159,7 +159,7 @@ static void handle_progress(nimble_scheduler *s, const json_t *body) {
  * artifact tagged under theirs. A failure is logged, not fatal: the
  * artifact exists under the task's name, and a resubmission retags it from
  * the cache. */
-static void tag_merged_names(nimble_scheduler *s, const nimble_sched_task_t *t) {
+void sched_tag_merged_names(nimble_scheduler *s, const nimble_sched_task_t *t) {
   redisReply *rep = NULL;
   nimble_status_t st = nimble_sched_redis_command(s->redis, &rep, "SMEMBERS nimble:task:%s:names", t->id);
   const char *tag = strchr(t->id, '.');
@@ -175,6 +175,10 @@ static void tag_merged_names(nimble_scheduler *s, const nimble_sched_task_t *t) 
   nimble_status_free(st);
 }
 
+/* A RESULT: the worker pushed the artifact's blobs and its manifest, by
+ * digest and untagged, to the task's repository. A copy of a verified
+ * build records what its worker built (verify.c compares and publishes);
+ * any other task is published here: signed, then tagged `name:tag`. */
 static void handle_result(nimble_scheduler *s, sched_worker *w, const json_t *body) {
   const char *tid = str_of(body, "task");
   nimble_sched_task_t t;
@@ -184,42 +188,68 @@ static void handle_result(nimble_scheduler *s, sched_worker *w, const json_t *bo
     nimble_status_free(st);
     return;
   }
-  if (strcmp(t.kind, "compile")) {
-    sched_log(s, "RESULT for %s ignored: it is a %s task (PROFILE_RESULT answers those)", tid,
-              t.kind);
+  if (strcmp(t.kind, "compile") || (t.verify >= 2 && !t.group[0])) {
+    sched_log(s, "RESULT for %s ignored: it is a %s task", tid,
+              strcmp(t.kind, "compile") ? t.kind : "verified build's group (its copies are built)");
     nimble_sched_task_deinit(&t);
     return;
   }
   /* Late results are welcome while the task is not finished: the output is
-   * content-addressed, so whichever delivery answers first wins. */
-  if (strcmp(t.state, "queued") && strcmp(t.state, "running")) {
+   * content-addressed, so whichever delivery answers first wins. A copy of
+   * a verified build is the exception: only the worker holding it may
+   * answer, so that two copies are always two workers' work. */
+  int late = strcmp(t.state, "queued") && strcmp(t.state, "running");
+  if (!late && t.group[0] && (!w || strcmp(t.state, "running") || strcmp(t.worker, w->id))) {
+    sched_log(s, "RESULT for copy %s from %s ignored: the copy is %s on '%s'", tid,
+              w ? w->id : "an unregistered worker", t.state, t.worker);
+    late = 1;
+  }
+  if (late) {
     nimble_sched_task_deinit(&t);
     if (w && !strcmp(w->task, tid)) w->task[0] = '\0';
     return;
   }
+  if (w) snprintf(t.last_worker, sizeof t.last_worker, "%s", w->id);
   const char *key = str_of(body, "key");
+  const char *tag = strchr(t.id, '.');
   if (key && strcmp(key, t.key)) {
     char why[300];
     snprintf(why, sizeof why, "worker computed compile key %s, expected %s", key, t.key);
+    free(t.error);
     t.error = strdup(why);
     snprintf(t.state, sizeof t.state, "failed");
-  } else {
+  } else if (t.group[0]) {
     snprintf(t.manifest, sizeof t.manifest, "%s", str_of(body, "manifest"));
     snprintf(t.state, sizeof t.state, "done");
     t.percent = 100;
-    /* The worker pushed the artifact under the task's name and tag; the
-     * farm vouches for it by signing that (name, tag, manifest). A result
-     * that cannot be signed fails the task rather than leave an artifact
-     * that every runtime with trusted keys refuses. */
-    const char *tag = strchr(t.id, '.');
-    nimble_status_t sg = tag ? sched_sign(s, t.name, tag + 1, t.manifest) : nimble_ok();
-    if (sg) {
-      t.error = strdup(nimble_status_message(sg)); /* "signing NAME:TAG: ..." */
-      nimble_status_free(sg);
+  } else {
+    snprintf(t.manifest, sizeof t.manifest, "%s", str_of(body, "manifest"));
+    /* The farm vouches for the artifact by signing (name, tag, manifest)
+     * and only then tags it: a result that cannot be signed fails the task
+     * and leaves nothing tagged, rather than publish an artifact every
+     * runtime with trusted keys refuses. A store that is away is not the
+     * task's fault: it is tried again under the requeue policy. */
+    nimble_status_t pub = tag ? sched_store_tag(s, t.name, t.manifest, t.name, tag + 1)
+                              : nimble_status_make(NIMBLE_INTERNAL, "task id '%s' has no tag", t.id);
+    if (pub && nimble_status_code(pub) == NIMBLE_UNAVAILABLE) {
+      st = sched_task_retry_later(s, &t, nimble_status_message(pub));
+      nimble_status_free(pub);
+      if (st) sched_log(s, "RESULT for %s not recorded: %s", tid, nimble_status_message(st));
+      nimble_status_free(st);
+      nimble_sched_task_deinit(&t);
+      if (w && !strcmp(w->task, tid)) w->task[0] = '\0';
+      return;
+    }
+    if (pub) {
+      free(t.error);
+      t.error = strdup(nimble_status_message(pub)); /* "signing NAME:TAG: ..." */
+      nimble_status_free(pub);
       snprintf(t.state, sizeof t.state, "failed");
     } else {
+      snprintf(t.state, sizeof t.state, "done");
+      t.percent = 100;
       st = nimble_sched_cache_put(s->redis, t.key, t.manifest, t.name);
-      if (!st) tag_merged_names(s, &t);
+      if (!st) sched_tag_merged_names(s, &t);
     }
   }
   if (!st) st = sched_task_finish(s, &t);
@@ -276,7 +306,7 @@ static void handle_failure(nimble_scheduler *s, sched_worker *w, const json_t *b
   const char *error = str_of(body, "error");
   int retryable = json_is_true(json_object_get(body, "retryable"));
   if (retryable) {
-    st = sched_task_requeue(s, &t, error);
+    st = sched_task_retry_later(s, &t, error);
   } else {
     free(t.error);
     t.error = strdup(error);
