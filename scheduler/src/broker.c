@@ -412,7 +412,7 @@ static int dispatch_one(nimble_scheduler *s, sched_worker *w) {
         continue;
       }
       /* A verified build needs distinct workers: never two copies on one. */
-      if (t.group[0] && !sched_verify_worker_may_build(s, &t, w->id)) {
+      if (t.group[0] && !sched_verify_worker_may_build(s, &t, w)) {
         snprintf(skipped[nskipped++], sizeof skipped[0], "%s", t.id);
         nimble_sched_task_deinit(&t);
         continue;
@@ -544,6 +544,7 @@ static nimble_status_t reconcile(nimble_scheduler *s) {
     nimble_sched_task_deinit(&t);
   }
   freeReplyObject(rep);
+  if (!st) sched_verify_reconcile(s);
   return st;
 }
 
@@ -553,6 +554,7 @@ static nimble_status_t reconcile(nimble_scheduler *s) {
  * into *payload (a zmq_msg the caller closes). 0 when nothing was waiting. */
 static int recv_message(void *sock, sched_envelope *env, zmq_msg_t *payload) {
   env->count = 0;
+  env->key[0] = '\0';
   zmq_msg_init(payload);
   if (zmq_msg_recv(payload, sock, ZMQ_DONTWAIT) < 0) {
     zmq_msg_close(payload);
@@ -577,6 +579,9 @@ static int recv_message(void *sock, sched_envelope *env, zmq_msg_t *payload) {
     zmq_msg_close(payload);
     return -1;
   }
+  /* With CURVE the ZAP handler named the peer's key as its user id. */
+  const char *user = zmq_msg_gets(payload, "User-Id");
+  if (user && strlen(user) == 40) memcpy(env->key, user, 41);
   return 1;
 }
 

@@ -30,6 +30,7 @@ typedef struct sched_worker {
   size_t ncan_run;
   char task[NIMBLE_SCHED_ID_MAX + 1]; /* "" when idle */
   int64_t last_seen_ms;              /* monotonic */
+  char key[41];                      /* with CURVE: its public key (Z85), bound to its id */
 } sched_worker;
 
 typedef struct sched_lease {
@@ -44,6 +45,7 @@ typedef struct sched_envelope {
   uint8_t data[2][256];
   size_t size[2];
   int count;
+  char key[41]; /* with CURVE: the peer's public key (Z85, from ZAP), else "" */
 } sched_envelope;
 
 struct nimble_scheduler {
@@ -182,16 +184,20 @@ int sched_copy_of(const char *tid, char group[NIMBLE_SCHED_ID_MAX + 1]);
  * the queue of its target: "<g>:v1" .. "<g>:vN", pushed to the staging
  * repository nimble-verify/<g>. */
 nimble_status_t sched_verify_create_copies(nimble_scheduler *s, const nimble_sched_task_t *g);
-/* 1 when worker `worker` may build copy c: no other copy of its group is
- * running on it or was built by it. */
+/* 1 when worker w may build copy c: no other copy of its group is running
+ * on it or was built by it (with CURVE: by its key, under any id). */
 int sched_verify_worker_may_build(nimble_scheduler *s, const nimble_sched_task_t *c,
-                                  const char *worker);
+                                  const sched_worker *w);
 /* After a copy changed: fails the group when a copy failed or two copies
  * differ (naming both workers and both digests; nothing is tagged), publishes
  * it when all N agree, else records that it runs. */
 void sched_verify_settle(nimble_scheduler *s, const char *group);
 /* Stops the unfinished copies of group g (sending CANCEL to their workers). */
 void sched_verify_stop_copies(nimble_scheduler *s, const nimble_sched_task_t *g);
+/* Settles every unfinished group (nimble:groups): at start-up and with
+ * reconciliation, for a scheduler that stopped between a copy's end and
+ * its group's settling. */
+void sched_verify_reconcile(nimble_scheduler *s);
 /* The copies of group g that finished with a manifest. */
 int sched_verify_count_built(nimble_scheduler *s, const nimble_sched_task_t *g);
 

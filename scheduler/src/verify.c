@@ -72,12 +72,26 @@ nimble_status_t sched_verify_create_copies(nimble_scheduler *s, const nimble_sch
     nimble_sched_task_deinit(&c);
     if (st) return st;
   }
+  /* Unfinished groups are settled again by reconciliation: a scheduler
+   * killed between a copy's end and its group's settling loses nothing. */
+  NIMBLE_RETURN_IF_ERROR(nimble_sched_redis_command(s->redis, NULL, "SADD nimble:groups %s", g->id));
   sched_log(s, "task %s is a verified build: %d copies on distinct workers", g->id, g->verify);
   return nimble_ok();
 }
 
+/* The CURVE key worker `id` registered with ("" when none). */
+static void key_of(nimble_scheduler *s, const char *id, char out[41]) {
+  out[0] = '\0';
+  redisReply *rep;
+  nimble_status_t st = nimble_sched_redis_command(s->redis, &rep, "HGET nimble:worker:%s key", id);
+  if (!st && rep->type == REDIS_REPLY_STRING && strlen(rep->str) == 40) memcpy(out, rep->str, 41);
+  if (!st) freeReplyObject(rep);
+  nimble_status_free(st);
+}
+
 int sched_verify_worker_may_build(nimble_scheduler *s, const nimble_sched_task_t *c,
-                                  const char *worker) {
+                                  const sched_worker *w) {
+  const char *worker = w->id;
   for (int k = 1; k <= c->verify && k <= NIMBLE_SCHED_MAX_VERIFY; k++) {
     char id[NIMBLE_SCHED_ID_MAX + 1];
     copy_id(c->group, k, id);
@@ -89,8 +103,15 @@ int sched_verify_worker_may_build(nimble_scheduler *s, const nimble_sched_task_t
       nimble_status_free(st);
       return 0;
     }
-    int taken = !strcmp(sib.last_worker, worker) &&
-                (!strcmp(sib.state, "running") || !strcmp(sib.state, "done"));
+    int live = !strcmp(sib.state, "running") || !strcmp(sib.state, "done");
+    int taken = live && !strcmp(sib.last_worker, worker);
+    /* With CURVE, distinct workers are distinct keys: a worker that came
+     * back under another id is still the same worker. */
+    if (live && !taken && w->key[0] && sib.last_worker[0]) {
+      char k[41];
+      key_of(s, sib.last_worker, k);
+      taken = !strcmp(k, w->key);
+    }
     nimble_sched_task_deinit(&sib);
     if (taken) return 0;
   }
@@ -220,6 +241,7 @@ void sched_verify_settle(nimble_scheduler *s, const char *group) {
   }
   if ((strcmp(g.state, "queued") && strcmp(g.state, "running")) || g.verify < 2 ||
       g.verify > NIMBLE_SCHED_MAX_VERIFY || g.group[0]) {
+    nimble_status_free(nimble_sched_redis_command(s->redis, NULL, "SREM nimble:groups %s", group));
     nimble_sched_task_deinit(&g);
     return;
   }
@@ -271,4 +293,20 @@ void sched_verify_settle(nimble_scheduler *s, const char *group) {
   }
   for (int k = 0; k < n; k++) nimble_sched_task_deinit(&c[k]);
   nimble_sched_task_deinit(&g);
+}
+
+void sched_verify_reconcile(nimble_scheduler *s) {
+  redisReply *rep;
+  nimble_status_t st = nimble_sched_redis_command(s->redis, &rep, "SMEMBERS nimble:groups");
+  if (st) {
+    sched_log(s, "verified builds: %s", nimble_status_message(st));
+    nimble_status_free(st);
+    return;
+  }
+  for (size_t i = 0; rep->type == REDIS_REPLY_ARRAY && i < rep->elements; i++) {
+    char group[NIMBLE_SCHED_ID_MAX + 1];
+    snprintf(group, sizeof group, "%s", rep->element[i]->str);
+    sched_verify_settle(s, group);
+  }
+  freeReplyObject(rep);
 }

@@ -11,6 +11,7 @@
  * compile` of the same program, and the tamperer's copy with that text with
  * one bit flipped. */
 #include <jansson.h>
+#include <signal.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <zmq.h>
 
 #include "farm_harness.h"
 #include "nimble/signature.h"
@@ -343,6 +345,136 @@ START_TEST(test_the_verify_policy_waits_for_a_second_worker_and_says_so) {
 }
 END_TEST
 
+/* CURVE keys for a farm: the scheduler's pair and n workers' pairs, the
+ * files written under dir (sched.public, w<i>.secret). */
+typedef struct curve_keys {
+  char sched_pub[41], sched_sec[41];
+  char pub[3][41], sec[3][41];
+  char allow[200];
+  char sched_pub_path[400], sec_path[3][400];
+} curve_keys;
+
+static void curve_keys_make(curve_keys *k) {
+  ck_assert_int_eq(zmq_curve_keypair(k->sched_pub, k->sched_sec), 0);
+  k->allow[0] = '\0';
+  for (int i = 0; i < 3; i++) {
+    ck_assert_int_eq(zmq_curve_keypair(k->pub[i], k->sec[i]), 0);
+    size_t used = strlen(k->allow);
+    snprintf(k->allow + used, sizeof k->allow - used, "%s\n", k->pub[i]);
+  }
+}
+
+static void curve_keys_write(curve_keys *k, const char *dir) {
+  snprintf(k->sched_pub_path, sizeof k->sched_pub_path, "%s/sched.public", dir);
+  FILE *fp = fopen(k->sched_pub_path, "w");
+  ck_assert_ptr_nonnull(fp);
+  fprintf(fp, "%s\n", k->sched_pub);
+  fclose(fp);
+  for (int i = 0; i < 3; i++) {
+    snprintf(k->sec_path[i], sizeof k->sec_path[i], "%s/w%d.secret", dir, i);
+    fp = fopen(k->sec_path[i], "w");
+    ck_assert_ptr_nonnull(fp);
+    fprintf(fp, "%s\n", k->sec[i]);
+    fclose(fp);
+  }
+}
+
+/* With CURVE a restarted scheduler takes each copy's RESULT from the
+ * worker its key is bound to, before the worker says READY again: no
+ * copy is built twice. */
+START_TEST(test_a_verified_build_survives_a_scheduler_restart) {
+  curve_keys k;
+  curve_keys_make(&k);
+  farm f;
+  farm_config cfg = {.lease_ms = 8000, .curve_secret = k.sched_sec, .worker_keys = k.allow};
+  farm_start(&f, &cfg);
+  curve_keys_write(&k, f.dir);
+  const char *a[] = {"--curve-secret", k.sec_path[0], "--scheduler-key", k.sched_pub_path, NULL};
+  const char *b[] = {"--curve-secret", k.sec_path[1], "--scheduler-key", k.sched_pub_path, NULL};
+  farm_start_worker(&f, "w-a", "x86", a);
+  farm_start_worker(&f, "w-b", "x86", b);
+  char model[72];
+  farm_push_model(&f, "model R: restarted\nsleep 1500\n", model);
+  char *job = submit_verified(&f, model, "onnx", "team/restarted", 2);
+  char k1[200], k2[200];
+  snprintf(k1, sizeof k1, "nimble:task:%s.x86:v1", job);
+  snprintf(k2, sizeof k2, "nimble:task:%s.x86:v2", job);
+  ck_assert(farm_wait_redis_field(&f, k1, "state", "running", 10000));
+  ck_assert(farm_wait_redis_field(&f, k2, "state", "running", 10000));
+  farm_stop_scheduler(&f, SIGKILL);
+  farm_sleep_ms(300);
+  farm_start_scheduler(&f);
+  json_t *s = farm_wait_job(&f, job, "done", 30000, NULL);
+  ck_assert_msg(!strcmp(json_string_value(json_object_get(s, "state")), "done"), "%s: %s",
+                json_string_value(json_object_get(s, "state")), task_str(s, "error"));
+  ck_assert_int_eq(farm_count_compiles(&f, NULL), 2); /* the copies kept their leases */
+  char d[72];
+  json_t *m = pull_manifest(&f, "team/restarted", "x86", d);
+  ck_assert_str_eq(d, task_str(s, "manifest"));
+  json_decref(m);
+  json_decref(s);
+  free(job);
+  farm_stop(&f);
+}
+END_TEST
+
+/* With CURVE a worker id belongs to the key that registered it, and a key
+ * is one connected worker: one compromised worker cannot pass for the
+ * second worker a verified build needs, under its own key or another's id. */
+START_TEST(test_one_key_cannot_be_two_workers_of_a_verified_build) {
+  curve_keys k;
+  curve_keys_make(&k);
+  farm f;
+  farm_config cfg = {.curve_secret = k.sched_sec, .worker_keys = k.allow};
+  farm_start(&f, &cfg);
+  curve_keys_write(&k, f.dir);
+  const char *a[] = {"--curve-secret", k.sec_path[0], "--scheduler-key", k.sched_pub_path, NULL};
+  const char *b[] = {"--curve-secret", k.sec_path[1], "--scheduler-key", k.sched_pub_path, NULL};
+  farm_start_worker(&f, "w-a", "x86", a);
+  ck_assert(farm_wait_redis_field(&f, "nimble:worker:w-a", "connected", "1", 10000));
+  /* Key A again, under a second id, while w-a is connected. */
+  farm_start_worker(&f, "w-a2", "x86", a);
+  /* Key B under w-a's id. */
+  farm_start_worker(&f, "w-a", "x86", b);
+  char model[72];
+  farm_push_model(&f, "model K: one key\n", model);
+  char *job = submit_verified(&f, model, "onnx", "team/onekey", 2);
+  farm_sleep_ms(3000);
+  json_t *s = farm_wait_job(&f, job, "done", 100, NULL);
+  ck_assert_str_eq(json_string_value(json_object_get(s, "state")), "running");
+  ck_assert_int_eq(task_int(s, "verified"), 1);
+  ck_assert_int_eq(farm_count_compiles(&f, NULL), 1);
+  char want[200];
+  snprintf(want, sizeof want, "worker w-a2 refused: worker key %s is connected as worker 'w-a'",
+           k.pub[0]);
+  ck_assert_msg(farm_sched_log_contains(&f, want), "no '%s'", want);
+  snprintf(want, sizeof want, "worker w-a refused: worker id 'w-a' belongs to another key; refused for key %s",
+           k.pub[1]);
+  ck_assert_msg(farm_sched_log_contains(&f, want), "no '%s'", want);
+  /* The impostor's heartbeats under w-a's id are refused too (they would
+   * take over w-a's connection). */
+  char logpath[400];
+  snprintf(logpath, sizeof logpath, "%s/worker-w-a.log", f.dir);
+  FILE *lf = fopen(logpath, "r");
+  ck_assert_ptr_nonnull(lf);
+  static char logtext[1 << 20];
+  size_t ln = fread(logtext, 1, sizeof logtext - 1, lf);
+  fclose(lf);
+  logtext[ln] = '\0';
+  ck_assert_msg(strstr(logtext, "scheduler: PERMISSION_DENIED: worker id 'w-a' belongs to another key"),
+                "the impostor's heartbeats were not refused: %s", logtext);
+  /* A worker with a key of its own is the second worker. */
+  const char *c[] = {"--curve-secret", k.sec_path[2], "--scheduler-key", k.sched_pub_path, NULL};
+  farm_start_worker(&f, "w-c", "x86", c);
+  json_decref(s);
+  s = farm_wait_job(&f, job, "done", 20000, NULL);
+  ck_assert_str_eq(json_string_value(json_object_get(s, "state")), "done");
+  json_decref(s);
+  free(job);
+  farm_stop(&f);
+}
+END_TEST
+
 /* The real compiler: two workers, one compiling on 1 thread and the other
  * on 2 (and each with its own empty kernel cache), agree byte for byte,
  * and so does a local `nimble compile` of the same program. */
@@ -530,6 +662,8 @@ int main(void) {
   tcase_add_test(tc, test_two_honest_workers_build_identical_bytes_and_the_job_publishes_them);
   tcase_add_test(tc, test_a_worker_that_flips_a_byte_fails_the_job_naming_both_workers);
   tcase_add_test(tc, test_the_verify_policy_waits_for_a_second_worker_and_says_so);
+  tcase_add_test(tc, test_a_verified_build_survives_a_scheduler_restart);
+  tcase_add_test(tc, test_one_key_cannot_be_two_workers_of_a_verified_build);
   tcase_add_test(tc, test_the_real_compiler_on_two_workers_with_j1_and_j2_agrees_byte_for_byte);
   tcase_add_test(tc, test_a_store_outage_longer_than_three_deliveries_does_not_fail_the_task);
   tcase_add_test(tc, test_retryable_failures_are_bounded_by_max_retries);
