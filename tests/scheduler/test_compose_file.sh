@@ -84,6 +84,7 @@ for w in ("worker-x86", "worker-aarch64", "worker-cuda"):
     assert c[c.index("--curve-secret") + 1] == f"{keys}/{w}.secret", f"{w}: --curve-secret"
     assert c[c.index("--scheduler-key") + 1] == f"{keys}/scheduler.public", f"{w}: --scheduler-key"
     assert f"curve-keys:{keys}:ro" in s[w]["volumes"], f"{w}: the keys volume is not read-only"
+    assert c[c.index("--id") + 1] == w, f"{w}: a stable --id (an id is bound to its key)"
     assert "worker-keys" in s[w]["entrypoint"][2] and "exec nimble-worker" in s[w]["entrypoint"][2], w
 assert "--keygen" in script and "exec nimble-scheduler" in script
 for df in ("nimble.Dockerfile", "worker-cuda.Dockerfile"):
