@@ -154,7 +154,10 @@ lap "fleet up"
 # in the curve-keys volume at its first start, and admits only those.
 echo "== CurveZMQ between the scheduler and its workers"
 SCHED_CTR=${PROJECT}_scheduler_1
-podman logs "$SCHED_CTR" 2>&1 | grep -q "CURVE on for workers: 3 key(s) allowed" \
+# (The log is read whole first: `podman logs | grep -q` fails under
+# pipefail when grep stops reading early.)
+sched_log_has() { local text; text=$(podman logs "$SCHED_CTR" 2>&1) || true; grep -qF -- "$1" <<<"$text"; }
+sched_log_has "CURVE on for workers: 3 key(s) allowed" \
   || { echo "fleet: the scheduler did not turn CURVE on with the 3 workers' keys" >&2; exit 1; }
 SCHED_PUB=$(podman exec "$SCHED_CTR" cat /var/lib/nimble-keys/scheduler.public)
 echo "   scheduler key $SCHED_PUB; 3 worker keys allowed; both workers connected with theirs"
@@ -168,12 +171,12 @@ podman run -d --name "${PROJECT}_rogue" --network "${PROJECT}_farm" -v "$WORK/ro
   --id rogue --curve-secret /keys/rogue.secret --scheduler-key /keys/scheduler.public >/dev/null
 ROGUE=$(cut -c1-40 "$WORK/rogue/rogue.public")
 for _ in $(seq 40); do
-  podman logs "$SCHED_CTR" 2>&1 | grep -qF "ZAP: refused worker key $ROGUE" && break
+  sched_log_has "ZAP: refused worker key $ROGUE" && break
   sleep 0.5
 done
-podman logs "$SCHED_CTR" 2>&1 | grep -F "ZAP: refused worker key $ROGUE" | head -1 | sed 's/^/   /'
-podman logs "$SCHED_CTR" 2>&1 | grep -qF "ZAP: refused worker key $ROGUE" \
+sched_log_has "ZAP: refused worker key $ROGUE" \
   || { echo "fleet: a worker key not on the allow-list was not refused" >&2; exit 1; }
+echo "   scheduler: ZAP: refused worker key $ROGUE" 
 curl -sf "$DASH/api/state" | $PY -c '
 import json, sys
 s = json.load(sys.stdin)
