@@ -229,10 +229,6 @@ void sched_tag_merged_names(nimble_scheduler *s, const nimble_sched_task_t *t) {
   nimble_status_free(st);
 }
 
-/* A RESULT: the worker pushed the artifact's blobs and its manifest, by
- * digest and untagged, to the task's repository. A copy of a verified
- * build records what its worker built (verify.c compares and publishes);
- * any other task is published here: signed, then tagged `name:tag`. */
 /* Who sent a message: the registered worker of the connection, or, with
  * CURVE, the worker its key is bound to (a scheduler that restarted knows
  * no connection until the worker says READY again). */
@@ -251,6 +247,10 @@ static void sender_id(nimble_scheduler *s, const sched_worker *w, const sched_en
   nimble_status_free(st);
 }
 
+/* A RESULT: the worker pushed the artifact's blobs and its manifest, by
+ * digest and untagged, to the task's repository. A copy of a verified
+ * build records what its worker built (verify.c compares and publishes);
+ * any other task is published here: signed, then tagged `name:tag`. */
 static void handle_result(nimble_scheduler *s, sched_worker *w, const sched_envelope *env,
                           const json_t *body) {
   const char *tid = str_of(body, "task");
