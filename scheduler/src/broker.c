@@ -280,14 +280,14 @@ static void release_delayed(nimble_scheduler *s) {
     nimble_sched_task_t t;
     st = nimble_sched_task_load(s->redis, tid, &t);
     if (st && nimble_status_code(st) != NIMBLE_NOT_FOUND) break; /* Redis away: next tick */
-    int queued = !st && !strcmp(t.state, "queued");
+    int loaded = !st, queued = loaded && !strcmp(t.state, "queued");
     nimble_status_free(st);
     st = nimble_ok();
     if (queued)
       st = nimble_sched_redis_command(s->redis, NULL, "LPUSH nimble:%s:%s %s",
                                       nimble_sched_task_queue(&t), t.target, tid);
     if (!st) st = nimble_sched_redis_command(s->redis, NULL, "ZREM nimble:delayed %s", tid);
-    if (queued) nimble_sched_task_deinit(&t);
+    if (loaded) nimble_sched_task_deinit(&t);
     if (st) break;
   }
   log_status(s, "delayed tasks", st);
