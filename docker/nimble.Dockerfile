@@ -30,8 +30,11 @@ FROM ${RUNTIME_BASE} AS runtime
 COPY --from=build /opt/nimble /opt/nimble
 # nimble compile links kernels with ld.lld-16 (bundled): found on PATH.
 ENV PATH=/opt/nimble/bin:$PATH LD_LIBRARY_PATH=/opt/nimble/lib
+# /var/lib/nimble-keys: the compose file's CurveZMQ keys volume (a new
+# volume takes this directory's owner).
 RUN useradd --system --create-home nimble \
- && mkdir -p /var/lib/nimble-store && chown nimble /var/lib/nimble-store
+ && mkdir -p /var/lib/nimble-store /var/lib/nimble-keys \
+ && chown nimble /var/lib/nimble-store /var/lib/nimble-keys
 USER nimble
 WORKDIR /home/nimble
 

@@ -23,7 +23,8 @@ FROM ${CUDA_BASE}
 COPY --from=build /opt/nimble /opt/nimble
 ENV PATH=/opt/nimble/bin:$PATH LD_LIBRARY_PATH=/opt/nimble/lib \
     NVIDIA_DRIVER_CAPABILITIES=compute,utility
-RUN useradd --system --create-home nimble
+RUN useradd --system --create-home nimble \
+ && mkdir -p /var/lib/nimble-keys && chown nimble /var/lib/nimble-keys
 USER nimble
 WORKDIR /home/nimble
 ENTRYPOINT ["nimble-worker"]

@@ -7,9 +7,12 @@
 # from this machine against the published ports: submit the reference MLP
 # for x86 and aarch64, status, fetch, run (checked against PyTorch's
 # output; the aarch64 artifact under qemu when the cross build's nimble-run
-# is given). Then the fleet is taken down (containers removed, volumes
+# is given). CurveZMQ is on between the scheduler and the workers (the
+# compose default: keys made at the first start in the curve-keys volume),
+# and a worker with a key of its own is refused. Then the fleet is taken down (containers removed, volumes
 # kept) and brought up again: the job is still known (Redis AOF), the same
-# artifact is fetched again byte for byte (the store's volume), and a
+# artifact is fetched again byte for byte (the store's volume), the CurveZMQ
+# keys are the same (their volume), and a
 # resubmission is answered from the cache. The scripts/test.sh stage
 # `fleet` runs this.
 #
@@ -147,6 +150,41 @@ sys.exit(0 if sorted(t for w in live for t in w["targets"]) == ["aarch64", "x86"
 fleet_up "first start"
 lap "fleet up"
 
+# CurveZMQ is on by default: the scheduler made its keys and the workers'
+# in the curve-keys volume at its first start, and admits only those.
+echo "== CurveZMQ between the scheduler and its workers"
+SCHED_CTR=${PROJECT}_scheduler_1
+# (The log is read whole first: `podman logs | grep -q` fails under
+# pipefail when grep stops reading early.)
+sched_log_has() { local text; text=$(podman logs "$SCHED_CTR" 2>&1) || true; grep -qF -- "$1" <<<"$text"; }
+sched_log_has "CURVE on for workers: 3 key(s) allowed" \
+  || { echo "fleet: the scheduler did not turn CURVE on with the 3 workers' keys" >&2; exit 1; }
+SCHED_PUB=$(podman exec "$SCHED_CTR" cat /var/lib/nimble-keys/scheduler.public)
+echo "   scheduler key $SCHED_PUB; 3 worker keys allowed; both workers connected with theirs"
+# A worker with a key of its own (not on the allow-list) is refused.
+mkdir -p "$WORK/rogue"
+"$BUILD/scheduler/nimble-scheduler" --keygen "$WORK/rogue/rogue" >/dev/null
+printf '%s\n' "$SCHED_PUB" >"$WORK/rogue/scheduler.public"
+chmod 755 "$WORK/rogue"; chmod 644 "$WORK/rogue"/*
+podman run -d --name "${PROJECT}_rogue" --network "${PROJECT}_farm" -v "$WORK/rogue:/keys:ro" \
+  nimble/worker:latest --scheduler tcp://scheduler:5556 --store http://store:5000 --targets x86 \
+  --id rogue --curve-secret /keys/rogue.secret --scheduler-key /keys/scheduler.public >/dev/null
+ROGUE=$(cut -c1-40 "$WORK/rogue/rogue.public")
+for _ in $(seq 40); do
+  sched_log_has "ZAP: refused worker key $ROGUE" && break
+  sleep 0.5
+done
+sched_log_has "ZAP: refused worker key $ROGUE" \
+  || { echo "fleet: a worker key not on the allow-list was not refused" >&2; exit 1; }
+echo "   scheduler: ZAP: refused worker key $ROGUE" 
+curl -sf "$DASH/api/state" | $PY -c '
+import json, sys
+s = json.load(sys.stdin)
+assert not any(w["id"] == "rogue" for w in s["workers"]), "the rogue worker registered"'
+podman rm -f "${PROJECT}_rogue" >/dev/null
+echo "   a worker with a key not on the list was refused and never registered"
+lap "curve"
+
 echo "== the README's farm commands against the fleet"
 MODELS=$BUILD/models
 $PY scripts/gen_reference_models.py "$MODELS" --only mlp >/dev/null
@@ -194,6 +232,9 @@ echo "== fleet: podman-compose down (containers removed, volumes kept), then up 
 [ -z "$(podman ps -a -q --filter "label=io.podman.compose.project=$PROJECT")" ] \
   || { echo "fleet: containers left after down" >&2; exit 1; }
 fleet_up "restart"
+[ "$(podman exec "$SCHED_CTR" cat /var/lib/nimble-keys/scheduler.public)" = "$SCHED_PUB" ] \
+  || { echo "fleet: the CurveZMQ keys were not kept across the restart" >&2; exit 1; }
+echo "   the CurveZMQ keys were kept (the curve-keys volume)"
 echo "\$ nimble status $JOB   (Redis came back from its AOF file)"
 "${NIMBLE[@]}" status "$JOB" | tee "$WORK/status2.out"
 grep -q "^job $JOB: done" "$WORK/status2.out"

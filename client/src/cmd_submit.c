@@ -26,7 +26,8 @@ typedef struct submit_target {
   char state[16];       /* the last state shown */
   char phase[40];
   int percent;
-  int workers;          /* while queued: workers serving the target; -1 unknown */
+  int workers;          /* while queued (or verifying): workers serving the target; -1 unknown */
+  int verify, verified; /* a verified build: workers asked for, copies built; 0 when not one */
   char manifest[(NIMBLE_DIGEST_STRING_LEN + 1)]; /* "" until done */
   char *error;          /* owned: the failure text, NULL when none */
   bool cached;
@@ -59,10 +60,23 @@ static void show(submit_job *j, submit_target *t) {
   const char *state = t->state;
   char detail[600] = "";
   int percent = -1;
-  if (!strcmp(state, "running")) {
+  if (!strcmp(state, "running") && t->verify >= 2) {
+    /* A verified build: copies on distinct workers, compared when built. */
+    state = "verifying";
+    int n = snprintf(detail, sizeof detail, "%d of %d builds done", t->verified, t->verify);
+    if (t->workers >= 0 && t->workers < t->verify && n > 0)
+      snprintf(detail + n, sizeof detail - (size_t)n,
+               "; %d worker%s serve%s this target, %d needed: waiting for more", t->workers,
+               t->workers == 1 ? "" : "s", t->workers == 1 ? "s" : "", t->verify);
+  } else if (!strcmp(state, "running")) {
     state = "compiling";
     snprintf(detail, sizeof detail, "%s", t->phase);
     percent = t->phase[0] ? t->percent : -1;
+  } else if (!strcmp(state, "queued") && t->verify >= 2 && t->workers >= 0 &&
+             t->workers < t->verify) {
+    snprintf(detail, sizeof detail,
+             "a verified build needs %d distinct workers; %d serve%s this target: waiting for more",
+             t->verify, t->workers, t->workers == 1 ? "s" : "");
   } else if (!strcmp(state, "done")) {
     char *ref = nimble_farm_reference(j->store, j->name, t->tag, t->manifest);
     snprintf(detail, sizeof detail, "%s%s", t->cached ? "cached " : "", ref ? ref : t->manifest);
@@ -104,8 +118,13 @@ static void apply_status(submit_job *j, const json_t *body) {
     int percent = json_is_integer(pct) ? (int)json_integer_value(pct) : -1;
     json_t *wk = json_object_get(task, "workers");
     int workers = json_is_integer(wk) ? (int)json_integer_value(wk) : -1;
+    int verify = (int)json_integer_value(json_object_get(task, "verify"));
+    int verified = (int)json_integer_value(json_object_get(task, "verified"));
     bool changed = strcmp(t->state, state) != 0 || strcmp(t->phase, phase ? phase : "") != 0 ||
-                   t->percent != percent || t->cached != cached || t->workers != workers;
+                   t->percent != percent || t->cached != cached || t->workers != workers ||
+                   t->verify != verify || t->verified != verified;
+    t->verify = verify;
+    t->verified = verified;
     snprintf(t->state, sizeof t->state, "%s", state);
     snprintf(t->phase, sizeof t->phase, "%s", phase ? phase : "");
     t->percent = percent;
@@ -126,7 +145,9 @@ static void apply_progress(submit_job *j, const json_t *body) {
   const char *job = json_string_value(json_object_get(body, "job"));
   if (!job || strcmp(job, j->job) != 0) return;
   submit_target *t = find_target(j, json_string_value(json_object_get(body, "target")));
-  if (!t || !strcmp(t->state, "done") || !strcmp(t->state, "failed")) return;
+  /* A verified build's copies report no progress of their own (the status
+   * says how many are built). */
+  if (!t || !strcmp(t->state, "done") || !strcmp(t->state, "failed") || t->verify >= 2) return;
   snprintf(t->state, sizeof t->state, "running");
   snprintf(t->phase, sizeof t->phase, "%s", json_string_value(json_object_get(body, "phase")));
   t->percent = (int)json_integer_value(json_object_get(body, "percent"));
@@ -189,6 +210,7 @@ typedef struct submit_args {
   const char *events;
   bool wait, json;
   long timeout_s;
+  int verify; /* 0: not asked */
   json_t *options; /* owned */
 } submit_args;
 
@@ -275,6 +297,14 @@ static int parse_args(int argc, char **argv, submit_args *a) {
       if (r < 0) return nimble_cli_usage_error(self(), "--option needs KEY=VALUE");
       int rc = take_option(a, v);
       if (rc) return rc;
+    } else if ((r = nimble_farm_take_value(argc, argv, &i, "--verify", &v)) != 0) {
+      if (r < 0) return nimble_cli_usage_error(self(), "--verify needs a number of workers");
+      char *end;
+      errno = 0;
+      long n = strtol(v, &end, 10);
+      if (errno || *end || end == v || n < 1 || n > 16)
+        return nimble_cli_usage_error(self(), "--verify '%s' is not 1..16 workers", v);
+      a->verify = (int)n;
     } else if ((r = nimble_farm_take_value(argc, argv, &i, "--timeout", &v)) != 0) {
       if (r < 0) return nimble_cli_usage_error(self(), "--timeout needs a number of seconds");
       char *end;
@@ -429,6 +459,7 @@ static int submit(nimble_cli_ctx *ctx, submit_args *a) {
   json_t *body = json_pack("{s:s,s:s,s:s,s:o}", "model", model, "format", format, "name", name,
                            "targets", specs);
   if (json_object_size(a->options) > 0) json_object_set(body, "options", a->options);
+  if (a->verify > 1) json_object_set_new(body, "verify", json_integer(a->verify));
   s = nimble_message_validate_body(NIMBLE_MSG_SUBMIT, body);
   if (s) {
     json_decref(body);
@@ -532,7 +563,7 @@ const nimble_cli_command nimble_cmd_submit = {
     "submit",
     "Compile a model on the farm for one or more targets.",
     "submit MODEL --targets=LIST [--name NAME] [--wait|--no-wait] [--json]\n"
-    "       [--option K=V]... [--timeout S] [--format onnx|nir] [--events EP]",
+    "       [--option K=V]... [--verify N] [--timeout S] [--format onnx|nir] [--events EP]",
     "Uploads MODEL to the store (repository 'models'; skipped when the store\n"
     "has it), sends the job to the scheduler and shows one progress line per\n"
     "target until every target is finished. Then prints, per target, the\n"
@@ -548,6 +579,9 @@ const nimble_cli_command nimble_cmd_submit = {
     "  --json            progress as JSON lines on stderr, the result as one\n"
     "                    JSON document on stdout\n"
     "  --option K=V      a compiler option (integers and true/false are typed)\n"
+    "  --verify N        have N distinct workers build each target and publish\n"
+    "                    only when their artifacts are identical (a verified\n"
+    "                    build; 1..16, default 1 or the farm's policy)\n"
     "  --timeout S       give up waiting after S seconds (default 600)\n"
     "  --format F        onnx or nir (default: from the file name, else onnx)\n"
     "  --events EP       the scheduler's events endpoint (default $NIMBLE_EVENTS,\n"

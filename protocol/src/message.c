@@ -64,7 +64,8 @@ typedef struct field_spec {
 
 static const field_spec kSubmit[] = {{"model", F_DIGEST, 1, 0, 0},   {"format", F_FORMAT, 1, 0, 0},
                                      {"name", F_REPO, 1, 0, 0},      {"targets", F_TARGETS, 1, 0, 0},
-                                     {"options", F_OPTIONS, 0, 0, 0}, END};
+                                     {"options", F_OPTIONS, 0, 0, 0}, {"verify", F_INT, 0, 1, 16},
+                                     END};
 static const field_spec kStatus[] = {{"job", F_ID, 1, 0, 0}, END};
 static const field_spec kCancel[] = {{"job", F_ID, 0, 0, 0}, {"task", F_ID, 0, 0, 0}, END};
 static const field_spec kReady[] = {{"worker", F_ID, 1, 0, 0},
@@ -94,6 +95,8 @@ static const field_spec kTaskStatus[] = {{"target", F_TARGET, 1, 0, 0},
                                          {"error", F_TEXT, 0, 0, MAX_TEXT},
                                          {"cached", F_BOOL, 0, 0, 0},
                                          {"workers", F_INT, 0, 0, 1000000},
+                                         {"verify", F_INT, 0, 2, 16},
+                                         {"verified", F_INT, 0, 0, 16},
                                          {"profile", F_REPORT, 0, 0, 0},
                                          END};
 static const field_spec kTask[] = {{"task", F_ID, 1, 0, 0},

@@ -216,9 +216,94 @@ nimble_status_t sched_task_finish(nimble_scheduler *s, nimble_sched_task_t *t) {
   NIMBLE_RETURN_IF_ERROR(nimble_sched_redis_command(s->redis, NULL, "SREM nimble:active %s", t->id));
   NIMBLE_RETURN_IF_ERROR(nimble_sched_redis_command(s->redis, NULL, "LREM nimble:%s:%s 0 %s",
                                                     nimble_sched_task_queue(t), t->target, t->id));
+  NIMBLE_RETURN_IF_ERROR(nimble_sched_redis_command(s->redis, NULL, "ZREM nimble:delayed %s", t->id));
   sched_log(s, "task %s %s%s%s", t->id, t->state, t->error ? ": " : "", t->error ? t->error : "");
   sched_publish_task_jobs(s, t->id);
+  /* A copy of a verified build decides its group's fate once it ends. */
+  if (t->group[0]) sched_verify_settle(s, t->group);
   return nimble_ok();
+}
+
+nimble_status_t sched_task_retry_later(nimble_scheduler *s, nimble_sched_task_t *t,
+                                       const char *why) {
+  /* The delivery is given back: a store outage says nothing about the
+   * task, and must not spend the deliveries meant for a model that kills
+   * its worker. The bound is --max-retries of these. */
+  if (t->attempts > 0) t->attempts--;
+  t->retries++;
+  if (t->retries > s->max_retries) {
+    char msg[1024];
+    snprintf(msg, sizeof msg,
+             "task '%s' failed %d times for reasons its workers called retryable (the store "
+             "or the network; --max-retries %d); last time: %s",
+             t->id, t->retries, s->max_retries, why);
+    free(t->error);
+    t->error = strdup(msg);
+    snprintf(t->state, sizeof t->state, "failed");
+    return sched_task_finish(s, t);
+  }
+  int shift = t->retries - 1 < 4 ? t->retries - 1 : 4;
+  int64_t backoff = (int64_t)500 << shift; /* 0.5, 1, 2, 4, 8, 8, ... s */
+  free_worker_of(s, t->id);
+  snprintf(t->state, sizeof t->state, "queued");
+  t->worker[0] = '\0';
+  t->lease_until = 0;
+  t->queued_ms = sched_now_epoch_ms();
+  NIMBLE_RETURN_IF_ERROR(nimble_sched_task_save(s->redis, t));
+  sched_lease_drop(s, t->id);
+  sched_metrics_task_requeued(s->metrics, t->kind, t->target);
+  const char *q = nimble_sched_task_queue(t);
+  NIMBLE_RETURN_IF_ERROR(
+      nimble_sched_redis_command(s->redis, NULL, "LREM nimble:%s:%s 0 %s", q, t->target, t->id));
+  NIMBLE_RETURN_IF_ERROR(nimble_sched_redis_command(s->redis, NULL, "ZADD nimble:delayed %lld %s",
+                                                    (long long)(t->queued_ms + backoff), t->id));
+  sched_log(s, "task %s queued again in %lld ms (retryable failure %d of %d, the delivery not "
+               "counted): %s",
+            t->id, (long long)backoff, t->retries, s->max_retries, why);
+  sched_publish_task_jobs(s, t->id);
+  return nimble_ok();
+}
+
+/* Moves the tasks whose backoff is over from nimble:delayed to the front of
+ * their queue. */
+static void release_delayed(nimble_scheduler *s) {
+  redisReply *rep;
+  nimble_status_t st = nimble_sched_redis_command(
+      s->redis, &rep, "ZRANGEBYSCORE nimble:delayed -inf %lld LIMIT 0 64",
+      (long long)sched_now_epoch_ms());
+  if (st) {
+    log_status(s, "delayed tasks", st);
+    return;
+  }
+  for (size_t i = 0; rep->type == REDIS_REPLY_ARRAY && i < rep->elements; i++) {
+    const char *tid = rep->element[i]->str;
+    nimble_sched_task_t t;
+    st = nimble_sched_task_load(s->redis, tid, &t);
+    if (st && nimble_status_code(st) != NIMBLE_NOT_FOUND) break; /* Redis away: next tick */
+    int loaded = !st, queued = loaded && !strcmp(t.state, "queued");
+    nimble_status_free(st);
+    st = nimble_ok();
+    if (queued)
+      st = nimble_sched_redis_command(s->redis, NULL, "LPUSH nimble:%s:%s %s",
+                                      nimble_sched_task_queue(&t), t.target, tid);
+    if (!st) st = nimble_sched_redis_command(s->redis, NULL, "ZREM nimble:delayed %s", tid);
+    if (loaded) nimble_sched_task_deinit(&t);
+    if (st) break;
+  }
+  log_status(s, "delayed tasks", st);
+  freeReplyObject(rep);
+}
+
+void sched_send_cancel(nimble_scheduler *s, const nimble_sched_task_t *t) {
+  if (strcmp(t->state, "running")) return;
+  sched_worker *w = sched_worker_find(s, t->worker);
+  if (!w || strcmp(w->task, t->id)) return;
+  json_t *b = json_pack("{s:s}", "task", t->id);
+  sched_envelope env = {.count = 1};
+  memcpy(env.data[0], w->rid, w->rid_len);
+  env.size[0] = w->rid_len;
+  if (b) sched_send(s, s->workers, &env, NIMBLE_MSG_CANCEL, b);
+  json_decref(b);
 }
 
 nimble_status_t sched_task_requeue(nimble_scheduler *s, nimble_sched_task_t *t, const char *why) {
@@ -282,16 +367,31 @@ static void send_task(nimble_scheduler *s, sched_worker *w, const nimble_sched_t
 /* Gives worker w the first queued task of one of its targets: compile
  * queues first, then the profile queues of the targets it can run. 1 when
  * given. */
+/* Puts back, at the front and in their order, the copies a worker was not
+ * allowed to build (another copy of their group is its). */
+static void put_back(nimble_scheduler *s, const char *q, const char *target,
+                     char (*skipped)[NIMBLE_SCHED_ID_MAX + 1], size_t n) {
+  for (size_t i = n; i-- > 0;)
+    log_status(s, "dispatch",
+               nimble_sched_redis_command(s->redis, NULL, "LPUSH nimble:%s:%s %s", q, target,
+                                          skipped[i]));
+}
+
+#define SCHED_MAX_SKIPPED 32
+
 static int dispatch_one(nimble_scheduler *s, sched_worker *w) {
   for (size_t k = 0; k < w->ntargets + w->ncan_run; k++) {
     int profile = k >= w->ntargets;
     const char *target = profile ? w->can_run[k - w->ntargets] : w->targets[k];
-    for (;;) {
+    const char *q = profile ? "pqueue" : "queue";
+    char skipped[SCHED_MAX_SKIPPED][NIMBLE_SCHED_ID_MAX + 1];
+    size_t nskipped = 0;
+    while (nskipped < SCHED_MAX_SKIPPED) {
       redisReply *rep;
-      nimble_status_t st = nimble_sched_redis_command(s->redis, &rep, "LPOP nimble:%s:%s",
-                                                      profile ? "pqueue" : "queue", target);
+      nimble_status_t st = nimble_sched_redis_command(s->redis, &rep, "LPOP nimble:%s:%s", q, target);
       if (st) {
         log_status(s, "dispatch", st);
+        put_back(s, q, target, skipped, nskipped);
         return 0;
       }
       if (rep->type != REDIS_REPLY_STRING) {
@@ -311,10 +411,17 @@ static int dispatch_one(nimble_scheduler *s, sched_worker *w) {
         nimble_sched_task_deinit(&t);
         continue;
       }
+      /* A verified build needs distinct workers: never two copies on one. */
+      if (t.group[0] && !sched_verify_worker_may_build(s, &t, w)) {
+        snprintf(skipped[nskipped++], sizeof skipped[0], "%s", t.id);
+        nimble_sched_task_deinit(&t);
+        continue;
+      }
       int64_t now = sched_now_epoch_ms();
       t.attempts++;
       snprintf(t.state, sizeof t.state, "running");
       snprintf(t.worker, sizeof t.worker, "%s", w->id);
+      snprintf(t.last_worker, sizeof t.last_worker, "%s", w->id);
       t.lease_until = now + s->lease_ms;
       t.started_ms = now;
       st = nimble_sched_task_save(s->redis, &t);
@@ -324,6 +431,7 @@ static int dispatch_one(nimble_scheduler *s, sched_worker *w) {
         nimble_status_free(nimble_sched_redis_command(s->redis, NULL, "LPUSH nimble:%s:%s %s",
                                                       nimble_sched_task_queue(&t), t.target, t.id));
         nimble_sched_task_deinit(&t);
+        put_back(s, q, target, skipped, nskipped);
         return 0;
       }
       int64_t since = t.queued_ms ? t.queued_ms : t.created_ms;
@@ -335,9 +443,12 @@ static int dispatch_one(nimble_scheduler *s, sched_worker *w) {
       sched_log(s, "%s task %s (%s) -> worker %s, delivery %d", t.kind, t.id, t.target, w->id,
                 t.attempts);
       sched_publish_task_jobs(s, t.id);
+      if (t.group[0]) sched_verify_settle(s, t.group); /* the group now runs */
       nimble_sched_task_deinit(&t);
+      put_back(s, q, target, skipped, nskipped);
       return 1;
     }
+    put_back(s, q, target, skipped, nskipped);
   }
   return 0;
 }
@@ -413,9 +524,15 @@ static nimble_status_t reconcile(nimble_scheduler *s) {
     const char *q = nimble_sched_task_queue(&t);
     if (!strcmp(t.state, "running")) {
       if (!sched_lease_find(s, t.id)) sched_lease_set(s, t.id, t.worker, t.lease_until);
-    } else if (!strcmp(t.state, "queued")) {
+    } else if (!strcmp(t.state, "queued") && !(t.verify >= 2 && !t.group[0])) {
+      /* (A verified build's group task is never queued: its copies are.) */
       redisReply *pos;
       st = nimble_sched_redis_command(s->redis, &pos, "LPOS nimble:%s:%s %s", q, t.target, t.id);
+      if (!st && pos->type == REDIS_REPLY_NIL) {
+        /* One waiting out a retry backoff is not missing. */
+        freeReplyObject(pos);
+        st = nimble_sched_redis_command(s->redis, &pos, "ZSCORE nimble:delayed %s", t.id);
+      }
       if (!st) {
         int missing = pos->type == REDIS_REPLY_NIL;
         freeReplyObject(pos);
@@ -427,6 +544,7 @@ static nimble_status_t reconcile(nimble_scheduler *s) {
     nimble_sched_task_deinit(&t);
   }
   freeReplyObject(rep);
+  if (!st) sched_verify_reconcile(s);
   return st;
 }
 
@@ -436,6 +554,7 @@ static nimble_status_t reconcile(nimble_scheduler *s) {
  * into *payload (a zmq_msg the caller closes). 0 when nothing was waiting. */
 static int recv_message(void *sock, sched_envelope *env, zmq_msg_t *payload) {
   env->count = 0;
+  env->key[0] = '\0';
   zmq_msg_init(payload);
   if (zmq_msg_recv(payload, sock, ZMQ_DONTWAIT) < 0) {
     zmq_msg_close(payload);
@@ -460,6 +579,9 @@ static int recv_message(void *sock, sched_envelope *env, zmq_msg_t *payload) {
     zmq_msg_close(payload);
     return -1;
   }
+  /* With CURVE the ZAP handler named the peer's key as its user id. */
+  const char *user = zmq_msg_gets(payload, "User-Id");
+  if (user && strlen(user) == 40) memcpy(env->key, user, 41);
   return 1;
 }
 
@@ -509,6 +631,11 @@ static nimble_status_t create_inner(const nimble_scheduler_options_t *o, nimble_
     return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "--lease-ms: at most 86400000");
   s->worker_timeout_ms = o->worker_timeout_ms > 0 ? o->worker_timeout_ms : 10000;
   s->max_deliveries = o->max_deliveries > 0 ? o->max_deliveries : 3;
+  s->max_retries = o->max_retries > 0 ? o->max_retries : 10;
+  if (o->verify < 0 || o->verify > NIMBLE_SCHED_MAX_VERIFY)
+    return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "--verify: 1 to %d workers",
+                              NIMBLE_SCHED_MAX_VERIFY);
+  s->verify_policy = o->verify > 1 ? o->verify : 1;
   s->quiet = o->quiet;
 
   if (o->token_file) NIMBLE_RETURN_IF_ERROR(sched_load_tokens(s, o->token_file));
@@ -622,6 +749,7 @@ nimble_status_t nimble_scheduler_run(nimble_scheduler *s) {
     if (items[0].revents & ZMQ_POLLIN) drain(s, s->clients, 0);
     expire_leases(s);
     expire_workers(s);
+    release_delayed(s);
     int64_t now = sched_now_mono_ms();
     if (now - s->last_reconcile_ms > 5000) {
       log_status(s, "reconcile", reconcile(s));

@@ -30,6 +30,7 @@ typedef struct sched_worker {
   size_t ncan_run;
   char task[NIMBLE_SCHED_ID_MAX + 1]; /* "" when idle */
   int64_t last_seen_ms;              /* monotonic */
+  char key[41];                      /* with CURVE: its public key (Z85), bound to its id */
 } sched_worker;
 
 typedef struct sched_lease {
@@ -44,6 +45,7 @@ typedef struct sched_envelope {
   uint8_t data[2][256];
   size_t size[2];
   int count;
+  char key[41]; /* with CURVE: the peer's public key (Z85, from ZAP), else "" */
 } sched_envelope;
 
 struct nimble_scheduler {
@@ -52,6 +54,8 @@ struct nimble_scheduler {
   char salt[256];
   long lease_ms, worker_timeout_ms;
   int max_deliveries, quiet;
+  int max_retries;   /* retryable failures before a task fails (requeue policy) */
+  int verify_policy; /* --verify: the least number of workers that build each compile */
   void *zctx, *clients, *workers, *events, *zap;
   nimble_sched_redis *redis;
   nimble_store_client *store;
@@ -101,6 +105,15 @@ sched_worker *sched_worker_by_rid(nimble_scheduler *s, const uint8_t *rid, size_
 void sched_dispatch(nimble_scheduler *s);
 /* Puts a task back in its queue or fails it when it has had its deliveries. */
 nimble_status_t sched_task_requeue(nimble_scheduler *s, nimble_sched_task_t *t, const char *why);
+/* The requeue policy for failures that are not the task's (the worker said
+ * `retryable`: the store or the network failed): the delivery is given
+ * back, the task waits in nimble:delayed for a backoff (0.5 s doubling to
+ * 8 s) and is queued again at the front; after --max-retries of them it
+ * fails naming the count and the last error. */
+nimble_status_t sched_task_retry_later(nimble_scheduler *s, nimble_sched_task_t *t,
+                                       const char *why);
+/* Tells the worker holding running task t (if connected) to stop it. */
+void sched_send_cancel(nimble_scheduler *s, const nimble_sched_task_t *t);
 /* Marks a task finished (done/failed/cancelled): saves it, drops its lease,
  * in-flight claim and active mark, frees its worker, publishes. */
 nimble_status_t sched_task_finish(nimble_scheduler *s, nimble_sched_task_t *t);
@@ -152,9 +165,40 @@ void sched_cache_verify(nimble_scheduler *s, const char *name, const char *manif
 nimble_status_t sched_sign(nimble_scheduler *s, const char *repo, const char *tag,
                            const char *manifest);
 
-/* Tags the manifest `manifest` of repository `from` as `to:tag` (blobs are
- * global in the store, so only the manifest is pushed), and signs it there. */
+/* Publishes the manifest `manifest` of repository `from` as `to:tag`: pulls
+ * it by digest (its bytes checked), signs (to, tag, manifest) and only then
+ * pushes it under the tag (blobs are global in the store, so only the
+ * manifest is pushed). A manifest that cannot be signed is not tagged. */
 nimble_status_t sched_store_tag(nimble_scheduler *s, const char *from, const char *manifest,
                                 const char *to, const char *tag);
+
+/* worker_requests.c: tags the artifact of finished task t under the names
+ * of the jobs merged into it (failures are logged). */
+void sched_tag_merged_names(nimble_scheduler *s, const nimble_sched_task_t *t);
+
+/* verify.c: verified builds (docs/farm.md, "Verified builds"). */
+/* Writes the group task id of copy `tid` ("<group>:v<k>") into group and
+ * returns k, or 0 when tid is not a copy. */
+int sched_copy_of(const char *tid, char group[NIMBLE_SCHED_ID_MAX + 1]);
+/* Creates the copies of group task g (its verify, key, model, ... set) in
+ * the queue of its target: "<g>:v1" .. "<g>:vN", pushed to the staging
+ * repository nimble-verify/<g>. */
+nimble_status_t sched_verify_create_copies(nimble_scheduler *s, const nimble_sched_task_t *g);
+/* 1 when worker w may build copy c: no other copy of its group is running
+ * on it or was built by it (with CURVE: by its key, under any id). */
+int sched_verify_worker_may_build(nimble_scheduler *s, const nimble_sched_task_t *c,
+                                  const sched_worker *w);
+/* After a copy changed: fails the group when a copy failed or two copies
+ * differ (naming both workers and both digests; nothing is tagged), publishes
+ * it when all N agree, else records that it runs. */
+void sched_verify_settle(nimble_scheduler *s, const char *group);
+/* Stops the unfinished copies of group g (sending CANCEL to their workers). */
+void sched_verify_stop_copies(nimble_scheduler *s, const nimble_sched_task_t *g);
+/* Settles every unfinished group (nimble:groups): at start-up and with
+ * reconciliation, for a scheduler that stopped between a copy's end and
+ * its group's settling. */
+void sched_verify_reconcile(nimble_scheduler *s);
+/* The copies of group g that finished with a manifest. */
+int sched_verify_count_built(nimble_scheduler *s, const nimble_sched_task_t *g);
 
 #endif

@@ -19,7 +19,7 @@ static const char *str_of(const json_t *body, const char *key) {
 /* Creates or joins the task for target `spec` of job `job`; writes the task
  * id used into tid and sets *cached when the cache answered. */
 static nimble_status_t submit_target(nimble_scheduler *s, const char *job, const json_t *body,
-                                     const char *spec, const char *options_text,
+                                     const char *spec, const char *options_text, int verify,
                                      char tid[NIMBLE_SCHED_ID_MAX + 1], int *cached) {
   *cached = 0;
   nimble_target_t target;
@@ -47,12 +47,20 @@ static nimble_status_t submit_target(nimble_scheduler *s, const char *job, const
   snprintf(t.target, sizeof t.target, "%s", spec);
   t.options = options_text ? strdup(options_text) : NULL;
   t.created_ms = t.queued_ms = sched_now_epoch_ms();
+  t.verify = verify > 1 ? verify : 0;
   sched_metrics_target(s->metrics, spec);
 
-  /* 1. The cache, served only while the store still has every blob. */
-  int found;
+  /* 1. The cache, served only while the store still has every blob, and
+   * for a verified build only when at least as many workers built it. */
+  int found, verified = 0;
   char manifest[NIMBLE_SCHED_DIGEST_LEN + 1], name[256];
   nimble_status_t st = nimble_sched_cache_get(s->redis, keytext, &found, manifest, name);
+  if (!st && found) st = nimble_sched_cache_verified(s->redis, keytext, &verified);
+  if (!st && found && verified < verify) {
+    sched_log(s, "cache entry %s -> %s not used: %d worker(s) built it, job %s asks for %d", keytext,
+              manifest, verified, job, verify);
+    found = 0;
+  }
   if (!st && found) {
     int ok = 0;
     sched_cache_verify(s, name, manifest, t.name, tag, &ok);
@@ -83,9 +91,14 @@ static nimble_status_t submit_target(nimble_scheduler *s, const char *job, const
       nimble_sched_task_t h;
       nimble_status_t hs = nimble_sched_task_load(s->redis, holder, &h);
       int live = !hs && (!strcmp(h.state, "queued") || !strcmp(h.state, "running"));
+      /* A job joins a task that builds at least as carefully as it asks. */
+      int enough = !hs && (h.verify > 1 ? h.verify : 1) >= verify;
       nimble_status_free(hs);
       if (!hs) nimble_sched_task_deinit(&h);
-      if (live) {
+      if (live && !enough)
+        sched_log(s, "job %s target %s not merged into task %s: it asks for %d workers", job, spec,
+                  holder, verify);
+      if (live && enough) {
         snprintf(tid, NIMBLE_SCHED_ID_MAX + 1, "%s", holder);
         sched_log(s, "job %s target %s merged into task %s", job, spec, holder);
         sched_metrics_merged(s->metrics, spec);
@@ -98,14 +111,18 @@ static nimble_status_t submit_target(nimble_scheduler *s, const char *job, const
         return nimble_sched_redis_command(s->redis, NULL, "SADD nimble:task:%s:jobs %s", holder,
                                           job);
       }
-      /* A stale claim (its task finished without releasing it): take over. */
+      /* A stale claim (its task finished without releasing it), or one a
+       * less verified task holds: take over. */
       st = nimble_sched_redis_command(s->redis, NULL, "SET nimble:inflight:%s %s", keytext, t.id);
     }
     if (!st) snprintf(t.state, sizeof t.state, "queued");
   }
   if (!st) st = nimble_sched_task_save(s->redis, &t);
   if (!st) st = nimble_sched_redis_command(s->redis, NULL, "SADD nimble:task:%s:jobs %s", t.id, job);
-  if (!st && !*cached) {
+  if (!st && !*cached && t.verify >= 2) {
+    /* A verified build: its copies are queued, never the group itself. */
+    st = sched_verify_create_copies(s, &t);
+  } else if (!st && !*cached) {
     st = nimble_sched_redis_command(s->redis, NULL, "SADD nimble:active %s", t.id);
     if (!st)
       st = nimble_sched_redis_command(s->redis, NULL, "RPUSH nimble:queue:%s %s", spec, t.id);
@@ -141,22 +158,25 @@ static void handle_submit(nimble_scheduler *s, const sched_envelope *env, const 
 
   const json_t *targets = json_object_get(body, "targets");
   const json_t *options = json_object_get(body, "options");
+  /* The job's own `verify` (protocol checked 1..16) or the policy's. */
+  int verify = (int)json_integer_value(json_object_get(body, "verify"));
+  if (verify < s->verify_policy) verify = s->verify_policy;
   char *options_text = options ? json_dumps(options, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
   char *targets_text = json_dumps(targets, JSON_COMPACT);
   /* The job record first: tasks point back to it. */
   st = nimble_sched_redis_command(
       s->redis, NULL,
       "HSET nimble:job:%s kind compile model %s format %s name %s targets %s options %s "
-      "cancelled 0 created_ms %lld",
+      "cancelled 0 created_ms %lld verify %d",
       job, str_of(body, "model"), str_of(body, "format"), str_of(body, "name"),
       targets_text ? targets_text : "[]", options_text ? options_text : "",
-      (long long)sched_now_epoch_ms());
+      (long long)sched_now_epoch_ms(), verify);
   int all_cached = 1;
   for (size_t i = 0; !st && i < json_array_size(targets); i++) {
     const char *spec = json_string_value(json_array_get(targets, i));
     char tid[NIMBLE_SCHED_ID_MAX + 1];
     int cached;
-    st = submit_target(s, job, body, spec, options_text, tid, &cached);
+    st = submit_target(s, job, body, spec, options_text, verify, tid, &cached);
     if (st) st = nimble_status_annotate(st, "target '%s'", spec);
     if (!st) st = nimble_sched_redis_command(s->redis, NULL, "HSET nimble:job:%s task:%d %s", job, (int)i, tid);
     if (!cached) all_cached = 0;
@@ -168,8 +188,8 @@ static void handle_submit(nimble_scheduler *s, const sched_envelope *env, const 
     nimble_status_free(st);
     return;
   }
-  sched_log(s, "job %s accepted (%zu target(s)%s)", job, json_array_size(targets),
-            all_cached ? ", all from the cache" : "");
+  sched_log(s, "job %s accepted (%zu target(s)%s%s)", job, json_array_size(targets),
+            all_cached ? ", all from the cache" : "", verify > 1 ? ", verified builds" : "");
   json_t *reply = json_pack("{s:s,s:b}", "job", job, "cached", all_cached);
   sched_send(s, s->clients, env, NIMBLE_MSG_ACCEPTED, reply);
   json_decref(reply);
@@ -249,20 +269,11 @@ static void cancel_task(nimble_scheduler *s, const char *tid) {
     return;
   }
   if (!strcmp(t.state, "queued") || !strcmp(t.state, "running")) {
-    if (!strcmp(t.state, "running")) {
-      sched_worker *w = sched_worker_find(s, t.worker);
-      if (w && !strcmp(w->task, tid)) {
-        json_t *b = json_pack("{s:s}", "task", tid);
-        sched_envelope wenv = {.count = 1};
-        memcpy(wenv.data[0], w->rid, w->rid_len);
-        wenv.size[0] = w->rid_len;
-        sched_send(s, s->workers, &wenv, NIMBLE_MSG_CANCEL, b);
-        json_decref(b);
-      }
-    }
+    sched_send_cancel(s, &t);
     snprintf(t.state, sizeof t.state, "cancelled");
     st = sched_task_finish(s, &t);
     nimble_status_free(st);
+    if (t.verify >= 2 && !t.group[0]) sched_verify_stop_copies(s, &t);
   }
   nimble_sched_task_deinit(&t);
 }

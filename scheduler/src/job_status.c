@@ -31,7 +31,7 @@ const char *sched_job_state_of(size_t n, int n_done, int n_failed, int n_running
   return "queued";
 }
 
-static json_t *task_entry(const nimble_scheduler *s, const nimble_sched_task_t *t,
+static json_t *task_entry(nimble_scheduler *s, const nimble_sched_task_t *t,
                           const char *target, int cancelled) {
   const char *state = t->state;
   /* A cancelled job shows its unfinished targets as cancelled, even when a
@@ -48,7 +48,18 @@ static json_t *task_entry(const nimble_scheduler *s, const nimble_sched_task_t *
   /* A queued task says whether anyone can take it: without a worker for
    * its target it waits until one joins, and the client should say so. */
   int profile = !strcmp(t->kind, "profile");
-  if (!strcmp(state, "queued"))
+  /* A verified build says how many workers it needs and how many copies
+   * are built; while it is unfinished, `workers` tells whether enough
+   * distinct workers are connected to finish it. */
+  int group = t->verify >= 2 && !t->group[0];
+  int live = !strcmp(state, "queued") || !strcmp(state, "running");
+  if (group) {
+    json_object_set_new(e, "verify", json_integer(t->verify));
+    json_object_set_new(e, "verified", json_integer(!strcmp(state, "done")
+                                                        ? t->verify
+                                                        : sched_verify_count_built(s, t)));
+  }
+  if (!strcmp(state, "queued") || (group && live))
     json_object_set_new(e, "workers", json_integer((json_int_t)workers_serving(s, target, profile)));
   if (profile && !strcmp(state, "done") && t->report) {
     json_t *r = json_loads(t->report, 0, NULL);

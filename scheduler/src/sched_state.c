@@ -27,13 +27,14 @@ nimble_status_t nimble_sched_task_save(nimble_sched_redis *r, const nimble_sched
       "HSET nimble:task:%s job %s key %s model %s format %s name %s target %s options %s "
       "state %s attempts %d worker %s lease_until %lld phase %s percent %d manifest %s "
       "error %s cached %d kind %s inputs %s runs %d report %s created_ms %lld queued_ms %lld "
-      "started_ms %lld finished_ms %lld",
+      "started_ms %lld finished_ms %lld verify %d group %s last_worker %s retries %d",
       t->id, t->job, t->key, t->model, t->format, t->name, t->target,
       t->options ? t->options : "", t->state, t->attempts, t->worker, (long long)t->lease_until,
       t->phase, t->percent, t->manifest, t->error ? t->error : "", t->cached ? 1 : 0,
       t->kind[0] ? t->kind : "compile", t->inputs ? t->inputs : "", t->runs,
       t->report ? t->report : "", (long long)t->created_ms, (long long)t->queued_ms,
-      (long long)t->started_ms, (long long)t->finished_ms);
+      (long long)t->started_ms, (long long)t->finished_ms, t->verify, t->group, t->last_worker,
+      t->retries);
   return s ? nimble_status_annotate(s, "saving task '%s'", t->id) : nimble_ok();
 }
 
@@ -77,6 +78,10 @@ nimble_status_t nimble_sched_task_load(nimble_sched_redis *r, const char *id,
     else if (!strcmp(f, "queued_ms")) t->queued_ms = strtoll(v, NULL, 10);
     else if (!strcmp(f, "started_ms")) t->started_ms = strtoll(v, NULL, 10);
     else if (!strcmp(f, "finished_ms")) t->finished_ms = strtoll(v, NULL, 10);
+    else if (!strcmp(f, "verify")) t->verify = atoi(v);
+    else if (!strcmp(f, "group")) copy_field(t->group, sizeof t->group, v);
+    else if (!strcmp(f, "last_worker")) copy_field(t->last_worker, sizeof t->last_worker, v);
+    else if (!strcmp(f, "retries")) t->retries = atoi(v);
   }
   freeReplyObject(rep);
   return nimble_ok();
@@ -88,8 +93,27 @@ const char *nimble_sched_task_queue(const nimble_sched_task_t *t) {
 
 nimble_status_t nimble_sched_cache_put(nimble_sched_redis *r, const char *key,
                                        const char *manifest, const char *name) {
-  return nimble_sched_redis_command(r, NULL, "HSET nimble:cache:%s manifest %s name %s", key,
-                                    manifest, name);
+  return nimble_sched_cache_put_verified(r, key, manifest, name, 1);
+}
+
+nimble_status_t nimble_sched_cache_put_verified(nimble_sched_redis *r, const char *key,
+                                                const char *manifest, const char *name,
+                                                int verified) {
+  return nimble_sched_redis_command(r, NULL, "HSET nimble:cache:%s manifest %s name %s verified %d",
+                                    key, manifest, name, verified > 1 ? verified : 1);
+}
+
+nimble_status_t nimble_sched_cache_verified(nimble_sched_redis *r, const char *key, int *out) {
+  *out = 0;
+  redisReply *rep;
+  NIMBLE_RETURN_IF_ERROR(
+      nimble_sched_redis_command(r, &rep, "HMGET nimble:cache:%s manifest verified", key));
+  if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
+      rep->element[0]->type == REDIS_REPLY_STRING)
+    *out = rep->element[1]->type == REDIS_REPLY_STRING ? atoi(rep->element[1]->str) : 1;
+  if (*out < 0) *out = 0;
+  freeReplyObject(rep);
+  return nimble_ok();
 }
 
 nimble_status_t nimble_sched_cache_get(nimble_sched_redis *r, const char *key, int *out_found,

@@ -40,6 +40,10 @@ static void usage(FILE *f) {
         "  --lease-ms N           task lease (default 30000)\n"
         "  --worker-timeout-ms N  drop a worker silent this long (default 10000)\n"
         "  --max-deliveries N     fail a task delivered this often without finishing (default 3)\n"
+        "  --max-retries N        fail a task after N retryable failures (the store or the\n"
+        "                         network at fault; they back off, default 10)\n"
+        "  --verify N             build every compile on N distinct workers and publish only\n"
+        "                         identical artifacts (default 1; jobs may ask for more)\n"
         "  --compiler-version V   compiler version workers must run (default " NIMBLE_VERSION_STRING ")\n"
         "  --salt S               compile-key salt (bump to disown old results)\n"
         "  --signing-key F        Ed25519 secret key: sign every artifact published or tagged\n"
@@ -160,6 +164,20 @@ int main(int argc, char **argv) {
         return 2;
       }
       o.max_deliveries = (int)n;
+    } else if (!strcmp(a, "--max-retries")) {
+      long n;
+      if (parse_long(a, v, &n) || n > 1000) {
+        fprintf(stderr, "nimble-scheduler: --max-retries: 1 to 1000\n");
+        return 2;
+      }
+      o.max_retries = (int)n;
+    } else if (!strcmp(a, "--verify")) {
+      long n;
+      if (parse_long(a, v, &n) || n > NIMBLE_SCHED_MAX_VERIFY) {
+        fprintf(stderr, "nimble-scheduler: --verify: 1 to %d\n", NIMBLE_SCHED_MAX_VERIFY);
+        return 2;
+      }
+      o.verify = (int)n;
     } else if (!strcmp(a, "--worker-timeout-ms")) {
       if (parse_long(a, v, &o.worker_timeout_ms)) return 2;
     } else {

@@ -144,7 +144,7 @@ void sched_handle_zap(nimble_scheduler *s) {
     else zmq_msg_close(&m);
   }
   const char *status = "400", *text = "refused";
-  char addr[64] = "?";
+  char addr[64] = "?", user[41] = "";
   if (n >= 6) {
     size_t al = zmq_msg_size(&f[3]) < sizeof addr - 1 ? zmq_msg_size(&f[3]) : sizeof addr - 1;
     memcpy(addr, zmq_msg_data(&f[3]), al);
@@ -154,6 +154,9 @@ void sched_handle_zap(nimble_scheduler *s) {
       const uint8_t *key = zmq_msg_data(&f[6]);
       for (size_t i = 0; i < s->nworker_keys; i++)
         if (!memcmp(key, s->worker_keys[i], 32)) status = "200", text = "OK";
+      /* The user id is the key (Z85): every message of the connection
+       * carries it (ZMQ "User-Id"), and a worker id is bound to it. */
+      if (*status == '2') zmq_z85_encode(user, key, 32);
       int64_t now = sched_now_mono_ms();
       if (*status != '2' && (memcmp(key, s->last_refused_key, 32) ||
                              now - s->last_refused_ms > 60000)) {
@@ -175,7 +178,7 @@ void sched_handle_zap(nimble_scheduler *s) {
   else zmq_send(s->zap, "", 0, ZMQ_SNDMORE);
   zmq_send(s->zap, status, 3, ZMQ_SNDMORE);
   zmq_send(s->zap, text, strlen(text), ZMQ_SNDMORE);
-  zmq_send(s->zap, "", 0, ZMQ_SNDMORE);
+  zmq_send(s->zap, user, strlen(user), ZMQ_SNDMORE);
   zmq_send(s->zap, "", 0, 0);
   for (int i = 0; i < n; i++) zmq_msg_close(&f[i]);
 }

@@ -30,6 +30,39 @@ static void handle_ready(nimble_scheduler *s, const sched_envelope *env, const j
                                    id, ver, s->compiler_version));
     return;
   }
+  /* With CURVE a worker id is bound to the key that first registered it,
+   * and a key to one id: a worker cannot take another's name (and so
+   * answer for its tasks, or pass for a second worker in a verified
+   * build). The binding lives in Redis, so it outlives restarts. */
+  if (s->worker_keys) {
+    const char *key = env->key;
+    redisReply *rep = NULL;
+    nimble_status_t st = key[0] ? nimble_sched_redis_command(s->redis, &rep, "GET nimble:worker-key:%s", key)
+                                : nimble_status_make(NIMBLE_PERMISSION_DENIED,
+                                                     "worker '%s' has no CURVE key", id);
+    /* One key, one connected worker: a key may come back under a new id
+     * (a worker restarted without --id) only once its old one is gone. */
+    sched_worker *other = NULL;
+    if (!st && rep->type == REDIS_REPLY_STRING && strcmp(rep->str, id))
+      other = sched_worker_find(s, rep->str);
+    if (other)
+      st = nimble_status_make(NIMBLE_FAILED_PRECONDITION,
+                              "worker key %s is connected as worker '%s'; it cannot also be '%s'",
+                              key, other->id, id);
+    if (rep) freeReplyObject(rep);
+    rep = NULL;
+    if (!st) st = nimble_sched_redis_command(s->redis, &rep, "HGET nimble:worker:%s key", id);
+    if (!st && rep->type == REDIS_REPLY_STRING && rep->str[0] && strcmp(rep->str, key))
+      st = nimble_status_make(NIMBLE_FAILED_PRECONDITION,
+                              "worker id '%s' belongs to another key; refused for key %s", id, key);
+    if (rep) freeReplyObject(rep);
+    if (!st) st = nimble_sched_redis_command(s->redis, NULL, "SET nimble:worker-key:%s %s", key, id);
+    if (st) {
+      sched_log(s, "worker %s refused: %s", id, nimble_status_message(st));
+      reply_error(s, env, st);
+      return;
+    }
+  }
   sched_worker *w = sched_worker_find(s, id);
   if (!w) {
     if (s->nwk == s->capwk) {
@@ -46,6 +79,7 @@ static void handle_ready(nimble_scheduler *s, const sched_envelope *env, const j
   /* A READY means the worker holds nothing (it restarted, or was told to
    * register again while idle); a task it held runs out its lease. */
   w->task[0] = '\0';
+  snprintf(w->key, sizeof w->key, "%s", env->key);
   memcpy(w->rid, env->data[0], env->size[0]);
   w->rid_len = env->size[0];
   const json_t *targets = json_object_get(body, "targets");
@@ -69,9 +103,9 @@ static void handle_ready(nimble_scheduler *s, const sched_envelope *env, const j
   nimble_status_t st = nimble_sched_redis_command(
       s->redis, NULL,
       "HSET nimble:worker:%s targets %s can_run %s compiler_version %s seen %lld slots %lld "
-      "task %s connected 1",
+      "task %s connected 1 key %s",
       id, tj ? tj : "[]", cj ? cj : "[]", ver, (long long)sched_now_epoch_ms(),
-      (long long)(slots > 0 ? slots : 1), "");
+      (long long)(slots > 0 ? slots : 1), "", env->key);
   free(tj);
   free(cj);
   if (!st) st = nimble_sched_redis_command(s->redis, NULL, "EXPIRE nimble:worker:%s 3600", id);
@@ -106,6 +140,26 @@ static void handle_heartbeat(nimble_scheduler *s, const sched_envelope *env, con
   const char *id = str_of(body, "worker");
   const char *tid = str_of(body, "task");
   sched_worker *w = sched_worker_find(s, id);
+  /* With CURVE the id must be the key's: a heartbeat under another
+   * worker's id would renew its leases and take over its connection. */
+  if (s->worker_keys) {
+    char bound[41] = "";
+    if (w) {
+      snprintf(bound, sizeof bound, "%s", w->key);
+    } else {
+      redisReply *rep;
+      nimble_status_t st = nimble_sched_redis_command(s->redis, &rep, "HGET nimble:worker:%s key", id);
+      if (!st && rep->type == REDIS_REPLY_STRING) snprintf(bound, sizeof bound, "%s", rep->str);
+      if (!st) freeReplyObject(rep);
+      nimble_status_free(st);
+    }
+    if (bound[0] && strcmp(bound, env->key)) {
+      reply_error(s, env,
+                  nimble_status_make(NIMBLE_PERMISSION_DENIED,
+                                     "worker id '%s' belongs to another key", id));
+      return;
+    }
+  }
   /* A worker that compiles through a scheduler restart keeps its lease:
    * the task hash says who holds it. */
   if (tid) renew(s, id, tid);
@@ -159,7 +213,7 @@ static void handle_progress(nimble_scheduler *s, const json_t *body) {
  * artifact tagged under theirs. A failure is logged, not fatal: the
  * artifact exists under the task's name, and a resubmission retags it from
  * the cache. */
-static void tag_merged_names(nimble_scheduler *s, const nimble_sched_task_t *t) {
+void sched_tag_merged_names(nimble_scheduler *s, const nimble_sched_task_t *t) {
   redisReply *rep = NULL;
   nimble_status_t st = nimble_sched_redis_command(s->redis, &rep, "SMEMBERS nimble:task:%s:names", t->id);
   const char *tag = strchr(t->id, '.');
@@ -175,7 +229,30 @@ static void tag_merged_names(nimble_scheduler *s, const nimble_sched_task_t *t) 
   nimble_status_free(st);
 }
 
-static void handle_result(nimble_scheduler *s, sched_worker *w, const json_t *body) {
+/* Who sent a message: the registered worker of the connection, or, with
+ * CURVE, the worker its key is bound to (a scheduler that restarted knows
+ * no connection until the worker says READY again). */
+static void sender_id(nimble_scheduler *s, const sched_worker *w, const sched_envelope *env,
+                      char out[NIMBLE_SCHED_ID_MAX + 1]) {
+  out[0] = '\0';
+  if (w) {
+    snprintf(out, NIMBLE_SCHED_ID_MAX + 1, "%s", w->id);
+    return;
+  }
+  if (!s->worker_keys || !env->key[0]) return;
+  redisReply *rep;
+  nimble_status_t st = nimble_sched_redis_command(s->redis, &rep, "GET nimble:worker-key:%s", env->key);
+  if (!st && rep->type == REDIS_REPLY_STRING) snprintf(out, NIMBLE_SCHED_ID_MAX + 1, "%s", rep->str);
+  if (!st) freeReplyObject(rep);
+  nimble_status_free(st);
+}
+
+/* A RESULT: the worker pushed the artifact's blobs and its manifest, by
+ * digest and untagged, to the task's repository. A copy of a verified
+ * build records what its worker built (verify.c compares and publishes);
+ * any other task is published here: signed, then tagged `name:tag`. */
+static void handle_result(nimble_scheduler *s, sched_worker *w, const sched_envelope *env,
+                          const json_t *body) {
   const char *tid = str_of(body, "task");
   nimble_sched_task_t t;
   nimble_status_t st = nimble_sched_task_load(s->redis, tid, &t);
@@ -184,42 +261,70 @@ static void handle_result(nimble_scheduler *s, sched_worker *w, const json_t *bo
     nimble_status_free(st);
     return;
   }
-  if (strcmp(t.kind, "compile")) {
-    sched_log(s, "RESULT for %s ignored: it is a %s task (PROFILE_RESULT answers those)", tid,
-              t.kind);
+  if (strcmp(t.kind, "compile") || (t.verify >= 2 && !t.group[0])) {
+    sched_log(s, "RESULT for %s ignored: it is a %s task", tid,
+              strcmp(t.kind, "compile") ? t.kind : "verified build's group (its copies are built)");
     nimble_sched_task_deinit(&t);
     return;
   }
   /* Late results are welcome while the task is not finished: the output is
-   * content-addressed, so whichever delivery answers first wins. */
-  if (strcmp(t.state, "queued") && strcmp(t.state, "running")) {
+   * content-addressed, so whichever delivery answers first wins. A copy of
+   * a verified build is the exception: only the worker holding it may
+   * answer, so that two copies are always two workers' work. */
+  int late = strcmp(t.state, "queued") && strcmp(t.state, "running");
+  char from[NIMBLE_SCHED_ID_MAX + 1];
+  sender_id(s, w, env, from);
+  if (!late && t.group[0] && (!from[0] || strcmp(t.state, "running") || strcmp(t.worker, from))) {
+    sched_log(s, "RESULT for copy %s from %s ignored: the copy is %s on '%s'", tid,
+              from[0] ? from : "an unregistered worker", t.state, t.worker);
+    late = 1;
+  }
+  if (late) {
     nimble_sched_task_deinit(&t);
     if (w && !strcmp(w->task, tid)) w->task[0] = '\0';
     return;
   }
+  if (from[0]) snprintf(t.last_worker, sizeof t.last_worker, "%s", from);
   const char *key = str_of(body, "key");
+  const char *tag = strchr(t.id, '.');
   if (key && strcmp(key, t.key)) {
     char why[300];
     snprintf(why, sizeof why, "worker computed compile key %s, expected %s", key, t.key);
+    free(t.error);
     t.error = strdup(why);
     snprintf(t.state, sizeof t.state, "failed");
-  } else {
+  } else if (t.group[0]) {
     snprintf(t.manifest, sizeof t.manifest, "%s", str_of(body, "manifest"));
     snprintf(t.state, sizeof t.state, "done");
     t.percent = 100;
-    /* The worker pushed the artifact under the task's name and tag; the
-     * farm vouches for it by signing that (name, tag, manifest). A result
-     * that cannot be signed fails the task rather than leave an artifact
-     * that every runtime with trusted keys refuses. */
-    const char *tag = strchr(t.id, '.');
-    nimble_status_t sg = tag ? sched_sign(s, t.name, tag + 1, t.manifest) : nimble_ok();
-    if (sg) {
-      t.error = strdup(nimble_status_message(sg)); /* "signing NAME:TAG: ..." */
-      nimble_status_free(sg);
+  } else {
+    snprintf(t.manifest, sizeof t.manifest, "%s", str_of(body, "manifest"));
+    /* The farm vouches for the artifact by signing (name, tag, manifest)
+     * and only then tags it: a result that cannot be signed fails the task
+     * and leaves nothing tagged, rather than publish an artifact every
+     * runtime with trusted keys refuses. A store that is away is not the
+     * task's fault: it is tried again under the requeue policy. */
+    nimble_status_t pub = tag ? sched_store_tag(s, t.name, t.manifest, t.name, tag + 1)
+                              : nimble_status_make(NIMBLE_INTERNAL, "task id '%s' has no tag", t.id);
+    if (pub && nimble_status_code(pub) == NIMBLE_UNAVAILABLE) {
+      st = sched_task_retry_later(s, &t, nimble_status_message(pub));
+      nimble_status_free(pub);
+      if (st) sched_log(s, "RESULT for %s not recorded: %s", tid, nimble_status_message(st));
+      nimble_status_free(st);
+      nimble_sched_task_deinit(&t);
+      if (w && !strcmp(w->task, tid)) w->task[0] = '\0';
+      return;
+    }
+    if (pub) {
+      free(t.error);
+      t.error = strdup(nimble_status_message(pub)); /* "signing NAME:TAG: ..." */
+      nimble_status_free(pub);
       snprintf(t.state, sizeof t.state, "failed");
     } else {
+      snprintf(t.state, sizeof t.state, "done");
+      t.percent = 100;
       st = nimble_sched_cache_put(s->redis, t.key, t.manifest, t.name);
-      if (!st) tag_merged_names(s, &t);
+      if (!st) sched_tag_merged_names(s, &t);
     }
   }
   if (!st) st = sched_task_finish(s, &t);
@@ -276,7 +381,7 @@ static void handle_failure(nimble_scheduler *s, sched_worker *w, const json_t *b
   const char *error = str_of(body, "error");
   int retryable = json_is_true(json_object_get(body, "retryable"));
   if (retryable) {
-    st = sched_task_requeue(s, &t, error);
+    st = sched_task_retry_later(s, &t, error);
   } else {
     free(t.error);
     t.error = strdup(error);
@@ -304,7 +409,7 @@ void sched_handle_worker(nimble_scheduler *s, const sched_envelope *env, const v
     case NIMBLE_MSG_READY: handle_ready(s, env, body); break;
     case NIMBLE_MSG_HEARTBEAT: handle_heartbeat(s, env, body); break;
     case NIMBLE_MSG_PROGRESS: handle_progress(s, body); break;
-    case NIMBLE_MSG_RESULT: handle_result(s, w, body); break;
+    case NIMBLE_MSG_RESULT: handle_result(s, w, env, body); break;
     case NIMBLE_MSG_FAILURE: handle_failure(s, w, body); break;
     case NIMBLE_MSG_PROFILE_RESULT: handle_profile_result(s, w, body); break;
     default:

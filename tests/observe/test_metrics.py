@@ -143,10 +143,11 @@ def test_scheduler_and_workers(farm, tmp):
           "the aarch64 worker finished 1 compile, no failure")
 
     st, _ = scrape(farm.store)
-    # Manifests: 2 pushed by the workers, 2 tags the cache hits put under
-    # the job's name (docs/farm.md section 1).
-    check(get(st, "nimble_store_requests_total", method="PUT", route="manifest", status="201") == 4,
-          "4 manifests PUT: 2 compiles, 2 cache-hit tags")
+    # Manifests: 2 pushed by the workers (by digest), 2 tags the scheduler
+    # put on them when it published the results, 2 tags the cache hits put
+    # under the job's name (docs/farm.md section 1).
+    check(get(st, "nimble_store_requests_total", method="PUT", route="manifest", status="201") == 6,
+          "6 manifests PUT: 2 compiles, 2 published tags, 2 cache-hit tags")
 
 
 def get_version(farm):

@@ -201,6 +201,15 @@ START_TEST(test_member_values_are_checked) {
                       NIMBLE_INVALID_ARGUMENT, "body.options.lr: expected a string, integer or boolean");
   NIMBLE_ASSERT_ERROR(with_member(NIMBLE_MSG_SUBMIT, "options", "[]"), NIMBLE_INVALID_ARGUMENT,
                       "body.options: expected an object, got an array");
+  /* A verified build asks for 1 to 16 workers. */
+  NIMBLE_ASSERT_OK(with_member(NIMBLE_MSG_SUBMIT, "verify", "2"));
+  NIMBLE_ASSERT_OK(with_member(NIMBLE_MSG_SUBMIT, "verify", "16"));
+  NIMBLE_ASSERT_ERROR(with_member(NIMBLE_MSG_SUBMIT, "verify", "0"), NIMBLE_INVALID_ARGUMENT,
+                      "body.verify: 0 is outside [1, 16]");
+  NIMBLE_ASSERT_ERROR(with_member(NIMBLE_MSG_SUBMIT, "verify", "17"), NIMBLE_INVALID_ARGUMENT,
+                      "body.verify: 17 is outside [1, 16]");
+  NIMBLE_ASSERT_ERROR(with_member(NIMBLE_MSG_SUBMIT, "verify", "\"2\""), NIMBLE_INVALID_ARGUMENT,
+                      "body.verify: expected an integer, got a string");
   NIMBLE_ASSERT_ERROR(with_member(NIMBLE_MSG_STATUS, "job", "\"job 42\""), NIMBLE_INVALID_ARGUMENT,
                       "body.job: 'job 42' is not an id");
   NIMBLE_ASSERT_ERROR(with_member(NIMBLE_MSG_STATUS, "job", "\"\""), NIMBLE_INVALID_ARGUMENT,

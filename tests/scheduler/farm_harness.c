@@ -269,7 +269,12 @@ void farm_start(farm *f, const farm_config *cfg) {
   add_arg(f, &a, "--worker-timeout-ms");
   add_arg(f, &a, "3000");
   add_arg(f, &a, "--store-token-file");
-  add_arg(f, &a, "%s/tokens", f->store_dir);
+  if (cfg && cfg->sched_store_token) {
+    add_arg(f, &a, "%s/sched-store-token", f->dir);
+    write_text(f->sched_args[a - 1], cfg->sched_store_token);
+  } else {
+    add_arg(f, &a, "%s/tokens", f->store_dir);
+  }
   if (cfg && cfg->token) {
     add_arg(f, &a, "--token-file");
     add_arg(f, &a, "%s/client-tokens", f->dir);
@@ -286,6 +291,10 @@ void farm_start(farm *f, const farm_config *cfg) {
   if (cfg && cfg->signing_key) {
     add_arg(f, &a, "--signing-key");
     add_arg(f, &a, "%s", cfg->signing_key);
+  }
+  for (int i = 0; cfg && cfg->sched_extra && cfg->sched_extra[i]; i++) {
+    ck_assert_msg(a < 24, "too many scheduler arguments");
+    add_arg(f, &a, "%s", cfg->sched_extra[i]);
   }
   f->nsched_args = a;
   farm_start_scheduler(f);
@@ -375,6 +384,11 @@ void farm_restart_redis(farm *f) {
 }
 
 int farm_start_worker(farm *f, const char *id, const char *targets, const char *const *extra) {
+  return farm_start_worker_exe(f, "compile-workers/worker/nimble-worker", id, targets, extra);
+}
+
+int farm_start_worker_exe(farm *f, const char *exe, const char *id, const char *targets,
+                          const char *const *extra) {
   int slot = -1;
   for (int k = 0; k < f->nworkers; k++)
     if (f->workers[k] <= 0) {
@@ -384,7 +398,7 @@ int farm_start_worker(farm *f, const char *id, const char *targets, const char *
   ck_assert(slot >= 0 || f->nworkers < FARM_MAX_WORKERS);
   const char *build = env_or_die("NIMBLE_BUILD_DIR");
   char bin[512], compiler[512], log[400], tokens[400];
-  snprintf(bin, sizeof bin, "%s/compile-workers/worker/nimble-worker", build);
+  snprintf(bin, sizeof bin, "%s/%s", build, exe);
   snprintf(compiler, sizeof compiler, "%s/tests/scheduler/farm_test_compiler", build);
   snprintf(log, sizeof log, "%s/worker-%s.log", f->dir, id);
   snprintf(tokens, sizeof tokens, "%s/tokens", f->store_dir);

@@ -39,7 +39,7 @@ typedef struct farm {
   pid_t sched_pid;
   char sched_log[320];
   char clients_ep[256], workers_ep[256], events_ep[256];
-  char sched_args[16][320]; /* extra scheduler arguments */
+  char sched_args[24][320]; /* extra scheduler arguments */
   int nsched_args;
   pid_t workers[FARM_MAX_WORKERS];
   int nworkers;
@@ -62,6 +62,8 @@ typedef struct farm_config {
   const char *worker_keys;  /* allowed worker public keys, one a line */
   const char *store_args;   /* extra nimble-store arguments ("--max-blob-size 64K"), or NULL */
   const char *signing_key;  /* nimble-scheduler --signing-key FILE, or NULL: unsigned */
+  const char *sched_store_token; /* the scheduler's store token, when not the farm's own */
+  const char *const *sched_extra; /* more scheduler arguments, NULL-terminated (at most 8) */
 } farm_config;
 
 /* Starts redis, the store and the scheduler in a fresh temporary dir. */
@@ -95,6 +97,10 @@ int farm_proxy_cut(farm *f);
 
 /* Starts a worker; returns its index (a slot freed by a kill is reused). extra: NULL-terminated extra args. */
 int farm_start_worker(farm *f, const char *id, const char *targets, const char *const *extra);
+/* The same with another worker program (a path under the build dir, e.g.
+ * "tests/scheduler/farm_evil_worker") that takes nimble-worker's options. */
+int farm_start_worker_exe(farm *f, const char *exe, const char *id, const char *targets,
+                          const char *const *extra);
 /* Sends sig to worker i and reaps it. */
 void farm_kill_worker(farm *f, int i, int sig);
 /* 1 while worker i runs. */

@@ -3,7 +3,7 @@
  * honours the worker's compiler contract (docs/farm.md):
  *
  *   test_compiler compile MODEL --target=SPEC [--format=F] --emit-parts DIR
- *                 --progress-fd N [--option K=V]...
+ *                 --progress-fd N [--jobs N] [--option K=V]...
  *
  * and writes deterministic parts derived from the model bytes and target:
  *
@@ -34,7 +34,7 @@
  *                which the worker must refuse (docs/artifacts.md)
  *
  * When NIMBLE_TEST_COMPILER_LOG names a file, one line "compile <model
- * hex> <target>[ option=K=V]..." is appended to it per run, so tests can
+ * hex> <target>[ jobs=N][ option=K=V]..." is appended to it per run, so tests can
  * count compiles and see the options they got.
  * It is built without sanitizers: the worker runs it under RLIMIT_AS,
  * which AddressSanitizer's shadow memory cannot live with.
@@ -112,6 +112,10 @@ int main(int argc, char **argv) {
     else if (!strncmp(argv[i], "--format=", 9)) continue;
     else if (!strcmp(argv[i], "--emit-parts") && i + 1 < argc) dir = argv[++i];
     else if (!strcmp(argv[i], "--progress-fd") && i + 1 < argc) pfd = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--jobs") && i + 1 < argc) {
+      size_t used = strlen(options);
+      snprintf(options + used, sizeof options - used, " jobs=%s", argv[++i]);
+    }
     else if (!strcmp(argv[i], "--option") && i + 1 < argc) {
       size_t used = strlen(options);
       snprintf(options + used, sizeof options - used, " option=%s", argv[++i]);

@@ -69,7 +69,27 @@ for w in ("worker-x86", "worker-aarch64", "worker-cuda"):
     c = s[w]["command"]
     assert c[c.index("--targets") + 1] == w.split("-", 1)[1], f"{w}: wrong --targets"
     assert c[c.index("--scheduler") + 1] == "tcp://scheduler:5556"
-print("compose: 6 services, AOF, volumes, one worker image for CPU targets, GPU profile, local-base builds")
+# CurveZMQ by default: the scheduler makes the keys in the curve-keys
+# volume at its first start and admits the three workers' keys only; each
+# worker mounts the volume read-only and uses its own pair.
+keys = "/var/lib/nimble-keys"
+assert "curve-keys" in doc["volumes"], "no curve-keys volume"
+assert f"curve-keys:{keys}" in s["scheduler"]["volumes"] or f"curve-keys:{keys}:rw" in s["scheduler"]["volumes"], s["scheduler"]["volumes"]
+assert sched[sched.index("--curve-secret") + 1] == f"{keys}/scheduler.secret", "scheduler without --curve-secret"
+assert sched[sched.index("--worker-keys") + 1] == f"{keys}/worker-keys", "scheduler without --worker-keys"
+script = s["scheduler"]["entrypoint"][2]
+for w in ("worker-x86", "worker-aarch64", "worker-cuda"):
+    assert f"{w}.public" in script, f"the scheduler's entrypoint does not allow {w}"
+    c = s[w]["command"]
+    assert c[c.index("--curve-secret") + 1] == f"{keys}/{w}.secret", f"{w}: --curve-secret"
+    assert c[c.index("--scheduler-key") + 1] == f"{keys}/scheduler.public", f"{w}: --scheduler-key"
+    assert f"curve-keys:{keys}:ro" in s[w]["volumes"], f"{w}: the keys volume is not read-only"
+    assert c[c.index("--id") + 1] == w, f"{w}: a stable --id (an id is bound to its key)"
+    assert "worker-keys" in s[w]["entrypoint"][2] and "exec nimble-worker" in s[w]["entrypoint"][2], w
+assert "--keygen" in script and "exec nimble-scheduler" in script
+for df in ("nimble.Dockerfile", "worker-cuda.Dockerfile"):
+    assert keys in open(os.path.join(dockerdir, df)).read(), f"{df}: no {keys} owned by the nimble user"
+print("compose: 6 services, AOF, volumes, one worker image for CPU targets, GPU profile, local-base builds, CurveZMQ")
 PY
 
 if [ -n "$build" ] && [ -x "$build/scheduler/nimble-scheduler" ]; then

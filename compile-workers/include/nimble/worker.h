@@ -5,7 +5,8 @@
  * fetches the model blob from the store, runs the compiler in a child
  * process under time and memory limits (so a crashing or hostile model
  * cannot take the worker down), pushes the artifact's parts and its manifest
- * to the store, and reports the manifest digest. While the child runs the
+ * (by digest, untagged: the scheduler signs and tags what it publishes) to
+ * the store, and reports the manifest digest. While the child runs the
  * work loop renews the task's lease and forwards the compiler's progress.
  * The compiler command contract (arguments, the parts directory, progress
  * lines) is in docs/farm.md.
@@ -50,6 +51,13 @@ typedef struct nimble_worker_options_t {
   long mem_limit_mb;              /* RLIMIT_AS of the compiler, default 8192; -1: none */
   int quiet;
   const char *metrics_address;    /* "HOST:PORT" (port 0: any) for GET /metrics; NULL: none */
+  long compile_jobs;              /* threads of one compile (the compiler's --jobs); 0: its default */
+  /* A test hook: called with the parts directory after the compiler
+   * succeeded and before anything is pushed. nimble-worker never sets it;
+   * tests/scheduler/evil_worker.c does, to be a worker that tampers with
+   * what it built (docs/farm.md, "Verified builds"). */
+  void (*parts_hook)(const char *parts_dir, void *user);
+  void *parts_hook_user;
 } nimble_worker_options_t;
 
 /* Checks the options and connects. Caller destroys *out. */

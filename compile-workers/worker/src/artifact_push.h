@@ -17,7 +17,7 @@ typedef struct artifact_expect {
 /* Reads DIR/config.json and DIR/parts.json (docs/farm.md), checks them
  * against `expect`, pushes every blob to `repo` (the store skips blobs it
  * has, so parts equal across targets are stored once), then the manifest
- * under `tag`. Errors name the file and the field at fault. */
+ * under `tag` (NULL: by its digest, untagged). Errors name the file and the field at fault. */
 nimble_status_t artifact_push_parts(nimble_store_client *store, const char *dir, const char *repo,
                                     const char *tag, const artifact_expect *expect,
                                     nimble_digest_t *out_manifest);

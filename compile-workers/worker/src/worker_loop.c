@@ -35,6 +35,9 @@ struct nimble_worker {
   char model_repo[256];
   char work_dir[PATH_MAX - 64];
   long heartbeat_ms;
+  long compile_jobs; /* --jobs for the compiler; 0: not passed */
+  void (*parts_hook)(const char *parts_dir, void *user);
+  void *parts_hook_user;
   compile_limits limits;
   int quiet;
   void *zctx, *sock;
@@ -318,7 +321,7 @@ static nimble_status_t start_task(nimble_worker *w) {
       nimble_store_pull_blob_to_file(w->store, w->model_repo, &model, model_path),
       "fetching model %s from repository '%s'", body_str(b, "model"), w->model_repo);
 
-  char target_arg[300], fd_arg[16], format_arg[32];
+  char target_arg[300], fd_arg[16], format_arg[32], jobs_arg[24];
   snprintf(target_arg, sizeof target_arg, "--target=%s", body_str(b, "target"));
   snprintf(format_arg, sizeof format_arg, "--format=%s", body_str(b, "format"));
   snprintf(fd_arg, sizeof fd_arg, "%d", NIMBLE_WORKER_PROGRESS_FD);
@@ -343,6 +346,11 @@ static nimble_status_t start_task(nimble_worker *w) {
   argv[a++] = parts;
   argv[a++] = "--progress-fd";
   argv[a++] = fd_arg;
+  if (w->compile_jobs > 0) {
+    snprintf(jobs_arg, sizeof jobs_arg, "%ld", w->compile_jobs);
+    argv[a++] = "--jobs";
+    argv[a++] = jobs_arg;
+  }
   const char *key;
   const json_t *val;
   json_object_foreach((json_t *)opts, key, val) {
@@ -386,13 +394,14 @@ static void finish_task(nimble_worker *w) {
   if (!st) st = nimble_compile_key_compute(&in, &key);
   on_progress(w, "upload", 0);
   if (!st) {
-    char parts[PATH_MAX + 32], tag[NIMBLE_TARGET_TAG_MAX + 1];
+    char parts[PATH_MAX + 32];
     snprintf(parts, sizeof parts, "%s/parts", w->task_dir);
-    nimble_target_tag(&target, tag);
     artifact_expect ex = {.target = body_str(b, "target"),
                           .model = &model,
                           .compiler_version = w->compiler_version};
-    st = artifact_push_parts(w->store, parts, body_str(b, "name"), tag, &ex, &manifest);
+    if (w->parts_hook) w->parts_hook(parts, w->parts_hook_user);
+    /* By digest, untagged: the scheduler publishes (signs, then tags). */
+    st = artifact_push_parts(w->store, parts, body_str(b, "name"), NULL, &ex, &manifest);
   }
   worker_metrics_task_finished(w->metrics, "compile", body_str(b, "target"), st == NULL,
                                w->child_seconds);
@@ -640,6 +649,11 @@ static nimble_status_t create_inner(const nimble_worker_options_t *o, nimble_wor
     return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "--work-dir: path too long");
   snprintf(w->work_dir, sizeof w->work_dir, "%s", tmp);
   w->heartbeat_ms = o->heartbeat_ms > 0 ? o->heartbeat_ms : 1000;
+  if (o->compile_jobs < 0 || o->compile_jobs > 256)
+    return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "--compile-jobs: 1 to 256 threads");
+  w->compile_jobs = o->compile_jobs;
+  w->parts_hook = o->parts_hook;
+  w->parts_hook_user = o->parts_hook_user;
   w->limits.timeout_s = o->timeout_s > 0 ? o->timeout_s : 600;
   w->limits.cpu_limit_s = o->cpu_limit_s > 0 ? o->cpu_limit_s : 600;
   w->limits.mem_limit_mb = o->mem_limit_mb ? o->mem_limit_mb : 8192;

@@ -33,6 +33,7 @@ static void usage(FILE *f) {
         "  --timeout-s N           wall-clock limit of one compile (default 600)\n"
         "  --cpu-limit-s N         CPU-time limit of one compile (default 600)\n"
         "  --mem-limit-mb N        address-space limit of one compile (default 8192; 0: none)\n"
+        "  --compile-jobs N        threads of one compile (the compiler's --jobs; default: its own)\n"
         "  --curve-secret F        this worker's Z85 CURVE secret key\n"
         "  --scheduler-key F       the scheduler's Z85 CURVE public key\n"
         "  --metrics HOST:PORT     serve GET /metrics (Prometheus text) on this address\n"
@@ -93,6 +94,8 @@ int main(int argc, char **argv) {
       if (parse_long(a, v, 1, &o.timeout_s)) return 2;
     } else if (!strcmp(a, "--cpu-limit-s")) {
       if (parse_long(a, v, 1, &o.cpu_limit_s)) return 2;
+    } else if (!strcmp(a, "--compile-jobs")) {
+      if (parse_long(a, v, 1, &o.compile_jobs)) return 2;
     } else if (!strcmp(a, "--mem-limit-mb")) {
       if (parse_long(a, v, 0, &mem)) return 2;
       o.mem_limit_mb = mem == 0 ? -1 : mem;

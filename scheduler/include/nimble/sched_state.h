@@ -67,6 +67,16 @@ typedef struct nimble_sched_task_t {
   /* Epoch ms: created, last put in its queue, last delivered, finished
    * (0 until then). */
   int64_t created_ms, queued_ms, started_ms, finished_ms;
+  /* Verified builds (docs/farm.md, "Verified builds"): `verify` is the
+   * number of workers that must build the same bytes (0 or 1: one build).
+   * A task with verify >= 2 is a group: it is never queued itself; its
+   * copies "<id>:v1" .. "<id>:vN" are, each with `group` naming it. */
+  int verify;
+  char group[NIMBLE_SCHED_ID_MAX + 1];    /* a copy's group task, else "" */
+  char last_worker[NIMBLE_SCHED_ID_MAX + 1]; /* the worker it was last delivered to (kept once finished), else "" */
+  /* Failures the worker reported retryable (the store's or the transport's
+   * fault): they do not count as deliveries, and back off (requeue policy). */
+  int retries;
 } nimble_sched_task_t;
 
 /* The Redis list a queued task waits in: "queue" for compile tasks,
@@ -86,6 +96,13 @@ nimble_status_t nimble_sched_task_load(nimble_sched_redis *r, const char *id,
  * repository it was pushed to. get: *out_found 0 when absent. */
 nimble_status_t nimble_sched_cache_put(nimble_sched_redis *r, const char *key,
                                        const char *manifest, const char *name);
+/* The same, recording that `verified` workers built these bytes (field
+ * `verified`; an entry without it counts as 1). */
+nimble_status_t nimble_sched_cache_put_verified(nimble_sched_redis *r, const char *key,
+                                                const char *manifest, const char *name,
+                                                int verified);
+/* How many workers built the cached entry's bytes: 0 when there is none. */
+nimble_status_t nimble_sched_cache_verified(nimble_sched_redis *r, const char *key, int *out);
 nimble_status_t nimble_sched_cache_get(nimble_sched_redis *r, const char *key, int *out_found,
                                        char manifest[NIMBLE_SCHED_DIGEST_LEN + 1],
                                        char name[256]);

@@ -28,6 +28,9 @@
 extern "C" {
 #endif
 
+/* The most workers one verified build may ask for (SUBMIT's `verify`). */
+#define NIMBLE_SCHED_MAX_VERIFY 16
+
 typedef struct nimble_scheduler nimble_scheduler;
 
 /* Options; every string is borrowed for the duration of create (copied).
@@ -48,6 +51,13 @@ typedef struct nimble_scheduler_options_t {
   long lease_ms;                /* task lease, default 30000 */
   long worker_timeout_ms;       /* a silent worker is dropped after this, default 10000 */
   int max_deliveries;           /* default 3 */
+  int max_retries;              /* retryable failures (store or transport) a task may
+                                 * have before it fails, default 10; they back off and
+                                 * do not count as deliveries */
+  int verify;                   /* policy: every compile is built by at least this many
+                                 * distinct workers and published only when their
+                                 * artifacts are identical; 0 or 1: one build (a job may
+                                 * ask for more with SUBMIT's `verify`) */
   int quiet;                    /* no log lines on stderr */
   const char *metrics_address;  /* "HOST:PORT" (port 0: any) for /metrics and the
                                  * dashboard; NULL: no HTTP port */
