@@ -150,14 +150,16 @@ static void check_model(const char *name, const char *target, const char *const 
   }
   ck_assert_msg(s == NULL, "%s (%s): %s", name, target, s ? nimble_status_message(s) : "");
 
-  /* The PTX part: a 32-byte header (part header, device type, size), then text. */
+  /* The PTX part: a 32-byte header (part header, device type, size), the
+   * text, then the part's 32-byte SHA-256 (format v2, docs/executable.md). */
   NIMBLE_ASSERT_OK(nimble_compile_result_emit_parts(r, parts));
   char kpath[4300], ptx_path[4300];
   snprintf(kpath, sizeof kpath, "%s/kernels-cuda", parts);
   snprintf(ptx_path, sizeof ptx_path, "%s/kernels.ptx", dir);
   size_t n;
   char *part = read_all(kpath, &n);
-  ck_assert_uint_gt(n, 32);
+  ck_assert_uint_gt(n, 64);
+  n -= 32; /* the digest */
   ck_assert_msg(memcmp(part, "NMBP", 4) == 0, "%s: the CUDA part has no part header", name);
   ck_assert_msg(strstr(part + 32, ".entry") != NULL, "%s: the CUDA part holds no kernel entry", name);
   FILE *f = fopen(ptx_path, "wb");
