@@ -104,7 +104,7 @@ def test_executable_metadata(mlp):
     assert exe.target in ("x86_64-linux-gnu", "aarch64-linux-gnu")
     assert exe.producer == "nimble " + nimble.runtime_version()
     assert exe.source_digest.startswith("sha256:")
-    assert exe.format_version == 1
+    assert exe.format_version == 2
     assert nimble.runtime_library() and os.path.exists(nimble.runtime_library())
     assert nimble.blas_name()
 

@@ -127,7 +127,7 @@ START_TEST(test_the_disassembly_names_every_operand) {
   char *text = NULL;
   NIMBLE_ASSERT_OK(nimble_executable_disassemble(exe, &text));
   const char *want =
-      "target test, format version 1, 1 kernels, 0 constants, 2 functions\n"
+      "target test, format version 2, 1 kernels, 0 constants, 2 functions\n"
       "entry main -> @main\n"
       "kernel #0 cpu vadd_f32\n"
       "function 0 @main (2 params, 8 registers, 9 instructions)\n"
