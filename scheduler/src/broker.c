@@ -193,6 +193,24 @@ static void free_worker_of(nimble_scheduler *s, const char *tid) {
     if (!strcmp(s->wk[i].task, tid)) s->wk[i].task[0] = '\0';
 }
 
+/* Takes task t back from its worker: state queued, no lease, saved, and
+ * out of its queue list; the callers put it back in the queue or in
+ * nimble:delayed. */
+static nimble_status_t take_back(nimble_scheduler *s, nimble_sched_task_t *t) {
+  free_worker_of(s, t->id);
+  snprintf(t->state, sizeof t->state, "queued");
+  t->worker[0] = '\0';
+  t->lease_until = 0;
+  t->queued_ms = sched_now_epoch_ms();
+  NIMBLE_RETURN_IF_ERROR(nimble_sched_task_save(s->redis, t));
+  sched_lease_drop(s, t->id);
+  sched_metrics_task_requeued(s->metrics, t->kind, t->target);
+  const char *q = nimble_sched_task_queue(t);
+  NIMBLE_RETURN_IF_ERROR(
+      nimble_sched_redis_command(s->redis, NULL, "LREM nimble:%s:%s 0 %s", q, t->target, t->id));
+  return nimble_ok();
+}
+
 /* ---- task transitions ---- */
 
 nimble_status_t sched_task_finish(nimble_scheduler *s, nimble_sched_task_t *t) {
@@ -244,17 +262,7 @@ nimble_status_t sched_task_retry_later(nimble_scheduler *s, nimble_sched_task_t 
   }
   int shift = t->retries - 1 < 4 ? t->retries - 1 : 4;
   int64_t backoff = (int64_t)500 << shift; /* 0.5, 1, 2, 4, 8, 8, ... s */
-  free_worker_of(s, t->id);
-  snprintf(t->state, sizeof t->state, "queued");
-  t->worker[0] = '\0';
-  t->lease_until = 0;
-  t->queued_ms = sched_now_epoch_ms();
-  NIMBLE_RETURN_IF_ERROR(nimble_sched_task_save(s->redis, t));
-  sched_lease_drop(s, t->id);
-  sched_metrics_task_requeued(s->metrics, t->kind, t->target);
-  const char *q = nimble_sched_task_queue(t);
-  NIMBLE_RETURN_IF_ERROR(
-      nimble_sched_redis_command(s->redis, NULL, "LREM nimble:%s:%s 0 %s", q, t->target, t->id));
+  NIMBLE_RETURN_IF_ERROR(take_back(s, t));
   NIMBLE_RETURN_IF_ERROR(nimble_sched_redis_command(s->redis, NULL, "ZADD nimble:delayed %lld %s",
                                                     (long long)(t->queued_ms + backoff), t->id));
   sched_log(s, "task %s queued again in %lld ms (retryable failure %d of %d, the delivery not "
@@ -317,17 +325,8 @@ nimble_status_t sched_task_requeue(nimble_scheduler *s, nimble_sched_task_t *t, 
     snprintf(t->state, sizeof t->state, "failed");
     return sched_task_finish(s, t);
   }
-  free_worker_of(s, t->id);
-  snprintf(t->state, sizeof t->state, "queued");
-  t->worker[0] = '\0';
-  t->lease_until = 0;
-  t->queued_ms = sched_now_epoch_ms();
-  NIMBLE_RETURN_IF_ERROR(nimble_sched_task_save(s->redis, t));
-  sched_lease_drop(s, t->id);
-  sched_metrics_task_requeued(s->metrics, t->kind, t->target);
+  NIMBLE_RETURN_IF_ERROR(take_back(s, t));
   const char *q = nimble_sched_task_queue(t);
-  NIMBLE_RETURN_IF_ERROR(
-      nimble_sched_redis_command(s->redis, NULL, "LREM nimble:%s:%s 0 %s", q, t->target, t->id));
   /* Back to the front: it has waited longest. */
   NIMBLE_RETURN_IF_ERROR(
       nimble_sched_redis_command(s->redis, NULL, "LPUSH nimble:%s:%s %s", q, t->target, t->id));

@@ -250,8 +250,8 @@ nimble_status_t nimble_codegen_link_objects(const uint8_t *const *objects, const
     argv[a++] = libm;
     argv[a] = NULL;
   }
-  uint8_t stub[NAME_ONLY_LIBM_SIZE];
-  if (!s) s = write_file(libm, stub, name_only_libm(machine, stub));
+  uint8_t libm_image[NAME_ONLY_LIBM_SIZE];
+  if (!s) s = write_file(libm, libm_image, name_only_libm(machine, libm_image));
   if (!s) s = run_lld(lld, argv, log);
   if (!s) s = read_file(so, (size_t)1 << 31, so_out, so_size);
   for (size_t i = 0; objs && i < n; i++) {
