@@ -196,7 +196,10 @@ static void publish_group(nimble_scheduler *s, nimble_sched_task_t *g, const nim
   char workers[NIMBLE_SCHED_ID_MAX + 1] = "";
   for (int k = 0; k < n; k++) {
     size_t used = strlen(workers);
-    snprintf(workers + used, sizeof workers - used, "%s%s", k ? "," : "", c[k].last_worker);
+    /* A list longer than the buffer is cut short: it only names workers
+     * in messages. */
+    int w = snprintf(workers + used, sizeof workers - used, "%s%s", k ? "," : "", c[k].last_worker);
+    if (w < 0 || (size_t)w >= sizeof workers - used) break;
   }
   nimble_status_t st = tag ? sched_store_tag(s, c[0].name, m, g->name, tag + 1)
                            : nimble_status_make(NIMBLE_INTERNAL, "task id '%s' has no tag", g->id);
