@@ -1,8 +1,9 @@
 /* The digests that cover every byte of an executable (docs/executable.md,
- * "Integrity"): each part ends with the SHA-256 of the bytes before it, and
- * a `.nimble` file's header carries the SHA-256 of the header and section
- * table; the loader requires the bytes between sections to be zero. The
- * hashing is base's SHA-256 (SHA-NI / ARMv8 where the CPU has them). */
+ * "Integrity"): each part ends with the digest of the bytes before it
+ * (SHA-256 over 1 MiB chunks, format/src/part_digest.c), and a `.nimble`
+ * file's header carries the SHA-256 of the header and section table; the
+ * loader requires the bytes between sections to be zero. The hashing is
+ * base's SHA-256 (SHA-NI / ARMv8 where the CPU has them). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,9 +12,7 @@
 #include "nimble/digest.h"
 
 void nimble_part_seal(uint8_t *data, size_t size) {
-  nimble_digest_t d;
-  nimble_digest_compute(data, size - NIMBLE_PART_DIGEST_SIZE, &d);
-  memcpy(data + size - NIMBLE_PART_DIGEST_SIZE, d.bytes, NIMBLE_PART_DIGEST_SIZE);
+  nimble_part_digest(data, size - NIMBLE_PART_DIGEST_SIZE, data + size - NIMBLE_PART_DIGEST_SIZE);
 }
 
 nimble_status_t nimble_part_digest_check(const uint8_t *data, size_t size, size_t base, const char *what) {
@@ -23,7 +22,7 @@ nimble_status_t nimble_part_digest_check(const uint8_t *data, size_t size, size_
                               "(its header and its digest)",
                               what, base, size, NIMBLE_PART_HEADER_SIZE + NIMBLE_PART_DIGEST_SIZE);
   nimble_digest_t got, want;
-  nimble_digest_compute(data, size - NIMBLE_PART_DIGEST_SIZE, &got);
+  nimble_part_digest(data, size - NIMBLE_PART_DIGEST_SIZE, got.bytes);
   memcpy(want.bytes, data + size - NIMBLE_PART_DIGEST_SIZE, NIMBLE_PART_DIGEST_SIZE);
   if (!nimble_digest_equal(&got, &want))
     return nimble_status_make(NIMBLE_DATA_LOSS,

@@ -86,8 +86,18 @@ nimble_status_t nimble_part_header_check(const uint8_t *data, size_t size, size_
 
 /* ---- Integrity (format/src/integrity.c) ---------------------------------- */
 
-/* Writes a part's digest: the SHA-256 of its first size - 32 bytes into its
- * last 32. `size` is at least NIMBLE_PART_DIGEST_SIZE. */
+/* A part's digest covers its first size - 32 bytes in chunks of this many:
+ * the SHA-256 of the chunks' SHA-256s, in order (the last chunk may be
+ * shorter). */
+#define NIMBLE_PART_CHUNK_SIZE ((size_t)1 << 20)
+
+/* The digest of `size` bytes as a part's trailer holds it (chunks above),
+ * hashed on up to 8 threads when there are several chunks
+ * (format/src/part_digest.c). */
+void nimble_part_digest(const uint8_t *data, size_t size, uint8_t out[32]);
+
+/* Writes a part's digest (nimble_part_digest of its first size - 32 bytes)
+ * into its last 32. `size` is at least NIMBLE_PART_DIGEST_SIZE. */
 void nimble_part_seal(uint8_t *data, size_t size);
 
 /* Checks a part's digest. `base` is the part's offset in its file and `what`

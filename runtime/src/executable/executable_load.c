@@ -407,7 +407,7 @@ nimble_status_t nimble_executable_load_file_checked(const char *path, uint32_t f
   size_t size = (size_t)st.st_size;
   void *map = NULL;
   if (size > 0) {
-    map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    map = mmap(NULL, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
     if (map == MAP_FAILED) {
       int e = errno;
       close(fd);
