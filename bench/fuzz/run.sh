@@ -22,6 +22,9 @@
 # fork mode and carries on past faults, for long unattended campaigns.
 #
 # Environment: NIMBLE_BUILD (default build), NIMBLE_FUZZ_NICE (default 10),
+# NIMBLE_FUZZ_TIMEOUT_S (default 10: one input running longer is a fault;
+# raise it at a high nice on a busy machine, where a starved process can
+# take that long in wall time on a fast input),
 # NIMBLE_FUZZ_RSS_MB (default 2048), NIMBLE_FUZZ_NO_MERGE=1 (leave the
 # committed corpus alone).
 set -euo pipefail
@@ -73,7 +76,7 @@ for t in "${targets[@]}"; do
   touch "$work/started"
   set +e
   /usr/bin/time -f "%U %S" -o "$work/cpu.txt" nice -n "${NIMBLE_FUZZ_NICE:-10}" "$bin" \
-    -max_total_time="$seconds" -max_len="$(max_len_of "$t")" -timeout=10 \
+    -max_total_time="$seconds" -max_len="$(max_len_of "$t")" -timeout="${NIMBLE_FUZZ_TIMEOUT_S:-10}" \
     -rss_limit_mb="${NIMBLE_FUZZ_RSS_MB:-2048}" -print_final_stats=1 \
     -artifact_prefix="$work/faults/" "${keep[@]}" "$work/queue" "$corpus" >"$log" 2>&1
   rc=$?
