@@ -102,7 +102,7 @@ START_TEST(test_vector_add_for_aarch64_is_neon_code_that_runs_under_qemu) {
       fclose(f);
     }
     ck_assert_msg(rc == 0, "cross compile failed: %s", text);
-    snprintf(cmd, sizeof cmd, "qemu-aarch64 -L /usr/aarch64-linux-gnu %s %s > %s 2>&1", exe, so, log);
+    snprintf(cmd, sizeof cmd, "qemu-aarch64 -L /usr/aarch64-linux-gnu -E LD_LIBRARY_PATH=/usr/aarch64-linux-gnu/lib %s %s > %s 2>&1", exe, so, log);
     rc = system(cmd);
     f = fopen(log, "r");
     text[0] = 0;

@@ -553,7 +553,7 @@ START_TEST(test_every_type_runs_on_aarch64_under_qemu) {
     int rc = system(cmd);
     read_log(log, text, sizeof text);
     ck_assert_msg(rc == 0, "cross compile failed: %s", text);
-    snprintf(cmd, sizeof cmd, "qemu-aarch64 -L /usr/aarch64-linux-gnu %s %s %s > %s 2>&1", exe, so, data, log);
+    snprintf(cmd, sizeof cmd, "qemu-aarch64 -L /usr/aarch64-linux-gnu -E LD_LIBRARY_PATH=/usr/aarch64-linux-gnu/lib %s %s %s > %s 2>&1", exe, so, data, log);
     rc = system(cmd);
     read_log(log, text, sizeof text);
     char want[64];

@@ -32,6 +32,14 @@
 
 #define QEMU "qemu-aarch64"
 #define AARCH64_SYSROOT "/usr/aarch64-linux-gnu"
+/* The cross toolchain's ld.so must load the cross libc beside it: without
+ * this, its search falls through to /lib/aarch64-linux-gnu, where Debian's
+ * libc6:arm64 (pulled in by check:arm64) is a different build of glibc, and
+ * the mixed pair hangs in the first pthread_create. */
+#define AARCH64_LIBS "LD_LIBRARY_PATH=" AARCH64_SYSROOT "/lib"
+/* One run of one case takes seconds; a hung one fails the case, not the
+ * suite's ctest timeout half an hour later. */
+#define RUN_TIMEOUT "600"
 
 /* Models whose compile is known to stop at a missing piece, NULL-terminated;
  * the same list as test_compile_reference_models.c's (none today). */
@@ -137,11 +145,15 @@ static char *run_under_qemu(const char *run, const char *exe_path, size_t n, con
   char *log = NULL;
   ck_assert_int_ge(asprintf(&log, "%s.log", outdir), 0);
   size_t argc = 0;
-  char **argv = calloc(8 + 2 * n, sizeof *argv);
+  char **argv = calloc(12 + 2 * n, sizeof *argv);
   ck_assert_ptr_nonnull(argv);
+  argv[argc++] = strdup("timeout");
+  argv[argc++] = strdup(RUN_TIMEOUT);
   argv[argc++] = strdup(QEMU);
   argv[argc++] = strdup("-L");
   argv[argc++] = strdup(AARCH64_SYSROOT);
+  argv[argc++] = strdup("-E");
+  argv[argc++] = strdup(AARCH64_LIBS);
   argv[argc++] = strdup(run);
   argv[argc++] = strdup(exe_path);
   for (size_t k = 0; k < n; k++) {
@@ -152,7 +164,8 @@ static char *run_under_qemu(const char *run, const char *exe_path, size_t n, con
   argv[argc++] = strdup(outdir);
   int rc = run_logged(argv, log);
   char *text = read_small_file(log);
-  ck_assert_msg(rc == 0, "%s: %s %s %s ... exited with %d:\n%s", what, QEMU, run, exe_path, rc, text);
+  ck_assert_msg(rc == 0, "%s: %s %s %s ... %s %d:\n%s", what, QEMU, run, exe_path,
+                rc == 124 ? "ran past " RUN_TIMEOUT " s (timeout's status)" : "exited with", rc, text);
   for (size_t i = 0; i < argc; i++) free(argv[i]);
   free(argv);
   unlink(log);

@@ -43,7 +43,9 @@ import time
 import numpy as np
 
 SKIP = 77
-EMULATOR = "qemu-aarch64 -L /usr/aarch64-linux-gnu"
+# -E: the cross ld.so loads the cross libc beside it, not libc6:arm64 from
+# /lib/aarch64-linux-gnu (a different glibc build; the pair hangs in pthread_create).
+EMULATOR = "qemu-aarch64 -L /usr/aarch64-linux-gnu -E LD_LIBRARY_PATH=/usr/aarch64-linux-gnu/lib"
 
 
 def first_line(text, limit=400):
