@@ -42,9 +42,12 @@ void nimble_arena_destroy(nimble_arena *arena) {
   free(arena);
 }
 
-static arena_chunk *arena_new_chunk(size_t size) {
+/* A big chunk comes zeroed from calloc: for a block that size the allocator
+ * maps fresh pages, which the kernel zeroes as they are first touched, so a
+ * model's 10 MB of weights is not written twice (zeros, then the data). */
+static arena_chunk *arena_new_chunk(size_t size, int zeroed) {
   if (size > SIZE_MAX - sizeof(arena_chunk)) return NULL;
-  arena_chunk *c = malloc(sizeof(arena_chunk) + size);
+  arena_chunk *c = zeroed ? calloc(1, sizeof(arena_chunk) + size) : malloc(sizeof(arena_chunk) + size);
   if (!c) return NULL;
   c->next = NULL;
   c->size = size;
@@ -60,7 +63,7 @@ void *nimble_arena_alloc(nimble_arena *arena, size_t size) {
   if (!c || c->size - c->used < rounded) {
     if (rounded > ARENA_CHUNK_SIZE / 4) {
       /* A big block gets its own chunk, kept behind the current one. */
-      arena_chunk *big = arena_new_chunk(rounded);
+      arena_chunk *big = arena_new_chunk(rounded, 1);
       if (!big) return NULL;
       big->used = rounded;
       if (c) {
@@ -70,10 +73,9 @@ void *nimble_arena_alloc(nimble_arena *arena, size_t size) {
         arena->head = big;
       }
       arena->bytes_used += rounded;
-      memset(big->data, 0, rounded);
       return big->data;
     }
-    arena_chunk *fresh = arena_new_chunk(ARENA_CHUNK_SIZE);
+    arena_chunk *fresh = arena_new_chunk(ARENA_CHUNK_SIZE, 0);
     if (!fresh) return NULL;
     fresh->next = c;
     arena->head = fresh;

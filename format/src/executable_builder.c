@@ -32,6 +32,16 @@ static uint8_t *buf_grow(buf_t *b, size_t n) {
   b->size += n;
   return p;
 }
+/* Room for n more bytes up front: a model's constants part is written in
+ * one buffer, and growing it by doubling copied its megabytes again and
+ * again. */
+static void buf_reserve(buf_t *b, size_t n) {
+  if (b->failed || b->cap - b->size >= n) return;
+  uint8_t *nd = realloc(b->data, b->size + n);
+  if (!nd) return; /* buf_grow tries again, and fails the write if it must */
+  b->data = nd;
+  b->cap = b->size + n;
+}
 static void put_bytes(buf_t *b, const void *d, size_t n) {
   uint8_t *p = buf_grow(b, n);
   if (p && n) memcpy(p, d, n);
@@ -62,7 +72,8 @@ typedef struct constant_t {
   int32_t device_type;
   int32_t ndim;
   int64_t shape[NIMBLE_MAX_NDIM];
-  void *data;
+  const void *data;
+  void *own; /* data's copy, or NULL when borrowed */
   uint64_t nbytes;
 } constant_t;
 
@@ -141,7 +152,7 @@ void nimble_builder_destroy(nimble_executable_builder *b) {
   free(b->digest);
   for (uint32_t i = 0; i < b->num_kernels; i++) free(b->kernels[i].symbol);
   free(b->kernels);
-  for (uint32_t i = 0; i < b->num_constants; i++) free(b->constants[i].data);
+  for (uint32_t i = 0; i < b->num_constants; i++) free(b->constants[i].own);
   free(b->constants);
   for (uint32_t i = 0; i < b->num_functions; i++) {
     free(b->functions[i].name);
@@ -211,8 +222,8 @@ nimble_status_t nimble_builder_set_kernel_library(nimble_executable_builder *b,
   return lib->failed ? OOM() : nimble_ok();
 }
 
-nimble_status_t nimble_builder_add_constant(nimble_executable_builder *b, const DLTensor *t,
-                                            uint32_t *index_out) {
+static nimble_status_t add_constant(nimble_executable_builder *b, const DLTensor *t, int borrow,
+                                    uint32_t *index_out) {
   if (!t) return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "builder: NULL constant");
   if (t->ndim < 0 || t->ndim > NIMBLE_MAX_NDIM)
     return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "builder: constant ndim %d", t->ndim);
@@ -224,23 +235,34 @@ nimble_status_t nimble_builder_add_constant(nimble_executable_builder *b, const 
   if (t->ndim) memcpy(c.shape, t->shape, (size_t)t->ndim * sizeof(int64_t));
   if (!nimble_tensor_nbytes(c.ndim, c.shape, c.dtype, &c.nbytes))
     return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "builder: constant shape overflows");
-  c.data = malloc(c.nbytes ? (size_t)c.nbytes : 1);
-  if (!c.data) return OOM();
-  if (c.nbytes) {
-    if (!t->data) {
-      free(c.data);
-      return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "builder: constant without data");
-    }
-    memcpy(c.data, (const char *)t->data + t->byte_offset, (size_t)c.nbytes);
+  if (c.nbytes && !t->data) return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "builder: constant without data");
+  const char *src = c.nbytes ? (const char *)t->data + t->byte_offset : NULL;
+  if (borrow && src) {
+    c.data = src;
+  } else {
+    c.own = malloc(c.nbytes ? (size_t)c.nbytes : 1);
+    if (!c.own) return OOM();
+    if (c.nbytes) memcpy(c.own, src, (size_t)c.nbytes);
+    c.data = c.own;
   }
   if (!grow((void **)&b->constants, b->num_constants, sizeof *b->constants)) {
-    free(c.data);
+    free(c.own);
     return OOM();
   }
   b->constants[b->num_constants] = c;
   if (index_out) *index_out = b->num_constants;
   b->num_constants++;
   return nimble_ok();
+}
+
+nimble_status_t nimble_builder_add_constant(nimble_executable_builder *b, const DLTensor *t,
+                                            uint32_t *index_out) {
+  return add_constant(b, t, 0, index_out);
+}
+
+nimble_status_t nimble_builder_add_constant_borrowed(nimble_executable_builder *b, const DLTensor *t,
+                                                     uint32_t *index_out) {
+  return add_constant(b, t, 1, index_out);
 }
 
 nimble_status_t nimble_builder_add_function(nimble_executable_builder *b, const char *name,
@@ -403,6 +425,7 @@ static void write_constants(const nimble_executable_builder *b, buf_t *o) {
   put_u32(o, 0);
   put_u64(o, data_offset);
   put_u64(o, data);
+  buf_reserve(o, 24 + table + 64 + data + NIMBLE_PART_DIGEST_SIZE);
   size_t at = 0;
   for (uint32_t i = 0; i < b->num_constants; i++) {
     const constant_t *c = &b->constants[i];
@@ -480,6 +503,11 @@ nimble_status_t nimble_builder_serialize(const nimble_executable_builder *b, voi
   if (b->has_cpu_lib) kinds[n++] = NIMBLE_PART_KERNELS_CPU;
   if (b->has_cuda_lib) kinds[n++] = NIMBLE_PART_KERNELS_CUDA;
   buf_t o = {0};
+  /* The big parts' sizes, so the file's buffer is allocated about once. */
+  size_t hint = 64 * 1024 + b->cpu_lib.size + b->cuda_lib.size;
+  for (uint32_t i = 0; i < b->num_constants; i++)
+    hint += (size_t)(b->constants[i].nbytes + 63) / 64 * 64 + 16 + 8 * (size_t)b->constants[i].ndim + 16;
+  buf_reserve(&o, hint);
   put_bytes(&o, NIMBLE_FILE_MAGIC, NIMBLE_FILE_MAGIC_LEN);
   put_u32(&o, b->version);
   put_u32(&o, n);

@@ -13,6 +13,9 @@
 
 struct nimble_compile_result {
   nimble_executable_builder *builder; /* owned */
+  /* The IR's arena (owned): the builder borrows the constants' data from
+   * it, so it lives as long as the builder. */
+  struct nimble_arena *arena;
   nimble_target_t target;
   char target_spec[NIMBLE_TARGET_SPEC_MAX + 1]; /* canonical */
   char *compiler_version;                       /* owned */

@@ -261,6 +261,7 @@ static nimble_status_t run(pipeline *p, nimble_arena *arena) {
   nimble_lower_options_init(&lower_options);
   lower_options.output_names = output_names;
   lower_options.num_output_names = num_output_names;
+  lower_options.borrow_constants = true; /* r->arena outlives r->builder */
   NIMBLE_RETURN_IF_ERROR(nimble_lower_module(m, &lower_options, r->builder, &lr));
   phase_end(p);
 
@@ -284,7 +285,7 @@ nimble_status_t nimble_compile_file(const char *path, const nimble_compile_optio
                                           : NIMBLE_OOM();
   pipeline p = {.path = path, .o = o, .r = r, .clock = {.o = o, .r = r, .phase = "setup"}};
   if (!s) s = run(&p, arena);
-  nimble_arena_destroy(arena);
+  r->arena = arena;
   if (s) {
     nimble_compile_result_destroy(r);
     /* "unsupported" tells a user (and the node-suite runner) that the
@@ -299,6 +300,7 @@ nimble_status_t nimble_compile_file(const char *path, const nimble_compile_optio
 void nimble_compile_result_destroy(nimble_compile_result *r) {
   if (!r) return;
   nimble_builder_destroy(r->builder);
+  nimble_arena_destroy(r->arena); /* after the builder, which borrows from it */
   free(r->compiler_version);
   free(r->codegen_stats.kernels);
   free(r);

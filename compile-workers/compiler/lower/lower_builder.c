@@ -10,8 +10,9 @@ nimble_status_t lw_b_add_kernel(nimble_executable_builder *b, const char *symbol
   return nimble_builder_add_kernel(b, symbol, (DLDeviceType)device, index);
 }
 
-nimble_status_t lw_b_add_constant(nimble_executable_builder *b, const DLTensor *t, uint32_t *index) {
-  return nimble_builder_add_constant(b, t, index);
+nimble_status_t lw_b_add_constant(nimble_executable_builder *b, const DLTensor *t, bool borrow,
+                                  uint32_t *index) {
+  return borrow ? nimble_builder_add_constant_borrowed(b, t, index) : nimble_builder_add_constant(b, t, index);
 }
 
 nimble_status_t lw_b_add_function(nimble_executable_builder *b, const char *name, uint32_t params,

@@ -4,6 +4,7 @@
 #ifndef NIMBLE_LOWER_BUILDER_H
 #define NIMBLE_LOWER_BUILDER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -26,7 +27,10 @@ typedef struct lw_sig {
 
 nimble_status_t lw_b_add_kernel(nimble_executable_builder *b, const char *symbol, int device,
                                 uint32_t *index);
-nimble_status_t lw_b_add_constant(nimble_executable_builder *b, const DLTensor *t, uint32_t *index);
+/* borrow: the builder keeps t's data without copying it
+ * (nimble_lower_options_t.borrow_constants). */
+nimble_status_t lw_b_add_constant(nimble_executable_builder *b, const DLTensor *t, bool borrow,
+                                  uint32_t *index);
 nimble_status_t lw_b_add_function(nimble_executable_builder *b, const char *name, uint32_t params,
                                   uint32_t registers, uint32_t *index);
 nimble_status_t lw_b_emit(nimble_executable_builder *b, uint32_t func, int op, const int64_t *ops,

@@ -170,7 +170,7 @@ nimble_status_t lw_constant(lower_ctx *c, const nimble_expr *e, int64_t *index) 
   t.dtype = lw_dl_dtype(k->dtype);
   t.shape = k->rank ? (int64_t *)(uintptr_t)k->dims : no_dims;
   uint32_t idx;
-  NIMBLE_RETURN_IF_ERROR_CTX(lw_b_add_constant(c->b, &t, &idx), "constant pool");
+  NIMBLE_RETURN_IF_ERROR_CTX(lw_b_add_constant(c->b, &t, c->opts.borrow_constants, &idx), "constant pool");
   if (!lw_map_put(&c->consts, e, idx)) return NIMBLE_OOM_IN("lowering");
   *index = idx;
   return nimble_ok();

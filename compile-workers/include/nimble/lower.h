@@ -60,6 +60,10 @@ typedef struct nimble_lower_options {
    * given, num_output_names must equal the entry's output count. */
   const char *const *output_names;
   size_t num_output_names;
+  /* The builder borrows the IR constants' data instead of copying it
+   * (nimble_builder_add_constant_borrowed): the module's arena must then
+   * outlive the builder. Off by default. */
+  bool borrow_constants;
 } nimble_lower_options_t;
 
 /* Fills the defaults. */

@@ -62,6 +62,13 @@ NIMBLE_API nimble_status_t nimble_builder_set_kernel_library(nimble_executable_b
 NIMBLE_API nimble_status_t nimble_builder_add_constant(nimble_executable_builder *b, const DLTensor *tensor,
                                                        uint32_t *index_out);
 
+/* The same without the copy: the builder keeps a pointer to the data, which
+ * must stay readable and unchanged until the builder is destroyed (the
+ * compiler's IR constants, which live as long as its result: a model's
+ * weights are not copied once more on the way to the file). */
+NIMBLE_API nimble_status_t nimble_builder_add_constant_borrowed(nimble_executable_builder *b,
+                                                                const DLTensor *tensor, uint32_t *index_out);
+
 /* Adds a function with `num_params` parameters (registers 0..num_params-1
  * on entry) and a register file of `num_registers`. */
 NIMBLE_API nimble_status_t nimble_builder_add_function(nimble_executable_builder *b, const char *name,
