@@ -240,12 +240,17 @@ static const char kLoopNestPipeline[] =
     "loop(indvars,loop-deletion,loop-unroll-full),gvn,loop-vectorize,loop-load-elim,instcombine,simplifycfg,"
     "slp-vectorizer,instcombine,loop-unroll<O2>,instcombine,loop-mssa(licm),simplifycfg)";
 
+/* Light kernels (cg_light.c: shape functions and the like, whose speed
+ * cannot matter) get the cleanup that keeps their code small and nothing
+ * more; their target machine selects instructions with FastISel. */
+static const char kLightPipeline[] = "function(sroa,early-cse,instcombine,simplifycfg)";
+
 /* Emits, verifies and optimises kernels into one module, then emits it as
  * an object (or PTX) into b->obj; *ir gets the optimised module's text
  * when ir is not NULL. Times go to *time when not NULL. */
 static nimble_status_t build_module(build *b, LLVMTargetMachineRef tm, const target_info *t,
                                     const nimble_ln_kernel *const *kernels, size_t n_kernels, int opt_level,
-                                    char **ir, nimble_codegen_kernel_time_t *time) {
+                                    bool light, char **ir, nimble_codegen_kernel_time_t *time) {
   double t0 = thread_cpu_s();
   b->ctx = LLVMContextCreate();
   LLVMContextSetDiagnosticHandler(b->ctx, on_diagnostic, b);
@@ -272,8 +277,8 @@ static nimble_status_t build_module(build *b, LLVMTargetMachineRef tm, const tar
   LLVMPassBuilderOptionsSetLoopInterleaving(b->pass_opts, opt_level >= 2);
   char pipeline[32];
   snprintf(pipeline, sizeof pipeline, "default<O%d>", opt_level);
-  LLVMErrorRef perr =
-      LLVMRunPasses(b->mod, opt_level == 2 && !t->is_ptx ? kLoopNestPipeline : pipeline, tm, b->pass_opts);
+  const char *passes = light ? kLightPipeline : opt_level == 2 && !t->is_ptx ? kLoopNestPipeline : pipeline;
+  LLVMErrorRef perr = LLVMRunPasses(b->mod, passes, tm, b->pass_opts);
   if (perr) return from_llvm_error(perr, "codegen: optimisation");
   if (b->diag_error)
     return nimble_status_make(NIMBLE_INTERNAL, "codegen: LLVM reported: %s", b->diag_error);
@@ -330,10 +335,13 @@ static void note_failure(cpu_pool *p, size_t i) {
   }
 }
 
-static nimble_status_t cpu_one(cpu_pool *p, LLVMTargetMachineRef *tm, size_t i) {
+/* tms[0]: the target machine at the options' level; tms[1]: at CodeGen
+ * level None, for light kernels. Each made on first use. */
+static nimble_status_t cpu_one(cpu_pool *p, LLVMTargetMachineRef tms[2], size_t i) {
   const nimble_ln_kernel *k = p->kernels[i];
   nimble_codegen_kernel_time_t *time = &p->times[i];
   snprintf(time->name, sizeof time->name, "%s", k->name ? k->name : "");
+  time->light = p->opt_level >= 1 && nimble_cg_kernel_is_light(k);
   char key[NIMBLE_KERNEL_KEY_LEN + 1] = "";
   if (p->cache) {
     double c0 = thread_cpu_s();
@@ -360,15 +368,17 @@ static nimble_status_t cpu_one(cpu_pool *p, LLVMTargetMachineRef *tm, size_t i) 
     time->cache_s = thread_cpu_s() - c0;
     atomic_fetch_add(&p->misses, 1);
   }
+  bool light = time->light;
+  LLVMTargetMachineRef *tm = &tms[light];
   if (!*tm) {
-    *tm = make_tm(p->t, p->opt_level);
+    *tm = make_tm(p->t, light ? 0 : p->opt_level);
     if (!*tm)
       return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "codegen: no target machine for %s/%s", p->t->triple,
                                 p->t->cpu);
   }
   build b = {0};
-  nimble_status_t s = build_module(&b, *tm, p->t, &p->kernels[i], 1, p->opt_level, p->keep_ir ? &p->irs[i] : NULL,
-                                   time);
+  nimble_status_t s = build_module(&b, *tm, p->t, &p->kernels[i], 1, p->opt_level, light,
+                                   p->keep_ir ? &p->irs[i] : NULL, time);
   if (!s) {
     size_t size = LLVMGetBufferSize(b.obj);
     p->objs[i] = malloc(size ? size : 1);
@@ -391,14 +401,14 @@ static nimble_status_t cpu_one(cpu_pool *p, LLVMTargetMachineRef *tm, size_t i) 
 
 static void *cpu_worker(void *arg) {
   cpu_pool *p = arg;
-  LLVMTargetMachineRef tm = NULL;
+  LLVMTargetMachineRef tms[2] = {NULL, NULL};
   for (;;) {
     size_t i = atomic_fetch_add(&p->next, 1);
     if (i >= p->n) break;
     /* Past a failure nothing is needed; before it, every kernel is built,
      * so the failure reported is the first in order whatever the timing. */
     if (i > atomic_load(&p->first_failed)) continue;
-    p->status[i] = cpu_one(p, &tm, i);
+    p->status[i] = cpu_one(p, tms, i);
     if (p->status[i]) note_failure(p, i);
     else if (p->on_done) {
       pthread_mutex_lock(&p->done_lock);
@@ -408,7 +418,8 @@ static void *cpu_worker(void *arg) {
       pthread_mutex_unlock(&p->done_lock);
     }
   }
-  if (tm) LLVMDisposeTargetMachine(tm);
+  for (int j = 0; j < 2; j++)
+    if (tms[j]) LLVMDisposeTargetMachine(tms[j]);
   return NULL;
 }
 
@@ -464,6 +475,7 @@ static nimble_status_t run_pool(cpu_pool *p, const nimble_codegen_options_t *o, 
   st->put_errors = atomic_load(&p->put_errors);
   for (size_t i = 0; i < n; i++) {
     st->emit_s += st->kernels[i].emit_s;
+    st->n_light += (size_t)st->kernels[i].light;
     st->opt_s += st->kernels[i].opt_s;
     st->obj_s += st->kernels[i].obj_s;
     st->cache_s += st->kernels[i].cache_s;

@@ -4,6 +4,7 @@
 #define NIMBLE_CG_INTERNAL_H
 
 #include <llvm-c/Core.h>
+#include <stdbool.h>
 
 #include "nimble/codegen.h"
 
@@ -33,5 +34,10 @@ LLVMValueRef nimble_cg_f64_to_f32_odd(LLVMModuleRef m, LLVMBuilderRef b, LLVMVal
  * problem as a status. */
 nimble_status_t nimble_cg_emit_kernels(LLVMModuleRef m, const nimble_ln_kernel *const *kernels,
                                        size_t n_kernels, int gpu);
+
+/* A kernel whose run is at most about a thousand scalar statements, all
+ * loops of constant trip count (cg_light.c): built with a short pipeline
+ * and fast instruction selection, since its speed cannot matter. */
+bool nimble_cg_kernel_is_light(const nimble_ln_kernel *k);
 
 #endif

@@ -76,10 +76,12 @@ typedef struct nimble_codegen_kernel_time {
   double obj_s;   /* instruction selection and object emission */
   double cache_s; /* key, lookup and store */
   int cached;     /* 1: the object came from the cache */
+  int light;      /* 1: a light kernel (a short pipeline, fast instruction selection) */
 } nimble_codegen_kernel_time_t;
 
 typedef struct nimble_codegen_stats {
   size_t n_kernels;
+  size_t n_light;      /* light kernels among them (docs/compile.md) */
   size_t hits, misses; /* kernel cache lookups (misses: compiled) */
   size_t corrupt;      /* entries that failed their integrity check (ignored, rebuilt) */
   size_t put_errors;   /* objects the cache could not store (the compile goes on) */
