@@ -1,0 +1,210 @@
+/* The own sgemm's variants (sgemm_own_kernel.inc, once per instruction
+ * set), the run-time choice between them, and the per-thread packing
+ * buffers. See sgemm_own.h. */
+#include "vm/sgemm_own.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__) && !defined(__clang__)
+#define SG_HAVE_X86 1
+#else
+#define SG_HAVE_X86 0
+#endif
+
+/* ---- The variants ---------------------------------------------------------- */
+
+/* Portable: 16-byte vectors (SSE2 on x86_64, NEON on aarch64). aarch64 has
+ * 32 vector registers, SSE2 16: the tile is sized to fit. */
+#define SG_NAME(x) x##_portable
+#define SG_TARGET
+#define SG_VF 4
+#if defined(__aarch64__)
+#define SG_MR 8
+#define SG_NV 3
+#else
+#define SG_MR 4
+#define SG_NV 2
+#endif
+#define SG_KC 256
+#define SG_MC 128
+#define SG_NC 3072
+#include "vm/sgemm_own_kernel.inc"
+#undef SG_NAME
+#undef SG_TARGET
+#undef SG_VF
+#undef SG_MR
+#undef SG_NV
+#undef SG_KC
+#undef SG_MC
+#undef SG_NC
+
+#if SG_HAVE_X86
+/* AVX2 + FMA: 16 ymm registers, a 6 x 16 tile in 12 of them. */
+#define SG_NAME(x) x##_avx2
+#define SG_TARGET __attribute__((target("avx2,fma")))
+#define SG_VF 8
+#define SG_MR 6
+#define SG_NV 2
+#define SG_KC 256
+#define SG_MC 120
+#define SG_NC 3072
+#include "vm/sgemm_own_kernel.inc"
+#undef SG_NAME
+#undef SG_TARGET
+#undef SG_VF
+#undef SG_MR
+#undef SG_NV
+#undef SG_KC
+#undef SG_MC
+#undef SG_NC
+
+/* AVX-512: 32 zmm registers, an 8 x 32 tile in 16 of them. */
+#define SG_NAME(x) x##_avx512
+#define SG_TARGET __attribute__((target("avx512f,avx2,fma")))
+#define SG_VF 16
+#define SG_MR 8
+#define SG_NV 2
+#define SG_KC 256
+#define SG_MC 128
+#define SG_NC 3072
+#include "vm/sgemm_own_kernel.inc"
+#undef SG_NAME
+#undef SG_TARGET
+#undef SG_VF
+#undef SG_MR
+#undef SG_NV
+#undef SG_KC
+#undef SG_MC
+#undef SG_NC
+#endif
+
+/* ---- Choosing one ---------------------------------------------------------- */
+
+static pthread_once_t cpu_once = PTHREAD_ONCE_INIT;
+static int isa_mask = 1 << NIMBLE_SGEMM_ISA_PORTABLE;
+static nimble_sgemm_isa best_isa = NIMBLE_SGEMM_ISA_PORTABLE;
+
+static void probe_cpu(void) {
+#if SG_HAVE_X86
+  __builtin_cpu_init();
+  int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  if (avx2) isa_mask |= 1 << NIMBLE_SGEMM_ISA_AVX2;
+  if (avx2 && __builtin_cpu_supports("avx512f")) isa_mask |= 1 << NIMBLE_SGEMM_ISA_AVX512;
+#endif
+  for (int i = NIMBLE_SGEMM_ISA_PORTABLE; i <= NIMBLE_SGEMM_ISA_AVX512; i++)
+    if (isa_mask & (1 << i)) best_isa = (nimble_sgemm_isa)i;
+}
+
+int nimble_sgemm_isa_available(nimble_sgemm_isa isa) {
+  pthread_once(&cpu_once, probe_cpu);
+  return isa >= NIMBLE_SGEMM_ISA_PORTABLE && isa <= NIMBLE_SGEMM_ISA_AVX512 && (isa_mask & (1 << isa));
+}
+
+nimble_sgemm_isa nimble_sgemm_own_best_isa(void) {
+  pthread_once(&cpu_once, probe_cpu);
+  return best_isa;
+}
+
+const char *nimble_sgemm_isa_name(nimble_sgemm_isa isa) {
+  switch (isa) {
+  case NIMBLE_SGEMM_ISA_AVX512: return "avx512";
+  case NIMBLE_SGEMM_ISA_AVX2: return "avx2";
+  default: return "portable";
+  }
+}
+
+/* ---- Per-thread workspace -------------------------------------------------- */
+
+/* One buffer per thread, grown to the largest product it has seen and freed
+ * when the thread ends (a pthread key's destructor; the process's main
+ * thread keeps its buffer until exit). */
+static pthread_key_t ws_key;
+static pthread_once_t ws_once = PTHREAD_ONCE_INIT;
+static _Thread_local float *ws_ptr;
+static _Thread_local size_t ws_floats;
+
+static void ws_free(void *p) { free(p); }
+static void ws_key_create(void) { (void)pthread_key_create(&ws_key, ws_free); }
+
+/* NULL when memory runs out (the caller then computes without panels). */
+static float *ws_get(size_t floats) {
+  if (floats <= ws_floats) return ws_ptr;
+  pthread_once(&ws_once, ws_key_create);
+  /* Room to grow: a buffer sized exactly would be replaced on every
+   * slightly larger product. */
+  size_t want = floats + floats / 4;
+  size_t bytes = (want * sizeof(float) + 63) / 64 * 64;
+  float *p = aligned_alloc(64, bytes);
+  if (!p) return NULL;
+  free(ws_ptr);
+  ws_ptr = p;
+  ws_floats = want;
+  (void)pthread_setspecific(ws_key, p);
+  return p;
+}
+
+/* ---- The entry points ------------------------------------------------------ */
+
+/* C = beta * C over m x n, beta == 0 clearing. */
+static void scale_c(int64_t m, int64_t n, float beta, float *c, int64_t ldc) {
+  if (beta == 1.0f) return;
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = 0; j < n; j++) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+}
+
+/* The definition, for when no workspace can be had. */
+static void plain_sgemm(int32_t ta, int32_t tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+                        int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = 0; j < n; j++) {
+      float acc = 0;
+      for (int64_t p = 0; p < k; p++) acc += (ta ? a[p * lda + i] : a[i * lda + p]) * (tb ? b[j * ldb + p] : b[p * ldb + j]);
+      float *cij = &c[i * ldc + j];
+      *cij = alpha * acc + (beta == 0.0f ? 0.0f : beta * *cij);
+    }
+}
+
+int nimble_sgemm_own_isa(nimble_sgemm_isa isa, int32_t trans_a, int32_t trans_b, int64_t m, int64_t n,
+                         int64_t k, float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
+                         float beta, float *c, int64_t ldc) {
+  if (!nimble_sgemm_isa_available(isa)) return 0;
+  if (m <= 0 || n <= 0) return 1;
+  if (k <= 0 || alpha == 0.0f) {
+    scale_c(m, n, beta, c, ldc);
+    return 1;
+  }
+  size_t need;
+  switch (isa) {
+#if SG_HAVE_X86
+  case NIMBLE_SGEMM_ISA_AVX512: need = workspace_avx512(m, n, k); break;
+  case NIMBLE_SGEMM_ISA_AVX2: need = workspace_avx2(m, n, k); break;
+#endif
+  default: need = workspace_portable(m, n, k); break;
+  }
+  float *ws = ws_get(need);
+  if (!ws) {
+    plain_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return 1;
+  }
+  switch (isa) {
+#if SG_HAVE_X86
+  case NIMBLE_SGEMM_ISA_AVX512:
+    gemm_avx512(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, ws);
+    break;
+  case NIMBLE_SGEMM_ISA_AVX2:
+    gemm_avx2(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, ws);
+    break;
+#endif
+  default: gemm_portable(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, ws); break;
+  }
+  return 1;
+}
+
+void nimble_sgemm_own(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                      const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+                      int64_t ldc) {
+  (void)nimble_sgemm_own_isa(nimble_sgemm_own_best_isa(), trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb,
+                             beta, c, ldc);
+}
