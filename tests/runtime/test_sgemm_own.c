@@ -228,6 +228,46 @@ START_TEST(test_empty_products_only_scale_c) {
 }
 END_TEST
 
+/* A transposed B inside registered constant memory is packed once and
+ * reused; after the range is removed, a changed B is seen again. */
+START_TEST(test_constant_b_packed_once_gives_the_same_products_and_goes_with_its_range) {
+  gemm_case g;
+  case_make(&g, 0, 1, 20, 70, 300, 1, 1.0f, 0.0f, 31);
+  size_t bbytes = sizeof(float) * (size_t)(g.n * g.ldb);
+  ck_assert(!nimble_sgemm_own_is_constant(1, g.b, g.ldb, g.k, g.n));
+  nimble_sgemm_own_constants_add(g.b, bbytes);
+  ck_assert(nimble_sgemm_own_is_constant(1, g.b, g.ldb, g.k, g.n));
+  /* The last row's one float of padding leaves room for a shift by one;
+   * by two, the operand ends past the range. */
+  ck_assert(nimble_sgemm_own_is_constant(1, g.b + 1, g.ldb, g.k, g.n));
+  ck_assert(!nimble_sgemm_own_is_constant(1, g.b + 2, g.ldb, g.k, g.n));
+  char msg[512];
+  for (int round = 0; round < 3; round++)
+    for (int isa = NIMBLE_SGEMM_ISA_PORTABLE; isa <= NIMBLE_SGEMM_ISA_AVX512; isa++) {
+      if (!nimble_sgemm_isa_available((nimble_sgemm_isa)isa)) continue;
+      int bad = case_run(&g, (nimble_sgemm_isa)isa, msg, sizeof msg);
+      ck_assert_msg(!bad, "round %d: %s", round, msg);
+    }
+  nimble_sgemm_own_constants_remove(g.b, bbytes);
+  ck_assert(!nimble_sgemm_own_is_constant(1, g.b, g.ldb, g.k, g.n));
+  /* New values in the same place: the reference is recomputed, and stale
+   * panels would give the old product. */
+  gemm_case h;
+  case_make(&h, 0, 1, 20, 70, 300, 1, 1.0f, 0.0f, 32);
+  memcpy(g.b, h.b, bbytes);
+  memcpy(g.want, h.want, sizeof(double) * (size_t)(g.m * g.n));
+  memcpy(g.bound, h.bound, sizeof(double) * (size_t)(g.m * g.n));
+  memcpy(g.a, h.a, sizeof(float) * (size_t)(g.m * g.lda));
+  for (int isa = NIMBLE_SGEMM_ISA_PORTABLE; isa <= NIMBLE_SGEMM_ISA_AVX512; isa++) {
+    if (!nimble_sgemm_isa_available((nimble_sgemm_isa)isa)) continue;
+    int bad = case_run(&g, (nimble_sgemm_isa)isa, msg, sizeof msg);
+    ck_assert_msg(!bad, "after removal: %s", msg);
+  }
+  case_free(&g);
+  case_free(&h);
+}
+END_TEST
+
 /* Four threads at once, each with its own products, twice (buffers grown,
  * then reused); each thread's buffers are freed when it ends. */
 typedef struct thread_case {
@@ -266,6 +306,7 @@ int main(void) {
   tcase_add_test(tc, test_products_larger_than_the_cache_blocks_match_the_reference);
   tcase_add_test(tc, test_reference_model_shapes_match_the_reference);
   tcase_add_test(tc, test_empty_products_only_scale_c);
+  tcase_add_test(tc, test_constant_b_packed_once_gives_the_same_products_and_goes_with_its_range);
   tcase_add_test(tc, test_threads_at_once_each_get_the_right_product);
   suite_add_tcase(s, tc);
   return nimble_test_run(s);

@@ -295,19 +295,21 @@ static int blas_isa_level(void) {
  * on products with B stored [k, n] and at least 256 columns (bert's
  * projections, the convolutions' im2col products), and on matrix-vector
  * products; OpenBLAS was ahead when B is stored transposed (the own
- * kernels repack it per call: mlp's 64x512x784 took 1.17x) and on narrow
+ * kernels repack it per call: mlp's 64x512x784 took 1.17x) unless B is a
+ * constant, whose panels the own kernels pack once (0.8x), and on narrow
  * products, where a last partial panel of 32 columns is a large share
  * (1280x49x320: 1.33x, 32x196x144: 1.26x). */
-static int own_takes(int32_t trans_b, int64_t m, int64_t n) {
+static int own_takes(int32_t trans_b, int64_t m, int64_t n, int64_t k, const float *b, int64_t ldb) {
   if (m == 1 || n == 1) return 1;
-  if (trans_b) return 0;
+  /* A transposed B among the constants is packed once (sgemm_own.h). */
+  if (trans_b) return n >= 16 && nimble_sgemm_own_is_constant(trans_b, b, ldb, k, n);
   return n >= 256;
 }
 
 static void auto_sgemm(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                        const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
                        int64_t ldc) {
-  if (own_level > blas_level || (own_level == blas_level && own_takes(trans_b, m, n)))
+  if (own_level > blas_level || (own_level == blas_level && own_takes(trans_b, m, n, k, b, ldb)))
     nimble_sgemm_own(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   else
     blas_adapter(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);

@@ -145,6 +145,145 @@ static float *ws_get(size_t floats) {
   return p;
 }
 
+/* ---- Constant operands, packed once ---------------------------------------- */
+
+/* A transposed B (a dense layer's weights stored [n, k], as ONNX's Gemm
+ * with transB has them) has to be repacked on every call, and for mlp's
+ * 64x512x784 that copy took a third of the product. When B lies in memory
+ * the runtime knows never changes (an executable's constants), it is
+ * packed once, kept here, and every later call with the same operand uses
+ * the panels. The cache is process-wide, keyed by the operand's address
+ * and layout and the variant; an executable's entries go when its
+ * constants are freed. */
+typedef struct const_range {
+  const char *base;
+  size_t bytes;
+} const_range;
+
+typedef struct packed_entry {
+  const float *b;
+  int64_t ldb, k, n;
+  int32_t tb;
+  nimble_sgemm_isa isa;
+  float *panels;
+  size_t floats;
+} packed_entry;
+
+/* At most this much memory for packed copies; beyond it products pack per
+ * call as before. */
+#define PACKED_CAP_BYTES ((size_t)512 << 20)
+
+static pthread_mutex_t const_mu = PTHREAD_MUTEX_INITIALIZER;
+static const_range *ranges;
+static size_t num_ranges, cap_ranges;
+static packed_entry *entries;
+static size_t num_entries, cap_entries, packed_bytes;
+
+void nimble_sgemm_own_constants_add(const void *base, size_t bytes) {
+  if (!base || !bytes) return;
+  pthread_mutex_lock(&const_mu);
+  if (num_ranges == cap_ranges) {
+    size_t cap = cap_ranges ? cap_ranges * 2 : 8;
+    const_range *r = realloc(ranges, cap * sizeof *r);
+    if (!r) { /* without the range its operands are simply packed per call */
+      pthread_mutex_unlock(&const_mu);
+      return;
+    }
+    ranges = r;
+    cap_ranges = cap;
+  }
+  ranges[num_ranges++] = (const_range){base, bytes};
+  pthread_mutex_unlock(&const_mu);
+}
+
+void nimble_sgemm_own_constants_remove(const void *base, size_t bytes) {
+  if (!base || !bytes) return;
+  const char *lo = base, *hi = lo + bytes;
+  pthread_mutex_lock(&const_mu);
+  for (size_t i = 0; i < num_ranges; i++)
+    if (ranges[i].base == lo && ranges[i].bytes == bytes) {
+      ranges[i] = ranges[--num_ranges];
+      break;
+    }
+  for (size_t i = 0; i < num_entries;) {
+    const char *b = (const char *)entries[i].b;
+    if (b >= lo && b < hi) {
+      free(entries[i].panels);
+      packed_bytes -= entries[i].floats * sizeof(float);
+      entries[i] = entries[--num_entries];
+    } else {
+      i++;
+    }
+  }
+  pthread_mutex_unlock(&const_mu);
+}
+
+/* Whether op(B) (k x n, stored transposed or not) lies wholly inside one
+ * registered range. Caller holds const_mu. */
+static int in_constants(int32_t tb, const float *b, int64_t ldb, int64_t k, int64_t n) {
+  int64_t rows = tb ? n : k, cols = tb ? k : n;
+  const char *lo = (const char *)b, *hi = (const char *)(b + (rows - 1) * ldb + cols);
+  for (size_t i = 0; i < num_ranges; i++)
+    if (lo >= ranges[i].base && hi <= ranges[i].base + ranges[i].bytes) return 1;
+  return 0;
+}
+
+int nimble_sgemm_own_is_constant(int32_t trans_b, const float *b, int64_t ldb, int64_t k, int64_t n) {
+  pthread_mutex_lock(&const_mu);
+  int r = num_ranges && in_constants(trans_b, b, ldb, k, n);
+  pthread_mutex_unlock(&const_mu);
+  return r;
+}
+
+/* The packed panels of a constant B for `isa`, packing them on first use;
+ * NULL when B is not a registered constant or memory is short. */
+static const float *packed_constant(nimble_sgemm_isa isa, int32_t tb, const float *b, int64_t ldb, int64_t k,
+                                    int64_t n) {
+  const float *out = NULL;
+  pthread_mutex_lock(&const_mu);
+  if (!num_ranges || !in_constants(tb, b, ldb, k, n)) goto done;
+  for (size_t i = 0; i < num_entries; i++) {
+    packed_entry *e = &entries[i];
+    if (e->b == b && e->ldb == ldb && e->k == k && e->n == n && e->tb == tb && e->isa == isa) {
+      out = e->panels;
+      goto done;
+    }
+  }
+  size_t floats;
+  switch (isa) {
+#if SG_HAVE_X86
+  case NIMBLE_SGEMM_ISA_AVX512: floats = packed_size_avx512(n, k); break;
+  case NIMBLE_SGEMM_ISA_AVX2: floats = packed_size_avx2(n, k); break;
+#endif
+  default: floats = packed_size_portable(n, k); break;
+  }
+  if (floats > PACKED_CAP_BYTES / sizeof(float) || packed_bytes + floats * sizeof(float) > PACKED_CAP_BYTES)
+    goto done;
+  if (num_entries == cap_entries) {
+    size_t cap = cap_entries ? cap_entries * 2 : 16;
+    packed_entry *r = realloc(entries, cap * sizeof *r);
+    if (!r) goto done;
+    entries = r;
+    cap_entries = cap;
+  }
+  float *panels = aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64);
+  if (!panels) goto done;
+  /* Packed under the lock: once per operand and process. */
+  switch (isa) {
+#if SG_HAVE_X86
+  case NIMBLE_SGEMM_ISA_AVX512: pack_all_b_avx512(tb, b, ldb, k, n, panels); break;
+  case NIMBLE_SGEMM_ISA_AVX2: pack_all_b_avx2(tb, b, ldb, k, n, panels); break;
+#endif
+  default: pack_all_b_portable(tb, b, ldb, k, n, panels); break;
+  }
+  entries[num_entries++] = (packed_entry){b, ldb, k, n, tb, isa, panels, floats};
+  packed_bytes += floats * sizeof(float);
+  out = panels;
+done:
+  pthread_mutex_unlock(&const_mu);
+  return out;
+}
+
 /* ---- The entry points ------------------------------------------------------ */
 
 /* C = beta * C over m x n, beta == 0 clearing. */
@@ -183,6 +322,11 @@ int nimble_sgemm_own_isa(nimble_sgemm_isa isa, int32_t trans_a, int32_t trans_b,
 #endif
   default: need = workspace_portable(m, n, k); break;
   }
+  /* Only a transposed B is worth keeping packed: one stored [k, n] is read
+   * in place. Matrix-vector shapes and narrow products never pack it. */
+  const float *bpk = NULL;
+  if (trans_b && m > 1 && n >= 16)
+    bpk = packed_constant(isa, trans_b, b, ldb, k, n);
   float *ws = ws_get(need);
   if (!ws) {
     plain_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
@@ -191,13 +335,13 @@ int nimble_sgemm_own_isa(nimble_sgemm_isa isa, int32_t trans_a, int32_t trans_b,
   switch (isa) {
 #if SG_HAVE_X86
   case NIMBLE_SGEMM_ISA_AVX512:
-    gemm_avx512(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, ws);
+    gemm_avx512(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, ws, bpk);
     break;
   case NIMBLE_SGEMM_ISA_AVX2:
-    gemm_avx2(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, ws);
+    gemm_avx2(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, ws, bpk);
     break;
 #endif
-  default: gemm_portable(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, ws); break;
+  default: gemm_portable(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, ws, bpk); break;
   }
   return 1;
 }

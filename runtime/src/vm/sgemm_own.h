@@ -16,6 +16,7 @@
 #ifndef NIMBLE_RUNTIME_SGEMM_OWN_H
 #define NIMBLE_RUNTIME_SGEMM_OWN_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* The instruction sets the own sgemm is compiled for. */
@@ -45,5 +46,17 @@ int nimble_sgemm_isa_available(nimble_sgemm_isa isa);
 int nimble_sgemm_own_isa(nimble_sgemm_isa isa, int32_t trans_a, int32_t trans_b, int64_t m, int64_t n,
                          int64_t k, float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
                          float beta, float *c, int64_t ldc);
+
+/* Memory that stays unchanged from now until the matching _remove (an
+ * executable's constants): a transposed B operand wholly inside it is
+ * packed once and its panels reused by every later call (per variant, up
+ * to 512 MiB in all). _remove drops the panels of operands inside the
+ * range; call it before the memory changes or goes. Thread-safe. */
+void nimble_sgemm_own_constants_add(const void *base, size_t bytes);
+void nimble_sgemm_own_constants_remove(const void *base, size_t bytes);
+
+/* Whether op(B) (k x n; stored [n, k] when trans_b) lies wholly inside
+ * memory registered above. */
+int nimble_sgemm_own_is_constant(int32_t trans_b, const float *b, int64_t ldb, int64_t k, int64_t n);
 
 #endif
