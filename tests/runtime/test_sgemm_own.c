@@ -268,6 +268,32 @@ START_TEST(test_constant_b_packed_once_gives_the_same_products_and_goes_with_its
 }
 END_TEST
 
+/* A constant A (a convolution's weights) is packed once as well, either
+ * transposition, beside a constant B or not. */
+START_TEST(test_constant_a_packed_once_gives_the_same_products) {
+  static const int ts[][2] = {{0, 0}, {1, 0}, {0, 1}, {1, 1}};
+  char msg[512];
+  for (size_t t = 0; t < sizeof ts / sizeof ts[0]; t++) {
+    gemm_case g;
+    /* 140 rows: two row blocks (MC <= 128), the second partial. */
+    case_make(&g, ts[t][0], ts[t][1], 140, 50, 270, 2, 1.0f, 1.0f, 40 + (uint32_t)t);
+    size_t abytes = sizeof(float) * (size_t)((g.ta ? g.k : g.m) * g.lda);
+    size_t bbytes = sizeof(float) * (size_t)((g.tb ? g.n : g.k) * g.ldb);
+    nimble_sgemm_own_constants_add(g.a, abytes);
+    if (t & 1) nimble_sgemm_own_constants_add(g.b, bbytes);
+    for (int round = 0; round < 2; round++)
+      for (int isa = NIMBLE_SGEMM_ISA_PORTABLE; isa <= NIMBLE_SGEMM_ISA_AVX512; isa++) {
+        if (!nimble_sgemm_isa_available((nimble_sgemm_isa)isa)) continue;
+        int bad = case_run(&g, (nimble_sgemm_isa)isa, msg, sizeof msg);
+        ck_assert_msg(!bad, "round %d: %s", round, msg);
+      }
+    nimble_sgemm_own_constants_remove(g.a, abytes);
+    if (t & 1) nimble_sgemm_own_constants_remove(g.b, bbytes);
+    case_free(&g);
+  }
+}
+END_TEST
+
 /* Four threads at once, each with its own products, twice (buffers grown,
  * then reused); each thread's buffers are freed when it ends. */
 typedef struct thread_case {
@@ -307,6 +333,7 @@ int main(void) {
   tcase_add_test(tc, test_reference_model_shapes_match_the_reference);
   tcase_add_test(tc, test_empty_products_only_scale_c);
   tcase_add_test(tc, test_constant_b_packed_once_gives_the_same_products_and_goes_with_its_range);
+  tcase_add_test(tc, test_constant_a_packed_once_gives_the_same_products);
   tcase_add_test(tc, test_threads_at_once_each_get_the_right_product);
   suite_add_tcase(s, tc);
   return nimble_test_run(s);
