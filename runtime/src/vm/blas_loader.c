@@ -291,25 +291,28 @@ static int blas_isa_level(void) {
 /* At equal instruction sets, whether the own kernels take this product.
  * Measured on the AMD EPYC (Zen 5, AVX-512) build machine against OpenBLAS
  * 0.3.21's SkylakeX kernels, one thread, shapes of the reference models
- * (docs/vm.md, "Own sgemm"): the own kernels were 0.7-0.95x OpenBLAS's time
- * on products with B stored [k, n] and at least 256 columns (bert's
- * projections, the convolutions' im2col products), and on matrix-vector
- * products; OpenBLAS was ahead when B is stored transposed (the own
- * kernels repack it per call: mlp's 64x512x784 took 1.17x) unless B is a
- * constant, whose panels the own kernels pack once (0.8x), and on narrow
- * products, where a last partial panel of 32 columns is a large share
- * (1280x49x320: 1.33x, 32x196x144: 1.26x). */
-static int own_takes(int32_t trans_b, int64_t m, int64_t n, int64_t k, const float *b, int64_t ldb) {
+ * (docs/vm.md, "Own sgemm"): the own kernels took 0.7-0.95x OpenBLAS's
+ * time on matrix-vector products, on products with B stored [k, n] and at
+ * least 256 columns (bert's projections, the convolutions' im2col
+ * products), and on those whose constant operand they had packed once (a
+ * transposed B: mlp's 64x512x784 0.75x; an A of 64 rows or more:
+ * mobilenet_v2's late 1x1 convolutions over 196 and 49 pixels 0.90-0.97x).
+ * OpenBLAS was ahead on the rest: a transposed B repacked per call (mlp's
+ * 64x512x784 1.17x), a 10-column classifier (2x), cnn's 32x196x144
+ * convolution (1.15x), where the own kernels' last partial panel of 32
+ * columns is a large share. */
+static int own_takes(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k, const float *a,
+                     int64_t lda, const float *b, int64_t ldb) {
   if (m == 1 || n == 1) return 1;
-  /* A transposed B among the constants is packed once (sgemm_own.h). */
   if (trans_b) return n >= 16 && nimble_sgemm_own_is_constant(trans_b, b, ldb, k, n);
-  return n >= 256;
+  if (n >= 256) return 1;
+  return m >= 64 && nimble_sgemm_own_is_constant(!trans_a, a, lda, k, m);
 }
 
 static void auto_sgemm(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                        const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
                        int64_t ldc) {
-  if (own_level > blas_level || (own_level == blas_level && own_takes(trans_b, m, n, k, b, ldb)))
+  if (own_level > blas_level || (own_level == blas_level && own_takes(trans_a, trans_b, m, n, k, a, lda, b, ldb)))
     nimble_sgemm_own(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   else
     blas_adapter(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);

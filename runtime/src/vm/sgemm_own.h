@@ -56,7 +56,8 @@ void nimble_sgemm_own_constants_add(const void *base, size_t bytes);
 void nimble_sgemm_own_constants_remove(const void *base, size_t bytes);
 
 /* Whether op(B) (k x n; stored [n, k] when trans_b) lies wholly inside
- * memory registered above. */
+ * memory registered above. For op(A) (m x k) ask with (!trans_a, a, lda,
+ * k, m): A stored [m, k] lies in memory as a transposed k x m B would. */
 int nimble_sgemm_own_is_constant(int32_t trans_b, const float *b, int64_t ldb, int64_t k, int64_t n);
 
 #endif
