@@ -25,7 +25,7 @@ __all__ = [
     "UnauthenticatedError", "ResourceExhaustedError", "FailedPreconditionError",
     "OutOfRangeError", "UnimplementedError", "InternalError", "UnavailableError",
     "DataLossError", "DeadlineExceededError", "CancelledError", "IOFailureError",
-    "runtime_version", "runtime_library", "blas_name", "output_counts", "live_exports",
+    "runtime_version", "runtime_library", "blas_name", "sgemm_name", "output_counts", "live_exports",
 ]
 
 
@@ -44,3 +44,10 @@ def blas_name():
     """The BLAS the runtime's kernels use ("OpenBLAS ...", or "none (why)")."""
     from ._executable import _lib
     return _lib().nimble_runtime_blas_name().decode()
+
+
+def sgemm_name():
+    """What the kernels' matrix products run on: the runtime's own kernels,
+    the BLAS, or either per product ("own (avx512) ...", docs/vm.md)."""
+    from ._executable import _lib
+    return _lib().nimble_runtime_sgemm_name().decode()

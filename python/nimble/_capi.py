@@ -158,6 +158,7 @@ _RUNTIME_PROTOTYPES = {
     "nimble_vm_trim_memory": (None, [c_void_p]),
     "nimble_runtime_version": (c_char_p, []),
     "nimble_runtime_blas_name": (c_char_p, []),
+    "nimble_runtime_sgemm_name": (c_char_p, []),
 }
 
 _FETCH_PROTOTYPES = {

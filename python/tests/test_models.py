@@ -107,6 +107,8 @@ def test_executable_metadata(mlp):
     assert exe.format_version == 2
     assert nimble.runtime_library() and os.path.exists(nimble.runtime_library())
     assert nimble.blas_name()
+    # The own kernels at least, and the BLAS named in the description.
+    assert nimble.sgemm_name() and nimble.blas_name() in nimble.sgemm_name()
 
 
 def tree(t):

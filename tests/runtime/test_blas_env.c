@@ -1,7 +1,10 @@
 /* The kernel environment's sgemm: a BLAS found at run time (runtime/src/vm/
- * blas_loader.c), checked against a triple loop written here, and the ways
- * of having none (NIMBLE_BLAS=none, a library that is missing or has no
- * cblas_sgemm) which must leave the slot NULL and fail nothing.
+ * blas_loader.c) or the runtime's own kernels (vm/sgemm_own.h, tested on
+ * their own in test_sgemm_own), checked against a triple loop written here;
+ * the ways of having no BLAS (NIMBLE_BLAS=none, a library that is missing
+ * or has no cblas_sgemm), which leave the own kernels in the slot and fail
+ * nothing; and NIMBLE_SGEMM, which picks one side or none and makes VM
+ * creation fail, saying why, when it cannot be honoured.
  *
  * Two ctest entries run this program: without arguments, the cases that
  * hold with or without a BLAS; with "needs-blas", the ones that call a
@@ -21,6 +24,7 @@
 
 #include "rt_test_util.h"
 #include "vm/blas_loader.h"
+#include "vm/sgemm_own.h"
 #include "vm/vm.h"
 
 /* ---- Helpers -------------------------------------------------------------- */
@@ -162,7 +166,12 @@ static void unreachable_cblas(int order, int trans_a, int trans_b, int m, int n,
  * (unset when NULL); body writes an empty string on success or what went
  * wrong. Assumes this process has not loaded a BLAS yet (each case runs in
  * its own process under Check's default fork mode). */
-static void in_child(const char *spec, void (*body)(char *msg, size_t size)) {
+static void in_child_sgemm(const char *spec, const char *sgemm, void (*body)(char *msg, size_t size));
+
+static void in_child(const char *spec, void (*body)(char *msg, size_t size)) { in_child_sgemm(spec, NULL, body); }
+
+/* The same with NIMBLE_SGEMM set to `sgemm` (unset when NULL). */
+static void in_child_sgemm(const char *spec, const char *sgemm, void (*body)(char *msg, size_t size)) {
   int fds[2];
   ck_assert_int_eq(pipe(fds), 0);
   pid_t pid = fork();
@@ -173,6 +182,10 @@ static void in_child(const char *spec, void (*body)(char *msg, size_t size)) {
       setenv("NIMBLE_BLAS", spec, 1);
     else
       unsetenv("NIMBLE_BLAS");
+    if (sgemm)
+      setenv("NIMBLE_SGEMM", sgemm, 1);
+    else
+      unsetenv("NIMBLE_SGEMM");
     char msg[2048] = "";
     body(msg, sizeof msg);
     ssize_t w = write(fds[1], msg, strlen(msg));
@@ -188,7 +201,8 @@ static void in_child(const char *spec, void (*body)(char *msg, size_t size)) {
   int status = 0;
   ck_assert_int_eq(waitpid(pid, &status, 0), pid);
   ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child ended with status %d", status);
-  ck_assert_msg(msg[0] == '\0', "NIMBLE_BLAS=%s: %s", spec ? spec : "(unset)", msg);
+  ck_assert_msg(msg[0] == '\0', "NIMBLE_BLAS=%s NIMBLE_SGEMM=%s: %s", spec ? spec : "(unset)",
+                sgemm ? sgemm : "(unset)", msg);
 }
 
 /* The VM is made without Check's asserts (they belong to the parent). */
@@ -225,50 +239,102 @@ static nimble_vm *child_vm(char *msg, size_t size) {
 
 /* ---- Cases that hold with or without a BLAS ------------------------------ */
 
-static void body_none(char *msg, size_t size) {
+/* With no BLAS, the slot holds the own kernels and the names say so. */
+static void expect_own_without_blas(const char *blas_name, int prefix_only, char *msg, size_t size) {
   nimble_vm *vm = child_vm(msg, size);
   if (!vm) return;
-  const char *name = nimble_runtime_blas_name();
-  if (vm->env.sgemm)
-    snprintf(msg, size, "env->sgemm is set (%s)", name);
-  else if (strcmp(name, "none (NIMBLE_BLAS=none: no BLAS wanted)") != 0)
-    snprintf(msg, size, "nimble_runtime_blas_name() = '%s'", name);
+  const char *name = nimble_runtime_blas_name(), *sg = nimble_runtime_sgemm_name();
+  char want_sg[512];
+  snprintf(want_sg, sizeof want_sg, "own (%s); BLAS: none (", nimble_sgemm_isa_name(nimble_sgemm_own_best_isa()));
+  if (vm->env.sgemm != nimble_sgemm_own)
+    snprintf(msg, size, "env->sgemm is not the own sgemm (%s)", sg);
+  else if (prefix_only ? strncmp(name, blas_name, strlen(blas_name)) != 0 : strcmp(name, blas_name) != 0)
+    snprintf(msg, size, "nimble_runtime_blas_name() = '%s', want '%s'", name, blas_name);
+  else if (strncmp(sg, want_sg, strlen(want_sg)) != 0)
+    snprintf(msg, size, "nimble_runtime_sgemm_name() = '%s', want it to start '%s'", sg, want_sg);
   nimble_vm_destroy(vm);
 }
 
-START_TEST(test_nimble_blas_none_leaves_the_sgemm_slot_empty) { in_child("none", body_none); }
+static void body_none(char *msg, size_t size) {
+  expect_own_without_blas("none (NIMBLE_BLAS=none: no BLAS wanted)", 0, msg, size);
+}
+
+START_TEST(test_nimble_blas_none_leaves_the_own_kernels_in_the_slot) { in_child("none", body_none); }
 END_TEST
 
 static void body_missing(char *msg, size_t size) {
-  nimble_vm *vm = child_vm(msg, size);
-  if (!vm) return;
-  static const char prefix[] = "none (NIMBLE_BLAS=/nonexistent/libnoblas.so: ";
-  const char *name = nimble_runtime_blas_name();
-  if (vm->env.sgemm)
-    snprintf(msg, size, "env->sgemm is set (%s)", name);
-  else if (strncmp(name, prefix, sizeof prefix - 1) != 0 || !strstr(name + sizeof prefix - 1, "libnoblas.so"))
-    snprintf(msg, size, "nimble_runtime_blas_name() = '%s'", name);
-  nimble_vm_destroy(vm);
+  expect_own_without_blas("none (NIMBLE_BLAS=/nonexistent/libnoblas.so: /nonexistent/libnoblas.so", 1, msg, size);
 }
 
-START_TEST(test_a_missing_library_named_by_nimble_blas_leaves_the_slot_empty) {
+START_TEST(test_a_missing_library_named_by_nimble_blas_leaves_the_own_kernels) {
   in_child("/nonexistent/libnoblas.so", body_missing);
 }
 END_TEST
 
 static void body_no_cblas(char *msg, size_t size) {
+  expect_own_without_blas("none (NIMBLE_BLAS=libm.so.6: libm.so.6: has no cblas_sgemm)", 0, msg, size);
+}
+
+START_TEST(test_a_library_without_cblas_sgemm_leaves_the_own_kernels) {
+  in_child("libm.so.6", body_no_cblas);
+}
+END_TEST
+
+static void body_sgemm_none(char *msg, size_t size) {
   nimble_vm *vm = child_vm(msg, size);
   if (!vm) return;
-  const char *name = nimble_runtime_blas_name();
+  const char *sg = nimble_runtime_sgemm_name();
   if (vm->env.sgemm)
-    snprintf(msg, size, "env->sgemm is set (%s)", name);
-  else if (strcmp(name, "none (NIMBLE_BLAS=libm.so.6: libm.so.6: has no cblas_sgemm)") != 0)
-    snprintf(msg, size, "nimble_runtime_blas_name() = '%s'", name);
+    snprintf(msg, size, "env->sgemm is set (%s)", sg);
+  else if (strcmp(sg, "none [NIMBLE_SGEMM=none]: kernels use their own loops") != 0)
+    snprintf(msg, size, "nimble_runtime_sgemm_name() = '%s'", sg);
   nimble_vm_destroy(vm);
 }
 
-START_TEST(test_a_library_without_cblas_sgemm_leaves_the_slot_empty) {
-  in_child("libm.so.6", body_no_cblas);
+START_TEST(test_nimble_sgemm_none_leaves_the_slot_empty) { in_child_sgemm(NULL, "none", body_sgemm_none); }
+END_TEST
+
+static void body_sgemm_own(char *msg, size_t size) {
+  nimble_vm *vm = child_vm(msg, size);
+  if (!vm) return;
+  if (vm->env.sgemm != nimble_sgemm_own)
+    snprintf(msg, size, "env->sgemm is not the own sgemm (%s)", nimble_runtime_sgemm_name());
+  nimble_vm_destroy(vm);
+}
+
+START_TEST(test_nimble_sgemm_own_puts_the_own_kernels_in_the_slot) {
+  in_child_sgemm(NULL, "own", body_sgemm_own);
+}
+END_TEST
+
+/* VM creation must fail with exactly `want`. */
+static void expect_vm_refused(const char *want, char *msg, size_t size) {
+  char got[1024] = "";
+  nimble_vm *vm = child_vm(got, sizeof got);
+  if (vm) {
+    snprintf(msg, size, "the VM was made (sgemm: %s)", nimble_runtime_sgemm_name());
+    nimble_vm_destroy(vm);
+  } else if (strcmp(got, want) != 0) {
+    snprintf(msg, size, "got '%s', want '%s'", got, want);
+  }
+}
+
+static void body_sgemm_blas_without_blas(char *msg, size_t size) {
+  expect_vm_refused("making a VM: NIMBLE_SGEMM=blas, but there is no BLAS: none (NIMBLE_BLAS=none: no BLAS wanted)",
+                    msg, size);
+}
+
+START_TEST(test_nimble_sgemm_blas_without_a_blas_refuses_to_make_a_vm) {
+  in_child_sgemm("none", "blas", body_sgemm_blas_without_blas);
+}
+END_TEST
+
+static void body_sgemm_unknown(char *msg, size_t size) {
+  expect_vm_refused("making a VM: NIMBLE_SGEMM=fastest: expected auto, own, blas or none", msg, size);
+}
+
+START_TEST(test_an_unknown_nimble_sgemm_refuses_to_make_a_vm) {
+  in_child_sgemm(NULL, "fastest", body_sgemm_unknown);
 }
 END_TEST
 
@@ -289,10 +355,11 @@ START_TEST(test_blas_name_agrees_with_the_environment) {
   nimble_vm *vm = identity_vm(1);
   const char *name = nimble_runtime_blas_name();
   ck_assert_ptr_nonnull(name);
-  if (vm->env.sgemm)
-    ck_assert_msg(strncmp(name, "none", 4) != 0 && name[0], "sgemm set, name '%s'", name);
-  else
-    ck_assert_msg(strncmp(name, "none (", 6) == 0, "no sgemm, name '%s'", name);
+  ck_assert_msg(name[0], "empty BLAS name");
+  /* The own kernels at least, BLAS or not (NIMBLE_SGEMM is unset here). */
+  ck_assert_msg(vm->env.sgemm != NULL, "no sgemm: %s", nimble_runtime_sgemm_name());
+  ck_assert_msg(strstr(nimble_runtime_sgemm_name(), name) != NULL, "sgemm name '%s' lacks the BLAS's '%s'",
+                nimble_runtime_sgemm_name(), name);
   /* Every VM gets the same choice. */
   nimble_vm *vm2 = identity_vm(2);
   ck_assert(vm2->env.sgemm == vm->env.sgemm);
@@ -524,9 +591,13 @@ int main(int argc, char **argv) {
   } else {
     /* The child-process cases first: under CK_FORK=no they need a process
      * that has not loaded a BLAS yet. */
-    tcase_add_test(tc, test_nimble_blas_none_leaves_the_sgemm_slot_empty);
-    tcase_add_test(tc, test_a_missing_library_named_by_nimble_blas_leaves_the_slot_empty);
-    tcase_add_test(tc, test_a_library_without_cblas_sgemm_leaves_the_slot_empty);
+    tcase_add_test(tc, test_nimble_blas_none_leaves_the_own_kernels_in_the_slot);
+    tcase_add_test(tc, test_a_missing_library_named_by_nimble_blas_leaves_the_own_kernels);
+    tcase_add_test(tc, test_a_library_without_cblas_sgemm_leaves_the_own_kernels);
+    tcase_add_test(tc, test_nimble_sgemm_none_leaves_the_slot_empty);
+    tcase_add_test(tc, test_nimble_sgemm_own_puts_the_own_kernels_in_the_slot);
+    tcase_add_test(tc, test_nimble_sgemm_blas_without_a_blas_refuses_to_make_a_vm);
+    tcase_add_test(tc, test_an_unknown_nimble_sgemm_refuses_to_make_a_vm);
     tcase_add_test(tc, test_opening_a_library_without_cblas_sgemm_is_refused);
     tcase_add_test(tc, test_blas_name_agrees_with_the_environment);
     tcase_add_test(tc, test_empty_products_only_scale_c_by_beta);

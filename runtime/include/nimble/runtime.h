@@ -345,6 +345,15 @@ NIMBLE_API const char *nimble_runtime_version(void);
  * "none". Static string; loads the BLAS if no VM has yet. */
 NIMBLE_API const char *nimble_runtime_blas_name(void);
 
+/* What kernels' env->sgemm computes with (docs/vm.md, "Own sgemm"): the
+ * runtime's own packed, register-blocked kernels (AVX-512, AVX2 or
+ * portable, by CPU), the BLAS above, or per call whichever of the two is
+ * faster for the product, as the environment variable NIMBLE_SGEMM (auto,
+ * own, blas, none) asks; e.g. "own (avx512), wider than the BLAS's kernels;
+ * BLAS: OpenBLAS ...". When NIMBLE_SGEMM cannot be honoured it says why,
+ * and creating a VM fails with that message. Static string. */
+NIMBLE_API const char *nimble_runtime_sgemm_name(void);
+
 #ifdef __cplusplus
 }
 #endif

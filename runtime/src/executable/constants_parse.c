@@ -8,6 +8,7 @@
 #include "executable/executable.h"
 #include "format/layout.h"
 #include "nimble/bytecode.h"
+#include "vm/sgemm_own.h"
 
 nimble_status_t nimble_constants_parse(const uint8_t *data, size_t size, size_t base, _Bool borrow,
                                        nimble_constants_t *c) {
@@ -55,6 +56,9 @@ nimble_status_t nimble_constants_parse(const uint8_t *data, size_t size, size_t 
   nimble_object_init(&c->backing->base, NIMBLE_OBJ_STORAGE);
   c->backing->data = (void *)area;
   c->backing->size = data_size;
+  /* Constants never change while loaded: the own sgemm may keep packed
+   * copies of weights found here (vm/sgemm_own.h). */
+  nimble_sgemm_own_constants_add(area, data_size);
   c->backing->device.device_type = kDLCPU;
   c->backing->device.device_id = 0;
 
@@ -128,7 +132,10 @@ nimble_status_t nimble_constants_parse(const uint8_t *data, size_t size, size_t 
 void nimble_constants_deinit(nimble_constants_t *c) {
   for (uint32_t i = 0; i < c->num_constants; i++) nimble_object_release(&c->tensors[i]->base);
   free(c->tensors);
-  if (c->backing) nimble_object_release(&c->backing->base);
+  if (c->backing) {
+    nimble_sgemm_own_constants_remove(c->backing->data, c->backing->size);
+    nimble_object_release(&c->backing->base);
+  }
   free(c->owned_copy);
   memset(c, 0, sizeof *c);
 }

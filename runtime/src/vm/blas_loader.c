@@ -4,6 +4,8 @@
  * kernel has no way to hear that its sgemm did nothing. */
 #include "vm/blas_loader.h"
 
+#include "vm/sgemm_own.h"
+
 #include "nimble/runtime.h"
 
 #include <dlfcn.h>
@@ -11,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 enum { CBLAS_ROW_MAJOR = 101, CBLAS_NO_TRANS = 111, CBLAS_TRANS = 112 };
 
@@ -248,12 +251,131 @@ static void blas_load(void) {
     snprintf(blas_name, sizeof blas_name, "%s", blas_lib.name);
 }
 
-nimble_sgemm_fn nimble_blas_sgemm(void) {
+/* ---- Own kernels or the BLAS, per call -------------------------------------- */
+
+/* What NIMBLE_SGEMM asked for. */
+typedef enum { SGEMM_AUTO, SGEMM_OWN, SGEMM_BLAS, SGEMM_NONE } sgemm_mode;
+
+static pthread_once_t sgemm_once = PTHREAD_ONCE_INIT;
+static sgemm_mode mode = SGEMM_AUTO;
+static char sgemm_error[1536]; /* why NIMBLE_SGEMM cannot be honoured; "" when it can */
+static char sgemm_name[1792];
+/* The instruction-set level (nimble_sgemm_isa's order) of the own kernels
+ * and of the BLAS's: the faster side wins every call; at a tie the shape
+ * decides (own_takes). */
+static int own_level, blas_level;
+
+/* How wide the BLAS's kernels are: OpenBLAS names its kernel set
+ * (openblas_get_corename); other libraries (the reference BLAS behind
+ * libblas.so.3) count as scalar. */
+static int blas_isa_level(void) {
+  typedef const char *(*corename_fn)(void);
+  corename_fn corename = (corename_fn)dlsym(blas_lib.handle, "openblas_get_corename");
+  const char *core = corename ? corename() : NULL;
+  if (!core) return NIMBLE_SGEMM_ISA_PORTABLE;
+  static const char *const avx512[] = {"skylakex", "cooperlake", "sapphirerapids"};
+  static const char *const avx2[] = {"haswell", "zen", "skylake"};
+  for (size_t i = 0; i < sizeof avx512 / sizeof avx512[0]; i++)
+    if (strcasecmp(core, avx512[i]) == 0) return NIMBLE_SGEMM_ISA_AVX512;
+  for (size_t i = 0; i < sizeof avx2 / sizeof avx2[0]; i++)
+    if (strcasecmp(core, avx2[i]) == 0) return NIMBLE_SGEMM_ISA_AVX2;
+#if defined(__aarch64__)
+  /* OpenBLAS's arm64 kernels are NEON (or SVE): at least the own portable
+   * ones' level, so a tie goes by shape. */
+  return NIMBLE_SGEMM_ISA_PORTABLE;
+#else
+  return NIMBLE_SGEMM_ISA_PORTABLE - 1; /* Prescott, Atom, ...: SSE at best */
+#endif
+}
+
+/* At equal instruction sets, whether the own kernels take this product.
+ * Measured on the AMD EPYC (Zen 5, AVX-512) build machine against OpenBLAS
+ * 0.3.21's SkylakeX kernels, one thread, shapes of the reference models
+ * (docs/vm.md, "Own sgemm"): the own kernels took 0.7-0.95x OpenBLAS's
+ * time on matrix-vector products, on products with B stored [k, n] and at
+ * least 256 columns (bert's projections, the convolutions' im2col
+ * products), and on those whose constant operand they had packed once (a
+ * transposed B: mlp's 64x512x784 0.75x; an A of 64 rows or more:
+ * mobilenet_v2's late 1x1 convolutions over 196 and 49 pixels 0.90-0.97x).
+ * OpenBLAS was ahead on the rest: a transposed B repacked per call (mlp's
+ * 64x512x784 1.17x), a 10-column classifier (2x), cnn's 32x196x144
+ * convolution (1.15x), where the own kernels' last partial panel of 32
+ * columns is a large share. */
+static int own_takes(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k, const float *a,
+                     int64_t lda, const float *b, int64_t ldb) {
+  if (m == 1 || n == 1) return 1;
+  if (trans_b) return n >= 16 && nimble_sgemm_own_is_constant(trans_b, b, ldb, k, n);
+  if (n >= 256) return 1;
+  return m >= 64 && nimble_sgemm_own_is_constant(!trans_a, a, lda, k, m);
+}
+
+static void auto_sgemm(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                       const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+                       int64_t ldc) {
+  if (own_level > blas_level || (own_level == blas_level && own_takes(trans_a, trans_b, m, n, k, a, lda, b, ldb)))
+    nimble_sgemm_own(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  else
+    blas_adapter(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+static void sgemm_choose(void) {
   pthread_once(&blas_once, blas_load);
-  return blas_lib.sgemm ? blas_adapter : NULL;
+  nimble_sgemm_isa isa = nimble_sgemm_own_best_isa();
+  own_level = (int)isa;
+  blas_level = blas_lib.sgemm ? blas_isa_level() : -1;
+  const char *want = getenv("NIMBLE_SGEMM");
+  if (!want || !want[0] || strcmp(want, "auto") == 0) mode = SGEMM_AUTO;
+  else if (strcmp(want, "own") == 0) mode = SGEMM_OWN;
+  else if (strcmp(want, "blas") == 0) mode = SGEMM_BLAS;
+  else if (strcmp(want, "none") == 0) mode = SGEMM_NONE;
+  else {
+    snprintf(sgemm_error, sizeof sgemm_error,
+             "NIMBLE_SGEMM=%.64s: expected auto, own, blas or none", want);
+    mode = SGEMM_NONE;
+  }
+  if (mode == SGEMM_BLAS && !blas_lib.sgemm)
+    snprintf(sgemm_error, sizeof sgemm_error, "NIMBLE_SGEMM=blas, but there is no BLAS: %s", blas_name);
+  const char *own = nimble_sgemm_isa_name(isa);
+  switch (mode) {
+  case SGEMM_AUTO:
+    if (!blas_lib.sgemm)
+      snprintf(sgemm_name, sizeof sgemm_name, "own (%s); BLAS: %s", own, blas_name);
+    else if (own_level > blas_level)
+      snprintf(sgemm_name, sizeof sgemm_name, "own (%s), wider than the BLAS's kernels; BLAS: %s", own, blas_name);
+    else if (own_level < blas_level)
+      snprintf(sgemm_name, sizeof sgemm_name, "BLAS, wider than the own (%s) kernels; BLAS: %s", own, blas_name);
+    else
+      snprintf(sgemm_name, sizeof sgemm_name, "own (%s) or BLAS by shape; BLAS: %s", own, blas_name);
+    break;
+  case SGEMM_OWN: snprintf(sgemm_name, sizeof sgemm_name, "own (%s) [NIMBLE_SGEMM=own]", own); break;
+  case SGEMM_BLAS: snprintf(sgemm_name, sizeof sgemm_name, "BLAS [NIMBLE_SGEMM=blas]: %s", blas_name); break;
+  case SGEMM_NONE: snprintf(sgemm_name, sizeof sgemm_name, "none [NIMBLE_SGEMM=none]: kernels use their own loops"); break;
+  }
+}
+
+nimble_sgemm_fn nimble_blas_sgemm(void) {
+  pthread_once(&sgemm_once, sgemm_choose);
+  if (sgemm_error[0]) return NULL;
+  switch (mode) {
+  case SGEMM_OWN: return nimble_sgemm_own;
+  case SGEMM_BLAS: return blas_adapter;
+  case SGEMM_NONE: return NULL;
+  default: return blas_lib.sgemm ? auto_sgemm : nimble_sgemm_own;
+  }
+}
+
+nimble_status_t nimble_sgemm_check(void) {
+  pthread_once(&sgemm_once, sgemm_choose);
+  if (sgemm_error[0]) return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "%s", sgemm_error);
+  return nimble_ok();
 }
 
 const char *nimble_runtime_blas_name(void) {
   pthread_once(&blas_once, blas_load);
   return blas_name;
+}
+
+const char *nimble_runtime_sgemm_name(void) {
+  pthread_once(&sgemm_once, sgemm_choose);
+  return sgemm_error[0] ? sgemm_error : sgemm_name;
 }

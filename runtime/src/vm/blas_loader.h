@@ -33,9 +33,21 @@ typedef void (*nimble_cblas_sgemm_fn)(int order, int trans_a, int trans_b, int m
 typedef void (*nimble_cblas_sgemv_fn)(int order, int trans, int m, int n, float alpha, const float *a,
                                       int lda, const float *x, int incx, float beta, float *y, int incy);
 
-/* The process-wide sgemm for env->sgemm: the first call loads the library
- * (thread-safe, once per process); NULL when there is none. */
+/* The process-wide sgemm for env->sgemm (thread-safe, decided once per
+ * process; the first call loads the library). By NIMBLE_SGEMM:
+ *   unset, "" or "auto": per call, the runtime's own kernels
+ *     (vm/sgemm_own.h) or the BLAS, whichever was measured faster for that
+ *     instruction set and shape; the own kernels alone when there is no BLAS;
+ *   "own": the own kernels; "blas": the BLAS (adapter below);
+ *   "none": NULL (kernels use their own loops).
+ * NULL also when the setting cannot be honoured (an unknown value, "blas"
+ * with no BLAS): nimble_sgemm_check() then says why. */
 nimble_sgemm_fn nimble_blas_sgemm(void);
+
+/* NIMBLE_INVALID_ARGUMENT naming NIMBLE_SGEMM when its value is unknown or
+ * asks for a BLAS that did not load; OK otherwise. VM creation fails with
+ * it, so a benchmark that asked for the BLAS never measures something else. */
+nimble_status_t nimble_sgemm_check(void);
 
 /* nimble_runtime_blas_name() (runtime.h) says what nimble_blas_sgemm()
  * found, and is defined with it. */

@@ -10,6 +10,7 @@
 #include "device/device.h"
 #include "format/layout.h"
 #include "nimble/bytecode.h"
+#include "vm/blas_loader.h"
 #include "vm/vm.h"
 #include "vm/vm_inputs.h"
 
@@ -52,7 +53,8 @@ nimble_status_t nimble_vm_create(nimble_executable *exe, const nimble_vm_options
   pthread_mutex_init(&vm->error_mu, NULL);
   nimble_kernel_env_init(vm);
   const nimble_device_t *cpu;
-  nimble_status_t s = nimble_device_get(kDLCPU, &cpu);
+  nimble_status_t s = nimble_sgemm_check();
+  if (!s) s = nimble_device_get(kDLCPU, &cpu);
   if (!s) s = nimble_pool_create(cpu, vm->opts.memory_cap_bytes, &vm->cpu_pool);
   if (!s) s = nimble_thread_pool_create(vm->opts.num_threads, &vm->threads);
   if (!s && exe->device_kernels.module) {

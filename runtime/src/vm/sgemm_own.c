@@ -1,0 +1,370 @@
+/* The own sgemm's variants (sgemm_own_kernel.inc, once per instruction
+ * set), the run-time choice between them, and the per-thread packing
+ * buffers. See sgemm_own.h. */
+#include "vm/sgemm_own.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__) && !defined(__clang__)
+#define SG_HAVE_X86 1
+#else
+#define SG_HAVE_X86 0
+#endif
+
+/* ---- The variants ---------------------------------------------------------- */
+
+/* Portable: 16-byte vectors (SSE2 on x86_64, NEON on aarch64). aarch64 has
+ * 32 vector registers, SSE2 16: the tile is sized to fit. */
+#define SG_NAME(x) x##_portable
+#define SG_TARGET
+#define SG_VF 4
+#if defined(__aarch64__)
+#define SG_MR 8
+#define SG_NV 3
+#else
+#define SG_MR 4
+#define SG_NV 2
+#endif
+#define SG_KC 256
+#define SG_MC 128
+#define SG_NC 3072
+#include "vm/sgemm_own_kernel.inc"
+#undef SG_NAME
+#undef SG_TARGET
+#undef SG_VF
+#undef SG_MR
+#undef SG_NV
+#undef SG_KC
+#undef SG_MC
+#undef SG_NC
+
+#if SG_HAVE_X86
+/* AVX2 + FMA: 16 ymm registers, a 6 x 16 tile in 12 of them. */
+#define SG_NAME(x) x##_avx2
+#define SG_TARGET __attribute__((target("avx2,fma")))
+#define SG_VF 8
+#define SG_MR 6
+#define SG_NV 2
+#define SG_KC 256
+#define SG_MC 120
+#define SG_NC 3072
+#include "vm/sgemm_own_kernel.inc"
+#undef SG_NAME
+#undef SG_TARGET
+#undef SG_VF
+#undef SG_MR
+#undef SG_NV
+#undef SG_KC
+#undef SG_MC
+#undef SG_NC
+
+/* AVX-512: 32 zmm registers, an 8 x 32 tile in 16 of them. */
+#define SG_NAME(x) x##_avx512
+#define SG_TARGET __attribute__((target("avx512f,avx2,fma")))
+#define SG_VF 16
+#define SG_MR 8
+#define SG_NV 2
+#define SG_KC 256
+#define SG_MC 128
+#define SG_NC 3072
+#include "vm/sgemm_own_kernel.inc"
+#undef SG_NAME
+#undef SG_TARGET
+#undef SG_VF
+#undef SG_MR
+#undef SG_NV
+#undef SG_KC
+#undef SG_MC
+#undef SG_NC
+#endif
+
+/* ---- Choosing one ---------------------------------------------------------- */
+
+static pthread_once_t cpu_once = PTHREAD_ONCE_INIT;
+static int isa_mask = 1 << NIMBLE_SGEMM_ISA_PORTABLE;
+static nimble_sgemm_isa best_isa = NIMBLE_SGEMM_ISA_PORTABLE;
+
+static void probe_cpu(void) {
+#if SG_HAVE_X86
+  __builtin_cpu_init();
+  int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  if (avx2) isa_mask |= 1 << NIMBLE_SGEMM_ISA_AVX2;
+  if (avx2 && __builtin_cpu_supports("avx512f")) isa_mask |= 1 << NIMBLE_SGEMM_ISA_AVX512;
+#endif
+  for (int i = NIMBLE_SGEMM_ISA_PORTABLE; i <= NIMBLE_SGEMM_ISA_AVX512; i++)
+    if (isa_mask & (1 << i)) best_isa = (nimble_sgemm_isa)i;
+}
+
+int nimble_sgemm_isa_available(nimble_sgemm_isa isa) {
+  pthread_once(&cpu_once, probe_cpu);
+  return isa >= NIMBLE_SGEMM_ISA_PORTABLE && isa <= NIMBLE_SGEMM_ISA_AVX512 && (isa_mask & (1 << isa));
+}
+
+nimble_sgemm_isa nimble_sgemm_own_best_isa(void) {
+  pthread_once(&cpu_once, probe_cpu);
+  return best_isa;
+}
+
+const char *nimble_sgemm_isa_name(nimble_sgemm_isa isa) {
+  switch (isa) {
+  case NIMBLE_SGEMM_ISA_AVX512: return "avx512";
+  case NIMBLE_SGEMM_ISA_AVX2: return "avx2";
+  default: return "portable";
+  }
+}
+
+/* ---- Per-thread workspace -------------------------------------------------- */
+
+/* One buffer per thread, grown to the largest product it has seen and freed
+ * when the thread ends (a pthread key's destructor; the process's main
+ * thread keeps its buffer until exit). */
+static pthread_key_t ws_key;
+static pthread_once_t ws_once = PTHREAD_ONCE_INIT;
+static _Thread_local float *ws_ptr;
+static _Thread_local size_t ws_floats;
+
+static void ws_free(void *p) { free(p); }
+static void ws_key_create(void) { (void)pthread_key_create(&ws_key, ws_free); }
+
+/* NULL when memory runs out (the caller then computes without panels). */
+static float *ws_get(size_t floats) {
+  if (floats <= ws_floats) return ws_ptr;
+  pthread_once(&ws_once, ws_key_create);
+  /* Room to grow: a buffer sized exactly would be replaced on every
+   * slightly larger product. */
+  size_t want = floats + floats / 4;
+  size_t bytes = (want * sizeof(float) + 63) / 64 * 64;
+  float *p = aligned_alloc(64, bytes);
+  if (!p) return NULL;
+  free(ws_ptr);
+  ws_ptr = p;
+  ws_floats = want;
+  (void)pthread_setspecific(ws_key, p);
+  return p;
+}
+
+/* ---- Constant operands, packed once ---------------------------------------- */
+
+/* A transposed B (a dense layer's weights stored [n, k], as ONNX's Gemm
+ * with transB has them) has to be repacked on every call, and for mlp's
+ * 64x512x784 that copy took a third of the product. When B lies in memory
+ * the runtime knows never changes (an executable's constants), it is
+ * packed once, kept here, and every later call with the same operand uses
+ * the panels. The cache is process-wide, keyed by the operand's address
+ * and layout and the variant; an executable's entries go when its
+ * constants are freed. */
+typedef struct const_range {
+  const char *base;
+  size_t bytes;
+} const_range;
+
+typedef struct packed_entry {
+  int side; /* 'A' or 'B' */
+  const float *b;
+  int64_t ldb, k, n; /* for A: lda, k, m */
+  int32_t tb;        /* for A: trans_a */
+  nimble_sgemm_isa isa;
+  float *panels;
+  size_t floats;
+} packed_entry;
+
+/* At most this much memory for packed copies; beyond it products pack per
+ * call as before. */
+#define PACKED_CAP_BYTES ((size_t)512 << 20)
+
+static pthread_mutex_t const_mu = PTHREAD_MUTEX_INITIALIZER;
+static const_range *ranges;
+static size_t num_ranges, cap_ranges;
+static packed_entry *entries;
+static size_t num_entries, cap_entries, packed_bytes;
+
+void nimble_sgemm_own_constants_add(const void *base, size_t bytes) {
+  if (!base || !bytes) return;
+  pthread_mutex_lock(&const_mu);
+  if (num_ranges == cap_ranges) {
+    size_t cap = cap_ranges ? cap_ranges * 2 : 8;
+    const_range *r = realloc(ranges, cap * sizeof *r);
+    if (!r) { /* without the range its operands are simply packed per call */
+      pthread_mutex_unlock(&const_mu);
+      return;
+    }
+    ranges = r;
+    cap_ranges = cap;
+  }
+  ranges[num_ranges++] = (const_range){base, bytes};
+  pthread_mutex_unlock(&const_mu);
+}
+
+void nimble_sgemm_own_constants_remove(const void *base, size_t bytes) {
+  if (!base || !bytes) return;
+  const char *lo = base, *hi = lo + bytes;
+  pthread_mutex_lock(&const_mu);
+  for (size_t i = 0; i < num_ranges; i++)
+    if (ranges[i].base == lo && ranges[i].bytes == bytes) {
+      ranges[i] = ranges[--num_ranges];
+      break;
+    }
+  for (size_t i = 0; i < num_entries;) {
+    const char *b = (const char *)entries[i].b;
+    if (b >= lo && b < hi) {
+      free(entries[i].panels);
+      packed_bytes -= entries[i].floats * sizeof(float);
+      entries[i] = entries[--num_entries];
+    } else {
+      i++;
+    }
+  }
+  pthread_mutex_unlock(&const_mu);
+}
+
+/* Whether op(B) (k x n, stored transposed or not) lies wholly inside one
+ * registered range. Caller holds const_mu. */
+static int in_constants(int32_t tb, const float *b, int64_t ldb, int64_t k, int64_t n) {
+  int64_t rows = tb ? n : k, cols = tb ? k : n;
+  const char *lo = (const char *)b, *hi = (const char *)(b + (rows - 1) * ldb + cols);
+  for (size_t i = 0; i < num_ranges; i++)
+    if (lo >= ranges[i].base && hi <= ranges[i].base + ranges[i].bytes) return 1;
+  return 0;
+}
+
+int nimble_sgemm_own_is_constant(int32_t trans_b, const float *b, int64_t ldb, int64_t k, int64_t n) {
+  pthread_mutex_lock(&const_mu);
+  int r = num_ranges && in_constants(trans_b, b, ldb, k, n);
+  pthread_mutex_unlock(&const_mu);
+  return r;
+}
+
+/* The packed panels of a constant operand for `isa`, packing them on first
+ * use; NULL when it is not a registered constant or memory is short.
+ * side 'B': op(B), k x n, stored transposed when t. side 'A': op(A), m x
+ * k, passed as (t = trans_a, x = a, ld = lda, k, n = m); op(A)^T lies in
+ * memory as a B of the same transposition would, so one range test serves. */
+static const float *packed_constant(nimble_sgemm_isa isa, int side, int32_t t, const float *x, int64_t ld,
+                                    int64_t k, int64_t n) {
+  const float *out = NULL;
+  pthread_mutex_lock(&const_mu);
+  if (!num_ranges || !in_constants(side == 'A' ? !t : t, x, ld, k, n)) goto done;
+  for (size_t i = 0; i < num_entries; i++) {
+    packed_entry *e = &entries[i];
+    if (e->side == side && e->b == x && e->ldb == ld && e->k == k && e->n == n && e->tb == t && e->isa == isa) {
+      out = e->panels;
+      goto done;
+    }
+  }
+  size_t floats;
+  switch (isa) {
+#if SG_HAVE_X86
+  case NIMBLE_SGEMM_ISA_AVX512: floats = side == 'A' ? packed_size_a_avx512(n, k) : packed_size_avx512(n, k); break;
+  case NIMBLE_SGEMM_ISA_AVX2: floats = side == 'A' ? packed_size_a_avx2(n, k) : packed_size_avx2(n, k); break;
+#endif
+  default: floats = side == 'A' ? packed_size_a_portable(n, k) : packed_size_portable(n, k); break;
+  }
+  if (floats > PACKED_CAP_BYTES / sizeof(float) || packed_bytes + floats * sizeof(float) > PACKED_CAP_BYTES)
+    goto done;
+  if (num_entries == cap_entries) {
+    size_t cap = cap_entries ? cap_entries * 2 : 16;
+    packed_entry *r = realloc(entries, cap * sizeof *r);
+    if (!r) goto done;
+    entries = r;
+    cap_entries = cap;
+  }
+  float *panels = aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64);
+  if (!panels) goto done;
+  /* Packed under the lock: once per operand and process. */
+  switch (isa) {
+#if SG_HAVE_X86
+  case NIMBLE_SGEMM_ISA_AVX512:
+    if (side == 'A') pack_all_a_avx512(t, x, ld, n, k, panels);
+    else pack_all_b_avx512(t, x, ld, k, n, panels);
+    break;
+  case NIMBLE_SGEMM_ISA_AVX2:
+    if (side == 'A') pack_all_a_avx2(t, x, ld, n, k, panels);
+    else pack_all_b_avx2(t, x, ld, k, n, panels);
+    break;
+#endif
+  default:
+    if (side == 'A') pack_all_a_portable(t, x, ld, n, k, panels);
+    else pack_all_b_portable(t, x, ld, k, n, panels);
+    break;
+  }
+  entries[num_entries++] = (packed_entry){side, x, ld, k, n, t, isa, panels, floats};
+  packed_bytes += floats * sizeof(float);
+  out = panels;
+done:
+  pthread_mutex_unlock(&const_mu);
+  return out;
+}
+
+/* ---- The entry points ------------------------------------------------------ */
+
+/* C = beta * C over m x n, beta == 0 clearing. */
+static void scale_c(int64_t m, int64_t n, float beta, float *c, int64_t ldc) {
+  if (beta == 1.0f) return;
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = 0; j < n; j++) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+}
+
+/* The definition, for when no workspace can be had. */
+static void plain_sgemm(int32_t ta, int32_t tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+                        int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = 0; j < n; j++) {
+      float acc = 0;
+      for (int64_t p = 0; p < k; p++) acc += (ta ? a[p * lda + i] : a[i * lda + p]) * (tb ? b[j * ldb + p] : b[p * ldb + j]);
+      float *cij = &c[i * ldc + j];
+      *cij = alpha * acc + (beta == 0.0f ? 0.0f : beta * *cij);
+    }
+}
+
+int nimble_sgemm_own_isa(nimble_sgemm_isa isa, int32_t trans_a, int32_t trans_b, int64_t m, int64_t n,
+                         int64_t k, float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
+                         float beta, float *c, int64_t ldc) {
+  if (!nimble_sgemm_isa_available(isa)) return 0;
+  if (m <= 0 || n <= 0) return 1;
+  if (k <= 0 || alpha == 0.0f) {
+    scale_c(m, n, beta, c, ldc);
+    return 1;
+  }
+  size_t need;
+  switch (isa) {
+#if SG_HAVE_X86
+  case NIMBLE_SGEMM_ISA_AVX512: need = workspace_avx512(m, n, k); break;
+  case NIMBLE_SGEMM_ISA_AVX2: need = workspace_avx2(m, n, k); break;
+#endif
+  default: need = workspace_portable(m, n, k); break;
+  }
+  /* Only a transposed B is worth keeping packed: one stored [k, n] is read
+   * in place. Matrix-vector shapes and narrow products never pack it. */
+  const float *bpk = NULL, *apk = NULL;
+  if (trans_b && m > 1 && n >= 16) bpk = packed_constant(isa, 'B', trans_b, b, ldb, k, n);
+  /* A constant A (a convolution's weights) is worth keeping packed too:
+   * it is repacked for every block of columns, and its first read misses
+   * the cache (on mobilenet_v2 that copy was a quarter of the sgemm time). */
+  if (m > 1 && n > 1 && !(trans_b && !trans_a && n < 16)) apk = packed_constant(isa, 'A', trans_a, a, lda, k, m);
+  float *ws = ws_get(need);
+  if (!ws) {
+    plain_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return 1;
+  }
+  switch (isa) {
+#if SG_HAVE_X86
+  case NIMBLE_SGEMM_ISA_AVX512:
+    gemm_avx512(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, ws, apk, bpk);
+    break;
+  case NIMBLE_SGEMM_ISA_AVX2:
+    gemm_avx2(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, ws, apk, bpk);
+    break;
+#endif
+  default: gemm_portable(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, ws, apk, bpk); break;
+  }
+  return 1;
+}
+
+void nimble_sgemm_own(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                      const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+                      int64_t ldc) {
+  (void)nimble_sgemm_own_isa(nimble_sgemm_own_best_isa(), trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb,
+                             beta, c, ldc);
+}

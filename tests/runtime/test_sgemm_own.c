@@ -1,0 +1,340 @@
+/* The runtime's own sgemm (runtime/src/vm/sgemm_own.c), every variant this
+ * CPU runs (AVX-512, AVX2, portable; under qemu-aarch64 the portable NEON
+ * one), against a plain double-accumulation reference written here: many
+ * shapes around the register tile and cache blocks (1, tile sizes plus and
+ * minus one, more rows than a row block, more columns than a column block,
+ * k across the depth block), all four transpose combinations, alpha and
+ * beta, padded leading dimensions (whose padding must stay untouched),
+ * beta = 0 clearing NaNs, empty products, and calls from several threads
+ * (each has its own packing buffers). */
+#include <check.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nimble_test.h"
+#include "vm/sgemm_own.h"
+
+static float next_value(uint32_t *seed) {
+  *seed = *seed * 1664525u + 1013904223u;
+  return (float)((*seed >> 8) & 0xffff) / 32768.0f - 1.0f; /* [-1, 1) */
+}
+
+/* A product with its operands, C's initial value and the expected result,
+ * every matrix padded to its leading dimension. */
+typedef struct gemm_case {
+  int ta, tb;
+  int64_t m, n, k, lda, ldb, ldc;
+  float alpha, beta;
+  float *a, *b, *c0, *c;
+  double *want, *bound;
+} gemm_case;
+
+static const float PAD = 12345.0f; /* what C's padding holds, before and after */
+
+static void case_make(gemm_case *g, int ta, int tb, int64_t m, int64_t n, int64_t k, int64_t pad, float alpha,
+                      float beta, uint32_t seed) {
+  memset(g, 0, sizeof *g);
+  g->ta = ta;
+  g->tb = tb;
+  g->m = m;
+  g->n = n;
+  g->k = k;
+  g->alpha = alpha;
+  g->beta = beta;
+  int64_t ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;
+  g->lda = ac + pad;
+  g->ldb = bc + pad;
+  g->ldc = n + pad;
+  g->a = malloc(sizeof(float) * (size_t)(ar * g->lda + 1));
+  g->b = malloc(sizeof(float) * (size_t)(br * g->ldb + 1));
+  g->c0 = malloc(sizeof(float) * (size_t)(m * g->ldc + 1));
+  g->c = malloc(sizeof(float) * (size_t)(m * g->ldc + 1));
+  g->want = malloc(sizeof(double) * (size_t)(m * n + 1));
+  g->bound = malloc(sizeof(double) * (size_t)(m * n + 1));
+  ck_assert(g->a && g->b && g->c0 && g->c && g->want && g->bound);
+  for (int64_t i = 0; i < ar * g->lda; i++) g->a[i] = next_value(&seed);
+  for (int64_t i = 0; i < br * g->ldb; i++) g->b[i] = next_value(&seed);
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = 0; j < g->ldc; j++)
+      g->c0[i * g->ldc + j] = j < n ? (beta == 0.0f ? NAN : next_value(&seed)) : PAD;
+  /* The reference: the definition, in double; bound = the sum of the
+   * terms' magnitudes, which sets the tolerance. */
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = 0; j < n; j++) {
+      double acc = 0, mag = 0;
+      for (int64_t p = 0; p < k; p++) {
+        double x = ta ? g->a[p * g->lda + i] : g->a[i * g->lda + p];
+        double y = tb ? g->b[j * g->ldb + p] : g->b[p * g->ldb + j];
+        acc += x * y;
+        mag += fabs(x * y);
+      }
+      double cin = beta == 0.0f ? 0.0 : (double)beta * g->c0[i * g->ldc + j];
+      g->want[i * n + j] = (double)alpha * acc + cin;
+      g->bound[i * n + j] = fabs((double)alpha) * mag + fabs(cin);
+    }
+}
+
+static void case_free(gemm_case *g) {
+  free(g->a);
+  free(g->b);
+  free(g->c0);
+  free(g->c);
+  free(g->want);
+  free(g->bound);
+}
+
+/* Runs the case on `isa` and checks C, padding included. Returns 0, or 1
+ * with `msg` saying what differed. */
+static int case_run(gemm_case *g, nimble_sgemm_isa isa, char *msg, size_t size) {
+  memcpy(g->c, g->c0, sizeof(float) * (size_t)(g->m * g->ldc));
+  if (!nimble_sgemm_own_isa(isa, g->ta, g->tb, g->m, g->n, g->k, g->alpha, g->a, g->lda, g->b, g->ldb, g->beta,
+                            g->c, g->ldc)) {
+    snprintf(msg, size, "%s refused", nimble_sgemm_isa_name(isa));
+    return 1;
+  }
+  for (int64_t i = 0; i < g->m; i++)
+    for (int64_t j = 0; j < g->ldc; j++) {
+      float got = g->c[i * g->ldc + j];
+      int bad;
+      double want;
+      if (j >= g->n) {
+        want = PAD;
+        bad = got != PAD;
+      } else {
+        want = g->want[i * g->n + j];
+        /* float accumulation: at most about k roundings of the running sum */
+        double tol = (double)(g->k + 4) * 1.2e-7 * g->bound[i * g->n + j] + 1e-30;
+        bad = !(fabs(got - want) <= tol);
+      }
+      if (bad) {
+        snprintf(msg, size,
+                 "%s ta=%d tb=%d m=%lld n=%lld k=%lld lda=%lld ldb=%lld ldc=%lld alpha=%g beta=%g: "
+                 "C[%lld,%lld] = %.9g, want %.9g",
+                 nimble_sgemm_isa_name(isa), g->ta, g->tb, (long long)g->m, (long long)g->n, (long long)g->k,
+                 (long long)g->lda, (long long)g->ldb, (long long)g->ldc, (double)g->alpha, (double)g->beta,
+                 (long long)i, (long long)j, (double)got, want);
+        return 1;
+      }
+    }
+  return 0;
+}
+
+/* Runs one case on every variant this CPU has. */
+static void check_case(int ta, int tb, int64_t m, int64_t n, int64_t k, int64_t pad, float alpha, float beta,
+                       uint32_t seed) {
+  gemm_case g;
+  case_make(&g, ta, tb, m, n, k, pad, alpha, beta, seed);
+  char msg[512];
+  for (int isa = NIMBLE_SGEMM_ISA_PORTABLE; isa <= NIMBLE_SGEMM_ISA_AVX512; isa++) {
+    if (!nimble_sgemm_isa_available((nimble_sgemm_isa)isa)) continue;
+    int bad = case_run(&g, (nimble_sgemm_isa)isa, msg, sizeof msg);
+    ck_assert_msg(!bad, "%s", msg);
+  }
+  case_free(&g);
+}
+
+START_TEST(test_portable_variant_is_always_available_and_best_is_available) {
+  ck_assert(nimble_sgemm_isa_available(NIMBLE_SGEMM_ISA_PORTABLE));
+  ck_assert(nimble_sgemm_isa_available(nimble_sgemm_own_best_isa()));
+  ck_assert(!nimble_sgemm_isa_available((nimble_sgemm_isa)7));
+  ck_assert_str_eq(nimble_sgemm_isa_name(NIMBLE_SGEMM_ISA_AVX512), "avx512");
+  ck_assert_str_eq(nimble_sgemm_isa_name(NIMBLE_SGEMM_ISA_AVX2), "avx2");
+  ck_assert_str_eq(nimble_sgemm_isa_name(NIMBLE_SGEMM_ISA_PORTABLE), "portable");
+#if !defined(__x86_64__)
+  ck_assert_int_eq(nimble_sgemm_own_best_isa(), NIMBLE_SGEMM_ISA_PORTABLE);
+#endif
+  printf("test_sgemm_own: best variant here: %s\n", nimble_sgemm_isa_name(nimble_sgemm_own_best_isa()));
+}
+END_TEST
+
+/* Shapes around every variant's tiles (MR 4, 6, 8; NR 8, 16, 32), the
+ * one-vector edge kernel, the matrix-vector paths and the depth block (256). */
+START_TEST(test_every_transpose_and_shape_matches_the_reference) {
+  static const int64_t ms[] = {1, 2, 5, 8, 13, 17, 40};
+  static const int64_t ns[] = {1, 3, 16, 17, 33, 65, 100};
+  static const int64_t ks[] = {1, 7, 64, 300};
+  uint32_t seed = 1;
+  for (int t = 0; t < 4; t++)
+    for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
+      for (size_t j = 0; j < sizeof ns / sizeof ns[0]; j++)
+        for (size_t q = 0; q < sizeof ks / sizeof ks[0]; q++)
+          check_case(t >> 1, t & 1, ms[i], ns[j], ks[q], 0, 1.0f, 0.0f, seed++);
+}
+END_TEST
+
+START_TEST(test_alpha_beta_and_padded_leading_dimensions_match_the_reference) {
+  static const float ab[][2] = {{1.0f, 1.0f}, {-0.5f, 2.0f}, {2.0f, 0.0f}, {0.25f, -1.0f}};
+  static const int64_t shapes[][3] = {{1, 33, 20}, {7, 1, 20}, {9, 35, 19}, {24, 64, 260}, {3, 5, 2}};
+  uint32_t seed = 100;
+  for (int t = 0; t < 4; t++)
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+      for (size_t x = 0; x < sizeof ab / sizeof ab[0]; x++)
+        check_case(t >> 1, t & 1, shapes[s][0], shapes[s][1], shapes[s][2], 3, ab[x][0], ab[x][1], seed++);
+}
+END_TEST
+
+/* More rows than a row block (MC <= 128), more columns than a column block
+ * (NC = 3072), both with an edge. */
+START_TEST(test_products_larger_than_the_cache_blocks_match_the_reference) {
+  check_case(0, 0, 130, 70, 40, 1, 1.0f, 0.5f, 7);
+  check_case(1, 1, 130, 70, 40, 0, 1.0f, 0.0f, 8);
+  check_case(0, 0, 9, 3100, 12, 2, 1.0f, 1.0f, 9);
+  check_case(0, 1, 9, 3100, 12, 0, -1.0f, 0.0f, 10);
+  check_case(1, 0, 2, 3073, 5, 0, 1.0f, 0.0f, 11);
+}
+END_TEST
+
+/* Shapes from the reference models (dense layers, convolutions' im2col
+ * products) on the variant the runtime uses. */
+START_TEST(test_reference_model_shapes_match_the_reference) {
+  check_case(0, 1, 64, 512, 784, 0, 1.0f, 0.0f, 20); /* mlp batch 64 */
+  check_case(0, 1, 64, 10, 512, 0, 1.0f, 0.0f, 21);  /* its classifier */
+  check_case(0, 1, 1, 512, 784, 0, 1.0f, 0.0f, 22);  /* batch 1 */
+  check_case(0, 0, 32, 196, 144, 0, 1.0f, 1.0f, 23); /* cnn conv, bias already in C */
+  check_case(0, 0, 16, 384, 128, 0, 1.0f, 0.0f, 24); /* bert seq 16 projection */
+}
+END_TEST
+
+START_TEST(test_empty_products_only_scale_c) {
+  for (int isa = NIMBLE_SGEMM_ISA_PORTABLE; isa <= NIMBLE_SGEMM_ISA_AVX512; isa++) {
+    if (!nimble_sgemm_isa_available((nimble_sgemm_isa)isa)) continue;
+    float a[4] = {1, 2, 3, 4}, b[4] = {5, 6, 7, 8};
+    float c[4] = {1, 2, NAN, 4};
+    /* k = 0, beta = 0: C cleared, NaN included. */
+    ck_assert(nimble_sgemm_own_isa((nimble_sgemm_isa)isa, 0, 0, 2, 2, 0, 1.0f, a, 2, b, 2, 0.0f, c, 2));
+    for (int i = 0; i < 4; i++) ck_assert_float_eq(c[i], 0.0f);
+    /* alpha = 0, beta = 3: C scaled, A and B not read (NULL). */
+    float d[4] = {1, 2, 3, 4};
+    ck_assert(nimble_sgemm_own_isa((nimble_sgemm_isa)isa, 0, 0, 2, 2, 2, 0.0f, NULL, 2, NULL, 2, 3.0f, d, 2));
+    ck_assert_float_eq(d[0], 3.0f);
+    ck_assert_float_eq(d[3], 12.0f);
+    /* m = 0 or n = 0: nothing at all. */
+    float e[1] = {7};
+    ck_assert(nimble_sgemm_own_isa((nimble_sgemm_isa)isa, 0, 0, 0, 1, 2, 1.0f, a, 2, b, 1, 0.0f, e, 1));
+    ck_assert(nimble_sgemm_own_isa((nimble_sgemm_isa)isa, 0, 0, 1, 0, 2, 1.0f, a, 2, b, 1, 0.0f, e, 1));
+    ck_assert_float_eq(e[0], 7.0f);
+    /* A hand-computed one: [[1,2],[3,4]] [[5,6],[7,8]]^T + C = [[18,24],[40,54]]. */
+    float f[4] = {1, 1, 1, 1};
+    ck_assert(nimble_sgemm_own_isa((nimble_sgemm_isa)isa, 0, 1, 2, 2, 2, 1.0f, a, 2, b, 2, 1.0f, f, 2));
+    ck_assert_float_eq(f[0], 18.0f);
+    ck_assert_float_eq(f[1], 24.0f);
+    ck_assert_float_eq(f[2], 40.0f);
+    ck_assert_float_eq(f[3], 54.0f);
+  }
+}
+END_TEST
+
+/* A transposed B inside registered constant memory is packed once and
+ * reused; after the range is removed, a changed B is seen again. */
+START_TEST(test_constant_b_packed_once_gives_the_same_products_and_goes_with_its_range) {
+  gemm_case g;
+  case_make(&g, 0, 1, 20, 70, 300, 1, 1.0f, 0.0f, 31);
+  size_t bbytes = sizeof(float) * (size_t)(g.n * g.ldb);
+  ck_assert(!nimble_sgemm_own_is_constant(1, g.b, g.ldb, g.k, g.n));
+  nimble_sgemm_own_constants_add(g.b, bbytes);
+  ck_assert(nimble_sgemm_own_is_constant(1, g.b, g.ldb, g.k, g.n));
+  /* The last row's one float of padding leaves room for a shift by one;
+   * by two, the operand ends past the range. */
+  ck_assert(nimble_sgemm_own_is_constant(1, g.b + 1, g.ldb, g.k, g.n));
+  ck_assert(!nimble_sgemm_own_is_constant(1, g.b + 2, g.ldb, g.k, g.n));
+  char msg[512];
+  for (int round = 0; round < 3; round++)
+    for (int isa = NIMBLE_SGEMM_ISA_PORTABLE; isa <= NIMBLE_SGEMM_ISA_AVX512; isa++) {
+      if (!nimble_sgemm_isa_available((nimble_sgemm_isa)isa)) continue;
+      int bad = case_run(&g, (nimble_sgemm_isa)isa, msg, sizeof msg);
+      ck_assert_msg(!bad, "round %d: %s", round, msg);
+    }
+  nimble_sgemm_own_constants_remove(g.b, bbytes);
+  ck_assert(!nimble_sgemm_own_is_constant(1, g.b, g.ldb, g.k, g.n));
+  /* New values in the same place: the reference is recomputed, and stale
+   * panels would give the old product. */
+  gemm_case h;
+  case_make(&h, 0, 1, 20, 70, 300, 1, 1.0f, 0.0f, 32);
+  memcpy(g.b, h.b, bbytes);
+  memcpy(g.want, h.want, sizeof(double) * (size_t)(g.m * g.n));
+  memcpy(g.bound, h.bound, sizeof(double) * (size_t)(g.m * g.n));
+  memcpy(g.a, h.a, sizeof(float) * (size_t)(g.m * g.lda));
+  for (int isa = NIMBLE_SGEMM_ISA_PORTABLE; isa <= NIMBLE_SGEMM_ISA_AVX512; isa++) {
+    if (!nimble_sgemm_isa_available((nimble_sgemm_isa)isa)) continue;
+    int bad = case_run(&g, (nimble_sgemm_isa)isa, msg, sizeof msg);
+    ck_assert_msg(!bad, "after removal: %s", msg);
+  }
+  case_free(&g);
+  case_free(&h);
+}
+END_TEST
+
+/* A constant A (a convolution's weights) is packed once as well, either
+ * transposition, beside a constant B or not. */
+START_TEST(test_constant_a_packed_once_gives_the_same_products) {
+  static const int ts[][2] = {{0, 0}, {1, 0}, {0, 1}, {1, 1}};
+  char msg[512];
+  for (size_t t = 0; t < sizeof ts / sizeof ts[0]; t++) {
+    gemm_case g;
+    /* 140 rows: two row blocks (MC <= 128), the second partial. */
+    case_make(&g, ts[t][0], ts[t][1], 140, 50, 270, 2, 1.0f, 1.0f, 40 + (uint32_t)t);
+    size_t abytes = sizeof(float) * (size_t)((g.ta ? g.k : g.m) * g.lda);
+    size_t bbytes = sizeof(float) * (size_t)((g.tb ? g.n : g.k) * g.ldb);
+    nimble_sgemm_own_constants_add(g.a, abytes);
+    if (t & 1) nimble_sgemm_own_constants_add(g.b, bbytes);
+    for (int round = 0; round < 2; round++)
+      for (int isa = NIMBLE_SGEMM_ISA_PORTABLE; isa <= NIMBLE_SGEMM_ISA_AVX512; isa++) {
+        if (!nimble_sgemm_isa_available((nimble_sgemm_isa)isa)) continue;
+        int bad = case_run(&g, (nimble_sgemm_isa)isa, msg, sizeof msg);
+        ck_assert_msg(!bad, "round %d: %s", round, msg);
+      }
+    nimble_sgemm_own_constants_remove(g.a, abytes);
+    if (t & 1) nimble_sgemm_own_constants_remove(g.b, bbytes);
+    case_free(&g);
+  }
+}
+END_TEST
+
+/* Four threads at once, each with its own products, twice (buffers grown,
+ * then reused); each thread's buffers are freed when it ends. */
+typedef struct thread_case {
+  int64_t m, n, k;
+  int failed;
+  char msg[512];
+} thread_case;
+
+static void *thread_body(void *p) {
+  thread_case *tc = p;
+  for (int round = 0; round < 2; round++) {
+    gemm_case g;
+    case_make(&g, round, 1 - round, tc->m, tc->n, tc->k, 1, 1.0f, 0.0f, (uint32_t)(tc->m * 31 + round));
+    if (!tc->failed) tc->failed = case_run(&g, nimble_sgemm_own_best_isa(), tc->msg, sizeof tc->msg);
+    case_free(&g);
+  }
+  return NULL;
+}
+
+START_TEST(test_threads_at_once_each_get_the_right_product) {
+  thread_case tc[4] = {{37, 300, 70, 0, ""}, {64, 128, 257, 0, ""}, {5, 1000, 33, 0, ""}, {130, 40, 9, 0, ""}};
+  pthread_t th[4];
+  for (int i = 0; i < 4; i++) ck_assert_int_eq(pthread_create(&th[i], NULL, thread_body, &tc[i]), 0);
+  for (int i = 0; i < 4; i++) ck_assert_int_eq(pthread_join(th[i], NULL), 0);
+  for (int i = 0; i < 4; i++) ck_assert_msg(!tc[i].failed, "thread %d: %s", i, tc[i].msg);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("sgemm_own");
+  TCase *tc = tcase_create("own");
+  tcase_set_timeout(tc, 300);
+  tcase_add_test(tc, test_portable_variant_is_always_available_and_best_is_available);
+  tcase_add_test(tc, test_every_transpose_and_shape_matches_the_reference);
+  tcase_add_test(tc, test_alpha_beta_and_padded_leading_dimensions_match_the_reference);
+  tcase_add_test(tc, test_products_larger_than_the_cache_blocks_match_the_reference);
+  tcase_add_test(tc, test_reference_model_shapes_match_the_reference);
+  tcase_add_test(tc, test_empty_products_only_scale_c);
+  tcase_add_test(tc, test_constant_b_packed_once_gives_the_same_products_and_goes_with_its_range);
+  tcase_add_test(tc, test_constant_a_packed_once_gives_the_same_products);
+  tcase_add_test(tc, test_threads_at_once_each_get_the_right_product);
+  suite_add_tcase(s, tc);
+  return nimble_test_run(s);
+}
