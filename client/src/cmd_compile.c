@@ -26,6 +26,7 @@ extern const nimble_cli_command nimble_cmd_compile;
 typedef struct compile_args {
   const char *model, *target, *out, *emit_parts, *dump_ir, *format;
   const char *sign_key; /* --sign KEYFILE */
+  const char *kernel_cache; /* --kernel-cache DIR; NULL: the default folder */
   int opt_level;
   int progress_fd; /* -1: none */
   int jobs;        /* 0: the CPUs available */
@@ -49,10 +50,11 @@ typedef struct progress_sink {
 static void on_progress(void *user, const char *phase, int percent) {
   progress_sink *p = user;
   p->phase = phase;
-  /* Code generation reports per kernel; a percent already written is not
-   * repeated. */
+  /* Code generation's steps go to the fd with their kernel counts
+   * (on_codegen_progress); a percent already written is not repeated. */
+  bool codegen_step = strcmp(phase, "codegen") == 0 && percent > 0 && percent < 100;
   bool repeat = p->fd_phase && strcmp(p->fd_phase, phase) == 0 && p->fd_percent == percent;
-  if (p->fd >= 0 && !p->fd_failed && !repeat) {
+  if (p->fd >= 0 && !p->fd_failed && !repeat && !codegen_step) {
     p->fd_phase = phase;
     p->fd_percent = percent;
     char line[64];
@@ -61,8 +63,6 @@ static void on_progress(void *user, const char *phase, int percent) {
      * ignored below); progress is advisory. */
     if (n > 0 && write(p->fd, line, (size_t)n) != n) p->fd_failed = true;
   }
-  /* Code generation's steps draw with their kernel counts (on_codegen_progress). */
-  bool codegen_step = strcmp(phase, "codegen") == 0 && percent > 0 && percent < 100;
   if (p->tty && !codegen_step)
     nimble_status_free(nimble_cli_progress_update(p->tty, p->tty_index, phase, percent, NULL));
 }
@@ -71,12 +71,36 @@ static void on_progress(void *user, const char *phase, int percent) {
  * "codegen 40% (28/71 kernels, 12 cached)". */
 static void on_codegen_progress(void *user, size_t done, size_t total, size_t cached) {
   progress_sink *p = user;
+  int percent = (int)(done * 100 / (total ? total : 1));
+  if (percent > 99) percent = 99;
+  /* The worker's line: "codegen PERCENT DONE/TOTAL CACHED" (docs/farm.md §4),
+   * one per kernel, so the farm shows the kernels as a local compile does. */
+  if (p->fd >= 0 && !p->fd_failed) {
+    p->fd_phase = "codegen";
+    p->fd_percent = percent;
+    char line[96];
+    int n = snprintf(line, sizeof line, "codegen %d %zu/%zu %zu\n", percent, done, total, cached);
+    if (n > 0 && (size_t)n < sizeof line && write(p->fd, line, (size_t)n) != n) p->fd_failed = true;
+  }
   if (!p->tty) return;
   char detail[96];
   snprintf(detail, sizeof detail, "%zu/%zu kernels, %zu cached", done, total, cached);
-  int percent = (int)(done * 100 / (total ? total : 1));
-  if (percent > 99) percent = 99;
   nimble_status_free(nimble_cli_progress_update(p->tty, p->tty_index, "codegen", percent, detail));
+}
+
+/* After a compile, for the worker: "kcache-new KEY" on the progress fd for
+ * each kernel this compile built and put into the cache, so that the
+ * worker can share those entries with the farm (docs/farm.md, "The farm's
+ * kernel cache"). Hits and the linked object's entry are not listed. */
+static void report_new_entries(progress_sink *p, const nimble_codegen_stats_t *cs) {
+  if (p->fd < 0 || p->fd_failed || !cs || !cs->kernels) return;
+  for (size_t i = 0; i < cs->n_kernels && !p->fd_failed; i++) {
+    const nimble_codegen_kernel_time_t *k = &cs->kernels[i];
+    if (!k->stored || strlen(k->key) != NIMBLE_KERNEL_KEY_LEN) continue;
+    char line[96];
+    int n = snprintf(line, sizeof line, "kcache-new %s\n", k->key);
+    if (n > 0 && (size_t)n < sizeof line && write(p->fd, line, (size_t)n) != n) p->fd_failed = true;
+  }
 }
 
 static bool parse_int(const char *s, long lo, long hi, long *out) {
@@ -135,7 +159,7 @@ static int parse_args(int argc, char **argv, compile_args *a, bool *help) {
   bool operands_only = false;
   static const char *const kValued[] = {"--target", "-o", "--output", "--opt-level", "--dump-ir",
                                         "--emit-parts", "--progress-fd", "--option", "--format",
-                                        "--jobs", "-j", "--sign"};
+                                        "--jobs", "-j", "--sign", "--kernel-cache"};
   for (int i = 1; i < argc; i++) {
     const char *arg = argv[i];
     if (!operands_only && strcmp(arg, "--") == 0) {
@@ -216,6 +240,9 @@ static int parse_args(int argc, char **argv, compile_args *a, bool *help) {
     } else if (strcmp(opt, "--option") == 0) {
       int rc = apply_option(a, v);
       if (rc) return rc;
+    } else if (strcmp(opt, "--kernel-cache") == 0) {
+      if (!*v) return nimble_cli_usage_error(&nimble_cmd_compile, "--kernel-cache needs a folder");
+      a->kernel_cache = v;
     } else if (strcmp(opt, "--sign") == 0) {
 #ifdef NIMBLE_CLI_HAVE_SIGN
       if (!*v) return nimble_cli_usage_error(&nimble_cmd_compile, "--sign needs a key file");
@@ -228,6 +255,8 @@ static int parse_args(int argc, char **argv, compile_args *a, bool *help) {
   if (!a->model) return nimble_cli_usage_error(&nimble_cmd_compile, "no model file given");
   if (!a->out && !a->emit_parts)
     return nimble_cli_usage_error(&nimble_cmd_compile, "no output: give -o FILE.nimble or --emit-parts DIR");
+  if (a->kernel_cache && a->no_kernel_cache)
+    return nimble_cli_usage_error(&nimble_cmd_compile, "--kernel-cache and --no-kernel-cache exclude each other");
   if (!a->target) a->target = "x86";
   nimble_target_t t;
   nimble_status_t s = nimble_target_parse_local(a->target, &t);
@@ -344,7 +373,13 @@ static int run_compile(nimble_cli_ctx *ctx, int argc, char **argv) {
   nimble_kernel_cache_t *cache = NULL;
   char cache_dir[4096] = "";
   if (!a.no_kernel_cache) {
-    nimble_status_t cs = nimble_kernel_cache_default_dir(cache_dir, sizeof cache_dir);
+    nimble_status_t cs = nimble_ok();
+    if (a.kernel_cache) {
+      if (snprintf(cache_dir, sizeof cache_dir, "%s", a.kernel_cache) >= (int)sizeof cache_dir)
+        cs = nimble_status_make(NIMBLE_INVALID_ARGUMENT, "--kernel-cache: folder name too long");
+    } else {
+      cs = nimble_kernel_cache_default_dir(cache_dir, sizeof cache_dir);
+    }
     if (!cs) cs = nimble_kernel_cache_open_local(cache_dir, &cache);
     if (cs && a.verbose) fprintf(stderr, "nimble: no kernel cache: %s\n", nimble_status_message(cs));
     nimble_status_free(cs);
@@ -364,6 +399,7 @@ static int run_compile(nimble_cli_ctx *ctx, int argc, char **argv) {
   nimble_compile_result *r = NULL;
   nimble_status_t s = nimble_compile_file(a.model, &o, &r);
   if (!s) {
+    report_new_entries(&sink, nimble_compile_result_codegen_stats(r));
     sink.phase = "package";
     on_progress(&sink, "package", 0);
     if (a.emit_parts) s = nimble_compile_result_emit_parts(r, a.emit_parts);
@@ -412,7 +448,7 @@ const nimble_cli_command nimble_cmd_compile = {
     "compile",
     "Compile a model (.onnx) or program (.nir) into an executable, locally.",
     "compile MODEL --target=SPEC -o OUT.nimble [--opt-level N] [--dump-ir DIR] [-v]\n"
-    "       [--time-passes] [-j N] [--no-kernel-cache]\n"
+    "       [--time-passes] [-j N] [--kernel-cache DIR | --no-kernel-cache]\n"
     "       [--emit-parts DIR] [--progress-fd N] [--format onnx|nir] [--option KEY=VALUE]\n"
     "       [--sign KEYFILE]",
     "Runs the whole compiler on this machine: import, type inference, the\n"
@@ -446,11 +482,15 @@ const nimble_cli_command nimble_cmd_compile = {
     "                     kernels are kept in and reused from $NIMBLE_KERNEL_CACHE,\n"
     "                     else $XDG_CACHE_HOME/nimble/kernels, else\n"
     "                     ~/.cache/nimble/kernels\n"
+    "  --kernel-cache DIR keep and reuse compiled kernels in DIR instead\n"
     "  --format F         onnx or nir (default: from the file's extension)\n"
     "  --emit-parts DIR   write the artifact's parts (metadata, bytecode,\n"
     "                     constants, kernels, kernels-cuda), config.json and\n"
     "                     parts.json into DIR, as the compile worker expects\n"
-    "  --progress-fd N    write 'PHASE PERCENT' lines to descriptor N\n"
+    "  --progress-fd N    write 'PHASE PERCENT' lines to descriptor N (code\n"
+    "                     generation's with 'DONE/TOTAL CACHED' kernels after\n"
+    "                     them), then 'kcache-new KEY' for each kernel built\n"
+    "                     and stored in the kernel cache\n"
     "  --sign KEYFILE     sign the executable with the Ed25519 secret key in\n"
     "                     KEYFILE (`nimble keys generate`): a signature part\n"
     "                     that `nimble-run --require-signature` checks against\n"

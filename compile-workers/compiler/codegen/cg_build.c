@@ -347,6 +347,7 @@ static nimble_status_t cpu_one(cpu_pool *p, LLVMTargetMachineRef tms[2], size_t 
     double c0 = thread_cpu_s();
     NIMBLE_RETURN_IF_ERROR(key_of(k, p->t, p->opt_level, key));
     memcpy(p->keys[i], key, sizeof key);
+    memcpy(time->key, key, sizeof key);
     if (!p->keep_ir) {
       uint8_t *data = NULL;
       size_t size = 0;
@@ -393,6 +394,7 @@ static nimble_status_t cpu_one(cpu_pool *p, LLVMTargetMachineRef tms[2], size_t 
     double c0 = thread_cpu_s();
     nimble_status_t ps = p->cache->put(p->cache, key, p->objs[i], p->sizes[i]);
     if (ps) atomic_fetch_add(&p->put_errors, 1);
+    else time->stored = 1;
     nimble_status_free(ps);
     time->cache_s += thread_cpu_s() - c0;
   }

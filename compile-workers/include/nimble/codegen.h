@@ -77,6 +77,8 @@ typedef struct nimble_codegen_kernel_time {
   double cache_s; /* key, lookup and store */
   int cached;     /* 1: the object came from the cache */
   int light;      /* 1: a light kernel (a short pipeline, fast instruction selection) */
+  int stored;     /* 1: built and put into the cache (a new entry) */
+  char key[NIMBLE_KERNEL_KEY_LEN + 1]; /* its cache key; "" without a cache */
 } nimble_codegen_kernel_time_t;
 
 typedef struct nimble_codegen_stats {
