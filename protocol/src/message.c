@@ -50,6 +50,9 @@ typedef enum field_kind {
   F_TASKS,   /* JOB_STATUS tasks: array of task status objects */
   F_SHAPES,  /* profile inputs: object of input name -> array of dims */
   F_REPORT,  /* a profile report (integers: nanoseconds, bytes, counts) */
+  F_KERNELS, /* code generation's counts: {done, total, cached, fetched?} */
+  F_KCACHE,  /* kernel cache index entries: array (at most `max`) of {key, digest} */
+  F_SEQS,    /* object of canonical target -> kernel cache index sequence (>= 0) */
 } field_kind;
 
 typedef struct field_spec {
@@ -74,13 +77,16 @@ static const field_spec kReady[] = {{"worker", F_ID, 1, 0, 0},
                                     {"compiler_build", F_DIGEST, 0, 0, 0},
                                     {"slots", F_INT, 0, 1, 1024},
                                     {"can_run", F_TARGETS, 0, 0, 0},
+                                    {"kcache", F_SEQS, 0, 0, 0},
                                     END};
 static const field_spec kHeartbeat[] = {{"worker", F_ID, 1, 0, 0}, {"task", F_ID, 0, 0, 0}, END};
 static const field_spec kProgress[] = {{"task", F_ID, 1, 0, 0},     {"phase", F_WORD, 1, 0, 0},
                                        {"percent", F_INT, 1, 0, 100}, {"job", F_ID, 0, 0, 0},
-                                       {"target", F_TARGET, 0, 0, 0}, END};
+                                       {"target", F_TARGET, 0, 0, 0}, {"kernels", F_KERNELS, 0, 0, 0},
+                                       END};
 static const field_spec kResult[] = {{"task", F_ID, 1, 0, 0}, {"manifest", F_DIGEST, 1, 0, 0},
-                                     {"key", F_DIGEST, 0, 0, 0}, END};
+                                     {"key", F_DIGEST, 0, 0, 0},
+                                     {"kcache", F_KCACHE, 0, 0, NIMBLE_KCACHE_RESULT_MAX}, END};
 static const field_spec kFailure[] = {{"task", F_ID, 1, 0, 0}, {"error", F_TEXT, 1, 0, MAX_TEXT},
                                       {"code", F_CODE, 0, 0, 0}, {"retryable", F_BOOL, 0, 0, 0},
                                       END};
@@ -98,6 +104,7 @@ static const field_spec kTaskStatus[] = {{"target", F_TARGET, 1, 0, 0},
                                          {"verify", F_INT, 0, 2, 16},
                                          {"verified", F_INT, 0, 0, 16},
                                          {"profile", F_REPORT, 0, 0, 0},
+                                         {"kernels", F_KERNELS, 0, 0, 0},
                                          END};
 static const field_spec kTask[] = {{"task", F_ID, 1, 0, 0},
                                    {"job", F_ID, 1, 0, 0},
@@ -109,6 +116,9 @@ static const field_spec kTask[] = {{"task", F_ID, 1, 0, 0},
                                    {"lease_ms", F_INT, 1, 1, 86400000},
                                    {"options", F_OPTIONS, 0, 0, 0},
                                    {"attempt", F_INT, 0, 1, 1000},
+                                   {"kernel_cache", F_BOOL, 0, 0, 0},
+                                   {"kcache", F_KCACHE, 0, 0, NIMBLE_KCACHE_TASK_MAX},
+                                   {"kcache_seq", F_INT, 0, 0, INT64_MAX},
                                    END};
 static const field_spec kError[] = {{"code", F_CODE, 1, 0, 0}, {"message", F_TEXT, 1, 0, MAX_TEXT},
                                     {"job", F_ID, 0, 0, 0},    {"task", F_ID, 0, 0, 0}, END};
@@ -250,6 +260,77 @@ static nimble_status_t check_shapes(const json_t *o, const char *p) {
   return nimble_ok();
 }
 
+static const field_spec kKernelCounts[] = {{"done", F_INT, 1, 0, 1000000},
+                                           {"total", F_INT, 1, 0, 1000000},
+                                           {"cached", F_INT, 1, 0, 1000000},
+                                           {"fetched", F_INT, 0, 0, 1000000},
+                                           END};
+
+/* Code generation's counts: cached <= done <= total. */
+static nimble_status_t check_kernel_counts(const json_t *o, const char *p) {
+  NIMBLE_RETURN_IF_ERROR(check_fields(o, p, kKernelCounts));
+  json_int_t done = json_integer_value(json_object_get(o, "done"));
+  json_int_t total = json_integer_value(json_object_get(o, "total"));
+  json_int_t cached = json_integer_value(json_object_get(o, "cached"));
+  if (cached > done || done > total)
+    return nimble_status_make(NIMBLE_INVALID_ARGUMENT,
+                              "%s: cached <= done <= total does not hold (%lld, %lld, %lld)", p,
+                              (long long)cached, (long long)done, (long long)total);
+  return nimble_ok();
+}
+
+/* A kernel cache key: 64 lowercase hex digits (nimble/kernel_cache.h). */
+static int is_kernel_key(const char *s) {
+  size_t n = 0;
+  for (; s[n]; n++)
+    if (!((s[n] >= '0' && s[n] <= '9') || (s[n] >= 'a' && s[n] <= 'f'))) return 0;
+  return n == 64;
+}
+
+/* Index entries: [{key, digest}], at most max of them, no key twice. */
+static nimble_status_t check_kcache_entries(const json_t *arr, const char *p, size_t max) {
+  if (json_array_size(arr) > max)
+    return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "%s: at most %zu entries, got %zu", p, max,
+                              json_array_size(arr));
+  char ip[NIMBLE_JSON_PATH_MAX], kp[NIMBLE_JSON_PATH_MAX];
+  for (size_t k = 0; k < json_array_size(arr); k++) {
+    json_t *e = json_array_get(arr, k);
+    nimble_json_path_index(ip, p, k);
+    if (!json_is_object(e))
+      return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "%s: expected an object, got %s", ip,
+                                nimble_json_type_name(e));
+    const char *key = NULL;
+    nimble_digest_t d;
+    NIMBLE_RETURN_IF_ERROR(nimble_json_get_string(e, ip, "key", 1, 64, &key));
+    nimble_json_path_key(kp, ip, "key");
+    if (!is_kernel_key(key)) return bad(kp, "%s: '%s' is not a kernel cache key (64 lowercase hex digits)", key);
+    NIMBLE_RETURN_IF_ERROR(nimble_json_get_digest(e, ip, "digest", 1, &d, NULL));
+    for (size_t j = 0; j < k; j++)
+      if (!strcmp(json_string_value(json_object_get(json_array_get(arr, j), "key")), key))
+        return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "%s: key '%s' repeats %s[%zu]", kp, key, p, j);
+  }
+  return nimble_ok();
+}
+
+/* READY's kcache: canonical target -> the index sequence seen (>= 0). */
+static nimble_status_t check_seqs(const json_t *o, const char *p) {
+  if (json_object_size(o) > NIMBLE_TARGET_LIST_MAX)
+    return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "%s: at most %d targets", p, NIMBLE_TARGET_LIST_MAX);
+  const char *target;
+  json_t *v;
+  char ip[NIMBLE_JSON_PATH_MAX];
+  json_object_foreach((json_t *)o, target, v) {
+    nimble_json_path_key(ip, p, strlen(target) <= 64 ? target : "...");
+    if (strlen(target) > NIMBLE_TARGET_SPEC_MAX)
+      return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "%s: target spec too long", ip);
+    NIMBLE_RETURN_IF_ERROR(check_canonical_target(target, ip));
+    if (!json_is_integer(v) || json_integer_value(v) < 0)
+      return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "%s: expected an integer >= 0, got %s", ip,
+                                nimble_json_type_name(v));
+  }
+  return nimble_ok();
+}
+
 /* A profile report: the integer members of kReport (min <= median <= max)
  * and `kernels`, an array of {symbol, calls, total_ns}. */
 static nimble_status_t check_report(const json_t *o, const char *p) {
@@ -386,6 +467,17 @@ static nimble_status_t check_field(const json_t *obj, const char *path, const fi
       if (!o) return nimble_ok();
       return f->kind == F_SHAPES ? check_shapes(o, p) : check_report(o, p);
     }
+    case F_KERNELS:
+    case F_SEQS: {
+      json_t *o = NULL;
+      NIMBLE_RETURN_IF_ERROR(nimble_json_get_object(obj, path, f->key, f->required, &o));
+      if (!o) return nimble_ok();
+      return f->kind == F_KERNELS ? check_kernel_counts(o, p) : check_seqs(o, p);
+    }
+    case F_KCACHE:
+      NIMBLE_RETURN_IF_ERROR(
+          nimble_json_get_array(obj, path, f->key, f->required, 0, (size_t)f->max, &arr));
+      return arr ? check_kcache_entries(arr, p, (size_t)f->max) : nimble_ok();
   }
   return nimble_status_make(NIMBLE_INTERNAL, "%s: unknown field kind", p);
 }

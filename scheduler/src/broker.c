@@ -356,6 +356,7 @@ static void send_task(nimble_scheduler *s, sched_worker *w, const nimble_sched_t
     }
   }
   if (!b) return;
+  if (!profile) sched_kcache_fill_task(s, w, t, b);
   sched_envelope env = {.count = 1};
   memcpy(env.data[0], w->rid, w->rid_len);
   env.size[0] = w->rid_len;
@@ -423,6 +424,7 @@ static int dispatch_one(nimble_scheduler *s, sched_worker *w) {
       snprintf(t.last_worker, sizeof t.last_worker, "%s", w->id);
       t.lease_until = now + s->lease_ms;
       t.started_ms = now;
+      t.kernels[0] = '\0'; /* this delivery's counts come with its PROGRESS */
       st = nimble_sched_task_save(s->redis, &t);
       if (st) {
         /* Not recorded: put it back; reconciliation repairs a failed push. */
@@ -635,6 +637,9 @@ static nimble_status_t create_inner(const nimble_scheduler_options_t *o, nimble_
     return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "--verify: 1 to %d workers",
                               NIMBLE_SCHED_MAX_VERIFY);
   s->verify_policy = o->verify > 1 ? o->verify : 1;
+  if (o->kcache_cap < 0 || o->kcache_cap > 100000000)
+    return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "--kcache-cap: 1 to 100000000 entries");
+  s->kcache_cap = o->no_kcache ? 0 : o->kcache_cap > 0 ? o->kcache_cap : 65536;
   s->quiet = o->quiet;
 
   if (o->token_file) NIMBLE_RETURN_IF_ERROR(sched_load_tokens(s, o->token_file));

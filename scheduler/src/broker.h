@@ -31,6 +31,9 @@ typedef struct sched_worker {
   char task[NIMBLE_SCHED_ID_MAX + 1]; /* "" when idle */
   int64_t last_seen_ms;              /* monotonic */
   char key[41];                      /* with CURVE: its public key (Z85), bound to its id */
+  /* Per target (as targets[]): the farm kernel cache index sequence the
+   * worker has been sent up to (its READY's kcache, then each TASK's). */
+  int64_t kcache_seq[SCHED_MAX_TARGETS];
 } sched_worker;
 
 typedef struct sched_lease {
@@ -56,6 +59,7 @@ struct nimble_scheduler {
   int max_deliveries, quiet;
   int max_retries;   /* retryable failures before a task fails (requeue policy) */
   int verify_policy; /* --verify: the least number of workers that build each compile */
+  long kcache_cap;   /* farm kernel cache entries per target; 0: the farm cache is off */
   void *zctx, *clients, *workers, *events, *zap;
   nimble_sched_redis *redis;
   nimble_store_client *store;
@@ -175,6 +179,20 @@ nimble_status_t sched_store_tag(nimble_scheduler *s, const char *from, const cha
 /* worker_requests.c: tags the artifact of finished task t under the names
  * of the jobs merged into it (failures are logged). */
 void sched_tag_merged_names(nimble_scheduler *s, const nimble_sched_task_t *t);
+
+/* kcache.c: the farm's kernel cache (docs/farm.md, "The farm's kernel
+ * cache"). Adds to compile TASK body b (for worker w, task t) what the
+ * worker needs: `kernel_cache` false for a verified build's copy (it
+ * compiles with no kernel cache at all), else the index entries of t's
+ * target it has not been sent (`kcache`, at most NIMBLE_KCACHE_TASK_MAX)
+ * and the sequence they reach (`kcache_seq`). Redis errors only log. */
+void sched_kcache_fill_task(nimble_scheduler *s, sched_worker *w, const nimble_sched_task_t *t,
+                            json_t *b);
+/* Records the entries a RESULT reports (`kcache`, [{key, digest}]) in the
+ * index of t's target (new keys only; the oldest evicted beyond the cap). */
+void sched_kcache_record(nimble_scheduler *s, const nimble_sched_task_t *t, const json_t *entries);
+/* READY: the sequences the worker has seen (body's `kcache`), per target. */
+void sched_kcache_ready(nimble_scheduler *s, sched_worker *w, const json_t *body);
 
 /* verify.c: verified builds (docs/farm.md, "Verified builds"). */
 /* Writes the group task id of copy `tid` ("<group>:v<k>") into group and

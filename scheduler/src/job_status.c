@@ -45,6 +45,11 @@ static json_t *task_entry(nimble_scheduler *s, const nimble_sched_task_t *t,
   if (!strcmp(state, "failed"))
     json_object_set_new(e, "error", json_string(t->error && *t->error ? t->error : "failed"));
   if (t->cached) json_object_set_new(e, "cached", json_true());
+  if (t->kernels[0]) {
+    json_t *k = json_loads(t->kernels, 0, NULL);
+    if (json_is_object(k)) json_object_set_new(e, "kernels", k);
+    else json_decref(k);
+  }
   /* A queued task says whether anyone can take it: without a worker for
    * its target it waits until one joins, and the client should say so. */
   int profile = !strcmp(t->kind, "profile");

@@ -27,14 +27,14 @@ nimble_status_t nimble_sched_task_save(nimble_sched_redis *r, const nimble_sched
       "HSET nimble:task:%s job %s key %s model %s format %s name %s target %s options %s "
       "state %s attempts %d worker %s lease_until %lld phase %s percent %d manifest %s "
       "error %s cached %d kind %s inputs %s runs %d report %s created_ms %lld queued_ms %lld "
-      "started_ms %lld finished_ms %lld verify %d group %s last_worker %s retries %d",
+      "started_ms %lld finished_ms %lld verify %d group %s last_worker %s retries %d kernels %s",
       t->id, t->job, t->key, t->model, t->format, t->name, t->target,
       t->options ? t->options : "", t->state, t->attempts, t->worker, (long long)t->lease_until,
       t->phase, t->percent, t->manifest, t->error ? t->error : "", t->cached ? 1 : 0,
       t->kind[0] ? t->kind : "compile", t->inputs ? t->inputs : "", t->runs,
       t->report ? t->report : "", (long long)t->created_ms, (long long)t->queued_ms,
       (long long)t->started_ms, (long long)t->finished_ms, t->verify, t->group, t->last_worker,
-      t->retries);
+      t->retries, t->kernels);
   return s ? nimble_status_annotate(s, "saving task '%s'", t->id) : nimble_ok();
 }
 
@@ -67,6 +67,7 @@ nimble_status_t nimble_sched_task_load(nimble_sched_redis *r, const char *id,
     else if (!strcmp(f, "lease_until")) t->lease_until = strtoll(v, NULL, 10);
     else if (!strcmp(f, "phase")) copy_field(t->phase, sizeof t->phase, v);
     else if (!strcmp(f, "percent")) t->percent = atoi(v);
+    else if (!strcmp(f, "kernels")) copy_field(t->kernels, sizeof t->kernels, v);
     else if (!strcmp(f, "manifest")) copy_field(t->manifest, sizeof t->manifest, v);
     else if (!strcmp(f, "error")) t->error = *v ? strdup(v) : NULL;
     else if (!strcmp(f, "cached")) t->cached = !strcmp(v, "1");

@@ -44,6 +44,10 @@ static void usage(FILE *f) {
         "                         network at fault; they back off, default 10)\n"
         "  --verify N             build every compile on N distinct workers and publish only\n"
         "                         identical artifacts (default 1; jobs may ask for more)\n"
+        "  --kcache-cap N         farm kernel cache: entries kept per target, the oldest\n"
+        "                         evicted first (default 65536)\n"
+        "  --no-kcache            no farm kernel cache: tasks carry no entries and the\n"
+        "                         kernels workers report are not recorded\n"
         "  --compiler-version V   compiler version workers must run (default " NIMBLE_VERSION_STRING ")\n"
         "  --salt S               compile-key salt (bump to disown old results)\n"
         "  --signing-key F        Ed25519 secret key: sign every artifact published or tagged\n"
@@ -133,6 +137,10 @@ int main(int argc, char **argv) {
       o.quiet = 1;
       continue;
     }
+    if (!strcmp(a, "--no-kcache")) {
+      o.no_kcache = 1;
+      continue;
+    }
     if (i + 1 >= argc) {
       fprintf(stderr, "nimble-scheduler: %s: missing value (or unknown option)\n", a);
       usage(stderr);
@@ -178,6 +186,11 @@ int main(int argc, char **argv) {
         return 2;
       }
       o.verify = (int)n;
+    } else if (!strcmp(a, "--kcache-cap")) {
+      if (parse_long(a, v, &o.kcache_cap) || o.kcache_cap > 100000000) {
+        fprintf(stderr, "nimble-scheduler: --kcache-cap: 1 to 100000000 entries\n");
+        return 2;
+      }
     } else if (!strcmp(a, "--worker-timeout-ms")) {
       if (parse_long(a, v, &o.worker_timeout_ms)) return 2;
     } else {

@@ -94,6 +94,7 @@ static void handle_ready(nimble_scheduler *s, const sched_envelope *env, const j
   for (size_t i = 0; i < json_array_size(can_run) && i < SCHED_MAX_TARGETS; i++)
     snprintf(w->can_run[w->ncan_run++], sizeof w->can_run[0], "%s",
              json_string_value(json_array_get(can_run, i)));
+  sched_kcache_ready(s, w, body);
   w->last_seen_ms = sched_now_mono_ms();
   json_int_t slots = json_integer_value(json_object_get(body, "slots"));
   char *tj = json_dumps(targets, JSON_COMPACT);
@@ -192,14 +193,24 @@ static void handle_progress(nimble_scheduler *s, const json_t *body) {
   }
   const char *phase = str_of(body, "phase");
   int percent = (int)json_integer_value(json_object_get(body, "percent"));
-  nimble_status_free(nimble_sched_redis_command(
-      s->redis, NULL, "HSET nimble:task:%s phase %s percent %d", tid, phase, percent));
+  /* Code generation's counts (kernels done, cache hits, farm entries
+   * fetched) stay with the task until the next delivery. */
+  const json_t *kernels = json_object_get(body, "kernels");
+  char *ktext = kernels ? json_dumps(kernels, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+  if (ktext && strlen(ktext) < sizeof t.kernels)
+    nimble_status_free(nimble_sched_redis_command(
+        s->redis, NULL, "HSET nimble:task:%s phase %s percent %d kernels %s", tid, phase, percent, ktext));
+  else
+    nimble_status_free(nimble_sched_redis_command(
+        s->redis, NULL, "HSET nimble:task:%s phase %s percent %d", tid, phase, percent));
+  free(ktext);
   redisReply *rep;
   st = nimble_sched_redis_command(s->redis, &rep, "SMEMBERS nimble:task:%s:jobs", tid);
   if (!st) {
     for (size_t i = 0; rep->type == REDIS_REPLY_ARRAY && i < rep->elements; i++) {
       json_t *ev = json_pack("{s:s,s:s,s:i,s:s,s:s}", "task", tid, "phase", phase, "percent",
                              percent, "job", rep->element[i]->str, "target", t.target);
+      if (ev && kernels) json_object_set(ev, "kernels", (json_t *)kernels);
       if (ev) sched_publish(s, rep->element[i]->str, NIMBLE_MSG_PROGRESS, ev);
       json_decref(ev);
     }
@@ -325,6 +336,7 @@ static void handle_result(nimble_scheduler *s, sched_worker *w, const sched_enve
       t.percent = 100;
       st = nimble_sched_cache_put(s->redis, t.key, t.manifest, t.name);
       if (!st) sched_tag_merged_names(s, &t);
+      if (!st) sched_kcache_record(s, &t, json_object_get(body, "kcache"));
     }
   }
   if (!st) st = sched_task_finish(s, &t);

@@ -36,6 +36,11 @@ extern "C" {
 #define NIMBLE_MESSAGE_MAX_SIZE ((size_t)4 << 20)
 /* Bounds of a profile job: timed runs, and inputs named. */
 #define NIMBLE_PROFILE_MAX_RUNS 100000
+/* The farm's kernel cache (docs/farm.md): at most this many index entries
+ * ride on one TASK (the ones its worker lacks) and on one RESULT (the
+ * kernels its compile built). */
+#define NIMBLE_KCACHE_TASK_MAX 256
+#define NIMBLE_KCACHE_RESULT_MAX 4096
 #define NIMBLE_PROFILE_MAX_INPUTS 64
 
 typedef enum nimble_msg_type {

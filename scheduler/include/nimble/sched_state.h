@@ -77,6 +77,10 @@ typedef struct nimble_sched_task_t {
   /* Failures the worker reported retryable (the store's or the transport's
    * fault): they do not count as deliveries, and back off (requeue policy). */
   int retries;
+  /* Code generation's counts from the worker's last PROGRESS (canonical JSON
+   * object text {cached, done, fetched?, total}; "" until then): kernels
+   * done of all, cache hits among them, farm kernel cache entries fetched. */
+  char kernels[160];
 } nimble_sched_task_t;
 
 /* The Redis list a queued task waits in: "queue" for compile tasks,

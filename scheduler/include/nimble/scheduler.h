@@ -65,6 +65,11 @@ typedef struct nimble_scheduler_options_t {
                                  * every (repository, tag, manifest) the farm publishes
                                  * or tags is signed and a `<tag>.sig` signature object
                                  * pushed beside it (docs/farm.md, "Signing") */
+  long kcache_cap;              /* the farm kernel cache's entries per target (docs/farm.md,
+                                 * "The farm's kernel cache"), oldest evicted first;
+                                 * 0: the default, 65536 */
+  int no_kcache;                /* 1: no farm kernel cache (TASKs carry no entries,
+                                 * RESULTs' entries are not recorded) */
 } nimble_scheduler_options_t;
 
 /* Binds the sockets, connects to Redis and reloads queued and running tasks.
