@@ -4,6 +4,7 @@
  *
  *   test_compiler compile MODEL --target=SPEC [--format=F] --emit-parts DIR
  *                 --progress-fd N [--jobs N] [--option K=V]...
+ *                 [--kernel-cache DIR | --no-kernel-cache] (ignored)
  *
  * and writes deterministic parts derived from the model bytes and target:
  *
@@ -112,6 +113,10 @@ int main(int argc, char **argv) {
     else if (!strncmp(argv[i], "--format=", 9)) continue;
     else if (!strcmp(argv[i], "--emit-parts") && i + 1 < argc) dir = argv[++i];
     else if (!strcmp(argv[i], "--progress-fd") && i + 1 < argc) pfd = atoi(argv[++i]);
+    /* The kernel cache changes how fast a real compile is, never its
+     * output: the stand-in has none. */
+    else if (!strcmp(argv[i], "--kernel-cache") && i + 1 < argc) i++;
+    else if (!strcmp(argv[i], "--no-kernel-cache")) continue;
     else if (!strcmp(argv[i], "--jobs") && i + 1 < argc) {
       size_t used = strlen(options);
       snprintf(options + used, sizeof options - used, " jobs=%s", argv[++i]);

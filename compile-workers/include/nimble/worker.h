@@ -58,6 +58,17 @@ typedef struct nimble_worker_options_t {
    * what it built (docs/farm.md, "Verified builds"). */
   void (*parts_hook)(const char *parts_dir, void *user);
   void *parts_hook_user;
+  /* The kernel cache (docs/farm.md, "The farm's kernel cache"): the folder
+   * the compiler keeps kernels in (--kernel-cache; default the compiler's
+   * own: $NIMBLE_KERNEL_CACHE, else $XDG_CACHE_HOME/nimble/kernels, else
+   * ~/.cache/nimble/kernels, else WORK_DIR/nimble-kernels), filled before
+   * each compile with the farm's entries the TASK carries, and the kernels
+   * a compile built shared back as blobs of `kcache_repo` (default
+   * "nimble-kcache"). no_kcache: 1 keeps the folder local (nothing fetched
+   * or shared). */
+  const char *kcache_dir;
+  const char *kcache_repo;
+  int no_kcache;
 } nimble_worker_options_t;
 
 /* Checks the options and connects. Caller destroys *out. */

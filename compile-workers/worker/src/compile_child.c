@@ -87,7 +87,37 @@ nimble_status_t compile_child_start(compile_child *c, char *const argv[], const 
   return nimble_ok();
 }
 
-static int parse_progress(const char *line, char phase[33], int *percent) {
+/* Digits into *out, at most max; returns the end, or NULL. */
+static const char *parse_count(const char *p, long max, long *out) {
+  if (*p < '0' || *p > '9') return NULL;
+  long v = 0;
+  for (; *p >= '0' && *p <= '9'; p++) {
+    v = v * 10 + (*p - '0');
+    if (v > max) return NULL;
+  }
+  *out = v;
+  return p;
+}
+
+/* "kcache-new KEY": KEY is 64 lowercase hex digits. */
+static int parse_kcache_new(const char *line, compile_progress_line *out) {
+  static const char kPrefix[] = "kcache-new ";
+  if (strncmp(line, kPrefix, sizeof kPrefix - 1)) return 0;
+  const char *k = line + sizeof kPrefix - 1;
+  size_t n = 0;
+  for (; k[n]; n++)
+    if (!((k[n] >= '0' && k[n] <= '9') || (k[n] >= 'a' && k[n] <= 'f'))) return 0;
+  if (n != 64) return 0;
+  memset(out, 0, sizeof *out);
+  memcpy(out->key, k, 65);
+  return 1;
+}
+
+/* "PHASE PERCENT" or "PHASE PERCENT DONE/TOTAL CACHED". */
+static int parse_progress(const char *line, compile_progress_line *out) {
+  if (parse_kcache_new(line, out)) return 1;
+  memset(out, 0, sizeof *out);
+  char *phase = out->phase;
   size_t n = 0;
   while (line[n] && line[n] != ' ') {
     char ch = line[n];
@@ -98,19 +128,24 @@ static int parse_progress(const char *line, char phase[33], int *percent) {
   memcpy(phase, line, n);
   phase[n] = '\0';
   const char *p = line + n + 1;
-  if (!*p) return 0;
-  int v = 0;
-  for (; *p; p++) {
-    if (*p < '0' || *p > '9') return 0;
-    v = v * 10 + (*p - '0');
-    if (v > 100) return 0;
-  }
-  *percent = v;
+  long v;
+  if (!(p = parse_count(p, 100, &v))) return 0;
+  out->percent = (int)v;
+  if (!*p) return 1;
+  long done, total, cached;
+  if (*p != ' ' || !(p = parse_count(p + 1, 1000000, &done)) || *p != '/' ||
+      !(p = parse_count(p + 1, 1000000, &total)) || *p != ' ' ||
+      !(p = parse_count(p + 1, 1000000, &cached)) || *p || cached > done || done > total)
+    return 0;
+  out->has_kernels = 1;
+  out->done = done;
+  out->total = total;
+  out->cached = cached;
   return 1;
 }
 
 void compile_child_read_progress(compile_child *c,
-                                 void (*fn)(void *user, const char *phase, int percent),
+                                 void (*fn)(void *user, const compile_progress_line *line),
                                  void *user) {
   if (c->progress_fd < 0) return;
   char buf[1024];
@@ -128,9 +163,8 @@ void compile_child_read_progress(compile_child *c,
       if (buf[i] == '\n') {
         c->line[c->line_len] = '\0';
         if (c->line_len && c->line[c->line_len - 1] == '\r') c->line[c->line_len - 1] = '\0';
-        char phase[33];
-        int percent;
-        if (parse_progress(c->line, phase, &percent)) fn(user, phase, percent);
+        compile_progress_line l;
+        if (parse_progress(c->line, &l)) fn(user, &l);
         c->line_len = 0;
       } else if (c->line_len + 1 < sizeof c->line) {
         c->line[c->line_len++] = buf[i];

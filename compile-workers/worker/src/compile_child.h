@@ -33,10 +33,22 @@ typedef struct compile_child {
 nimble_status_t compile_child_start(compile_child *c, char *const argv[], const char *stderr_path,
                                     const compile_limits *limits, const char *what);
 
-/* Reads what progress there is; calls fn for each complete "phase percent"
- * line that is well formed (others are ignored). */
+/* One well-formed line of the compiler's progress fd (docs/farm.md §4):
+ * "PHASE PERCENT", "PHASE PERCENT DONE/TOTAL CACHED" (code generation's
+ * kernels), or "kcache-new KEY" (key[0] != 0: a kernel the compile built
+ * and stored in the kernel cache; phase is then ""). */
+typedef struct compile_progress_line {
+  char phase[33];
+  int percent;
+  int has_kernels;
+  long done, total, cached;
+  char key[65];
+} compile_progress_line;
+
+/* Reads what progress there is; calls fn for each complete line that is
+ * well formed (others are ignored). */
 void compile_child_read_progress(compile_child *c,
-                                 void (*fn)(void *user, const char *phase, int percent),
+                                 void (*fn)(void *user, const compile_progress_line *line),
                                  void *user);
 
 /* Non-blocking: *out_done 1 once the child exited (or was killed for its

@@ -19,6 +19,7 @@
 #include "artifact_push.h"
 #include "compile_child.h"
 #include "nimble/compile_key.h"
+#include "nimble/kernel_cache.h"
 #include "nimble/manifest.h"
 #include "nimble/message.h"
 #include "nimble/target.h"
@@ -56,6 +57,25 @@ struct nimble_worker {
   char task_dir[PATH_MAX];
   compile_child child;
   int64_t last_beat_ms;
+  /* The farm's kernel cache (docs/farm.md): the local folder, its handle
+   * (NULL when it cannot be opened: compiles go on without sharing), and
+   * per target the index sequence the scheduler has sent us up to. */
+  char kcache_dir[PATH_MAX - 64];
+  char kcache_repo[256];
+  int kcache_farm; /* 1: fetch the TASK's entries and share new kernels */
+  nimble_kernel_cache_t *kcache;
+  char target_specs[16][NIMBLE_TARGET_SPEC_MAX + 1];
+  size_t ntargets;
+  int64_t kcache_seq[16];
+  /* This task's: whether it compiles with the kernel cache, the entries
+   * fetched and refused, the kernels it built (to share), and code
+   * generation's last counts. */
+  int task_kcache;
+  long kc_fetched, kc_present, kc_bad;
+  char (*kc_new)[65];
+  size_t kc_nnew;
+  int has_kernels;
+  long k_done, k_total, k_cached;
 };
 
 static int64_t now_ms(void) {
@@ -98,6 +118,14 @@ static void send_ready(nimble_worker *w) {
   json_t *can_run = json_loads(w->can_run_json, 0, NULL);
   if (b && json_array_size(can_run)) json_object_set(b, "can_run", can_run);
   json_decref(can_run);
+  /* The farm kernel cache entries we were sent, per target: a scheduler
+   * that restarted goes on from there. */
+  if (b && w->kcache_farm) {
+    json_t *seqs = json_object();
+    for (size_t i = 0; seqs && i < w->ntargets; i++)
+      json_object_set_new(seqs, w->target_specs[i], json_integer(w->kcache_seq[i]));
+    if (seqs) json_object_set_new(b, "kcache", seqs);
+  }
   send_msg(w, NIMBLE_MSG_READY, b);
 }
 
@@ -146,6 +174,13 @@ static void end_task(nimble_worker *w) {
   json_decref(w->task_body);
   w->task_body = NULL;
   w->task[0] = '\0';
+  free(w->kc_new);
+  w->kc_new = NULL;
+  w->kc_nnew = 0;
+  w->task_kcache = 0;
+  w->kc_fetched = w->kc_present = w->kc_bad = 0;
+  w->has_kernels = 0;
+  w->k_done = w->k_total = w->k_cached = 0;
   if (w->need_ready) {
     send_ready(w);
     w->need_ready = 0;
@@ -160,15 +195,130 @@ static void on_store_event(void *user, const nimble_store_event_t *event) {
   if (w->task[0] && now_ms() - w->last_beat_ms >= w->heartbeat_ms) send_heartbeat(w);
 }
 
-static void on_progress(void *user, const char *phase, int percent) {
-  nimble_worker *w = user;
-  send_msg(w, NIMBLE_MSG_PROGRESS,
-           json_pack("{s:s,s:s,s:i}", "task", w->task, "phase", phase, "percent", percent));
-}
-
 static const char *body_str(const json_t *b, const char *k) {
   return json_string_value(json_object_get(b, k));
 }
+
+static void on_progress(void *user, const char *phase, int percent) {
+  nimble_worker *w = user;
+  json_t *b = json_pack("{s:s,s:s,s:i}", "task", w->task, "phase", phase, "percent", percent);
+  /* Code generation's counts, and the farm entries this task fetched. */
+  if (b && (w->has_kernels || w->kc_fetched))
+    json_object_set_new(b, "kernels",
+                        json_pack("{s:I,s:I,s:I,s:I}", "done", (json_int_t)w->k_done, "total",
+                                  (json_int_t)w->k_total, "cached", (json_int_t)w->k_cached, "fetched",
+                                  (json_int_t)w->kc_fetched));
+  send_msg(w, NIMBLE_MSG_PROGRESS, b);
+}
+
+/* A line of the compiler's progress fd: a phase (with code generation's
+ * kernel counts), or a kernel it built and stored (shared after the push). */
+static void on_child_line(void *user, const compile_progress_line *l) {
+  nimble_worker *w = user;
+  if (l->key[0]) {
+    if (!w->task_kcache || !w->kcache_farm || w->kc_nnew >= NIMBLE_KCACHE_RESULT_MAX) return;
+    for (size_t i = 0; i < w->kc_nnew; i++)
+      if (!strcmp(w->kc_new[i], l->key)) return;
+    char(*n)[65] = realloc(w->kc_new, (w->kc_nnew + 1) * sizeof *n);
+    if (!n) return;
+    w->kc_new = n;
+    memcpy(w->kc_new[w->kc_nnew++], l->key, 65);
+    return;
+  }
+  if (l->has_kernels) {
+    w->has_kernels = 1;
+    w->k_done = l->done;
+    w->k_total = l->total;
+    w->k_cached = l->cached;
+  }
+  on_progress(w, l->phase, l->percent);
+}
+
+/* Before a compile: the farm's kernel cache entries the TASK carries
+ * (`kcache`, those this worker has not been sent) into the local folder,
+ * each pulled by digest from the store (the store client checks every byte
+ * against it) and put under its key. An entry already here is skipped; one
+ * that cannot be fetched or fails its digest is logged and left out, never
+ * used: the compile builds that kernel itself. A store that is away ends
+ * the fetching (the compile goes on). */
+static void kcache_fetch(nimble_worker *w) {
+  const json_t *b = w->task_body;
+  const json_t *entries = json_object_get(b, "kcache");
+  size_t i;
+  const json_t *e;
+  json_array_foreach((json_t *)entries, i, e) {
+    const char *key = body_str(e, "key"), *ds = body_str(e, "digest");
+    uint8_t *data = NULL;
+    size_t size = 0;
+    bool found = false;
+    nimble_status_t st = w->kcache->get(w->kcache, key, &data, &size, &found, NULL);
+    free(data);
+    nimble_status_free(st);
+    if (!st && found) {
+      w->kc_present++;
+      continue;
+    }
+    nimble_digest_t d;
+    st = nimble_digest_parse(ds, &d);
+    if (!st) st = nimble_store_pull_blob(w->store, w->kcache_repo, &d, &data, &size);
+    if (!st) st = w->kcache->put(w->kcache, key, data, size);
+    free(data);
+    if (st) {
+      w->kc_bad++;
+      wlog(w, "warning: task %s: farm kernel cache entry %.16s… (%s) not used: %s", w->task, key, ds,
+           nimble_status_message(st));
+      int away = nimble_status_code(st) == NIMBLE_UNAVAILABLE;
+      nimble_status_free(st);
+      if (away) break;
+      continue;
+    }
+    w->kc_fetched++;
+  }
+  const json_t *seq = json_object_get(b, "kcache_seq");
+  for (size_t t = 0; seq && t < w->ntargets; t++)
+    if (!strcmp(w->target_specs[t], body_str(b, "target"))) w->kcache_seq[t] = json_integer_value(seq);
+  if (json_array_size(entries))
+    wlog(w, "task %s: farm kernel cache: %ld entr%s fetched, %ld already here, %ld refused", w->task,
+         w->kc_fetched, w->kc_fetched == 1 ? "y" : "ies", w->kc_present, w->kc_bad);
+}
+
+/* After the artifact is pushed: each kernel the compile built, from the
+ * local folder (its check passed) to the store as a blob of the kcache
+ * repository; returns the RESULT's `kcache` entries [{key, digest}] (NULL
+ * when none). Sharing is advisory: an entry that cannot be read or pushed
+ * is logged and left out. */
+static json_t *kcache_share(nimble_worker *w) {
+  if (!w->task_kcache || !w->kcache_farm || !w->kcache || !w->kc_nnew) return NULL;
+  json_t *out = json_array();
+  for (size_t i = 0; out && i < w->kc_nnew; i++) {
+    uint8_t *data = NULL;
+    size_t size = 0;
+    bool found = false;
+    nimble_status_t st = w->kcache->get(w->kcache, w->kc_new[i], &data, &size, &found, NULL);
+    if (!st && !found)
+      st = nimble_status_make(NIMBLE_NOT_FOUND, "not in the kernel cache folder %s", w->kcache_dir);
+    nimble_digest_t d;
+    if (!st) st = nimble_store_push_blob(w->store, w->kcache_repo, data, size, &d);
+    free(data);
+    if (st) {
+      wlog(w, "warning: task %s: kernel %.16s… not shared: %s", w->task, w->kc_new[i],
+           nimble_status_message(st));
+      int away = nimble_status_code(st) == NIMBLE_UNAVAILABLE;
+      nimble_status_free(st);
+      if (away) break;
+      continue;
+    }
+    char ds[NIMBLE_DIGEST_STRING_LEN + 1];
+    nimble_digest_format(&d, ds);
+    json_array_append_new(out, json_pack("{s:s,s:s}", "key", w->kc_new[i], "digest", ds));
+  }
+  if (json_array_size(out) == 0) {
+    json_decref(out);
+    return NULL;
+  }
+  return out;
+}
+
 
 /* A profile task: fetches the artifact (the manifest the job names, else
  * the target's tag) into DIR/parts, one file per layer, and runs
@@ -320,6 +470,13 @@ static nimble_status_t start_task(nimble_worker *w) {
   NIMBLE_RETURN_IF_ERROR_CTX(
       nimble_store_pull_blob_to_file(w->store, w->model_repo, &model, model_path),
       "fetching model %s from repository '%s'", body_str(b, "model"), w->model_repo);
+  /* A verified build's copy (kernel_cache false) compiles with no kernel
+   * cache at all, so that it is an independent build. */
+  w->task_kcache = !json_is_false(json_object_get(b, "kernel_cache"));
+  if (w->task_kcache && w->kcache_farm && w->kcache) {
+    kcache_fetch(w);
+    if (w->kc_fetched) on_progress(w, "fetch", 100);
+  }
 
   char target_arg[300], fd_arg[16], format_arg[32], jobs_arg[24];
   snprintf(target_arg, sizeof target_arg, "--target=%s", body_str(b, "target"));
@@ -329,7 +486,7 @@ static nimble_status_t start_task(nimble_worker *w) {
    * booleans as true/false. */
   const json_t *opts = json_object_get(b, "options");
   size_t nopts = json_object_size(opts);
-  char **argv = calloc(12 + 2 * nopts, sizeof *argv);
+  char **argv = calloc(14 + 2 * nopts, sizeof *argv);
   char **owned = calloc(nopts + 1, sizeof *owned);
   if (!argv || !owned) {
     free(argv);
@@ -350,6 +507,12 @@ static nimble_status_t start_task(nimble_worker *w) {
     snprintf(jobs_arg, sizeof jobs_arg, "%ld", w->compile_jobs);
     argv[a++] = "--jobs";
     argv[a++] = jobs_arg;
+  }
+  if (w->task_kcache) {
+    argv[a++] = "--kernel-cache";
+    argv[a++] = w->kcache_dir;
+  } else {
+    argv[a++] = "--no-kernel-cache";
   }
   const char *key;
   const json_t *val;
@@ -413,8 +576,17 @@ static void finish_task(nimble_worker *w) {
     char md[NIMBLE_DIGEST_STRING_LEN + 1], kd[NIMBLE_DIGEST_STRING_LEN + 1];
     nimble_digest_format(&manifest, md);
     nimble_digest_format(&key, kd);
-    wlog(w, "task %s done: %s", w->task, md);
-    send_msg(w, NIMBLE_MSG_RESULT, json_pack("{s:s,s:s,s:s}", "task", w->task, "manifest", md, "key", kd));
+    json_t *shared = kcache_share(w);
+    if (w->has_kernels)
+      wlog(w, "task %s done: %s; kernels: %ld, %ld from the kernel cache (%ld farm entries fetched), "
+              "%zu new shared with the farm",
+           w->task, md, w->k_total, w->k_cached, w->kc_fetched, json_array_size(shared));
+    else
+      wlog(w, "task %s done: %s", w->task, md);
+    json_t *res = json_pack("{s:s,s:s,s:s}", "task", w->task, "manifest", md, "key", kd);
+    if (res && shared) json_object_set(res, "kcache", shared);
+    json_decref(shared);
+    send_msg(w, NIMBLE_MSG_RESULT, res);
   }
   end_task(w);
 }
@@ -498,7 +670,7 @@ nimble_status_t nimble_worker_run(nimble_worker *w) {
     if (n < 0 && errno != EINTR)
       return nimble_status_make(NIMBLE_INTERNAL, "zmq_poll: %s", zmq_strerror(errno));
     if (nitems == 2 && (items[1].revents & (ZMQ_POLLIN | ZMQ_POLLERR)))
-      compile_child_read_progress(&w->child, on_progress, w);
+      compile_child_read_progress(&w->child, on_child_line, w);
     if (items[0].revents & ZMQ_POLLIN) {
       for (int k = 0; k < 64; k++) {
         zmq_msg_t m;
@@ -517,7 +689,7 @@ nimble_status_t nimble_worker_run(nimble_worker *w) {
       compile_child_poll(&w->child, &w->limits, &done, &error);
       if (done) {
         w->child_seconds = child_seconds(w);
-        compile_child_read_progress(&w->child, on_progress, w);
+        compile_child_read_progress(&w->child, on_child_line, w);
         if (error) {
           /* A compiler that fails or crashes fails the task: the same model
            * would do the same elsewhere (and so would a profile run). */
@@ -578,7 +750,9 @@ static nimble_status_t create_inner(const nimble_worker_options_t *o, nimble_wor
     char spec[NIMBLE_TARGET_SPEC_MAX + 1];
     nimble_target_format(&targets[i], spec);
     json_array_append_new(arr, json_string(spec));
+    snprintf(w->target_specs[i], sizeof w->target_specs[i], "%s", spec);
   }
+  w->ntargets = n;
   char *text = json_dumps(arr, JSON_COMPACT);
   json_decref(arr);
   if (!text || strlen(text) >= sizeof w->targets_json) {
@@ -648,6 +822,34 @@ static nimble_status_t create_inner(const nimble_worker_options_t *o, nimble_wor
   if (strlen(tmp) >= sizeof w->work_dir)
     return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "--work-dir: path too long");
   snprintf(w->work_dir, sizeof w->work_dir, "%s", tmp);
+  /* The kernel cache folder: the one the compiler would use by itself,
+   * unless named; the farm's entries are fetched into it. */
+  if (o->kcache_dir) {
+    if (!*o->kcache_dir || strlen(o->kcache_dir) >= sizeof w->kcache_dir)
+      return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "--kcache-dir: 1 to %zu bytes",
+                                sizeof w->kcache_dir - 1);
+    snprintf(w->kcache_dir, sizeof w->kcache_dir, "%s", o->kcache_dir);
+  } else {
+    nimble_status_t ds = nimble_kernel_cache_default_dir(w->kcache_dir, sizeof w->kcache_dir);
+    if (ds) snprintf(w->kcache_dir, sizeof w->kcache_dir, "%.*s/nimble-kernels",
+                     (int)(sizeof w->kcache_dir - 32), w->work_dir);
+    nimble_status_free(ds);
+  }
+  const char *repo = o->kcache_repo ? o->kcache_repo : "nimble-kcache";
+  if (!*repo || strlen(repo) >= sizeof w->kcache_repo)
+    return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "--kcache-repo: 1 to 255 bytes");
+  snprintf(w->kcache_repo, sizeof w->kcache_repo, "%s", repo);
+  w->kcache_farm = !o->no_kcache;
+  if (w->kcache_farm) {
+    /* A folder that cannot be opened costs only the sharing. */
+    nimble_status_t ks = nimble_kernel_cache_open_local(w->kcache_dir, &w->kcache);
+    if (ks) {
+      if (!o->quiet)
+        fprintf(stderr, "nimble-worker: warning: no farm kernel cache: %s\n", nimble_status_message(ks));
+      nimble_status_free(ks);
+      w->kcache_farm = 0;
+    }
+  }
   w->heartbeat_ms = o->heartbeat_ms > 0 ? o->heartbeat_ms : 1000;
   if (o->compile_jobs < 0 || o->compile_jobs > 256)
     return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "--compile-jobs: 1 to 256 threads");
@@ -729,5 +931,7 @@ void nimble_worker_destroy(nimble_worker *w) {
   if (w->zctx) zmq_ctx_term(w->zctx);
   nimble_store_client_destroy(w->store);
   worker_metrics_destroy(w->metrics);
+  nimble_kernel_cache_destroy(w->kcache);
+  free(w->kc_new);
   free(w);
 }

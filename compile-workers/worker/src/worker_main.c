@@ -34,6 +34,13 @@ static void usage(FILE *f) {
         "  --cpu-limit-s N         CPU-time limit of one compile (default 600)\n"
         "  --mem-limit-mb N        address-space limit of one compile (default 8192; 0: none)\n"
         "  --compile-jobs N        threads of one compile (the compiler's --jobs; default: its own)\n"
+        "  --kcache-dir DIR        the compiler's kernel cache folder, filled from the farm's\n"
+        "                          kernel cache before each compile (default: the compiler's\n"
+        "                          own, $NIMBLE_KERNEL_CACHE or ~/.cache/nimble/kernels)\n"
+        "  --kcache-repo REPO      store repository of the farm's kernel blobs (default\n"
+        "                          nimble-kcache)\n"
+        "  --no-kcache             no farm kernel cache: fetch no entries, share no kernels\n"
+        "                          (the folder still serves this worker's own compiles)\n"
         "  --curve-secret F        this worker's Z85 CURVE secret key\n"
         "  --scheduler-key F       the scheduler's Z85 CURVE public key\n"
         "  --metrics HOST:PORT     serve GET /metrics (Prometheus text) on this address\n"
@@ -68,6 +75,10 @@ int main(int argc, char **argv) {
       o.quiet = 1;
       continue;
     }
+    if (!strcmp(a, "--no-kcache")) {
+      o.no_kcache = 1;
+      continue;
+    }
     if (i + 1 >= argc) {
       fprintf(stderr, "nimble-worker: %s: missing value (or unknown option)\n", a);
       usage(stderr);
@@ -88,6 +99,8 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--curve-secret")) o.curve_secret_file = v;
     else if (!strcmp(a, "--scheduler-key")) o.scheduler_key_file = v;
     else if (!strcmp(a, "--metrics")) o.metrics_address = v;
+    else if (!strcmp(a, "--kcache-dir")) o.kcache_dir = v;
+    else if (!strcmp(a, "--kcache-repo")) o.kcache_repo = v;
     else if (!strcmp(a, "--heartbeat-ms")) {
       if (parse_long(a, v, 1, &o.heartbeat_ms)) return 2;
     } else if (!strcmp(a, "--timeout-s")) {
