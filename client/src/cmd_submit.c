@@ -31,6 +31,10 @@ typedef struct submit_target {
   char manifest[(NIMBLE_DIGEST_STRING_LEN + 1)]; /* "" until done */
   char *error;          /* owned: the failure text, NULL when none */
   bool cached;
+  /* Code generation's counts from the worker (docs/farm.md, "The farm's
+   * kernel cache"): kernels done of all, kernel cache hits among them,
+   * farm entries its worker fetched before the compile; -1: none yet. */
+  long k_done, k_total, k_cached, k_fetched;
 } submit_target;
 
 typedef struct submit_job {
@@ -40,6 +44,7 @@ typedef struct submit_job {
   char state[16];
   const char *store;  /* borrowed */
   const char *name;   /* borrowed */
+  bool verbose;       /* -v: each target's kernel cache numbers at the end */
   nimble_cli_progress *progress; /* owned */
 } submit_job;
 
@@ -70,8 +75,18 @@ static void show(submit_job *j, submit_target *t) {
                t->workers == 1 ? "" : "s", t->workers == 1 ? "s" : "", t->verify);
   } else if (!strcmp(state, "running")) {
     state = "compiling";
-    snprintf(detail, sizeof detail, "%s", t->phase);
+    int n = snprintf(detail, sizeof detail, "%s", t->phase);
     percent = t->phase[0] ? t->percent : -1;
+    /* Within code generation, the kernels: "codegen: 4/6 kernels, 4
+     * cached, 6 farm entries fetched" (the percent is the kernels'). */
+    if (n > 0 && t->k_total > 0 && !strcmp(t->phase, "codegen"))
+      n += snprintf(detail + n, sizeof detail - (size_t)n, ": %ld/%ld kernels, %ld cached", t->k_done,
+                    t->k_total, t->k_cached);
+    if (n > 0 && (size_t)n < sizeof detail && t->k_fetched > 0 &&
+        (!strcmp(t->phase, "codegen") || !strcmp(t->phase, "fetch")))
+      snprintf(detail + n, sizeof detail - (size_t)n, "%s%ld farm entr%s fetched",
+               t->k_total > 0 && !strcmp(t->phase, "codegen") ? ", " : ": ", t->k_fetched,
+               t->k_fetched == 1 ? "y" : "ies");
   } else if (!strcmp(state, "queued") && t->verify >= 2 && t->workers >= 0 &&
              t->workers < t->verify) {
     snprintf(detail, sizeof detail,
@@ -91,6 +106,21 @@ static void show(submit_job *j, submit_target *t) {
   nimble_status_t s =
       nimble_cli_progress_update(j->progress, t->line, state, percent, detail[0] ? detail : NULL);
   nimble_status_free(s); /* progress is a courtesy: a failure to draw it is not the job's */
+}
+
+/* The task's `kernels` counts into t; true when they changed. */
+static bool take_kernels(submit_target *t, const json_t *k) {
+  if (!json_is_object(k)) return false;
+  long done = (long)json_integer_value(json_object_get(k, "done"));
+  long total = (long)json_integer_value(json_object_get(k, "total"));
+  long cached = (long)json_integer_value(json_object_get(k, "cached"));
+  long fetched = (long)json_integer_value(json_object_get(k, "fetched"));
+  bool changed = done != t->k_done || total != t->k_total || cached != t->k_cached || fetched != t->k_fetched;
+  t->k_done = done;
+  t->k_total = total;
+  t->k_cached = cached;
+  t->k_fetched = fetched;
+  return changed;
 }
 
 static submit_target *find_target(submit_job *j, const char *spec) {
@@ -123,6 +153,7 @@ static void apply_status(submit_job *j, const json_t *body) {
     bool changed = strcmp(t->state, state) != 0 || strcmp(t->phase, phase ? phase : "") != 0 ||
                    t->percent != percent || t->cached != cached || t->workers != workers ||
                    t->verify != verify || t->verified != verified;
+    if (take_kernels(t, json_object_get(task, "kernels"))) changed = true;
     t->verify = verify;
     t->verified = verified;
     snprintf(t->state, sizeof t->state, "%s", state);
@@ -151,6 +182,7 @@ static void apply_progress(submit_job *j, const json_t *body) {
   snprintf(t->state, sizeof t->state, "running");
   snprintf(t->phase, sizeof t->phase, "%s", json_string_value(json_object_get(body, "phase")));
   t->percent = (int)json_integer_value(json_object_get(body, "percent"));
+  take_kernels(t, json_object_get(body, "kernels"));
   show(j, t);
 }
 
@@ -208,7 +240,7 @@ typedef struct submit_args {
   const char *name;
   const char *format;
   const char *events;
-  bool wait, json;
+  bool wait, json, verbose;
   long timeout_s;
   int verify; /* 0: not asked */
   json_t *options; /* owned */
@@ -279,6 +311,8 @@ static int parse_args(int argc, char **argv, submit_args *a) {
       a->wait = false;
     } else if (!strcmp(arg, "--json")) {
       a->json = true;
+    } else if (!strcmp(arg, "-v") || !strcmp(arg, "--verbose")) {
+      a->verbose = true;
     } else if ((r = nimble_farm_take_value(argc, argv, &i, "--targets", &v)) != 0) {
       if (r < 0) return nimble_cli_usage_error(self(), "--targets needs a value");
       a->targets = v;
@@ -361,6 +395,11 @@ static void print_result(const submit_job *j, const submit_args *a, const char *
         free(ref);
       }
       if (t->error) json_object_set_new(o, "error", json_string(t->error));
+      if (t->k_total >= 0 && !t->cached)
+        json_object_set_new(o, "kernels",
+                            json_pack("{s:I,s:I,s:I,s:I}", "done", (json_int_t)t->k_done, "total",
+                                      (json_int_t)t->k_total, "cached", (json_int_t)t->k_cached,
+                                      "fetched", (json_int_t)(t->k_fetched > 0 ? t->k_fetched : 0)));
       json_array_append_new(targets, o);
     }
     json_t *doc = json_pack("{s:s,s:s,s:s,s:s,s:b,s:o}", "job", j->job, "state", j->state,
@@ -378,6 +417,15 @@ static void print_result(const submit_job *j, const submit_args *a, const char *
       char *ref = nimble_farm_reference(j->store, j->name, t->tag, t->manifest);
       printf("%s %s%s\n", t->spec, ref ? ref : t->manifest, t->cached ? " (cached)" : "");
       free(ref);
+      /* -v: where the kernels came from (a compile answered from the
+       * compile cache built none). */
+      if (j->verbose && !t->cached && t->k_total >= 0)
+        fprintf(stderr, "nimble: %s: %ld kernels: %ld kernel cache hits, %ld misses (compiled); "
+                        "%ld farm kernel cache entries fetched by the worker\n",
+                t->spec, t->k_total, t->k_cached, t->k_total - t->k_cached,
+                t->k_fetched > 0 ? t->k_fetched : 0);
+      else if (j->verbose && !t->cached)
+        fprintf(stderr, "nimble: %s: the worker reported no kernel counts\n", t->spec);
     } else {
       const char *err = t->error ? t->error : "";
       size_t n = strlen(err);
@@ -449,11 +497,13 @@ static int submit(nimble_cli_ctx *ctx, submit_args *a) {
   job.count = count;
   job.store = store;
   job.name = name;
+  job.verbose = a->verbose;
   for (size_t i = 0; i < count; i++) {
     nimble_target_format(&parsed[i], job.targets[i].spec);
     nimble_target_tag(&parsed[i], job.targets[i].tag);
     job.targets[i].percent = -1;
     job.targets[i].workers = -1;
+    job.targets[i].k_done = job.targets[i].k_total = job.targets[i].k_cached = job.targets[i].k_fetched = -1;
     json_array_append_new(specs, json_string(job.targets[i].spec));
   }
   json_t *body = json_pack("{s:s,s:s,s:s,s:o}", "model", model, "format", format, "name", name,
@@ -562,7 +612,7 @@ static int run_submit(nimble_cli_ctx *ctx, int argc, char **argv) {
 const nimble_cli_command nimble_cmd_submit = {
     "submit",
     "Compile a model on the farm for one or more targets.",
-    "submit MODEL --targets=LIST [--name NAME] [--wait|--no-wait] [--json]\n"
+    "submit MODEL --targets=LIST [--name NAME] [--wait|--no-wait] [--json] [-v]\n"
     "       [--option K=V]... [--verify N] [--timeout S] [--format onnx|nir] [--events EP]",
     "Uploads MODEL to the store (repository 'models'; skipped when the store\n"
     "has it), sends the job to the scheduler and shows one progress line per\n"
@@ -578,6 +628,9 @@ const nimble_cli_command nimble_cmd_submit = {
     "  --wait            follow the job to its end (the default)\n"
     "  --json            progress as JSON lines on stderr, the result as one\n"
     "                    JSON document on stdout\n"
+    "  -v, --verbose     after the job, each target's kernels: kernel cache hits\n"
+    "                    and misses, and the farm kernel cache entries its worker\n"
+    "                    fetched (the progress line shows them during codegen)\n"
     "  --option K=V      a compiler option (integers and true/false are typed)\n"
     "  --verify N        have N distinct workers build each target and publish\n"
     "                    only when their artifacts are identical (a verified\n"
