@@ -380,8 +380,24 @@ static nimble_status_t digest_file(const char *path, nimble_digest_t *out) {
   return nimble_ok();
 }
 
+/* -v: where each target's kernels came from (a target answered from the
+ * compile cache built none). */
+static void print_kernels(const submit_job *j) {
+  for (size_t i = 0; i < j->count; i++) {
+    const submit_target *t = &j->targets[i];
+    if (strcmp(t->state, "done") || t->cached) continue;
+    if (t->k_total >= 0)
+      fprintf(stderr, "nimble: %s: %ld kernels: %ld kernel cache hits, %ld misses (compiled); "
+                      "%ld farm kernel cache entries fetched by the worker\n",
+              t->spec, t->k_total, t->k_cached, t->k_total - t->k_cached, t->k_fetched > 0 ? t->k_fetched : 0);
+    else
+      fprintf(stderr, "nimble: %s: the worker reported no kernel counts\n", t->spec);
+  }
+}
+
 static void print_result(const submit_job *j, const submit_args *a, const char *model,
                          bool accepted_cached) {
+  if (j->verbose) print_kernels(j);
   if (a->json) {
     json_t *targets = json_array();
     for (size_t i = 0; i < j->count; i++) {
@@ -417,15 +433,6 @@ static void print_result(const submit_job *j, const submit_args *a, const char *
       char *ref = nimble_farm_reference(j->store, j->name, t->tag, t->manifest);
       printf("%s %s%s\n", t->spec, ref ? ref : t->manifest, t->cached ? " (cached)" : "");
       free(ref);
-      /* -v: where the kernels came from (a compile answered from the
-       * compile cache built none). */
-      if (j->verbose && !t->cached && t->k_total >= 0)
-        fprintf(stderr, "nimble: %s: %ld kernels: %ld kernel cache hits, %ld misses (compiled); "
-                        "%ld farm kernel cache entries fetched by the worker\n",
-                t->spec, t->k_total, t->k_cached, t->k_total - t->k_cached,
-                t->k_fetched > 0 ? t->k_fetched : 0);
-      else if (j->verbose && !t->cached)
-        fprintf(stderr, "nimble: %s: the worker reported no kernel counts\n", t->spec);
     } else {
       const char *err = t->error ? t->error : "";
       size_t n = strlen(err);
