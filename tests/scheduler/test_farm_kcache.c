@@ -474,9 +474,21 @@ START_TEST(test_a_corrupted_blob_is_refused_and_the_kernel_is_rebuilt) {
 }
 END_TEST
 
-/* --no-kcache on the scheduler: nothing is recorded, no TASK carries
- * entries, and B compiles everything itself. --kcache-cap 2 keeps the two
- * newest entries. */
+/* The files in cache folder dir (0 when it is empty or absent). */
+static int count_entries(const char *dir) {
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "find '%s' -type f 2>/dev/null | wc -l", dir);
+  FILE *p = popen(cmd, "r");
+  int n = -1;
+  if (p && fscanf(p, "%d", &n) != 1) n = -1;
+  if (p) pclose(p);
+  return n;
+}
+
+/* --no-kcache on the scheduler: nothing is recorded. --kcache-cap 2 keeps
+ * the two newest entries. A verified build's copies compile with no
+ * kernel cache at all: nothing fetched into, or written to, their
+ * workers' folders, nothing new in the index. */
 START_TEST(test_the_farm_cache_off_records_nothing_and_the_cap_evicts_the_oldest) {
   const char *off[] = {"--no-kcache", NULL};
   kc_farm k;
@@ -497,6 +509,32 @@ START_TEST(test_the_farm_cache_off_records_nothing_and_the_cap_evicts_the_oldest
   ck_assert_int_eq(atoll(r->element[1]->str), k.local_a.n - 1);
   ck_assert_int_eq(atoll(r->element[3]->str), k.local_a.n);
   freeReplyObject(r);
+
+  char dir_c[500], dir_d[500];
+  snprintf(dir_c, sizeof dir_c, "%s/kcache-c", f->dir);
+  snprintf(dir_d, sizeof dir_d, "%s/kcache-d", f->dir);
+  const char *wc[] = {"--compiler", g_compiler, "--kcache-dir", dir_c, NULL};
+  const char *wd[] = {"--compiler", g_compiler, "--kcache-dir", dir_d, NULL};
+  farm_start_worker(f, "w-c", "x86", wc);
+  farm_start_worker(f, "w-d", "x86", wd);
+  char model[72];
+  farm_push_model(f, kProgramB, model);
+  json_t *body = json_pack("{s:s,s:s,s:s,s:[s],s:i}", "model", model, "format", "nir", "name", "team/verified",
+                           "targets", "x86", "verify", 2);
+  nimble_msg_type_t type;
+  json_t *reply;
+  ck_assert(farm_request(f, NIMBLE_MSG_SUBMIT, body, NULL, &type, &reply) == 0 && type == NIMBLE_MSG_ACCEPTED);
+  char *job = strdup(json_string_value(json_object_get(reply, "job")));
+  json_decref(reply);
+  json_t *st = wait_finished(f, job);
+  ck_assert_msg(!strcmp(json_string_value(json_object_get(st, "state")), "done"), "verified job: %s",
+                json_dumps(st, 0));
+  json_decref(st);
+  free(job);
+  step("verified build done");
+  ck_assert_int_eq(count_entries(dir_c), 0);
+  ck_assert_int_eq(count_entries(dir_d), 0);
+  ck_assert_int_eq(redis_int(f, "GET nimble:kcache:%s:seq", "x86"), k.local_a.n);
   farm_stop(f);
 }
 END_TEST
