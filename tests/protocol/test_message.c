@@ -315,6 +315,57 @@ START_TEST(test_profile_inputs_and_reports_are_checked) {
 }
 END_TEST
 
+#define KEY64 "8be6753dd152d5778de77b75ee53e15b477a41c617a0b28a9f5427d980305229"
+
+/* The farm's kernel cache (docs/farm.md): entries, sequences, counts. */
+START_TEST(test_kernel_cache_members_are_checked) {
+  NIMBLE_ASSERT_OK(with_member(NIMBLE_MSG_TASK, "kcache",
+                               "[{\"key\":\"" KEY64 "\",\"digest\":\"" SHA_ABC "\"}]"));
+  NIMBLE_ASSERT_OK(with_member(NIMBLE_MSG_TASK, "kcache", "[]"));
+  NIMBLE_ASSERT_OK(with_member(NIMBLE_MSG_TASK, "kernel_cache", "false"));
+  NIMBLE_ASSERT_OK(with_member(NIMBLE_MSG_TASK, "kcache_seq", "0"));
+  NIMBLE_ASSERT_ERROR(with_member(NIMBLE_MSG_TASK, "kcache_seq", "-1"), NIMBLE_INVALID_ARGUMENT,
+                      "body.kcache_seq");
+  NIMBLE_ASSERT_ERROR(with_member(NIMBLE_MSG_TASK, "kcache", "[{\"key\":\"ABC\",\"digest\":\"" SHA_ABC "\"}]"),
+                      NIMBLE_INVALID_ARGUMENT,
+                      "body.kcache[0].key: 'ABC' is not a kernel cache key (64 lowercase hex digits)");
+  NIMBLE_ASSERT_ERROR(with_member(NIMBLE_MSG_RESULT, "kcache", "[{\"key\":\"" KEY64 "\"}]"),
+                      NIMBLE_INVALID_ARGUMENT, "body.kcache[0].digest: missing");
+  NIMBLE_ASSERT_ERROR(
+      with_member(NIMBLE_MSG_RESULT, "kcache",
+                  "[{\"key\":\"" KEY64 "\",\"digest\":\"" SHA_ABC "\"},"
+                  "{\"key\":\"" KEY64 "\",\"digest\":\"" SHA_ABC "\"}]"),
+      NIMBLE_INVALID_ARGUMENT, "repeats body.kcache[0]");
+  /* At most 256 entries on a TASK. */
+  json_t *many = json_array();
+  for (int i = 0; i < 257; i++) {
+    char key[65];
+    snprintf(key, sizeof key, "%064x", i);
+    json_array_append_new(many, json_pack("{s:s,s:s}", "key", key, "digest", SHA_ABC));
+  }
+  char *text = json_dumps(many, JSON_COMPACT);
+  json_decref(many);
+  NIMBLE_ASSERT_ERROR(with_member(NIMBLE_MSG_TASK, "kcache", text), NIMBLE_INVALID_ARGUMENT, "body.kcache");
+  NIMBLE_ASSERT_OK(with_member(NIMBLE_MSG_RESULT, "kcache", text));
+  free(text);
+  NIMBLE_ASSERT_OK(with_member(NIMBLE_MSG_READY, "kcache", "{\"x86\":12,\"aarch64\":0}"));
+  NIMBLE_ASSERT_ERROR(with_member(NIMBLE_MSG_READY, "kcache", "{\"x86:cpu=x86-64-v3\":1}"),
+                      NIMBLE_INVALID_ARGUMENT, "body.kcache.x86:cpu=x86-64-v3");
+  NIMBLE_ASSERT_ERROR(with_member(NIMBLE_MSG_READY, "kcache", "{\"x86\":-3}"), NIMBLE_INVALID_ARGUMENT,
+                      "body.kcache.x86: expected an integer >= 0");
+  NIMBLE_ASSERT_OK(with_member(NIMBLE_MSG_PROGRESS, "kernels",
+                               "{\"done\":4,\"total\":6,\"cached\":4,\"fetched\":6}"));
+  NIMBLE_ASSERT_ERROR(with_member(NIMBLE_MSG_PROGRESS, "kernels", "{\"done\":7,\"total\":6,\"cached\":4}"),
+                      NIMBLE_INVALID_ARGUMENT,
+                      "body.kernels: cached <= done <= total does not hold (4, 7, 6)");
+  NIMBLE_ASSERT_ERROR(with_member(NIMBLE_MSG_PROGRESS, "kernels", "{\"done\":1,\"total\":6}"),
+                      NIMBLE_INVALID_ARGUMENT, "body.kernels.cached: missing");
+  NIMBLE_ASSERT_OK(with_member(
+      NIMBLE_MSG_JOB_STATUS, "tasks",
+      "[{\"target\":\"x86\",\"state\":\"running\",\"kernels\":{\"done\":0,\"total\":0,\"cached\":0}}]"));
+}
+END_TEST
+
 static nimble_status_t decode_text(const char *text) {
   nimble_msg_type_t type;
   json_t *body = NULL;
@@ -498,6 +549,7 @@ int main(void) {
   tcase_add_test(tc, test_member_values_are_checked);
   tcase_add_test(tc, test_cross_member_rules_are_checked);
   tcase_add_test(tc, test_profile_inputs_and_reports_are_checked);
+  tcase_add_test(tc, test_kernel_cache_members_are_checked);
   tcase_add_test(tc, test_envelope_errors_give_the_reason);
   tcase_add_test(tc, test_deeply_nested_bodies_are_handled_without_crashing);
   tcase_add_test(tc, test_encode_refuses_invalid_bodies_with_the_type_named);
