@@ -253,6 +253,35 @@ static int file_contains(const char *path, const char *text) {
   return found;
 }
 
+/* The value of metric line `series` (e.g. 'name{target="x86"}') on the
+ * /metrics port worker `id` printed in its log, read with curl; -1 if none. */
+static long long worker_metric(farm *f, const char *id, const char *series) {
+  char log[500];
+  snprintf(log, sizeof log, "%s/worker-%s.log", f->dir, id);
+  size_t n = 0;
+  char *text = (char *)read_file(log, &n);
+  ck_assert_ptr_nonnull(text);
+  char url[200] = "";
+  for (size_t i = 0; i + 12 < n; i++)
+    if (!memcmp(text + i, "metrics at ", 11)) {
+      sscanf(text + i + 11, "%199s", url);
+      break;
+    }
+  free(text);
+  ck_assert_msg(url[0], "worker %s printed no metrics URL", id);
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "curl -sf '%s'", url);
+  FILE *p = popen(cmd, "r");
+  ck_assert_ptr_nonnull(p);
+  char line[1024];
+  long long v = -1;
+  size_t len = strlen(series);
+  while (fgets(line, sizeof line, p))
+    if (!strncmp(line, series, len) && line[len] == ' ') v = atoll(line + len + 1);
+  pclose(p);
+  return v;
+}
+
 typedef struct kc_farm {
   farm f;
   char dir_a[400], dir_b[400];
@@ -356,7 +385,8 @@ START_TEST(test_a_kernel_built_on_one_worker_is_a_cache_hit_on_another) {
   assert_index_holds(&k, &in_a);
 
   /* Worker B, with an empty folder, compiles program B. */
-  const char *wb[] = {"--compiler", g_compiler, "--kcache-dir", k.dir_b, "--compile-jobs", "1", NULL};
+  const char *wb[] = {"--compiler", g_compiler, "--kcache-dir", k.dir_b, "--compile-jobs", "1",
+                      "--metrics", "127.0.0.1:0", NULL};
   farm_start_worker(f, "w-b", "x86", wb);
   char model[72];
   farm_push_model(f, kProgramB, model);
@@ -381,6 +411,13 @@ START_TEST(test_a_kernel_built_on_one_worker_is_a_cache_hit_on_another) {
     ck_assert_int_ge(j, 0);
     ck_assert_str_eq(in_b.digests[j], in_a.digests[i]);
   }
+  /* B's /metrics say the same. */
+  ck_assert_int_eq(worker_metric(f, "w-b", "nimble_worker_kernel_cache_hits_total{target=\"x86\"}"), k.shared);
+  ck_assert_int_eq(worker_metric(f, "w-b", "nimble_worker_kernel_cache_misses_total{target=\"x86\"}"),
+                   k.local_b.n - k.shared);
+  ck_assert_int_eq(worker_metric(f, "w-b", "nimble_worker_kcache_fetched_total{target=\"x86\"}"), in_a.n);
+  ck_assert_int_eq(worker_metric(f, "w-b", "nimble_worker_kcache_shared_total{target=\"x86\"}"),
+                   k.local_b.n - k.shared);
   /* The index grew by B's new kernels only. */
   ck_assert_int_eq(redis_int(f, "HLEN nimble:kcache:%s", "x86"), in_a.n + k.local_b.n - k.shared);
   /* The artifact is the bytes of a compile with no kernel cache at all. */
@@ -498,6 +535,18 @@ START_TEST(test_the_farm_cache_off_records_nothing_and_the_cap_evicts_the_oldest
   setup_and_compile_a(&k, off, 0);
   farm *f = &k.f;
   ck_assert_int_eq(redis_int(f, "HLEN nimble:kcache:%s", "x86"), 0);
+  /* ... and the worker, told so by TASKs without kcache_seq, uploaded no
+   * kernel: none of the objects in its folder is a blob in the store. */
+  keyset in_a;
+  kernel_keys(k.dir_a, &in_a);
+  ck_assert_int_eq(in_a.n, k.local_a.n);
+  for (int i = 0; i < in_a.n; i++) {
+    nimble_digest_t d;
+    NIMBLE_ASSERT_OK(nimble_digest_parse(in_a.digests[i], &d));
+    int exists = -1;
+    NIMBLE_ASSERT_OK(nimble_store_blob_exists(f->store, "nimble-kcache", &d, &exists, NULL));
+    ck_assert_int_eq(exists, 0);
+  }
   farm_stop(f);
 
   const char *cap[] = {"--kcache-cap", "2", NULL};

@@ -71,6 +71,7 @@ struct nimble_worker {
    * fetched and refused, the kernels it built (to share), and code
    * generation's last counts. */
   int task_kcache;
+  int task_share; /* the scheduler keeps the farm's index (the TASK had kcache_seq) */
   long kc_fetched, kc_present, kc_bad;
   char (*kc_new)[65];
   size_t kc_nnew;
@@ -177,7 +178,7 @@ static void end_task(nimble_worker *w) {
   free(w->kc_new);
   w->kc_new = NULL;
   w->kc_nnew = 0;
-  w->task_kcache = 0;
+  w->task_kcache = w->task_share = 0;
   w->kc_fetched = w->kc_present = w->kc_bad = 0;
   w->has_kernels = 0;
   w->k_done = w->k_total = w->k_cached = 0;
@@ -277,6 +278,7 @@ static void kcache_fetch(nimble_worker *w) {
   const json_t *seq = json_object_get(b, "kcache_seq");
   for (size_t t = 0; seq && t < w->ntargets; t++)
     if (!strcmp(w->target_specs[t], body_str(b, "target"))) w->kcache_seq[t] = json_integer_value(seq);
+  worker_metrics_kcache(w->metrics, body_str(b, "target"), 0, 0, w->kc_fetched, w->kc_bad, 0);
   if (json_array_size(entries))
     wlog(w, "task %s: farm kernel cache: %ld entr%s fetched, %ld already here, %ld refused", w->task,
          w->kc_fetched, w->kc_fetched == 1 ? "y" : "ies", w->kc_present, w->kc_bad);
@@ -288,7 +290,7 @@ static void kcache_fetch(nimble_worker *w) {
  * when none). Sharing is advisory: an entry that cannot be read or pushed
  * is logged and left out. */
 static json_t *kcache_share(nimble_worker *w) {
-  if (!w->task_kcache || !w->kcache_farm || !w->kcache || !w->kc_nnew) return NULL;
+  if (!w->task_share || !w->kcache_farm || !w->kcache || !w->kc_nnew) return NULL;
   json_t *out = json_array();
   for (size_t i = 0; out && i < w->kc_nnew; i++) {
     uint8_t *data = NULL;
@@ -473,6 +475,9 @@ static nimble_status_t start_task(nimble_worker *w) {
   /* A verified build's copy (kernel_cache false) compiles with no kernel
    * cache at all, so that it is an independent build. */
   w->task_kcache = !json_is_false(json_object_get(b, "kernel_cache"));
+  /* A scheduler without the farm cache (--no-kcache) sends no kcache_seq:
+   * then nothing is uploaded that it would not record. */
+  w->task_share = w->task_kcache && json_object_get(b, "kcache_seq") != NULL;
   if (w->task_kcache && w->kcache_farm && w->kcache) {
     kcache_fetch(w);
     if (w->kc_fetched) on_progress(w, "fetch", 100);
@@ -577,6 +582,9 @@ static void finish_task(nimble_worker *w) {
     nimble_digest_format(&manifest, md);
     nimble_digest_format(&key, kd);
     json_t *shared = kcache_share(w);
+    if (w->has_kernels)
+      worker_metrics_kcache(w->metrics, body_str(b, "target"), w->k_cached, w->k_total - w->k_cached, 0, 0,
+                            (long)json_array_size(shared));
     if (w->has_kernels)
       wlog(w, "task %s done: %s; kernels: %ld, %ld from the kernel cache (%ld farm entries fetched), "
               "%zu new shared with the farm",

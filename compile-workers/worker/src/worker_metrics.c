@@ -21,6 +21,7 @@
 typedef struct wm_target {
   char name[256];
   uint64_t received[2], finished[2], failed[2], cancelled[2];
+  uint64_t kc_hits, kc_misses, kc_fetched, kc_refused, kc_shared; /* compiles only */
   nimble_histogram seconds[2];
 } wm_target;
 
@@ -92,6 +93,19 @@ void worker_metrics_task_cancelled(worker_metrics *m, const char *kind, const ch
   pthread_mutex_unlock(&m->mu);
 }
 
+void worker_metrics_kcache(worker_metrics *m, const char *target, long hits, long misses, long fetched,
+                           long refused, long shared) {
+  if (!m || !target) return;
+  pthread_mutex_lock(&m->mu);
+  wm_target *p = target_of(m, target);
+  p->kc_hits += hits > 0 ? (uint64_t)hits : 0;
+  p->kc_misses += misses > 0 ? (uint64_t)misses : 0;
+  p->kc_fetched += fetched > 0 ? (uint64_t)fetched : 0;
+  p->kc_refused += refused > 0 ? (uint64_t)refused : 0;
+  p->kc_shared += shared > 0 ? (uint64_t)shared : 0;
+  pthread_mutex_unlock(&m->mu);
+}
+
 void worker_metrics_set_busy(worker_metrics *m, int busy) {
   if (!m) return;
   pthread_mutex_lock(&m->mu);
@@ -145,6 +159,19 @@ static void write_all(worker_metrics *m, nimble_metrics_buf *b) {
     nimble_metrics_histogram(b, "nimble_worker_compile_seconds", l, &t->seconds[0],
                              nimble_metrics_seconds_buckets, nimble_metrics_seconds_bucket_count);
   }
+  per_target(b, m, nt, "nimble_worker_kernel_cache_hits_total",
+             "Kernels compiles found in the kernel cache (LLVM skipped).", 0, offsetof(wm_target, kc_hits));
+  per_target(b, m, nt, "nimble_worker_kernel_cache_misses_total",
+             "Kernels compiles built with LLVM (not in the kernel cache).", 0, offsetof(wm_target, kc_misses));
+  per_target(b, m, nt, "nimble_worker_kcache_fetched_total",
+             "Farm kernel cache entries fetched from the store before compiles.", 0,
+             offsetof(wm_target, kc_fetched));
+  per_target(b, m, nt, "nimble_worker_kcache_refused_total",
+             "Farm kernel cache entries that could not be fetched or failed their digest (not used).", 0,
+             offsetof(wm_target, kc_refused));
+  per_target(b, m, nt, "nimble_worker_kcache_shared_total",
+             "Kernels compiles built, pushed to the store and reported to the farm's index.", 0,
+             offsetof(wm_target, kc_shared));
   per_target(b, m, nt, "nimble_worker_profiles_total",
              "Profile tasks finished, either way (PROFILE_RESULT or FAILURE sent).", 1,
              offsetof(wm_target, finished));

@@ -23,6 +23,11 @@ void worker_metrics_task_received(worker_metrics *m, const char *kind, const cha
 void worker_metrics_task_finished(worker_metrics *m, const char *kind, const char *target, int ok,
                                   double seconds);
 void worker_metrics_task_cancelled(worker_metrics *m, const char *kind, const char *target);
+/* The kernel cache (docs/farm.md, "The farm's kernel cache") of one
+ * compile for `target`: code generation's hits and misses, the farm
+ * entries fetched and refused before it, the kernels shared after it. */
+void worker_metrics_kcache(worker_metrics *m, const char *target, long hits, long misses, long fetched,
+                           long refused, long shared);
 /* 1 while the worker holds a task. */
 void worker_metrics_set_busy(worker_metrics *m, int busy);
 
