@@ -35,6 +35,7 @@ typedef struct submit_target {
    * kernel cache"): kernels done of all, kernel cache hits among them,
    * farm entries its worker fetched before the compile; -1: none yet. */
   long k_done, k_total, k_cached, k_fetched;
+  int shown_codegen; /* the codegen percent last drawn, -1 none (plain mode draws every 10%) */
 } submit_target;
 
 typedef struct submit_job {
@@ -45,6 +46,7 @@ typedef struct submit_job {
   const char *store;  /* borrowed */
   const char *name;   /* borrowed */
   bool verbose;       /* -v: each target's kernel cache numbers at the end */
+  bool plain;         /* progress as lines (not a terminal): kernels every 10% */
   nimble_cli_progress *progress; /* owned */
 } submit_job;
 
@@ -82,6 +84,11 @@ static void show(submit_job *j, submit_target *t) {
     if (n > 0 && t->k_total > 0 && !strcmp(t->phase, "codegen"))
       n += snprintf(detail + n, sizeof detail - (size_t)n, ": %ld/%ld kernels, %ld cached", t->k_done,
                     t->k_total, t->k_cached);
+    /* As lines (a log), one per kernel would flood it: every 10%. */
+    if (j->plain && !strcmp(t->phase, "codegen") && t->k_total > 0 && t->k_done < t->k_total &&
+        t->shown_codegen >= 0 && percent / 10 == t->shown_codegen / 10)
+      return;
+    t->shown_codegen = !strcmp(t->phase, "codegen") ? percent : -1;
     if (n > 0 && (size_t)n < sizeof detail && t->k_fetched > 0 &&
         (!strcmp(t->phase, "codegen") || !strcmp(t->phase, "fetch")))
       snprintf(detail + n, sizeof detail - (size_t)n, "%s%ld farm entr%s fetched",
@@ -511,6 +518,7 @@ static int submit(nimble_cli_ctx *ctx, submit_args *a) {
     job.targets[i].percent = -1;
     job.targets[i].workers = -1;
     job.targets[i].k_done = job.targets[i].k_total = job.targets[i].k_cached = job.targets[i].k_fetched = -1;
+    job.targets[i].shown_codegen = -1;
     json_array_append_new(specs, json_string(job.targets[i].spec));
   }
   json_t *body = json_pack("{s:s,s:s,s:s,s:o}", "model", model, "format", format, "name", name,
@@ -586,6 +594,7 @@ static int submit(nimble_cli_ctx *ctx, submit_args *a) {
     return NIMBLE_EXIT_OK;
   }
 
+  job.plain = nimble_cli_progress_mode_for(stderr, a->json) != NIMBLE_CLI_PROGRESS_TTY;
   s = nimble_cli_progress_create(stderr, nimble_cli_progress_mode_for(stderr, a->json), 0,
                                  &job.progress);
   for (size_t i = 0; !s && i < count; i++)
