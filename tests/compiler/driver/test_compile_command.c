@@ -237,14 +237,44 @@ END_TEST
 
 /* ---- the worker's contract: --emit-parts DIR --progress-fd 3 -------------- */
 
+/* The progress contract (docs/farm.md §4): "PHASE PERCENT" lines, code
+ * generation's with "DONE/TOTAL CACHED" kernels (DONE counting up to
+ * TOTAL), then one "kcache-new KEY" per kernel built and stored, each an
+ * entry of the kernel cache folder, as many as the kernels not found in
+ * the cache. */
 static void check_progress(const char *path) {
   char *text = read_text(path, NULL);
-  int lines = 0;
+  int lines = 0, new_entries = 0;
+  long last_done = 0, total = -1, cached = -1;
   bool codegen_done = false;
   const char *last = NULL;
+  const char *cache_dir = getenv("NIMBLE_KERNEL_CACHE");
   for (char *save = NULL, *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-    char phase[40];
+    char phase[40], key[80];
     int pct = -1, used = 0;
+    long done = -1, tot = -1, hits = -1;
+    if (sscanf(line, "kcache-new %79[0-9a-f]%n", key, &used) == 1 && line[used] == '\0') {
+      ck_assert_msg(strlen(key) == 64, "progress line '%s': not a 64-digit key", line);
+      if (cache_dir && *cache_dir) {
+        char entry[4300];
+        snprintf(entry, sizeof entry, "%s/%.2s/%s", cache_dir, key, key);
+        ck_assert_msg(access(entry, R_OK) == 0, "kcache-new %s: no %s", key, entry);
+      }
+      new_entries++;
+      last = line;
+      continue;
+    }
+    if (sscanf(line, "codegen %d %ld/%ld %ld%n", &pct, &done, &tot, &hits, &used) == 4 && line[used] == '\0') {
+      ck_assert_msg(done == last_done + 1 && hits <= done && done <= tot, "progress line '%s' after %ld done",
+                    line, last_done);
+      ck_assert_msg(pct == (done * 100 / tot > 99 ? 99 : done * 100 / tot), "progress line '%s': percent", line);
+      last_done = done;
+      total = tot;
+      cached = hits;
+      lines++;
+      last = line;
+      continue;
+    }
     ck_assert_msg(sscanf(line, "%32[a-z0-9_-] %d%n", phase, &pct, &used) == 2 && line[used] == '\0',
                   "progress line '%s' is not 'PHASE PERCENT'", line);
     ck_assert_msg(pct >= 0 && pct <= 100, "progress line '%s': percent out of range", line);
@@ -254,6 +284,8 @@ static void check_progress(const char *path) {
   }
   ck_assert_int_ge(lines, 10);
   ck_assert_msg(codegen_done, "no 'codegen 100' line");
+  ck_assert_msg(total > 0 && last_done == total, "code generation's kernels ended at %ld of %ld", last_done, total);
+  ck_assert_int_eq(new_entries, total - cached);
   ck_assert_str_eq(last, "package 100");
   free(text);
 }
