@@ -28,6 +28,16 @@ static void print_text(const json_t *body) {
       printf(" %d%%", (int)json_integer_value(pct));
     if (manifest) printf(" %s", manifest);
     if (json_is_true(json_object_get(task, "cached"))) printf(" (cached)");
+    /* Code generation's kernels (docs/farm.md, "The farm's kernel cache"),
+     * while it runs and once compiled. */
+    const json_t *k = json_object_get(task, "kernels");
+    if (json_is_object(k) && json_integer_value(json_object_get(k, "total")) > 0 &&
+        !json_is_true(json_object_get(task, "cached")))
+      printf(" (%lld/%lld kernels, %lld cached, %lld farm entries fetched)",
+             (long long)json_integer_value(json_object_get(k, "done")),
+             (long long)json_integer_value(json_object_get(k, "total")),
+             (long long)json_integer_value(json_object_get(k, "cached")),
+             (long long)json_integer_value(json_object_get(k, "fetched")));
     if (error) printf(" %.*s", (int)strcspn(error, "\n"), error);
     json_t *workers = json_object_get(task, "workers");
     if (!strcmp(state, "queued") && json_is_integer(workers) && json_integer_value(workers) == 0)

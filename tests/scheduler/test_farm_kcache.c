@@ -402,6 +402,14 @@ START_TEST(test_a_kernel_built_on_one_worker_is_a_cache_hit_on_another) {
   ck_assert_int_eq(kernels_field(s, "done"), k.local_b.n);
   ck_assert_int_eq(kernels_field(s, "cached"), k.shared);
   json_decref(s);
+  /* `nimble status` says the same. */
+  char cmd[4096], want[200], out[500];
+  snprintf(out, sizeof out, "%s/status-b.out", f->dir);
+  snprintf(cmd, sizeof cmd, "'%s' --scheduler '%s' status %s >'%s' 2>&1", g_compiler, f->clients_ep, job, out);
+  ck_assert_int_eq(system(cmd), 0);
+  snprintf(want, sizeof want, "(%d/%d kernels, %d cached, %d farm entries fetched)", k.local_b.n, k.local_b.n,
+           k.shared, in_a.n);
+  ck_assert_msg(file_contains(out, want), "nimble status does not say '%s'", want);
   free(job);
   /* B's folder: A's objects byte for byte (digests as A's), and its own. */
   keyset in_b;
@@ -431,7 +439,7 @@ START_TEST(test_a_kernel_built_on_one_worker_is_a_cache_hit_on_another) {
 
   /* `nimble submit -v` of a third program sharing the encoder: its
    * progress names the kernels, and -v the hits. */
-  char prog_c[500], out[500], err[500], cmd[4096];
+  char prog_c[500], err[500];
   snprintf(prog_c, sizeof prog_c, "%s/c.nir", f->dir);
   snprintf(out, sizeof out, "%s/submit-c.out", f->dir);
   snprintf(err, sizeof err, "%s/submit-c.err", f->dir);
