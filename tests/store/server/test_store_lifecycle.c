@@ -39,29 +39,36 @@ START_TEST(test_help_names_every_option_and_version_prints_the_version) {
 END_TEST
 
 START_TEST(test_bad_command_lines_fail_with_a_message) {
-  char out[8192];
+  /* A root of this test's own (not a fixed /tmp path another process may
+   * have made a file), so each refusal is the one the line is about. */
+  store_proc p;
+  ck_assert_int_eq(store_dir_create(&p), 0);
+  char out[8192], args[1200];
   ck_assert_int_eq(run_cli("--frobnicate", out, sizeof out), 2);
   ck_assert(strstr(out, "unknown option '--frobnicate'"));
   ck_assert_int_eq(run_cli("--root /tmp", out, sizeof out), 2);
   ck_assert(strstr(out, "--listen and --root are required"));
-  ck_assert_int_eq(
-      run_cli("--listen 127.0.0.1:0 --root /tmp/x --max-blob-size 12Q", out, sizeof out), 2);
+  snprintf(args, sizeof args, "--listen 127.0.0.1:0 --root %s --max-blob-size 12Q", p.root);
+  ck_assert_int_eq(run_cli(args, out, sizeof out), 2);
   ck_assert(strstr(out, "--max-blob-size '12Q'"));
-  ck_assert_int_eq(run_cli("--listen nohost --root /tmp/x", out, sizeof out), 1);
-  ck_assert(strstr(out, "expected HOST:PORT"));
-  ck_assert_int_eq(run_cli("--listen 127.0.0.1:99999 --root /tmp/x", out, sizeof out), 1);
-  ck_assert(strstr(out, "above 65535"));
-  ck_assert_int_eq(
-      run_cli("--listen 127.0.0.1:0 --root /tmp/x --token-file /nonexistent/t", out, sizeof out),
-      1);
-  ck_assert(strstr(out, "cannot read token file /nonexistent/t"));
-  ck_assert_int_eq(run_cli("--listen 127.0.0.1:0 --root /tmp/x --auth-reads", out, sizeof out), 1);
-  ck_assert(strstr(out, "--auth-reads needs --token-file"));
+  snprintf(args, sizeof args, "--listen nohost --root %s", p.root);
+  ck_assert_int_eq(run_cli(args, out, sizeof out), 1);
+  ck_assert_msg(strstr(out, "expected HOST:PORT"), "%s", out);
+  snprintf(args, sizeof args, "--listen 127.0.0.1:99999 --root %s", p.root);
+  ck_assert_int_eq(run_cli(args, out, sizeof out), 1);
+  ck_assert_msg(strstr(out, "above 65535"), "%s", out);
+  snprintf(args, sizeof args, "--listen 127.0.0.1:0 --root %s --token-file /nonexistent/t", p.root);
+  ck_assert_int_eq(run_cli(args, out, sizeof out), 1);
+  ck_assert_msg(strstr(out, "cannot read token file /nonexistent/t"), "%s", out);
+  snprintf(args, sizeof args, "--listen 127.0.0.1:0 --root %s --auth-reads", p.root);
+  ck_assert_int_eq(run_cli(args, out, sizeof out), 1);
+  ck_assert_msg(strstr(out, "--auth-reads needs --token-file"), "%s", out);
   /* A root that cannot be a directory. */
   ck_assert_int_eq(run_cli("--listen 127.0.0.1:0 --root /dev/null/store", out, sizeof out), 1);
   ck_assert_msg(
       strstr(out, "opening store at /dev/null/store: /dev/null exists and is not a directory"),
       "%s", out);
+  store_dir_remove(&p);
 }
 END_TEST
 
