@@ -118,8 +118,19 @@ static int session_spoiled(const store_response_t *r, const store_body_t *body) 
          memmem(r->body, r->body_size, "DIGEST_INVALID", 14) != NULL;
 }
 
+/* 404 BLOB_UPLOAD_UNKNOWN on the final PUT of a session we just opened: the
+ * session is gone, discarded by the store when an earlier request on it
+ * (our own PUT, cut by the network and resent by libcurl on a fresh
+ * connection) failed. Settled like a lost answer: back off, look whether
+ * the blob is there, else start a new session. */
+static int session_lost(const store_response_t *r) {
+  return r->curl_code == CURLE_OK && r->status == 404 && r->body &&
+         memmem(r->body, r->body_size, "BLOB_UPLOAD_UNKNOWN", 19) != NULL;
+}
+
 /* The final PUT ?digest=... with `body` (possibly empty). A retryable
- * failure or a contended commit (commit_contended) leaves the status ok and
+ * failure, a contended commit (commit_contended) or a lost session
+ * (session_lost) leaves the status ok and
  * the caller, seeing `resp`, looks for the blob and starts over. */
 static nimble_status_t finish_upload(nimble_store_client *c, const char *upload_url,
                                      store_body_t *body, const nimble_digest_t *digest,
@@ -131,7 +142,7 @@ static nimble_status_t finish_upload(nimble_store_client *c, const char *upload_
                          .content_type = "application/octet-stream"};
   req.attempt = ++retry->attempt;
   nimble_status_t s = store_http_exchange(c, &req, resp);
-  if (!s && !store_response_retryable(resp) && !commit_contended(resp) &&
+  if (!s && !store_response_retryable(resp) && !commit_contended(resp) && !session_lost(resp) &&
       !(tolerate_spoiled && session_spoiled(resp, body))) {
     if (resp->status == 201 || resp->status == 204 || resp->status == 200)
       s = check_reported_digest(&req, resp, digest);
@@ -171,7 +182,7 @@ static nimble_status_t upload_monolithic(nimble_store_client *c, const char *rep
     store_response_t resp = {0};
     nimble_status_t s = finish_upload(c, upload_url, &body, digest, retry, &resp, spoiled == 0);
     if (!s && session_spoiled(&resp, &body)) spoiled++;
-    int again = !s && (store_response_retryable(&resp) || commit_contended(&resp) ||
+    int again = !s && (store_response_retryable(&resp) || commit_contended(&resp) || session_lost(&resp) ||
                        session_spoiled(&resp, &body));
     if (again) {
       char *u = NULL;
@@ -306,7 +317,8 @@ from_the_start:
     for (;;) {
       s = finish_upload(c, upload_url, &empty, digest, retry, &resp, 0);
       int contended = !s && commit_contended(&resp);
-      if (s || (!store_response_retryable(&resp) && !contended)) break;
+      /* A lost session is settled like a lost answer (below). */
+      if (s || (!store_response_retryable(&resp) && !contended && !session_lost(&resp))) break;
       store_request_t req = {.method = "PUT", .url = upload_url};
       /* A contended commit is still running: give it time first. */
       if (contended && !store_retry_next(c, retry, req.method, req.url, &resp)) {
