@@ -59,8 +59,9 @@ typedef struct cg_mod {
   nimble_status_t err;
   int n_outlined;
   int gpu; /* nvptx64: parallel loops over threads, no env */
-  /* Emitting the aliased variant: its loops are neither vectorized nor
-   * unrolled (only in-place calls take it; keeping it small keeps the
+  /* Emitting the aliased variant or the loops a runtime without sgemm
+   * takes: loops neither vectorized nor unrolled (only in-place calls take
+   * the one, only NIMBLE_SGEMM=none the other; keeping them small keeps the
    * optimiser's and instruction selection's work down). */
   int plain;
 } cg_mod;
@@ -666,6 +667,13 @@ static void free_in_stmt(const nimble_ln_stmt *s, var_set *bound, var_set *out) 
 
 static void emit_stmt(cg_fn *f, const nimble_ln_stmt *s);
 
+/* Whether `e` reads has_sgemm() (an sgemm guard's condition). */
+static int expr_reads_has_sgemm(const nimble_ln_expr *e) {
+  if (!e) return 0;
+  if (e->kind == NIMBLE_LN_E_HAS_SGEMM) return 1;
+  return expr_reads_has_sgemm(e->a) || expr_reads_has_sgemm(e->b) || expr_reads_has_sgemm(e->c);
+}
+
 static void set_loop_metadata(cg_mod *cm, LLVMValueRef latch_br, const nimble_ln_stmt *s) {
   LLVMMetadataRef ops[3];
   unsigned n = 1;
@@ -983,7 +991,16 @@ static void emit_stmt(cg_fn *f, const nimble_ln_stmt *s) {
     emit_stmt(f, s->body);
     LLVMBuildBr(cm->b, join);
     LLVMPositionBuilderAtEnd(cm->b, else_b);
-    if (s->else_) emit_stmt(f, s->else_);
+    if (s->else_) {
+      /* The else of an sgemm guard is what a runtime without sgemm runs;
+       * every runtime carries its own sgemm kernels since they came in, so
+       * only NIMBLE_SGEMM=none and empty products get here: plain loops,
+       * about a quarter less code generation for a transformer. */
+      int plain = cm->plain;
+      if (expr_reads_has_sgemm(s->value)) cm->plain = 1;
+      emit_stmt(f, s->else_);
+      cm->plain = plain;
+    }
     LLVMBuildBr(cm->b, join);
     LLVMPositionBuilderAtEnd(cm->b, join);
     return;
