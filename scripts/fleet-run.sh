@@ -117,6 +117,13 @@ chmod 644 "$NIMBLE_SECRETS"/*
 echo "== fleet: podman-compose build (${SERVICES[*]}; one compile for every role)"
 "${COMPOSE[@]}" build redis store scheduler worker-x86 >"$WORK/build.log" 2>&1 \
   || { tail -40 "$WORK/build.log"; echo "fleet: the images did not build" >&2; exit 1; }
+# podman-compose exits 0 when a service's build fails, leaving the old
+# image under the tag: the fleet would then run stale programs.
+if grep -q '^Error: ' "$WORK/build.log"; then
+  grep -B20 -m1 '^Error: ' "$WORK/build.log"
+  echo "fleet: the images did not build (podman-compose said nothing; its log above)" >&2
+  exit 1
+fi
 podman images --format '   {{.Repository}}:{{.Tag}} {{.Size}}' | grep -E 'nimble/(redis|store|scheduler|worker):' || true
 lap "images built"
 
