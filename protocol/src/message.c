@@ -2,6 +2,7 @@
 #include "nimble/message.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -576,20 +577,59 @@ nimble_status_t nimble_message_decode(const void *data, size_t size, nimble_msg_
   return nimble_ok();
 }
 
+/* The length of the well-formed UTF-8 sequence at p (at most n bytes), or
+ * 0 when there is none: no overlong forms, surrogates or code points past
+ * U+10FFFF, as jansson requires of a string. */
+static size_t utf8_sequence(const unsigned char *p, size_t n) {
+  if (p[0] < 0x80) return 1;
+  size_t len = p[0] >= 0xF0 ? 4 : p[0] >= 0xE0 ? 3 : p[0] >= 0xC2 ? 2 : 0;
+  if (len == 0 || p[0] > 0xF4 || len > n) return 0;
+  for (size_t i = 1; i < len; i++)
+    if ((p[i] & 0xC0) != 0x80) return 0;
+  if (len == 3 && ((p[0] == 0xE0 && p[1] < 0xA0) || (p[0] == 0xED && p[1] >= 0xA0))) return 0;
+  if (len == 4 && ((p[0] == 0xF0 && p[1] < 0x90) || (p[0] == 0xF4 && p[1] >= 0x90))) return 0;
+  return len;
+}
+
+/* `msg` with every byte that is not part of well-formed UTF-8 written as
+ * \xNN: an error may quote what a peer sent (jansson's messages quote the
+ * text near a syntax error), and it must still be sendable back. Caller
+ * frees; NULL when out of memory. */
+static char *utf8_clean(const char *msg) {
+  size_t n = strlen(msg);
+  char *out = malloc(4 * n + 1);
+  if (!out) return NULL;
+  size_t o = 0;
+  for (size_t i = 0; i < n;) {
+    size_t len = utf8_sequence((const unsigned char *)msg + i, n - i);
+    if (len) {
+      memcpy(out + o, msg + i, len);
+      o += len;
+      i += len;
+    } else {
+      o += (size_t)snprintf(out + o, 5, "\\x%02X", (unsigned char)msg[i]);
+      i++;
+    }
+  }
+  out[o] = '\0';
+  return out;
+}
+
 nimble_status_t nimble_message_encode_error(nimble_status_t error, const char *job, char **out,
                                             size_t *out_size) {
   nimble_status_code_t code = nimble_status_code(error);
   if (code == NIMBLE_OK) code = NIMBLE_INTERNAL; /* an ERROR always reports a failure */
-  const char *msg = nimble_status_message(error);
-  json_t *body = json_object();
+  char *msg = utf8_clean(nimble_status_message(error));
+  json_t *body = msg ? json_object() : NULL;
   int ok = body &&
            json_object_set_new(body, "code", json_string(nimble_status_code_name(code))) == 0 &&
            json_object_set_new(body, "message", json_string(msg[0] ? msg : "unknown error")) == 0;
+  free(msg);
   if (ok && job) ok = json_object_set_new(body, "job", json_string(job)) == 0;
   if (!ok) {
     json_decref(body);
     return nimble_status_make(NIMBLE_INVALID_ARGUMENT,
-                              "ERROR message: the message or job is not valid UTF-8");
+                              "ERROR message: the job id is not valid UTF-8 (or out of memory)");
   }
   nimble_status_t s = nimble_message_encode(NIMBLE_MSG_ERROR, body, out, out_size);
   json_decref(body);

@@ -14,6 +14,11 @@
 
 #include "nimble_test.h"
 
+#if defined(NIMBLE_FUZZ_MESSAGE)
+#include <jansson.h>
+
+#include "nimble/message.h"
+#endif
 #if defined(NIMBLE_FUZZ_REFERENCE)
 #include "nimble/fetch.h"
 #endif
@@ -131,11 +136,44 @@ START_TEST(test_a_pinned_reference_s_tag_follows_the_tag_grammar) {
 END_TEST
 #endif
 
+#if defined(NIMBLE_FUZZ_MESSAGE)
+/* A message whose syntax error jansson reports by quoting the bytes near it,
+ * here not UTF-8: the refusal could not be sent back (encoding the ERROR
+ * failed), so a peer got no answer. The quoted bytes are now written \xNN. */
+START_TEST(test_a_refusal_quoting_bytes_that_are_not_utf8_can_be_sent_back) {
+  size_t size;
+  uint8_t *bytes = read_corpus_file("crash-invalid-utf8-in-decode-error", &size);
+  ck_assert_ptr_nonnull(bytes);
+  nimble_msg_type_t type;
+  json_t *body = NULL;
+  nimble_status_t s = nimble_message_decode(bytes, size, &type, &body);
+  ck_assert_ptr_nonnull(s);
+  char *out = NULL;
+  size_t out_size = 0;
+  NIMBLE_ASSERT_OK(nimble_message_encode_error(s, NULL, &out, &out_size));
+  json_t *back = NULL;
+  NIMBLE_ASSERT_OK(nimble_message_decode(out, out_size, &type, &back));
+  ck_assert_int_eq(type, NIMBLE_MSG_ERROR);
+  nimble_status_t again = nimble_message_body_to_status(back);
+  ck_assert_int_eq(nimble_status_code(again), nimble_status_code(s));
+  ck_assert_msg(strstr(nimble_status_message(again), "\\x"), "%s", nimble_status_message(again));
+  nimble_status_free(again);
+  json_decref(back);
+  free(out);
+  nimble_status_free(s);
+  free(bytes);
+}
+END_TEST
+#endif
+
 static Suite *suite(void) {
   Suite *s = suite_create("fuzz_corpus");
   TCase *tc = tcase_create("corpus");
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, test_every_corpus_file_passes_the_fuzz_target_s_checks);
+#if defined(NIMBLE_FUZZ_MESSAGE)
+  tcase_add_test(tc, test_a_refusal_quoting_bytes_that_are_not_utf8_can_be_sent_back);
+#endif
 #if defined(NIMBLE_FUZZ_REFERENCE)
   tcase_add_test(tc, test_a_name_ending_in_a_slash_is_refused_at_the_tag);
   tcase_add_test(tc, test_an_empty_ipv6_host_is_refused);
