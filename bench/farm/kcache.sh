@@ -14,7 +14,7 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=$ROOT/build
-MODELS=$ROOT/../shared/models
+MODELS=
 KEEP=0
 while [ $# -gt 0 ]; do
   case $1 in
@@ -24,10 +24,12 @@ while [ $# -gt 0 ]; do
     *) break ;;
   esac
 done
+# The reference models the build makes (the reference_models fixture).
+MODELS=${MODELS:-$BUILD/models}
 FIRST=${1:-bert_tiny}
 SECOND=${2:-bert_tiny_emb}
 for m in "$FIRST" "$SECOND"; do
-  [ -f "$MODELS/$m.onnx" ] || { echo "kcache bench: no $MODELS/$m.onnx (give --models DIR)" >&2; exit 2; }
+  [ -f "$MODELS/$m.onnx" ] || { echo "kcache bench: no $MODELS/$m.onnx (build the tests, or give --models DIR)" >&2; exit 2; }
 done
 NIMBLE=$BUILD/client/nimble
 WORK=$(mktemp -d /tmp/nimble-kcache-bench.XXXXXX)
