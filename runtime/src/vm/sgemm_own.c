@@ -30,15 +30,7 @@
 #define SG_KC 256
 #define SG_MC 128
 #define SG_NC 3072
-#include "vm/sgemm_own_kernel.inc"
-#undef SG_NAME
-#undef SG_TARGET
-#undef SG_VF
-#undef SG_MR
-#undef SG_NV
-#undef SG_KC
-#undef SG_MC
-#undef SG_NC
+#include "vm/sgemm_own_kernel.inc" /* which #undefs the SG_ parameters */
 
 #if SG_HAVE_X86
 /* AVX2 + FMA: 16 ymm registers, a 6 x 16 tile in 12 of them. */
@@ -50,15 +42,7 @@
 #define SG_KC 256
 #define SG_MC 120
 #define SG_NC 3072
-#include "vm/sgemm_own_kernel.inc"
-#undef SG_NAME
-#undef SG_TARGET
-#undef SG_VF
-#undef SG_MR
-#undef SG_NV
-#undef SG_KC
-#undef SG_MC
-#undef SG_NC
+#include "vm/sgemm_own_kernel.inc" /* which #undefs the SG_ parameters */
 
 /* AVX-512: 32 zmm registers, an 8 x 32 tile in 16 of them. */
 #define SG_NAME(x) x##_avx512
@@ -69,15 +53,7 @@
 #define SG_KC 256
 #define SG_MC 128
 #define SG_NC 3072
-#include "vm/sgemm_own_kernel.inc"
-#undef SG_NAME
-#undef SG_TARGET
-#undef SG_VF
-#undef SG_MR
-#undef SG_NV
-#undef SG_KC
-#undef SG_MC
-#undef SG_NC
+#include "vm/sgemm_own_kernel.inc" /* which #undefs the SG_ parameters */
 #endif
 
 /* ---- Choosing one ---------------------------------------------------------- */
