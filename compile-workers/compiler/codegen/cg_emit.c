@@ -717,6 +717,26 @@ static int tail_vanishes(const cg_fn *f, const nimble_ln_stmt *s) {
   return 0;
 }
 
+/* Whether some split tail in s vanishes under the kernel's specialisations:
+ * otherwise the divisible variant would be the general one under another
+ * name (a split of a constant extent has no tail to drop), and is not
+ * emitted. */
+static int some_tail_vanishes(const cg_fn *f, const nimble_ln_stmt *s) {
+  if (!s) return 0;
+  switch (s->kind) {
+  case NIMBLE_LN_S_SEQ:
+    for (size_t i = 0; i < s->n_stmts; i++)
+      if (some_tail_vanishes(f, s->stmts[i])) return 1;
+    return 0;
+  case NIMBLE_LN_S_FOR:
+    return tail_vanishes(f, s) || some_tail_vanishes(f, s->body);
+  case NIMBLE_LN_S_IF:
+    return some_tail_vanishes(f, s->body) || some_tail_vanishes(f, s->else_);
+  default:
+    return some_tail_vanishes(f, s->body);
+  }
+}
+
 /* for v in [lo, hi) with v bound to a phi; body emitted by the caller's
  * callback through emit_stmt. Returns the latch branch. */
 static void emit_counted_loop(cg_fn *f, LLVMValueRef lo, LLVMValueRef hi, const nimble_ln_stmt *s,
@@ -1391,7 +1411,9 @@ nimble_status_t nimble_cg_emit_kernels(LLVMModuleRef m, const nimble_ln_kernel *
     cm.plain = 0;
     LLVMValueRef general = cm.err ? NULL : emit_variant(&cm, "general", NULL, 0, 1);
     LLVMValueRef divisible = NULL;
-    if (!cm.err && cm.k->n_specs) divisible = emit_variant(&cm, "divisible", cm.k->specs, cm.k->n_specs, 1);
+    cg_fn probe = {.cm = &cm, .assume = cm.k->specs, .n_assume = cm.k->n_specs};
+    if (!cm.err && cm.k->n_specs && some_tail_vanishes(&probe, cm.k->body))
+      divisible = emit_variant(&cm, "divisible", cm.k->specs, cm.k->n_specs, 1);
     if (!cm.err) emit_entry(&cm, aliased, general, divisible);
   }
   LLVMDisposeBuilder(cm.b);
