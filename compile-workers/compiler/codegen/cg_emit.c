@@ -70,6 +70,14 @@ typedef struct cg_mod {
    * the one, only NIMBLE_SGEMM=none the other; keeping them small keeps the
    * optimiser's and instruction selection's work down). */
   int plain;
+  /* The aliased variant of a kernel not built for in-place calls (all but
+   * update_in_place's scatters, nimble_ln_kernel.in_place): the VM never
+   * calls those with overlapping buffers (plan_memory hands a storage on
+   * only once its tenant is dead, so an output never meets a live input),
+   * so only other callers of the ABI can reach it, and it is left
+   * unoptimised (optnone: no passes, fast instruction selection), at about
+   * a fifth of a model's code generation less. */
+  int optnone;
   /* Shared implementation (nimble_cg_emit_shared_kernel): error messages
    * come from the table passed in (cg_fn.msgs); `msgs` collects their
    * texts, without the "kernel 'name': " prefix, in order of emission. */
@@ -211,6 +219,15 @@ static int msg_index(cg_mod *cm, const char *message) {
     return 0;
   }
   return cm->n_msgs++;
+}
+
+/* Marks fn optnone (which LLVM requires to come with noinline). */
+static void set_optnone(cg_mod *cm, LLVMValueRef fn) {
+  static const char *const names[] = {"optnone", "noinline"};
+  for (int i = 0; i < 2; i++) {
+    unsigned kind = LLVMGetEnumAttributeKindForName(names[i], strlen(names[i]));
+    LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(cm->ctx, kind, 0));
+  }
 }
 
 /* Calls env->set_error(env, "kernel 'name': message") and returns 1. */
@@ -873,6 +890,7 @@ static void emit_parallel(cg_fn *f, const nimble_ln_stmt *s) {
   snprintf(name, sizeof name, "%s.par%d", cm->k->name, cm->n_outlined++);
   LLVMValueRef body_fn = LLVMAddFunction(cm->m, name, cm->body_ty);
   LLVMSetLinkage(body_fn, LLVMInternalLinkage);
+  if (cm->optnone) set_optnone(cm, body_fn);
 
   /* Emit the outlined body, then come back. */
   LLVMBasicBlockRef resume = LLVMGetInsertBlock(cm->b);
@@ -1091,6 +1109,7 @@ static LLVMValueRef emit_variant(cg_mod *cm, const char *suffix, const nimble_ln
   snprintf(name, sizeof name, "%s.%s", cm->k->name, suffix);
   LLVMValueRef fn = LLVMAddFunction(cm->m, name, cm->variant_ty);
   LLVMSetLinkage(fn, LLVMInternalLinkage);
+  if (cm->optnone) set_optnone(cm, fn);
   cg_fn f = {.cm = cm, .fn = fn, .args = LLVMGetParam(fn, 0), .env = LLVMGetParam(fn, 1),
              .assume = assume, .n_assume = n_assume, .disjoint = disjoint,
              .msgs = cm->shared ? LLVMGetParam(fn, 2) : NULL};
@@ -1459,7 +1478,9 @@ static void cg_mod_deinit(cg_mod *cm) {
 static void emit_cpu_kernel(cg_mod *cm, const char *impl) {
   make_alias_scopes(cm);
   cm->plain = 1;
+  cm->optnone = !cm->k->in_place;
   LLVMValueRef aliased = emit_variant(cm, "aliased", NULL, 0, 0);
+  cm->optnone = 0;
   cm->plain = 0;
   LLVMValueRef general = cm->err ? NULL : emit_variant(cm, "general", NULL, 0, 1);
   LLVMValueRef divisible = NULL;
