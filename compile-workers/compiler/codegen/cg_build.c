@@ -252,6 +252,16 @@ static const char kLoopNestPipeline[] =
  * more; their target machine selects instructions with FastISel. */
 static const char kLightPipeline[] = "function(sroa,early-cse,instcombine,simplifycfg)";
 
+/* Marks fn optnone (with the noinline LLVM requires): after the passes,
+ * that only selects LLVM's fast instruction selection for it. */
+static void set_optnone(LLVMContextRef ctx, LLVMValueRef fn) {
+  static const char *const names[] = {"optnone", "noinline"};
+  for (int i = 0; i < 2; i++) {
+    unsigned kind = LLVMGetEnumAttributeKindForName(names[i], strlen(names[i]));
+    LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(ctx, kind, 0));
+  }
+}
+
 /* Emits, verifies and optimises kernels into one module, then emits it as
  * an object (or PTX) into b->obj; *ir gets the optimised module's text
  * when ir is not NULL. Times go to *time when not NULL. */
@@ -296,13 +306,19 @@ static nimble_status_t build_module(build *b, LLVMTargetMachineRef tm, const tar
   if (b->diag_error)
     return nimble_status_make(NIMBLE_INTERNAL, "codegen: LLVM reported: %s", b->diag_error);
   double t2 = thread_cpu_s();
-
   if (ir) {
     char *text = LLVMPrintModuleToString(b->mod);
     *ir = strdup(text);
     LLVMDisposeMessage(text);
     if (!*ir) return NIMBLE_OOM_IN("codegen");
   }
+  /* The entry points (the module's external definitions: argument checks
+   * and the dispatch, about a sixth of a kernel's code, run once a call)
+   * get fast instruction selection on their optimised IR; the variants and
+   * parallel bodies, where the time goes, keep the full code generator. */
+  if (!light && !t->is_ptx && opt_level >= 1)
+    for (LLVMValueRef fn = LLVMGetFirstFunction(b->mod); fn; fn = LLVMGetNextFunction(fn))
+      if (!LLVMIsDeclaration(fn) && LLVMGetLinkage(fn) == LLVMExternalLinkage) set_optnone(b->ctx, fn);
   if (LLVMTargetMachineEmitToMemoryBuffer(tm, b->mod, t->is_ptx ? LLVMAssemblyFile : LLVMObjectFile, &err,
                                           &b->obj)) {
     nimble_status_t s = nimble_status_make(NIMBLE_INTERNAL, "codegen: emitting %s code: %s", t->triple, err);
