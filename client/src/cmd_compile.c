@@ -319,8 +319,8 @@ static nimble_status_t write_signed(const nimble_compile_result *r, const compil
 
 /* -v: where code generation went; --time-passes: per kernel as well. */
 static void print_codegen_stats(const nimble_codegen_stats_t *cs, const char *cache_dir, bool per_kernel) {
-  fprintf(stderr, "codegen: %zu CPU kernels (%zu light) on %d thread%s; kernel cache: ", cs->n_kernels, cs->n_light,
-          cs->jobs, cs->jobs == 1 ? "" : "s");
+  fprintf(stderr, "codegen: %zu CPU kernels (%zu light, %zu sharing another's code) on %d thread%s; kernel cache: ",
+          cs->n_kernels, cs->n_light, cs->n_shared, cs->jobs, cs->jobs == 1 ? "" : "s");
   if (cache_dir)
     fprintf(stderr, "%zu hits, %zu misses (%s)\n", cs->hits, cs->misses, cache_dir);
   else
@@ -335,8 +335,9 @@ static void print_codegen_stats(const nimble_codegen_stats_t *cs, const char *ca
   fprintf(stderr, "  %-40s %8s %8s %8s %8s\n", "kernel", "ir", "opt", "emit", "cache");
   for (size_t i = 0; i < cs->n_kernels; i++) {
     const nimble_codegen_kernel_time_t *k = &cs->kernels[i];
-    fprintf(stderr, "  %-40.40s %8.4f %8.4f %8.4f %8.4f%s%s\n", k->name, k->emit_s, k->opt_s, k->obj_s, k->cache_s,
-            k->cached ? " hit" : "", k->light ? " light" : "");
+    fprintf(stderr, "  %-40.40s %8.4f %8.4f %8.4f %8.4f%s%s%s\n", k->name, k->emit_s, k->opt_s, k->obj_s, k->cache_s,
+            k->cached ? " hit" : "", k->light ? " light" : "",
+            k->shared == 1 ? " shared" : k->shared == 2 ? " stub" : "");
   }
 }
 

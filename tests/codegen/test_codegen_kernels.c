@@ -166,6 +166,57 @@ START_TEST(test_in_place_add_takes_the_aliased_variant_and_stays_correct) {
 }
 END_TEST
 
+/* y[i] = x[i] + 1 for i in [0, shape(y, 0)). */
+static nimble_ln_kernel *inc_kernel(nimble_ln_arena *A, const char *name, int in_place) {
+  nimble_ln_kernel *k = nimble_ln_kernel_create(A, name);
+  nimble_ln_param *x = nimble_ln_kernel_add_param(k, "x", NIMBLE_LN_F32, 1, 0);
+  nimble_ln_param *y = nimble_ln_kernel_add_param(k, "y", NIMBLE_LN_F32, 1, 1);
+  nimble_ln_var *i = nimble_ln_var_create(A, "i", NIMBLE_LN_I64);
+  nimble_ln_kernel_set_body(
+      k, nimble_ln_for(A, i, nimble_ln_i64(A, 0), nimble_ln_shape(A, y, 0), NIMBLE_LN_SERIAL, 0,
+                       nimble_ln_store(A, y, nimble_ln_ref(A, i),
+                                       nimble_ln_binary(A, NIMBLE_LN_ADD, nimble_ln_load(A, x, nimble_ln_ref(A, i)),
+                                                        nimble_ln_f32(A, 1)))));
+  k->in_place = in_place;
+  return k;
+}
+
+START_TEST(test_only_in_place_kernels_get_an_optimised_aliased_variant) {
+  /* Every kernel still takes in-place calls and gets them right; the
+   * aliased variant of one not marked in_place (which the VM never calls
+   * so) is left unoptimised (optnone), the marked one's is optimised. */
+  nimble_ln_arena *A;
+  NIMBLE_ASSERT_OK(nimble_ln_arena_create(&A));
+  for (int in_place = 0; in_place <= 1; in_place++) {
+    const nimble_ln_kernel *k = inc_kernel(A, in_place ? "inc_in_place" : "inc", in_place);
+    NIMBLE_ASSERT_OK(nimble_ln_kernel_validate(k));
+    nimble_codegen_options_t o = nimble_codegen_default_options();
+    o.opt_level = 2;
+    o.keep_ir = 1;
+    nimble_codegen_output_t out;
+    NIMBLE_ASSERT_OK(nimble_codegen_build(&k, 1, &o, &out));
+    ck_assert_ptr_nonnull(out.llvm_ir);
+    /* The optimised module's attribute groups: optnone only on the aliased variant. */
+    ck_assert_msg((strstr(out.llvm_ir, "optnone") != NULL) == !in_place, "%s: optnone %s in\n%s", k->name,
+                  in_place ? "present" : "missing", out.llvm_ir);
+    harness_lib lib;
+    harness_load_bytes(out.shared_object, out.shared_object_size, &lib);
+    harness_env he;
+    harness_env_init(&he, 0, 0);
+    float d[37];
+    for (int i = 0; i < 37; i++) d[i] = (float)i;
+    int64_t n = 37;
+    DLTensor t = {.data = d, .ndim = 1, .dtype = {kDLFloat, 32, 1}, .shape = &n};
+    DLTensor *args[2] = {&t, &t};
+    ck_assert_int_eq(harness_sym(&lib, k->name)(args, 2, &he.env), 0);
+    for (int i = 0; i < 37; i++) ck_assert_msg(d[i] == (float)i + 1, "%s: y[%d] = %g", k->name, i, (double)d[i]);
+    harness_unload(&lib);
+    nimble_codegen_output_deinit(&out);
+  }
+  nimble_ln_arena_destroy(A);
+}
+END_TEST
+
 START_TEST(test_large_add_runs_parallel_tasks_on_threads) {
   const int64_t os[3] = {64, 3, 1001}, bs[2] = {3, 1001};
   unsigned seed = 9;
@@ -679,6 +730,7 @@ int main(void) {
   tcase_set_timeout(tc, 240);
   tcase_add_test(tc, test_broadcast_add_matches_reference_on_many_shapes);
   tcase_add_test(tc, test_in_place_add_takes_the_aliased_variant_and_stays_correct);
+  tcase_add_test(tc, test_only_in_place_kernels_get_an_optimised_aliased_variant);
   tcase_add_test(tc, test_large_add_runs_parallel_tasks_on_threads);
   tcase_add_test(tc, test_unary_kernels_match_libm);
   tcase_add_test(tc, test_select_combine_matches_reference);

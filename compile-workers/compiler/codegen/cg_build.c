@@ -3,6 +3,7 @@
  * object. CPU kernels are built one module each on a pool of threads (one
  * LLVM context and target machine per thread), looked up in and stored to
  * the kernel cache, and linked in the kernels' order. */
+#include <assert.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -152,7 +153,9 @@ static LLVMTargetMachineRef make_tm(const target_info *t, int opt_level) {
                                  LLVMCodeModelDefault);
 }
 
-static nimble_status_t key_of(const nimble_ln_kernel *k, const target_info *t, int opt_level,
+/* role: "" for a kernel built on its own; otherwise how its code is
+ * shared (cpu_pool.share), which the object depends on. */
+static nimble_status_t key_of(const nimble_ln_kernel *k, const target_info *t, int opt_level, const char *role,
                               char key[NIMBLE_KERNEL_KEY_LEN + 1]) {
   char *text = NULL;
   NIMBLE_RETURN_IF_ERROR(nimble_ln_kernel_print_canonical(k, &text));
@@ -169,6 +172,10 @@ static nimble_status_t key_of(const nimble_ln_kernel *k, const target_info *t, i
   nimble_digest_ctx_update(&ctx, len, (size_t)ln);
   nimble_digest_ctx_update(&ctx, t->features, fl);
   nimble_digest_ctx_update(&ctx, "\n", 1);
+  if (role[0]) {
+    nimble_digest_ctx_update(&ctx, "shared ", 7);
+    nimble_digest_ctx_update(&ctx, role, strlen(role) + 1);
+  }
   nimble_digest_ctx_update(&ctx, text, strlen(text));
   free(text);
   nimble_digest_t d;
@@ -185,7 +192,7 @@ nimble_status_t nimble_codegen_kernel_key(const nimble_ln_kernel *k, const nimbl
   pthread_once(&llvm_once, init_llvm);
   target_info t;
   NIMBLE_RETURN_IF_ERROR(target_info_init(options, &t));
-  nimble_status_t s = key_of(k, &t, options->opt_level, key);
+  nimble_status_t s = key_of(k, &t, options->opt_level, "", key);
   target_info_deinit(&t);
   return s;
 }
@@ -245,12 +252,23 @@ static const char kLoopNestPipeline[] =
  * more; their target machine selects instructions with FastISel. */
 static const char kLightPipeline[] = "function(sroa,early-cse,instcombine,simplifycfg)";
 
+/* Marks fn optnone (with the noinline LLVM requires): after the passes,
+ * that only selects LLVM's fast instruction selection for it. */
+static void set_optnone(LLVMContextRef ctx, LLVMValueRef fn) {
+  static const char *const names[] = {"optnone", "noinline"};
+  for (int i = 0; i < 2; i++) {
+    unsigned kind = LLVMGetEnumAttributeKindForName(names[i], strlen(names[i]));
+    LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(ctx, kind, 0));
+  }
+}
+
 /* Emits, verifies and optimises kernels into one module, then emits it as
  * an object (or PTX) into b->obj; *ir gets the optimised module's text
  * when ir is not NULL. Times go to *time when not NULL. */
 static nimble_status_t build_module(build *b, LLVMTargetMachineRef tm, const target_info *t,
                                     const nimble_ln_kernel *const *kernels, size_t n_kernels, int opt_level,
-                                    bool light, char **ir, nimble_codegen_kernel_time_t *time) {
+                                    bool light, const char *impl, bool stub, char **ir,
+                                    nimble_codegen_kernel_time_t *time) {
   double t0 = thread_cpu_s();
   b->ctx = LLVMContextCreate();
   LLVMContextSetDiagnosticHandler(b->ctx, on_diagnostic, b);
@@ -259,7 +277,12 @@ static nimble_status_t build_module(build *b, LLVMTargetMachineRef tm, const tar
   b->layout = LLVMCreateTargetDataLayout(tm);
   LLVMSetModuleDataLayout(b->mod, b->layout);
 
-  NIMBLE_RETURN_IF_ERROR_CTX(nimble_cg_emit_kernels(b->mod, kernels, n_kernels, t->is_ptx), "codegen");
+  if (impl) {
+    assert(n_kernels == 1 && !t->is_ptx);
+    NIMBLE_RETURN_IF_ERROR_CTX(nimble_cg_emit_shared_kernel(b->mod, kernels[0], impl, stub), "codegen");
+  } else {
+    NIMBLE_RETURN_IF_ERROR_CTX(nimble_cg_emit_kernels(b->mod, kernels, n_kernels, t->is_ptx), "codegen");
+  }
   char *err = NULL;
   if (LLVMVerifyModule(b->mod, LLVMReturnStatusAction, &err)) {
     nimble_status_t s = nimble_status_make(NIMBLE_INTERNAL, "codegen: the generated module is invalid: %s", err);
@@ -283,13 +306,19 @@ static nimble_status_t build_module(build *b, LLVMTargetMachineRef tm, const tar
   if (b->diag_error)
     return nimble_status_make(NIMBLE_INTERNAL, "codegen: LLVM reported: %s", b->diag_error);
   double t2 = thread_cpu_s();
-
   if (ir) {
     char *text = LLVMPrintModuleToString(b->mod);
     *ir = strdup(text);
     LLVMDisposeMessage(text);
     if (!*ir) return NIMBLE_OOM_IN("codegen");
   }
+  /* The entry points (the module's external definitions: argument checks
+   * and the dispatch, about a sixth of a kernel's code, run once a call)
+   * get fast instruction selection on their optimised IR; the variants and
+   * parallel bodies, where the time goes, keep the full code generator. */
+  if (!light && !t->is_ptx && opt_level >= 1)
+    for (LLVMValueRef fn = LLVMGetFirstFunction(b->mod); fn; fn = LLVMGetNextFunction(fn))
+      if (!LLVMIsDeclaration(fn) && LLVMGetLinkage(fn) == LLVMExternalLinkage) set_optnone(b->ctx, fn);
   if (LLVMTargetMachineEmitToMemoryBuffer(tm, b->mod, t->is_ptx ? LLVMAssemblyFile : LLVMObjectFile, &err,
                                           &b->obj)) {
     nimble_status_t s = nimble_status_make(NIMBLE_INTERNAL, "codegen: emitting %s code: %s", t->triple, err);
@@ -319,6 +348,11 @@ typedef struct cpu_pool {
   char **irs;     /* keep_ir */
   nimble_status_t *status; /* per kernel */
   nimble_codegen_kernel_time_t *times;
+  /* Per kernel, NULL when built on its own: the name of the implementation
+   * it shares with kernels of the same body (share_plan), which the first
+   * of them (its leader, share_stub 0) defines and the others (1) call. */
+  char **share;
+  unsigned char *share_stub;
   atomic_size_t next;
   atomic_size_t first_failed; /* lowest failing index so far; n: none */
   atomic_size_t hits, misses, corrupt, put_errors;
@@ -341,11 +375,16 @@ static nimble_status_t cpu_one(cpu_pool *p, LLVMTargetMachineRef tms[2], size_t 
   const nimble_ln_kernel *k = p->kernels[i];
   nimble_codegen_kernel_time_t *time = &p->times[i];
   snprintf(time->name, sizeof time->name, "%s", k->name ? k->name : "");
+  const char *impl = p->share ? p->share[i] : NULL;
+  bool stub = impl && p->share_stub[i];
   time->light = p->opt_level >= 1 && nimble_cg_kernel_is_light(k);
+  time->shared = impl ? stub ? 2 : 1 : 0;
   char key[NIMBLE_KERNEL_KEY_LEN + 1] = "";
   if (p->cache) {
     double c0 = thread_cpu_s();
-    NIMBLE_RETURN_IF_ERROR(key_of(k, p->t, p->opt_level, key));
+    char role[400] = "";
+    if (impl) snprintf(role, sizeof role, "%s %s", stub ? "stub" : "impl", impl);
+    NIMBLE_RETURN_IF_ERROR(key_of(k, p->t, p->opt_level, role, key));
     memcpy(p->keys[i], key, sizeof key);
     memcpy(time->key, key, sizeof key);
     if (!p->keep_ir) {
@@ -369,7 +408,8 @@ static nimble_status_t cpu_one(cpu_pool *p, LLVMTargetMachineRef tms[2], size_t 
     time->cache_s = thread_cpu_s() - c0;
     atomic_fetch_add(&p->misses, 1);
   }
-  bool light = time->light;
+  /* A stub is one call: built like a light kernel. */
+  bool light = time->light || stub;
   LLVMTargetMachineRef *tm = &tms[light];
   if (!*tm) {
     *tm = make_tm(p->t, light ? 0 : p->opt_level);
@@ -378,7 +418,7 @@ static nimble_status_t cpu_one(cpu_pool *p, LLVMTargetMachineRef tms[2], size_t 
                                 p->t->cpu);
   }
   build b = {0};
-  nimble_status_t s = build_module(&b, *tm, p->t, &p->kernels[i], 1, p->opt_level, light,
+  nimble_status_t s = build_module(&b, *tm, p->t, &p->kernels[i], 1, p->opt_level, light, impl, stub,
                                    p->keep_ir ? &p->irs[i] : NULL, time);
   if (!s) {
     size_t size = LLVMGetBufferSize(b.obj);
@@ -478,10 +518,75 @@ static nimble_status_t run_pool(cpu_pool *p, const nimble_codegen_options_t *o, 
   for (size_t i = 0; i < n; i++) {
     st->emit_s += st->kernels[i].emit_s;
     st->n_light += (size_t)st->kernels[i].light;
+    st->n_shared += (size_t)(st->kernels[i].shared == 2);
     st->opt_s += st->kernels[i].opt_s;
     st->obj_s += st->kernels[i].obj_s;
     st->cache_s += st->kernels[i].cache_s;
   }
+  return s;
+}
+
+/* Which kernels share code (p->share, p->share_stub). A model's repeated
+ * layers give kernels with the same body under different names (bert_tiny:
+ * 71 kernels, 32 bodies); each such body is built once, by the first of
+ * its kernels, as a hidden implementation the others call through a stub
+ * of their own (nimble_cg_emit_shared_kernel), so every kernel keeps its
+ * exported symbol and its error messages. Light kernels are left alone:
+ * building one costs about what a stub costs. The plan depends on the
+ * kernels alone, so the objects are the same whatever the threads. */
+static nimble_status_t share_plan(cpu_pool *p) {
+  size_t n = p->n;
+  nimble_digest_t *body = calloc(n, sizeof *body);
+  size_t *leader = calloc(n, sizeof *leader);
+  size_t *members = calloc(n, sizeof *members);
+  nimble_status_t s = nimble_ok();
+  if (!body || !leader || !members) s = NIMBLE_OOM_IN("codegen");
+  for (size_t i = 0; i < n && !s; i++) {
+    leader[i] = n; /* n: not shared */
+    const nimble_ln_kernel *k = p->kernels[i];
+    if (p->opt_level >= 1 && nimble_cg_kernel_is_light(k)) continue;
+    char *text = NULL;
+    s = nimble_ln_kernel_print_canonical(k, &text);
+    if (s) break;
+    /* "kernel NAME(params) {...": the body is all but the name. */
+    const char *from = strchr(text, '(');
+    nimble_digest_ctx_t ctx;
+    nimble_digest_ctx_init(&ctx);
+    if (from) nimble_digest_ctx_update(&ctx, from, strlen(from));
+    nimble_digest_ctx_final(&ctx, &body[i]);
+    free(text);
+    if (!from) continue;
+    leader[i] = i;
+    for (size_t j = 0; j < i; j++)
+      if (leader[j] == j && memcmp(&body[j], &body[i], sizeof body[i]) == 0) {
+        leader[i] = j;
+        break;
+      }
+    members[leader[i]]++;
+  }
+  if (!s) {
+    p->share = calloc(n, sizeof *p->share);
+    p->share_stub = calloc(n, sizeof *p->share_stub);
+    if (!p->share || !p->share_stub) s = NIMBLE_OOM_IN("codegen");
+  }
+  for (size_t i = 0; i < n && !s; i++) {
+    if (leader[i] == n || members[leader[i]] < 2) continue;
+    if (leader[i] == i) {
+      size_t len = strlen(p->kernels[i]->name) + sizeof ".impl";
+      p->share[i] = malloc(len);
+      if (!p->share[i]) {
+        s = NIMBLE_OOM_IN("codegen");
+        break;
+      }
+      snprintf(p->share[i], len, "%s.impl", p->kernels[i]->name);
+    } else {
+      p->share[i] = p->share[leader[i]]; /* owned by the leader's entry */
+      p->share_stub[i] = 1;
+    }
+  }
+  free(body);
+  free(leader);
+  free(members);
   return s;
 }
 
@@ -507,6 +612,10 @@ static void pool_dispose(cpu_pool *p) {
     if (p->irs) free(p->irs[i]);
     if (p->status) nimble_status_free(p->status[i]);
   }
+  for (size_t i = 0; p->share && i < p->n; i++)
+    if (!p->share_stub[i]) free(p->share[i]);
+  free(p->share);
+  free(p->share_stub);
   free(p->keys);
   free(p->objs);
   free(p->sizes);
@@ -519,7 +628,8 @@ static nimble_status_t build_cpu(const target_info *t, const nimble_ln_kernel *c
   nimble_codegen_stats_t *st = &out->stats;
   cpu_pool p = {.kernels = kernels, .n = n, .t = t, .opt_level = o->opt_level, .keep_ir = o->keep_ir,
                 .cache = o->cache};
-  nimble_status_t s = run_pool(&p, o, st);
+  nimble_status_t s = share_plan(&p);
+  if (!s) s = run_pool(&p, o, st);
   if (!s && o->keep_ir) s = join_irs(&p, &out->llvm_ir);
   if (!s) {
     double l0 = now_s();

@@ -14,6 +14,12 @@
  *     array, env, the loop's start and every free variable's value.
  * Vectorized and unrolled loops carry llvm.loop metadata; LLVM's loop and
  * SLP vectorizers do the widening.
+ *
+ * Kernels with the same body under different names (a model's repeated
+ * layers) can share one implementation (nimble_cg_emit_shared_kernel): the
+ * entry point and variants become `IMPL`, a hidden function taking one more
+ * argument, the kernel's table of error messages; each kernel's exported
+ * symbol passes its own table (the messages name the kernel) and calls it.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -49,7 +55,7 @@ typedef struct cg_mod {
   LLVMContextRef ctx;
   LLVMBuilderRef b;
   LLVMTypeRef i1, i8, i16, i32, i64, f32, f64, ptr, vd;
-  LLVMTypeRef variant_ty, body_ty, pf_ty, set_error_ty, sgemm_ty, kernel_ty;
+  LLVMTypeRef variant_ty, body_ty, pf_ty, set_error_ty, sgemm_ty, kernel_ty, impl_ty;
   unsigned md_loop, md_scope, md_noalias;
   /* Per parameter of the current kernel: !alias.scope and !noalias lists. */
   LLVMMetadataRef scope_list[NIMBLE_LN_MAX_PARAMS], noalias_list[NIMBLE_LN_MAX_PARAMS];
@@ -64,6 +70,20 @@ typedef struct cg_mod {
    * the one, only NIMBLE_SGEMM=none the other; keeping them small keeps the
    * optimiser's and instruction selection's work down). */
   int plain;
+  /* The aliased variant of a kernel not built for in-place calls (all but
+   * update_in_place's scatters, nimble_ln_kernel.in_place): the VM never
+   * calls those with overlapping buffers (plan_memory hands a storage on
+   * only once its tenant is dead, so an output never meets a live input),
+   * so only other callers of the ABI can reach it, and it is left
+   * unoptimised (optnone: no passes, fast instruction selection), at about
+   * a fifth of a model's code generation less. */
+  int optnone;
+  /* Shared implementation (nimble_cg_emit_shared_kernel): error messages
+   * come from the table passed in (cg_fn.msgs); `msgs` collects their
+   * texts, without the "kernel 'name': " prefix, in order of emission. */
+  int shared;
+  char **msgs;
+  int n_msgs, cap_msgs;
 } cg_mod;
 
 typedef struct cg_fn {
@@ -78,6 +98,7 @@ typedef struct cg_fn {
    * statement being emitted is inside the parallel (threaded) loop. */
   LLVMValueRef gpu_tid, gpu_threads;
   int in_parallel;
+  LLVMValueRef msgs; /* shared: the message table (ptr to ptr) */
 } cg_fn;
 
 static void fail(cg_mod *cm, nimble_status_code_t code, const char *fmt, ...)
@@ -177,6 +198,38 @@ static LLVMBasicBlockRef new_block(cg_fn *f, const char *name) {
   return LLVMAppendBasicBlockInContext(f->cm->ctx, f->fn, name);
 }
 
+/* The index of `message` in the shared implementation's table (added on
+ * first use). */
+static int msg_index(cg_mod *cm, const char *message) {
+  for (int i = 0; i < cm->n_msgs; i++)
+    if (strcmp(cm->msgs[i], message) == 0) return i;
+  if (cm->n_msgs == cm->cap_msgs) {
+    int cap = cm->cap_msgs ? 2 * cm->cap_msgs : 16;
+    char **grown = realloc(cm->msgs, (size_t)cap * sizeof *grown);
+    if (!grown) {
+      fail(cm, NIMBLE_RESOURCE_EXHAUSTED, "out of memory for error messages");
+      return 0;
+    }
+    cm->msgs = grown;
+    cm->cap_msgs = cap;
+  }
+  cm->msgs[cm->n_msgs] = strdup(message);
+  if (!cm->msgs[cm->n_msgs]) {
+    fail(cm, NIMBLE_RESOURCE_EXHAUSTED, "out of memory for error messages");
+    return 0;
+  }
+  return cm->n_msgs++;
+}
+
+/* Marks fn optnone (which LLVM requires to come with noinline). */
+static void set_optnone(cg_mod *cm, LLVMValueRef fn) {
+  static const char *const names[] = {"optnone", "noinline"};
+  for (int i = 0; i < 2; i++) {
+    unsigned kind = LLVMGetEnumAttributeKindForName(names[i], strlen(names[i]));
+    LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(cm->ctx, kind, 0));
+  }
+}
+
 /* Calls env->set_error(env, "kernel 'name': message") and returns 1. */
 static void emit_fail_return(cg_fn *f, const char *message) {
   cg_mod *cm = f->cm;
@@ -186,10 +239,16 @@ static void emit_fail_return(cg_fn *f, const char *message) {
     LLVMBuildRetVoid(cm->b);
     return;
   }
-  char text[600];
-  snprintf(text, sizeof text, "kernel '%s': %s", cm->k->name, message);
   LLVMValueRef set_error = load_at(cm, f->env, E_SET_ERROR, cm->ptr);
-  LLVMValueRef str = LLVMBuildGlobalStringPtr(cm->b, text, "msg");
+  LLVMValueRef str;
+  if (cm->shared) {
+    LLVMValueRef idx = ci64(cm, msg_index(cm, message));
+    str = LLVMBuildLoad2(cm->b, cm->ptr, LLVMBuildGEP2(cm->b, cm->ptr, f->msgs, &idx, 1, ""), "msg");
+  } else {
+    char text[600];
+    snprintf(text, sizeof text, "kernel '%s': %s", cm->k->name, message);
+    str = LLVMBuildGlobalStringPtr(cm->b, text, "msg");
+  }
   LLVMValueRef args[2] = {f->env, str};
   /* set_error may be NULL in a hand-made env: skip the call then. */
   LLVMBasicBlockRef call = new_block(f, "set_error"), done = new_block(f, "fail");
@@ -717,6 +776,26 @@ static int tail_vanishes(const cg_fn *f, const nimble_ln_stmt *s) {
   return 0;
 }
 
+/* Whether some split tail in s vanishes under the kernel's specialisations:
+ * otherwise the divisible variant would be the general one under another
+ * name (a split of a constant extent has no tail to drop), and is not
+ * emitted. */
+static int some_tail_vanishes(const cg_fn *f, const nimble_ln_stmt *s) {
+  if (!s) return 0;
+  switch (s->kind) {
+  case NIMBLE_LN_S_SEQ:
+    for (size_t i = 0; i < s->n_stmts; i++)
+      if (some_tail_vanishes(f, s->stmts[i])) return 1;
+    return 0;
+  case NIMBLE_LN_S_FOR:
+    return tail_vanishes(f, s) || some_tail_vanishes(f, s->body);
+  case NIMBLE_LN_S_IF:
+    return some_tail_vanishes(f, s->body) || some_tail_vanishes(f, s->else_);
+  default:
+    return some_tail_vanishes(f, s->body);
+  }
+}
+
 /* for v in [lo, hi) with v bound to a phi; body emitted by the caller's
  * callback through emit_stmt. Returns the latch branch. */
 static void emit_counted_loop(cg_fn *f, LLVMValueRef lo, LLVMValueRef hi, const nimble_ln_stmt *s,
@@ -797,18 +876,21 @@ static void emit_parallel(cg_fn *f, const nimble_ln_stmt *s) {
   LLVMValueRef lo = emit_expr(f, s->begin), hi = emit_expr(f, s->end);
   if (!lo || !hi) return;
 
-  /* Closure: { args, env, lo, free values... } */
-  LLVMTypeRef fields[3 + 256];
+  /* Closure: { args, env, lo, free values..., [message table] } */
+  LLVMTypeRef fields[3 + 256 + 1];
   fields[0] = cm->ptr;
   fields[1] = cm->ptr;
   fields[2] = cm->i64;
   for (int i = 0; i < fv.n; i++) fields[3 + i] = lt(cm, fv.v[i]->type);
-  LLVMTypeRef cty = LLVMStructTypeInContext(cm->ctx, fields, (unsigned)(3 + fv.n), 0);
+  unsigned msgs_field = (unsigned)(3 + fv.n);
+  if (cm->shared) fields[msgs_field] = cm->ptr;
+  LLVMTypeRef cty = LLVMStructTypeInContext(cm->ctx, fields, msgs_field + (cm->shared ? 1 : 0), 0);
 
   char name[300];
   snprintf(name, sizeof name, "%s.par%d", cm->k->name, cm->n_outlined++);
   LLVMValueRef body_fn = LLVMAddFunction(cm->m, name, cm->body_ty);
   LLVMSetLinkage(body_fn, LLVMInternalLinkage);
+  if (cm->optnone) set_optnone(cm, body_fn);
 
   /* Emit the outlined body, then come back. */
   LLVMBasicBlockRef resume = LLVMGetInsertBlock(cm->b);
@@ -820,6 +902,8 @@ static void emit_parallel(cg_fn *f, const nimble_ln_stmt *s) {
   g.args = LLVMBuildLoad2(cm->b, cm->ptr, LLVMBuildStructGEP2(cm->b, cty, closure, 0, ""), "args");
   g.env = LLVMBuildLoad2(cm->b, cm->ptr, LLVMBuildStructGEP2(cm->b, cty, closure, 1, ""), "env");
   LLVMValueRef base = LLVMBuildLoad2(cm->b, cm->i64, LLVMBuildStructGEP2(cm->b, cty, closure, 2, ""), "");
+  if (cm->shared)
+    g.msgs = LLVMBuildLoad2(cm->b, cm->ptr, LLVMBuildStructGEP2(cm->b, cty, closure, msgs_field, ""), "msgs");
   for (int i = 0; i < fv.n; i++)
     set_var(cm, fv.v[i],
             LLVMBuildLoad2(cm->b, fields[3 + i], LLVMBuildStructGEP2(cm->b, cty, closure, (unsigned)(3 + i), ""),
@@ -836,6 +920,7 @@ static void emit_parallel(cg_fn *f, const nimble_ln_stmt *s) {
   LLVMBuildStore(cm->b, f->args, LLVMBuildStructGEP2(cm->b, cty, clo, 0, ""));
   LLVMBuildStore(cm->b, f->env, LLVMBuildStructGEP2(cm->b, cty, clo, 1, ""));
   LLVMBuildStore(cm->b, lo, LLVMBuildStructGEP2(cm->b, cty, clo, 2, ""));
+  if (cm->shared) LLVMBuildStore(cm->b, f->msgs, LLVMBuildStructGEP2(cm->b, cty, clo, msgs_field, ""));
   for (int i = 0; i < fv.n; i++) {
     LLVMValueRef v = get_var(cm, fv.v[i]);
     if (!v) {
@@ -1024,8 +1109,10 @@ static LLVMValueRef emit_variant(cg_mod *cm, const char *suffix, const nimble_ln
   snprintf(name, sizeof name, "%s.%s", cm->k->name, suffix);
   LLVMValueRef fn = LLVMAddFunction(cm->m, name, cm->variant_ty);
   LLVMSetLinkage(fn, LLVMInternalLinkage);
+  if (cm->optnone) set_optnone(cm, fn);
   cg_fn f = {.cm = cm, .fn = fn, .args = LLVMGetParam(fn, 0), .env = LLVMGetParam(fn, 1),
-             .assume = assume, .n_assume = n_assume, .disjoint = disjoint};
+             .assume = assume, .n_assume = n_assume, .disjoint = disjoint,
+             .msgs = cm->shared ? LLVMGetParam(fn, 2) : NULL};
   LLVMPositionBuilderAtEnd(cm->b, LLVMAppendBasicBlockInContext(cm->ctx, fn, "entry"));
   setup_params(&f);
   emit_stmt(&f, cm->k->body);
@@ -1081,7 +1168,7 @@ static void free_scratch(cg_fn *f, const cg_scratch *ws) {
 /* Calls a variant, frees the scratch buffers, returns its code. */
 static void ret_variant(cg_fn *f, LLVMValueRef variant, LLVMValueRef *vargs, const cg_scratch *ws) {
   cg_mod *cm = f->cm;
-  LLVMValueRef rc = LLVMBuildCall2(cm->b, cm->variant_ty, variant, vargs, 2, "");
+  LLVMValueRef rc = LLVMBuildCall2(cm->b, cm->variant_ty, variant, vargs, cm->shared ? 3 : 2, "");
   free_scratch(f, ws);
   LLVMBuildRet(cm->b, rc);
 }
@@ -1143,10 +1230,13 @@ static LLVMValueRef alloc_scratch(cg_fn *f, int na, cg_scratch *ws) {
 }
 
 /* The exported entry point: argument checks, then the variant dispatch. */
-static void emit_entry(cg_mod *cm, LLVMValueRef aliased, LLVMValueRef general, LLVMValueRef divisible) {
+static void emit_entry(cg_mod *cm, const char *impl, LLVMValueRef aliased, LLVMValueRef general,
+                       LLVMValueRef divisible) {
   const nimble_ln_kernel *k = cm->k;
-  LLVMValueRef fn = LLVMAddFunction(cm->m, k->name, cm->kernel_ty);
-  cg_fn f = {.cm = cm, .fn = fn, .args = LLVMGetParam(fn, 0), .env = LLVMGetParam(fn, 2)};
+  LLVMValueRef fn = LLVMAddFunction(cm->m, impl ? impl : k->name, cm->shared ? cm->impl_ty : cm->kernel_ty);
+  if (impl) LLVMSetVisibility(fn, LLVMHiddenVisibility);
+  cg_fn f = {.cm = cm, .fn = fn, .args = LLVMGetParam(fn, 0), .env = LLVMGetParam(fn, 2),
+             .msgs = cm->shared ? LLVMGetParam(fn, 3) : NULL};
   LLVMPositionBuilderAtEnd(cm->b, LLVMAppendBasicBlockInContext(cm->ctx, fn, "entry"));
   /* Without an env large enough to hold set_error there is nobody to tell. */
   LLVMBasicBlockRef no_env = new_block(&f, "no_env"), has_env = new_block(&f, "has_env"),
@@ -1250,7 +1340,7 @@ static void emit_entry(cg_mod *cm, LLVMValueRef aliased, LLVMValueRef general, L
   /* Dispatch. Outputs that overlap another argument (an in-place call)
    * take the plain variant; otherwise the alias-free ones, specialised
    * when every divisibility assumption holds. */
-  LLVMValueRef vargs[2] = {f.args, f.env};
+  LLVMValueRef vargs[3] = {f.args, f.env, f.msgs};
   setup_params_n(&f, na);
   cg_scratch ws = {0};
   if (na < k->n_params) vargs[0] = alloc_scratch(&f, na, &ws);
@@ -1341,35 +1431,69 @@ static void emit_gpu_kernel(cg_mod *cm) {
   LLVMAddNamedMetadataOperand(cm->m, "nvvm.annotations", LLVMMDNodeInContext(cm->ctx, md, 3));
 }
 
+/* The types and metadata kinds every kernel uses, in m's context. */
+static void cg_mod_init(cg_mod *cm, LLVMModuleRef m, int gpu, int shared) {
+  memset(cm, 0, sizeof *cm);
+  cm->m = m;
+  cm->ctx = LLVMGetModuleContext(m);
+  cm->gpu = gpu;
+  cm->shared = shared;
+  cm->b = LLVMCreateBuilderInContext(cm->ctx);
+  cm->i1 = LLVMInt1TypeInContext(cm->ctx);
+  cm->i8 = LLVMInt8TypeInContext(cm->ctx);
+  cm->i16 = LLVMInt16TypeInContext(cm->ctx);
+  cm->i32 = LLVMInt32TypeInContext(cm->ctx);
+  cm->i64 = LLVMInt64TypeInContext(cm->ctx);
+  cm->f32 = LLVMFloatTypeInContext(cm->ctx);
+  cm->f64 = LLVMDoubleTypeInContext(cm->ctx);
+  cm->ptr = LLVMPointerTypeInContext(cm->ctx, 0);
+  cm->vd = LLVMVoidTypeInContext(cm->ctx);
+  LLVMTypeRef p3[3] = {cm->ptr, cm->ptr, cm->ptr};
+  /* Variants take (args, env), and the message table when shared. */
+  cm->variant_ty = LLVMFunctionType(cm->i32, p3, shared ? 3 : 2, 0);
+  cm->set_error_ty = LLVMFunctionType(cm->vd, p3, 2, 0);
+  LLVMTypeRef kp[4] = {cm->ptr, cm->i32, cm->ptr, cm->ptr};
+  cm->kernel_ty = LLVMFunctionType(cm->i32, kp, 3, 0);
+  cm->impl_ty = LLVMFunctionType(cm->i32, kp, 4, 0);
+  LLVMTypeRef bp[3] = {cm->i64, cm->i64, cm->ptr};
+  cm->body_ty = LLVMFunctionType(cm->i32, bp, 3, 0);
+  LLVMTypeRef pp[4] = {cm->ptr, cm->i64, cm->ptr, cm->ptr};
+  cm->pf_ty = LLVMFunctionType(cm->i32, pp, 4, 0);
+  LLVMTypeRef sp[13] = {cm->i32, cm->i32, cm->i64, cm->i64, cm->i64, cm->f32, cm->ptr,
+                        cm->i64, cm->ptr, cm->i64, cm->f32, cm->ptr, cm->i64};
+  cm->sgemm_ty = LLVMFunctionType(cm->vd, sp, 13, 0);
+  cm->md_loop = LLVMGetMDKindIDInContext(cm->ctx, "llvm.loop", 9);
+  cm->md_scope = LLVMGetMDKindIDInContext(cm->ctx, "alias.scope", 11);
+  cm->md_noalias = LLVMGetMDKindIDInContext(cm->ctx, "noalias", 7);
+}
+
+static void cg_mod_deinit(cg_mod *cm) {
+  LLVMDisposeBuilder(cm->b);
+  free(cm->vals);
+  for (int i = 0; i < cm->n_msgs; i++) free(cm->msgs[i]);
+  free(cm->msgs);
+}
+
+/* A CPU kernel's variants and entry point (named impl when not NULL). */
+static void emit_cpu_kernel(cg_mod *cm, const char *impl) {
+  make_alias_scopes(cm);
+  cm->plain = 1;
+  cm->optnone = !cm->k->in_place;
+  LLVMValueRef aliased = emit_variant(cm, "aliased", NULL, 0, 0);
+  cm->optnone = 0;
+  cm->plain = 0;
+  LLVMValueRef general = cm->err ? NULL : emit_variant(cm, "general", NULL, 0, 1);
+  LLVMValueRef divisible = NULL;
+  cg_fn probe = {.cm = cm, .assume = cm->k->specs, .n_assume = cm->k->n_specs};
+  if (!cm->err && cm->k->n_specs && some_tail_vanishes(&probe, cm->k->body))
+    divisible = emit_variant(cm, "divisible", cm->k->specs, cm->k->n_specs, 1);
+  if (!cm->err) emit_entry(cm, impl, aliased, general, divisible);
+}
+
 nimble_status_t nimble_cg_emit_kernels(LLVMModuleRef m, const nimble_ln_kernel *const *kernels,
                                        size_t n_kernels, int gpu) {
-  cg_mod cm = {.m = m, .ctx = LLVMGetModuleContext(m), .gpu = gpu};
-  cm.b = LLVMCreateBuilderInContext(cm.ctx);
-  cm.i1 = LLVMInt1TypeInContext(cm.ctx);
-  cm.i8 = LLVMInt8TypeInContext(cm.ctx);
-  cm.i16 = LLVMInt16TypeInContext(cm.ctx);
-  cm.i32 = LLVMInt32TypeInContext(cm.ctx);
-  cm.i64 = LLVMInt64TypeInContext(cm.ctx);
-  cm.f32 = LLVMFloatTypeInContext(cm.ctx);
-  cm.f64 = LLVMDoubleTypeInContext(cm.ctx);
-  cm.ptr = LLVMPointerTypeInContext(cm.ctx, 0);
-  cm.vd = LLVMVoidTypeInContext(cm.ctx);
-  LLVMTypeRef p2[2] = {cm.ptr, cm.ptr};
-  cm.variant_ty = LLVMFunctionType(cm.i32, p2, 2, 0);
-  cm.set_error_ty = LLVMFunctionType(cm.vd, p2, 2, 0);
-  LLVMTypeRef kp[3] = {cm.ptr, cm.i32, cm.ptr};
-  cm.kernel_ty = LLVMFunctionType(cm.i32, kp, 3, 0);
-  LLVMTypeRef bp[3] = {cm.i64, cm.i64, cm.ptr};
-  cm.body_ty = LLVMFunctionType(cm.i32, bp, 3, 0);
-  LLVMTypeRef pp[4] = {cm.ptr, cm.i64, cm.ptr, cm.ptr};
-  cm.pf_ty = LLVMFunctionType(cm.i32, pp, 4, 0);
-  LLVMTypeRef sp[13] = {cm.i32, cm.i32, cm.i64, cm.i64, cm.i64, cm.f32, cm.ptr,
-                        cm.i64, cm.ptr, cm.i64, cm.f32, cm.ptr, cm.i64};
-  cm.sgemm_ty = LLVMFunctionType(cm.vd, sp, 13, 0);
-  cm.md_loop = LLVMGetMDKindIDInContext(cm.ctx, "llvm.loop", 9);
-  cm.md_scope = LLVMGetMDKindIDInContext(cm.ctx, "alias.scope", 11);
-  cm.md_noalias = LLVMGetMDKindIDInContext(cm.ctx, "noalias", 7);
-
+  cg_mod cm;
+  cg_mod_init(&cm, m, gpu, 0);
   for (size_t i = 0; i < n_kernels && !cm.err; i++) {
     cm.k = kernels[i];
     cm.n_outlined = 0;
@@ -1385,16 +1509,77 @@ nimble_status_t nimble_cg_emit_kernels(LLVMModuleRef m, const nimble_ln_kernel *
       if (!cm.err) emit_gpu_kernel(&cm);
       continue;
     }
-    make_alias_scopes(&cm);
-    cm.plain = 1;
-    LLVMValueRef aliased = emit_variant(&cm, "aliased", NULL, 0, 0);
-    cm.plain = 0;
-    LLVMValueRef general = cm.err ? NULL : emit_variant(&cm, "general", NULL, 0, 1);
-    LLVMValueRef divisible = NULL;
-    if (!cm.err && cm.k->n_specs) divisible = emit_variant(&cm, "divisible", cm.k->specs, cm.k->n_specs, 1);
-    if (!cm.err) emit_entry(&cm, aliased, general, divisible);
+    emit_cpu_kernel(&cm, NULL);
   }
-  LLVMDisposeBuilder(cm.b);
-  free(cm.vals);
-  return cm.err;
+  nimble_status_t s = cm.err;
+  cm.err = NULL;
+  cg_mod_deinit(&cm);
+  return s;
+}
+
+/* The exported entry point of a kernel with a shared implementation: its
+ * message table (every message the implementation may report, prefixed
+ * with this kernel's name, in the implementation's order), and a tail
+ * call of impl_fn with it. */
+static void emit_shared_entry(cg_mod *cm, LLVMValueRef impl_fn) {
+  const nimble_ln_kernel *k = cm->k;
+  LLVMValueRef fn = LLVMAddFunction(cm->m, k->name, cm->kernel_ty);
+  LLVMPositionBuilderAtEnd(cm->b, LLVMAppendBasicBlockInContext(cm->ctx, fn, "entry"));
+  LLVMValueRef table = LLVMConstNull(cm->ptr);
+  if (cm->n_msgs) {
+    LLVMValueRef *texts = malloc((size_t)cm->n_msgs * sizeof *texts);
+    if (!texts) {
+      fail(cm, NIMBLE_RESOURCE_EXHAUSTED, "out of memory for error messages");
+      return;
+    }
+    for (int i = 0; i < cm->n_msgs; i++) {
+      char text[600];
+      snprintf(text, sizeof text, "kernel '%s': %s", k->name, cm->msgs[i]);
+      texts[i] = LLVMBuildGlobalStringPtr(cm->b, text, "msg");
+    }
+    LLVMTypeRef aty = LLVMArrayType(cm->ptr, (unsigned)cm->n_msgs);
+    table = LLVMAddGlobal(cm->m, aty, "msgs");
+    LLVMSetInitializer(table, LLVMConstArray(cm->ptr, texts, (unsigned)cm->n_msgs));
+    LLVMSetGlobalConstant(table, 1);
+    LLVMSetLinkage(table, LLVMPrivateLinkage);
+    LLVMSetUnnamedAddress(table, LLVMGlobalUnnamedAddr);
+    free(texts);
+  }
+  LLVMValueRef args[4] = {LLVMGetParam(fn, 0), LLVMGetParam(fn, 1), LLVMGetParam(fn, 2), table};
+  LLVMValueRef rc = LLVMBuildCall2(cm->b, cm->impl_ty, impl_fn, args, 4, "");
+  LLVMSetTailCall(rc, 1);
+  LLVMBuildRet(cm->b, rc);
+}
+
+nimble_status_t nimble_cg_emit_shared_kernel(LLVMModuleRef m, const nimble_ln_kernel *k, const char *impl,
+                                             int stub) {
+  /* A stub still emits the implementation, into a module thrown away, for
+   * its list of messages: the same body gives the same list. */
+  LLVMModuleRef scratch = NULL;
+  if (stub) {
+    scratch = LLVMModuleCreateWithNameInContext("nimble_stub", LLVMGetModuleContext(m));
+    if (!scratch) return NIMBLE_OOM_IN("codegen");
+  }
+  cg_mod cm;
+  cg_mod_init(&cm, stub ? scratch : m, 0, 1);
+  cm.k = k;
+  if (LLVMGetNamedFunction(m, k->name) || LLVMGetNamedFunction(m, impl))
+    fail(&cm, NIMBLE_ALREADY_EXISTS, "a kernel with this name is already in the module");
+  if (!cm.err) emit_cpu_kernel(&cm, impl);
+  if (!cm.err) {
+    LLVMValueRef impl_fn;
+    if (stub) {
+      cm.m = m;
+      impl_fn = LLVMAddFunction(m, impl, cm.impl_ty);
+      LLVMSetVisibility(impl_fn, LLVMHiddenVisibility);
+    } else {
+      impl_fn = LLVMGetNamedFunction(m, impl);
+    }
+    emit_shared_entry(&cm, impl_fn);
+  }
+  nimble_status_t s = cm.err;
+  cm.err = NULL;
+  cg_mod_deinit(&cm);
+  if (scratch) LLVMDisposeModule(scratch);
+  return s;
 }

@@ -35,6 +35,15 @@ LLVMValueRef nimble_cg_f64_to_f32_odd(LLVMModuleRef m, LLVMBuilderRef b, LLVMVal
 nimble_status_t nimble_cg_emit_kernels(LLVMModuleRef m, const nimble_ln_kernel *const *kernels,
                                        size_t n_kernels, int gpu);
 
+/* One CPU kernel whose code is shared with other kernels of the same body
+ * (the same canonical text but for the name): the implementation is the
+ * hidden function `impl`, taking the kernel ABI's arguments and a table of
+ * error messages; the exported `k->name` passes its own table (messages
+ * naming k) and calls it. With stub, `impl` is only declared (another
+ * kernel's object defines it) and the module holds just the export. */
+nimble_status_t nimble_cg_emit_shared_kernel(LLVMModuleRef m, const nimble_ln_kernel *k, const char *impl,
+                                             int stub);
+
 /* A kernel whose run is at most about a thousand scalar statements, all
  * loops of constant trip count (cg_light.c): built with a short pipeline
  * and fast instruction selection, since its speed cannot matter. */

@@ -296,6 +296,7 @@ static nimble_status_t print_kernel(const nimble_ln_kernel *k, int canonical, ch
     put(&b, "  # variant when shape(%s, %d) %% %lld == 0\n", k->specs[i].param->name,
         k->specs[i].axis, (long long)k->specs[i].factor);
   for (int i = 0; canonical && i < k->n_specs; i++) put(&b, "  # p%d\n", k->specs[i].param->index);
+  if (k->in_place) put(&b, "  # called in place\n");
   for (int i = 0; i < k->n_params; i++)
     if (k->params[i]->scratch) {
       put(&b, "  # scratch %s: ", k->params[i]->name);

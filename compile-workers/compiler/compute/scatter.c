@@ -34,7 +34,10 @@ static nimble_ln_stmt *serial_nest(cp_ctx *c, nimble_ln_var *const *v, nimble_ln
  * inplace=1, set by update_in_place) gets its data tensor as the output
  * itself: nothing to copy, so an empty statement. */
 static nimble_ln_stmt *copy_into(cp_ctx *c, cp_node *n, nimble_ln_param *o) {
-  if (cp_attr_int(n, "inplace")) return nimble_ln_seq(c->A, NULL, 0);
+  if (cp_attr_int(n, "inplace")) {
+    c->k->in_place = 1;
+    return nimble_ln_seq(c->A, NULL, 0);
+  }
   nimble_ln_var *v[CP_MAX_RANK];
   nimble_ln_expr *idx[CP_MAX_RANK];
   for (int a = 0; a < n->rank; a++) {

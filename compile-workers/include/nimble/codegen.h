@@ -78,12 +78,14 @@ typedef struct nimble_codegen_kernel_time {
   int cached;     /* 1: the object came from the cache */
   int light;      /* 1: a light kernel (a short pipeline, fast instruction selection) */
   int stored;     /* 1: built and put into the cache (a new entry) */
+  int shared;     /* 0: its own code; 1: code that kernels of the same body share; 2: calls another's (a stub) */
   char key[NIMBLE_KERNEL_KEY_LEN + 1]; /* its cache key; "" without a cache */
 } nimble_codegen_kernel_time_t;
 
 typedef struct nimble_codegen_stats {
   size_t n_kernels;
   size_t n_light;      /* light kernels among them (docs/compile.md) */
+  size_t n_shared;     /* kernels calling another kernel's code (same body, docs/compile.md) */
   size_t hits, misses; /* kernel cache lookups (misses: compiled) */
   size_t corrupt;      /* entries that failed their integrity check (ignored, rebuilt) */
   size_t put_errors;   /* objects the cache could not store (the compile goes on) */

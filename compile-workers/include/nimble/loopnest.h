@@ -221,6 +221,10 @@ typedef struct nimble_ln_kernel {
    * variant (tail loops they cover removed); otherwise the general one. */
   nimble_ln_specialization_t specs[NIMBLE_LN_MAX_SPECIALIZATIONS];
   int n_specs;
+  /* Called with an output over an input (update_in_place's scatters write
+   * into their data tensor): its aliased variant is optimised like the
+   * others; a kernel without it gets an unoptimised one (docs/codegen.md). */
+  int in_place;
   nimble_ln_arena *arena;
 } nimble_ln_kernel;
 
