@@ -129,8 +129,9 @@ nimble_status_t nimble_part_digest_check(const uint8_t *data, size_t size, size_
 void nimble_image_header_digest(const uint8_t *data, uint32_t count, uint8_t out[32]);
 
 /* Recomputes the header digest and every section's digest of a `.nimble`
- * image in place, as far as its header and table allow (sections outside
- * the image or too small are left alone): the builder and join use it, and
+ * image in place, and the constants' chunk digests when the image has them,
+ * as far as its header and table allow (sections outside the image or too
+ * small are left alone): the builder and join use it, and
  * tests and the fuzzer use it to reach the parsers behind the digests. */
 void nimble_image_reseal(uint8_t *data, size_t size);
 
