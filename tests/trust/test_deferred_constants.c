@@ -237,7 +237,7 @@ START_TEST(test_a_flipped_weight_byte_fails_the_invoke_naming_the_chunk_and_veri
     NIMBLE_ASSERT_ERROR(nimble_executable_load_file_flags(path_of("bad.nimble"), NIMBLE_LOAD_VERIFY_ALL, &exe),
                         NIMBLE_DATA_LOSS, whole);
     NIMBLE_ASSERT_ERROR(nimble_executable_load_memory(img, size, 0, &exe), NIMBLE_DATA_LOSS, whole);
-    uint8_t *shifted = aligned_alloc(64, size + 64);
+    uint8_t *shifted = aligned_alloc(64, (size + 127) / 64 * 64);
     memcpy(shifted + 16, img, size); /* borrowed, but misaligned: copied */
     NIMBLE_ASSERT_ERROR(nimble_executable_load_memory(shifted + 16, size, NIMBLE_LOAD_BORROW, &exe), NIMBLE_DATA_LOSS,
                         want);
