@@ -129,8 +129,10 @@ void nimble_constants_deinit(nimble_constants_t *c);
 nimble_status_t nimble_constants_verify_chunks(nimble_constants_lazy_t *l, size_t first, size_t end,
                                                const char *what);
 
+/* nimble_constants_check's first use of constant i: verifies its chunks and
+ * marks it. */
 nimble_status_t nimble_constants_verify_slow(const nimble_constants_t *c, uint32_t i);
-void nimble_constants_lazy_free(nimble_constants_lazy_t *l);
+void nimble_constants_lazy_free(nimble_constants_lazy_t *l); /* NULL is fine */
 
 /* Constant i's bytes are the compiler's: checked once per constant (the
  * fast path is one acquire load); every use of a constant's bytes comes
