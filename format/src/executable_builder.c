@@ -412,20 +412,29 @@ static void write_bytecode(const nimble_executable_builder *b, buf_t *o) {
   }
 }
 
-static void write_constants(const nimble_executable_builder *b, buf_t *o) {
-  put_part_header(o, NIMBLE_PART_CONSTANTS, b->version);
+/* The constants part's data offset and data size (its size without the
+ * digest is their sum). */
+static void constants_layout(const nimble_executable_builder *b, size_t *data_offset, size_t *data_size) {
   size_t table = 0, data = 0;
   for (uint32_t i = 0; i < b->num_constants; i++) {
     table += 16 + 8 * (size_t)b->constants[i].ndim + 16;
     data += (size_t)(b->constants[i].nbytes + 63) / 64 * 64;
   }
   size_t table_start = NIMBLE_PART_HEADER_SIZE + 24;
-  size_t data_offset = (table_start + table + 63) / 64 * 64;
+  *data_offset = (table_start + table + 63) / 64 * 64;
+  *data_size = data;
+}
+
+static void write_constants(const nimble_executable_builder *b, buf_t *o) {
+  put_part_header(o, NIMBLE_PART_CONSTANTS, b->version);
+  size_t table, data, data_offset;
+  constants_layout(b, &data_offset, &data);
+  table = data_offset - (NIMBLE_PART_HEADER_SIZE + 24);
   put_u32(o, b->num_constants);
   put_u32(o, 0);
   put_u64(o, data_offset);
   put_u64(o, data);
-  buf_reserve(o, 24 + table + 64 + data + NIMBLE_PART_DIGEST_SIZE);
+  buf_reserve(o, 24 + table + data + NIMBLE_PART_DIGEST_SIZE);
   size_t at = 0;
   for (uint32_t i = 0; i < b->num_constants; i++) {
     const constant_t *c = &b->constants[i];
@@ -493,15 +502,44 @@ nimble_status_t nimble_builder_serialize_part(const nimble_executable_builder *b
   return nimble_ok();
 }
 
+/* The chunk digests part of the constants part already in `o` at `c_start`
+ * (`c_size` bytes without its digest). */
+static nimble_status_t write_chunk_digests(const nimble_executable_builder *b, size_t c_start, size_t c_size,
+                                           size_t chunks, buf_t *o) {
+  if (o->failed) return OOM();
+  uint8_t *list = malloc(32 * chunks);
+  if (!list) return OOM();
+  nimble_part_chunk_digests(o->data + c_start, c_size, list);
+  size_t start = o->size;
+  put_part_header(o, NIMBLE_PART_CHUNK_DIGESTS, b->version);
+  put_u32(o, NIMBLE_PART_CONSTANTS);
+  put_u32(o, 0);
+  put_u64(o, chunks);
+  put_bytes(o, list, 32 * chunks);
+  free(list);
+  uint8_t *digest = buf_grow(o, NIMBLE_PART_DIGEST_SIZE);
+  if (!digest) return OOM();
+  nimble_part_seal(o->data + start, o->size - start);
+  return nimble_ok();
+}
+
 nimble_status_t nimble_builder_serialize(const nimble_executable_builder *b, void **data,
                                          size_t *size) {
-  nimble_part_kind_t kinds[5];
+  nimble_part_kind_t kinds[6];
   uint32_t n = 0;
   kinds[n++] = NIMBLE_PART_METADATA;
   kinds[n++] = NIMBLE_PART_BYTECODE;
   kinds[n++] = NIMBLE_PART_CONSTANTS;
   if (b->has_cpu_lib) kinds[n++] = NIMBLE_PART_KERNELS_CPU;
   if (b->has_cuda_lib) kinds[n++] = NIMBLE_PART_KERNELS_CUDA;
+  /* Large constants get their chunk list, so that a load can verify the
+   * weights on first use instead of all at once (docs/executable.md,
+   * "Chunk digests"). */
+  size_t c_offset, c_data, c_chunks;
+  constants_layout(b, &c_offset, &c_data);
+  c_chunks = nimble_part_chunk_count(c_offset + c_data);
+  if (c_chunks >= NIMBLE_CHUNK_DIGESTS_MIN_CHUNKS) kinds[n++] = NIMBLE_PART_CHUNK_DIGESTS;
+  size_t c_start = 0;
   buf_t o = {0};
   /* The big parts' sizes, so the file's buffer is allocated about once. */
   size_t hint = 64 * 1024 + b->cpu_lib.size + b->cuda_lib.size;
@@ -518,7 +556,10 @@ nimble_status_t nimble_builder_serialize(const nimble_executable_builder *b, voi
   for (uint32_t i = 0; i < n; i++) {
     pad_to(&o, NIMBLE_SECTION_ALIGN);
     size_t start = o.size;
-    nimble_status_t s = write_part(b, kinds[i], &o);
+    if (kinds[i] == NIMBLE_PART_CONSTANTS) c_start = start;
+    nimble_status_t s = kinds[i] == NIMBLE_PART_CHUNK_DIGESTS
+                            ? write_chunk_digests(b, c_start, c_offset + c_data, c_chunks, &o)
+                            : write_part(b, kinds[i], &o);
     if (s) {
       free(o.data);
       return s;

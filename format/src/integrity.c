@@ -47,12 +47,27 @@ void nimble_image_reseal(uint8_t *data, size_t size) {
   uint32_t count = nimble_get_u32(data + 12);
   if (count > NIMBLE_MAX_SECTIONS || NIMBLE_FILE_HEADER_SIZE + (size_t)count * NIMBLE_SECTION_ENTRY_SIZE > size)
     return;
+  uint8_t *consts = NULL, *list = NULL;
+  size_t consts_len = 0, list_len = 0;
   for (uint32_t i = 0; i < count; i++) {
     const uint8_t *e = data + NIMBLE_FILE_HEADER_SIZE + (size_t)i * NIMBLE_SECTION_ENTRY_SIZE;
     uint64_t off = nimble_get_u64(e + 8), len = nimble_get_u64(e + 16);
     if (off >= NIMBLE_FILE_HEADER_SIZE + (uint64_t)count * NIMBLE_SECTION_ENTRY_SIZE && off <= size &&
-        len <= size - off && len >= NIMBLE_PART_DIGEST_SIZE)
+        len <= size - off && len >= NIMBLE_PART_DIGEST_SIZE) {
       nimble_part_seal(data + off, (size_t)len);
+      if (nimble_get_u32(e) == NIMBLE_PART_CONSTANTS) consts = data + off, consts_len = (size_t)len;
+      if (nimble_get_u32(e) == NIMBLE_PART_CHUNK_DIGESTS) list = data + off, list_len = (size_t)len;
+    }
+  }
+  /* The chunk list is a digest too: rewritten from the constants when its
+   * place fits them (and resealed), so that a changed weight still loads. */
+  if (consts && list) {
+    size_t chunks = nimble_part_chunk_count(consts_len - NIMBLE_PART_DIGEST_SIZE);
+    size_t at = NIMBLE_PART_HEADER_SIZE + NIMBLE_CHUNK_DIGESTS_BODY_HEADER;
+    if (list_len == at + 32 * chunks + NIMBLE_PART_DIGEST_SIZE && nimble_get_u64(list + at - 8) == chunks) {
+      nimble_part_chunk_digests(consts, consts_len - NIMBLE_PART_DIGEST_SIZE, list + at);
+      nimble_part_seal(list, list_len);
+    }
   }
   nimble_image_header_digest(data, count, data + NIMBLE_FILE_DIGEST_OFFSET);
 }

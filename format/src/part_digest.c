@@ -55,23 +55,38 @@ static size_t usable_cpus(void) {
   return n > 0 ? (size_t)n : 1;
 }
 
-void nimble_part_digest(const uint8_t *data, size_t size, uint8_t out[32]) {
-  size_t count = (size + NIMBLE_PART_CHUNK_SIZE - 1) / NIMBLE_PART_CHUNK_SIZE;
+/* The threads worth starting for `count` chunks (1: the calling thread). */
+static size_t threads_for(size_t count) {
   size_t threads = usable_cpus();
   if (threads > NIMBLE_PART_DIGEST_THREADS) threads = NIMBLE_PART_DIGEST_THREADS;
   if (threads > count / NIMBLE_PART_CHUNKS_PER_THREAD) threads = count / NIMBLE_PART_CHUNKS_PER_THREAD;
+  return threads ? threads : 1;
+}
+
+static void run_job(chunk_job *job, size_t threads) {
+  pthread_t tid[NIMBLE_PART_DIGEST_THREADS];
+  size_t started = 0;
+  atomic_init(&job->next, 0);
+  /* A thread that cannot be started leaves its chunks to the others. */
+  while (started + 1 < threads && pthread_create(&tid[started], NULL, chunk_worker, job) == 0) started++;
+  hash_chunks(job);
+  for (size_t t = 0; t < started; t++) pthread_join(tid[t], NULL);
+}
+
+void nimble_part_chunk_digests(const uint8_t *data, size_t size, uint8_t *out) {
+  chunk_job job = {.data = data, .size = size, .count = nimble_part_chunk_count(size), .digests = out};
+  run_job(&job, threads_for(job.count));
+}
+
+void nimble_part_digest(const uint8_t *data, size_t size, uint8_t out[32]) {
+  size_t count = nimble_part_chunk_count(size);
+  size_t threads = threads_for(count);
   chunk_job job = {.data = data, .size = size, .count = count};
   nimble_digest_ctx_t ctx;
   nimble_digest_ctx_init(&ctx);
   if (threads > 1) job.digests = malloc(32 * count);
   if (job.digests) {
-    pthread_t tid[NIMBLE_PART_DIGEST_THREADS];
-    size_t started = 0;
-    atomic_init(&job.next, 0);
-    /* A thread that cannot be started leaves its chunks to the others. */
-    while (started + 1 < threads && pthread_create(&tid[started], NULL, chunk_worker, &job) == 0) started++;
-    hash_chunks(&job);
-    for (size_t t = 0; t < started; t++) pthread_join(tid[t], NULL);
+    run_job(&job, threads);
     nimble_digest_ctx_update(&ctx, job.digests, 32 * count);
     free(job.digests);
   } else {

@@ -26,6 +26,8 @@ static const struct {
     {NIMBLE_PART_KERNELS_CPU, "cpu kernels", NULL},
     {NIMBLE_PART_KERNELS_CUDA, "cuda kernels", NIMBLE_MEDIA_TYPE_KERNELS_NVPTX},
     {NIMBLE_PART_SIGNATURE, "signature", NULL}, /* local files only, not a store layer */
+    /* Local files only: without it a load verifies the constants eagerly. */
+    {NIMBLE_PART_CHUNK_DIGESTS, "chunk digests", NULL},
 };
 
 const char *nimble_part_media_type_for_target(nimble_part_kind_t kind, const char *triple) {

@@ -36,7 +36,7 @@ static const char *g_prog = "nimble-run";
 static const char USAGE[] =
     "usage: %s MODEL.nimble --input NAME=FILE [--input NAME=FILE ...]\n"
     "       [--output NAME=FILE ...] [--output-dir DIR] [--repeat N] [--threads N]\n"
-    "       [--entry NAME] [--trusted-keys FILE] [--require-signature]\n";
+    "       [--entry NAME] [--trusted-keys FILE] [--require-signature] [--verify-all]\n";
 
 static const char HELP[] =
     "\n"
@@ -84,6 +84,10 @@ static const char HELP[] =
     "                     one of the trusted keys (--trusted-keys FILE, else\n"
     "                     $NIMBLE_TRUSTED_KEYS), checked before any kernel is\n"
     "                     mapped\n"
+    "  --verify-all       check every byte of MODEL at load, its weights\n"
+    "                     included (by default the weights of a file with\n"
+    "                     chunk digests are checked on first use: a\n"
+    "                     corrupted weight fails the run, not the load)\n"
     "  Every executable is checked against its digests before any of it is\n"
     "  used: a corrupted or modified file is refused, naming the section\n"
     "  MODEL may be a directory of parts, as `nimble fetch -o DIR` writes it:\n"
@@ -122,12 +126,12 @@ static nimble_status_t load_reference(const char *ref, const char *trusted_keys,
 
 /* Loads every part file of directory `dir` (the loader copies what it
  * keeps, so the parts are freed before returning). */
-static nimble_status_t load_part_dir(const char *dir, nimble_executable_check_fn check, void *user,
+static nimble_status_t load_part_dir(const char *dir, uint32_t flags, nimble_executable_check_fn check, void *user,
                                      nimble_executable **out) {
   nimble_executable_part_t *parts;
   size_t n;
   NIMBLE_RETURN_IF_ERROR(nimble_executable_read_part_dir(dir, &parts, &n));
-  nimble_status_t s = nimble_executable_load_parts_checked(parts, n, 0, check, user, out);
+  nimble_status_t s = nimble_executable_load_parts_checked(parts, n, flags, check, user, out);
   nimble_executable_parts_free(parts, n);
   return s;
 }
@@ -193,6 +197,7 @@ typedef struct run_args {
   int num_outputs;
   const char *trusted_keys; /* --trusted-keys FILE, or NULL ($NIMBLE_TRUSTED_KEYS) */
   int require_signature;    /* --require-signature */
+  uint32_t load_flags;      /* NIMBLE_LOAD_VERIFY_ALL with --verify-all */
 } run_args;
 
 /* Checks the shape of a NAME=FILE argument; 0 when it will do. */
@@ -256,6 +261,10 @@ static int parse_args(int argc, char **argv, run_args *a) {
     }
     if (strcmp(arg, "--require-signature") == 0) {
       a->require_signature = 1;
+      continue;
+    }
+    if (strcmp(arg, "--verify-all") == 0) {
+      a->load_flags |= NIMBLE_LOAD_VERIFY_ALL;
       continue;
     }
     if (strncmp(arg, "--", 2) != 0 || strcmp(arg, "--") == 0) {
@@ -384,9 +393,9 @@ static int run(run_args *a) {
     }
     struct stat st;
     if (stat(a->model, &st) == 0 && S_ISDIR(st.st_mode))
-      s = load_part_dir(a->model, check, policy, &exe);
+      s = load_part_dir(a->model, a->load_flags, check, policy, &exe);
     else
-      s = nimble_executable_load_file_checked(a->model, 0, check, policy, &exe);
+      s = nimble_executable_load_file_checked(a->model, a->load_flags, check, policy, &exe);
 #ifdef NIMBLE_RUN_WITH_FETCH
     nimble_signature_policy_destroy(policy);
 #endif

@@ -81,12 +81,34 @@ START_TEST(test_a_flipped_byte_in_any_chunk_is_a_mismatch_naming_the_part) {
 }
 END_TEST
 
+START_TEST(test_the_chunk_list_is_each_chunks_sha256_and_hashes_to_the_seal) {
+  for (size_t k = 0; k < sizeof kBodies / sizeof kBodies[0]; k++) {
+    size_t body = kBodies[k], count = nimble_part_chunk_count(body);
+    ck_assert_uint_eq(count, (body + MIB - 1) / MIB);
+    uint8_t *p = pattern(body), *list = malloc(32 * count), want[32], seal[32];
+    ck_assert_ptr_nonnull(list);
+    nimble_part_chunk_digests(p, body, list);
+    for (size_t i = 0; i < count; i++) {
+      size_t len = body - i * MIB < MIB ? body - i * MIB : MIB;
+      crypto_hash_sha256(want, p + i * MIB, len);
+      ck_assert_msg(memcmp(list + 32 * i, want, 32) == 0, "body of %zu bytes: chunk %zu", body, i);
+    }
+    crypto_hash_sha256(want, list, 32 * count);
+    nimble_part_digest(p, body, seal);
+    ck_assert_msg(memcmp(want, seal, 32) == 0, "body of %zu bytes: the list does not hash to the digest", body);
+    free(list);
+    free(p);
+  }
+}
+END_TEST
+
 Suite *part_digest_suite(void) {
   Suite *s = suite_create("part_digest");
   TCase *tc = tcase_create("part_digest");
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, test_the_seal_is_the_sha256_of_the_chunks_sha256s);
   tcase_add_test(tc, test_a_flipped_byte_in_any_chunk_is_a_mismatch_naming_the_part);
+  tcase_add_test(tc, test_the_chunk_list_is_each_chunks_sha256_and_hashes_to_the_seal);
   suite_add_tcase(s, tc);
   return s;
 }

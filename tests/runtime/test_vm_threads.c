@@ -201,12 +201,94 @@ START_TEST(test_outputs_released_on_another_thread_while_the_vm_runs) {
 }
 END_TEST
 
+/* Weights verified on first use (docs/executable.md, "Chunk digests"): a
+ * 3 MiB constant, returned as the output, loaded borrowed so that its 4
+ * chunks are hashed by whichever VMs first load it, concurrently. */
+enum { BIG = 3 << 18 }; /* floats: 3 MiB */
+
+static void *big_image(size_t *size) {
+  static float big[BIG];
+  for (int i = 0; i < BIG; i++) big[i] = (float)(i % 4099) - 2000.0f;
+  nimble_executable_builder *b = rt_builder();
+  int64_t sn[1] = {BIG};
+  DLTensor c = rt_tensor(big, RT_F32, 1, sn);
+  uint32_t k;
+  NIMBLE_ASSERT_OK(nimble_builder_add_constant(b, &c, &k));
+  uint32_t g = rt_function(b, "big", 0, 1);
+  RT_EMIT(b, g, NIMBLE_OP_LOAD_CONST, 0, k);
+  RT_EMIT(b, g, NIMBLE_OP_RET, 0);
+  nimble_tensor_info_t out = rt_info("y", RT_F32, 1, sn, NULL);
+  NIMBLE_ASSERT_OK(nimble_builder_add_entry(b, "big", g, NULL, 0, &out, 1));
+  rt_info_free(&out);
+  void *data;
+  NIMBLE_ASSERT_OK(nimble_builder_serialize(b, &data, size));
+  nimble_builder_destroy(b);
+  void *aligned = aligned_alloc(64, (*size + 63) / 64 * 64); /* used in place */
+  memcpy(aligned, data, *size);
+  free(data);
+  return aligned;
+}
+
+typedef struct big_worker {
+  nimble_executable *exe;
+  nimble_status_t status;
+  int wrong;
+} big_worker;
+
+static void *big_main(void *arg) {
+  big_worker *w = arg;
+  nimble_vm *vm;
+  w->status = nimble_vm_create(w->exe, NULL, &vm);
+  if (w->status) return NULL;
+  DLManagedTensor *o = NULL;
+  w->status = nimble_vm_invoke(vm, "big");
+  if (!w->status) w->status = nimble_vm_take_output(vm, 0, &o);
+  if (o) {
+    const float *y = o->dl_tensor.data;
+    for (int i = 0; i < BIG; i += 997)
+      if (y[i] != (float)(i % 4099) - 2000.0f) w->wrong++;
+    o->deleter(o);
+  }
+  nimble_vm_destroy(vm);
+  return NULL;
+}
+
+START_TEST(test_threads_verify_the_same_weight_chunks_on_first_use) {
+  size_t size;
+  uint8_t *img = big_image(&size);
+  for (int bad = 0; bad < 2; bad++) {
+    /* The last section is the chunk list; a byte 2.5 MiB into the file is
+     * inside the constant's third chunk. */
+    if (bad) img[(5u << 19)] ^= 0x01;
+    nimble_executable *exe = NULL;
+    NIMBLE_ASSERT_OK(nimble_executable_load_memory(img, size, NIMBLE_LOAD_BORROW, &exe));
+    big_worker w[THREADS];
+    pthread_t t[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+      w[i] = (big_worker){exe, NULL, 0};
+      ck_assert_int_eq(pthread_create(&t[i], NULL, big_main, &w[i]), 0);
+    }
+    for (int i = 0; i < THREADS; i++) ck_assert_int_eq(pthread_join(t[i], NULL), 0);
+    for (int i = 0; i < THREADS; i++) {
+      if (bad)
+        NIMBLE_ASSERT_ERROR(w[i].status, NIMBLE_DATA_LOSS, "chunk 2 of 4");
+      else
+        NIMBLE_ASSERT_OK(w[i].status);
+      ck_assert_int_eq(w[i].wrong, 0);
+    }
+    nimble_executable_release(exe);
+  }
+  free(img);
+}
+END_TEST
+
 Suite *threads_suite(void) {
   Suite *s = suite_create("vm_threads");
   TCase *tc = tcase_create("threads");
   tcase_set_timeout(tc, 240);
   tcase_add_test(tc, test_eight_threads_share_one_executable);
   tcase_add_test(tc, test_outputs_released_on_another_thread_while_the_vm_runs);
+  tcase_add_test(tc, test_threads_verify_the_same_weight_chunks_on_first_use);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -40,6 +40,7 @@ typedef enum nimble_part_kind {
   NIMBLE_PART_KERNELS_CPU = 4, /* an ELF shared object for the host CPU */
   NIMBLE_PART_KERNELS_CUDA = 5,/* a PTX module (issue 6) */
   NIMBLE_PART_SIGNATURE = 6,   /* an Ed25519 signature of the others (`nimble compile --sign`) */
+  NIMBLE_PART_CHUNK_DIGESTS = 7, /* the constants' chunk SHA-256s, for verification on first use */
 } nimble_part_kind_t;
 
 /* The OCI media type of a part kind, as the artifact manifest names it

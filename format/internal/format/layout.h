@@ -41,6 +41,15 @@
 #define NIMBLE_SIGNATURE_BODY_SIZE (8 + 32 + 64)
 #define NIMBLE_SIGNATURE_PART_SIZE (NIMBLE_PART_HEADER_SIZE + NIMBLE_SIGNATURE_BODY_SIZE + NIMBLE_PART_DIGEST_SIZE)
 #define NIMBLE_SIGNED_PREFIX "nimble-executable-signature-v1\n"
+/* The chunk digests part (kind 7, NIMBLE_PART_CHUNK_DIGESTS): after the
+ * part header, u32 covered part kind (3: constants), u32 reserved, u64
+ * chunk count, then the 32-byte SHA-256 of each of that part's 1 MiB chunks
+ * (NIMBLE_PART_CHUNK_SIZE), whose SHA-256 is that part's digest; then the
+ * part's own digest. The builder writes it for a constants part of at
+ * least NIMBLE_CHUNK_DIGESTS_MIN_CHUNKS chunks: with one chunk there is
+ * nothing to defer (the chunk holding the table is verified at load). */
+#define NIMBLE_CHUNK_DIGESTS_BODY_HEADER 16
+#define NIMBLE_CHUNK_DIGESTS_MIN_CHUNKS 2
 /* The executable digest: SHA-256 of this prefix, then for each part but the
  * signature, in kind order, its kind (u32) and its 32-byte digest. */
 #define NIMBLE_EXECUTABLE_DIGEST_PREFIX "nimble-executable-digest-v1\n"
@@ -96,6 +105,15 @@ nimble_status_t nimble_part_header_check(const uint8_t *data, size_t size, size_
  * (format/src/part_digest.c). */
 void nimble_part_digest(const uint8_t *data, size_t size, uint8_t out[32]);
 
+/* The number of chunks of `size` bytes (0 for 0 bytes). */
+static inline size_t nimble_part_chunk_count(size_t size) {
+  return (size + NIMBLE_PART_CHUNK_SIZE - 1) / NIMBLE_PART_CHUNK_SIZE;
+}
+
+/* The SHA-256 of each chunk of `size` bytes, into out (chunk count x 32
+ * bytes), hashed on up to 8 threads like nimble_part_digest. */
+void nimble_part_chunk_digests(const uint8_t *data, size_t size, uint8_t *out);
+
 /* Writes a part's digest (nimble_part_digest of its first size - 32 bytes)
  * into its last 32. `size` is at least NIMBLE_PART_DIGEST_SIZE. */
 void nimble_part_seal(uint8_t *data, size_t size);
@@ -111,8 +129,9 @@ nimble_status_t nimble_part_digest_check(const uint8_t *data, size_t size, size_
 void nimble_image_header_digest(const uint8_t *data, uint32_t count, uint8_t out[32]);
 
 /* Recomputes the header digest and every section's digest of a `.nimble`
- * image in place, as far as its header and table allow (sections outside
- * the image or too small are left alone): the builder and join use it, and
+ * image in place, and the constants' chunk digests when the image has them,
+ * as far as its header and table allow (sections outside the image or too
+ * small are left alone): the builder and join use it, and
  * tests and the fuzzer use it to reach the parsers behind the digests. */
 void nimble_image_reseal(uint8_t *data, size_t size);
 

@@ -69,6 +69,15 @@ enum {
    * inspected (signature, metadata) but not run; nimble_vm_create refuses
    * it. For tools that only read, and for fuzzing the loader. */
   NIMBLE_LOAD_NO_KERNELS = 1u << 1,
+  /* Verify every byte at load, the constants' data area included. Without
+   * it, an executable whose constants come with their chunk digests (the
+   * compiler writes them for constants of 1 MiB and more) and stay in
+   * place (a mapped file, or BORROW) has its weights verified on first use,
+   * 1 MiB chunk by chunk: a corrupted weight then fails the invoke that
+   * first loads it with NIMBLE_DATA_LOSS instead of the load. Everything
+   * else (headers, metadata, bytecode, kernels, the constants' table) is
+   * verified at load either way (docs/executable.md, "Chunk digests"). */
+  NIMBLE_LOAD_VERIFY_ALL = 1u << 2,
 };
 
 /* Loads a `.nimble` file. The file is mapped read-only; constants are used
@@ -77,10 +86,14 @@ enum {
  * corrupted or modified file is NIMBLE_DATA_LOSS naming the section, its
  * offset and size: docs/executable.md "Integrity"), then field by field; a
  * bad file gives an error naming the problem and its offset. The loads
- * below check the same, parts included. */
+ * below check the same, parts included. The one exception is the weights
+ * of a file with chunk digests, verified on their first use unless
+ * NIMBLE_LOAD_VERIFY_ALL is given (above): a corrupted weight there loads,
+ * and the first invoke that uses it fails with NIMBLE_DATA_LOSS. */
 NIMBLE_API nimble_status_t nimble_executable_load_file(const char *path, nimble_executable **out);
 
-/* The same with load flags (NIMBLE_LOAD_NO_KERNELS; BORROW is implied). */
+/* The same with load flags (NIMBLE_LOAD_NO_KERNELS, NIMBLE_LOAD_VERIFY_ALL;
+ * BORROW is implied). */
 NIMBLE_API nimble_status_t nimble_executable_load_file_flags(const char *path, uint32_t flags,
                                                              nimble_executable **out);
 

@@ -1,6 +1,7 @@
 /* The constant pool: a table of tensors and a data area whose tensors start
  * at 64-byte multiples. When the bytes stay alive (a mapped file, or a
  * borrowed buffer) and are aligned, the tensors point into them directly. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -8,11 +9,58 @@
 #include "executable/executable.h"
 #include "format/layout.h"
 #include "nimble/bytecode.h"
+#include "nimble/digest.h"
 #include "vm/sgemm_own.h"
 
+void nimble_constants_lazy_free(nimble_constants_lazy_t *l) {
+  if (!l) return;
+  free(l->chunk_ok);
+  free(l->const_ok);
+  free(l);
+}
+
+nimble_status_t nimble_constants_verify_chunks(nimble_constants_lazy_t *l, size_t first, size_t end,
+                                               const char *what) {
+  for (size_t i = first; i < end && i < l->num_chunks; i++) {
+    if (atomic_load_explicit(&l->chunk_ok[i], memory_order_acquire)) continue;
+    size_t off = i * NIMBLE_PART_CHUNK_SIZE;
+    size_t len = l->size - off < NIMBLE_PART_CHUNK_SIZE ? l->size - off : NIMBLE_PART_CHUNK_SIZE;
+    nimble_digest_t got, want;
+    nimble_digest_compute(l->part + off, len, &got);
+    memcpy(want.bytes, l->digests + 32 * i, 32);
+    if (!nimble_digest_equal(&got, &want))
+      return nimble_status_make(NIMBLE_DATA_LOSS,
+                                "constants %s (offset %zu, %zu bytes): chunk %zu of %zu, bytes [%zu, %zu) of the "
+                                "%s: digest mismatch: the bytes are not the ones the compiler wrote (corrupted "
+                                "or modified); refusing to use them (%s)",
+                                l->in_file ? "section" : "part", l->base, l->section_size, i, l->num_chunks, off,
+                                off + len, l->in_file ? "section" : "part", what);
+    atomic_store_explicit(&l->chunk_ok[i], 1, memory_order_release);
+  }
+  return nimble_ok();
+}
+
+nimble_status_t nimble_constants_verify_slow(const nimble_constants_t *c, uint32_t i) {
+  nimble_constants_lazy_t *l = c->lazy;
+  const nimble_tensor_obj *t = c->tensors[i];
+  uint64_t nbytes = 0;
+  (void)nimble_tensor_nbytes(t->dl.ndim, t->dl.shape, t->dl.dtype, &nbytes); /* checked at parse */
+  size_t at = (size_t)((const uint8_t *)t->dl.data - l->part);
+  if (nbytes) {
+    char what[48];
+    snprintf(what, sizeof what, "constant %u", i);
+    size_t first = at / NIMBLE_PART_CHUNK_SIZE;
+    size_t end = (at + (size_t)nbytes + NIMBLE_PART_CHUNK_SIZE - 1) / NIMBLE_PART_CHUNK_SIZE;
+    NIMBLE_RETURN_IF_ERROR(nimble_constants_verify_chunks(l, first, end, what));
+  }
+  atomic_store_explicit(&l->const_ok[i], 1, memory_order_release);
+  return nimble_ok();
+}
+
 nimble_status_t nimble_constants_parse(const uint8_t *data, size_t size, size_t base, _Bool borrow,
-                                       nimble_constants_t *c) {
+                                       nimble_constants_lazy_t *lazy, nimble_constants_t *c) {
   memset(c, 0, sizeof *c);
+  c->lazy = lazy; /* freed by nimble_constants_deinit from here on */
   NIMBLE_RETURN_IF_ERROR(
       nimble_part_header_check(data, size, base, NIMBLE_PART_CONSTANTS, "constants", NULL));
   nimble_reader_t r;
@@ -41,6 +89,13 @@ nimble_status_t nimble_constants_parse(const uint8_t *data, size_t size, size_t 
 
   const uint8_t *area = data + data_offset;
   if (!borrow || ((uintptr_t)area % NIMBLE_SECTION_ALIGN) != 0) {
+    /* A copy reads every byte anyway: verify them all now, and the copy
+     * needs no more checks. */
+    if (c->lazy) {
+      NIMBLE_RETURN_IF_ERROR(nimble_constants_verify_chunks(c->lazy, 0, c->lazy->num_chunks, "at load"));
+      nimble_constants_lazy_free(c->lazy);
+      c->lazy = NULL;
+    }
     size_t alloc = (size_t)((data_size + NIMBLE_SECTION_ALIGN - 1) / NIMBLE_SECTION_ALIGN *
                             NIMBLE_SECTION_ALIGN);
     c->owned_copy = aligned_alloc(NIMBLE_SECTION_ALIGN, alloc ? alloc : NIMBLE_SECTION_ALIGN);
@@ -53,6 +108,7 @@ nimble_status_t nimble_constants_parse(const uint8_t *data, size_t size, size_t 
   c->backing = calloc(1, sizeof *c->backing);
   c->tensors = calloc(n ? n : 1, sizeof *c->tensors);
   if (!c->backing || !c->tensors) return NIMBLE_OOM();
+  if (c->lazy && !(c->lazy->const_ok = calloc(n ? n : 1, sizeof *c->lazy->const_ok))) return NIMBLE_OOM();
   nimble_object_init(&c->backing->base, NIMBLE_OBJ_STORAGE);
   c->backing->data = (void *)area;
   c->backing->size = data_size;
@@ -137,5 +193,6 @@ void nimble_constants_deinit(nimble_constants_t *c) {
     nimble_object_release(&c->backing->base);
   }
   free(c->owned_copy);
+  nimble_constants_lazy_free(c->lazy);
   memset(c, 0, sizeof *c);
 }

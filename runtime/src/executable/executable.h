@@ -52,11 +52,30 @@ typedef struct nimble_bytecode_t {
   uint32_t max_kernel_args;
 } nimble_bytecode_t;
 
+/* Verification on first use of a constants part whose chunk list
+ * (NIMBLE_PART_CHUNK_DIGESTS) was checked against its digest at load: the
+ * chunks holding the table were hashed then, the rest are hashed when a
+ * constant in them is first loaded (docs/executable.md, "Chunk digests").
+ * The flags only ever go from 0 to 1, so VMs on several threads race
+ * harmlessly: at worst two hash the same chunk. */
+typedef struct nimble_constants_lazy_t {
+  const uint8_t *part;     /* the borrowed part (mapping or caller's bytes) */
+  size_t size;             /* its bytes before the digest */
+  size_t section_size;     /* with the digest, for messages */
+  size_t base;             /* offset in its file, for messages */
+  int in_file;             /* "section" or "part" in messages */
+  const uint8_t *digests;  /* num_chunks x 32, in the borrowed chunk digests part */
+  size_t num_chunks;
+  atomic_uchar *chunk_ok;  /* per chunk: 1 once its bytes matched */
+  atomic_uchar *const_ok;  /* per constant: 1 once all its chunks did */
+} nimble_constants_lazy_t;
+
 typedef struct nimble_constants_t {
   uint32_t num_constants;
   nimble_tensor_obj **tensors; /* owned references; data in `backing` */
   nimble_storage_obj *backing; /* the pool's memory, not owned by any pool */
   void *owned_copy;            /* aligned copy of the part, freed at the end */
+  nimble_constants_lazy_t *lazy; /* NULL: every byte was verified at load */
 } nimble_constants_t;
 
 typedef struct nimble_kernel_library_t {
@@ -95,10 +114,33 @@ nimble_status_t nimble_bytecode_parse(const uint8_t *data, size_t size, size_t b
 void nimble_bytecode_deinit(nimble_bytecode_t *c);
 
 /* `borrow`: the bytes outlive the executable, so aligned data is used in
- * place. */
+ * place. `lazy` (NULL: the part was verified whole) takes ownership of a
+ * verification state whose table chunks are verified: the parse hashes the
+ * other chunks only when it copies the data (then all of them, now), and
+ * otherwise keeps it for nimble_constants_check. */
 nimble_status_t nimble_constants_parse(const uint8_t *data, size_t size, size_t base,
-                                       _Bool borrow, nimble_constants_t *out);
+                                       _Bool borrow, nimble_constants_lazy_t *lazy,
+                                       nimble_constants_t *out);
 void nimble_constants_deinit(nimble_constants_t *c);
+
+/* Hashes the not yet verified chunks [first, end) of a lazily verified
+ * part; NIMBLE_DATA_LOSS naming the section, its offset and the chunk's
+ * bytes at the first mismatch. `what` says what needed them. */
+nimble_status_t nimble_constants_verify_chunks(nimble_constants_lazy_t *l, size_t first, size_t end,
+                                               const char *what);
+
+/* nimble_constants_check's first use of constant i: verifies its chunks and
+ * marks it. */
+nimble_status_t nimble_constants_verify_slow(const nimble_constants_t *c, uint32_t i);
+void nimble_constants_lazy_free(nimble_constants_lazy_t *l); /* NULL is fine */
+
+/* Constant i's bytes are the compiler's: checked once per constant (the
+ * fast path is one acquire load); every use of a constant's bytes comes
+ * through LoadConst, which calls this. */
+static inline nimble_status_t nimble_constants_check(const nimble_constants_t *c, uint32_t i) {
+  if (!c->lazy || atomic_load_explicit(&c->lazy->const_ok[i], memory_order_acquire)) return nimble_ok();
+  return nimble_constants_verify_slow(c, i);
+}
 
 /* Checks a kernel part (CPU or CUDA) and finds its blob inside `data`. */
 nimble_status_t nimble_kernel_part_parse(const uint8_t *data, size_t size, size_t base,

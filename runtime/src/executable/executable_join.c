@@ -29,7 +29,7 @@ nimble_status_t nimble_executable_join_parts(const nimble_executable_part_t *par
     if (kind != (uint32_t)parts[i].kind)
       return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "join: part %zu is of kind %u, its header says %u", i,
                                 (unsigned)parts[i].kind, kind);
-    if (kind < NIMBLE_PART_METADATA || kind > NIMBLE_PART_SIGNATURE)
+    if (kind < NIMBLE_PART_METADATA || kind > NIMBLE_PART_CHUNK_DIGESTS)
       return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "join: part %zu has unknown kind %u", i, kind);
     if (seen & (1u << kind))
       return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "join: two parts of kind %u", kind);

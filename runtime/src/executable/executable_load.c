@@ -26,7 +26,7 @@ typedef struct part_view {
   int in_file; /* a section of a `.nimble` image (for messages: "section" or "part") */
 } part_view;
 
-#define NUM_KINDS 7 /* indexed by nimble_part_kind_t */
+#define NUM_KINDS 8 /* indexed by nimble_part_kind_t */
 
 /* What a load checks beyond the format: the caller's verifier (a signature
  * policy), run once the digests have checked out. */
@@ -97,21 +97,109 @@ static nimble_status_t cross_check(nimble_executable *exe, const part_view *part
   return nimble_ok();
 }
 
+static void part_what(const part_view *p, nimble_part_kind_t k, char *what, size_t n) {
+  snprintf(what, n, "%s %s", nimble_part_name(k), p->in_file ? "section" : "part");
+}
+
+/* Checks the chunk digests part (its own digest first) against the
+ * constants part's digest: the SHA-256 of the list must be it, so a list
+ * that loads is the compiler's. When `lazy` is given and the constants may
+ * be verified on first use, fills *lazy (owned by the caller) after
+ * hashing the chunks that hold the constants' table; otherwise the
+ * constants are left to the whole-part check. */
+static nimble_status_t check_chunk_digests(part_view *parts, int defer, nimble_constants_lazy_t **lazy) {
+  part_view *p = &parts[NIMBLE_PART_CHUNK_DIGESTS], *c = &parts[NIMBLE_PART_CONSTANTS];
+  char what[48];
+  part_what(p, NIMBLE_PART_CHUNK_DIGESTS, what, sizeof what);
+  NIMBLE_RETURN_IF_ERROR(nimble_part_digest_check(p->data, p->size, p->base, what));
+  nimble_reader_t r;
+  nimble_reader_init(&r, p->data, p->size - NIMBLE_PART_DIGEST_SIZE, "chunk digests");
+  r.base = p->base;
+  r.pos = NIMBLE_PART_HEADER_SIZE;
+  uint32_t kind, reserved;
+  uint64_t count;
+  NIMBLE_RETURN_IF_ERROR(nimble_reader_u32(&r, "covered part kind", &kind));
+  NIMBLE_RETURN_IF_ERROR(nimble_reader_u32(&r, "reserved", &reserved));
+  NIMBLE_RETURN_IF_ERROR(nimble_reader_u64(&r, "chunk count", &count));
+  if (kind != NIMBLE_PART_CONSTANTS || reserved != 0) {
+    r.pos -= 16;
+    return nimble_reader_error(&r, NIMBLE_INVALID_ARGUMENT,
+                               "covered part kind %u, reserved %u: only the constants' chunks (kind 3) are known",
+                               kind, reserved);
+  }
+  if (!c->present)
+    return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "%s (offset %zu): chunk digests of a constants part, and "
+                              "the executable has none", what, p->base);
+  if (c->size < NIMBLE_PART_HEADER_SIZE + NIMBLE_PART_DIGEST_SIZE)
+    return nimble_part_digest_check(c->data, c->size, c->base, "constants"); /* its "truncated" */
+  size_t csize = c->size - NIMBLE_PART_DIGEST_SIZE, chunks = nimble_part_chunk_count(csize);
+  if (count != chunks || r.size - r.pos != 32 * chunks) {
+    r.pos -= 8;
+    return nimble_reader_error(&r, NIMBLE_INVALID_ARGUMENT,
+                               "%llu chunk digests in %zu bytes, for a constants part of %zu chunks",
+                               (unsigned long long)count, r.size - r.pos - 8, chunks);
+  }
+  const uint8_t *list = p->data + r.pos;
+  nimble_digest_t got, want;
+  nimble_digest_compute(list, 32 * chunks, &got);
+  memcpy(want.bytes, c->data + csize, 32);
+  if (!nimble_digest_equal(&got, &want))
+    return nimble_status_make(NIMBLE_DATA_LOSS,
+                              "%s (offset %zu, %zu bytes): its chunk digests do not give the constants' digest "
+                              "(corrupted or modified); refusing to load it",
+                              what, p->base, p->size);
+  if (!defer || chunks < 2) return nimble_ok();
+  nimble_constants_lazy_t *l = calloc(1, sizeof *l);
+  if (!l || !(l->chunk_ok = calloc(chunks, sizeof *l->chunk_ok))) {
+    free(l);
+    return NIMBLE_OOM();
+  }
+  l->part = c->data;
+  l->size = csize;
+  l->section_size = c->size;
+  l->base = c->base;
+  l->in_file = c->in_file;
+  l->digests = list;
+  l->num_chunks = chunks;
+  /* The header and table, to the data area: read (and trusted) by the
+   * parser at load. The data offset is read before its chunk is checked,
+   * only to know how far to check; chunk 0 holds it. */
+  size_t table_end = csize >= 32 ? (size_t)nimble_get_u64(c->data + 24) : csize;
+  if (table_end > csize) table_end = csize;
+  size_t eager = (table_end + NIMBLE_PART_CHUNK_SIZE - 1) / NIMBLE_PART_CHUNK_SIZE;
+  nimble_status_t s = nimble_constants_verify_chunks(l, 0, eager ? eager : 1, "the table, at load");
+  if (s) {
+    nimble_constants_lazy_free(l);
+    return s;
+  }
+  *lazy = l;
+  return nimble_ok();
+}
+
 /* Checks every part's digest and strips it from the views (parsers see a
  * part without it), computes the executable digest, checks the signature
  * part's structure and runs the caller's verifier. Nothing of a part is
- * parsed before its digest has checked out. */
-static nimble_status_t check_integrity(part_view *parts, const load_check *check, uint8_t digest[32]) {
+ * parsed before its digest has checked out, except the constants' data
+ * area when `defer` and the chunk digests allow: *lazy (owned by the
+ * caller) then verifies it on first use. */
+static nimble_status_t check_integrity(part_view *parts, const load_check *check, int defer,
+                                       nimble_constants_lazy_t **lazy, uint8_t digest[32]) {
   nimble_part_kind_t kinds[NUM_KINDS];
   const uint8_t *datas[NUM_KINDS];
   size_t sizes[NUM_KINDS], n = 0;
+  *lazy = NULL;
+  if (parts[NIMBLE_PART_CHUNK_DIGESTS].present) {
+    NIMBLE_RETURN_IF_ERROR(check_chunk_digests(parts, defer, lazy));
+    parts[NIMBLE_PART_CHUNK_DIGESTS].size -= NIMBLE_PART_DIGEST_SIZE;
+  }
   for (int k = 1; k < NUM_KINDS; k++) {
     part_view *p = &parts[k];
-    if (!p->present) continue;
+    if (!p->present || k == NIMBLE_PART_CHUNK_DIGESTS) continue;
     char what[48];
-    snprintf(what, sizeof what, "%s %s", nimble_part_name((nimble_part_kind_t)k),
-             p->in_file ? "section" : "part");
-    NIMBLE_RETURN_IF_ERROR(nimble_part_digest_check(p->data, p->size, p->base, what));
+    part_what(p, (nimble_part_kind_t)k, what, sizeof what);
+    if (!(k == NIMBLE_PART_CONSTANTS && *lazy)) {
+      NIMBLE_RETURN_IF_ERROR(nimble_part_digest_check(p->data, p->size, p->base, what));
+    }
     kinds[n] = (nimble_part_kind_t)k;
     datas[n] = p->data;
     sizes[n++] = p->size;
@@ -163,19 +251,26 @@ static nimble_status_t load_from_views(part_view *parts, uint32_t flags, void *m
     }
   }
   uint8_t digest[32];
-  nimble_status_t is = check_integrity(parts, check, digest);
+  /* The constants' data area may wait for first use only where the bytes
+   * stay put (a mapping, a borrowed buffer) and the caller allows it. */
+  int defer = (flags & NIMBLE_LOAD_BORROW) && !(flags & NIMBLE_LOAD_VERIFY_ALL);
+  nimble_constants_lazy_t *lazy = NULL;
+  nimble_status_t is = check_integrity(parts, check, defer, &lazy, digest);
   if (is) {
+    nimble_constants_lazy_free(lazy);
     if (mapping) munmap(mapping, mapping_size);
     return is;
   }
   for (size_t i = 0; i < 3; i++)
     if (!parts[required[i]].present) {
+      nimble_constants_lazy_free(lazy);
       if (mapping) munmap(mapping, mapping_size);
       return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "the executable has no %s part",
                                 nimble_part_name(required[i]));
     }
   nimble_executable *exe = calloc(1, sizeof *exe);
   if (!exe) {
+    nimble_constants_lazy_free(lazy);
     if (mapping) munmap(mapping, mapping_size);
     return NIMBLE_OOM();
   }
@@ -194,9 +289,11 @@ static nimble_status_t load_from_views(part_view *parts, uint32_t flags, void *m
   }
   if (!s) {
     p = &parts[NIMBLE_PART_CONSTANTS];
-    s = nimble_constants_parse(p->data, p->size, p->base, (flags & NIMBLE_LOAD_BORROW) != 0,
+    s = nimble_constants_parse(p->data, p->size, p->base, (flags & NIMBLE_LOAD_BORROW) != 0, lazy,
                                &exe->consts);
+    lazy = NULL; /* the constants own it now */
   }
+  nimble_constants_lazy_free(lazy);
   if (!s) s = cross_check(exe, parts);
   /* Kernel parts are checked even when not loaded. */
   for (int k = NIMBLE_PART_KERNELS_CPU; !s && k <= NIMBLE_PART_KERNELS_CUDA; k++) {

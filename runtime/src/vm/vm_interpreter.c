@@ -516,6 +516,14 @@ nimble_status_t nimble_vm_run(nimble_vm *vm, uint32_t func, nimble_object *const
         f->pc = (uint32_t)((int64_t)f->pc + o[0]);
         break;
       case NIMBLE_OP_LOAD_CONST: {
+        /* The only way a constant's bytes reach a register, hence a kernel,
+         * the own sgemm's packing, a device upload or an output: the
+         * weights verified on first use are checked here. */
+        s = nimble_constants_check(&vm->exe->consts, (uint32_t)o[1]);
+        if (s) {
+          s = rt_wrap(vm, s);
+          goto fail;
+        }
         nimble_tensor_obj *c = vm->exe->consts.tensors[o[1]];
         nimble_object_retain(&c->base);
         set_reg(R, o[0], &c->base);
