@@ -17,6 +17,14 @@
 # `fleet` runs this.
 #
 #   scripts/fleet-run.sh BUILD_DIR [AARCH64_BUILD_DIR]
+#   scripts/fleet-run.sh --build-only BUILD_DIR
+#
+# --build-only makes the base image and builds the images, then stops:
+# scripts/test.sh runs it in the background from its start, so that the
+# downloads (debootstrap, the build stage's packages) and the image's
+# compile overlap the other stages; the fleet stage's own build is then
+# answered from podman's layer cache (the context leaves out docs, tests and
+# build trees, so the other stages do not invalidate it).
 #
 # Exit 77 with "fleet: skipped: REASON" where podman cannot run containers
 # (not root, not installed, no base image can be made). The debootstrapped
@@ -26,6 +34,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
+BUILD_ONLY=0
+if [ "${1:-}" = --build-only ]; then BUILD_ONLY=1; shift; mkdir -p "${1:?usage: fleet-run.sh --build-only BUILD_DIR}"; fi
 BUILD=$(cd "${1:?usage: fleet-run.sh BUILD_DIR [AARCH64_BUILD_DIR]}" && pwd)
 BUILD_A64=${2:-}
 PY=/usr/bin/python3
@@ -42,9 +52,11 @@ skip() { echo "fleet: skipped: $*"; exit 77; }
 for tool in podman podman-compose debootstrap curl; do
   command -v "$tool" >/dev/null || skip "$tool is not installed (scripts/setup.sh installs it)"
 done
-for f in "$BUILD/client/nimble" "$BUILD/runtime/tools/nimble-run"; do
-  [ -x "$f" ] || { echo "fleet-run.sh: $f is not built" >&2; exit 1; }
-done
+if [ $BUILD_ONLY = 0 ]; then
+  for f in "$BUILD/client/nimble" "$BUILD/runtime/tools/nimble-run"; do
+    [ -x "$f" ] || { echo "fleet-run.sh: $f is not built" >&2; exit 1; }
+  done
+fi
 
 # podman as it runs on a rootful host without systemd: runc, cgroupfs, no default
 # rlimits; in a file of our own, so the machine's configuration is untouched.
@@ -126,6 +138,10 @@ if grep -q '^Error: ' "$WORK/build.log"; then
 fi
 podman images --format '   {{.Repository}}:{{.Tag}} {{.Size}}' | grep -E 'nimble/(redis|store|scheduler|worker):' || true
 lap "images built"
+if [ $BUILD_ONLY = 1 ]; then
+  echo "== fleet: images built in $(( $(date +%s) - T0 ))s (${TIMES[*]}); --build-only: not brought up"
+  exit 0
+fi
 
 STORE=http://127.0.0.1:$NIMBLE_STORE_PORT
 SCHED=tcp://127.0.0.1:$NIMBLE_SCHEDULER_PORT

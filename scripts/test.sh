@@ -24,6 +24,18 @@ JOBS=${NIMBLE_TEST_JOBS:-$(nproc)}
 
 bash scripts/setup.sh
 
+# The fleet's images build in the background from the start (their
+# downloads and compile overlap the other stages); the fleet stage waits
+# for them. Stopped with its process group if this script stops first.
+FLEET_PREP=
+if [[ " $STAGES " == *" fleet "* ]]; then
+  mkdir -p "$ROOT/build"
+  echo "== fleet: building the images in the background (log: $ROOT/build/fleet-images.log)"
+  setsid bash "$ROOT/scripts/fleet-run.sh" --build-only "$ROOT/build" >"$ROOT/build/fleet-images.log" 2>&1 &
+  FLEET_PREP=$!
+  trap '[ -n "$FLEET_PREP" ] && kill -- -"$FLEET_PREP" 2>/dev/null || true' EXIT
+fi
+
 # The aarch64 nimble-run for the compiler's suites that run aarch64
 # artifacts under qemu (NIMBLE_AARCH64_NIMBLE_RUN): built once, before the
 # first stage that builds the compiler, by scripts/test-cross.sh into the
@@ -123,6 +135,13 @@ for stage in $STAGES; do
       # Exit 77: podman cannot run containers here; fleet-run.sh said why.
       echo "== stage fleet: docker/compose.yaml built and run with podman (needs the release build)"
       rc=0
+      if [ -n "$FLEET_PREP" ]; then
+        wait "$FLEET_PREP" || rc=$?
+        FLEET_PREP=
+        echo "   the background image build ended with status $rc:"
+        tail -3 "$ROOT/build/fleet-images.log" | sed 's/^/   /'
+        rc=0 # fleet-run.sh builds again (from the layer cache) and reports any failure itself
+      fi
       bash "$ROOT/scripts/fleet-run.sh" "$ROOT/build" "${NIMBLE_CROSS_BUILD_DIR:-$ROOT/build-aarch64}" || rc=$?
       if [ "$rc" = 77 ]; then SKIPPED+=(fleet); elif [ "$rc" != 0 ]; then exit "$rc"; fi ;;
     *) echo "unknown stage '$stage' (release, asan, tsan, cross, farm, fleet)" >&2; exit 2 ;;
