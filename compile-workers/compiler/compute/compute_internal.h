@@ -272,9 +272,11 @@ nimble_ln_stmt *cp_window_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o, cp
                                    bool *fused);
 /* The epilogue of the primitive rooted at root at the output index idx
  * (rank of o), as one statement that reads the anchor's value from o at
- * idx and stores root's value there; NULL when the epilogue reads the
- * anchor at another index (or cannot be computed: c->err then says why). */
-nimble_ln_stmt *cp_epilogue_at(cp_ctx *c, cp_node *root, nimble_ln_param *o, nimble_ln_expr *const *idx);
+ * idx (plus addend, unless NULL) and stores root's value there; NULL when
+ * the epilogue reads the anchor at another index (or cannot be computed:
+ * c->err then says why). */
+nimble_ln_stmt *cp_epilogue_at(cp_ctx *c, cp_node *root, nimble_ln_param *o, nimble_ln_expr *const *idx,
+                               nimble_ln_expr *addend);
 
 /* Dense and matmul through env->sgemm (nn.c): the statement that computes
  * the anchor n into the output o (one sgemm call, or a loop of calls over

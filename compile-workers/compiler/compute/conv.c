@@ -512,7 +512,7 @@ static nimble_ln_stmt *conv_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o, 
     if (row && epi) {
       nimble_ln_var *ohe = cp_var(c, "oh", NIMBLE_LN_I64), *owe = cp_var(c, "ow", NIMBLE_LN_I64);
       nimble_ln_expr *idx[4] = {ref(c, nv), ref(c, co0), ref(c, ohe), ref(c, owe)};
-      nimble_ln_stmt *e = cp_epilogue_at(c, root, o, idx);
+      nimble_ln_stmt *e = cp_epilogue_at(c, root, o, idx, NULL);
       if (c->err) return NULL;
       if (e) {
         e = cp_for(c, owe, g.OW, vw ? NIMBLE_LN_VECTORIZED : NIMBLE_LN_SERIAL, vw, e);
@@ -561,12 +561,33 @@ static nimble_ln_stmt *conv_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o, 
                 *rowsv = cp_var(c, "rows", NIMBLE_LN_I64);
   nimble_ln_expr *nr = ref(c, ni), *gr_ = ref(c, gi), *oh0 = ref(c, oh0v), *rows = ref(c, rowsv);
   nimble_ln_expr *p0 = cp_mul(c, oh0, OWr), *cols = cp_mul(c, rows, OWr);
-  /* out[n, :, block] = bias (or 0) */
+  /* The epilogue on the block, in place, while it is in cache; it also
+   * adds the bias then, and sgemm writes the block with beta 0 (no fill). */
+  nimble_ln_stmt *e = NULL;
+  if (epi) {
+    nimble_ln_var *co3 = cp_var(c, "co", NIMBLE_LN_I64), *oh3 = cp_var(c, "oh", NIMBLE_LN_I64),
+                  *ow3 = cp_var(c, "ow", NIMBLE_LN_I64);
+    nimble_ln_expr *idx[4] = {nr, ref(c, co3), ref(c, oh3), ref(c, ow3)};
+    nimble_ln_expr *bi3[1] = {ref(c, co3)};
+    e = cp_epilogue_at(c, root, o, idx, bias ? cp_value(c, bias, bi3) : NULL);
+    if (c->err) return NULL;
+    if (e) {
+      e = cp_for(c, ow3, OWr, vw ? NIMBLE_LN_VECTORIZED : NIMBLE_LN_SERIAL, vw, e);
+      e = nimble_ln_for(c->A, oh3, oh0, cp_add(c, oh0, rows), NIMBLE_LN_SERIAL, 0, e);
+      e = cp_for(c, co3, Co, NIMBLE_LN_SERIAL, 0, e);
+      if (c->opt.parallel && e) e = nimble_ln_chunk(c->A, e, cp_rows_per_task(c, Co, cols));
+      if (!e) return NULL;
+      direct = nimble_ln_seq2(c->A, direct, epi);
+      *fused = true;
+    }
+  }
+  /* out[n, :, block] = bias (or 0; always 0 when the epilogue adds it) */
   nimble_ln_var *co = cp_var(c, "co", NIMBLE_LN_I64), *p = cp_var(c, "p", NIMBLE_LN_I64);
   nimble_ln_expr *bi[1] = {ref(c, co)};
   nimble_ln_expr *oi = cp_add(c, cp_add(c, cp_mul(c, cp_add(c, cp_mul(c, nr, Co), ref(c, co)), P), p0), ref(c, p));
   nimble_ln_stmt *fill = cp_for(c, p, cols, vw ? NIMBLE_LN_VECTORIZED : NIMBLE_LN_SERIAL, vw,
-                                nimble_ln_store(c->A, o, oi, bias ? cp_value(c, bias, bi) : nimble_ln_f32(c->A, 0)));
+                                nimble_ln_store(c->A, o, oi,
+                                                bias && !e ? cp_value(c, bias, bi) : nimble_ln_f32(c->A, 0)));
   fill = cp_for(c, co, Co, NIMBLE_LN_SERIAL, 0, fill);
   if (c->opt.parallel && fill) fill = nimble_ln_chunk(c->A, fill, cp_rows_per_task(c, Co, cols));
   nimble_ln_sgemm_desc_t d;
@@ -575,7 +596,7 @@ static nimble_ln_stmt *conv_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o, 
   d.n = cols;
   d.k = K;
   d.alpha = 1.0f;
-  d.beta = 1.0f;
+  d.beta = e ? 0.0f : 1.0f;
   d.a = wt->param;
   d.c = o;
   d.a_offset = cp_mul(c, cp_mul(c, gr_, og), K);
@@ -635,25 +656,12 @@ static nimble_ln_stmt *conv_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o, 
   nimble_ln_expr *nonempty = bin(c, NIMBLE_LN_AND, bin(c, NIMBLE_LN_GT, og, cp_i(c, 0)),
                                  bin(c, NIMBLE_LN_AND, bin(c, NIMBLE_LN_GT, P, cp_i(c, 0)),
                                      bin(c, NIMBLE_LN_GT, K, cp_i(c, 0))));
-  per_group = nimble_ln_if(c->A, nonempty, cp_for(c, gi, cp_i(c, groups), NIMBLE_LN_SERIAL, 0, per_group), NULL);
-  nimble_ln_stmt *block = nimble_ln_seq2(c->A, fill, per_group);
-  /* The epilogue on the block, in place. */
-  if (epi) {
-    nimble_ln_var *co3 = cp_var(c, "co", NIMBLE_LN_I64), *oh3 = cp_var(c, "oh", NIMBLE_LN_I64),
-                  *ow3 = cp_var(c, "ow", NIMBLE_LN_I64);
-    nimble_ln_expr *idx[4] = {nr, ref(c, co3), ref(c, oh3), ref(c, ow3)};
-    nimble_ln_stmt *e = cp_epilogue_at(c, root, o, idx);
-    if (c->err) return NULL;
-    if (e) {
-      e = cp_for(c, ow3, OWr, vw ? NIMBLE_LN_VECTORIZED : NIMBLE_LN_SERIAL, vw, e);
-      e = nimble_ln_for(c->A, oh3, oh0, cp_add(c, oh0, rows), NIMBLE_LN_SERIAL, 0, e);
-      e = cp_for(c, co3, Co, NIMBLE_LN_SERIAL, 0, e);
-      if (c->opt.parallel && e) e = nimble_ln_chunk(c->A, e, cp_rows_per_task(c, Co, cols));
-      block = nimble_ln_seq2(c->A, block, e);
-      direct = nimble_ln_seq2(c->A, direct, epi);
-      *fused = true;
-    }
-  }
+  per_group = cp_for(c, gi, cp_i(c, groups), NIMBLE_LN_SERIAL, 0, per_group);
+  if (!e) per_group = nimble_ln_if(c->A, nonempty, per_group, NULL);
+  /* Without the epilogue: fill, then sgemm adds; with it: sgemm writes
+   * (an empty product: the fill's zeros), then the epilogue. */
+  nimble_ln_stmt *block = e ? nimble_ln_seq2(c->A, nimble_ln_if(c->A, nonempty, per_group, fill), e)
+                            : nimble_ln_seq2(c->A, fill, per_group);
   block = nimble_ln_let(c->A, rowsv, cp_min(c, R, cp_sub(c, OHr, oh0)), block);
   block = nimble_ln_let(c->A, oh0v, cp_mul(c, ref(c, bk), R), block);
   nimble_ln_expr *nblk = cp_div(c, cp_add(c, OHr, cp_sub(c, R, one)), R);

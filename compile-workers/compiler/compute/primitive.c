@@ -354,7 +354,8 @@ static nimble_status_t finish(cp_ctx *c, nimble_ln_stmt *body, nimble_ln_kernel 
  * anchors. */
 nimble_ln_stmt *cp_gemm_sgemm(cp_ctx *c, cp_node *n, nimble_ln_param *o);
 
-nimble_ln_stmt *cp_epilogue_at(cp_ctx *c, cp_node *root, nimble_ln_param *o, nimble_ln_expr *const *idx) {
+nimble_ln_stmt *cp_epilogue_at(cp_ctx *c, cp_node *root, nimble_ln_param *o, nimble_ln_expr *const *idx,
+                               nimble_ln_expr *addend) {
   cp_node *anchor = c->anchor;
   if (!anchor || root == anchor || anchor->rank != root->rank || root->rank != o->rank) return NULL;
   c->anchor_used = 0;
@@ -364,7 +365,9 @@ nimble_ln_stmt *cp_epilogue_at(cp_ctx *c, cp_node *root, nimble_ln_param *o, nim
   for (int a = 0; a < root->rank; a++)
     if (c->anchor_idx[a] != idx[a]) return NULL;
   nimble_ln_expr *fi = nimble_ln_flat_index(c->A, o, idx);
-  return nimble_ln_let(c->A, c->anchor_var, nimble_ln_load(c->A, o, fi), nimble_ln_store(c->A, o, fi, value));
+  nimble_ln_expr *anchor_value = nimble_ln_load(c->A, o, fi);
+  if (addend) anchor_value = nimble_ln_binary(c->A, NIMBLE_LN_ADD, anchor_value, addend);
+  return nimble_ln_let(c->A, c->anchor_var, anchor_value, nimble_ln_store(c->A, o, fi, value));
 }
 
 /* from_out: the anchor's value was already stored into the output (by
