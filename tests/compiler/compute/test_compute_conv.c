@@ -197,6 +197,8 @@ static const pool_case kPool[] = {
     {2, 1, 2, 12, 10, 3, 3, 2, 2, 1, 0, 1, 0, 1, 1, 1}, /* avg incl. pad, ceil_mode: not what ceil adds */
     {1, 1, 3, 5, 40, 2, 3, 1, 1, 0, 1, 1, 1, 2, 1, 0},  /* wide avg, dilated rows */
     {0, 1, 2, 1, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0},   /* a 1x1 image */
+    {0, 1, 3, 29, 45, 3, 3, 2, 2, 0, 0, 0, 0, 1, 1, 1}, /* wide 3x3/2 ceil_mode max: vector rows */
+    {0, 2, 2, 20, 37, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0}, /* wide padded 3x3 max, unit strides */
 };
 
 START_TEST(test_pooling_cases_match_direct_loops) {
