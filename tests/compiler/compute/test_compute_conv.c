@@ -63,6 +63,9 @@ static const conv_case kConv[] = {
     {1, 3, 10, 18, 3, 3, 3, 1, 1, 0, 2, 2, 0, 1, 1, 3, 1, 1, 0},
     /* depthwise stride 2, symbolic, add and clip */
     {1, 4, 20, 33, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 4, 2, 2, 1},
+    /* depthwise stride 2 on an even width: the vector loop starts left of
+     * the interior, the border loop rewrites column 0 */
+    {1, 3, 16, 48, 3, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 3, 1, 2, 0},
     /* depthwise on 2x2 and 1x1 images (no interior row or column) */
     {1, 3, 2, 2, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3, 1, 2, 0},
     {2, 2, 1, 1, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2, 1, 0, 0},
