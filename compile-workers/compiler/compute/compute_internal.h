@@ -261,9 +261,22 @@ void cp_check_numel(cp_ctx *c, nimble_ln_expr *const *ext, int rank, const char 
 
 /* conv2d, max_pool2d and avg_pool2d computed into the output by their own
  * loop nests (conv.c): the raw result (conv: plus its bias input), before
- * any epilogue, which the caller applies in place. NULL when n is not one
- * of them or its attributes are not handled there. */
-nimble_ln_stmt *cp_window_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o);
+ * any epilogue, which the caller applies in place (epi: root's epilogue
+ * over the whole output, reading n's value from o; NULL when root is n),
+ * unless *fused comes back true: then the nest applies root's epilogue
+ * itself, to each part of the output while it is in cache (depthwise rows,
+ * sgemm column blocks; epi where it has no such place). NULL when n is not
+ * one of them or its attributes are not handled there. */
+bool cp_window_op(const cp_node *n);
+nimble_ln_stmt *cp_window_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o, cp_node *root, nimble_ln_stmt *epi,
+                                   bool *fused);
+/* The epilogue of the primitive rooted at root at the output index idx
+ * (rank of o), as one statement that reads the anchor's value from o at
+ * idx (plus addend, unless NULL) and stores root's value there; NULL when
+ * the epilogue reads the anchor at another index (or cannot be computed:
+ * c->err then says why). */
+nimble_ln_stmt *cp_epilogue_at(cp_ctx *c, cp_node *root, nimble_ln_param *o, nimble_ln_expr *const *idx,
+                               nimble_ln_expr *addend);
 
 /* Dense and matmul through env->sgemm (nn.c): the statement that computes
  * the anchor n into the output o (one sgemm call, or a loop of calls over

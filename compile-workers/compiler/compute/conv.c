@@ -5,10 +5,12 @@
  *
  * conv2d through env->sgemm (f32 weights as a parameter, at least 8
  * output channels per group, or a plain 1x1 with groups 1), when the
- * runtime has it: per image and group the output is set to the bias and
- * sgemm adds w[group] x cols, cols being the input itself for a 1x1 with
- * unit strides and no padding, else an im2col copy in a scratch buffer
- * (nimble_ln_kernel_add_scratch: env->workspace_alloc).
+ * runtime has it: per image and block of whole output rows (about 64K
+ * output floats, at least 512 columns) the block is set to the bias, sgemm
+ * adds w[group] x cols per group, cols being the input itself for a 1x1
+ * with unit strides and no padding, else an im2col copy of the block in a
+ * scratch buffer (nimble_ln_kernel_add_scratch: env->workspace_alloc), and
+ * the primitive's epilogue runs on the block while it is in cache.
  *
  * conv2d direct (the rest, and the fallback without BLAS): tasks over
  * (batch, block of B output channels); per output row the row is set to
@@ -21,7 +23,8 @@
  * loop), and the columns whose window crosses the padding run a short
  * scalar loop with clamped reads, so the vector loops carry no selects.
  * A 1x1 convolution with unit strides and no padding is one row of H*W
- * columns.
+ * columns. Depthwise convolutions have their own rows (dw_*
+ * below) and apply the epilogue per plane.
  *
  * max/avg pooling: tasks over (batch, channel); per output row the same
  * interior/border split, max or sum; avg then divides each element by its
@@ -39,6 +42,7 @@ typedef struct cv_geom {
   nimble_ln_expr *H, *W, *OH, *OW; /* the spatial extents of the loops (1x1: one row) */
   nimble_ln_expr *KH, *KW;
   int64_t kw_const; /* KW when it is a small constant (the columns unrolled), else 0 */
+  bool flat;        /* a 1x1 flattened into one row of H*W columns */
 } cv_geom;
 
 static nimble_ln_expr *ref(cp_ctx *c, nimble_ln_var *v) { return nimble_ln_ref(c->A, v); }
@@ -208,13 +212,164 @@ static bool geometry(cp_ctx *c, cp_node *n, cp_node *x, nimble_ln_expr *KH, nimb
   if (flatten_1x1 && one && g->s[0] == 1 && g->s[1] == 1 && !g->p[0] && !g->p[1] && !g->p[2] && !g->p[3]) {
     g->H = g->OH = cp_i(c, 1);
     g->W = g->OW = cp_mul(c, x->ext[2], x->ext[3]);
+    g->flat = true;
   }
   if (cp_const_i(KW, &kw) && kw >= 1 && kw <= 16) g->kw_const = kw;
   return true;
 }
 
+/* Depthwise convolutions (dw_*: one input channel per output channel co,
+ * constant KH x KW kernel). A row whose kernel rows are all inside the
+ * image is written in one pass: a vectorized loop over the interior
+ * columns computes bias + the KH*KW taps (weights bound before the loop)
+ * and stores it, with no read-modify-write of the output; the columns whose
+ * window crosses the padding sum the same taps with the ones outside
+ * selected away (scalar). Other rows run the generic row nest (`slow`).
+ * With unit strides and OW == W (the usual "same" padding) the interior
+ * rows are instead one vectorized loop over the flattened plane, from the
+ * first interior pixel to the last: an input pixel's offset from the output
+ * pixel's flat index is then the same for every pixel, and the border
+ * columns it passes over (which read neighbouring rows' pixels, inside the
+ * plane) are rewritten by the scalar border loops after it. On the small
+ * images of late layers (14x14, 7x7) that keeps the vector loop long.
+ * Both vector loops run to a whole number of vectors when the extra pixels
+ * stay in the row (plane) and read inside the plane (dw_round_up). */
+typedef struct dw_ctx {
+  const cv_geom *g;
+  cp_node *x;
+  nimble_ln_param *o;
+  int64_t KH;
+  nimble_ln_var *wv[49], *bv;
+  nimble_ln_expr *plane; /* flat index of the input plane's pixel 0 */
+} dw_ctx;
+
+/* bias + sum of the taps at the input pixel whose flat index (kernel tap
+ * (0, 0) with the padding offsets applied) is base + the tap's offset;
+ * iw: the tap (0, 0)'s input column for the border form (NULL: all inside). */
+static nimble_ln_expr *dw_sum(cp_ctx *c, dw_ctx *d, nimble_ln_expr *row0, nimble_ln_expr *iw0) {
+  const cv_geom *g = d->g;
+  int KW = (int)g->kw_const;
+  nimble_ln_expr *v = ref(c, d->bv);
+  for (int kh = 0; kh < d->KH; kh++) {
+    nimble_ln_expr *xrow = cp_add(c, row0, cp_mul(c, cp_i(c, kh * g->d[0]), g->W));
+    for (int kw = 0; kw < KW; kw++) {
+      nimble_ln_expr *t;
+      nimble_ln_var *w = d->wv[kh * KW + kw];
+      if (!iw0) {
+        t = bin(c, NIMBLE_LN_MUL, ref(c, w), cp_value_flat(c, d->x, cp_add(c, xrow, cp_i(c, kw * g->d[1]))));
+      } else {
+        nimble_ln_expr *iw = cp_add(c, iw0, cp_i(c, kw * g->d[1]));
+        t = bin(c, NIMBLE_LN_MUL, ref(c, w), cp_value_flat(c, d->x, cp_add(c, xrow, clamp(c, iw, g->W))));
+        t = nimble_ln_select(c->A, inside(c, iw, g->W), t, nimble_ln_f32(c->A, 0));
+      }
+      v = bin(c, NIMBLE_LN_ADD, v, t);
+    }
+  }
+  return v;
+}
+
+/* The end of a vector loop over [lo, hi) rounded up to whole vectors,
+ * when that stays at most `cap` and the input the last extra pixel reads
+ * (flat index in its plane: last_read(end - 1)) is inside the plane: the
+ * extra pixels are border pixels that a later loop rewrites, so the vector
+ * loop leaves no scalar remainder. hi otherwise. */
+static nimble_ln_expr *dw_round_up(cp_ctx *c, const dw_ctx *d, nimble_ln_expr *lo, nimble_ln_expr *hi,
+                                   nimble_ln_expr *cap, nimble_ln_expr *last_read, int vw) {
+  if (vw <= 1) return hi;
+  nimble_ln_expr *up = cp_add(c, lo, cp_mul(c, cp_div(c, cp_add(c, cp_sub(c, hi, lo), cp_i(c, vw - 1)), cp_i(c, vw)),
+                                            cp_i(c, vw)));
+  nimble_ln_expr *ok = bin(c, NIMBLE_LN_AND, bin(c, NIMBLE_LN_LE, up, cap),
+                           bin(c, NIMBLE_LN_LT, last_read, cp_mul(c, d->g->H, d->g->W)));
+  return nimble_ln_select(c->A, ok, up, hi);
+}
+
+/* One output row oh: if its kernel rows are all inside, the border columns
+ * and (when `interior` holds, or it is NULL) the vectorized interior, else
+ * `slow`. orow: flat index of the output row's column 0. */
+static nimble_ln_stmt *dw_row(cp_ctx *c, dw_ctx *d, nimble_ln_expr *ohr, nimble_ln_expr *orow,
+                              nimble_ln_expr *interior, nimble_ln_stmt *slow) {
+  const cv_geom *g = d->g;
+  int KW = (int)g->kw_const, vw = c->opt.vector_width > 1 ? c->opt.vector_width : 0;
+  nimble_ln_expr *ih0 = cp_sub(c, cp_mul(c, ohr, cp_i(c, g->s[0])), cp_i(c, g->p[0]));
+  nimble_ln_expr *last = cp_add(c, ih0, cp_i(c, (d->KH - 1) * g->d[0]));
+  nimble_ln_expr *rows_in =
+      bin(c, NIMBLE_LN_AND, bin(c, NIMBLE_LN_GE, ih0, cp_i(c, 0)), bin(c, NIMBLE_LN_LT, last, g->H));
+  nimble_ln_var *xr = cp_var(c, "xrow", NIMBLE_LN_I64);
+  nimble_ln_expr *lo = col_lo(c, g, col_off(c, g, cp_i(c, 0)));
+  nimble_ln_expr *hi = cp_max(c, col_hi(c, g, col_off(c, g, cp_i(c, KW - 1))), lo);
+  /* Pixel tap (KH-1, KW-1) of output column end - 1 reads, in the plane. */
+  nimble_ln_expr *up = cp_add(c, lo, cp_mul(c, cp_div(c, cp_add(c, cp_sub(c, hi, lo), cp_i(c, vw > 1 ? vw - 1 : 0)),
+                                                      cp_i(c, vw > 1 ? vw : 1)),
+                                            cp_i(c, vw > 1 ? vw : 1)));
+  nimble_ln_expr *last_read = cp_add(c, cp_mul(c, last, g->W),
+                                     cp_add(c, cp_mul(c, cp_sub(c, up, cp_i(c, 1)), cp_i(c, g->s[1])),
+                                            cp_i(c, (KW - 1) * g->d[1] - g->p[1])));
+  nimble_ln_expr *vend = dw_round_up(c, d, lo, hi, g->OW, last_read, vw);
+  nimble_ln_stmt *loops[3];
+  int np = 0;
+  for (int part = 0; part < 3; part++) {
+    nimble_ln_var *ow = cp_var(c, "ow", NIMBLE_LN_I64);
+    nimble_ln_expr *iw0 = cp_sub(c, cp_mul(c, ref(c, ow), cp_i(c, g->s[1])), cp_i(c, g->p[1]));
+    nimble_ln_expr *v = part == 1 ? dw_sum(c, d, cp_add(c, ref(c, xr), iw0), NULL) : dw_sum(c, d, ref(c, xr), iw0);
+    nimble_ln_stmt *st = nimble_ln_store(c->A, d->o, cp_add(c, orow, ref(c, ow)), v);
+    loops[np++] = part == 0   ? nimble_ln_for(c->A, ow, cp_i(c, 0), lo, NIMBLE_LN_SERIAL, 0, st)
+                  : part == 1 ? nimble_ln_for(c->A, ow, lo, vend, vw ? NIMBLE_LN_VECTORIZED : NIMBLE_LN_SERIAL, vw, st)
+                              : nimble_ln_for(c->A, ow, hi, g->OW, NIMBLE_LN_SERIAL, 0, st);
+    if (part == 1 && interior) loops[np - 1] = nimble_ln_if(c->A, interior, loops[np - 1], NULL);
+  }
+  nimble_ln_stmt *fast = nimble_ln_let(c->A, xr, cp_add(c, d->plane, cp_mul(c, ih0, g->W)),
+                                       nimble_ln_seq(c->A, loops, (size_t)np));
+  if (!fast || !slow) return NULL;
+  return nimble_ln_if(c->A, rows_in, fast, slow);
+}
+
+/* The plane's interior rows as one vectorized loop over flat output
+ * indices (unit strides, OW == W; see above). */
+static nimble_ln_stmt *dw_plane(cp_ctx *c, dw_ctx *d, nimble_ln_expr *obase) {
+  const cv_geom *g = d->g;
+  int KW = (int)g->kw_const, vw = c->opt.vector_width > 1 ? c->opt.vector_width : 0;
+  /* Rows with every kernel row inside: [pt, H + pt - (KH-1)*dh), within [0, OH). */
+  nimble_ln_expr *r0 = cp_min(c, cp_i(c, g->p[0]), g->OH);
+  nimble_ln_expr *r1 = cp_min(c, g->OH, cp_max(c, cp_add(c, g->H, cp_i(c, g->p[0] - (d->KH - 1) * g->d[0])), r0));
+  nimble_ln_expr *lo = col_lo(c, g, col_off(c, g, cp_i(c, 0)));
+  nimble_ln_expr *hi = cp_max(c, col_hi(c, g, col_off(c, g, cp_i(c, KW - 1))), lo);
+  nimble_ln_expr *p0 = cp_add(c, cp_mul(c, r0, g->OW), lo);
+  nimble_ln_expr *p1 = cp_max(c, cp_add(c, cp_mul(c, cp_sub(c, r1, cp_i(c, 1)), g->OW), hi), p0);
+  if (vw > 1) {
+    nimble_ln_expr *up = cp_add(c, p0, cp_mul(c, cp_div(c, cp_add(c, cp_sub(c, p1, p0), cp_i(c, vw - 1)), cp_i(c, vw)),
+                                              cp_i(c, vw)));
+    nimble_ln_expr *last_read = cp_add(c, cp_sub(c, up, cp_i(c, 1)),
+                                       cp_add(c, cp_mul(c, cp_i(c, (d->KH - 1) * g->d[0] - g->p[0]), g->W),
+                                              cp_i(c, (KW - 1) * g->d[1] - g->p[1])));
+    p1 = dw_round_up(c, d, p0, p1, cp_mul(c, g->OH, g->OW), last_read, vw);
+  }
+  nimble_ln_var *p = cp_var(c, "p", NIMBLE_LN_I64);
+  /* Input of tap (0, 0) for output pixel p: p - pt*W - pl. */
+  nimble_ln_expr *x0 = cp_add(c, d->plane, cp_sub(c, ref(c, p), cp_add(c, cp_mul(c, cp_i(c, g->p[0]), g->W),
+                                                                       cp_i(c, g->p[1]))));
+  nimble_ln_stmt *st = nimble_ln_store(c->A, d->o, cp_add(c, obase, ref(c, p)), dw_sum(c, d, x0, NULL));
+  /* Only when some row and column are interior (hi > lo, r1 > r0). */
+  nimble_ln_expr *any = bin(c, NIMBLE_LN_AND, bin(c, NIMBLE_LN_GT, r1, r0), bin(c, NIMBLE_LN_GT, hi, lo));
+  return nimble_ln_if(c->A, any, nimble_ln_for(c->A, p, p0, p1, vw ? NIMBLE_LN_VECTORIZED : NIMBLE_LN_SERIAL, vw, st),
+                      NULL);
+}
+
+/* Binds the weights and the bias of channel co around s. */
+static nimble_ln_stmt *dw_bind(cp_ctx *c, dw_ctx *d, cp_node *wt, cp_node *bias, nimble_ln_expr *co,
+                               nimble_ln_stmt *s) {
+  int KW = (int)d->g->kw_const;
+  conv_w wc = {wt, co, cp_i(c, 0), NULL, wt->ext[1]};
+  for (int i = (int)d->KH * KW - 1; i >= 0; i--) {
+    wc.kh = cp_i(c, i / KW);
+    s = nimble_ln_let(c->A, d->wv[i], conv_weight(c, &wc, 0, cp_i(c, i % KW)), s);
+  }
+  nimble_ln_expr *bi[1] = {co};
+  return nimble_ln_let(c->A, d->bv, bias ? cp_value(c, bias, bi) : nimble_ln_f32(c->A, 0), s);
+}
+
 /* conv2d into o (raw conv plus its bias input, before any epilogue). */
-static nimble_ln_stmt *conv_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o) {
+static nimble_ln_stmt *conv_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o, cp_node *root, nimble_ln_stmt *epi,
+                                     bool *fused) {
   cp_node *x = n->in[0], *wt = n->in[1], *bias = n->n_in == 3 ? n->in[2] : NULL;
   if (bias && bias->rank != 1) return NULL;
   int64_t groups = cp_attr_int(n, "groups");
@@ -238,6 +393,12 @@ static nimble_ln_stmt *conv_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o) 
    * blocks: measured on squeezenet1_0, that takes the compile from 25 s to
    * 18 s of CPU (the kernels have three variants each). */
   if (sg_path) B = 1;
+  /* Depthwise (one input and one output channel per group, constant
+   * kernel of at most 49 taps): rows whose kernel rows are all inside the
+   * image get their own nest below, the register blocks are not built. */
+  int64_t cg_c = 0, kh_c = 0;
+  bool dw = !sg_path && B == 1 && cp_const_i(og, &ogv) && ogv == 1 && cp_const_i(cg, &cg_c) && cg_c == 1 &&
+            g.kw_const > 0 && cp_const_i(g.KH, &kh_c) && kh_c >= 1 && kh_c * g.kw_const <= 49 && !g.flat;
   nimble_ln_expr *blocks = cp_div(c, Co, cp_i(c, B)); /* blocks of B channels per image */
   nimble_ln_var *t = cp_var(c, "t", NIMBLE_LN_I64), *oh = cp_var(c, "oh", NIMBLE_LN_I64),
                 *ci = cp_var(c, "ci", NIMBLE_LN_I64), *kh = cp_var(c, "kh", NIMBLE_LN_I64),
@@ -275,7 +436,7 @@ static nimble_ln_stmt *conv_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o) 
    * does the rest of the columns. */
   nimble_ln_expr *skip = NULL;
   nimble_ln_stmt *blocked = NULL;
-  if (g.kw_const > 0 && !sg_path) {
+  if (g.kw_const > 0 && !sg_path && !dw) {
     int J = B >= 8 ? 8 : B >= 4 ? 16 : 32;
     nimble_ln_expr *lo = col_lo(c, &g, col_off(c, &g, cp_i(c, 0)));
     nimble_ln_expr *hi = cp_max(c, col_hi(c, &g, col_off(c, &g, cp_i(c, g.kw_const - 1))), lo);
@@ -323,8 +484,45 @@ static nimble_ln_stmt *conv_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o) 
   upd = cp_for(c, kh, g.KH, NIMBLE_LN_SERIAL, 0, upd);
   upd = cp_for(c, ci, cg, NIMBLE_LN_SERIAL, 0, upd);
   nimble_ln_stmt *steps[3] = {init_loop, blocked, upd};
-  nimble_ln_stmt *row = cp_for(c, oh, g.OH, NIMBLE_LN_SERIAL, 0,
-                               blocked ? nimble_ln_seq(c->A, steps, 3) : nimble_ln_seq2(c->A, init_loop, upd));
+  nimble_ln_stmt *row_body = blocked ? nimble_ln_seq(c->A, steps, 3) : nimble_ln_seq2(c->A, init_loop, upd);
+  nimble_ln_stmt *row;
+  if (dw) {
+    dw_ctx d;
+    memset(&d, 0, sizeof d);
+    d.g = &g;
+    d.x = x;
+    d.o = o;
+    d.KH = kh_c;
+    for (int i = 0; i < kh_c * g.kw_const; i++) d.wv[i] = cp_var(c, "wv", NIMBLE_LN_F32);
+    d.bv = cp_var(c, "bias", NIMBLE_LN_F32);
+    d.plane = cp_mul(c, cp_add(c, cp_mul(c, ref(c, nv), Ci), ref(c, co0)), cp_mul(c, g.H, g.W));
+    nimble_ln_expr *obase = cp_mul(c, cp_add(c, cp_mul(c, ref(c, nv), Co), ref(c, co0)), plane);
+    /* Row by row; with unit strides and OW == W, first the flattened plane,
+     * then the rows without their interior. */
+    nimble_ln_expr *by_rows = NULL;
+    if (g.s[0] == 1 && g.s[1] == 1) by_rows = bin(c, NIMBLE_LN_NE, g.OW, g.W);
+    nimble_ln_stmt *rows =
+        cp_for(c, oh, g.OH, NIMBLE_LN_SERIAL, 0, dw_row(c, &d, ref(c, oh), orow[0], by_rows, row_body));
+    if (by_rows) {
+      nimble_ln_stmt *flat = nimble_ln_if(c->A, bin(c, NIMBLE_LN_EQ, g.OW, g.W), dw_plane(c, &d, obase), NULL);
+      rows = nimble_ln_seq2(c->A, flat, rows);
+    }
+    row = dw_bind(c, &d, wt, bias, ref(c, co0), rows);
+    /* The epilogue on the plane just written, while it is in cache. */
+    if (row && epi) {
+      nimble_ln_var *ohe = cp_var(c, "oh", NIMBLE_LN_I64), *owe = cp_var(c, "ow", NIMBLE_LN_I64);
+      nimble_ln_expr *idx[4] = {ref(c, nv), ref(c, co0), ref(c, ohe), ref(c, owe)};
+      nimble_ln_stmt *e = cp_epilogue_at(c, root, o, idx, NULL);
+      if (c->err) return NULL;
+      if (e) {
+        e = cp_for(c, owe, g.OW, vw ? NIMBLE_LN_VECTORIZED : NIMBLE_LN_SERIAL, vw, e);
+        row = nimble_ln_seq2(c->A, row, cp_for(c, ohe, g.OH, NIMBLE_LN_SERIAL, 0, e));
+        *fused = true;
+      }
+    }
+  } else {
+    row = cp_for(c, oh, g.OH, NIMBLE_LN_SERIAL, 0, row_body);
+  }
   row = nimble_ln_let(c->A, co0, cp_mul(c, cp_rem(c, tr, cp_max(c, blocks, cp_i(c, 1))), cp_i(c, B)), row);
   row = nimble_ln_let(c->A, nv, cp_div(c, tr, cp_max(c, blocks, cp_i(c, 1))), row);
   nimble_ln_stmt *direct = cp_for(c, t, cp_mul(c, x->ext[0], blocks), NIMBLE_LN_SERIAL, 0, row);
@@ -342,90 +540,132 @@ static nimble_ln_stmt *conv_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o) 
    * first set to the bias (or 0) and sgemm adds (beta 1). */
   if (!sg_path) return direct;
   bool direct_b = flat1_ && x->kind == CP_PARAM && x->param && x->type == NIMBLE_LN_F32;
-  nimble_ln_expr *P = plane, *KK = cp_mul(c, g.KH, g.KW);
-  nimble_ln_expr *K = cp_mul(c, cg, KK);
+  cv_geom gr; /* unflattened: the blocks are whole output rows */
+  if (!geometry(c, n, x, wt->ext[2], wt->ext[3], false, &gr)) return direct;
+  nimble_ln_expr *KK = cp_mul(c, gr.KH, gr.KW), *K = cp_mul(c, cg, KK);
+  nimble_ln_expr *OHr = gr.OH, *OWr = gr.OW, *P = cp_mul(c, OHr, OWr), *one = cp_i(c, 1);
+  /* Column blocks of R whole output rows, about 64K output floats (all
+   * channels) and at least 512 columns: the bias fill, the sgemm (and its
+   * im2col) and the epilogue of a block run while it is in cache. */
+  nimble_ln_expr *target = cp_max(c, cp_div(c, cp_i(c, 65536), cp_max(c, Co, one)), cp_i(c, 512));
+  nimble_ln_expr *R = cp_max(c, cp_min(c, OHr, cp_div(c, cp_add(c, target, cp_sub(c, OWr, one)), cp_max(c, OWr, one))),
+                             one);
+  nimble_ln_expr *ldcol = cp_max(c, cp_mul(c, R, OWr), one);
   nimble_ln_param *col = NULL;
   if (!direct_b) {
-    col = nimble_ln_kernel_add_scratch(c->k, "col", NIMBLE_LN_F32, cp_mul(c, K, P));
+    col = nimble_ln_kernel_add_scratch(c->k, "col", NIMBLE_LN_F32, cp_mul(c, K, ldcol));
     if (!col) return direct;
   }
-  nimble_ln_var *ni = cp_var(c, "n", NIMBLE_LN_I64), *gi = cp_var(c, "g", NIMBLE_LN_I64);
-  nimble_ln_expr *nr = ref(c, ni), *gr = ref(c, gi);
-  /* out[n] = bias (or 0) */
+  nimble_ln_var *ni = cp_var(c, "n", NIMBLE_LN_I64), *gi = cp_var(c, "g", NIMBLE_LN_I64),
+                *bk = cp_var(c, "blk", NIMBLE_LN_I64), *oh0v = cp_var(c, "oh0", NIMBLE_LN_I64),
+                *rowsv = cp_var(c, "rows", NIMBLE_LN_I64);
+  nimble_ln_expr *nr = ref(c, ni), *gr_ = ref(c, gi), *oh0 = ref(c, oh0v), *rows = ref(c, rowsv);
+  nimble_ln_expr *p0 = cp_mul(c, oh0, OWr), *cols = cp_mul(c, rows, OWr);
+  /* The epilogue on the block, in place, while it is in cache; it also
+   * adds the bias then, and sgemm writes the block with beta 0 (no fill). */
+  nimble_ln_stmt *e = NULL;
+  if (epi) {
+    nimble_ln_var *co3 = cp_var(c, "co", NIMBLE_LN_I64), *oh3 = cp_var(c, "oh", NIMBLE_LN_I64),
+                  *ow3 = cp_var(c, "ow", NIMBLE_LN_I64);
+    nimble_ln_expr *idx[4] = {nr, ref(c, co3), ref(c, oh3), ref(c, ow3)};
+    nimble_ln_expr *bi3[1] = {ref(c, co3)};
+    e = cp_epilogue_at(c, root, o, idx, bias ? cp_value(c, bias, bi3) : NULL);
+    if (c->err) return NULL;
+    if (e) {
+      e = cp_for(c, ow3, OWr, vw ? NIMBLE_LN_VECTORIZED : NIMBLE_LN_SERIAL, vw, e);
+      e = nimble_ln_for(c->A, oh3, oh0, cp_add(c, oh0, rows), NIMBLE_LN_SERIAL, 0, e);
+      e = cp_for(c, co3, Co, NIMBLE_LN_SERIAL, 0, e);
+      if (c->opt.parallel && e) e = nimble_ln_chunk(c->A, e, cp_rows_per_task(c, Co, cols));
+      if (!e) return NULL;
+      direct = nimble_ln_seq2(c->A, direct, epi);
+      *fused = true;
+    }
+  }
+  /* out[n, :, block] = bias (or 0; always 0 when the epilogue adds it) */
   nimble_ln_var *co = cp_var(c, "co", NIMBLE_LN_I64), *p = cp_var(c, "p", NIMBLE_LN_I64);
   nimble_ln_expr *bi[1] = {ref(c, co)};
-  nimble_ln_expr *oi = cp_add(c, cp_mul(c, cp_add(c, cp_mul(c, nr, Co), ref(c, co)), P), ref(c, p));
-  nimble_ln_stmt *fill = cp_for(c, p, P, vw ? NIMBLE_LN_VECTORIZED : NIMBLE_LN_SERIAL, vw,
-                                nimble_ln_store(c->A, o, oi, bias ? cp_value(c, bias, bi) : nimble_ln_f32(c->A, 0)));
+  nimble_ln_expr *oi = cp_add(c, cp_add(c, cp_mul(c, cp_add(c, cp_mul(c, nr, Co), ref(c, co)), P), p0), ref(c, p));
+  nimble_ln_stmt *fill = cp_for(c, p, cols, vw ? NIMBLE_LN_VECTORIZED : NIMBLE_LN_SERIAL, vw,
+                                nimble_ln_store(c->A, o, oi,
+                                                bias && !e ? cp_value(c, bias, bi) : nimble_ln_f32(c->A, 0)));
   fill = cp_for(c, co, Co, NIMBLE_LN_SERIAL, 0, fill);
+  if (c->opt.parallel && fill) fill = nimble_ln_chunk(c->A, fill, cp_rows_per_task(c, Co, cols));
   nimble_ln_sgemm_desc_t d;
   memset(&d, 0, sizeof d);
   d.m = og;
-  d.n = P;
+  d.n = cols;
   d.k = K;
   d.alpha = 1.0f;
-  d.beta = 1.0f;
+  d.beta = e ? 0.0f : 1.0f;
   d.a = wt->param;
   d.c = o;
-  d.a_offset = cp_mul(c, cp_mul(c, gr, og), K);
-  d.c_offset = cp_mul(c, cp_add(c, cp_mul(c, nr, Co), cp_mul(c, gr, og)), P);
-  d.lda = cp_max(c, K, cp_i(c, 1));
-  d.ldb = cp_max(c, P, cp_i(c, 1));
-  d.ldc = cp_max(c, P, cp_i(c, 1));
+  d.a_offset = cp_mul(c, cp_mul(c, gr_, og), K);
+  d.c_offset = cp_add(c, cp_mul(c, cp_add(c, cp_mul(c, nr, Co), cp_mul(c, gr_, og)), P), p0);
+  d.lda = cp_max(c, K, one);
+  d.ldc = cp_max(c, P, one);
   nimble_ln_stmt *per_group;
   if (direct_b) {
     d.b = x->param;
-    d.b_offset = cp_mul(c, cp_add(c, cp_mul(c, nr, Ci), cp_mul(c, gr, cg)), P);
+    d.b_offset = cp_add(c, cp_mul(c, cp_add(c, cp_mul(c, nr, Ci), cp_mul(c, gr_, cg)), P), p0);
+    d.ldb = cp_max(c, P, one);
     per_group = nimble_ln_sgemm(c->A, &d);
   } else {
-    /* im2col: row r = (ci, kh, kw) of col holds, per output pixel, the
-     * input it multiplies (0 in the padding); rows in parallel tasks. */
+    /* im2col of the block: row r = (ci, kh, kw) of col holds, per output
+     * pixel of the block, the input it multiplies (0 in the padding); rows
+     * in parallel tasks. */
     d.b = col;
     d.b_offset = cp_i(c, 0);
+    d.ldb = ldcol;
     nimble_ln_var *r = cp_var(c, "r", NIMBLE_LN_I64), *oh2 = cp_var(c, "oh", NIMBLE_LN_I64),
                   *ow2 = cp_var(c, "ow", NIMBLE_LN_I64), *ihv = cp_var(c, "ih", NIMBLE_LN_I64),
                   *kwv = cp_var(c, "kw", NIMBLE_LN_I64), *khv = cp_var(c, "kh", NIMBLE_LN_I64),
                   *civ = cp_var(c, "ci", NIMBLE_LN_I64);
     nimble_ln_expr *rr = ref(c, r);
-    nimble_ln_expr *off = col_off(c, &g, ref(c, kwv));
-    nimble_ln_expr *lo = col_lo(c, &g, off), *hi = cp_max(c, col_hi(c, &g, off), lo);
-    nimble_ln_expr *crow = cp_add(c, cp_mul(c, rr, P), cp_mul(c, ref(c, oh2), g.OW));
-    nimble_ln_expr *xrow2 = cp_add(c, cp_mul(c, cp_add(c, cp_mul(c, nr, Ci), cp_add(c, cp_mul(c, gr, cg), ref(c, civ))),
-                                             iplane),
-                                   cp_mul(c, ref(c, ihv), g.W));
-    nimble_ln_expr *iw = cp_add(c, cp_mul(c, ref(c, ow2), cp_i(c, g.s[1])), off);
+    nimble_ln_expr *off = col_off(c, &gr, ref(c, kwv));
+    nimble_ln_expr *lo = col_lo(c, &gr, off), *hi = cp_max(c, col_hi(c, &gr, off), lo);
+    nimble_ln_expr *crow = cp_add(c, cp_mul(c, rr, ldcol), cp_mul(c, cp_sub(c, ref(c, oh2), oh0), OWr));
+    nimble_ln_expr *cin_ = cp_add(c, cp_mul(c, nr, Ci), cp_add(c, cp_mul(c, gr_, cg), ref(c, civ)));
+    nimble_ln_expr *xrow2 = cp_add(c, cp_mul(c, cin_, cp_mul(c, gr.H, gr.W)), cp_mul(c, ref(c, ihv), gr.W));
+    nimble_ln_expr *iw = cp_add(c, cp_mul(c, ref(c, ow2), cp_i(c, gr.s[1])), off);
     nimble_ln_expr *xin = cp_value_flat(c, x, cp_add(c, xrow2, iw));
-    nimble_ln_expr *xsel = nimble_ln_select(c->A, inside(c, iw, g.W),
-                                            cp_value_flat(c, x, cp_add(c, xrow2, clamp(c, iw, g.W))),
+    nimble_ln_expr *xsel = nimble_ln_select(c->A, inside(c, iw, gr.W),
+                                            cp_value_flat(c, x, cp_add(c, xrow2, clamp(c, iw, gr.W))),
                                             nimble_ln_f32(c->A, 0));
     nimble_ln_expr *ci_ = cp_add(c, crow, ref(c, ow2));
     nimble_ln_stmt *parts[3] = {
         nimble_ln_for(c->A, ow2, cp_i(c, 0), lo, NIMBLE_LN_SERIAL, 0, nimble_ln_store(c->A, col, ci_, xsel)),
         nimble_ln_for(c->A, ow2, lo, hi, vw ? NIMBLE_LN_VECTORIZED : NIMBLE_LN_SERIAL, vw,
                       nimble_ln_store(c->A, col, ci_, xin)),
-        nimble_ln_for(c->A, ow2, hi, g.OW, NIMBLE_LN_SERIAL, 0, nimble_ln_store(c->A, col, ci_, xsel)),
+        nimble_ln_for(c->A, ow2, hi, OWr, NIMBLE_LN_SERIAL, 0, nimble_ln_store(c->A, col, ci_, xsel)),
     };
-    nimble_ln_stmt *zero = cp_for(c, ow2, g.OW, vw ? NIMBLE_LN_VECTORIZED : NIMBLE_LN_SERIAL, vw,
+    nimble_ln_stmt *zero = cp_for(c, ow2, OWr, vw ? NIMBLE_LN_VECTORIZED : NIMBLE_LN_SERIAL, vw,
                                   nimble_ln_store(c->A, col, ci_, nimble_ln_f32(c->A, 0)));
-    nimble_ln_stmt *rowc = nimble_ln_if(c->A, inside(c, ref(c, ihv), g.H), nimble_ln_seq(c->A, parts, 3), zero);
+    nimble_ln_stmt *rowc = nimble_ln_if(c->A, inside(c, ref(c, ihv), gr.H), nimble_ln_seq(c->A, parts, 3), zero);
     rowc = nimble_ln_let(c->A, ihv,
-                         cp_add(c, cp_sub(c, cp_mul(c, ref(c, oh2), cp_i(c, g.s[0])), cp_i(c, g.p[0])),
-                                cp_mul(c, ref(c, khv), cp_i(c, g.d[0]))),
+                         cp_add(c, cp_sub(c, cp_mul(c, ref(c, oh2), cp_i(c, gr.s[0])), cp_i(c, gr.p[0])),
+                                cp_mul(c, ref(c, khv), cp_i(c, gr.d[0]))),
                          rowc);
-    rowc = cp_for(c, oh2, g.OH, NIMBLE_LN_SERIAL, 0, rowc);
-    rowc = nimble_ln_let(c->A, kwv, cp_rem(c, rr, cp_max(c, g.KW, cp_i(c, 1))), rowc);
-    rowc = nimble_ln_let(c->A, khv, cp_rem(c, cp_div(c, rr, cp_max(c, g.KW, cp_i(c, 1))), cp_max(c, g.KH, cp_i(c, 1))),
-                         rowc);
-    rowc = nimble_ln_let(c->A, civ, cp_div(c, rr, cp_max(c, KK, cp_i(c, 1))), rowc);
+    rowc = nimble_ln_for(c->A, oh2, oh0, cp_add(c, oh0, rows), NIMBLE_LN_SERIAL, 0, rowc);
+    rowc = nimble_ln_let(c->A, kwv, cp_rem(c, rr, cp_max(c, gr.KW, one)), rowc);
+    rowc = nimble_ln_let(c->A, khv, cp_rem(c, cp_div(c, rr, cp_max(c, gr.KW, one)), cp_max(c, gr.KH, one)), rowc);
+    rowc = nimble_ln_let(c->A, civ, cp_div(c, rr, cp_max(c, KK, one)), rowc);
     nimble_ln_stmt *im2col = cp_for(c, r, K, NIMBLE_LN_SERIAL, 0, rowc);
-    if (c->opt.parallel && im2col) im2col = nimble_ln_chunk(c->A, im2col, cp_rows_per_task(c, K, P));
+    if (c->opt.parallel && im2col) im2col = nimble_ln_chunk(c->A, im2col, cp_rows_per_task(c, K, cols));
     per_group = nimble_ln_seq2(c->A, im2col, nimble_ln_sgemm(c->A, &d));
   }
   nimble_ln_expr *nonempty = bin(c, NIMBLE_LN_AND, bin(c, NIMBLE_LN_GT, og, cp_i(c, 0)),
                                  bin(c, NIMBLE_LN_AND, bin(c, NIMBLE_LN_GT, P, cp_i(c, 0)),
                                      bin(c, NIMBLE_LN_GT, K, cp_i(c, 0))));
-  per_group = nimble_ln_if(c->A, nonempty, cp_for(c, gi, cp_i(c, groups), NIMBLE_LN_SERIAL, 0, per_group), NULL);
-  nimble_ln_stmt *gemm = cp_for(c, ni, x->ext[0], NIMBLE_LN_SERIAL, 0, nimble_ln_seq2(c->A, fill, per_group));
+  per_group = cp_for(c, gi, cp_i(c, groups), NIMBLE_LN_SERIAL, 0, per_group);
+  if (!e) per_group = nimble_ln_if(c->A, nonempty, per_group, NULL);
+  /* Without the epilogue: fill, then sgemm adds; with it: sgemm writes
+   * (an empty product: the fill's zeros), then the epilogue. */
+  nimble_ln_stmt *block = e ? nimble_ln_seq2(c->A, nimble_ln_if(c->A, nonempty, per_group, fill), e)
+                            : nimble_ln_seq2(c->A, fill, per_group);
+  block = nimble_ln_let(c->A, rowsv, cp_min(c, R, cp_sub(c, OHr, oh0)), block);
+  block = nimble_ln_let(c->A, oh0v, cp_mul(c, ref(c, bk), R), block);
+  nimble_ln_expr *nblk = cp_div(c, cp_add(c, OHr, cp_sub(c, R, one)), R);
+  nimble_ln_stmt *gemm = cp_for(c, ni, x->ext[0], NIMBLE_LN_SERIAL, 0, cp_for(c, bk, nblk, NIMBLE_LN_SERIAL, 0, block));
   /* has_sgemm() alone is the condition, so nvptx64 folds the branch away. */
   return nimble_ln_if(c->A, nimble_ln_has_sgemm(c->A), gemm, direct);
 }
@@ -489,14 +729,23 @@ static nimble_ln_stmt *pool_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o) 
   return all;
 }
 
-nimble_ln_stmt *cp_window_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o) {
+bool cp_window_op(const cp_node *n) {
+  if (!n || n->kind != CP_CALL || n->rank != 4 || n->type != NIMBLE_LN_F32 || n->in[0]->type != NIMBLE_LN_F32)
+    return false;
+  if (!strcmp(n->op->name, "conv2d")) return n->in[1]->type == NIMBLE_LN_F32 && n->in[1]->rank == 4;
+  return !strcmp(n->op->name, "max_pool2d") || !strcmp(n->op->name, "avg_pool2d");
+}
+
+nimble_ln_stmt *cp_window_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o, cp_node *root, nimble_ln_stmt *epi,
+                                   bool *fused) {
+  *fused = false;
   if (!n || n->kind != CP_CALL || n->rank != 4 || n->type != NIMBLE_LN_F32 || !o || o->rank != 4 ||
       o->dtype != NIMBLE_LN_F32)
     return NULL;
   if (n->in[0]->type != NIMBLE_LN_F32) return NULL;
   if (!strcmp(n->op->name, "conv2d")) {
     if (n->in[1]->type != NIMBLE_LN_F32 || n->in[1]->rank != 4) return NULL;
-    return conv_into_out(c, n, o);
+    return conv_into_out(c, n, o, root, epi, fused);
   }
   if (!strcmp(n->op->name, "max_pool2d") || !strcmp(n->op->name, "avg_pool2d")) return pool_into_out(c, n, o);
   return NULL;

@@ -354,6 +354,22 @@ static nimble_status_t finish(cp_ctx *c, nimble_ln_stmt *body, nimble_ln_kernel 
  * anchors. */
 nimble_ln_stmt *cp_gemm_sgemm(cp_ctx *c, cp_node *n, nimble_ln_param *o);
 
+nimble_ln_stmt *cp_epilogue_at(cp_ctx *c, cp_node *root, nimble_ln_param *o, nimble_ln_expr *const *idx,
+                               nimble_ln_expr *addend) {
+  cp_node *anchor = c->anchor;
+  if (!anchor || root == anchor || anchor->rank != root->rank || root->rank != o->rank) return NULL;
+  c->anchor_used = 0;
+  c->anchor_var = cp_var(c, anchor->op->name, anchor->type);
+  nimble_ln_expr *value = cp_convert(c, cp_value(c, root, idx), root->type);
+  if (c->err || !value || !c->anchor_used) return NULL;
+  for (int a = 0; a < root->rank; a++)
+    if (c->anchor_idx[a] != idx[a]) return NULL;
+  nimble_ln_expr *fi = nimble_ln_flat_index(c->A, o, idx);
+  nimble_ln_expr *anchor_value = nimble_ln_load(c->A, o, fi);
+  if (addend) anchor_value = nimble_ln_binary(c->A, NIMBLE_LN_ADD, anchor_value, addend);
+  return nimble_ln_let(c->A, c->anchor_var, anchor_value, nimble_ln_store(c->A, o, fi, value));
+}
+
 /* from_out: the anchor's value was already stored into the output (by
  * sgemm); the nest applies the epilogue in place. Only valid when the
  * epilogue reads the anchor at the very index it writes; NULL otherwise. */
@@ -542,10 +558,11 @@ nimble_status_t nimble_compute_primitive(const nimble_module *m, const char *nam
       }
       /* conv2d and pooling: their own loop nests into the output (conv.c),
        * then the epilogue in place, like the sgemm path. */
-      nimble_ln_stmt *win = body && c.anchor ? cp_window_into_out(&c, c.anchor, o) : NULL;
-      if (win) {
+      if (body && c.anchor && cp_window_op(c.anchor)) {
         nimble_ln_stmt *epi = root == c.anchor ? NULL : emit_nest(&c, root, o, true);
-        if (root == c.anchor || epi) body = epi ? nimble_ln_seq2(arena, win, epi) : win;
+        bool fused = false;
+        nimble_ln_stmt *win = root == c.anchor || epi ? cp_window_into_out(&c, c.anchor, o, root, epi, &fused) : NULL;
+        if (win) body = epi && !fused ? nimble_ln_seq2(arena, win, epi) : win;
       }
     }
     if (!body && !c.err) c.err = nimble_ln_arena_status(arena);

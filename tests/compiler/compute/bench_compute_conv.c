@@ -1,8 +1,9 @@
 /* Not a test: times conv2d / pooling kernels of the reference models'
  * shape classes, single thread, with and without the runtime's sgemm
  * (OpenBLAS), and prints GFLOP/s (medians of 9 runs).
- *   bench_compute_conv [IR_FILE]   IR_FILE: also write the optimised LLVM
- *                                  IR of the first kernel there */
+ *   bench_compute_conv [IR_FILE [I]]   IR_FILE: also write the optimised
+ *                                      LLVM IR of shape I's kernel there
+ *                                      (default the first, 0) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,13 @@ static const shape kShapes[] = {
     {"mobilenet 1x1 96->24 56x56", 96, 56, 56, 24, 1, 1, 0, 1},
     {"mobilenet dw 3x3 144 56x56", 144, 56, 56, 144, 3, 1, 1, 144},
     {"mobilenet dw 3x3/2 144 56x56", 144, 56, 56, 144, 3, 2, 1, 144},
+    {"mobilenet 1x1 16->96 112x112", 16, 112, 112, 96, 1, 1, 0, 1},
+    {"mobilenet conv1 3x3/2 3->32 224", 3, 224, 224, 32, 3, 2, 1, 1},
+    {"mobilenet dw 3x3 32 112x112", 32, 112, 112, 32, 3, 1, 1, 32},
+    {"mobilenet dw 3x3/2 96 112x112", 96, 112, 112, 96, 3, 2, 1, 96},
+    {"mobilenet dw 3x3 384 14x14", 384, 14, 14, 384, 3, 1, 1, 384},
+    {"mobilenet dw 3x3 960 7x7", 960, 7, 7, 960, 3, 1, 1, 960},
+    {"mobilenet 1x1 320->1280 7x7", 320, 7, 7, 1280, 1, 1, 0, 1},
 };
 
 static double now(void) {
@@ -42,6 +50,7 @@ static int cmp(const void *a, const void *b) {
 }
 
 static const char *g_ir_file;
+static size_t g_ir_shape;
 
 START_TEST(bench) {
   unsigned seed = 1;
@@ -61,7 +70,7 @@ START_TEST(bench) {
     const char *prim = ch_find_primitive(m, "fused.conv2d");
     ch_kernel k;
     ch_kernel_build(m, prim, false, NULL, &k);
-    if (i == 0 && g_ir_file) {
+    if (i == g_ir_shape && g_ir_file) {
       nimble_codegen_options_t o = nimble_codegen_default_options();
       o.keep_ir = 1;
       nimble_codegen_output_t out;
@@ -117,6 +126,7 @@ END_TEST
 
 int main(int argc, char **argv) {
   g_ir_file = argc > 1 ? argv[1] : NULL;
+  g_ir_shape = argc > 2 ? (size_t)strtoul(argv[2], NULL, 10) : 0;
   Suite *s = suite_create("bench_compute_conv");
   TCase *tc = tcase_create("bench");
   tcase_set_timeout(tc, 1200);

@@ -50,6 +50,31 @@ static const conv_case kConv[] = {
     {1, 3, 6, 7, 5, 3, 3, 1, 2, 1, 0, 1, 2, 1, 1, 1, 1, 0, 1},
     /* wide image: many vector blocks and a tail */
     {1, 4, 5, 67, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 1, 0},
+    /* depthwise, unit strides, OW == W (the flattened plane), an add and a
+     * clip fused per plane; 40x37, 14x14 symbolic batch 2, 7x7 */
+    {1, 16, 40, 37, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 16, 2, 2, 0},
+    {2, 8, 14, 14, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 8, 1, 2, 1},
+    {1, 4, 7, 7, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 4, 1, 1, 0},
+    /* depthwise, unit strides without padding (OW != W: by rows) */
+    {1, 4, 9, 20, 4, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 4, 1, 0, 0},
+    /* depthwise 5x5 dilated 2, pads 4 (OW == W) */
+    {1, 3, 12, 19, 3, 5, 5, 1, 1, 4, 4, 4, 4, 2, 2, 3, 0, 1, 0},
+    /* depthwise asymmetric pads (top 0, left 2, bottom 2, right 0), OW == W */
+    {1, 3, 10, 18, 3, 3, 3, 1, 1, 0, 2, 2, 0, 1, 1, 3, 1, 1, 0},
+    /* depthwise stride 2, symbolic, add and clip */
+    {1, 4, 20, 33, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 4, 2, 2, 1},
+    /* depthwise stride 2 on an even width: the vector loop starts left of
+     * the interior, the border loop rewrites column 0 */
+    {1, 3, 16, 48, 3, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 3, 1, 2, 0},
+    /* depthwise on 2x2 and 1x1 images (no interior row or column) */
+    {1, 3, 2, 2, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3, 1, 2, 0},
+    {2, 2, 1, 1, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2, 1, 0, 0},
+    /* sgemm in blocks of whole output rows (256 channels: 18 rows of 30,
+     * then 12), the epilogue per block: 1x1 batch 2 with add and clip,
+     * im2col 3x3 symbolic, 2 groups of 128 */
+    {2, 4, 30, 30, 256, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 2, 2, 0},
+    {1, 3, 25, 27, 256, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1},
+    {1, 4, 20, 26, 256, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2, 1, 2, 0},
 };
 
 static void conv_ref(const conv_case *c, const float *x, const float *w, const float *b, float *y, int64_t OH,
@@ -175,6 +200,8 @@ static const pool_case kPool[] = {
     {2, 1, 2, 12, 10, 3, 3, 2, 2, 1, 0, 1, 0, 1, 1, 1}, /* avg incl. pad, ceil_mode: not what ceil adds */
     {1, 1, 3, 5, 40, 2, 3, 1, 1, 0, 1, 1, 1, 2, 1, 0},  /* wide avg, dilated rows */
     {0, 1, 2, 1, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0},   /* a 1x1 image */
+    {0, 1, 3, 29, 45, 3, 3, 2, 2, 0, 0, 0, 0, 1, 1, 1}, /* wide 3x3/2 ceil_mode max: vector rows */
+    {0, 2, 2, 20, 37, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0}, /* wide padded 3x3 max, unit strides */
 };
 
 START_TEST(test_pooling_cases_match_direct_loops) {
