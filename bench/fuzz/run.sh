@@ -80,6 +80,7 @@ for t in "${targets[@]}"; do
     -rss_limit_mb="${NIMBLE_FUZZ_RSS_MB:-2048}" -print_final_stats=1 \
     -artifact_prefix="$work/faults/" "${keep[@]}" "$work/queue" "$corpus" >"$log" 2>&1
   rc=$?
+  ended=$(date +%s)
   set -e
   # The last line: time writes "Command exited with non-zero status N" first on a fault.
   cpu=$(tail -1 "$work/cpu.txt" 2>/dev/null | awk '{ printf "%.0f", $1 + $2 }')
@@ -96,10 +97,14 @@ for t in "${targets[@]}"; do
   else
     merged=0
   fi
-  line="$(date -u +%FT%TZ) $t: ${seconds}s wall, ${cpu:-?} CPU-s, ${runs:-?} runs, cov ${cov:-?}, ft ${ft:-?}, faults $faults (exit $rc), $merged new corpus files"
+  line="$(date -u +%FT%TZ) $t: $((ended - $(stat -c %Y "$work/started")))s wall (of ${seconds}s asked), ${cpu:-?} CPU-s, ${runs:-?} runs, cov ${cov:-?}, ft ${ft:-?}, faults $faults (exit $rc), $merged new corpus files"
   echo "fuzz: $line"
   echo "$line" >>"$build/fuzz/summary.txt"
-  if [ $rc -ne 0 ]; then
+  if [ $rc = 72 ] && [ "$faults" = 0 ]; then
+    # libFuzzer's exit status after SIGINT/SIGTERM (-interrupted_exitcode):
+    # stopped early on purpose (a campaign counted in CPU-seconds), not a fault.
+    echo "fuzz: $t was interrupted (status 72) after ${cpu:-?} CPU-s; no fault"
+  elif [ $rc -ne 0 ]; then
     echo "fuzz: $t stopped with status $rc; the input is in $work/faults/ (see $log)" >&2
     status=$rc
   fi
