@@ -358,6 +358,7 @@ nimble_ln_stmt *cp_epilogue_at(cp_ctx *c, cp_node *root, nimble_ln_param *o, nim
                                nimble_ln_expr *addend) {
   cp_node *anchor = c->anchor;
   if (!anchor || root == anchor || anchor->rank != root->rank || root->rank != o->rank) return NULL;
+  if (o->dtype != anchor->type) return NULL; /* the output cannot hold the anchor's values */
   c->anchor_used = 0;
   c->anchor_var = cp_var(c, anchor->op->name, anchor->type);
   nimble_ln_expr *value = cp_convert(c, cp_value(c, root, idx), root->type);
@@ -375,6 +376,9 @@ nimble_ln_stmt *cp_epilogue_at(cp_ctx *c, cp_node *root, nimble_ln_param *o, nim
  * epilogue reads the anchor at the very index it writes; NULL otherwise. */
 static nimble_ln_stmt *emit_nest(cp_ctx *c, cp_node *root, nimble_ln_param *o, bool from_out) {
   int R = root->rank;
+  /* In place over the anchor's values: only where the output holds them
+   * (a quantizing epilogue writes u8 into an output no f32 was stored in). */
+  if (from_out && (!c->anchor || o->dtype != c->anchor->type)) return NULL;
   nimble_ln_var *d[CP_MAX_RANK];
   nimble_ln_expr *idx[CP_MAX_RANK];
   for (int a = 0; a < R; a++) {
