@@ -6,6 +6,8 @@
 #   ...  (STORE, CLIENTS, WORKERS, EVENTS, TOKEN, REDIS_PORT are set)
 #   farm_stop                                 stops what farm_start started
 #
+# FARM_WORKER_ARGS (word-split) is added to every worker's command line,
+# e.g. "--no-kcache" for compiles that share no kernels.
 # Everything listens on loopback on free ports, with a fresh bearer token;
 # logs go to WORK_DIR/*.log. The caller owns WORK_DIR and should call
 # farm_stop from an EXIT trap.
@@ -75,7 +77,8 @@ farm_start() { # BUILD WORK TARGET...
     mkdir -p "$work/worker-$t"
     "$build/compile-workers/worker/nimble-worker" --scheduler "$WORKERS" --store "$STORE" \
       --targets "$t" --id "worker-$t" --compiler "$build/client/nimble" \
-      --store-token-file "$work/tokens" --work-dir "$work/worker-$t" >"$work/worker-$t.log" 2>&1 &
+      --store-token-file "$work/tokens" --work-dir "$work/worker-$t" ${FARM_WORKER_ARGS:-} \
+      >"$work/worker-$t.log" 2>&1 &
     FARM_PIDS+=($!)
   done
 }

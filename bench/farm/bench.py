@@ -7,9 +7,11 @@ per target, all on loopback). Prints a Markdown report.
    time and C clients at once; submissions per second answered from the
    cache, and the latency of one (a whole CLI process: model digest, HEAD on
    the store, SUBMIT, reply).
-2. Fan-out: the same model compiled cold (the scheduler's cache entries are
-   deleted from Redis first) for each target alone, then for all targets in
-   one job; the job's wall time against the slowest single target.
+2. Fan-out: the same model compiled cold (the scheduler's job-cache and
+   kernel-cache entries deleted from Redis and the workers' kernel folder
+   emptied first) and warm (only the job cache deleted) for each target
+   alone, then for all targets in one job; the job's wall time against the
+   slowest single target.
 3. Start-up fetch: nimble-run started on a store reference with an empty
    cache (cold: manifest and blobs downloaded and verified), with the cache
    filled (warm: the manifest is checked against the store), and with the
@@ -67,14 +69,20 @@ class Farm:
             sys.exit(f"bench/farm: submit {targets} failed ({p.returncode}):\n{p.stdout}{p.stderr}")
         return dt, doc, p
 
-    def drop_cache(self):
+    def drop_cache(self, kernels=False):
         """Deletes the scheduler's compile-cache entries, so the next submit
-        compiles again (the artifacts stay in the store)."""
+        compiles again (the artifacts stay in the store); with kernels, also
+        the farm's kernel-cache index and the workers' kernel folder, so that
+        it compiles every kernel (cold)."""
         rc = ["redis-cli", "-p", str(self.a.redis_port)]
-        _, p = run(rc + ["--scan", "--pattern", "nimble:cache:*"])
-        keys = p.stdout.split()
-        if keys:
-            run(rc + ["del"] + keys)
+        patterns = ["nimble:cache:*"] + (["nimble:kcache:*"] if kernels else [])
+        for pattern in patterns:
+            _, p = run(rc + ["--scan", "--pattern", pattern])
+            keys = p.stdout.split()
+            if keys:
+                run(rc + ["del"] + keys)
+        if kernels:
+            shutil.rmtree(self.a.kcache_dir, ignore_errors=True)
 
 
 def cache_hits(farm, a, targets, out):
@@ -108,30 +116,37 @@ def cache_hits(farm, a, targets, out):
 def fan_out(farm, a, targets, out):
     singles = {t: [] for t in targets}
     together = []
+    warm = {t: [] for t in targets + ["all"]}
+
+    def compile_once(ts, kernels):
+        farm.drop_cache(kernels=kernels)
+        dt, doc, _ = farm.submit(ts, "bench/fanout")
+        if doc["cached"]:
+            sys.exit("bench/farm: a compile was answered from the job cache")
+        return dt
+
     for rep in range(a.reps):
         order = targets[rep % len(targets):] + targets[:rep % len(targets)]
         for t in order:
-            farm.drop_cache()
-            dt, doc, _ = farm.submit([t], "bench/fanout")
-            if doc["cached"]:
-                sys.exit("bench/farm: a cold compile was answered from the cache")
-            singles[t].append(dt)
-        farm.drop_cache()
-        dt, doc, _ = farm.submit(targets, "bench/fanout")
-        if doc["cached"]:
-            sys.exit("bench/farm: a cold compile was answered from the cache")
-        together.append(dt)
+            singles[t].append(compile_once([t], True))
+            warm[t].append(compile_once([t], False))  # its kernels now cached
+        together.append(compile_once(targets, True))
+        warm["all"].append(compile_once(targets, False))
     slowest = max(statistics.median(v) for v in singles.values())
     out.append("## 2. Fan-out: one job for every target against the slowest single target\n")
-    out.append(f"Cold compiles of `{os.path.basename(a.model)}` (cache entries deleted before each "
-               f"submit), {a.reps} repetitions, target order rotating; wall time of `nimble submit --wait` "
-               f"in seconds. One worker per target, all on this {os.cpu_count()}-core machine, so the "
-               f"compiles of one job share its cores.\n")
-    out.append("| submission | median (s) | min (s) |")
-    out.append("|---|---:|---:|")
+    out.append(f"Compiles of `{os.path.basename(a.model)}`, {a.reps} repetitions, target order rotating; "
+               f"wall time of `nimble submit --wait` in seconds. Cold: the job cache, the farm's "
+               f"kernel-cache index and the workers' kernel folder emptied before each submit (every "
+               f"kernel compiled); warm: only the job cache emptied (every kernel a cache hit). One "
+               f"worker per target, all on this {os.cpu_count()}-core machine, so the compiles of one "
+               f"job share its cores.\n")
+    out.append("| submission | cold median (s) | cold min (s) | warm median (s) | warm min (s) |")
+    out.append("|---|---:|---:|---:|---:|")
     for t in targets:
-        out.append(f"| {t} alone | {s(statistics.median(singles[t]))} | {s(min(singles[t]))} |")
-    out.append(f"| {','.join(targets)} in one job | {s(statistics.median(together))} | {s(min(together))} |")
+        out.append(f"| {t} alone | {s(statistics.median(singles[t]))} | {s(min(singles[t]))} | "
+                   f"{s(statistics.median(warm[t]))} | {s(min(warm[t]))} |")
+    out.append(f"| {','.join(targets)} in one job | {s(statistics.median(together))} | {s(min(together))} | "
+               f"{s(statistics.median(warm['all']))} | {s(min(warm['all']))} |")
     out.append("")
     out.append(f"Fan-out / slowest single target (medians): **{statistics.median(together) / slowest:.2f}x**"
                f" (1.0 would be perfect overlap; the sum of the singles over the slowest is "
@@ -191,6 +206,7 @@ def main():
     for k in ("nimble", "nimble_run", "clients", "store", "token", "model", "input", "work", "command"):
         p.add_argument("--" + k.replace("_", "-"), required=True)
     p.add_argument("--redis-port", type=int, required=True)
+    p.add_argument("--kcache-dir", required=True, help="the workers' kernel folder (emptied for cold compiles)")
     p.add_argument("--store-pid", type=int, required=True)
     p.add_argument("--targets", default="x86,aarch64,cuda")
     p.add_argument("--submits", type=int, default=40)

@@ -44,11 +44,15 @@ source "$ROOT/scripts/farm-lib.sh"
 cleanup() { farm_stop; rm -rf "$WORK"; }
 trap cleanup EXIT
 IFS=, read -r -a TARGET_LIST <<<"$TARGETS"
+# The workers' kernel folder, which the cold compiles empty (bench.py).
+export FARM_WORKER_ARGS="--kcache-dir $WORK/kcache ${FARM_WORKER_ARGS:-}"
 farm_start "$BUILD" "$WORK" "${TARGET_LIST[@]}"
 
-/usr/bin/python3 "$ROOT/bench/farm/bench.py" --nimble "$BUILD/client/nimble" --nimble-run "$NIMBLE_RUN" \
+# The farm's events endpoint is on a random port: the submits follow
+# their jobs by events, as a user's would, not by the STATUS polls alone.
+NIMBLE_EVENTS=$EVENTS /usr/bin/python3 "$ROOT/bench/farm/bench.py" --nimble "$BUILD/client/nimble" --nimble-run "$NIMBLE_RUN" \
   --clients "$CLIENTS" --store "$STORE" --token "$TOKEN" --model "$MODELS/$MODEL.onnx" \
   --input "$INPUT_NAME=$INPUT" --work "$WORK" --command "$CMD" --redis-port "$REDIS_PORT" \
-  --store-pid "$FARM_STORE_PID" --targets "$TARGETS" --submits "$SUBMITS" --clients-n "$NCLIENTS" \
+  --store-pid "$FARM_STORE_PID" --kcache-dir "$WORK/kcache" --targets "$TARGETS" --submits "$SUBMITS" --clients-n "$NCLIENTS" \
   --reps "$REPS" | tee "$WORK/report.md"
 [ -z "$OUT" ] || cp "$WORK/report.md" "$OUT"

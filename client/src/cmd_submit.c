@@ -16,8 +16,10 @@
 #define SUBMIT_DEFAULT_TIMEOUT_S 600
 /* The longest one scheduler request may take before it counts as down. */
 #define SUBMIT_REQUEST_MS 10000L
-/* How often the job's state is asked for besides the events. */
+/* How often the job's state is asked for besides the events: after 50 ms,
+ * then twice as long each time, up to once a second. */
 #define SUBMIT_POLL_MS 1000L
+#define SUBMIT_FIRST_POLL_MS 50L
 
 typedef struct submit_target {
   char spec[NIMBLE_TARGET_SPEC_MAX + 1];
@@ -212,6 +214,7 @@ static nimble_status_t follow(nimble_farm_conn *conn, submit_job *j, const char 
                               long long deadline, long timeout_s) {
   NIMBLE_RETURN_IF_ERROR(nimble_farm_subscribe(conn, events, j->job));
   long long next_poll = 0;
+  long poll_ms = SUBMIT_FIRST_POLL_MS;
   for (;;) {
     long long now = nimble_farm_now_ms();
     if (now >= deadline)
@@ -224,7 +227,11 @@ static nimble_status_t follow(nimble_farm_conn *conn, submit_job *j, const char 
       NIMBLE_RETURN_IF_ERROR(
           ask_status(conn, j, left < SUBMIT_REQUEST_MS ? left : SUBMIT_REQUEST_MS));
       if (job_finished(j)) return nimble_ok();
-      next_poll = nimble_farm_now_ms() + SUBMIT_POLL_MS;
+      /* Soon at first, then less often: a short job is seen done at once
+       * even where no event reaches this client (events endpoint not
+       * reachable), and a long one costs a STATUS a second. */
+      next_poll = nimble_farm_now_ms() + poll_ms;
+      poll_ms = poll_ms * 2 < SUBMIT_POLL_MS ? poll_ms * 2 : SUBMIT_POLL_MS;
       continue;
     }
     long long until = next_poll < deadline ? next_poll : deadline;
