@@ -337,7 +337,7 @@ static void print_codegen_stats(const nimble_codegen_stats_t *cs, const char *ca
     const nimble_codegen_kernel_time_t *k = &cs->kernels[i];
     fprintf(stderr, "  %-40.40s %8.4f %8.4f %8.4f %8.4f%s%s%s\n", k->name, k->emit_s, k->opt_s, k->obj_s, k->cache_s,
             k->cached ? " hit" : "", k->light ? " light" : "",
-            k->shared == 1 ? " shared" : k->shared == 2 ? " stub" : "");
+            k->shared == 1 ? " shared" : k->shared == 2 ? " forwarder" : "");
   }
 }
 

@@ -1,6 +1,6 @@
 /* Kernels with the same body under different names (a model's repeated
  * layers) share one implementation (cg_build.c's share_plan): the first
- * builds it, the others get a stub that calls it. Each must still compute
+ * builds it, the others get a forwarder that calls it. Each must still compute
  * its own results, be exported under its own name, and name itself in its
  * error messages, from the entry point's checks and from a check inside a
  * parallel loop alike; the shared implementation must not be exported, and

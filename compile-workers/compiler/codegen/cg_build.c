@@ -267,7 +267,7 @@ static void set_optnone(LLVMContextRef ctx, LLVMValueRef fn) {
  * when ir is not NULL. Times go to *time when not NULL. */
 static nimble_status_t build_module(build *b, LLVMTargetMachineRef tm, const target_info *t,
                                     const nimble_ln_kernel *const *kernels, size_t n_kernels, int opt_level,
-                                    bool light, const char *impl, bool stub, char **ir,
+                                    bool light, const char *impl, bool forwarder, char **ir,
                                     nimble_codegen_kernel_time_t *time) {
   double t0 = thread_cpu_s();
   b->ctx = LLVMContextCreate();
@@ -279,7 +279,7 @@ static nimble_status_t build_module(build *b, LLVMTargetMachineRef tm, const tar
 
   if (impl) {
     assert(n_kernels == 1 && !t->is_ptx);
-    NIMBLE_RETURN_IF_ERROR_CTX(nimble_cg_emit_shared_kernel(b->mod, kernels[0], impl, stub), "codegen");
+    NIMBLE_RETURN_IF_ERROR_CTX(nimble_cg_emit_shared_kernel(b->mod, kernels[0], impl, forwarder), "codegen");
   } else {
     NIMBLE_RETURN_IF_ERROR_CTX(nimble_cg_emit_kernels(b->mod, kernels, n_kernels, t->is_ptx), "codegen");
   }
@@ -350,9 +350,9 @@ typedef struct cpu_pool {
   nimble_codegen_kernel_time_t *times;
   /* Per kernel, NULL when built on its own: the name of the implementation
    * it shares with kernels of the same body (share_plan), which the first
-   * of them (its leader, share_stub 0) defines and the others (1) call. */
+   * of them (its leader, share_forwarder 0) defines and the others (1) call. */
   char **share;
-  unsigned char *share_stub;
+  unsigned char *share_forwarder;
   atomic_size_t next;
   atomic_size_t first_failed; /* lowest failing index so far; n: none */
   atomic_size_t hits, misses, corrupt, put_errors;
@@ -376,14 +376,14 @@ static nimble_status_t cpu_one(cpu_pool *p, LLVMTargetMachineRef tms[2], size_t 
   nimble_codegen_kernel_time_t *time = &p->times[i];
   snprintf(time->name, sizeof time->name, "%s", k->name ? k->name : "");
   const char *impl = p->share ? p->share[i] : NULL;
-  bool stub = impl && p->share_stub[i];
+  bool forwarder = impl && p->share_forwarder[i];
   time->light = p->opt_level >= 1 && nimble_cg_kernel_is_light(k);
-  time->shared = impl ? stub ? 2 : 1 : 0;
+  time->shared = impl ? forwarder ? 2 : 1 : 0;
   char key[NIMBLE_KERNEL_KEY_LEN + 1] = "";
   if (p->cache) {
     double c0 = thread_cpu_s();
     char role[400] = "";
-    if (impl) snprintf(role, sizeof role, "%s %s", stub ? "stub" : "impl", impl);
+    if (impl) snprintf(role, sizeof role, "%s %s", forwarder ? "forwarder" : "impl", impl);
     NIMBLE_RETURN_IF_ERROR(key_of(k, p->t, p->opt_level, role, key));
     memcpy(p->keys[i], key, sizeof key);
     memcpy(time->key, key, sizeof key);
@@ -408,8 +408,8 @@ static nimble_status_t cpu_one(cpu_pool *p, LLVMTargetMachineRef tms[2], size_t 
     time->cache_s = thread_cpu_s() - c0;
     atomic_fetch_add(&p->misses, 1);
   }
-  /* A stub is one call: built like a light kernel. */
-  bool light = time->light || stub;
+  /* A forwarder is one call: built like a light kernel. */
+  bool light = time->light || forwarder;
   LLVMTargetMachineRef *tm = &tms[light];
   if (!*tm) {
     *tm = make_tm(p->t, light ? 0 : p->opt_level);
@@ -418,7 +418,7 @@ static nimble_status_t cpu_one(cpu_pool *p, LLVMTargetMachineRef tms[2], size_t 
                                 p->t->cpu);
   }
   build b = {0};
-  nimble_status_t s = build_module(&b, *tm, p->t, &p->kernels[i], 1, p->opt_level, light, impl, stub,
+  nimble_status_t s = build_module(&b, *tm, p->t, &p->kernels[i], 1, p->opt_level, light, impl, forwarder,
                                    p->keep_ir ? &p->irs[i] : NULL, time);
   if (!s) {
     size_t size = LLVMGetBufferSize(b.obj);
@@ -526,13 +526,13 @@ static nimble_status_t run_pool(cpu_pool *p, const nimble_codegen_options_t *o, 
   return s;
 }
 
-/* Which kernels share code (p->share, p->share_stub). A model's repeated
+/* Which kernels share code (p->share, p->share_forwarder). A model's repeated
  * layers give kernels with the same body under different names (bert_tiny:
  * 71 kernels, 32 bodies); each such body is built once, by the first of
- * its kernels, as a hidden implementation the others call through a stub
+ * its kernels, as a hidden implementation the others call through a forwarder
  * of their own (nimble_cg_emit_shared_kernel), so every kernel keeps its
  * exported symbol and its error messages. Light kernels are left alone:
- * building one costs about what a stub costs. The plan depends on the
+ * building one costs about what a forwarder costs. The plan depends on the
  * kernels alone, so the objects are the same whatever the threads. */
 static nimble_status_t share_plan(cpu_pool *p) {
   size_t n = p->n;
@@ -566,8 +566,8 @@ static nimble_status_t share_plan(cpu_pool *p) {
   }
   if (!s) {
     p->share = calloc(n, sizeof *p->share);
-    p->share_stub = calloc(n, sizeof *p->share_stub);
-    if (!p->share || !p->share_stub) s = NIMBLE_OOM_IN("codegen");
+    p->share_forwarder = calloc(n, sizeof *p->share_forwarder);
+    if (!p->share || !p->share_forwarder) s = NIMBLE_OOM_IN("codegen");
   }
   for (size_t i = 0; i < n && !s; i++) {
     if (leader[i] == n || members[leader[i]] < 2) continue;
@@ -581,7 +581,7 @@ static nimble_status_t share_plan(cpu_pool *p) {
       snprintf(p->share[i], len, "%s.impl", p->kernels[i]->name);
     } else {
       p->share[i] = p->share[leader[i]]; /* owned by the leader's entry */
-      p->share_stub[i] = 1;
+      p->share_forwarder[i] = 1;
     }
   }
   free(body);
@@ -613,9 +613,9 @@ static void pool_dispose(cpu_pool *p) {
     if (p->status) nimble_status_free(p->status[i]);
   }
   for (size_t i = 0; p->share && i < p->n; i++)
-    if (!p->share_stub[i]) free(p->share[i]);
+    if (!p->share_forwarder[i]) free(p->share[i]);
   free(p->share);
-  free(p->share_stub);
+  free(p->share_forwarder);
   free(p->keys);
   free(p->objs);
   free(p->sizes);

@@ -1552,23 +1552,23 @@ static void emit_shared_entry(cg_mod *cm, LLVMValueRef impl_fn) {
 }
 
 nimble_status_t nimble_cg_emit_shared_kernel(LLVMModuleRef m, const nimble_ln_kernel *k, const char *impl,
-                                             int stub) {
-  /* A stub still emits the implementation, into a module thrown away, for
+                                             int forwarder) {
+  /* A forwarder still emits the implementation, into a module thrown away, for
    * its list of messages: the same body gives the same list. */
   LLVMModuleRef scratch = NULL;
-  if (stub) {
-    scratch = LLVMModuleCreateWithNameInContext("nimble_stub", LLVMGetModuleContext(m));
+  if (forwarder) {
+    scratch = LLVMModuleCreateWithNameInContext("nimble_forwarder", LLVMGetModuleContext(m));
     if (!scratch) return NIMBLE_OOM_IN("codegen");
   }
   cg_mod cm;
-  cg_mod_init(&cm, stub ? scratch : m, 0, 1);
+  cg_mod_init(&cm, forwarder ? scratch : m, 0, 1);
   cm.k = k;
   if (LLVMGetNamedFunction(m, k->name) || LLVMGetNamedFunction(m, impl))
     fail(&cm, NIMBLE_ALREADY_EXISTS, "a kernel with this name is already in the module");
   if (!cm.err) emit_cpu_kernel(&cm, impl);
   if (!cm.err) {
     LLVMValueRef impl_fn;
-    if (stub) {
+    if (forwarder) {
       cm.m = m;
       impl_fn = LLVMAddFunction(m, impl, cm.impl_ty);
       LLVMSetVisibility(impl_fn, LLVMHiddenVisibility);

@@ -39,10 +39,10 @@ nimble_status_t nimble_cg_emit_kernels(LLVMModuleRef m, const nimble_ln_kernel *
  * (the same canonical text but for the name): the implementation is the
  * hidden function `impl`, taking the kernel ABI's arguments and a table of
  * error messages; the exported `k->name` passes its own table (messages
- * naming k) and calls it. With stub, `impl` is only declared (another
+ * naming k) and calls it. With forwarder, `impl` is only declared (another
  * kernel's object defines it) and the module holds just the export. */
 nimble_status_t nimble_cg_emit_shared_kernel(LLVMModuleRef m, const nimble_ln_kernel *k, const char *impl,
-                                             int stub);
+                                             int forwarder);
 
 /* A kernel whose run is at most about a thousand scalar statements, all
  * loops of constant trip count (cg_light.c): built with a short pipeline

@@ -78,7 +78,7 @@ typedef struct nimble_codegen_kernel_time {
   int cached;     /* 1: the object came from the cache */
   int light;      /* 1: a light kernel (a short pipeline, fast instruction selection) */
   int stored;     /* 1: built and put into the cache (a new entry) */
-  int shared;     /* 0: its own code; 1: code that kernels of the same body share; 2: calls another's (a stub) */
+  int shared;     /* 0: its own code; 1: code that kernels of the same body share; 2: calls another's (a forwarder) */
   char key[NIMBLE_KERNEL_KEY_LEN + 1]; /* its cache key; "" without a cache */
 } nimble_codegen_kernel_time_t;
 
