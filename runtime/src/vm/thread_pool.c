@@ -32,11 +32,12 @@ static int64_t now_ns(void) {
   return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* Spins until *v != unlike or SPIN_NS pass; returns whether it changed. */
-static int spin_until_changed(const atomic_uint_fast64_t *v, uint64_t unlike) {
+/* Spins while (*v == x) == equal, up to SPIN_NS; returns whether that
+ * ended (the caller sleeps on its condition variable otherwise). */
+static int spin_while(const atomic_uint_fast64_t *v, uint64_t x, int equal) {
   int64_t deadline = 0;
   for (uint32_t k = 0;; k++) {
-    if (atomic_load_explicit(v, memory_order_acquire) != unlike) return 1;
+    if ((atomic_load_explicit(v, memory_order_acquire) == x) != equal) return 1;
     if ((k & 63) == 63) {
       int64_t t = now_ns();
       if (!deadline) deadline = t + SPIN_NS;
@@ -86,7 +87,7 @@ static void *worker_main(void *arg) {
   nimble_thread_pool *p = arg;
   uint64_t seen = 0;
   for (;;) {
-    spin_until_changed(&p->gen_pub, seen);
+    spin_while(&p->gen_pub, seen, 1); /* until a new loop (or stop) */
     pthread_mutex_lock(&p->mu);
     while (!p->stop && p->generation == seen) pthread_cond_wait(&p->work_cv, &p->mu);
     if (p->stop) break;
@@ -175,17 +176,7 @@ int32_t nimble_thread_pool_run(nimble_thread_pool *p, int64_t n_tasks, nimble_pa
   run_tasks(p, body, closure, n_tasks);
   /* Every worker has reported once finished_pub reaches num_workers (it
    * only grows during this loop); else sleep as before. */
-  uint64_t all = p->num_workers;
-  int64_t deadline = 0;
-  for (uint32_t k = 0; atomic_load_explicit(&p->finished_pub, memory_order_acquire) < all; k++) {
-    if ((k & 63) == 63) {
-      int64_t t = now_ns();
-      if (!deadline) deadline = t + SPIN_NS;
-      else if (t >= deadline) break;
-    }
-    cpu_relax();
-  }
-  if (atomic_load_explicit(&p->finished_pub, memory_order_acquire) < all) {
+  if (!spin_while(&p->finished_pub, p->num_workers, 0)) {
     pthread_mutex_lock(&p->mu);
     while (p->finished < p->num_workers) pthread_cond_wait(&p->done_cv, &p->mu);
     pthread_mutex_unlock(&p->mu);
