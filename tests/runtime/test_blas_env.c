@@ -25,6 +25,7 @@
 #include "rt_test_util.h"
 #include "vm/blas_loader.h"
 #include "vm/sgemm_own.h"
+#include "vm/sgemm_threads.h"
 #include "vm/vm.h"
 
 /* ---- Helpers -------------------------------------------------------------- */
@@ -246,7 +247,7 @@ static void expect_own_without_blas(const char *blas_name, int prefix_only, char
   const char *name = nimble_runtime_blas_name(), *sg = nimble_runtime_sgemm_name();
   char want_sg[512];
   snprintf(want_sg, sizeof want_sg, "own (%s); BLAS: none (", nimble_sgemm_isa_name(nimble_sgemm_own_best_isa()));
-  if (vm->env.sgemm != nimble_sgemm_own)
+  if (vm->env.sgemm != nimble_sgemm_threads || nimble_blas_sgemm() != nimble_sgemm_own)
     snprintf(msg, size, "env->sgemm is not the own sgemm (%s)", sg);
   else if (prefix_only ? strncmp(name, blas_name, strlen(blas_name)) != 0 : strcmp(name, blas_name) != 0)
     snprintf(msg, size, "nimble_runtime_blas_name() = '%s', want '%s'", name, blas_name);
@@ -297,7 +298,7 @@ END_TEST
 static void body_sgemm_own(char *msg, size_t size) {
   nimble_vm *vm = child_vm(msg, size);
   if (!vm) return;
-  if (vm->env.sgemm != nimble_sgemm_own)
+  if (vm->env.sgemm != nimble_sgemm_threads || nimble_blas_sgemm() != nimble_sgemm_own)
     snprintf(msg, size, "env->sgemm is not the own sgemm (%s)", nimble_runtime_sgemm_name());
   nimble_vm_destroy(vm);
 }

@@ -309,13 +309,18 @@ static int own_takes(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int
   return m >= 64 && nimble_sgemm_own_is_constant(!trans_a, a, lda, k, m);
 }
 
+static nimble_sgemm_fn auto_pick(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k,
+                                  const float *a, int64_t lda, const float *b, int64_t ldb) {
+  if (own_level > blas_level || (own_level == blas_level && own_takes(trans_a, trans_b, m, n, k, a, lda, b, ldb)))
+    return nimble_sgemm_own;
+  return blas_adapter;
+}
+
 static void auto_sgemm(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                        const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
                        int64_t ldc) {
-  if (own_level > blas_level || (own_level == blas_level && own_takes(trans_a, trans_b, m, n, k, a, lda, b, ldb)))
-    nimble_sgemm_own(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  else
-    blas_adapter(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  auto_pick(trans_a, trans_b, m, n, k, a, lda, b, ldb)(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c,
+                                                       ldc);
 }
 
 static void sgemm_choose(void) {
@@ -362,6 +367,12 @@ nimble_sgemm_fn nimble_blas_sgemm(void) {
   case SGEMM_NONE: return NULL;
   default: return blas_lib.sgemm ? auto_sgemm : nimble_sgemm_own;
   }
+}
+
+nimble_sgemm_fn nimble_blas_sgemm_pick(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k,
+                                       const float *a, int64_t lda, const float *b, int64_t ldb) {
+  nimble_sgemm_fn fn = nimble_blas_sgemm();
+  return fn == auto_sgemm ? auto_pick(trans_a, trans_b, m, n, k, a, lda, b, ldb) : fn;
 }
 
 nimble_status_t nimble_sgemm_check(void) {

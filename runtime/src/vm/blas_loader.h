@@ -44,6 +44,14 @@ typedef void (*nimble_cblas_sgemv_fn)(int order, int trans, int m, int n, float 
  * with no BLAS): nimble_sgemm_check() then says why. */
 nimble_sgemm_fn nimble_blas_sgemm(void);
 
+/* The function nimble_blas_sgemm()'s choice computes this product with:
+ * under "auto", the own kernels or the BLAS adapter as measured for its
+ * shape; else nimble_blas_sgemm() itself. The kernel environment cuts a
+ * product into blocks over threads and computes every block with this
+ * one choice (vm/sgemm_threads.h). */
+nimble_sgemm_fn nimble_blas_sgemm_pick(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k,
+                                       const float *a, int64_t lda, const float *b, int64_t ldb);
+
 /* NIMBLE_INVALID_ARGUMENT naming NIMBLE_SGEMM when its value is unknown or
  * asks for a BLAS that did not load; OK otherwise. VM creation fails with
  * it, so a benchmark that asked for the BLAS never measures something else. */

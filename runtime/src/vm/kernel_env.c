@@ -1,12 +1,14 @@
 /* The kernel environment a VM hands to every kernel it calls: parallel_for
  * over the VM's thread pool, workspace from the VM's CPU pool (so it counts
  * against the cap), an error message slot, and the sgemm of a BLAS found at
- * run time (vm/blas_loader.h). */
+ * run time (vm/blas_loader.h) or the runtime's own, over the VM's threads
+ * (vm/sgemm_threads.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "vm/blas_loader.h"
+#include "vm/sgemm_threads.h"
 #include "vm/vm.h"
 
 static int32_t env_parallel_for(const nimble_kernel_env_t *env, int64_t n_tasks,
@@ -71,6 +73,6 @@ void nimble_kernel_env_init(nimble_vm *vm) {
   vm->env.set_error = env_set_error;
   /* Artifacts never link a BLAS: the runtime offers the one it loaded, or
    * NULL, and kernels then use their own loops. */
-  vm->env.sgemm = nimble_blas_sgemm();
+  vm->env.sgemm = nimble_blas_sgemm() ? nimble_sgemm_threads : NULL;
   vm->env.runtime_ctx = vm;
 }

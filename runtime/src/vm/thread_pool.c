@@ -1,7 +1,12 @@
 /* A small fork-join pool: workers sleep on a condition variable until a
- * new loop (generation) starts, take task indices from an atomic counter,
- * and report back; the caller waits until every worker has seen the loop,
- * so no worker can still hold a stale body when the next loop starts.
+ * new loop (generation) starts, join it, take task indices from an atomic
+ * counter, and leave. The caller takes tasks too; once they are all taken
+ * it closes the loop and waits only for the workers that joined: a worker
+ * that was not scheduled in time (another process on its core) finds the
+ * loop closed and skips it, so the caller never waits a time slice for a
+ * thread that had nothing to do. Joining and closing are one atomic word
+ * (generation, closed, joined count), so no worker can start on a stale
+ * body once the caller has moved on.
  *
  * Both sides spin briefly (SPIN_NS) before they sleep: an invoke runs one
  * parallel loop per kernel, microseconds apart, and a condition-variable
@@ -53,17 +58,33 @@ struct nimble_thread_pool {
   pthread_t *threads;
   uint32_t num_workers;
   uint64_t generation;
-  uint32_t finished;
   int stop;
   nimble_parallel_body_fn body;
   void *closure;
   int64_t n_tasks;
   atomic_int_fast64_t next;
   atomic_int error;
-  /* Mirrors of generation (and stop: UINT64_MAX) and finished, written
-   * under mu, read while spinning without it. */
-  atomic_uint_fast64_t gen_pub, finished_pub;
+  /* A mirror of generation (and stop: UINT64_MAX), written under mu, read
+   * while spinning without it. */
+  atomic_uint_fast64_t gen_pub;
+  /* The current loop: generation << 32 | CLOSED | workers in it. */
+  atomic_uint_fast64_t loop;
 };
+
+#define LOOP_CLOSED ((uint64_t)1 << 31)
+#define LOOP_JOINED(x) ((x) & (LOOP_CLOSED - 1))
+#define LOOP_GEN(x) ((x) >> 32)
+
+/* Joins loop `gen` unless it is over or closed; returns whether it did. */
+static int loop_join(nimble_thread_pool *p, uint64_t gen) {
+  uint64_t x = atomic_load_explicit(&p->loop, memory_order_acquire);
+  for (;;) {
+    if (LOOP_GEN(x) != (gen & 0xffffffffu) || (x & LOOP_CLOSED)) return 0;
+    if (atomic_compare_exchange_weak_explicit(&p->loop, &x, x + 1, memory_order_acq_rel,
+                                              memory_order_acquire))
+      return 1;
+  }
+}
 
 static _Thread_local int tls_in_task;
 
@@ -96,11 +117,17 @@ static void *worker_main(void *arg) {
     void *closure = p->closure;
     int64_t n = p->n_tasks;
     pthread_mutex_unlock(&p->mu);
+    /* body and closure belong to loop `seen`: used only once joined, and
+     * the caller does not return while a joined worker is in it. */
+    if (!loop_join(p, seen)) continue;
     run_tasks(p, body, closure, n);
-    pthread_mutex_lock(&p->mu);
-    if (++p->finished == p->num_workers) pthread_cond_signal(&p->done_cv);
-    atomic_store_explicit(&p->finished_pub, p->finished, memory_order_release);
-    pthread_mutex_unlock(&p->mu);
+    uint64_t left = atomic_fetch_sub_explicit(&p->loop, 1, memory_order_acq_rel) - 1;
+    if (LOOP_JOINED(left) == 0 && (left & LOOP_CLOSED)) {
+      /* The caller may be asleep waiting for the last one out. */
+      pthread_mutex_lock(&p->mu);
+      pthread_cond_signal(&p->done_cv);
+      pthread_mutex_unlock(&p->mu);
+    }
   }
   pthread_mutex_unlock(&p->mu);
   return NULL;
@@ -115,7 +142,7 @@ nimble_status_t nimble_thread_pool_create(uint32_t num_threads, nimble_thread_po
   atomic_init(&p->next, 0);
   atomic_init(&p->error, 0);
   atomic_init(&p->gen_pub, 0);
-  atomic_init(&p->finished_pub, 0);
+  atomic_init(&p->loop, LOOP_CLOSED);
   uint32_t workers = num_threads > 1 ? num_threads - 1 : 0;
   if (workers) {
     p->threads = calloc(workers, sizeof *p->threads);
@@ -165,21 +192,26 @@ int32_t nimble_thread_pool_run(nimble_thread_pool *p, int64_t n_tasks, nimble_pa
   p->body = body;
   p->closure = closure;
   p->n_tasks = n_tasks;
-  p->finished = 0;
-  atomic_store_explicit(&p->finished_pub, 0, memory_order_relaxed);
   atomic_store(&p->next, 0);
   atomic_store(&p->error, 0);
   p->generation++;
+  atomic_store_explicit(&p->loop, (p->generation & 0xffffffffu) << 32, memory_order_release);
   atomic_store_explicit(&p->gen_pub, p->generation, memory_order_release);
   pthread_cond_broadcast(&p->work_cv);
   pthread_mutex_unlock(&p->mu);
   run_tasks(p, body, closure, n_tasks);
-  /* Every worker has reported once finished_pub reaches num_workers (it
-   * only grows during this loop); else sleep as before. */
-  if (!spin_while(&p->finished_pub, p->num_workers, 0)) {
+  /* Every task is taken: close the loop to latecomers and wait for the
+   * workers in it to finish theirs. */
+  uint64_t x = atomic_fetch_or_explicit(&p->loop, LOOP_CLOSED, memory_order_acq_rel) | LOOP_CLOSED;
+  if (LOOP_JOINED(x) && !spin_while(&p->loop, LOOP_CLOSED | (x & ~(LOOP_CLOSED - 1)), 0)) {
     pthread_mutex_lock(&p->mu);
-    while (p->finished < p->num_workers) pthread_cond_wait(&p->done_cv, &p->mu);
+    while (LOOP_JOINED(atomic_load_explicit(&p->loop, memory_order_acquire)))
+      pthread_cond_wait(&p->done_cv, &p->mu);
     pthread_mutex_unlock(&p->mu);
   }
   return atomic_load(&p->error);
 }
+
+uint32_t nimble_thread_pool_size(const nimble_thread_pool *p) { return p ? p->num_workers + 1 : 1; }
+
+int nimble_thread_pool_in_task(void) { return tls_in_task; }

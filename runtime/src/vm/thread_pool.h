@@ -21,4 +21,11 @@ void nimble_thread_pool_destroy(nimble_thread_pool *p);
 int32_t nimble_thread_pool_run(nimble_thread_pool *p, int64_t n_tasks, nimble_parallel_body_fn body,
                                void *closure);
 
+/* Threads in the pool, counting the caller's. */
+uint32_t nimble_thread_pool_size(const nimble_thread_pool *p);
+
+/* Whether the calling thread is running a task of some pool's loop (a loop
+ * it starts then runs inline). */
+int nimble_thread_pool_in_task(void);
+
 #endif

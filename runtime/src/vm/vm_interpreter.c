@@ -12,6 +12,7 @@
 
 #include "device/device.h"
 #include "nimble/bytecode.h"
+#include "vm/sgemm_threads.h"
 #include "vm/vm.h"
 
 #define DEFAULT_MAX_DEPTH 100000u
@@ -238,7 +239,9 @@ static inline __attribute__((always_inline)) nimble_status_t invoke_packed(nimbl
     return rt_wrap(vm, s);
   }
   vm->has_kernel_error = 0;
+  nimble_thread_pool *outer = nimble_sgemm_threads_swap(vm->threads);
   int32_t rc = k->fn(vm->packed_args, arity, &vm->env);
+  nimble_sgemm_threads_swap(outer);
   if (rc != 0) {
     pthread_mutex_lock(&vm->error_mu);
     nimble_status_t s = rt_error(vm, NIMBLE_INTERNAL, "kernel '%s' failed with code %d%s%s",

@@ -1,0 +1,94 @@
+/* The kernel environment's sgemm over the VM's pool. See sgemm_threads.h. */
+#include "vm/sgemm_threads.h"
+
+#include "vm/blas_loader.h"
+
+/* Below this many multiply-adds a product stays on one thread: about
+ * 2-5 us of work at the own kernels' speed, where handing half of it to
+ * a spinning worker and waiting for it costs about as much as it saves. */
+#define MIN_MACS ((int64_t)1 << 17)
+/* Column blocks are multiples of the widest own micro-kernel's 32 columns
+ * and at least 64 wide; row blocks multiples of 8 rows, at least 16. */
+#define COL_ALIGN 32
+#define MIN_COLS 64
+#define ROW_ALIGN 8
+#define MIN_ROWS 16
+
+static _Thread_local nimble_thread_pool *tls_pool;
+
+nimble_thread_pool *nimble_sgemm_threads_swap(nimble_thread_pool *pool) {
+  nimble_thread_pool *old = tls_pool;
+  tls_pool = pool;
+  return old;
+}
+
+static int64_t ceil_div(int64_t x, int64_t y) { return (x + y - 1) / y; }
+
+int64_t nimble_sgemm_threads_plan(uint32_t threads, int64_t m, int64_t n, int64_t k, int *by_columns,
+                                  int64_t *step) {
+  *by_columns = 1;
+  *step = n;
+  if (threads < 2 || m <= 0 || n <= 0 || k <= 0) return 1;
+  /* m * n * k without overflow: each factor fits in 63 bits. */
+  if (m < MIN_MACS && n < MIN_MACS && k < MIN_MACS && m * n * k < MIN_MACS) return 1;
+  if (n >= 2 * MIN_COLS) {
+    int64_t blocks = threads < n / MIN_COLS ? threads : n / MIN_COLS;
+    *step = ceil_div(ceil_div(n, blocks), COL_ALIGN) * COL_ALIGN;
+    return ceil_div(n, *step);
+  }
+  if (m >= 2 * MIN_ROWS) {
+    int64_t blocks = threads < m / MIN_ROWS ? threads : m / MIN_ROWS;
+    *by_columns = 0;
+    *step = ceil_div(ceil_div(m, blocks), ROW_ALIGN) * ROW_ALIGN;
+    return ceil_div(m, *step);
+  }
+  return 1;
+}
+
+typedef struct split_call {
+  nimble_sgemm_fn fn;
+  int32_t trans_a, trans_b;
+  int64_t m, n, k;
+  float alpha, beta;
+  const float *a, *b;
+  float *c;
+  int64_t lda, ldb, ldc;
+  int by_columns;
+  int64_t step;
+} split_call;
+
+static int32_t split_task(int64_t task, int64_t n_tasks, void *closure) {
+  (void)n_tasks;
+  const split_call *s = closure;
+  int64_t lo = task * s->step;
+  if (s->by_columns) {
+    int64_t cols = s->n - lo < s->step ? s->n - lo : s->step;
+    const float *b = s->trans_b ? s->b + lo * s->ldb : s->b + lo;
+    s->fn(s->trans_a, s->trans_b, s->m, cols, s->k, s->alpha, s->a, s->lda, b, s->ldb, s->beta, s->c + lo, s->ldc);
+  } else {
+    int64_t rows = s->m - lo < s->step ? s->m - lo : s->step;
+    const float *a = s->trans_a ? s->a + lo : s->a + lo * s->lda;
+    s->fn(s->trans_a, s->trans_b, rows, s->n, s->k, s->alpha, a, s->lda, s->b, s->ldb, s->beta, s->c + lo * s->ldc,
+          s->ldc);
+  }
+  return 0;
+}
+
+void nimble_sgemm_threads(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                          const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+                          int64_t ldc) {
+  /* The implementation is chosen for the whole product, never per block. */
+  nimble_sgemm_fn fn = nimble_blas_sgemm_pick(trans_a, trans_b, m, n, k, a, lda, b, ldb);
+  nimble_thread_pool *pool = tls_pool;
+  int by_columns = 1;
+  int64_t step = n;
+  int64_t blocks = pool && !nimble_thread_pool_in_task()
+                       ? nimble_sgemm_threads_plan(nimble_thread_pool_size(pool), m, n, k, &by_columns, &step)
+                       : 1;
+  if (blocks <= 1) {
+    fn(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  split_call s = {fn, trans_a, trans_b, m, n, k, alpha, beta, a, b, c, lda, ldb, ldc, by_columns, step};
+  nimble_thread_pool_run(pool, blocks, split_task, &s);
+}

@@ -1,0 +1,223 @@
+/* The kernel environment's sgemm over a thread pool
+ * (runtime/src/vm/sgemm_threads.c): how a product is cut (column blocks
+ * of whole 32-column multiples, row blocks when C is narrow, nothing for
+ * small products, one thread or a call from inside a task), and the
+ * products themselves on pools of 2 and 3 threads against a double
+ * reference written here: all four transposes, padded leading dimensions
+ * whose padding stays untouched, beta = 0 over NaNs. A product the own
+ * kernels compute must also equal, bit for bit, the same product on one
+ * thread (their sums do not depend on where a block starts); OpenBLAS's
+ * edge kernels may round differently, so the BLAS's are held to the
+ * reference only. */
+#include <check.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nimble_test.h"
+#include "vm/blas_loader.h"
+#include "vm/sgemm_own.h"
+#include "vm/sgemm_threads.h"
+#include "vm/thread_pool.h"
+
+START_TEST(test_plan_cuts_large_products_into_aligned_blocks) {
+  int cols;
+  int64_t step;
+  /* One thread, or a product under 2^17 multiply-adds: one block. */
+  ck_assert_int_eq(nimble_sgemm_threads_plan(1, 512, 512, 512, &cols, &step), 1);
+  ck_assert_int_eq(nimble_sgemm_threads_plan(2, 32, 64, 63, &cols, &step), 1);
+  ck_assert_int_eq(nimble_sgemm_threads_plan(2, 0, 4096, 4096, &cols, &step), 1);
+  /* mlp's 64 x 512 x 784 on 2 threads: two blocks of 256 columns. */
+  ck_assert_int_eq(nimble_sgemm_threads_plan(2, 64, 512, 784, &cols, &step), 2);
+  ck_assert_int_eq(cols, 1);
+  ck_assert_int_eq(step, 256);
+  /* 3 threads over 1000 columns: 334 rounded up to 352, 3 blocks. */
+  ck_assert_int_eq(nimble_sgemm_threads_plan(3, 16, 1000, 64, &cols, &step), 3);
+  ck_assert_int_eq(step, 352);
+  /* 8 threads but only 200 columns: 3 blocks of at least 64, 32-aligned. */
+  ck_assert_int_eq(nimble_sgemm_threads_plan(8, 512, 200, 512, &cols, &step), 3);
+  ck_assert_int_eq(cols, 1);
+  ck_assert_int_eq(step, 96);
+  /* A matrix-vector product with one row of C: its columns. */
+  ck_assert_int_eq(nimble_sgemm_threads_plan(2, 1, 2048, 512, &cols, &step), 2);
+  ck_assert_int_eq(cols, 1);
+  ck_assert_int_eq(step, 1024);
+  /* One column of C: rows, 8-aligned. */
+  ck_assert_int_eq(nimble_sgemm_threads_plan(2, 1000, 1, 512, &cols, &step), 2);
+  ck_assert_int_eq(cols, 0);
+  ck_assert_int_eq(step, 504);
+  /* Too narrow and too short to cut. */
+  ck_assert_int_eq(nimble_sgemm_threads_plan(2, 31, 127, 100000, &cols, &step), 1);
+}
+END_TEST
+
+static float next_value(uint32_t *seed) {
+  *seed = *seed * 1664525u + 1013904223u;
+  return (float)((*seed >> 8) & 0xffff) / 32768.0f - 1.0f;
+}
+
+static const float PAD = 12345.0f;
+
+/* Computes one product through nimble_sgemm_threads on `pool` and checks
+ * it against the double reference and against the same call on no pool. */
+static void check_product(nimble_thread_pool *pool, int ta, int tb, int64_t m, int64_t n, int64_t k, int64_t pad,
+                          float beta, uint32_t seed) {
+  int64_t ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;
+  int64_t lda = ac + pad, ldb = bc + pad, ldc = n + pad;
+  float *a = malloc(sizeof(float) * (size_t)(ar * lda)), *b = malloc(sizeof(float) * (size_t)(br * ldb));
+  float *c0 = malloc(sizeof(float) * (size_t)(m * ldc)), *c = malloc(sizeof(float) * (size_t)(m * ldc));
+  float *c1 = malloc(sizeof(float) * (size_t)(m * ldc));
+  ck_assert(a && b && c0 && c && c1);
+  for (int64_t i = 0; i < ar * lda; i++) a[i] = next_value(&seed);
+  for (int64_t i = 0; i < br * ldb; i++) b[i] = next_value(&seed);
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = 0; j < ldc; j++) c0[i * ldc + j] = j < n ? (beta == 0.0f ? NAN : next_value(&seed)) : PAD;
+  const float alpha = 0.75f;
+  memcpy(c, c0, sizeof(float) * (size_t)(m * ldc));
+  memcpy(c1, c0, sizeof(float) * (size_t)(m * ldc));
+  nimble_thread_pool *outer = nimble_sgemm_threads_swap(pool);
+  nimble_sgemm_threads(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  nimble_sgemm_threads_swap(NULL);
+  nimble_sgemm_threads(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c1, ldc);
+  nimble_sgemm_threads_swap(outer);
+  int own = nimble_blas_sgemm_pick(ta, tb, m, n, k, a, lda, b, ldb) == nimble_sgemm_own;
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = 0; j < ldc; j++) {
+      float got = c[i * ldc + j];
+      if (j >= n) {
+        ck_assert_msg(got == PAD, "ta=%d tb=%d m=%lld n=%lld k=%lld: padding C[%lld,%lld] changed to %g", ta, tb,
+                      (long long)m, (long long)n, (long long)k, (long long)i, (long long)j, (double)got);
+        continue;
+      }
+      double acc = 0, mag = 0;
+      for (int64_t p = 0; p < k; p++) {
+        double x = ta ? a[p * lda + i] : a[i * lda + p];
+        double y = tb ? b[j * ldb + p] : b[p * ldb + j];
+        acc += x * y;
+        mag += fabs(x * y);
+      }
+      double cin = beta == 0.0f ? 0.0 : (double)beta * c0[i * ldc + j];
+      double want = alpha * acc + cin, tol = (double)(k + 4) * 1.2e-7 * (alpha * mag + fabs(cin)) + 1e-30;
+      ck_assert_msg(fabs(got - want) <= tol, "ta=%d tb=%d m=%lld n=%lld k=%lld: C[%lld,%lld] = %.9g, want %.9g", ta,
+                    tb, (long long)m, (long long)n, (long long)k, (long long)i, (long long)j, (double)got, want);
+      ck_assert_msg(!own || memcmp(&got, &c1[i * ldc + j], sizeof got) == 0,
+                    "ta=%d tb=%d m=%lld n=%lld k=%lld: C[%lld,%lld] = %.9g cut, %.9g on one thread", ta, tb,
+                    (long long)m, (long long)n, (long long)k, (long long)i, (long long)j, (double)got,
+                    (double)c1[i * ldc + j]);
+    }
+  free(a);
+  free(b);
+  free(c0);
+  free(c);
+  free(c1);
+}
+
+static void check_on_threads(uint32_t threads) {
+  nimble_thread_pool *pool = NULL;
+  nimble_status_t s = nimble_thread_pool_create(threads, &pool);
+  ck_assert_msg(!s, "%s", nimble_status_message(s));
+  /* Shapes of the reference models and around the block edges: column
+   * cuts (n >= 128), row cuts (narrow C), a matrix-vector product each
+   * way, and a product too small to cut. */
+  static const int64_t shapes[][3] = {{64, 512, 784}, {96, 3136, 16}, {128, 130, 128}, {1, 2048, 300},
+                                      {700, 1, 256},  {100, 60, 200}, {33, 161, 97},  {8, 8, 8}};
+  uint32_t seed = threads;
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+    for (int t = 0; t < 4; t++)
+      check_product(pool, t & 1, t >> 1, shapes[i][0], shapes[i][1], shapes[i][2], (int64_t)(i % 3),
+                    i % 2 ? 0.0f : 0.5f, seed++);
+  nimble_thread_pool_destroy(pool);
+}
+
+START_TEST(test_products_on_two_threads_match_the_reference_and_one_thread) { check_on_threads(2); }
+END_TEST
+
+START_TEST(test_products_on_three_threads_match_the_reference_and_one_thread) { check_on_threads(3); }
+END_TEST
+
+/* A kernel's parallel task that calls sgemm: the product runs inline on
+ * the task's thread (a pool runs one loop at a time). */
+typedef struct task_case {
+  nimble_thread_pool *pool;
+  float a[64 * 256], b[256 * 512], c[2][64 * 512];
+} task_case;
+
+static int32_t task_body(int64_t task, int64_t n_tasks, void *closure) {
+  (void)n_tasks;
+  task_case *t = closure;
+  nimble_thread_pool *outer = nimble_sgemm_threads_swap(t->pool);
+  nimble_sgemm_threads(0, 0, 64, 512, 256, 1.0f, t->a, 256, t->b, 512, 0.0f, t->c[task], 512);
+  nimble_sgemm_threads_swap(outer);
+  return 0;
+}
+
+START_TEST(test_a_product_inside_a_parallel_task_runs_inline) {
+  static task_case t;
+  ck_assert(!nimble_thread_pool_create(2, &t.pool));
+  uint32_t seed = 7;
+  for (size_t i = 0; i < sizeof t.a / sizeof t.a[0]; i++) t.a[i] = next_value(&seed);
+  for (size_t i = 0; i < sizeof t.b / sizeof t.b[0]; i++) t.b[i] = next_value(&seed);
+  ck_assert_int_eq(nimble_thread_pool_run(t.pool, 2, task_body, &t), 0);
+  for (int i = 0; i < 64; i += 21)
+    for (int j = 0; j < 512; j += 37) {
+      double want = 0;
+      for (int p = 0; p < 256; p++) want += (double)t.a[i * 256 + p] * t.b[p * 512 + j];
+      for (int r = 0; r < 2; r++)
+        ck_assert_msg(fabs(t.c[r][i * 512 + j] - want) <= 1e-4, "task %d C[%d,%d] = %g, want %g", r, i, j,
+                      (double)t.c[r][i * 512 + j], want);
+    }
+  nimble_thread_pool_destroy(t.pool);
+}
+END_TEST
+
+/* The pool itself, many short loops back to back: every task of every loop
+ * runs exactly once, on whichever thread, and a failing task's code comes
+ * back (a worker late for a loop must skip it, never run it stale). Under
+ * ThreadSanitizer this is the join/close protocol's check. */
+typedef struct loop_case {
+  int hits[16];
+  int64_t fail_at;
+} loop_case;
+
+static int32_t count_body(int64_t task, int64_t n_tasks, void *closure) {
+  (void)n_tasks;
+  loop_case *l = closure;
+  __atomic_fetch_add(&l->hits[task], 1, __ATOMIC_RELAXED);
+  return task == l->fail_at ? 7 : 0;
+}
+
+START_TEST(test_many_short_loops_run_every_task_once) {
+  nimble_thread_pool *pool = NULL;
+  ck_assert(!nimble_thread_pool_create(3, &pool));
+  ck_assert_int_eq(nimble_thread_pool_size(pool), 3);
+  for (int round = 0; round < 5000; round++) {
+    loop_case l;
+    memset(&l, 0, sizeof l);
+    int64_t n = 2 + round % 15;
+    l.fail_at = round % 7 == 0 ? round % n : -1;
+    int32_t rc = nimble_thread_pool_run(pool, n, count_body, &l);
+    ck_assert_int_eq(rc, l.fail_at >= 0 ? 7 : 0);
+    for (int64_t t = 0; t < n; t++)
+      ck_assert_msg(l.hits[t] == 1 || (l.fail_at >= 0 && l.hits[t] == 0), "round %d: task %lld ran %d times", round,
+                    (long long)t, l.hits[t]);
+    if (l.fail_at < 0)
+      for (int64_t t = 0; t < n; t++) ck_assert_int_eq(l.hits[t], 1);
+  }
+  nimble_thread_pool_destroy(pool);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("sgemm_threads");
+  TCase *tc = tcase_create("threads");
+  tcase_set_timeout(tc, 300);
+  tcase_add_test(tc, test_plan_cuts_large_products_into_aligned_blocks);
+  tcase_add_test(tc, test_products_on_two_threads_match_the_reference_and_one_thread);
+  tcase_add_test(tc, test_products_on_three_threads_match_the_reference_and_one_thread);
+  tcase_add_test(tc, test_a_product_inside_a_parallel_task_runs_inline);
+  tcase_add_test(tc, test_many_short_loops_run_every_task_once);
+  suite_add_tcase(s, tc);
+  return nimble_test_run(s);
+}
