@@ -137,6 +137,71 @@ static void check_case(int ta, int tb, int64_t m, int64_t n, int64_t k, int64_t 
   case_free(&g);
 }
 
+/* The epilogue (+ row bias, clamp to [lo, hi] keeping NaN) on every
+ * variant: full and edge tiles, the matrix-vector paths, depth past one
+ * block (the epilogue must follow the last one only), alpha/beta. Row 1's
+ * A has a NaN, so its C must stay NaN through the clamp. */
+static void check_epi_case(int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, float beta, float lo,
+                           float hi, int with_bias, uint32_t seed) {
+  gemm_case g;
+  case_make(&g, ta, tb, m, n, k, 1, alpha, beta, seed);
+  float *bias = malloc(sizeof(float) * (size_t)m);
+  ck_assert(bias);
+  for (int64_t i = 0; i < m; i++) bias[i] = next_value(&seed) * 4.0f;
+  if (m > 1 && k > 0) g.a[ta ? 1 : g.lda] = NAN; /* op(A)[1, 0] */
+  nimble_sgemm_epi epi = {with_bias ? bias : NULL, lo, hi};
+  for (int isa = NIMBLE_SGEMM_ISA_PORTABLE; isa <= NIMBLE_SGEMM_ISA_AVX512; isa++) {
+    if (!nimble_sgemm_isa_available((nimble_sgemm_isa)isa)) continue;
+    memcpy(g.c, g.c0, sizeof(float) * (size_t)(m * g.ldc));
+    ck_assert(nimble_sgemm_own_isa_epi((nimble_sgemm_isa)isa, ta, tb, m, n, k, alpha, g.a, g.lda, g.b, g.ldb, beta,
+                                       g.c, g.ldc, &epi));
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < g.ldc; j++) {
+        float got = g.c[i * g.ldc + j];
+        if (j >= n) {
+          ck_assert_msg(got == PAD, "%s: padding C[%lld,%lld] changed", nimble_sgemm_isa_name((nimble_sgemm_isa)isa),
+                        (long long)i, (long long)j);
+          continue;
+        }
+        int nan_row = m > 1 && k > 0 && alpha != 0.0f && i == 1;
+        double want = g.want[i * n + j] + (with_bias ? bias[i] : 0.0);
+        double tol = (double)(k + 4) * 1.2e-7 * (g.bound[i * n + j] + fabs(bias[i])) + 1e-30;
+        int ok;
+        if (nan_row) {
+          ok = isnan(got);
+        } else if (want <= lo) {
+          ok = got == lo || fabs(got - want) <= tol; /* at the bound, rounding decides */
+        } else if (want >= hi) {
+          ok = got == hi || fabs(got - want) <= tol;
+        } else {
+          ok = fabs(got - want) <= tol && got >= lo && got <= hi;
+        }
+        ck_assert_msg(ok, "%s ta=%d tb=%d m=%lld n=%lld k=%lld alpha=%g beta=%g [%g, %g] bias=%d: C[%lld,%lld] = %.9g, want %.9g",
+                      nimble_sgemm_isa_name((nimble_sgemm_isa)isa), ta, tb, (long long)m, (long long)n, (long long)k,
+                      (double)alpha, (double)beta, (double)lo, (double)hi, with_bias, (long long)i, (long long)j,
+                      (double)got, nan_row ? NAN : want);
+      }
+  }
+  free(bias);
+  case_free(&g);
+}
+
+START_TEST(test_epilogue_adds_the_row_bias_and_clamps_keeping_nan) {
+  static const int64_t shapes[][3] = {{1, 40, 30},  {37, 1, 30}, {8, 32, 16},  {13, 67, 300},
+                                      {96, 100, 16}, {5, 3, 9},   {130, 70, 5}, {24, 3100, 12}};
+  uint32_t seed = 500;
+  for (int t = 0; t < 4; t++)
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+      check_epi_case(t >> 1, t & 1, shapes[i][0], shapes[i][1], shapes[i][2], 1.0f, 0.0f, 0.0f, 6.0f, 1, seed++);
+      check_epi_case(t >> 1, t & 1, shapes[i][0], shapes[i][1], shapes[i][2], 0.5f, 1.0f, -INFINITY, INFINITY, 1,
+                     seed++);
+      check_epi_case(t >> 1, t & 1, shapes[i][0], shapes[i][1], shapes[i][2], 1.0f, 0.0f, 0.0f, INFINITY, 0, seed++);
+    }
+  /* An empty depth: C = beta * C, then the epilogue. */
+  check_epi_case(0, 0, 9, 20, 0, 1.0f, 0.5f, -1.0f, 1.0f, 1, seed++);
+}
+END_TEST
+
 START_TEST(test_portable_variant_is_always_available_and_best_is_available) {
   ck_assert(nimble_sgemm_isa_available(NIMBLE_SGEMM_ISA_PORTABLE));
   ck_assert(nimble_sgemm_isa_available(nimble_sgemm_own_best_isa()));
@@ -335,6 +400,7 @@ int main(void) {
   tcase_add_test(tc, test_constant_b_packed_once_gives_the_same_products_and_goes_with_its_range);
   tcase_add_test(tc, test_constant_a_packed_once_gives_the_same_products);
   tcase_add_test(tc, test_threads_at_once_each_get_the_right_product);
+  tcase_add_test(tc, test_epilogue_adds_the_row_bias_and_clamps_keeping_nan);
   suite_add_tcase(s, tc);
   return nimble_test_run(s);
 }

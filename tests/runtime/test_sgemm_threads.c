@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nimble/runtime.h"
 #include "nimble_test.h"
 #include "vm/blas_loader.h"
 #include "vm/sgemm_own.h"
@@ -114,6 +115,46 @@ static void check_product(nimble_thread_pool *pool, int ta, int tb, int64_t m, i
   free(c1);
 }
 
+/* The epilogue through nimble_sgemm_threads_epilogue: + row bias, clamp
+ * to [0, 6] (Clip) keeping NaN; the bias of a row-cut block must be its
+ * own rows'. */
+static void check_epilogue(nimble_thread_pool *pool, int ta, int tb, int64_t m, int64_t n, int64_t k, uint32_t seed) {
+  int64_t ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;
+  float *a = malloc(sizeof(float) * (size_t)(ar * ac)), *b = malloc(sizeof(float) * (size_t)(br * bc));
+  float *c = malloc(sizeof(float) * (size_t)(m * n)), *bias = malloc(sizeof(float) * (size_t)m);
+  ck_assert(a && b && c && bias);
+  for (int64_t i = 0; i < ar * ac; i++) a[i] = next_value(&seed);
+  for (int64_t i = 0; i < br * bc; i++) b[i] = next_value(&seed);
+  for (int64_t i = 0; i < m; i++) bias[i] = 4.0f * next_value(&seed);
+  for (int64_t i = 0; i < m * n; i++) c[i] = NAN;
+  int nan_row = m > 2 ? 2 : -1;
+  if (nan_row >= 0) a[ta ? 2 : 2 * ac] = NAN; /* op(A)[2, 0]: row 2 of C is NaN */
+  nimble_thread_pool *outer = nimble_sgemm_threads_swap(pool);
+  nimble_sgemm_threads_epilogue(ta, tb, m, n, k, 1.0f, a, ac, b, bc, 0.0f, c, n, bias, 0.0f, 6.0f);
+  nimble_sgemm_threads_swap(outer);
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = 0; j < n; j++) {
+      double acc = 0, mag = fabs(bias[i]);
+      for (int64_t p = 0; p < k; p++) {
+        double x = ta ? a[p * ac + i] : a[i * ac + p], y = tb ? b[j * bc + p] : b[p * bc + j];
+        acc += x * y;
+        mag += fabs(x * y);
+      }
+      double want = acc + bias[i], tol = (double)(k + 4) * 1.2e-7 * mag;
+      float got = c[i * n + j];
+      int ok = i == nan_row ? isnan(got)
+                      : (want <= 0 ? got == 0.0f || fabs(got - want) <= tol
+                                   : want >= 6 ? got == 6.0f || fabs(got - want) <= tol : fabs(got - want) <= tol);
+      ck_assert_msg(ok, "epilogue ta=%d tb=%d m=%lld n=%lld k=%lld: C[%lld,%lld] = %.9g, want %.9g", ta, tb,
+                    (long long)m, (long long)n, (long long)k, (long long)i, (long long)j, (double)got,
+                    i == nan_row ? NAN : want);
+    }
+  free(a);
+  free(b);
+  free(c);
+  free(bias);
+}
+
 static void check_on_threads(uint32_t threads) {
   nimble_thread_pool *pool = NULL;
   nimble_status_t s = nimble_thread_pool_create(threads, &pool);
@@ -128,6 +169,12 @@ static void check_on_threads(uint32_t threads) {
     for (int t = 0; t < 4; t++)
       check_product(pool, t & 1, t >> 1, shapes[i][0], shapes[i][1], shapes[i][2], (int64_t)(i % 3),
                     i % 2 ? 0.0f : 0.5f, seed++);
+  /* The epilogue on column cuts, row cuts, a matrix-vector product and
+   * a product too small to cut (mobilenet_v2's first expansion block). */
+  static const int64_t epi_shapes[][3] = {{96, 784, 16}, {200, 60, 64}, {700, 1, 64}, {1, 1000, 64}, {9, 9, 9}};
+  for (size_t i = 0; i < sizeof epi_shapes / sizeof epi_shapes[0]; i++)
+    for (int t = 0; t < 4; t++)
+      check_epilogue(pool, t & 1, t >> 1, epi_shapes[i][0], epi_shapes[i][1], epi_shapes[i][2], seed++);
   nimble_thread_pool_destroy(pool);
 }
 
@@ -210,6 +257,11 @@ START_TEST(test_many_short_loops_run_every_task_once) {
 END_TEST
 
 int main(void) {
+  /* NIMBLE_SGEMM=blas where no BLAS loads: nothing to cut. */
+  if (!nimble_blas_sgemm()) {
+    printf("skipped: no sgemm here (%s)\n", nimble_runtime_sgemm_name());
+    return 77;
+  }
   Suite *s = suite_create("sgemm_threads");
   TCase *tc = tcase_create("threads");
   tcase_set_timeout(tc, 300);

@@ -47,6 +47,12 @@ typedef void (*nimble_sgemm_fn)(int32_t trans_a, int32_t trans_b, int64_t m, int
                                 float alpha, const float *a, int64_t lda, const float *b,
                                 int64_t ldb, float beta, float *c, int64_t ldc);
 
+/* nimble_kernel_env_t.sgemm_epilogue: sgemm's arguments, then the epilogue's. */
+typedef void (*nimble_sgemm_epilogue_fn)(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k,
+                                         float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
+                                         float beta, float *c, int64_t ldc, const float *row_bias, float lo,
+                                         float hi);
+
 struct nimble_kernel_env {
   uint32_t struct_size; /* sizeof(nimble_kernel_env_t) of the runtime */
   uint32_t abi_version; /* NIMBLE_KERNEL_ABI_VERSION */
@@ -73,6 +79,14 @@ struct nimble_kernel_env {
 
   /* The runtime's private context; kernels leave it alone. */
   void *runtime_ctx;
+
+  /* Appended; a kernel reads it only when struct_size covers it. sgemm,
+   * then on each element of C: add row_bias[i] (when row_bias is not NULL),
+   * then clamp to [lo, hi] with NaN kept (pass -INFINITY / INFINITY for no
+   * bound) - a convolution's bias and Clip or Relu, applied while a tile of
+   * C is still in registers instead of in a second pass over C. NULL when
+   * sgemm is. */
+  nimble_sgemm_epilogue_fn sgemm_epilogue;
 };
 
 #ifdef __cplusplus

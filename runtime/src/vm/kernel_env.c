@@ -74,5 +74,6 @@ void nimble_kernel_env_init(nimble_vm *vm) {
   /* Artifacts never link a BLAS: the runtime offers the one it loaded, or
    * NULL, and kernels then use their own loops. */
   vm->env.sgemm = nimble_blas_sgemm() ? nimble_sgemm_threads : NULL;
+  vm->env.sgemm_epilogue = vm->env.sgemm ? nimble_sgemm_threads_epilogue : NULL;
   vm->env.runtime_ctx = vm;
 }

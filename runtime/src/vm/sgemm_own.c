@@ -13,6 +13,21 @@
 #define SG_HAVE_X86 0
 #endif
 
+/* ---- The epilogue as a pass --------------------------------------------------- */
+
+void nimble_sgemm_apply_epi(int64_t m, int64_t n, float *c, int64_t ldc, const nimble_sgemm_epi *epi) {
+  const float lo = epi->lo, hi = epi->hi;
+  for (int64_t i = 0; i < m; i++) {
+    float *row = c + i * ldc, bias = epi->row_bias ? epi->row_bias[i] : 0.0f;
+    int add = epi->row_bias != NULL;
+    for (int64_t j = 0; j < n; j++) {
+      float v = add ? row[j] + bias : row[j];
+      v = v < lo ? lo : v; /* NaN compares false: kept */
+      row[j] = v > hi ? hi : v;
+    }
+  }
+}
+
 /* ---- The variants ---------------------------------------------------------- */
 
 /* Portable: 16-byte vectors (SSE2 on x86_64, NEON on aarch64). aarch64 has
@@ -297,10 +312,17 @@ static void plain_sgemm(int32_t ta, int32_t tb, int64_t m, int64_t n, int64_t k,
 int nimble_sgemm_own_isa(nimble_sgemm_isa isa, int32_t trans_a, int32_t trans_b, int64_t m, int64_t n,
                          int64_t k, float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
                          float beta, float *c, int64_t ldc) {
+  return nimble_sgemm_own_isa_epi(isa, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, NULL);
+}
+
+int nimble_sgemm_own_isa_epi(nimble_sgemm_isa isa, int32_t trans_a, int32_t trans_b, int64_t m, int64_t n,
+                             int64_t k, float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
+                             float beta, float *c, int64_t ldc, const nimble_sgemm_epi *epi) {
   if (!nimble_sgemm_isa_available(isa)) return 0;
   if (m <= 0 || n <= 0) return 1;
   if (k <= 0 || alpha == 0.0f) {
     scale_c(m, n, beta, c, ldc);
+    if (epi) nimble_sgemm_apply_epi(m, n, c, ldc, epi);
     return 1;
   }
   size_t need;
@@ -322,20 +344,28 @@ int nimble_sgemm_own_isa(nimble_sgemm_isa isa, int32_t trans_a, int32_t trans_b,
   float *ws = ws_get(need);
   if (!ws) {
     plain_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    if (epi) nimble_sgemm_apply_epi(m, n, c, ldc, epi);
     return 1;
   }
   switch (isa) {
 #if SG_HAVE_X86
   case NIMBLE_SGEMM_ISA_AVX512:
-    gemm_avx512(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, ws, apk, bpk);
+    gemm_avx512(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, ws, apk, bpk, epi);
     break;
   case NIMBLE_SGEMM_ISA_AVX2:
-    gemm_avx2(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, ws, apk, bpk);
+    gemm_avx2(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, ws, apk, bpk, epi);
     break;
 #endif
-  default: gemm_portable(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, ws, apk, bpk); break;
+  default: gemm_portable(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, ws, apk, bpk, epi); break;
   }
   return 1;
+}
+
+void nimble_sgemm_own_epi(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                          const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+                          int64_t ldc, const nimble_sgemm_epi *epi) {
+  (void)nimble_sgemm_own_isa_epi(nimble_sgemm_own_best_isa(), trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb,
+                                 beta, c, ldc, epi);
 }
 
 void nimble_sgemm_own(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k, float alpha,

@@ -19,6 +19,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* What may follow the product on each element of C (the kernel ABI's
+ * sgemm_epilogue): + row_bias[i] when row_bias is not NULL, then a clamp
+ * to [lo, hi] that keeps NaN. The own kernels apply it to a tile while it
+ * is in registers. */
+typedef struct nimble_sgemm_epi {
+  const float *row_bias;
+  float lo, hi;
+} nimble_sgemm_epi;
+
+/* The epilogue as a pass over C[0:m, 0:n] (for products computed another
+ * way: a BLAS, the matrix-vector paths). */
+void nimble_sgemm_apply_epi(int64_t m, int64_t n, float *c, int64_t ldc, const nimble_sgemm_epi *epi);
+
 /* The instruction sets the own sgemm is compiled for. */
 typedef enum nimble_sgemm_isa {
   NIMBLE_SGEMM_ISA_PORTABLE = 0, /* GCC vector extensions, any CPU */
@@ -30,6 +43,11 @@ typedef enum nimble_sgemm_isa {
 void nimble_sgemm_own(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                       const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
                       int64_t ldc);
+
+/* nimble_sgemm_own, then `epi` (NULL: none) on every element of C. */
+void nimble_sgemm_own_epi(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                          const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+                          int64_t ldc, const nimble_sgemm_epi *epi);
 
 /* The variant nimble_sgemm_own uses on this CPU. */
 nimble_sgemm_isa nimble_sgemm_own_best_isa(void);
@@ -46,6 +64,11 @@ int nimble_sgemm_isa_available(nimble_sgemm_isa isa);
 int nimble_sgemm_own_isa(nimble_sgemm_isa isa, int32_t trans_a, int32_t trans_b, int64_t m, int64_t n,
                          int64_t k, float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
                          float beta, float *c, int64_t ldc);
+
+/* The same with an epilogue (NULL: none). */
+int nimble_sgemm_own_isa_epi(nimble_sgemm_isa isa, int32_t trans_a, int32_t trans_b, int64_t m, int64_t n,
+                             int64_t k, float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
+                             float beta, float *c, int64_t ldc, const nimble_sgemm_epi *epi);
 
 /* Memory that stays unchanged from now until the matching _remove (an
  * executable's constants): a transposed B operand wholly inside it is

@@ -2,6 +2,7 @@
 #include "vm/sgemm_threads.h"
 
 #include "vm/blas_loader.h"
+#include "vm/sgemm_own.h"
 
 /* Below this many multiply-adds a product stays on one thread: about
  * 2-5 us of work at the own kernels' speed, where handing half of it to
@@ -55,28 +56,47 @@ typedef struct split_call {
   int64_t lda, ldb, ldc;
   int by_columns;
   int64_t step;
+  const nimble_sgemm_epi *epi; /* NULL: none */
 } split_call;
+
+/* One block: the chosen implementation, then the epilogue (inside the own
+ * kernels' tiles, else as a pass over the block while it is in cache). */
+static void block_call(const split_call *s, int64_t m, int64_t n, const float *a, const float *b, float *c,
+                       const float *row_bias) {
+  if (!s->epi) {
+    s->fn(s->trans_a, s->trans_b, m, n, s->k, s->alpha, a, s->lda, b, s->ldb, s->beta, c, s->ldc);
+    return;
+  }
+  nimble_sgemm_epi e = {row_bias, s->epi->lo, s->epi->hi};
+  if (s->fn == nimble_sgemm_own) {
+    nimble_sgemm_own_epi(s->trans_a, s->trans_b, m, n, s->k, s->alpha, a, s->lda, b, s->ldb, s->beta, c, s->ldc, &e);
+  } else {
+    s->fn(s->trans_a, s->trans_b, m, n, s->k, s->alpha, a, s->lda, b, s->ldb, s->beta, c, s->ldc);
+    nimble_sgemm_apply_epi(m, n, c, s->ldc, &e);
+  }
+}
 
 static int32_t split_task(int64_t task, int64_t n_tasks, void *closure) {
   (void)n_tasks;
   const split_call *s = closure;
   int64_t lo = task * s->step;
+  const float *rb = s->epi ? s->epi->row_bias : NULL;
   if (s->by_columns) {
     int64_t cols = s->n - lo < s->step ? s->n - lo : s->step;
     const float *b = s->trans_b ? s->b + lo * s->ldb : s->b + lo;
-    s->fn(s->trans_a, s->trans_b, s->m, cols, s->k, s->alpha, s->a, s->lda, b, s->ldb, s->beta, s->c + lo, s->ldc);
+    block_call(s, s->m, cols, s->a, b, s->c + lo, rb);
   } else {
     int64_t rows = s->m - lo < s->step ? s->m - lo : s->step;
     const float *a = s->trans_a ? s->a + lo : s->a + lo * s->lda;
-    s->fn(s->trans_a, s->trans_b, rows, s->n, s->k, s->alpha, a, s->lda, s->b, s->ldb, s->beta, s->c + lo * s->ldc,
-          s->ldc);
+    block_call(s, rows, s->n, a, s->b, s->c + lo * s->ldc, rb ? rb + lo : NULL);
   }
   return 0;
 }
 
-void nimble_sgemm_threads(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-                          const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
-                          int64_t ldc) {
+/* Both entry points: epi NULL for plain sgemm. */
+static void threads_call(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                         const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc,
+                         const nimble_sgemm_epi *epi) {
   /* The implementation is chosen for the whole product, never per block. */
   nimble_sgemm_fn fn = nimble_blas_sgemm_pick(trans_a, trans_b, m, n, k, a, lda, b, ldb);
   nimble_thread_pool *pool = tls_pool;
@@ -85,10 +105,23 @@ void nimble_sgemm_threads(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n
   int64_t blocks = pool && !nimble_thread_pool_in_task()
                        ? nimble_sgemm_threads_plan(nimble_thread_pool_size(pool), m, n, k, &by_columns, &step)
                        : 1;
+  split_call s = {fn, trans_a, trans_b, m, n, k, alpha, beta, a, b, c, lda, ldb, ldc, by_columns, step, epi};
   if (blocks <= 1) {
-    fn(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    if (m > 0 && n > 0) block_call(&s, m, n, a, b, c, epi ? epi->row_bias : NULL);
     return;
   }
-  split_call s = {fn, trans_a, trans_b, m, n, k, alpha, beta, a, b, c, lda, ldb, ldc, by_columns, step};
   nimble_thread_pool_run(pool, blocks, split_task, &s);
+}
+
+void nimble_sgemm_threads(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                          const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+                          int64_t ldc) {
+  threads_call(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, NULL);
+}
+
+void nimble_sgemm_threads_epilogue(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                                   const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+                                   int64_t ldc, const float *row_bias, float lo, float hi) {
+  nimble_sgemm_epi e = {row_bias, lo, hi};
+  threads_call(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, &e);
 }
