@@ -45,6 +45,7 @@ enum {
   E_PARALLEL_FOR = offsetof(nimble_kernel_env_t, parallel_for),
   E_SET_ERROR = offsetof(nimble_kernel_env_t, set_error),
   E_SGEMM = offsetof(nimble_kernel_env_t, sgemm),
+  E_SGEMM_EPILOGUE = offsetof(nimble_kernel_env_t, sgemm_epilogue),
   E_WS_ALLOC = offsetof(nimble_kernel_env_t, workspace_alloc),
   E_WS_FREE = offsetof(nimble_kernel_env_t, workspace_free),
 };
@@ -55,7 +56,7 @@ typedef struct cg_mod {
   LLVMContextRef ctx;
   LLVMBuilderRef b;
   LLVMTypeRef i1, i8, i16, i32, i64, f32, f64, ptr, vd;
-  LLVMTypeRef variant_ty, body_ty, pf_ty, set_error_ty, sgemm_ty, kernel_ty, impl_ty;
+  LLVMTypeRef variant_ty, body_ty, pf_ty, set_error_ty, sgemm_ty, sgemm_epi_ty, kernel_ty, impl_ty;
   unsigned md_loop, md_scope, md_noalias;
   /* Per parameter of the current kernel: !alias.scope and !noalias lists. */
   LLVMMetadataRef scope_list[NIMBLE_LN_MAX_PARAMS], noalias_list[NIMBLE_LN_MAX_PARAMS];
@@ -539,16 +540,18 @@ static LLVMValueRef emit_cast(cg_fn *f, const nimble_ln_expr *e) {
   return round_to(cm, to, nimble_cg_f64_to_f32_odd(cm->m, cm->b, a));
 }
 
-static LLVMValueRef emit_has_sgemm(cg_fn *f) {
+/* Whether the environment has a non-NULL function pointer at `offset`
+ * (env->sgemm or env->sgemm_epilogue). */
+static LLVMValueRef emit_has_env_fn(cg_fn *f, unsigned offset) {
   cg_mod *cm = f->cm;
   LLVMValueRef size = load_at(cm, f->env, E_STRUCT_SIZE, cm->i32);
-  LLVMValueRef big = LLVMBuildICmp(cm->b, LLVMIntUGE, size, ci32(cm, E_SGEMM + 8), "");
+  LLVMValueRef big = LLVMBuildICmp(cm->b, LLVMIntUGE, size, ci32(cm, (int)offset + 8), "");
   /* Only read the member when struct_size covers it. */
   LLVMBasicBlockRef pre = LLVMGetInsertBlock(cm->b);
   LLVMBasicBlockRef rd = new_block(f, "sgemm_read"), done = new_block(f, "sgemm_known");
   LLVMBuildCondBr(cm->b, big, rd, done);
   LLVMPositionBuilderAtEnd(cm->b, rd);
-  LLVMValueRef fnp = load_at(cm, f->env, E_SGEMM, cm->ptr);
+  LLVMValueRef fnp = load_at(cm, f->env, offset, cm->ptr);
   LLVMValueRef nonnull = LLVMBuildIsNotNull(cm->b, fnp, "");
   LLVMBuildBr(cm->b, done);
   LLVMPositionBuilderAtEnd(cm->b, done);
@@ -558,6 +561,8 @@ static LLVMValueRef emit_has_sgemm(cg_fn *f) {
   LLVMAddIncoming(phi, vals, blocks, 2);
   return phi;
 }
+
+static LLVMValueRef emit_has_sgemm(cg_fn *f) { return emit_has_env_fn(f, E_SGEMM); }
 
 static LLVMValueRef element_ptr(cg_fn *f, const nimble_ln_param *p, LLVMValueRef index) {
   if (!f->data[p->index]) {
@@ -647,6 +652,8 @@ static LLVMValueRef emit_expr(cg_fn *f, const nimble_ln_expr *e) {
   }
   case NIMBLE_LN_E_CAST: return emit_cast(f, e);
   case NIMBLE_LN_E_HAS_SGEMM: return cm->gpu ? LLVMConstInt(cm->i1, 0, 0) : emit_has_sgemm(f);
+  case NIMBLE_LN_E_HAS_SGEMM_EPILOGUE:
+    return cm->gpu ? LLVMConstInt(cm->i1, 0, 0) : emit_has_env_fn(f, E_SGEMM_EPILOGUE);
   }
   fail(cm, NIMBLE_INTERNAL, "expression kind %d not lowered", (int)e->kind);
   return NULL;
@@ -716,6 +723,7 @@ static void free_in_stmt(const nimble_ln_stmt *s, var_set *bound, var_set *out) 
     const nimble_ln_sgemm_desc_t *d = &s->sgemm;
     const nimble_ln_expr *es[] = {d->m, d->n, d->k, d->a_offset, d->b_offset, d->c_offset, d->lda, d->ldb, d->ldc};
     for (size_t i = 0; i < sizeof es / sizeof es[0]; i++) free_in_expr(es[i], bound, out);
+    if (d->epilogue && d->row_bias) free_in_expr(d->row_bias_offset, bound, out);
     break;
   }
   }
@@ -729,7 +737,7 @@ static void emit_stmt(cg_fn *f, const nimble_ln_stmt *s);
 /* Whether `e` reads has_sgemm() (an sgemm guard's condition). */
 static int expr_reads_has_sgemm(const nimble_ln_expr *e) {
   if (!e) return 0;
-  if (e->kind == NIMBLE_LN_E_HAS_SGEMM) return 1;
+  if (e->kind == NIMBLE_LN_E_HAS_SGEMM || e->kind == NIMBLE_LN_E_HAS_SGEMM_EPILOGUE) return 1;
   return expr_reads_has_sgemm(e->a) || expr_reads_has_sgemm(e->b) || expr_reads_has_sgemm(e->c);
 }
 
@@ -979,9 +987,10 @@ static void emit_parallel(cg_fn *f, const nimble_ln_stmt *s) {
 
 static void emit_sgemm(cg_fn *f, const nimble_ln_sgemm_desc_t *d) {
   cg_mod *cm = f->cm;
-  LLVMValueRef has = emit_has_sgemm(f);
-  emit_require(f, has, "the runtime provides no sgemm");
-  LLVMValueRef fnp = load_at(cm, f->env, E_SGEMM, cm->ptr);
+  unsigned at = d->epilogue ? E_SGEMM_EPILOGUE : E_SGEMM;
+  LLVMValueRef has = emit_has_env_fn(f, at);
+  emit_require(f, has, d->epilogue ? "the runtime provides no sgemm_epilogue" : "the runtime provides no sgemm");
+  LLVMValueRef fnp = load_at(cm, f->env, at, cm->ptr);
   LLVMValueRef m = emit_expr(f, d->m), n = emit_expr(f, d->n), k = emit_expr(f, d->k);
   LLVMValueRef ao = emit_expr(f, d->a_offset), bo = emit_expr(f, d->b_offset), co = emit_expr(f, d->c_offset);
   LLVMValueRef lda = emit_expr(f, d->lda), ldb = emit_expr(f, d->ldb), ldc = emit_expr(f, d->ldc);
@@ -990,7 +999,22 @@ static void emit_sgemm(cg_fn *f, const nimble_ln_sgemm_desc_t *d) {
                            LLVMConstReal(cm->f32, d->alpha), element_ptr(f, d->a, ao), lda,
                            element_ptr(f, d->b, bo), ldb, LLVMConstReal(cm->f32, d->beta),
                            element_ptr(f, d->c, co), ldc};
-  LLVMBuildCall2(cm->b, cm->sgemm_ty, fnp, args, 13, "");
+  if (!d->epilogue) {
+    LLVMBuildCall2(cm->b, cm->sgemm_ty, fnp, args, 13, "");
+    return;
+  }
+  LLVMValueRef eargs[16];
+  memcpy(eargs, args, sizeof args);
+  if (d->row_bias) {
+    LLVMValueRef ro = emit_expr(f, d->row_bias_offset);
+    if (cm->err) return;
+    eargs[13] = element_ptr(f, d->row_bias, ro);
+  } else {
+    eargs[13] = LLVMConstNull(cm->ptr);
+  }
+  eargs[14] = LLVMConstReal(cm->f32, d->lo);
+  eargs[15] = LLVMConstReal(cm->f32, d->hi);
+  LLVMBuildCall2(cm->b, cm->sgemm_epi_ty, fnp, eargs, 16, "");
 }
 
 static void emit_stmt(cg_fn *f, const nimble_ln_stmt *s) {
@@ -1462,6 +1486,9 @@ static void cg_mod_init(cg_mod *cm, LLVMModuleRef m, int gpu, int shared) {
   LLVMTypeRef sp[13] = {cm->i32, cm->i32, cm->i64, cm->i64, cm->i64, cm->f32, cm->ptr,
                         cm->i64, cm->ptr, cm->i64, cm->f32, cm->ptr, cm->i64};
   cm->sgemm_ty = LLVMFunctionType(cm->vd, sp, 13, 0);
+  LLVMTypeRef ep[16] = {cm->i32, cm->i32, cm->i64, cm->i64, cm->i64, cm->f32, cm->ptr, cm->i64,
+                        cm->ptr, cm->i64, cm->f32, cm->ptr, cm->i64, cm->ptr, cm->f32, cm->f32};
+  cm->sgemm_epi_ty = LLVMFunctionType(cm->vd, ep, 16, 0);
   cm->md_loop = LLVMGetMDKindIDInContext(cm->ctx, "llvm.loop", 9);
   cm->md_scope = LLVMGetMDKindIDInContext(cm->ctx, "alias.scope", 11);
   cm->md_noalias = LLVMGetMDKindIDInContext(cm->ctx, "noalias", 7);

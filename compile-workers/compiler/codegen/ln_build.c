@@ -410,6 +410,10 @@ nimble_ln_expr *nimble_ln_has_sgemm(nimble_ln_arena *arena) {
   return new_expr(arena, NIMBLE_LN_E_HAS_SGEMM, NIMBLE_LN_BOOL);
 }
 
+nimble_ln_expr *nimble_ln_has_sgemm_epilogue(nimble_ln_arena *arena) {
+  return new_expr(arena, NIMBLE_LN_E_HAS_SGEMM_EPILOGUE, NIMBLE_LN_BOOL);
+}
+
 nimble_ln_expr *nimble_ln_extent_product(nimble_ln_arena *arena, nimble_ln_param *param, int from,
                                          int to) {
   nimble_ln_expr *p = NULL;
@@ -589,6 +593,11 @@ nimble_ln_stmt *nimble_ln_sgemm(nimble_ln_arena *arena, const nimble_ln_sgemm_de
   if (d->a->dtype != NIMBLE_LN_F32 || d->b->dtype != NIMBLE_LN_F32 || d->c->dtype != NIMBLE_LN_F32 ||
       !d->c->is_output) {
     nimble_ln_arena_fail(arena, "sgemm: A, B and C must be f32 and C an output");
+    return NULL;
+  }
+  if (d->epilogue && d->row_bias &&
+      (d->row_bias->dtype != NIMBLE_LN_F32 || !d->row_bias_offset || d->row_bias_offset->type != NIMBLE_LN_I64)) {
+    nimble_ln_arena_fail(arena, "sgemm: the epilogue's row bias must be f32 with an i64 offset");
     return NULL;
   }
   nimble_ln_stmt *s = new_stmt(arena, NIMBLE_LN_S_SGEMM);

@@ -99,7 +99,8 @@ static void print_expr(buf *b, const nimble_ln_expr *e) {
       print_expr(b, e->b);
       print_expr(b, e->c);
       break;
-    case NIMBLE_LN_E_HAS_SGEMM: break;
+    case NIMBLE_LN_E_HAS_SGEMM:
+    case NIMBLE_LN_E_HAS_SGEMM_EPILOGUE: break;
     }
     put(b, ")");
     return;
@@ -158,6 +159,7 @@ static void print_expr(buf *b, const nimble_ln_expr *e) {
     put(b, ")");
     break;
   case NIMBLE_LN_E_HAS_SGEMM: put(b, "has_sgemm()"); break;
+  case NIMBLE_LN_E_HAS_SGEMM_EPILOGUE: put(b, "has_sgemm_epilogue()"); break;
   }
 }
 
@@ -264,12 +266,19 @@ static void print_stmt(buf *b, const nimble_ln_stmt *s, int level) {
     print_expr(b, d->n);
     put(b, ", k=");
     print_expr(b, d->k);
-    put(b, ", alpha=%g, beta=%g -> %s)\n", d->alpha, d->beta, d->c->name);
+    put(b, ", alpha=%g, beta=%g -> %s", d->alpha, d->beta, d->c->name);
+    if (d->epilogue) {
+      put(b, ", + %s[", d->row_bias ? d->row_bias->name : "none");
+      if (d->row_bias) print_expr(b, d->row_bias_offset);
+      put(b, " + row], clamp [%a, %a]", (double)d->lo, (double)d->hi);
+    }
+    put(b, ")\n");
     if (b->canonical) {
       nimble_ln_expr *const rest[6] = {d->a_offset, d->b_offset, d->c_offset, d->lda, d->ldb, d->ldc};
       indent(b, level);
       put(b, "# sgemm p%d p%d p%d %a %a", d->a->index, d->b->index, d->c->index, (double)d->alpha,
           (double)d->beta);
+      if (d->epilogue) put(b, " epi p%d", d->row_bias ? d->row_bias->index : -1);
       for (int i = 0; i < 6; i++) {
         put(b, " ");
         print_expr(b, rest[i]);

@@ -368,6 +368,63 @@ static nimble_ln_stmt *dw_bind(cp_ctx *c, dw_ctx *d, cp_node *wt, cp_node *bias,
 }
 
 /* conv2d into o (raw conv plus its bias input, before any epilogue). */
+/* What an im2col block copy needs (conv_into_out's sgemm path). */
+typedef struct im2col_ctx {
+  const cv_geom *gr;
+  cp_node *x;
+  nimble_ln_param *col;
+  nimble_ln_expr *ldcol, *K, *KK, *OWr, *cols, *nr, *gr_, *cg, *Ci, *oh0, *rows, *one;
+  int vw;
+} im2col_ctx;
+
+/* im2col of the block: row r = (ci, kh, kw) of col holds, per output
+ * pixel of the block, the input it multiplies (0 in the padding); rows in
+ * parallel tasks. A fresh statement each call (its variables too). */
+static nimble_ln_stmt *im2col_block(cp_ctx *c, const im2col_ctx *q) {
+  const cv_geom gr = *q->gr;
+  cp_node *x = q->x;
+  nimble_ln_param *col = q->col;
+  nimble_ln_expr *ldcol = q->ldcol, *K = q->K, *KK = q->KK, *OWr = q->OWr, *cols = q->cols, *nr = q->nr,
+                 *gr_ = q->gr_, *cg = q->cg, *Ci = q->Ci, *oh0 = q->oh0, *rows = q->rows, *one = q->one;
+  int vw = q->vw;
+  nimble_ln_var *r = cp_var(c, "r", NIMBLE_LN_I64), *oh2 = cp_var(c, "oh", NIMBLE_LN_I64),
+                *ow2 = cp_var(c, "ow", NIMBLE_LN_I64), *ihv = cp_var(c, "ih", NIMBLE_LN_I64),
+                *kwv = cp_var(c, "kw", NIMBLE_LN_I64), *khv = cp_var(c, "kh", NIMBLE_LN_I64),
+                *civ = cp_var(c, "ci", NIMBLE_LN_I64);
+  nimble_ln_expr *rr = ref(c, r);
+  nimble_ln_expr *off = col_off(c, &gr, ref(c, kwv));
+  nimble_ln_expr *lo = col_lo(c, &gr, off), *hi = cp_max(c, col_hi(c, &gr, off), lo);
+  nimble_ln_expr *crow = cp_add(c, cp_mul(c, rr, ldcol), cp_mul(c, cp_sub(c, ref(c, oh2), oh0), OWr));
+  nimble_ln_expr *cin_ = cp_add(c, cp_mul(c, nr, Ci), cp_add(c, cp_mul(c, gr_, cg), ref(c, civ)));
+  nimble_ln_expr *xrow2 = cp_add(c, cp_mul(c, cin_, cp_mul(c, gr.H, gr.W)), cp_mul(c, ref(c, ihv), gr.W));
+  nimble_ln_expr *iw = cp_add(c, cp_mul(c, ref(c, ow2), cp_i(c, gr.s[1])), off);
+  nimble_ln_expr *xin = cp_value_flat(c, x, cp_add(c, xrow2, iw));
+  nimble_ln_expr *xsel = nimble_ln_select(c->A, inside(c, iw, gr.W),
+                                          cp_value_flat(c, x, cp_add(c, xrow2, clamp(c, iw, gr.W))),
+                                          nimble_ln_f32(c->A, 0));
+  nimble_ln_expr *ci_ = cp_add(c, crow, ref(c, ow2));
+  nimble_ln_stmt *parts[3] = {
+      nimble_ln_for(c->A, ow2, cp_i(c, 0), lo, NIMBLE_LN_SERIAL, 0, nimble_ln_store(c->A, col, ci_, xsel)),
+      nimble_ln_for(c->A, ow2, lo, hi, vw ? NIMBLE_LN_VECTORIZED : NIMBLE_LN_SERIAL, vw,
+                    nimble_ln_store(c->A, col, ci_, xin)),
+      nimble_ln_for(c->A, ow2, hi, OWr, NIMBLE_LN_SERIAL, 0, nimble_ln_store(c->A, col, ci_, xsel)),
+  };
+  nimble_ln_stmt *zero = cp_for(c, ow2, OWr, vw ? NIMBLE_LN_VECTORIZED : NIMBLE_LN_SERIAL, vw,
+                                nimble_ln_store(c->A, col, ci_, nimble_ln_f32(c->A, 0)));
+  nimble_ln_stmt *rowc = nimble_ln_if(c->A, inside(c, ref(c, ihv), gr.H), nimble_ln_seq(c->A, parts, 3), zero);
+  rowc = nimble_ln_let(c->A, ihv,
+                       cp_add(c, cp_sub(c, cp_mul(c, ref(c, oh2), cp_i(c, gr.s[0])), cp_i(c, gr.p[0])),
+                              cp_mul(c, ref(c, khv), cp_i(c, gr.d[0]))),
+                       rowc);
+  rowc = nimble_ln_for(c->A, oh2, oh0, cp_add(c, oh0, rows), NIMBLE_LN_SERIAL, 0, rowc);
+  rowc = nimble_ln_let(c->A, kwv, cp_rem(c, rr, cp_max(c, gr.KW, one)), rowc);
+  rowc = nimble_ln_let(c->A, khv, cp_rem(c, cp_div(c, rr, cp_max(c, gr.KW, one)), cp_max(c, gr.KH, one)), rowc);
+  rowc = nimble_ln_let(c->A, civ, cp_div(c, rr, cp_max(c, KK, one)), rowc);
+  nimble_ln_stmt *im2col = cp_for(c, r, K, NIMBLE_LN_SERIAL, 0, rowc);
+  if (c->opt.parallel && im2col) im2col = nimble_ln_chunk(c->A, im2col, cp_rows_per_task(c, K, cols));
+  return im2col;
+}
+
 static nimble_ln_stmt *conv_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o, cp_node *root, nimble_ln_stmt *epi,
                                      bool *fused) {
   cp_node *x = n->in[0], *wt = n->in[1], *bias = n->n_in == 3 ? n->in[2] : NULL;
@@ -552,6 +609,7 @@ static nimble_ln_stmt *conv_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o, 
                              one);
   nimble_ln_expr *ldcol = cp_max(c, cp_mul(c, R, OWr), one);
   nimble_ln_param *col = NULL;
+  im2col_ctx iq;
   if (!direct_b) {
     col = nimble_ln_kernel_add_scratch(c->k, "col", NIMBLE_LN_F32, cp_mul(c, K, ldcol));
     if (!col) return direct;
@@ -616,41 +674,8 @@ static nimble_ln_stmt *conv_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o, 
     d.b = col;
     d.b_offset = cp_i(c, 0);
     d.ldb = ldcol;
-    nimble_ln_var *r = cp_var(c, "r", NIMBLE_LN_I64), *oh2 = cp_var(c, "oh", NIMBLE_LN_I64),
-                  *ow2 = cp_var(c, "ow", NIMBLE_LN_I64), *ihv = cp_var(c, "ih", NIMBLE_LN_I64),
-                  *kwv = cp_var(c, "kw", NIMBLE_LN_I64), *khv = cp_var(c, "kh", NIMBLE_LN_I64),
-                  *civ = cp_var(c, "ci", NIMBLE_LN_I64);
-    nimble_ln_expr *rr = ref(c, r);
-    nimble_ln_expr *off = col_off(c, &gr, ref(c, kwv));
-    nimble_ln_expr *lo = col_lo(c, &gr, off), *hi = cp_max(c, col_hi(c, &gr, off), lo);
-    nimble_ln_expr *crow = cp_add(c, cp_mul(c, rr, ldcol), cp_mul(c, cp_sub(c, ref(c, oh2), oh0), OWr));
-    nimble_ln_expr *cin_ = cp_add(c, cp_mul(c, nr, Ci), cp_add(c, cp_mul(c, gr_, cg), ref(c, civ)));
-    nimble_ln_expr *xrow2 = cp_add(c, cp_mul(c, cin_, cp_mul(c, gr.H, gr.W)), cp_mul(c, ref(c, ihv), gr.W));
-    nimble_ln_expr *iw = cp_add(c, cp_mul(c, ref(c, ow2), cp_i(c, gr.s[1])), off);
-    nimble_ln_expr *xin = cp_value_flat(c, x, cp_add(c, xrow2, iw));
-    nimble_ln_expr *xsel = nimble_ln_select(c->A, inside(c, iw, gr.W),
-                                            cp_value_flat(c, x, cp_add(c, xrow2, clamp(c, iw, gr.W))),
-                                            nimble_ln_f32(c->A, 0));
-    nimble_ln_expr *ci_ = cp_add(c, crow, ref(c, ow2));
-    nimble_ln_stmt *parts[3] = {
-        nimble_ln_for(c->A, ow2, cp_i(c, 0), lo, NIMBLE_LN_SERIAL, 0, nimble_ln_store(c->A, col, ci_, xsel)),
-        nimble_ln_for(c->A, ow2, lo, hi, vw ? NIMBLE_LN_VECTORIZED : NIMBLE_LN_SERIAL, vw,
-                      nimble_ln_store(c->A, col, ci_, xin)),
-        nimble_ln_for(c->A, ow2, hi, OWr, NIMBLE_LN_SERIAL, 0, nimble_ln_store(c->A, col, ci_, xsel)),
-    };
-    nimble_ln_stmt *zero = cp_for(c, ow2, OWr, vw ? NIMBLE_LN_VECTORIZED : NIMBLE_LN_SERIAL, vw,
-                                  nimble_ln_store(c->A, col, ci_, nimble_ln_f32(c->A, 0)));
-    nimble_ln_stmt *rowc = nimble_ln_if(c->A, inside(c, ref(c, ihv), gr.H), nimble_ln_seq(c->A, parts, 3), zero);
-    rowc = nimble_ln_let(c->A, ihv,
-                         cp_add(c, cp_sub(c, cp_mul(c, ref(c, oh2), cp_i(c, gr.s[0])), cp_i(c, gr.p[0])),
-                                cp_mul(c, ref(c, khv), cp_i(c, gr.d[0]))),
-                         rowc);
-    rowc = nimble_ln_for(c->A, oh2, oh0, cp_add(c, oh0, rows), NIMBLE_LN_SERIAL, 0, rowc);
-    rowc = nimble_ln_let(c->A, kwv, cp_rem(c, rr, cp_max(c, gr.KW, one)), rowc);
-    rowc = nimble_ln_let(c->A, khv, cp_rem(c, cp_div(c, rr, cp_max(c, gr.KW, one)), cp_max(c, gr.KH, one)), rowc);
-    rowc = nimble_ln_let(c->A, civ, cp_div(c, rr, cp_max(c, KK, one)), rowc);
-    nimble_ln_stmt *im2col = cp_for(c, r, K, NIMBLE_LN_SERIAL, 0, rowc);
-    if (c->opt.parallel && im2col) im2col = nimble_ln_chunk(c->A, im2col, cp_rows_per_task(c, K, cols));
+    iq = (im2col_ctx){&gr, x, col, ldcol, K, KK, OWr, cols, nr, gr_, cg, Ci, oh0, rows, one, vw};
+    nimble_ln_stmt *im2col = im2col_block(c, &iq);
     per_group = nimble_ln_seq2(c->A, im2col, nimble_ln_sgemm(c->A, &d));
   }
   nimble_ln_expr *nonempty = bin(c, NIMBLE_LN_AND, bin(c, NIMBLE_LN_GT, og, cp_i(c, 0)),
@@ -662,6 +687,50 @@ static nimble_ln_stmt *conv_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o, 
    * (an empty product: the fill's zeros), then the epilogue. */
   nimble_ln_stmt *block = e ? nimble_ln_seq2(c->A, nimble_ln_if(c->A, nonempty, per_group, fill), e)
                             : nimble_ln_seq2(c->A, fill, per_group);
+  /* The bias and a Clip or Relu straight after the convolution (or the
+   * bias alone) go into sgemm's tiles (env->sgemm_epilogue): no fill
+   * before the product and no second pass over the block after it. The
+   * block above stays for runtimes without it. */
+  bool bias_ok = !bias || (bias->kind == CP_PARAM && bias->param && bias->type == NIMBLE_LN_F32 && bias->rank == 1);
+  float ep_lo = -INFINITY, ep_hi = INFINITY;
+  bool use_epi = bias_ok;
+  if (root && root != n) {
+    bool relu = root->kind == CP_CALL && !strcmp(root->op->name, "relu");
+    bool clip = root->kind == CP_CALL && !strcmp(root->op->name, "clip");
+    use_epi = use_epi && e && (relu || clip) && root->n_in >= 1 && root->in[0] == n && root->type == NIMBLE_LN_F32;
+    if (clip) {
+      ep_lo = (float)cp_attr_float(root, "min");
+      ep_hi = (float)cp_attr_float(root, "max");
+      use_epi = use_epi && !isnan(ep_lo) && !isnan(ep_hi);
+    } else {
+      ep_lo = 0.0f;
+    }
+  }
+  if (use_epi) {
+    nimble_ln_var *g2 = cp_var(c, "g", NIMBLE_LN_I64);
+    nimble_ln_expr *g2r = ref(c, g2);
+    nimble_ln_sgemm_desc_t d2 = d;
+    d2.beta = 0.0f;
+    d2.a_offset = cp_mul(c, cp_mul(c, g2r, og), K);
+    d2.c_offset = cp_add(c, cp_mul(c, cp_add(c, cp_mul(c, nr, Co), cp_mul(c, g2r, og)), P), p0);
+    d2.epilogue = true;
+    d2.row_bias = bias ? bias->param : NULL;
+    d2.row_bias_offset = bias ? cp_mul(c, g2r, og) : NULL;
+    d2.lo = ep_lo;
+    d2.hi = ep_hi;
+    nimble_ln_stmt *eg;
+    if (direct_b) {
+      d2.b_offset = cp_add(c, cp_mul(c, cp_add(c, cp_mul(c, nr, Ci), cp_mul(c, g2r, cg)), P), p0);
+      eg = nimble_ln_sgemm(c->A, &d2);
+    } else {
+      im2col_ctx q2 = iq;
+      q2.gr_ = g2r;
+      eg = nimble_ln_seq2(c->A, im2col_block(c, &q2), nimble_ln_sgemm(c->A, &d2));
+    }
+    eg = cp_for(c, g2, cp_i(c, groups), NIMBLE_LN_SERIAL, 0, eg);
+    if (!eg) return NULL;
+    block = nimble_ln_if(c->A, nimble_ln_has_sgemm_epilogue(c->A), eg, block);
+  }
   block = nimble_ln_let(c->A, rowsv, cp_min(c, R, cp_sub(c, OHr, oh0)), block);
   block = nimble_ln_let(c->A, oh0v, cp_mul(c, ref(c, bk), R), block);
   nimble_ln_expr *nblk = cp_div(c, cp_add(c, OHr, cp_sub(c, R, one)), R);

@@ -139,6 +139,7 @@ typedef enum nimble_ln_expr_kind {
   NIMBLE_LN_E_SELECT,
   NIMBLE_LN_E_CAST,
   NIMBLE_LN_E_HAS_SGEMM, /* bool: the runtime provides env->sgemm */
+  NIMBLE_LN_E_HAS_SGEMM_EPILOGUE, /* bool: the runtime provides env->sgemm_epilogue */
 } nimble_ln_expr_kind_t;
 
 typedef struct nimble_ln_expr nimble_ln_expr;
@@ -167,7 +168,10 @@ typedef enum nimble_ln_stmt_kind {
 } nimble_ln_stmt_kind_t;
 
 /* C[m,n] = alpha * op(A) * op(B) + beta * C, row-major, through env->sgemm.
- * Offsets are element offsets into the parameters' buffers. */
+ * Offsets are element offsets into the parameters' buffers. With
+ * `epilogue`, through env->sgemm_epilogue instead: then each C[i, j] gets
+ * + row_bias[row_bias_offset + i] (no bias when row_bias is NULL) and is
+ * clamped to [lo, hi] keeping NaN; only under has_sgemm_epilogue(). */
 typedef struct nimble_ln_sgemm_desc {
   int trans_a, trans_b;
   nimble_ln_expr *m, *n, *k;
@@ -175,6 +179,10 @@ typedef struct nimble_ln_sgemm_desc {
   nimble_ln_param *a, *b, *c;
   nimble_ln_expr *a_offset, *b_offset, *c_offset;
   nimble_ln_expr *lda, *ldb, *ldc;
+  int epilogue; /* nonzero: through env->sgemm_epilogue */
+  nimble_ln_param *row_bias;
+  nimble_ln_expr *row_bias_offset;
+  float lo, hi;
 } nimble_ln_sgemm_desc_t;
 
 typedef struct nimble_ln_stmt nimble_ln_stmt;
@@ -293,6 +301,7 @@ nimble_ln_expr *nimble_ln_select(nimble_ln_arena *arena, nimble_ln_expr *cond, n
                                  nimble_ln_expr *b);
 nimble_ln_expr *nimble_ln_cast(nimble_ln_arena *arena, nimble_ln_type_t type, nimble_ln_expr *a);
 nimble_ln_expr *nimble_ln_has_sgemm(nimble_ln_arena *arena);
+nimble_ln_expr *nimble_ln_has_sgemm_epilogue(nimble_ln_arena *arena);
 /* Row-major flat index of param at idx[0..rank): ((i0*s1 + i1)*s2 + i2)... */
 nimble_ln_expr *nimble_ln_flat_index(nimble_ln_arena *arena, nimble_ln_param *param,
                                      nimble_ln_expr *const *idx);

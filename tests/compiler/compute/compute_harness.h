@@ -63,6 +63,11 @@ typedef struct ch_env {
   int threads;
 } ch_env;
 void ch_env_init(ch_env *e, bool with_sgemm);
+/* Also offers env->sgemm_epilogue (needs with_sgemm): the BLAS's sgemm,
+ * then the row bias and clamp written here; each call counts in
+ * ch_epilogue_calls. */
+void ch_env_epilogue(ch_env *e);
+extern long ch_epilogue_calls;
 /* Runs parallel loops' tasks on `threads` pthreads at once (plus counting). */
 void ch_env_threads(ch_env *e, int threads);
 

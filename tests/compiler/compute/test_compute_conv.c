@@ -153,10 +153,15 @@ START_TEST(test_conv2d_cases_match_direct_loops_with_and_without_sgemm) {
     int64_t OH = (c->H + c->pt + c->pb - c->dh * (c->KH - 1) - 1) / c->sh + 1;
     int64_t OW = (c->W + c->pl + c->pr - c->dw * (c->KW - 1) - 1) / c->sw + 1;
     size_t ny = (size_t)(c->N * c->O * OH * OW);
-    for (int variant = 0; variant < 3; variant++) {
+    /* Variants: no sgemm (the direct nest), sgemm (the product, then the
+     * epilogue over the block), the same on 2 threads, and sgemm_epilogue
+     * (bias and Relu/Clip inside the product) on 2 threads. */
+    for (int variant = 0; variant < 4; variant++) {
       ch_env env;
       ch_env_init(&env, variant != 0);
-      if (variant == 2) ch_env_threads(&env, 2);
+      if (variant >= 2) ch_env_threads(&env, 2);
+      if (variant == 3) ch_env_epilogue(&env);
+      long epi_before = ch_epilogue_calls;
       ch_tensor x, w, b, y;
       ch_tensor_f32(&x, 4, (int64_t[]){c->N, c->C, c->H, c->W}, &seed, -1, 1);
       ch_tensor_f32(&w, 4, (int64_t[]){c->O, c->C / c->g, c->KH, c->KW}, &seed, -1, 1);
@@ -168,6 +173,11 @@ START_TEST(test_conv2d_cases_match_direct_loops_with_and_without_sgemm) {
       int nargs = c->bias ? 4 : 3;
       int32_t rc = ch_call(&k, &env, args, nargs);
       ck_assert_msg(rc == 0, "case %zu variant %d: %s", ci, variant, env.error);
+      /* The conv's own bias (or none) and Relu/Clip go into sgemm_epilogue;
+       * an added tensor does not. */
+      if (variant == 3 && ny)
+        ck_assert_msg((ch_epilogue_calls > epi_before) == (want_sg && c->bias != 2),
+                      "case %zu: sgemm_epilogue %s expected", ci, want_sg && c->bias != 2 ? "" : "not");
       float *want = malloc((ny ? ny : 1) * sizeof(float));
       conv_ref(c, ch_f(&x), ch_f(&w), c->bias ? ch_f(&b) : NULL, want, OH, OW);
       char what[64];
