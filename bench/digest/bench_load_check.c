@@ -148,22 +148,29 @@ int main(int argc, char **argv) {
   }
   double touch = median(t, runs);
 
-  /* What a default load hashes: every section but the constants whole, the
-   * constants' chunks up to the end of their table (chunk 0 at least) when
-   * the file has their chunk digests. Read from the documented layout. */
+  /* What a default load hashes: every section but the constants whole; of
+   * the constants, when the file has their chunk digests, the table alone
+   * (a list with the table's digest) or the chunks up to the end of the
+   * table (chunk 0 at least; a list without it). Read from the documented
+   * layout. */
   const uint8_t *eager[16];
   size_t eager_size[16], ne = 0, eager_bytes = 0;
   uint32_t count = *(const uint32_t *)(map + 12);
-  int has_list = 0;
+  int has_list = 0, has_table = 0;
   for (uint32_t i = 0; i < count && i < 16; i++)
-    if (*(const uint32_t *)(map + 56 + 24 * i) == NIMBLE_PART_CHUNK_DIGESTS) has_list = 1;
+    if (*(const uint32_t *)(map + 56 + 24 * i) == NIMBLE_PART_CHUNK_DIGESTS) {
+      has_list = 1;
+      uint64_t off = *(const uint64_t *)(map + 56 + 24 * i + 8);
+      has_table = (*(const uint32_t *)(map + off + 20) & NIMBLE_CHUNK_DIGESTS_HAS_TABLE) != 0;
+    }
   for (uint32_t i = 0; i < count && i < 16; i++) {
     const uint8_t *e = map + 56 + 24 * i;
     uint32_t kind = *(const uint32_t *)e;
     uint64_t off = *(const uint64_t *)(e + 8), len = *(const uint64_t *)(e + 16);
     if (kind == NIMBLE_PART_CONSTANTS && has_list) {
       uint64_t table_end = *(const uint64_t *)(map + off + 24);
-      len = (table_end + NIMBLE_PART_CHUNK_SIZE - 1) / NIMBLE_PART_CHUNK_SIZE * NIMBLE_PART_CHUNK_SIZE;
+      len = has_table ? table_end
+                      : (table_end + NIMBLE_PART_CHUNK_SIZE - 1) / NIMBLE_PART_CHUNK_SIZE * NIMBLE_PART_CHUNK_SIZE;
       if (len == 0) len = NIMBLE_PART_CHUNK_SIZE;
       if (len > *(const uint64_t *)(e + 16) - 32) len = *(const uint64_t *)(e + 16) - 32;
     }
