@@ -59,8 +59,9 @@ void nimble_image_reseal(uint8_t *data, size_t size) {
       if (nimble_get_u32(e) == NIMBLE_PART_CHUNK_DIGESTS) list = data + off, list_len = (size_t)len;
     }
   }
-  /* The chunk list is a digest too: rewritten from the constants when its
-   * place fits them (and resealed), so that a changed weight still loads. */
+  /* The chunk list (and the table's digest after it) is a digest too:
+   * rewritten from the constants when its place fits them (and resealed),
+   * so that a changed weight or table still loads. */
   if (consts && list) {
     size_t chunks = nimble_part_chunk_count(consts_len - NIMBLE_PART_DIGEST_SIZE);
     size_t at = NIMBLE_PART_HEADER_SIZE + NIMBLE_CHUNK_DIGESTS_BODY_HEADER;
