@@ -8,6 +8,7 @@
 
 #include "format/byte_reader.h"
 #include "format/layout.h"
+#include "nimble/digest.h"
 
 typedef struct buf_t {
   uint8_t *data;
@@ -503,9 +504,9 @@ nimble_status_t nimble_builder_serialize_part(const nimble_executable_builder *b
 }
 
 /* The chunk digests part of the constants part already in `o` at `c_start`
- * (`c_size` bytes without its digest). */
+ * (`c_size` bytes without its digest, its table ending at `c_table`). */
 static nimble_status_t write_chunk_digests(const nimble_executable_builder *b, size_t c_start, size_t c_size,
-                                           size_t chunks, buf_t *o) {
+                                           size_t c_table, size_t chunks, buf_t *o) {
   if (o->failed) return OOM();
   uint8_t *list = malloc(32 * chunks);
   if (!list) return OOM();
@@ -513,10 +514,17 @@ static nimble_status_t write_chunk_digests(const nimble_executable_builder *b, s
   size_t start = o->size;
   put_part_header(o, NIMBLE_PART_CHUNK_DIGESTS, b->version);
   put_u32(o, NIMBLE_PART_CONSTANTS);
-  put_u32(o, 0);
+  put_u32(o, NIMBLE_CHUNK_DIGESTS_HAS_TABLE);
   put_u64(o, chunks);
   put_bytes(o, list, 32 * chunks);
   free(list);
+  /* The table's own digest: a load hashes these few KB, not their 1 MiB
+   * chunk (docs/executable.md, "Chunk digests"). */
+  nimble_digest_t table;
+  if (o->failed) return OOM();
+  nimble_digest_compute(o->data + c_start, c_table, &table);
+  put_u64(o, c_table);
+  put_bytes(o, table.bytes, 32);
   uint8_t *digest = buf_grow(o, NIMBLE_PART_DIGEST_SIZE);
   if (!digest) return OOM();
   nimble_part_seal(o->data + start, o->size - start);
@@ -558,7 +566,7 @@ nimble_status_t nimble_builder_serialize(const nimble_executable_builder *b, voi
     size_t start = o.size;
     if (kinds[i] == NIMBLE_PART_CONSTANTS) c_start = start;
     nimble_status_t s = kinds[i] == NIMBLE_PART_CHUNK_DIGESTS
-                            ? write_chunk_digests(b, c_start, c_offset + c_data, c_chunks, &o)
+                            ? write_chunk_digests(b, c_start, c_offset + c_data, c_offset, c_chunks, &o)
                             : write_part(b, kinds[i], &o);
     if (s) {
       free(o.data);

@@ -59,13 +59,23 @@ void nimble_image_reseal(uint8_t *data, size_t size) {
       if (nimble_get_u32(e) == NIMBLE_PART_CHUNK_DIGESTS) list = data + off, list_len = (size_t)len;
     }
   }
-  /* The chunk list is a digest too: rewritten from the constants when its
-   * place fits them (and resealed), so that a changed weight still loads. */
+  /* The chunk list (and the table's digest after it) is a digest too:
+   * rewritten from the constants when its place fits them (and resealed),
+   * so that a changed weight or table still loads. */
   if (consts && list) {
     size_t chunks = nimble_part_chunk_count(consts_len - NIMBLE_PART_DIGEST_SIZE);
     size_t at = NIMBLE_PART_HEADER_SIZE + NIMBLE_CHUNK_DIGESTS_BODY_HEADER;
-    if (list_len == at + 32 * chunks + NIMBLE_PART_DIGEST_SIZE && nimble_get_u64(list + at - 8) == chunks) {
+    int has_table = (nimble_get_u32(list + at - 12) & NIMBLE_CHUNK_DIGESTS_HAS_TABLE) != 0;
+    size_t want = at + 32 * chunks + (has_table ? NIMBLE_CHUNK_DIGESTS_TABLE_SIZE : 0) + NIMBLE_PART_DIGEST_SIZE;
+    if (list_len == want && nimble_get_u64(list + at - 8) == chunks) {
       nimble_part_chunk_digests(consts, consts_len - NIMBLE_PART_DIGEST_SIZE, list + at);
+      uint8_t *table = list + at + 32 * chunks;
+      uint64_t table_size = has_table ? nimble_get_u64(table) : 0;
+      if (has_table && table_size <= consts_len - NIMBLE_PART_DIGEST_SIZE) {
+        nimble_digest_t d;
+        nimble_digest_compute(consts, (size_t)table_size, &d);
+        memcpy(table + 8, d.bytes, 32);
+      }
       nimble_part_seal(list, list_len);
     }
   }

@@ -98,14 +98,14 @@ START_TEST(test_scratch_is_allocated_shared_by_tasks_and_freed) {
   DLTensor *three[3] = {&t, &t, &t};
   ck_assert_int_eq(fn(three, 3, &he.env), 1);
   ck_assert_msg(strstr(he.error, "expects 2 arguments"), "%s", he.error);
-  /* No workspace: the kernel fails and says which buffer. */
+  /* No workspace: the kernel fails and says which buffer (the VM names
+   * the kernel). */
   float e[4] = {0};
   DLTensor u = {.data = e, .ndim = 1, .dtype = {kDLFloat, 32, 1}, .shape = &shp};
   DLTensor *two[2] = {&t, &u};
   he.env.workspace_alloc = no_memory;
   ck_assert_int_eq(fn(two, 2, &he.env), 1);
-  ck_assert_msg(strstr(he.error, "twice_plus_one") && strstr(he.error, "no workspace for scratch buffer 's'"), "%s",
-                he.error);
+  ck_assert_str_eq(he.error, "the runtime gave no workspace for scratch buffer 's'");
   dlclose(lib.handle), close(lib.fd);
   nimble_ln_arena_destroy(A);
 }

@@ -98,7 +98,9 @@ START_TEST(test_kernels_with_one_body_share_its_code_and_keep_their_names) {
   ck_assert_int_eq(run(&lib, &he, "inc", 21, yd), 0);
   for (int i = 0; i < 21; i++) ck_assert_msg(yd[i] == (float)i * 0.5f + 1.0f, "inc: y[%d] = %g", i, (double)yd[i]);
 
-  /* Errors name the kernel called: the entry's argument check... */
+  /* Every kernel of the body reports its errors, which do not name it (the
+   * VM names the kernel it called, test_codegen_runtime): the entry's
+   * argument check... */
   int64_t len = 4;
   float xd[4] = {1, 2, 3, 4};
   DLTensor x2 = {.data = xd, .ndim = 2, .dtype = {kDLFloat, 32, 1}, .shape = (int64_t[]){2, 2}};
@@ -107,9 +109,7 @@ START_TEST(test_kernels_with_one_body_share_its_code_and_keep_their_names) {
   for (int k = 0; k < 3; k++) {
     he.error[0] = 0;
     ck_assert_int_ne(harness_sym(&lib, names[k])(bad, 2, &he.env), 0);
-    char want[128];
-    snprintf(want, sizeof want, "kernel '%s': argument 0 ('x') must have rank 1", names[k]);
-    ck_assert_str_eq(he.error, want);
+    ck_assert_msg(strcmp(he.error, "argument 0 ('x') must have rank 1") == 0, "%s: %s", names[k], he.error);
   }
   /* ...and a check in the parallel body (x[3] < 0) and in the tail. */
   float neg[21];
@@ -123,9 +123,7 @@ START_TEST(test_kernels_with_one_body_share_its_code_and_keep_their_names) {
       DLTensor *args[2] = {&xn, &yn};
       he.error[0] = 0;
       ck_assert_int_ne(harness_sym(&lib, names[k])(args, 2, &he.env), 0);
-      char want[128];
-      snprintf(want, sizeof want, "kernel '%s': x must not be negative", names[k]);
-      ck_assert_str_eq(he.error, want);
+      ck_assert_msg(strcmp(he.error, "x must not be negative") == 0, "%s: %s", names[k], he.error);
       neg[at] = 1.0f;
     }
   }

@@ -151,14 +151,25 @@ START_TEST(test_a_large_constants_part_carries_the_digests_of_its_chunks) {
   ck_assert_uint_gt(loff, 0);
   size_t chunks = (csize - 32 + MIB - 1) / MIB;
   ck_assert_uint_eq(chunks, 5); /* 4 MiB of W and the table */
-  /* header, covered kind 3, reserved, count, the list, its own digest */
-  ck_assert_uint_eq(lsize, 16 + 16 + 32 * chunks + 32);
-  uint32_t kind;
-  uint64_t count;
+  /* header, covered kind 3, flags, count, the list, the table's size and
+   * digest, its own digest */
+  ck_assert_uint_eq(lsize, 16 + 16 + 32 * chunks + 8 + 32 + 32);
+  uint32_t kind, flags;
+  uint64_t count, table_size, data_offset;
   memcpy(&kind, img + loff + 16, 4);
+  memcpy(&flags, img + loff + 20, 4);
   memcpy(&count, img + loff + 24, 8);
   ck_assert_uint_eq(kind, 3);
+  ck_assert_uint_eq(flags, 1); /* the table's digest follows the list */
   ck_assert_uint_eq(count, chunks);
+  /* The table: the constants part up to its data area. */
+  memcpy(&table_size, img + loff + 32 + 32 * chunks, 8);
+  memcpy(&data_offset, img + coff + 24, 8);
+  ck_assert_uint_eq(table_size, data_offset);
+  ck_assert_uint_lt(table_size, 4096); /* one constant: a few bytes, not its chunk */
+  nimble_digest_t td;
+  nimble_digest_compute(img + coff, (size_t)table_size, &td);
+  ck_assert_msg(memcmp(td.bytes, img + loff + 32 + 32 * chunks + 8, 32) == 0, "the table's digest");
   for (size_t c = 0; c < chunks; c++) {
     size_t len = c + 1 < chunks ? (size_t)MIB : csize - 32 - c * MIB;
     nimble_digest_t d;
@@ -245,16 +256,124 @@ START_TEST(test_a_flipped_weight_byte_fails_the_invoke_naming_the_chunk_and_veri
     ck_assert_ptr_null(exe);
     img[pos[i]] ^= 0x40;
   }
-  /* A byte of the chunk that holds the table is verified at load. */
+  /* A byte of chunk 0's data, after the table, is a weight like the others:
+   * it loads, and the invoke fails naming chunk 0. */
   uint64_t data_offset;
   memcpy(&data_offset, img + coff + 24, 8);
   size_t early = coff + (size_t)data_offset + 100;
   img[early] ^= 0x01;
   char want[300];
   chunk_message(img, early, want, sizeof want);
+  ck_assert_msg(strstr(want, "chunk 0 of 5") != NULL, "%s", want);
   nimble_executable *exe = NULL;
+  NIMBLE_ASSERT_OK(nimble_executable_load_memory(img, size, NIMBLE_LOAD_BORROW, &exe));
+  NIMBLE_ASSERT_ERROR(invoke_checked(exe), NIMBLE_DATA_LOSS, want);
+  nimble_executable_release(exe);
+  exe = NULL;
+  img[early] ^= 0x01;
+  free(img);
+}
+END_TEST
+
+/* The constants' table (their header and each constant's dtype, shape and
+ * place) is read at load, so it is verified at load, alone, against the
+ * table digest the chunk list carries. */
+START_TEST(test_a_flipped_byte_in_the_constants_table_is_refused_at_load) {
+  size_t size, csize;
+  uint8_t *img = read_all(path_of("big.nimble"), &size);
+  size_t coff = section_of(img, NIMBLE_PART_CONSTANTS, &csize);
+  uint64_t data_offset;
+  memcpy(&data_offset, img + coff + 24, 8);
+  /* The constant count, the first constant's second dim and its byte
+   * count, the last padding byte before the data area. */
+  size_t pos[] = {coff + 16, coff + 40 + 16 + 8 + 1, coff + 40 + 16 + 16 + 8 + 2, coff + (size_t)data_offset - 1};
+  char want[300];
+  snprintf(want, sizeof want, "constants section (offset %zu, %zu bytes): its table, bytes [0, %llu) of the "
+           "section: digest mismatch", coff, csize, (unsigned long long)data_offset);
+  for (size_t i = 0; i < sizeof pos / sizeof pos[0]; i++) {
+    img[pos[i]] ^= 0x04;
+    nimble_executable *exe = NULL;
+    NIMBLE_ASSERT_ERROR(nimble_executable_load_memory(img, size, NIMBLE_LOAD_BORROW, &exe), NIMBLE_DATA_LOSS, want);
+    ck_assert_ptr_null(exe);
+    img[pos[i]] ^= 0x04;
+  }
+  free(img);
+}
+END_TEST
+
+/* A list written before the table's digest (flags 0, no table fields: the
+ * files of before) still loads, deferring the weights: its table's chunk is
+ * hashed at load, so a byte of chunk 0 is refused there. */
+START_TEST(test_a_list_without_the_table_digest_still_loads_and_verifies_chunk_0_at_load) {
+  size_t size, csize, lsize;
+  uint8_t *img = read_all(path_of("big.nimble"), &size);
+  size_t coff = section_of(img, NIMBLE_PART_CONSTANTS, &csize);
+  size_t loff = section_of(img, NIMBLE_PART_CHUNK_DIGESTS, &lsize);
+  ck_assert_uint_eq(loff + lsize, size); /* the last section: the old one is 40 bytes shorter */
+  uint32_t count;
+  memcpy(&count, img + 12, 4);
+  for (uint32_t i = 0; i < count; i++) {
+    uint32_t k;
+    memcpy(&k, img + 56 + 24 * (size_t)i, 4);
+    uint64_t old_size = lsize - 40;
+    if (k == NIMBLE_PART_CHUNK_DIGESTS) memcpy(img + 56 + 24 * (size_t)i + 16, &old_size, 8);
+  }
+  size -= 40;
+  uint64_t file_size = size;
+  memcpy(img + 16, &file_size, 8);
+  memset(img + loff + 20, 0, 4); /* flags */
+  nimble_part_seal(img + loff, lsize - 40);
+  nimble_image_reseal(img, size); /* the header digest */
+  nimble_executable *exe = NULL;
+  NIMBLE_ASSERT_OK(nimble_executable_load_memory(img, size, NIMBLE_LOAD_BORROW, &exe));
+  NIMBLE_ASSERT_OK(invoke_checked(exe));
+  nimble_executable_release(exe);
+  exe = NULL;
+  uint64_t data_offset;
+  memcpy(&data_offset, img + coff + 24, 8);
+  size_t early = coff + (size_t)data_offset + 100;
+  img[early] ^= 0x01;
+  char want[300];
+  chunk_message(img, early, want, sizeof want);
   NIMBLE_ASSERT_ERROR(nimble_executable_load_memory(img, size, NIMBLE_LOAD_BORROW, &exe), NIMBLE_DATA_LOSS, want);
   ck_assert_msg(strstr(want, "chunk 0 of 5") != NULL, "%s", want);
+  free(img);
+}
+END_TEST
+
+/* The table's digest is in the list, which nothing but the table's chunks
+ * ties to the constants' digest (and through it to the executable digest a
+ * signature signs): a table changed together with that digest (the list
+ * resealed) loads, but no constant is used before the chunks holding the
+ * table have matched. */
+START_TEST(test_a_table_changed_with_its_digest_fails_before_any_constant_is_used) {
+  size_t size, csize, lsize;
+  uint8_t *img = read_all(path_of("big.nimble"), &size);
+  size_t coff = section_of(img, NIMBLE_PART_CONSTANTS, &csize);
+  size_t loff = section_of(img, NIMBLE_PART_CHUNK_DIGESTS, &lsize);
+  size_t chunks = (csize - 32 + MIB - 1) / MIB;
+  uint64_t data_offset;
+  memcpy(&data_offset, img + coff + 24, 8);
+  img[coff + 20] ^= 0x01; /* the table header's reserved word: parses alike */
+  nimble_digest_t td;
+  nimble_digest_compute(img + coff, (size_t)data_offset, &td);
+  memcpy(img + loff + 32 + 32 * chunks + 8, td.bytes, 32);
+  nimble_part_seal(img + loff, lsize);
+  char want[300];
+  chunk_message(img, coff + 20, want, sizeof want);
+  nimble_executable *exe = NULL;
+  NIMBLE_ASSERT_OK(nimble_executable_load_memory(img, size, NIMBLE_LOAD_BORROW, &exe));
+  nimble_status_t s = invoke_checked(exe);
+  ck_assert_ptr_nonnull(s);
+  ck_assert_int_eq(nimble_status_code(s), NIMBLE_DATA_LOSS);
+  ck_assert_msg(strstr(nimble_status_message(s), want) != NULL, "'%s' lacks '%s'", nimble_status_message(s), want);
+  ck_assert_msg(strstr(nimble_status_message(s), "(the table, before constant ") != NULL, "%s",
+                nimble_status_message(s));
+  nimble_status_free(s);
+  nimble_executable_release(exe);
+  exe = NULL;
+  NIMBLE_ASSERT_ERROR(nimble_executable_load_memory(img, size, NIMBLE_LOAD_VERIFY_ALL, &exe), NIMBLE_DATA_LOSS,
+                      "constants section (offset");
   free(img);
 }
 END_TEST
@@ -495,6 +614,9 @@ int main(void) {
   tcase_add_test(tc, test_a_flipped_weight_byte_fails_the_invoke_naming_the_chunk_and_verify_all_refuses_the_load);
   tcase_add_test(tc, test_nimble_run_exits_1_naming_the_section_for_a_flipped_weight_byte);
   tcase_add_test(tc, test_a_flipped_byte_in_the_chunk_list_metadata_or_kernels_is_refused_at_load);
+  tcase_add_test(tc, test_a_flipped_byte_in_the_constants_table_is_refused_at_load);
+  tcase_add_test(tc, test_a_table_changed_with_its_digest_fails_before_any_constant_is_used);
+  tcase_add_test(tc, test_a_list_without_the_table_digest_still_loads_and_verifies_chunk_0_at_load);
   tcase_add_test(tc, test_concurrent_vms_verify_the_same_chunks_and_compute_the_hand_computed_values);
   tcase_add_test(tc, test_parts_without_the_list_are_verified_at_load_and_joined_with_it_on_first_use);
   suite_add_tcase(s, tc);

@@ -531,9 +531,11 @@ static nimble_status_t run_pool(cpu_pool *p, const nimble_codegen_options_t *o, 
  * 71 kernels, 32 bodies); each such body is built once, by the first of
  * its kernels, as a hidden implementation the others call through a forwarder
  * of their own (nimble_cg_emit_shared_kernel), so every kernel keeps its
- * exported symbol and its error messages. Light kernels are left alone:
- * building one costs about what a forwarder costs. The plan depends on the
- * kernels alone, so the objects are the same whatever the threads. */
+ * exported symbol. Light kernels share too: a forwarder is one declared
+ * call, cheaper than a light kernel's build, and mobilenet_v2's shape
+ * functions, most of them repeated, were 200 KB of its 560 KB kernel
+ * library, which every load hashes. The plan depends on the kernels alone,
+ * so the objects are the same whatever the threads. */
 static nimble_status_t share_plan(cpu_pool *p) {
   size_t n = p->n;
   nimble_digest_t *body = calloc(n, sizeof *body);
@@ -544,7 +546,6 @@ static nimble_status_t share_plan(cpu_pool *p) {
   for (size_t i = 0; i < n && !s; i++) {
     leader[i] = n; /* n: not shared */
     const nimble_ln_kernel *k = p->kernels[i];
-    if (p->opt_level >= 1 && nimble_cg_kernel_is_light(k)) continue;
     char *text = NULL;
     s = nimble_ln_kernel_print_canonical(k, &text);
     if (s) break;

@@ -17,9 +17,9 @@
  *
  * Kernels with the same body under different names (a model's repeated
  * layers) can share one implementation (nimble_cg_emit_shared_kernel): the
- * entry point and variants become `IMPL`, a hidden function taking one more
- * argument, the kernel's table of error messages; each kernel's exported
- * symbol passes its own table (the messages name the kernel) and calls it.
+ * entry point and variants become `IMPL`, a hidden function, and each
+ * kernel's exported symbol calls it. Error messages do not name the kernel
+ * (the VM does, from the symbol it called), so one body serves them all.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -56,7 +56,7 @@ typedef struct cg_mod {
   LLVMContextRef ctx;
   LLVMBuilderRef b;
   LLVMTypeRef i1, i8, i16, i32, i64, f32, f64, ptr, vd;
-  LLVMTypeRef variant_ty, body_ty, pf_ty, set_error_ty, sgemm_ty, sgemm_epi_ty, kernel_ty, impl_ty;
+  LLVMTypeRef variant_ty, body_ty, pf_ty, set_error_ty, sgemm_ty, sgemm_epi_ty, kernel_ty;
   unsigned md_loop, md_scope, md_noalias;
   /* Per parameter of the current kernel: !alias.scope and !noalias lists. */
   LLVMMetadataRef scope_list[NIMBLE_LN_MAX_PARAMS], noalias_list[NIMBLE_LN_MAX_PARAMS];
@@ -79,12 +79,6 @@ typedef struct cg_mod {
    * unoptimised (optnone: no passes, fast instruction selection), at about
    * a fifth of a model's code generation less. */
   int optnone;
-  /* Shared implementation (nimble_cg_emit_shared_kernel): error messages
-   * come from the table passed in (cg_fn.msgs); `msgs` collects their
-   * texts, without the "kernel 'name': " prefix, in order of emission. */
-  int shared;
-  char **msgs;
-  int n_msgs, cap_msgs;
 } cg_mod;
 
 typedef struct cg_fn {
@@ -99,7 +93,10 @@ typedef struct cg_fn {
    * statement being emitted is inside the parallel (threaded) loop. */
   LLVMValueRef gpu_tid, gpu_threads;
   int in_parallel;
-  LLVMValueRef msgs; /* shared: the message table (ptr to ptr) */
+  /* CPU: the function's one failure exit (set_error with `fail_msg`, the
+   * message of the branch that came, then return 1), made on first use. */
+  LLVMBasicBlockRef fail_block;
+  LLVMValueRef fail_msg;
 } cg_fn;
 
 static void fail(cg_mod *cm, nimble_status_code_t code, const char *fmt, ...)
@@ -199,29 +196,6 @@ static LLVMBasicBlockRef new_block(cg_fn *f, const char *name) {
   return LLVMAppendBasicBlockInContext(f->cm->ctx, f->fn, name);
 }
 
-/* The index of `message` in the shared implementation's table (added on
- * first use). */
-static int msg_index(cg_mod *cm, const char *message) {
-  for (int i = 0; i < cm->n_msgs; i++)
-    if (strcmp(cm->msgs[i], message) == 0) return i;
-  if (cm->n_msgs == cm->cap_msgs) {
-    int cap = cm->cap_msgs ? 2 * cm->cap_msgs : 16;
-    char **grown = realloc(cm->msgs, (size_t)cap * sizeof *grown);
-    if (!grown) {
-      fail(cm, NIMBLE_RESOURCE_EXHAUSTED, "out of memory for error messages");
-      return 0;
-    }
-    cm->msgs = grown;
-    cm->cap_msgs = cap;
-  }
-  cm->msgs[cm->n_msgs] = strdup(message);
-  if (!cm->msgs[cm->n_msgs]) {
-    fail(cm, NIMBLE_RESOURCE_EXHAUSTED, "out of memory for error messages");
-    return 0;
-  }
-  return cm->n_msgs++;
-}
-
 /* Marks fn optnone (which LLVM requires to come with noinline). */
 static void set_optnone(cg_mod *cm, LLVMValueRef fn) {
   static const char *const names[] = {"optnone", "noinline"};
@@ -231,7 +205,15 @@ static void set_optnone(cg_mod *cm, LLVMValueRef fn) {
   }
 }
 
-/* Calls env->set_error(env, "kernel 'name': message") and returns 1. */
+/* Calls env->set_error(env, message) and returns 1. The message does not
+ * name the kernel: the VM, which knows which kernel it called, names it in
+ * the status it makes ("kernel 'name' failed with code 1: message"), so a
+ * message is one string the linker merges across every kernel that may
+ * report it (with the name in it, mobilenet_v2's messages were 460 KB of
+ * its 1.3 MB kernel library, every byte of it hashed at load). Every
+ * failure of a function branches to one exit that makes the call, so a
+ * check costs a compare and a jump with its message's address (the entry
+ * points' dozens of argument checks each had their own call). */
 static void emit_fail_return(cg_fn *f, const char *message) {
   cg_mod *cm = f->cm;
   if (cm->gpu) {
@@ -240,25 +222,26 @@ static void emit_fail_return(cg_fn *f, const char *message) {
     LLVMBuildRetVoid(cm->b);
     return;
   }
-  LLVMValueRef set_error = load_at(cm, f->env, E_SET_ERROR, cm->ptr);
-  LLVMValueRef str;
-  if (cm->shared) {
-    LLVMValueRef idx = ci64(cm, msg_index(cm, message));
-    str = LLVMBuildLoad2(cm->b, cm->ptr, LLVMBuildGEP2(cm->b, cm->ptr, f->msgs, &idx, 1, ""), "msg");
-  } else {
-    char text[600];
-    snprintf(text, sizeof text, "kernel '%s': %s", cm->k->name, message);
-    str = LLVMBuildGlobalStringPtr(cm->b, text, "msg");
+  LLVMBasicBlockRef here = LLVMGetInsertBlock(cm->b);
+  LLVMValueRef msg = LLVMBuildGlobalStringPtr(cm->b, message, "msg");
+  if (!f->fail_block) {
+    f->fail_block = new_block(f, "fail");
+    LLVMPositionBuilderAtEnd(cm->b, f->fail_block);
+    f->fail_msg = LLVMBuildPhi(cm->b, cm->ptr, "fail_msg");
+    LLVMValueRef set_error = load_at(cm, f->env, E_SET_ERROR, cm->ptr);
+    LLVMValueRef args[2] = {f->env, f->fail_msg};
+    /* set_error may be NULL in a hand-made env: skip the call then. */
+    LLVMBasicBlockRef call = new_block(f, "set_error"), done = new_block(f, "failed");
+    LLVMBuildCondBr(cm->b, LLVMBuildIsNull(cm->b, set_error, ""), done, call);
+    LLVMPositionBuilderAtEnd(cm->b, call);
+    LLVMBuildCall2(cm->b, cm->set_error_ty, set_error, args, 2, "");
+    LLVMBuildBr(cm->b, done);
+    LLVMPositionBuilderAtEnd(cm->b, done);
+    LLVMBuildRet(cm->b, ci32(cm, 1));
+    LLVMPositionBuilderAtEnd(cm->b, here);
   }
-  LLVMValueRef args[2] = {f->env, str};
-  /* set_error may be NULL in a hand-made env: skip the call then. */
-  LLVMBasicBlockRef call = new_block(f, "set_error"), done = new_block(f, "fail");
-  LLVMBuildCondBr(cm->b, LLVMBuildIsNull(cm->b, set_error, ""), done, call);
-  LLVMPositionBuilderAtEnd(cm->b, call);
-  LLVMBuildCall2(cm->b, cm->set_error_ty, set_error, args, 2, "");
-  LLVMBuildBr(cm->b, done);
-  LLVMPositionBuilderAtEnd(cm->b, done);
-  LLVMBuildRet(cm->b, ci32(cm, 1));
+  LLVMAddIncoming(f->fail_msg, &msg, &here, 1);
+  LLVMBuildBr(cm->b, f->fail_block);
 }
 
 /* Branches on ok; on the failing side reports message and returns. */
@@ -884,15 +867,13 @@ static void emit_parallel(cg_fn *f, const nimble_ln_stmt *s) {
   LLVMValueRef lo = emit_expr(f, s->begin), hi = emit_expr(f, s->end);
   if (!lo || !hi) return;
 
-  /* Closure: { args, env, lo, free values..., [message table] } */
-  LLVMTypeRef fields[3 + 256 + 1];
+  /* Closure: { args, env, lo, free values... } */
+  LLVMTypeRef fields[3 + 256];
   fields[0] = cm->ptr;
   fields[1] = cm->ptr;
   fields[2] = cm->i64;
   for (int i = 0; i < fv.n; i++) fields[3 + i] = lt(cm, fv.v[i]->type);
-  unsigned msgs_field = (unsigned)(3 + fv.n);
-  if (cm->shared) fields[msgs_field] = cm->ptr;
-  LLVMTypeRef cty = LLVMStructTypeInContext(cm->ctx, fields, msgs_field + (cm->shared ? 1 : 0), 0);
+  LLVMTypeRef cty = LLVMStructTypeInContext(cm->ctx, fields, (unsigned)(3 + fv.n), 0);
 
   char name[300];
   snprintf(name, sizeof name, "%s.par%d", cm->k->name, cm->n_outlined++);
@@ -910,8 +891,6 @@ static void emit_parallel(cg_fn *f, const nimble_ln_stmt *s) {
   g.args = LLVMBuildLoad2(cm->b, cm->ptr, LLVMBuildStructGEP2(cm->b, cty, closure, 0, ""), "args");
   g.env = LLVMBuildLoad2(cm->b, cm->ptr, LLVMBuildStructGEP2(cm->b, cty, closure, 1, ""), "env");
   LLVMValueRef base = LLVMBuildLoad2(cm->b, cm->i64, LLVMBuildStructGEP2(cm->b, cty, closure, 2, ""), "");
-  if (cm->shared)
-    g.msgs = LLVMBuildLoad2(cm->b, cm->ptr, LLVMBuildStructGEP2(cm->b, cty, closure, msgs_field, ""), "msgs");
   for (int i = 0; i < fv.n; i++)
     set_var(cm, fv.v[i],
             LLVMBuildLoad2(cm->b, fields[3 + i], LLVMBuildStructGEP2(cm->b, cty, closure, (unsigned)(3 + i), ""),
@@ -928,7 +907,6 @@ static void emit_parallel(cg_fn *f, const nimble_ln_stmt *s) {
   LLVMBuildStore(cm->b, f->args, LLVMBuildStructGEP2(cm->b, cty, clo, 0, ""));
   LLVMBuildStore(cm->b, f->env, LLVMBuildStructGEP2(cm->b, cty, clo, 1, ""));
   LLVMBuildStore(cm->b, lo, LLVMBuildStructGEP2(cm->b, cty, clo, 2, ""));
-  if (cm->shared) LLVMBuildStore(cm->b, f->msgs, LLVMBuildStructGEP2(cm->b, cty, clo, msgs_field, ""));
   for (int i = 0; i < fv.n; i++) {
     LLVMValueRef v = get_var(cm, fv.v[i]);
     if (!v) {
@@ -1135,8 +1113,7 @@ static LLVMValueRef emit_variant(cg_mod *cm, const char *suffix, const nimble_ln
   LLVMSetLinkage(fn, LLVMInternalLinkage);
   if (cm->optnone) set_optnone(cm, fn);
   cg_fn f = {.cm = cm, .fn = fn, .args = LLVMGetParam(fn, 0), .env = LLVMGetParam(fn, 1),
-             .assume = assume, .n_assume = n_assume, .disjoint = disjoint,
-             .msgs = cm->shared ? LLVMGetParam(fn, 2) : NULL};
+             .assume = assume, .n_assume = n_assume, .disjoint = disjoint};
   LLVMPositionBuilderAtEnd(cm->b, LLVMAppendBasicBlockInContext(cm->ctx, fn, "entry"));
   setup_params(&f);
   emit_stmt(&f, cm->k->body);
@@ -1192,7 +1169,7 @@ static void free_scratch(cg_fn *f, const cg_scratch *ws) {
 /* Calls a variant, frees the scratch buffers, returns its code. */
 static void ret_variant(cg_fn *f, LLVMValueRef variant, LLVMValueRef *vargs, const cg_scratch *ws) {
   cg_mod *cm = f->cm;
-  LLVMValueRef rc = LLVMBuildCall2(cm->b, cm->variant_ty, variant, vargs, cm->shared ? 3 : 2, "");
+  LLVMValueRef rc = LLVMBuildCall2(cm->b, cm->variant_ty, variant, vargs, 2, "");
   free_scratch(f, ws);
   LLVMBuildRet(cm->b, rc);
 }
@@ -1257,10 +1234,9 @@ static LLVMValueRef alloc_scratch(cg_fn *f, int na, cg_scratch *ws) {
 static void emit_entry(cg_mod *cm, const char *impl, LLVMValueRef aliased, LLVMValueRef general,
                        LLVMValueRef divisible) {
   const nimble_ln_kernel *k = cm->k;
-  LLVMValueRef fn = LLVMAddFunction(cm->m, impl ? impl : k->name, cm->shared ? cm->impl_ty : cm->kernel_ty);
+  LLVMValueRef fn = LLVMAddFunction(cm->m, impl ? impl : k->name, cm->kernel_ty);
   if (impl) LLVMSetVisibility(fn, LLVMHiddenVisibility);
-  cg_fn f = {.cm = cm, .fn = fn, .args = LLVMGetParam(fn, 0), .env = LLVMGetParam(fn, 2),
-             .msgs = cm->shared ? LLVMGetParam(fn, 3) : NULL};
+  cg_fn f = {.cm = cm, .fn = fn, .args = LLVMGetParam(fn, 0), .env = LLVMGetParam(fn, 2)};
   LLVMPositionBuilderAtEnd(cm->b, LLVMAppendBasicBlockInContext(cm->ctx, fn, "entry"));
   /* Without an env large enough to hold set_error there is nobody to tell. */
   LLVMBasicBlockRef no_env = new_block(&f, "no_env"), has_env = new_block(&f, "has_env"),
@@ -1364,7 +1340,7 @@ static void emit_entry(cg_mod *cm, const char *impl, LLVMValueRef aliased, LLVMV
   /* Dispatch. Outputs that overlap another argument (an in-place call)
    * take the plain variant; otherwise the alias-free ones, specialised
    * when every divisibility assumption holds. */
-  LLVMValueRef vargs[3] = {f.args, f.env, f.msgs};
+  LLVMValueRef vargs[2] = {f.args, f.env};
   setup_params_n(&f, na);
   cg_scratch ws = {0};
   if (na < k->n_params) vargs[0] = alloc_scratch(&f, na, &ws);
@@ -1456,12 +1432,11 @@ static void emit_gpu_kernel(cg_mod *cm) {
 }
 
 /* The types and metadata kinds every kernel uses, in m's context. */
-static void cg_mod_init(cg_mod *cm, LLVMModuleRef m, int gpu, int shared) {
+static void cg_mod_init(cg_mod *cm, LLVMModuleRef m, int gpu) {
   memset(cm, 0, sizeof *cm);
   cm->m = m;
   cm->ctx = LLVMGetModuleContext(m);
   cm->gpu = gpu;
-  cm->shared = shared;
   cm->b = LLVMCreateBuilderInContext(cm->ctx);
   cm->i1 = LLVMInt1TypeInContext(cm->ctx);
   cm->i8 = LLVMInt8TypeInContext(cm->ctx);
@@ -1473,12 +1448,11 @@ static void cg_mod_init(cg_mod *cm, LLVMModuleRef m, int gpu, int shared) {
   cm->ptr = LLVMPointerTypeInContext(cm->ctx, 0);
   cm->vd = LLVMVoidTypeInContext(cm->ctx);
   LLVMTypeRef p3[3] = {cm->ptr, cm->ptr, cm->ptr};
-  /* Variants take (args, env), and the message table when shared. */
-  cm->variant_ty = LLVMFunctionType(cm->i32, p3, shared ? 3 : 2, 0);
+  /* Variants take (args, env). */
+  cm->variant_ty = LLVMFunctionType(cm->i32, p3, 2, 0);
   cm->set_error_ty = LLVMFunctionType(cm->vd, p3, 2, 0);
-  LLVMTypeRef kp[4] = {cm->ptr, cm->i32, cm->ptr, cm->ptr};
+  LLVMTypeRef kp[3] = {cm->ptr, cm->i32, cm->ptr};
   cm->kernel_ty = LLVMFunctionType(cm->i32, kp, 3, 0);
-  cm->impl_ty = LLVMFunctionType(cm->i32, kp, 4, 0);
   LLVMTypeRef bp[3] = {cm->i64, cm->i64, cm->ptr};
   cm->body_ty = LLVMFunctionType(cm->i32, bp, 3, 0);
   LLVMTypeRef pp[4] = {cm->ptr, cm->i64, cm->ptr, cm->ptr};
@@ -1497,8 +1471,6 @@ static void cg_mod_init(cg_mod *cm, LLVMModuleRef m, int gpu, int shared) {
 static void cg_mod_deinit(cg_mod *cm) {
   LLVMDisposeBuilder(cm->b);
   free(cm->vals);
-  for (int i = 0; i < cm->n_msgs; i++) free(cm->msgs[i]);
-  free(cm->msgs);
 }
 
 /* A CPU kernel's variants and entry point (named impl when not NULL). */
@@ -1520,7 +1492,7 @@ static void emit_cpu_kernel(cg_mod *cm, const char *impl) {
 nimble_status_t nimble_cg_emit_kernels(LLVMModuleRef m, const nimble_ln_kernel *const *kernels,
                                        size_t n_kernels, int gpu) {
   cg_mod cm;
-  cg_mod_init(&cm, m, gpu, 0);
+  cg_mod_init(&cm, m, gpu);
   for (size_t i = 0; i < n_kernels && !cm.err; i++) {
     cm.k = kernels[i];
     cm.n_outlined = 0;
@@ -1544,69 +1516,36 @@ nimble_status_t nimble_cg_emit_kernels(LLVMModuleRef m, const nimble_ln_kernel *
   return s;
 }
 
-/* The exported entry point of a kernel with a shared implementation: its
- * message table (every message the implementation may report, prefixed
- * with this kernel's name, in the implementation's order), and a tail
- * call of impl_fn with it. */
+/* The exported entry point of a kernel with a shared implementation: a
+ * tail call of impl_fn. */
 static void emit_shared_entry(cg_mod *cm, LLVMValueRef impl_fn) {
-  const nimble_ln_kernel *k = cm->k;
-  LLVMValueRef fn = LLVMAddFunction(cm->m, k->name, cm->kernel_ty);
+  LLVMValueRef fn = LLVMAddFunction(cm->m, cm->k->name, cm->kernel_ty);
   LLVMPositionBuilderAtEnd(cm->b, LLVMAppendBasicBlockInContext(cm->ctx, fn, "entry"));
-  LLVMValueRef table = LLVMConstNull(cm->ptr);
-  if (cm->n_msgs) {
-    LLVMValueRef *texts = malloc((size_t)cm->n_msgs * sizeof *texts);
-    if (!texts) {
-      fail(cm, NIMBLE_RESOURCE_EXHAUSTED, "out of memory for error messages");
-      return;
-    }
-    for (int i = 0; i < cm->n_msgs; i++) {
-      char text[600];
-      snprintf(text, sizeof text, "kernel '%s': %s", k->name, cm->msgs[i]);
-      texts[i] = LLVMBuildGlobalStringPtr(cm->b, text, "msg");
-    }
-    LLVMTypeRef aty = LLVMArrayType(cm->ptr, (unsigned)cm->n_msgs);
-    table = LLVMAddGlobal(cm->m, aty, "msgs");
-    LLVMSetInitializer(table, LLVMConstArray(cm->ptr, texts, (unsigned)cm->n_msgs));
-    LLVMSetGlobalConstant(table, 1);
-    LLVMSetLinkage(table, LLVMPrivateLinkage);
-    LLVMSetUnnamedAddress(table, LLVMGlobalUnnamedAddr);
-    free(texts);
-  }
-  LLVMValueRef args[4] = {LLVMGetParam(fn, 0), LLVMGetParam(fn, 1), LLVMGetParam(fn, 2), table};
-  LLVMValueRef rc = LLVMBuildCall2(cm->b, cm->impl_ty, impl_fn, args, 4, "");
+  LLVMValueRef args[3] = {LLVMGetParam(fn, 0), LLVMGetParam(fn, 1), LLVMGetParam(fn, 2)};
+  LLVMValueRef rc = LLVMBuildCall2(cm->b, cm->kernel_ty, impl_fn, args, 3, "");
   LLVMSetTailCall(rc, 1);
   LLVMBuildRet(cm->b, rc);
 }
 
 nimble_status_t nimble_cg_emit_shared_kernel(LLVMModuleRef m, const nimble_ln_kernel *k, const char *impl,
                                              int forwarder) {
-  /* A forwarder still emits the implementation, into a module thrown away, for
-   * its list of messages: the same body gives the same list. */
-  LLVMModuleRef scratch = NULL;
-  if (forwarder) {
-    scratch = LLVMModuleCreateWithNameInContext("nimble_forwarder", LLVMGetModuleContext(m));
-    if (!scratch) return NIMBLE_OOM_IN("codegen");
-  }
   cg_mod cm;
-  cg_mod_init(&cm, forwarder ? scratch : m, 0, 1);
+  cg_mod_init(&cm, m, 0);
   cm.k = k;
   if (LLVMGetNamedFunction(m, k->name) || LLVMGetNamedFunction(m, impl))
     fail(&cm, NIMBLE_ALREADY_EXISTS, "a kernel with this name is already in the module");
-  if (!cm.err) emit_cpu_kernel(&cm, impl);
+  /* A forwarder only declares the implementation another object defines. */
+  if (!cm.err && !forwarder) emit_cpu_kernel(&cm, impl);
   if (!cm.err) {
-    LLVMValueRef impl_fn;
+    LLVMValueRef impl_fn = LLVMGetNamedFunction(m, impl);
     if (forwarder) {
-      cm.m = m;
-      impl_fn = LLVMAddFunction(m, impl, cm.impl_ty);
+      impl_fn = LLVMAddFunction(m, impl, cm.kernel_ty);
       LLVMSetVisibility(impl_fn, LLVMHiddenVisibility);
-    } else {
-      impl_fn = LLVMGetNamedFunction(m, impl);
     }
     emit_shared_entry(&cm, impl_fn);
   }
   nimble_status_t s = cm.err;
   cm.err = NULL;
   cg_mod_deinit(&cm);
-  if (scratch) LLVMDisposeModule(scratch);
   return s;
 }

@@ -37,10 +37,10 @@ nimble_status_t nimble_cg_emit_kernels(LLVMModuleRef m, const nimble_ln_kernel *
 
 /* One CPU kernel whose code is shared with other kernels of the same body
  * (the same canonical text but for the name): the implementation is the
- * hidden function `impl`, taking the kernel ABI's arguments and a table of
- * error messages; the exported `k->name` passes its own table (messages
- * naming k) and calls it. With forwarder, `impl` is only declared (another
- * kernel's object defines it) and the module holds just the export. */
+ * hidden function `impl`, taking the kernel ABI's arguments, and the
+ * exported `k->name` calls it (error messages do not name the kernel: the
+ * VM does). With forwarder, `impl` is only declared (another kernel's
+ * object defines it) and the module holds just the export. */
 nimble_status_t nimble_cg_emit_shared_kernel(LLVMModuleRef m, const nimble_ln_kernel *k, const char *impl,
                                              int forwarder);
 

@@ -9,7 +9,8 @@
  * `args` holds the inputs, then the outputs (destination passing: the VM
  * allocates every output before the call). A kernel returns 0 on success or
  * a nonzero error code, after optionally calling env->set_error with a
- * message. A kernel never allocates on its own (env->workspace_alloc is
+ * message (which need not name the kernel: the VM's status names the
+ * kernel it called, "kernel 'NAME' failed with code 1: MESSAGE"). A kernel never allocates on its own (env->workspace_alloc is
  * there for scratch memory), keeps no state between calls and depends on
  * nothing but `env` and libm, so an artifact links no other library.
  *

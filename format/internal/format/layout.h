@@ -42,13 +42,20 @@
 #define NIMBLE_SIGNATURE_PART_SIZE (NIMBLE_PART_HEADER_SIZE + NIMBLE_SIGNATURE_BODY_SIZE + NIMBLE_PART_DIGEST_SIZE)
 #define NIMBLE_SIGNED_PREFIX "nimble-executable-signature-v1\n"
 /* The chunk digests part (kind 7, NIMBLE_PART_CHUNK_DIGESTS): after the
- * part header, u32 covered part kind (3: constants), u32 reserved, u64
- * chunk count, then the 32-byte SHA-256 of each of that part's 1 MiB chunks
- * (NIMBLE_PART_CHUNK_SIZE), whose SHA-256 is that part's digest; then the
- * part's own digest. The builder writes it for a constants part of at
- * least NIMBLE_CHUNK_DIGESTS_MIN_CHUNKS chunks: with one chunk there is
- * nothing to defer (the chunk holding the table is verified at load). */
+ * part header, u32 covered part kind (3: constants), u32 flags, u64 chunk
+ * count, then the 32-byte SHA-256 of each of that part's 1 MiB chunks
+ * (NIMBLE_PART_CHUNK_SIZE), whose SHA-256 is that part's digest; with flag
+ * NIMBLE_CHUNK_DIGESTS_HAS_TABLE, then u64 table size (the constants' data
+ * offset) and the SHA-256 of the constants part's bytes [0, table size),
+ * so that a load hashes the table alone rather than the chunk holding it;
+ * then the part's own digest. The builder writes it for a constants part
+ * of at least NIMBLE_CHUNK_DIGESTS_MIN_CHUNKS chunks: with one chunk there
+ * is nothing to defer (the chunk holding the table is verified at load).
+ * Files written before the flag (flags 0) are still read: their table's
+ * chunks are hashed at load. */
 #define NIMBLE_CHUNK_DIGESTS_BODY_HEADER 16
+#define NIMBLE_CHUNK_DIGESTS_HAS_TABLE 1u
+#define NIMBLE_CHUNK_DIGESTS_TABLE_SIZE (8 + 32)
 #define NIMBLE_CHUNK_DIGESTS_MIN_CHUNKS 2
 /* The executable digest: SHA-256 of this prefix, then for each part but the
  * signature, in kind order, its kind (u32) and its 32-byte digest. */

@@ -46,8 +46,13 @@ nimble_status_t nimble_constants_verify_slow(const nimble_constants_t *c, uint32
   uint64_t nbytes = 0;
   (void)nimble_tensor_nbytes(t->dl.ndim, t->dl.shape, t->dl.dtype, &nbytes); /* checked at parse */
   size_t at = (size_t)((const uint8_t *)t->dl.data - l->part);
+  char what[64];
+  /* The table this constant's place and shape came from: it matched its
+   * own digest at load, and its chunks, which the constants' digest
+   * covers, must match before any constant is used. */
+  snprintf(what, sizeof what, "the table, before constant %u is used", i);
+  NIMBLE_RETURN_IF_ERROR(nimble_constants_verify_chunks(l, 0, l->table_chunks, what));
   if (nbytes) {
-    char what[48];
     snprintf(what, sizeof what, "constant %u", i);
     size_t first = at / NIMBLE_PART_CHUNK_SIZE;
     size_t end = (at + (size_t)nbytes + NIMBLE_PART_CHUNK_SIZE - 1) / NIMBLE_PART_CHUNK_SIZE;

@@ -54,8 +54,10 @@ typedef struct nimble_bytecode_t {
 
 /* Verification on first use of a constants part whose chunk list
  * (NIMBLE_PART_CHUNK_DIGESTS) was checked against its digest at load: the
- * chunks holding the table were hashed then, the rest are hashed when a
- * constant in them is first loaded (docs/executable.md, "Chunk digests").
+ * table was hashed then (alone, against the list's table digest; or, for a
+ * list without one, its chunks), the chunks are hashed when a constant in
+ * them is first loaded, after the chunks holding the table when those were
+ * not (docs/executable.md, "Chunk digests").
  * The flags only ever go from 0 to 1, so VMs on several threads race
  * harmlessly: at worst two hash the same chunk. */
 typedef struct nimble_constants_lazy_t {
@@ -66,6 +68,8 @@ typedef struct nimble_constants_lazy_t {
   int in_file;             /* "section" or "part" in messages */
   const uint8_t *digests;  /* num_chunks x 32, in the borrowed chunk digests part */
   size_t num_chunks;
+  size_t table_chunks;     /* chunks [0, table_chunks) hold the table and are
+                              verified before any constant is used */
   atomic_uchar *chunk_ok;  /* per chunk: 1 once its bytes matched */
   atomic_uchar *const_ok;  /* per constant: 1 once all its chunks did */
 } nimble_constants_lazy_t;

@@ -105,8 +105,11 @@ static void part_what(const part_view *p, nimble_part_kind_t k, char *what, size
  * constants part's digest: the SHA-256 of the list must be it, so a list
  * that loads is the compiler's. When `lazy` is given and the constants may
  * be verified on first use, fills *lazy (owned by the caller) after
- * hashing the chunks that hold the constants' table; otherwise the
- * constants are left to the whole-part check. */
+ * hashing the constants' table: against the table digest the list carries
+ * (its chunks are then hashed again before the first constant is used,
+ * which ties the table to the constants' digest), or for a list without
+ * one the chunks that hold the table. Otherwise the constants are left to
+ * the whole-part check. */
 static nimble_status_t check_chunk_digests(part_view *parts, int defer, nimble_constants_lazy_t **lazy) {
   part_view *p = &parts[NIMBLE_PART_CHUNK_DIGESTS], *c = &parts[NIMBLE_PART_CONSTANTS];
   char what[48];
@@ -116,28 +119,32 @@ static nimble_status_t check_chunk_digests(part_view *parts, int defer, nimble_c
   nimble_reader_init(&r, p->data, p->size - NIMBLE_PART_DIGEST_SIZE, "chunk digests");
   r.base = p->base;
   r.pos = NIMBLE_PART_HEADER_SIZE;
-  uint32_t kind, reserved;
+  uint32_t kind, flags;
   uint64_t count;
   NIMBLE_RETURN_IF_ERROR(nimble_reader_u32(&r, "covered part kind", &kind));
-  NIMBLE_RETURN_IF_ERROR(nimble_reader_u32(&r, "reserved", &reserved));
+  NIMBLE_RETURN_IF_ERROR(nimble_reader_u32(&r, "flags", &flags));
   NIMBLE_RETURN_IF_ERROR(nimble_reader_u64(&r, "chunk count", &count));
-  if (kind != NIMBLE_PART_CONSTANTS || reserved != 0) {
+  if (kind != NIMBLE_PART_CONSTANTS || (flags & ~NIMBLE_CHUNK_DIGESTS_HAS_TABLE) != 0) {
     r.pos -= 16;
     return nimble_reader_error(&r, NIMBLE_INVALID_ARGUMENT,
-                               "covered part kind %u, reserved %u: only the constants' chunks (kind 3) are known",
-                               kind, reserved);
+                               "covered part kind %u, flags %u: only the constants' chunks (kind 3), with or "
+                               "without their table's digest (flags 0 or 1), are known",
+                               kind, flags);
   }
+  int has_table = (flags & NIMBLE_CHUNK_DIGESTS_HAS_TABLE) != 0;
+  size_t extra = has_table ? NIMBLE_CHUNK_DIGESTS_TABLE_SIZE : 0;
   if (!c->present)
     return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "%s (offset %zu): chunk digests of a constants part, and "
                               "the executable has none", what, p->base);
   if (c->size < NIMBLE_PART_HEADER_SIZE + NIMBLE_PART_DIGEST_SIZE)
     return nimble_part_digest_check(c->data, c->size, c->base, "constants"); /* its "truncated" */
   size_t csize = c->size - NIMBLE_PART_DIGEST_SIZE, chunks = nimble_part_chunk_count(csize);
-  if (count != chunks || r.size - r.pos != 32 * chunks) {
+  if (count != chunks || r.size - r.pos != 32 * chunks + extra) {
     r.pos -= 8;
     return nimble_reader_error(&r, NIMBLE_INVALID_ARGUMENT,
-                               "%llu chunk digests in %zu bytes, for a constants part of %zu chunks",
-                               (unsigned long long)count, r.size - r.pos - 8, chunks);
+                               "%llu chunk digests%s in %zu bytes, for a constants part of %zu chunks",
+                               (unsigned long long)count, has_table ? " and the table's" : "",
+                               r.size - r.pos - 8, chunks);
   }
   const uint8_t *list = p->data + r.pos;
   nimble_digest_t got, want;
@@ -148,6 +155,20 @@ static nimble_status_t check_chunk_digests(part_view *parts, int defer, nimble_c
                               "%s (offset %zu, %zu bytes): its chunk digests do not give the constants' digest "
                               "(corrupted or modified); refusing to load it",
                               what, p->base, p->size);
+  uint64_t table_size = 0;
+  if (has_table) {
+    r.pos += 32 * chunks;
+    size_t at = r.pos;
+    NIMBLE_RETURN_IF_ERROR(nimble_reader_u64(&r, "table size", &table_size));
+    /* At least the constants' header, whose data offset it must equal
+     * (checked below, once those bytes are verified). */
+    if (table_size < NIMBLE_PART_HEADER_SIZE + 24 || table_size > csize) {
+      r.pos = at;
+      return nimble_reader_error(&r, NIMBLE_INVALID_ARGUMENT,
+                                 "table size %llu is not within the %zu-byte constants part",
+                                 (unsigned long long)table_size, csize);
+    }
+  }
   if (!defer || chunks < 2) return nimble_ok();
   nimble_constants_lazy_t *l = calloc(1, sizeof *l);
   if (!l || !(l->chunk_ok = calloc(chunks, sizeof *l->chunk_ok))) {
@@ -161,13 +182,35 @@ static nimble_status_t check_chunk_digests(part_view *parts, int defer, nimble_c
   l->in_file = c->in_file;
   l->digests = list;
   l->num_chunks = chunks;
-  /* The header and table, to the data area: read (and trusted) by the
-   * parser at load. The data offset is read before its chunk is checked,
-   * only to know how far to check; chunk 0 holds it. */
-  size_t table_end = csize >= 32 ? (size_t)nimble_get_u64(c->data + 24) : csize;
-  if (table_end > csize) table_end = csize;
-  size_t eager = (table_end + NIMBLE_PART_CHUNK_SIZE - 1) / NIMBLE_PART_CHUNK_SIZE;
-  nimble_status_t s = nimble_constants_verify_chunks(l, 0, eager ? eager : 1, "the table, at load");
+  nimble_status_t s = nimble_ok();
+  if (has_table) {
+    /* The header and table, to the data area, are read (and trusted) by
+     * the parser at load: hashed alone here. Their chunks wait for the
+     * first constant used, like the weights, and are verified before it. */
+    const char *where = c->in_file ? "section" : "part";
+    nimble_digest_compute(c->data, (size_t)table_size, &got);
+    memcpy(want.bytes, list + 32 * chunks + 8, 32);
+    if (!nimble_digest_equal(&got, &want))
+      s = nimble_status_make(NIMBLE_DATA_LOSS,
+                             "constants %s (offset %zu, %zu bytes): its table, bytes [0, %llu) of the %s: digest "
+                             "mismatch: the bytes are not the ones the compiler wrote (corrupted or modified); "
+                             "refusing to load it",
+                             where, c->base, c->size, (unsigned long long)table_size, where);
+    else if (nimble_get_u64(c->data + 24) != table_size)
+      s = nimble_status_make(NIMBLE_INVALID_ARGUMENT,
+                             "%s (offset %zu): table size %llu, but the constants' data area starts at %llu", what,
+                             p->base, (unsigned long long)table_size,
+                             (unsigned long long)nimble_get_u64(c->data + 24));
+    l->table_chunks = ((size_t)table_size + NIMBLE_PART_CHUNK_SIZE - 1) / NIMBLE_PART_CHUNK_SIZE;
+  } else {
+    /* A list without the table's digest: the chunks that hold the table.
+     * The data offset is read before its chunk is checked, only to know
+     * how far to check; chunk 0 holds it. */
+    size_t table_end = csize >= 32 ? (size_t)nimble_get_u64(c->data + 24) : csize;
+    if (table_end > csize) table_end = csize;
+    size_t eager = (table_end + NIMBLE_PART_CHUNK_SIZE - 1) / NIMBLE_PART_CHUNK_SIZE;
+    s = nimble_constants_verify_chunks(l, 0, eager ? eager : 1, "the table, at load");
+  }
   if (s) {
     nimble_constants_lazy_free(l);
     return s;
