@@ -8,6 +8,7 @@
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -61,6 +62,40 @@ static nimble_status_t slice_rows(imp_ctx *c, imp_val *x, int64_t b, int64_t e, 
   int64_t ax = 0;
   nimble_named_attr_t at[3] = {imp_attr_ints("begin", &b, 1), imp_attr_ints("end", &e, 1), imp_attr_ints("axes", &ax, 1)};
   return emit1a(c, "strided_slice", x, at, 3, out);
+}
+
+/* Rows [r0, r1) of direction d of R [dirs, G, H], transposed: [H, r1 - r0].
+ * The step multiplies h [batch, H] by it with B stored [k, n], which the
+ * runtime's matrix-vector product walks as rows of B scaled by h's
+ * elements, with no horizontal sums per output. When R is an initializer
+ * (the usual case) the transposed copy is made here, once, so no step and
+ * no run pays for it; otherwise it is a transpose before the loop. */
+static nimble_status_t recurrent_weights(imp_ctx *c, imp_val *R, int64_t d, int64_t r0, int64_t r1, imp_val **out) {
+  const nimble_expr *e = R->expr;
+  if (e->kind == NIMBLE_EXPR_CONSTANT && e->u.constant.rank == 3 && e->u.constant.dims[0] > d &&
+      e->u.constant.dims[1] >= r1) {
+    int64_t G = e->u.constant.dims[1], Hc = e->u.constant.dims[2], n = r1 - r0;
+    size_t es = nimble_dtype_size(e->u.constant.dtype);
+    size_t bytes;
+    if (__builtin_mul_overflow((size_t)n * es, (size_t)Hc, &bytes))
+      return imp_err(NIMBLE_OUT_OF_RANGE, "input 'R' is too large");
+    char *t = malloc(bytes ? bytes : 1);
+    if (!t) return NIMBLE_OOM_IN("importing");
+    const char *src = (const char *)e->u.constant.data + (size_t)(d * G + r0) * (size_t)Hc * es;
+    for (int64_t j = 0; j < n; j++)
+      for (int64_t p = 0; p < Hc; p++)
+        memcpy(t + ((size_t)p * (size_t)n + (size_t)j) * es, src + ((size_t)j * (size_t)Hc + (size_t)p) * es, es);
+    int64_t dims[2] = {Hc, n};
+    nimble_status_t st = imp_const(c, e->u.constant.dtype, 2, dims, t, out); /* copies t */
+    free(t);
+    return st;
+  }
+  imp_val *Rd, *rows;
+  NIMBLE_RETURN_IF_ERROR(take_dir(c, R, d, &Rd));
+  NIMBLE_RETURN_IF_ERROR(slice_rows(c, Rd, r0, r1, &rows));
+  int64_t perm[2] = {1, 0};
+  nimble_named_attr_t pa = imp_attr_ints("axes", perm, 2);
+  return emit1a(c, "transpose", rows, &pa, 1, out);
 }
 
 /* Zeros shaped [batch, H] where batch is X's dim 1 (maybe only known at
@@ -123,7 +158,7 @@ static nimble_status_t step_text(imp_ctx *c, cell_kind k, const char *name, bool
   snprintf(hb, sizeof hb, "Tensor[(%s, %" PRId64 "), %s]", B, H, dt);
   snprintf(seq, sizeof seq, "Tensor[(?, %s, %" PRId64 "), %s]", B, H, dt);
   snprintf(xw, sizeof xw, "Tensor[(?, %s, %" PRId64 "), %s]", B, G, dt);
-  snprintf(hh, sizeof hh, "Tensor[(%" PRId64 ", %" PRId64 "), %s]", k == CELL_LSTM ? 4 * H : H, H, dt);
+  snprintf(hh, sizeof hh, "Tensor[(%" PRId64 ", %" PRId64 "), %s]", H, k == CELL_LSTM ? 4 * H : H, dt);
   snprintf(hv, sizeof hv, "Tensor[(%" PRId64 ",), %s]", H, dt);
   bool ok = true;
   size_t len = 0;
@@ -156,7 +191,7 @@ static nimble_status_t step_text(imp_ctx *c, cell_kind k, const char *name, bool
   ok = ok && put(buf, size, &len, "    let %%xw = take(%%XW, %%ti, axis=0);\n");
   /* One step: %h2 (and %c2). ONNX's gate order: LSTM i, o, f, c; GRU z, r, h. */
   if (k == CELL_LSTM) {
-    ok = ok && put(buf, size, &len, "    let %%g = add(%%xw, dense(%%h, %%R, transB=1));\n");
+    ok = ok && put(buf, size, &len, "    let %%g = add(%%xw, dense(%%h, %%R));\n");
     if (peep)
       ok = ok && put(buf, size, &len,
                      "    let %%i = sigmoid(add(" GATE("%%g", 0) ", multiply(%%pi, %%c)));\n"
@@ -179,14 +214,14 @@ static nimble_status_t step_text(imp_ctx *c, cell_kind k, const char *name, bool
     ok = ok && put(buf, size, &len, "    let %%h2 = multiply(%%o, tanh(%%c2));\n");
   } else if (k == CELL_GRU) {
     ok = ok && put(buf, size, &len,
-                   "    let %%z = sigmoid(add(" GATE("%%xw", 0) ", dense(%%h, %%Rz, %%bz, transB=1)));\n"
-                   "    let %%r = sigmoid(add(" GATE("%%xw", 1) ", dense(%%h, %%Rr, %%br, transB=1)));\n",
+                   "    let %%z = sigmoid(add(" GATE("%%xw", 0) ", dense(%%h, %%Rz, %%bz)));\n"
+                   "    let %%r = sigmoid(add(" GATE("%%xw", 1) ", dense(%%h, %%Rr, %%br)));\n",
                    GATE_ARGS(0), GATE_ARGS(1));
     ok = ok && put(buf, size, &len, "    let %%hh = tanh(add(" GATE("%%xw", 2) ", %s));\n", GATE_ARGS(2),
-                   lbr ? "multiply(%r, dense(%h, %Rh, %bh, transB=1))" : "dense(multiply(%r, %h), %Rh, %bh, transB=1)");
+                   lbr ? "multiply(%r, dense(%h, %Rh, %bh))" : "dense(multiply(%r, %h), %Rh, %bh)");
     ok = ok && put(buf, size, &len, "    let %%h2 = add(%%hh, multiply(%%z, subtract(%%h, %%hh)));\n");
   } else {
-    ok = ok && put(buf, size, &len, "    let %%h2 = tanh(add(%%xw, dense(%%h, %%R, transB=1)));\n");
+    ok = ok && put(buf, size, &len, "    let %%h2 = tanh(add(%%xw, dense(%%h, %%R)));\n");
   }
 #undef GATE
 #undef GATE_ARGS
@@ -309,9 +344,8 @@ static nimble_status_t convert_rnn(imp_ctx *c, const nimble_onnx_node *n, cell_k
   imp_val *Ys[2], *Hs[2], *Cs[2];
   for (int64_t d = 0; d < dirs; d++) {
     bool reverse = rev_only || d == 1;
-    imp_val *Wd, *Rd, *Bd = NULL, *hi, *ci = NULL, *Y0;
+    imp_val *Wd, *Bd = NULL, *hi, *ci = NULL, *Y0;
     NIMBLE_RETURN_IF_ERROR(take_dir(c, W, d, &Wd));
-    NIMBLE_RETURN_IF_ERROR(take_dir(c, R, d, &Rd));
     if (B) NIMBLE_RETURN_IF_ERROR(take_dir(c, B, d, &Bd));
     if (h0in) NIMBLE_RETURN_IF_ERROR(take_dir(c, h0in, d, &hi));
     else NIMBLE_RETURN_IF_ERROR(zeros_state(c, X, H, &hi));
@@ -347,9 +381,9 @@ static nimble_status_t convert_rnn(imp_ctx *c, const nimble_onnx_node *n, cell_k
       imp_val *wb, *rz, *rr, *rh, *bz, *br, *bh, *XW;
       NIMBLE_RETURN_IF_ERROR(slice_rows(c, Bd, 0, 3 * H, &wb));
       NIMBLE_RETURN_IF_ERROR(input_projection(c, X, Wd, wb, 3 * H, &XW));
-      NIMBLE_RETURN_IF_ERROR(slice_rows(c, Rd, 0, H, &rz));
-      NIMBLE_RETURN_IF_ERROR(slice_rows(c, Rd, H, 2 * H, &rr));
-      NIMBLE_RETURN_IF_ERROR(slice_rows(c, Rd, 2 * H, 3 * H, &rh));
+      NIMBLE_RETURN_IF_ERROR(recurrent_weights(c, R, d, 0, H, &rz));
+      NIMBLE_RETURN_IF_ERROR(recurrent_weights(c, R, d, H, 2 * H, &rr));
+      NIMBLE_RETURN_IF_ERROR(recurrent_weights(c, R, d, 2 * H, 3 * H, &rh));
       NIMBLE_RETURN_IF_ERROR(slice_rows(c, Bd, 3 * H, 4 * H, &bz));
       NIMBLE_RETURN_IF_ERROR(slice_rows(c, Bd, 4 * H, 5 * H, &br));
       NIMBLE_RETURN_IF_ERROR(slice_rows(c, Bd, 5 * H, 6 * H, &bh));
@@ -363,8 +397,10 @@ static nimble_status_t convert_rnn(imp_ctx *c, const nimble_onnx_node *n, cell_k
       imp_val *pair[2] = {wb, rb};
       NIMBLE_RETURN_IF_ERROR(imp_emit(c, "add", 2, pair, NULL, 0, &b));
       NIMBLE_RETURN_IF_ERROR(input_projection(c, X, Wd, b, gates * H, &XW));
+      imp_val *Rt;
+      NIMBLE_RETURN_IF_ERROR(recurrent_weights(c, R, d, 0, gates * H, &Rt));
       args[na++] = XW->expr;
-      args[na++] = Rd->expr;
+      args[na++] = Rt->expr;
       if (P) {
         imp_val *Pd, *pi, *po, *pf;
         NIMBLE_RETURN_IF_ERROR(take_dir(c, P, d, &Pd));
