@@ -64,6 +64,19 @@ static nimble_status_t slice_rows(imp_ctx *c, imp_val *x, int64_t b, int64_t e, 
   return emit1a(c, "strided_slice", x, at, 3, out);
 }
 
+/* Direction d of x [dirs, ...]: when x is a constant (an initializer), the
+ * slice as a constant made here, so no run copies it (and the runtime can
+ * pack a constant W for its products once); otherwise take(x, d). */
+static nimble_status_t dir_of(imp_ctx *c, imp_val *x, int64_t d, imp_val **out) {
+  const nimble_expr *e = x->expr;
+  if (e->kind != NIMBLE_EXPR_CONSTANT || e->u.constant.rank < 1 || e->u.constant.dims[0] <= d)
+    return take_dir(c, x, d, out);
+  size_t per = e->u.constant.num_elements / (size_t)e->u.constant.dims[0];
+  size_t es = nimble_dtype_size(e->u.constant.dtype);
+  return imp_const(c, e->u.constant.dtype, e->u.constant.rank - 1, e->u.constant.dims + 1,
+                   (const char *)e->u.constant.data + (size_t)d * per * es, out);
+}
+
 /* Rows [r0, r1) of direction d of R [dirs, G, H], transposed: [H, r1 - r0].
  * The step multiplies h [batch, H] by it with B stored [k, n], which the
  * runtime's matrix-vector product walks as rows of B scaled by h's
@@ -345,8 +358,8 @@ static nimble_status_t convert_rnn(imp_ctx *c, const nimble_onnx_node *n, cell_k
   for (int64_t d = 0; d < dirs; d++) {
     bool reverse = rev_only || d == 1;
     imp_val *Wd, *Bd = NULL, *hi, *ci = NULL, *Y0;
-    NIMBLE_RETURN_IF_ERROR(take_dir(c, W, d, &Wd));
-    if (B) NIMBLE_RETURN_IF_ERROR(take_dir(c, B, d, &Bd));
+    NIMBLE_RETURN_IF_ERROR(dir_of(c, W, d, &Wd));
+    if (B) NIMBLE_RETURN_IF_ERROR(dir_of(c, B, d, &Bd));
     if (h0in) NIMBLE_RETURN_IF_ERROR(take_dir(c, h0in, d, &hi));
     else NIMBLE_RETURN_IF_ERROR(zeros_state(c, X, H, &hi));
     if (k == CELL_LSTM) {
@@ -392,10 +405,25 @@ static nimble_status_t convert_rnn(imp_ctx *c, const nimble_onnx_node *n, cell_k
     } else {
       /* Both biases add to every gate: both go into the projection. */
       imp_val *wb, *rb, *b, *XW;
-      NIMBLE_RETURN_IF_ERROR(slice_rows(c, Bd, 0, gates * H, &wb));
-      NIMBLE_RETURN_IF_ERROR(slice_rows(c, Bd, gates * H, 2 * gates * H, &rb));
-      imp_val *pair[2] = {wb, rb};
-      NIMBLE_RETURN_IF_ERROR(imp_emit(c, "add", 2, pair, NULL, 0, &b));
+      const nimble_expr *be = Bd->expr;
+      if (be->kind == NIMBLE_EXPR_CONSTANT && be->u.constant.dtype == NIMBLE_DTYPE_FLOAT32 &&
+          be->u.constant.rank == 1 && be->u.constant.dims[0] == 2 * gates * H) {
+        /* Wb + Rb of an initializer, summed here (in float, as the add
+         * would). */
+        float *sum = malloc((size_t)(gates * H) * sizeof *sum);
+        if (!sum) return NIMBLE_OOM_IN("importing");
+        const float *bv = be->u.constant.data;
+        for (int64_t j = 0; j < gates * H; j++) sum[j] = bv[j] + bv[gates * H + j];
+        int64_t n = gates * H;
+        nimble_status_t st = imp_const(c, NIMBLE_DTYPE_FLOAT32, 1, &n, sum, &b);
+        free(sum);
+        NIMBLE_RETURN_IF_ERROR(st);
+      } else {
+        NIMBLE_RETURN_IF_ERROR(slice_rows(c, Bd, 0, gates * H, &wb));
+        NIMBLE_RETURN_IF_ERROR(slice_rows(c, Bd, gates * H, 2 * gates * H, &rb));
+        imp_val *pair[2] = {wb, rb};
+        NIMBLE_RETURN_IF_ERROR(imp_emit(c, "add", 2, pair, NULL, 0, &b));
+      }
       NIMBLE_RETURN_IF_ERROR(input_projection(c, X, Wd, b, gates * H, &XW));
       imp_val *Rt;
       NIMBLE_RETURN_IF_ERROR(recurrent_weights(c, R, d, 0, gates * H, &Rt));
