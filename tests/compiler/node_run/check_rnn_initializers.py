@@ -4,8 +4,9 @@ compile` and run by `nimble-run`, against a float64 NumPy loop written from
 the ONNX operator specification.
 
 The ONNX node suite feeds W, R and B as graph inputs, so it never reaches
-the importer's constant path (the recurrent weights transposed, W's
-direction sliced and the biases summed at import); the reference models
+the importer's constant path (the recurrent weights sliced per direction
+and, up to 1 MiB, transposed, W's direction sliced and the biases summed
+at import); the reference models
 reach it for one forward LSTM only. These cases cover the directions, GRU
 with and without linear_before_reset, RNN, peepholes and a missing bias.
 
@@ -23,7 +24,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-T, BATCH, I, H = 5, 2, 3, 4
+T, BATCH, I = 5, 2, 3
 
 
 def sigmoid(x):
@@ -32,6 +33,7 @@ def sigmoid(x):
 
 def ref_lstm(x, w, r, b, p, reverse):
     """One direction: x [T, B, I], w [4H, I], r [4H, H], b [8H], p [3H]."""
+    H = r.shape[1]
     h = np.zeros((x.shape[1], H))
     c = np.zeros((x.shape[1], H))
     ys = [None] * x.shape[0]
@@ -50,6 +52,7 @@ def ref_lstm(x, w, r, b, p, reverse):
 
 
 def ref_gru(x, w, r, b, lbr, reverse):
+    H = r.shape[1]
     h = np.zeros((x.shape[1], H))
     ys = [None] * x.shape[0]
     wz, wr, wh = w[:H], w[H:2 * H], w[2 * H:]
@@ -70,6 +73,7 @@ def ref_gru(x, w, r, b, lbr, reverse):
 
 
 def ref_rnn(x, w, r, b, reverse):
+    H = r.shape[1]
     h = np.zeros((x.shape[1], H))
     ys = [None] * x.shape[0]
     steps = range(x.shape[0] - 1, -1, -1) if reverse else range(x.shape[0])
@@ -79,12 +83,13 @@ def ref_rnn(x, w, r, b, reverse):
     return np.stack(ys), h
 
 
-def case(name, op, direction, gates, bias=True, peep=False, lbr=0, seed=0):
+def case(name, op, direction, gates, bias=True, peep=False, lbr=0, H=4, seed=0):
     rng = np.random.default_rng(seed)
     dirs = 2 if direction == "bidirectional" else 1
     x = rng.uniform(-1, 1, (T, BATCH, I)).astype(np.float32)
     w = rng.uniform(-0.6, 0.6, (dirs, gates * H, I)).astype(np.float32)
-    r = rng.uniform(-0.6, 0.6, (dirs, gates * H, H)).astype(np.float32)
+    # Scaled so that h R^T stays about as large at any H (sums of H terms).
+    r = (rng.uniform(-0.6, 0.6, (dirs, gates * H, H)) * min(1.0, 2.0 / np.sqrt(H))).astype(np.float32)
     b = rng.uniform(-0.4, 0.4, (dirs, 2 * gates * H)).astype(np.float32)
     p = rng.uniform(-0.5, 0.5, (dirs, 3 * H)).astype(np.float32)
     inits = [numpy_helper.from_array(w, "W"), numpy_helper.from_array(r, "R")]
@@ -134,6 +139,10 @@ CASES = [
     ("gru_bidirectional_lbr", "GRU", "bidirectional", 3, {"lbr": 1}),
     ("rnn_bidirectional", "RNN", "bidirectional", 1, {}),
     ("rnn_forward_no_bias", "RNN", "forward", 1, {"bias": False}),
+    # Recurrent matrices over 1 MiB stay untransposed (dot products over
+    # R's rows): 4 * 272 * 272 and 544 * 544 floats.
+    ("lstm_large_bidirectional", "LSTM", "bidirectional", 4, {"H": 272}),
+    ("gru_large", "GRU", "forward", 3, {"H": 544}),
 ]
 
 
