@@ -1,7 +1,8 @@
 /* Light kernels (compile-workers/compiler/codegen/cg_light.c): a kernel
  * whose run is statically at most 1024 statements gets a short pipeline
  * and fast instruction selection; anything with a loop bound known only at
- * run time, a long constant loop, or an sgemm is compiled in full. The
+ * run time, a long constant loop, an sgemm or being called in place is
+ * compiled in full. The
  * classification is read back from the build's statistics, and the light
  * kernel's results are checked against hand-computed values. */
 #include "codegen_harness.h"
@@ -103,11 +104,46 @@ START_TEST(test_short_constant_kernels_are_light_and_still_right) {
 }
 END_TEST
 
+/* A short constant kernel marked in_place (update_in_place's scatters: the
+ * row write of a loop, run once per iteration) is compiled in full, and
+ * called with its output over its input it still computes y[i] = x[i] + 1. */
+START_TEST(test_an_in_place_kernel_is_never_light) {
+  nimble_ln_arena *A;
+  NIMBLE_ASSERT_OK(nimble_ln_arena_create(&A));
+  nimble_ln_kernel *plain = nest_kernel(A, "nest2x8", 2, 8);
+  nimble_ln_kernel *inplace = nest_kernel(A, "nest2x8_in_place", 2, 8);
+  inplace->in_place = 1;
+  const nimble_ln_kernel *ks[] = {plain, inplace};
+  for (size_t i = 0; i < 2; i++) NIMBLE_ASSERT_OK(nimble_ln_kernel_validate(ks[i]));
+  nimble_codegen_output_t out;
+  NIMBLE_ASSERT_OK(nimble_codegen_build(ks, 2, NULL, &out));
+  ck_assert_uint_eq(out.stats.n_kernels, 2);
+  ck_assert_msg(out.stats.kernels[0].light == 1, "nest2x8 (17 statements) should be light");
+  ck_assert_msg(out.stats.kernels[1].light == 0, "the in-place kernel should be compiled in full");
+  harness_lib lib;
+  harness_load_bytes(out.shared_object, out.shared_object_size, &lib);
+  harness_env he;
+  harness_env_init(&he, 0, 0);
+  float d[16];
+  for (int i = 0; i < 16; i++) d[i] = (float)i * 0.5f;
+  int64_t sixteen = 16;
+  DLTensor x = {.data = d, .ndim = 1, .dtype = {kDLFloat, 32, 1}, .shape = &sixteen};
+  DLTensor y = x; /* the output over the input */
+  DLTensor *args[2] = {&x, &y};
+  ck_assert_int_eq(harness_sym(&lib, "nest2x8_in_place")(args, 2, &he.env), 0);
+  for (int i = 0; i < 16; i++) ck_assert_msg(d[i] == (float)i * 0.5f + 1.0f, "y[%d] = %g", i, (double)d[i]);
+  harness_unload(&lib);
+  nimble_codegen_output_deinit(&out);
+  nimble_ln_arena_destroy(A);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("codegen_light");
   TCase *tc = tcase_create("light");
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, test_short_constant_kernels_are_light_and_still_right);
+  tcase_add_test(tc, test_an_in_place_kernel_is_never_light);
   suite_add_tcase(s, tc);
   return nimble_test_run(s);
 }

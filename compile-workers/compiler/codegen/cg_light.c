@@ -10,7 +10,7 @@
  * The estimate is static and conservative: the statements a run executes,
  * each loop counting its constant trip count; a loop whose bounds are not
  * constants (a dimension known only at run time) or an sgemm makes the
- * kernel heavy whatever else it does. */
+ * kernel heavy whatever else it does, and so does being called in place. */
 #include <stdint.h>
 
 #include "cg_internal.h"
@@ -59,6 +59,11 @@ static int64_t statements_run(const nimble_ln_stmt *s) {
 }
 
 bool nimble_cg_kernel_is_light(const nimble_ln_kernel *k) {
+  /* An in-place kernel (update_in_place's scatters) is the row write of a
+   * loop: it runs once per iteration, so a few hundred statements compiled
+   * without optimisation cost that many times over (an LSTM step's write
+   * of its row of Y: 0.3-0.5 us a step, as much as the gates). */
+  if (k->in_place) return false;
   for (int i = 0; i < k->n_params; i++)
     if (k->params[i] && k->params[i]->scratch) return false;
   return statements_run(k->body) <= LIGHT_STATEMENTS;

@@ -109,17 +109,27 @@ static nimble_ln_stmt *emit_scatter_nd(cp_ctx *c, cp_node *n, nimble_ln_param *o
     if (a < q) cp_check(c, cp_eq(c, upd->ext[a], ind->ext[a]), "scatter_nd: updates axis %d differs from indices", a);
     else cp_check(c, cp_eq(c, upd->ext[a], ext[a]), "scatter_nd: updates axis %d differs from data", a);
   }
+  /* The index tuple depends on the outer q axes only: it is read and
+   * normalized once per tuple (let-bound around the slice's loops), not
+   * once per element of the slice it addresses (an LSTM step's row of Y
+   * is one tuple and H elements). */
   for (int a = 0; a < q; a++) iidx[a] = uidx[a];
+  nimble_ln_var *pv[CP_MAX_RANK];
+  nimble_ln_expr *pval[CP_MAX_RANK];
   for (int t = 0; t < (int)k; t++) {
     iidx[q] = cp_i(c, t);
-    pos[t] = norm_index(c, cp_value(c, ind, iidx), n->ext[t]);
-    if (!pos[t]) return NULL;
+    pval[t] = norm_index(c, cp_value(c, ind, iidx), n->ext[t]);
+    if (!pval[t]) return NULL;
+    pv[t] = cp_var(c, "p", NIMBLE_LN_I64);
+    pos[t] = nimble_ln_ref(c->A, pv[t]);
   }
   for (int a = (int)k; a < n->rank; a++) pos[a] = uidx[q + a - (int)k];
   nimble_ln_expr *u = cp_value(c, upd, uidx);
   nimble_ln_stmt *copy = copy_into(c, n, o);
   if (!u || !copy) return NULL;
-  return nimble_ln_seq2(c->A, copy, serial_nest(c, v, ext, ur, scatter_store(c, n, o, pos, u)));
+  nimble_ln_stmt *slice = serial_nest(c, v + q, ext + q, ur - q, scatter_store(c, n, o, pos, u));
+  for (int t = (int)k - 1; t >= 0 && slice; t--) slice = nimble_ln_let(c->A, pv[t], pval[t], slice);
+  return nimble_ln_seq2(c->A, copy, serial_nest(c, v, ext, q, slice));
 }
 
 const cp_def cp_defs_scatter[] = {
