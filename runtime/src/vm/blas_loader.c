@@ -224,6 +224,16 @@ static void blas_load(void) {
     core = pick_coretype();
     if (core && setenv("OPENBLAS_CORETYPE", core, 0) != 0) core = NULL;
   }
+  /* One OpenBLAS thread, asked for before it loads: OpenBLAS starts its
+   * worker threads when loaded, and after openblas_set_num_threads(1)
+   * (below) they still spin, yielding, for a while before they sleep. A
+   * short-lived process (nimble-run with a few repeats) then shared its
+   * second core with an idle OpenBLAS thread for its whole life:
+   * mobilenet_v2 at --threads 2 took 10-12 ms in bench/models/run.sh
+   * against 5-6 ms alone. Anyone who set the variable keeps their value. */
+  int one_thread_set = 0;
+  if (!(spec && strcmp(spec, "none") == 0) && !getenv("OPENBLAS_NUM_THREADS"))
+    one_thread_set = setenv("OPENBLAS_NUM_THREADS", "1", 0) == 0;
   nimble_status_t s = nimble_blas_open(spec, &blas_lib);
   if (s) {
     snprintf(blas_name, sizeof blas_name, "none (%s)", nimble_status_message(s));
@@ -241,7 +251,7 @@ static void blas_load(void) {
   openblas_set_num_threads_fn set_threads =
       (openblas_set_num_threads_fn)dlsym(blas_lib.handle, "openblas_set_num_threads");
   const char *want = getenv("OPENBLAS_NUM_THREADS");
-  if (set_threads && !(want && want[0])) {
+  if (set_threads && (one_thread_set || !(want && want[0]))) {
     set_threads(1);
     describe(&blas_lib);
   }
