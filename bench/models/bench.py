@@ -258,6 +258,36 @@ def machine_info():
     return info
 
 
+def cpu_busy_ticks():
+    """(busy, total) jiffies of all CPUs from /proc/stat, or None."""
+    try:
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = v[3] + (v[4] if len(v) > 4 else 0)
+    return sum(v) - idle, sum(v)
+
+
+def settle(max_s=0.3):
+    """Waits, up to max_s, until the CPUs are idle: a peer's threads may
+    still spin after its turn (ONNX Runtime's intra-op pool spins after a
+    Run by default), and the next framework's threads would share cores
+    with them. Returns the seconds waited."""
+    t0 = time.perf_counter()
+    prev = cpu_busy_ticks()
+    if prev is None:
+        return 0.0
+    while time.perf_counter() - t0 < max_s:
+        time.sleep(0.02)
+        cur = cpu_busy_ticks()
+        busy, total = cur[0] - prev[0], cur[1] - prev[1]
+        prev = cur
+        if total > 0 and busy <= 0.1 * total:
+            break
+    return time.perf_counter() - t0
+
+
 def loadavg():
     try:
         with open("/proc/loadavg") as f:
@@ -598,6 +628,7 @@ def main():
     # Interleaved rounds: every configuration, at every thread count, on
     # every framework in turn; the frameworks' order rotates per round.
     per_round = max(1, math.ceil(a.repeat / a.rounds))
+    settle_s = []  # waits for idle CPUs before each turn
     t_measure = time.perf_counter()
     for rnd in range(a.rounds):
         order = PEERS[rnd % len(PEERS):] + PEERS[: rnd % len(PEERS)]
@@ -612,6 +643,7 @@ def main():
                     cell = row[peer]
                     if not cell.ok():
                         continue
+                    settle_s.append(settle())
                     if peer == "nimble" and model == "treelstm":
                         # One nimble-run per tree (it runs one input set), n
                         # runs each: a batch's median is that tree's; the
@@ -712,8 +744,11 @@ def main():
     lines.append("- method: %d rounds; in each, every configuration runs at every thread count on each framework in "
                  "turn (order rotating per round), 1 untimed run then up to %d timed runs or %.1f s; "
                  "median and min over all timed runs (Nimble: median of nimble-run's per-round medians, "
-                 "min of its minimums). Latency in ms."
-                 % (a.rounds, per_round, a.max_batch_s))
+                 "min of its minimums). Before each turn the harness waits until the CPUs are idle (at most "
+                 "0.3 s; here median %.0f ms, max %.0f ms): ONNX Runtime's threads spin on after a Run, and the next "
+                 "framework would share its cores with them. Latency in ms."
+                 % (a.rounds, per_round, a.max_batch_s, 1000 * (sorted(settle_s)[len(settle_s) // 2] if settle_s else 0),
+                    1000 * max(settle_s or [0])))
     core = t_info.get("openblas_core", "")
     if core.lower() in ("prescott", "generic", "core2", "katmai", "northwood", "banias"):
         lines.append("- **note**: OpenBLAS runs its %s (pre-AVX) fallback kernels on this CPU, so PyTorch's "
