@@ -456,6 +456,9 @@ static LLVMValueRef emit_binary(cg_fn *f, const nimble_ln_expr *e) {
     LLVMValueRef a_nan = LLVMBuildFCmp(B, LLVMRealUNO, a, a, "");
     return LLVMBuildSelect(B, LLVMBuildOr(B, wins, a_nan, ""), a, b, mx ? "max" : "min");
   }
+  case NIMBLE_LN_MAXNUM:
+    /* The larger of two values of the type needs no rounding. */
+    return intrinsic2(cm, "llvm.maxnum", ty, a, b);
   case NIMBLE_LN_POW:
     if (cm->gpu) {
       fail(cm, NIMBLE_UNIMPLEMENTED, "pow is not available on nvptx64");

@@ -62,7 +62,7 @@ const char *nimble_ln_op_name(nimble_ln_op_t op) {
   static const char *const names[] = {
       "neg", "not", "abs", "exp", "tanh", "sigmoid", "erf", "sqrt", "log", "+", "-", "*", "/",
       "%", "min", "max", "pow", "<", "<=", ">", ">=", "==", "!=", "&&", "||", "<<", ">>",
-      "sin", "cos", "atan"};
+      "sin", "cos", "atan", "maxnum"};
   if ((unsigned)op < sizeof names / sizeof names[0]) return names[op];
   return "?";
 }
@@ -355,7 +355,7 @@ nimble_ln_expr *nimble_ln_binary(nimble_ln_arena *arena, nimble_ln_op_t op, nimb
     result = NIMBLE_LN_BOOL;
   } else if (op == NIMBLE_LN_AND || op == NIMBLE_LN_OR) {
     ok = a->type == NIMBLE_LN_BOOL;
-  } else if (op == NIMBLE_LN_POW) {
+  } else if (op == NIMBLE_LN_POW || op == NIMBLE_LN_MAXNUM) {
     ok = nimble_ln_type_is_float(a->type);
   } else if (op == NIMBLE_LN_SHL || op == NIMBLE_LN_SHR) {
     ok = nimble_ln_type_is_int(a->type);

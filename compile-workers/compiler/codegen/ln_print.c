@@ -130,7 +130,7 @@ static void print_expr(buf *b, const nimble_ln_expr *e) {
     put(b, ")");
     break;
   case NIMBLE_LN_E_BINARY:
-    if (e->op == NIMBLE_LN_MIN || e->op == NIMBLE_LN_MAX || e->op == NIMBLE_LN_POW) {
+    if (e->op == NIMBLE_LN_MIN || e->op == NIMBLE_LN_MAX || e->op == NIMBLE_LN_POW || e->op == NIMBLE_LN_MAXNUM) {
       put(b, "%s(", nimble_ln_op_name(e->op));
       print_expr(b, e->a);
       put(b, ", ");

@@ -329,6 +329,38 @@ nimble_ln_stmt *cp_for(cp_ctx *c, nimble_ln_var *v, nimble_ln_expr *ext, nimble_
   return nimble_ln_for(c->A, v, cp_i(c, 0), ext, kind, factor, body);
 }
 
+nimble_ln_stmt *cp_parallel_outer(cp_ctx *c, nimble_ln_var *const *d, nimble_ln_expr *const *ext, int n,
+                                  nimble_ln_expr *body_work, nimble_ln_stmt *body) {
+  if (!body || n <= 0) return body;
+  nimble_ln_expr *work = body_work;
+  for (int a = n - 1; a >= 2; a--) {
+    body = cp_for(c, d[a], ext[a], NIMBLE_LN_SERIAL, 0, body);
+    work = cp_mul(c, work, ext[a]);
+  }
+  int64_t e0 = 0;
+  if (n == 1 || (cp_const_i(ext[0], &e0) && e0 == 1)) {
+    int top = n == 1 ? 0 : 1;
+    if (n > 1) {
+      body = cp_for(c, d[1], ext[1], NIMBLE_LN_SERIAL, 0, body);
+    } else {
+      body = cp_for(c, d[0], ext[0], NIMBLE_LN_SERIAL, 0, body);
+    }
+    if (body && c->opt.parallel) body = nimble_ln_chunk(c->A, body, cp_rows_per_task(c, ext[top], work));
+    if (n > 1 && body) body = nimble_ln_let(c->A, d[0], cp_i(c, 0), body);
+    return body;
+  }
+  /* The two outermost axes as one loop over their product. */
+  nimble_ln_var *r = cp_var(c, "r", NIMBLE_LN_I64);
+  nimble_ln_expr *rr = nimble_ln_ref(c->A, r), *one = cp_i(c, 1);
+  nimble_ln_expr *e1 = cp_max(c, ext[1], one);
+  body = nimble_ln_let(c->A, d[1], cp_rem(c, rr, e1), body);
+  body = nimble_ln_let(c->A, d[0], cp_div(c, rr, e1), body);
+  nimble_ln_expr *rows = cp_mul(c, ext[0], ext[1]);
+  body = cp_for(c, r, rows, NIMBLE_LN_SERIAL, 0, body);
+  if (body && c->opt.parallel) body = nimble_ln_chunk(c->A, body, cp_rows_per_task(c, rows, work));
+  return body;
+}
+
 nimble_ln_expr *cp_rows_per_task(cp_ctx *c, nimble_ln_expr *rows, nimble_ln_expr *row_work) {
   nimble_ln_expr *by_count = cp_div(c, cp_add(c, rows, cp_i(c, CP_MAX_TASKS - 1)), cp_i(c, CP_MAX_TASKS));
   nimble_ln_expr *work = cp_max(c, row_work, cp_i(c, 1));

@@ -246,6 +246,15 @@ nimble_ln_stmt *cp_for(cp_ctx *c, nimble_ln_var *v, nimble_ln_expr *ext, nimble_
 /* Rows per parallel task for `rows` rows of `row_work` work each. */
 nimble_ln_expr *cp_rows_per_task(cp_ctx *c, nimble_ln_expr *rows, nimble_ln_expr *row_work);
 
+/* Serial loops d[a] in [0, ext[a]) for a in [0, n), outermost first,
+ * around body (whose work per run is body_work), the outermost in parallel
+ * chunks (cp_rows_per_task) when the options allow. With two or more
+ * axes the first two are one loop over their product (d[0] and d[1] from
+ * its index by division), since the first is mostly a batch of 1 that
+ * leaves nothing to split; a constant extent of 1 is simply skipped. */
+nimble_ln_stmt *cp_parallel_outer(cp_ctx *c, nimble_ln_var *const *d, nimble_ln_expr *const *ext, int n,
+                                  nimble_ln_expr *body_work, nimble_ln_stmt *body);
+
 /* nest.c: serial loops v[a] in [0, ext[a]) around body, the outermost
  * chunked into parallel tasks (`work`: loop-body cost per element). */
 nimble_ln_stmt *cp_loops(cp_ctx *c, nimble_ln_var *const *v, nimble_ln_expr *const *ext, int rank, int64_t work,

@@ -432,10 +432,15 @@ static nimble_ln_stmt *emit_nest(cp_ctx *c, cp_node *root, nimble_ln_param *o, b
       }
     }
   }
-  nimble_ln_stmt *nest = inner;
-  for (int a = R - 2; a >= 0; a--) nest = cp_for(c, d[a], root->ext[a], NIMBLE_LN_SERIAL, 0, nest);
-  if (c->opt.parallel) nest = nimble_ln_chunk(c->A, nest, cp_rows_per_task(c, root->ext[0], row_work));
-  return nest;
+  if (R == 1) {
+    nimble_ln_stmt *nest = inner;
+    if (c->opt.parallel) nest = nimble_ln_chunk(c->A, nest, cp_rows_per_task(c, root->ext[0], row_work));
+    return nest;
+  }
+  /* row_work is one iteration of axis 0's; the loops below take one of
+   * the innermost axis's body. */
+  nimble_ln_expr *inner_work = anchor ? cp_mul(c, root->ext[R - 1], cp_i(c, 64)) : root->ext[R - 1];
+  return cp_parallel_outer(c, d, root->ext, R - 1, inner_work, inner);
 }
 
 /* A whole kernel with several outputs or a real shape (cp_def.outputs):

@@ -101,6 +101,11 @@ typedef enum nimble_ln_op {
   NIMBLE_LN_SIN,
   NIMBLE_LN_COS,
   NIMBLE_LN_ATAN,
+  /* binary, floats: the larger, a NaN operand ignored (IEEE maxNum). For
+   * reductions whose NaNs reach the result another way (softmax's row
+   * maximum: a NaN makes the row's sum NaN anyway): LLVM vectorizes a
+   * maxnum reduction, not NaN-propagating max's compare-and-select chain. */
+  NIMBLE_LN_MAXNUM,
 } nimble_ln_op_t;
 
 typedef enum nimble_ln_loop_kind {
