@@ -374,11 +374,27 @@ nimble_ln_stmt *cp_epilogue_at(cp_ctx *c, cp_node *root, nimble_ln_param *o, nim
 /* from_out: the anchor's value was already stored into the output (by
  * sgemm); the nest applies the epilogue in place. Only valid when the
  * epilogue reads the anchor at the very index it writes; NULL otherwise. */
+/* Views: the same elements in the same order under another shape. */
+static bool is_view(const cp_node *n) {
+  if (n->kind != CP_CALL || n->n_in < 1) return false;
+  const char *op = n->op->name;
+  return !strcmp(op, "reshape") || !strcmp(op, "flatten") || !strcmp(op, "squeeze") || !strcmp(op, "expand_dims");
+}
+
 static nimble_ln_stmt *emit_nest(cp_ctx *c, cp_node *root, nimble_ln_param *o, bool from_out) {
-  int R = root->rank;
   /* In place over the anchor's values: only where the output holds them
    * (a quantizing epilogue writes u8 into an output no f32 was stored in). */
   if (from_out && (!c->anchor || o->dtype != c->anchor->type)) return NULL;
+  /* A view at the root relabels the output: the nest runs over the view's
+   * input's indices and stores at the same flat position, so no index is
+   * divided back out of the view's shape (bert's heads merged by a
+   * transpose under a reshape: a division and a gather per element). */
+  cp_node *src = root;
+  while (!c->anchor && !from_out && is_view(src) && src->in[0]->kind == CP_CALL && src->in[0]->rank > 0 &&
+         src->in[0]->type == root->type)
+    src = src->in[0];
+  int R = src->rank;
+  nimble_ln_expr *const *ext = src->ext;
   nimble_ln_var *d[CP_MAX_RANK];
   nimble_ln_expr *idx[CP_MAX_RANK];
   for (int a = 0; a < R; a++) {
@@ -388,9 +404,13 @@ static nimble_ln_stmt *emit_nest(cp_ctx *c, cp_node *root, nimble_ln_param *o, b
   cp_node *anchor = c->anchor;
   c->anchor_used = 0;
   if (anchor) c->anchor_var = cp_var(c, anchor->op->name, anchor->type);
-  nimble_ln_expr *value = cp_convert(c, cp_value(c, root, idx), root->type);
+  nimble_ln_expr *value = cp_convert(c, cp_value(c, src, idx), root->type);
   if (c->err) return NULL;
-  nimble_ln_stmt *body = nimble_ln_store(c->A, o, R ? nimble_ln_flat_index(c->A, o, idx) : cp_i(c, 0), value);
+  nimble_ln_expr *at = cp_i(c, 0);
+  if (src == root && R) at = nimble_ln_flat_index(c->A, o, idx);
+  else
+    for (int a = 0; a < R; a++) at = cp_add(c, cp_mul(c, at, ext[a]), idx[a]);
+  nimble_ln_stmt *body = nimble_ln_store(c->A, o, at, value);
   if (anchor) {
     if (!c->anchor_used)
       return cp_fail(c, NIMBLE_INTERNAL, "%s: the anchor '%s' does not reach the output", c->prim,
@@ -408,14 +428,14 @@ static nimble_ln_stmt *emit_nest(cp_ctx *c, cp_node *root, nimble_ln_param *o, b
   }
   if (R == 0) return body;
   int w = c->opt.vector_width;
-  nimble_ln_stmt *inner = cp_for(c, d[R - 1], root->ext[R - 1], NIMBLE_LN_SERIAL, 0, body);
-  nimble_ln_expr *row_work = cp_product(c, root->ext, 1, R);
+  nimble_ln_stmt *inner = cp_for(c, d[R - 1], ext[R - 1], NIMBLE_LN_SERIAL, 0, body);
+  nimble_ln_expr *row_work = cp_product(c, ext, 1, R);
   if (anchor) {
     /* The anchor's own loops are the vector work; output loops stay serial. */
     row_work = cp_mul(c, row_work, cp_i(c, 64));
   } else if (w > 1) {
     int64_t inner_ext;
-    bool tiny = cp_const_i(root->ext[R - 1], &inner_ext) && inner_ext < w;
+    bool tiny = cp_const_i(ext[R - 1], &inner_ext) && inner_ext < w;
     if (!tiny) {
       inner = nimble_ln_split(c->A, inner, w, NIMBLE_LN_VECTORIZED, w);
       if (!inner) return NULL;
@@ -423,7 +443,8 @@ static nimble_ln_stmt *emit_nest(cp_ctx *c, cp_node *root, nimble_ln_param *o, b
       for (int i = 0; i < c->k->n_specs; i++) have |= c->k->specs[i].param == o;
       /* A speed-up only (the split keeps its tail loop): skipped once the
        * kernel has all the specialisations it may (split into 5 outputs). */
-      if (!have && c->k->n_specs < NIMBLE_LN_MAX_SPECIALIZATIONS) nimble_ln_kernel_specialize(c->k, o, R - 1, w);
+      if (!have && src == root && c->k->n_specs < NIMBLE_LN_MAX_SPECIALIZATIONS)
+        nimble_ln_kernel_specialize(c->k, o, R - 1, w);
       if (R == 1) {
         nimble_ln_stmt *blocks = inner->stmts[0];
         if (c->opt.parallel)
@@ -434,13 +455,13 @@ static nimble_ln_stmt *emit_nest(cp_ctx *c, cp_node *root, nimble_ln_param *o, b
   }
   if (R == 1) {
     nimble_ln_stmt *nest = inner;
-    if (c->opt.parallel) nest = nimble_ln_chunk(c->A, nest, cp_rows_per_task(c, root->ext[0], row_work));
+    if (c->opt.parallel) nest = nimble_ln_chunk(c->A, nest, cp_rows_per_task(c, ext[0], row_work));
     return nest;
   }
   /* row_work is one iteration of axis 0's; the loops below take one of
    * the innermost axis's body. */
-  nimble_ln_expr *inner_work = anchor ? cp_mul(c, root->ext[R - 1], cp_i(c, 64)) : root->ext[R - 1];
-  return cp_parallel_outer(c, d, root->ext, R - 1, inner_work, inner);
+  nimble_ln_expr *inner_work = anchor ? cp_mul(c, ext[R - 1], cp_i(c, 64)) : ext[R - 1];
+  return cp_parallel_outer(c, d, ext, R - 1, inner_work, inner);
 }
 
 /* A whole kernel with several outputs or a real shape (cp_def.outputs):

@@ -243,6 +243,37 @@ START_TEST(test_a_transpose_reshape_chain_is_index_arithmetic) {
 }
 END_TEST
 
+/* Attention heads merged back (bert): a reshape of a reshape of a
+ * transpose at the kernel's root; the nest runs over the transpose's
+ * indices (no division per element) and must store every element at its
+ * flat position, on 1 and 2 threads. */
+START_TEST(test_a_view_chain_at_the_root_stores_each_element_at_its_flat_place) {
+  fixture f;
+  fx_open(&f,
+          "def @main(%x: Tensor[(?, 2, 5, 8), float32]) { reshape(reshape(transpose(%x, axes=[0, 2, 1, 3]), "
+          "newshape=[-1, 5, 16]), newshape=[-1, 80]) }\n",
+          "fused.transpose_reshape_reshape");
+  unsigned seed = 17;
+  for (int threads = 1; threads <= 2; threads++)
+    for (int64_t n = 1; n <= 4; n += 3) {
+      if (threads == 2) ch_env_threads(&f.env, 2);
+      int64_t xs[4] = {n, 2, 5, 8}, os[2] = {n, 80};
+      ch_tensor x, out;
+      ch_tensor_f32(&x, 4, xs, &seed, -1, 1);
+      ch_tensor_f32(&out, 2, os, &seed, 50, 60);
+      ch_tensor *args[] = {&x, &out};
+      ck_assert_int_eq(ch_call(&f.k, &f.env, args, 2), 0);
+      for (int64_t b = 0; b < n; b++)
+        for (int64_t s = 0; s < 5; s++)
+          for (int64_t h = 0; h < 2; h++)
+            for (int64_t d = 0; d < 8; d++)
+              ck_assert_float_eq(ch_f(&out)[b * 80 + s * 16 + h * 8 + d], ch_f(&x)[((b * 2 + h) * 5 + s) * 8 + d]);
+      ch_tensor_free(&x), ch_tensor_free(&out);
+    }
+  fx_close(&f);
+}
+END_TEST
+
 START_TEST(test_slices_concatenation_and_take_match_numpy_semantics) {
   fixture f;
   /* Rows 1, 3, 5...; columns all but the last. */
@@ -540,6 +571,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_mean_over_two_axes_with_keepdims_and_max_and_argmax);
   tcase_add_test(tc, test_an_epilogue_that_broadcasts_its_reduction_recomputes_it_correctly);
   tcase_add_test(tc, test_a_transpose_reshape_chain_is_index_arithmetic);
+  tcase_add_test(tc, test_a_view_chain_at_the_root_stores_each_element_at_its_flat_place);
   tcase_add_test(tc, test_slices_concatenation_and_take_match_numpy_semantics);
   tcase_add_test(tc, test_floor_ceil_and_round_half_to_even_match_libm);
   tcase_add_test(tc, test_sin_cos_and_float_mod_match_libm);
