@@ -744,6 +744,35 @@ static nimble_ln_stmt *inner_loops(cp_ctx *c, cp_node *n, nimble_ln_var **v, int
   return body;
 }
 
+/* m = maxnum over axis ax of n's input (the last axis): eight lanes
+ * j*8 + l, then the tail, then the lanes folded into m. */
+static nimble_ln_stmt *row_max8(cp_ctx *c, cp_node *n, nimble_ln_var **v, nimble_ln_expr **idx, int ax,
+                                nimble_ln_var *m, nimble_ln_type_t ft) {
+  enum { L = 8 };
+  nimble_ln_expr *ext = n->ext[ax], *blocks = cp_div(c, ext, cp_i(c, L));
+  nimble_ln_var *j = cp_var(c, "j", NIMBLE_LN_I64), *lane[L];
+  nimble_ln_stmt *upd[L];
+  nimble_ln_expr *saved = idx[ax];
+  for (int l = 0; l < L; l++) {
+    lane[l] = cp_var(c, "mx", ft);
+    idx[ax] = cp_add(c, cp_mul(c, nimble_ln_ref(c->A, j), cp_i(c, L)), cp_i(c, l));
+    nimble_ln_expr *xl = cp_convert(c, cp_value(c, n->in[0], idx), ft);
+    upd[l] = nimble_ln_assign(c->A, lane[l], nimble_ln_binary(c->A, NIMBLE_LN_MAXNUM, nimble_ln_ref(c->A, lane[l]), xl));
+  }
+  idx[ax] = saved;
+  nimble_ln_stmt *body = cp_for(c, j, blocks, NIMBLE_LN_SERIAL, 0, nimble_ln_seq(c->A, upd, L));
+  nimble_ln_stmt *fold[L];
+  for (int l = 0; l < L; l++)
+    fold[l] = nimble_ln_assign(c->A, m, nimble_ln_binary(c->A, NIMBLE_LN_MAXNUM, nimble_ln_ref(c->A, m), nimble_ln_ref(c->A, lane[l])));
+  body = nimble_ln_seq2(c->A, body, nimble_ln_seq(c->A, fold, L));
+  for (int l = L - 1; l >= 0; l--) body = nimble_ln_decl(c->A, lane[l], cp_type_lowest(c, ft), body);
+  /* The last ext % 8 elements. */
+  nimble_ln_expr *x = cp_convert(c, cp_value(c, n->in[0], idx), ft);
+  nimble_ln_stmt *tail = nimble_ln_for(c->A, v[ax], cp_mul(c, blocks, cp_i(c, L)), ext, NIMBLE_LN_SERIAL, 0,
+                                       nimble_ln_assign(c->A, m, nimble_ln_binary(c->A, NIMBLE_LN_MAXNUM, nimble_ln_ref(c->A, m), x)));
+  return nimble_ln_seq2(c->A, body, tail);
+}
+
 static nimble_ln_stmt *emit_softmax(cp_ctx *c, cp_node *n, nimble_ln_param *o) {
   int ax;
   if (!cp_axis(c, n, cp_attr_int(n, "axis"), n->rank, &ax)) return NULL;
@@ -766,6 +795,12 @@ static nimble_ln_stmt *emit_softmax(cp_ctx *c, cp_node *n, nimble_ln_param *o) {
    * every output of the row are NaN as before. */
   nimble_ln_stmt *maxl = inner_loops(c, n, v, ax, ax + 1, true,
       nimble_ln_assign(c->A, m, nimble_ln_binary(c->A, NIMBLE_LN_MAXNUM, nimble_ln_ref(c->A, m), x)));
+  /* Over the last axis, eight running maxima over consecutive elements:
+   * independent chains the SLP vectorizer turns into one vector maximum
+   * (LLVM 16 vectorizes no floating-point max reduction without no-NaN
+   * flags, which the C API cannot set on a call); the rest and the eight
+   * are folded in after. */
+  if (ax == n->rank - 1 && c->opt.vector_width > 1) maxl = row_max8(c, n, v, idx, ax, m, ft);
   nimble_ln_expr *at = nimble_ln_flat_index(c->A, o, idx);
   nimble_ln_stmt *acc = nimble_ln_assign(c->A, s, nimble_ln_binary(c->A, NIMBLE_LN_ADD, nimble_ln_ref(c->A, s), e));
   nimble_ln_stmt *suml, *wr;

@@ -18,7 +18,7 @@
 #define NaN NAN
 #define INF INFINITY
 
-enum { MAXE = 16 };
+enum { MAXE = 36 };
 
 typedef struct nan_case {
   const char *what;
@@ -159,6 +159,16 @@ static const nan_case kReductions[] = {
     {"softmax", "def @main(%x: Tensor[(3, 4), float32]) { softmax(%x, axis=-1) }\n", 1, {2}, {{3, 4}},
      {{NaN, 1, 2, 3, 1, 2, INF, 0, 1, -INF, 0, -INF}}, 2, {3, 4}, false,
      {NaN, NaN, NaN, NaN, NaN, NaN, NaN, NaN, 0.731058579f, 0, 0.268941421f, 0}},
+    /* Rows of 11: eight running maxima and a tail of 3. A NaN in a lane
+     * (index 5) makes the row NaN; a 100 among zeros, in a lane (index 6)
+     * or in the tail (index 9), gives 1 there and e^-100 (0 within the
+     * tolerance) elsewhere, and a maximum that missed it would overflow
+     * exp(100) to inf and the row to NaN. */
+    {"softmax", "def @main(%x: Tensor[(3, 11), float32]) { softmax(%x, axis=-1) }\n", 1, {2}, {{3, 11}},
+     {{1, 2, 3, 4, 5, NaN, 7, 8, 9, 10, 11, 0, 0, 0, 0, 0, 0, 100, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 100, 0, 0}},
+     2, {3, 11}, false,
+     {NaN, NaN, NaN, NaN, NaN, NaN, NaN, NaN, NaN, NaN, NaN, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+      1, 0, 0}},
 };
 
 /* relu(x w^T + b) with x = [[NaN, 1], [1, 2]], w = [[1, 1], [2, -1]],
