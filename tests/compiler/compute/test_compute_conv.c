@@ -6,6 +6,7 @@
  * spatial extents, each with and without the runtime's sgemm and with
  * tasks on two threads. */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -154,13 +155,17 @@ START_TEST(test_conv2d_cases_match_direct_loops_with_and_without_sgemm) {
     int64_t OW = (c->W + c->pl + c->pr - c->dw * (c->KW - 1) - 1) / c->sw + 1;
     size_t ny = (size_t)(c->N * c->O * OH * OW);
     /* Variants: no sgemm (the direct nest), sgemm (the product, then the
-     * epilogue over the block), the same on 2 threads, and sgemm_epilogue
-     * (bias and Relu/Clip inside the product) on 2 threads. */
-    for (int variant = 0; variant < 4; variant++) {
+     * epilogue over the block), the same on 2 threads, sgemm_epilogue
+     * (bias and Relu/Clip inside the product) on 2 threads, and that member
+     * present but past an older runtime's struct_size. */
+    for (int variant = 0; variant < 5; variant++) {
       ch_env env;
       ch_env_init(&env, variant != 0);
       if (variant >= 2) ch_env_threads(&env, 2);
-      if (variant == 3) ch_env_epilogue(&env);
+      if (variant >= 3) ch_env_epilogue(&env);
+      /* An older runtime's environment ends before sgemm_epilogue: the
+       * member must not be read, the block's own epilogue runs instead. */
+      if (variant == 4) env.env.struct_size = (uint32_t)offsetof(nimble_kernel_env_t, sgemm_epilogue);
       long epi_before = ch_epilogue_calls;
       ch_tensor x, w, b, y;
       ch_tensor_f32(&x, 4, (int64_t[]){c->N, c->C, c->H, c->W}, &seed, -1, 1);
@@ -178,6 +183,8 @@ START_TEST(test_conv2d_cases_match_direct_loops_with_and_without_sgemm) {
       if (variant == 3 && ny)
         ck_assert_msg((ch_epilogue_calls > epi_before) == (want_sg && c->bias != 2),
                       "case %zu: sgemm_epilogue %s expected", ci, want_sg && c->bias != 2 ? "" : "not");
+      if (variant == 4)
+        ck_assert_msg(ch_epilogue_calls == epi_before, "case %zu: sgemm_epilogue read past struct_size", ci);
       float *want = malloc((ny ? ny : 1) * sizeof(float));
       conv_ref(c, ch_f(&x), ch_f(&w), c->bias ? ch_f(&b) : NULL, want, OH, OW);
       char what[64];
