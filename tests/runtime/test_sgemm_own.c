@@ -137,19 +137,26 @@ static void check_case(int ta, int tb, int64_t m, int64_t n, int64_t k, int64_t 
   case_free(&g);
 }
 
-/* The epilogue (+ row bias, clamp to [lo, hi] keeping NaN) on every
- * variant: full and edge tiles, the matrix-vector paths, depth past one
- * block (the epilogue must follow the last one only), alpha/beta. Row 1's
- * A has a NaN, so its C must stay NaN through the clamp. */
+/* The epilogue (+ row bias, + column bias, + a residual with its own
+ * leading dimension, clamp to [lo, hi] keeping NaN) on every variant: full
+ * and edge tiles, the matrix-vector paths, depth past one block (the
+ * epilogue must follow the last one only), alpha/beta. Row 1's A has a
+ * NaN, so its C must stay NaN through the clamp. `parts`: bit 0 the row
+ * bias, bit 1 the column bias, bit 2 the residual. */
 static void check_epi_case(int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, float beta, float lo,
-                           float hi, int with_bias, uint32_t seed) {
+                           float hi, int parts, uint32_t seed) {
   gemm_case g;
   case_make(&g, ta, tb, m, n, k, 1, alpha, beta, seed);
-  float *bias = malloc(sizeof(float) * (size_t)m);
-  ck_assert(bias);
+  int64_t ldr = n + 3;
+  float *bias = malloc(sizeof(float) * (size_t)m), *cbias = malloc(sizeof(float) * (size_t)n);
+  float *res = malloc(sizeof(float) * (size_t)(m * ldr));
+  ck_assert(bias && cbias && res);
   for (int64_t i = 0; i < m; i++) bias[i] = next_value(&seed) * 4.0f;
+  for (int64_t j = 0; j < n; j++) cbias[j] = next_value(&seed) * 2.0f;
+  for (int64_t i = 0; i < m * ldr; i++) res[i] = next_value(&seed) * 3.0f;
   if (m > 1 && k > 0) g.a[ta ? 1 : g.lda] = NAN; /* op(A)[1, 0] */
-  nimble_sgemm_epi epi = {with_bias ? bias : NULL, lo, hi};
+  int with_bias = parts & 1;
+  nimble_sgemm_epi epi = {with_bias ? bias : NULL, parts & 2 ? cbias : NULL, parts & 4 ? res : NULL, ldr, lo, hi};
   for (int isa = NIMBLE_SGEMM_ISA_PORTABLE; isa <= NIMBLE_SGEMM_ISA_AVX512; isa++) {
     if (!nimble_sgemm_isa_available((nimble_sgemm_isa)isa)) continue;
     memcpy(g.c, g.c0, sizeof(float) * (size_t)(m * g.ldc));
@@ -164,8 +171,9 @@ static void check_epi_case(int ta, int tb, int64_t m, int64_t n, int64_t k, floa
           continue;
         }
         int nan_row = m > 1 && k > 0 && alpha != 0.0f && i == 1;
-        double want = g.want[i * n + j] + (with_bias ? bias[i] : 0.0);
-        double tol = (double)(k + 4) * 1.2e-7 * (g.bound[i * n + j] + fabs(bias[i])) + 1e-30;
+        double extra = (with_bias ? bias[i] : 0.0) + (parts & 2 ? cbias[j] : 0.0) + (parts & 4 ? res[i * ldr + j] : 0.0);
+        double want = g.want[i * n + j] + extra;
+        double tol = (double)(k + 6) * 1.2e-7 * (g.bound[i * n + j] + fabs(bias[i]) + 5.0) + 1e-30;
         int ok;
         if (nan_row) {
           ok = isnan(got);
@@ -176,13 +184,15 @@ static void check_epi_case(int ta, int tb, int64_t m, int64_t n, int64_t k, floa
         } else {
           ok = fabs(got - want) <= tol && got >= lo && got <= hi;
         }
-        ck_assert_msg(ok, "%s ta=%d tb=%d m=%lld n=%lld k=%lld alpha=%g beta=%g [%g, %g] bias=%d: C[%lld,%lld] = %.9g, want %.9g",
+        ck_assert_msg(ok, "%s ta=%d tb=%d m=%lld n=%lld k=%lld alpha=%g beta=%g [%g, %g] parts=%d: C[%lld,%lld] = %.9g, want %.9g",
                       nimble_sgemm_isa_name((nimble_sgemm_isa)isa), ta, tb, (long long)m, (long long)n, (long long)k,
-                      (double)alpha, (double)beta, (double)lo, (double)hi, with_bias, (long long)i, (long long)j,
+                      (double)alpha, (double)beta, (double)lo, (double)hi, parts, (long long)i, (long long)j,
                       (double)got, nan_row ? NAN : want);
       }
   }
   free(bias);
+  free(cbias);
+  free(res);
   case_free(&g);
 }
 
@@ -196,6 +206,9 @@ START_TEST(test_epilogue_adds_the_row_bias_and_clamps_keeping_nan) {
       check_epi_case(t >> 1, t & 1, shapes[i][0], shapes[i][1], shapes[i][2], 0.5f, 1.0f, -INFINITY, INFINITY, 1,
                      seed++);
       check_epi_case(t >> 1, t & 1, shapes[i][0], shapes[i][1], shapes[i][2], 1.0f, 0.0f, 0.0f, INFINITY, 0, seed++);
+      check_epi_case(t >> 1, t & 1, shapes[i][0], shapes[i][1], shapes[i][2], 1.0f, 0.0f, -INFINITY, INFINITY, 7,
+                     seed++);
+      check_epi_case(t >> 1, t & 1, shapes[i][0], shapes[i][1], shapes[i][2], 1.0f, 0.0f, 0.0f, 6.0f, 6, seed++);
     }
   /* An empty depth: C = beta * C, then the epilogue. */
   check_epi_case(0, 0, 9, 20, 0, 1.0f, 0.5f, -1.0f, 1.0f, 1, seed++);

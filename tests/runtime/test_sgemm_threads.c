@@ -122,7 +122,10 @@ static void check_epilogue(nimble_thread_pool *pool, int ta, int tb, int64_t m, 
   int64_t ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;
   float *a = malloc(sizeof(float) * (size_t)(ar * ac)), *b = malloc(sizeof(float) * (size_t)(br * bc));
   float *c = malloc(sizeof(float) * (size_t)(m * n)), *bias = malloc(sizeof(float) * (size_t)m);
-  ck_assert(a && b && c && bias);
+  float *cb = malloc(sizeof(float) * (size_t)n), *res = malloc(sizeof(float) * (size_t)(m * (n + 5)));
+  ck_assert(a && b && c && bias && cb && res);
+  for (int64_t j = 0; j < n; j++) cb[j] = next_value(&seed);
+  for (int64_t i = 0; i < m * (n + 5); i++) res[i] = next_value(&seed);
   for (int64_t i = 0; i < ar * ac; i++) a[i] = next_value(&seed);
   for (int64_t i = 0; i < br * bc; i++) b[i] = next_value(&seed);
   for (int64_t i = 0; i < m; i++) bias[i] = 4.0f * next_value(&seed);
@@ -130,7 +133,10 @@ static void check_epilogue(nimble_thread_pool *pool, int ta, int tb, int64_t m, 
   int nan_row = m > 2 ? 2 : -1;
   if (nan_row >= 0) a[ta ? 2 : 2 * ac] = NAN; /* op(A)[2, 0]: row 2 of C is NaN */
   nimble_thread_pool *outer = nimble_sgemm_threads_swap(pool);
-  nimble_sgemm_threads_epilogue(ta, tb, m, n, k, 1.0f, a, ac, b, bc, 0.0f, c, n, bias, 0.0f, 6.0f);
+  /* Odd seeds also add a column bias and a residual (leading dimension n + 5). */
+  int all = seed & 1;
+  nimble_sgemm_epilogue_t epi = {bias, all ? cb : NULL, all ? res : NULL, n + 5, 0.0f, 6.0f};
+  nimble_sgemm_threads_epilogue(ta, tb, m, n, k, 1.0f, a, ac, b, bc, 0.0f, c, n, &epi);
   nimble_sgemm_threads_swap(outer);
   for (int64_t i = 0; i < m; i++)
     for (int64_t j = 0; j < n; j++) {
@@ -140,7 +146,8 @@ static void check_epilogue(nimble_thread_pool *pool, int ta, int tb, int64_t m, 
         acc += x * y;
         mag += fabs(x * y);
       }
-      double want = acc + bias[i], tol = (double)(k + 4) * 1.2e-7 * mag;
+      double want = acc + bias[i] + (all ? (double)cb[j] + res[i * (n + 5) + j] : 0.0);
+      double tol = (double)(k + 6) * 1.2e-7 * (mag + 2.0);
       float got = c[i * n + j];
       int ok = i == nan_row ? isnan(got)
                       : (want <= 0 ? got == 0.0f || fabs(got - want) <= tol
@@ -153,6 +160,8 @@ static void check_epilogue(nimble_thread_pool *pool, int ta, int tb, int64_t m, 
   free(b);
   free(c);
   free(bias);
+  free(cb);
+  free(res);
 }
 
 static void check_on_threads(uint32_t threads) {

@@ -50,13 +50,17 @@ enum {
   E_WS_FREE = offsetof(nimble_kernel_env_t, workspace_free),
 };
 _Static_assert(sizeof(void *) == 8 && sizeof(int64_t) == 8, "LP64 host expected");
+/* The struct the generated code builds for sgemm_epilogue (epi_struct_ty). */
+_Static_assert(offsetof(nimble_sgemm_epilogue_t, ldr) == 24 && offsetof(nimble_sgemm_epilogue_t, lo) == 32 &&
+                   offsetof(nimble_sgemm_epilogue_t, hi) == 36 && sizeof(nimble_sgemm_epilogue_t) == 40,
+               "nimble_sgemm_epilogue_t layout");
 
 typedef struct cg_mod {
   LLVMModuleRef m;
   LLVMContextRef ctx;
   LLVMBuilderRef b;
   LLVMTypeRef i1, i8, i16, i32, i64, f32, f64, ptr, vd;
-  LLVMTypeRef variant_ty, body_ty, pf_ty, set_error_ty, sgemm_ty, sgemm_epi_ty, kernel_ty;
+  LLVMTypeRef variant_ty, body_ty, pf_ty, set_error_ty, sgemm_ty, sgemm_epi_ty, epi_struct_ty, kernel_ty;
   unsigned md_loop, md_scope, md_noalias;
   /* Per parameter of the current kernel: !alias.scope and !noalias lists. */
   LLVMMetadataRef scope_list[NIMBLE_LN_MAX_PARAMS], noalias_list[NIMBLE_LN_MAX_PARAMS];
@@ -709,7 +713,12 @@ static void free_in_stmt(const nimble_ln_stmt *s, var_set *bound, var_set *out) 
     const nimble_ln_sgemm_desc_t *d = &s->sgemm;
     const nimble_ln_expr *es[] = {d->m, d->n, d->k, d->a_offset, d->b_offset, d->c_offset, d->lda, d->ldb, d->ldc};
     for (size_t i = 0; i < sizeof es / sizeof es[0]; i++) free_in_expr(es[i], bound, out);
-    if (d->epilogue && d->row_bias) free_in_expr(d->row_bias_offset, bound, out);
+    if (d->epilogue) {
+      const nimble_ln_expr *eo[4] = {d->row_bias ? d->row_bias_offset : NULL, d->col_bias ? d->col_bias_offset : NULL,
+                                     d->residual ? d->residual_offset : NULL, d->residual ? d->ldr : NULL};
+      for (int i = 0; i < 4; i++)
+        if (eo[i]) free_in_expr(eo[i], bound, out);
+    }
     break;
   }
   }
@@ -984,18 +993,30 @@ static void emit_sgemm(cg_fn *f, const nimble_ln_sgemm_desc_t *d) {
     LLVMBuildCall2(cm->b, cm->sgemm_ty, fnp, args, 13, "");
     return;
   }
-  LLVMValueRef eargs[16];
-  memcpy(eargs, args, sizeof args);
-  if (d->row_bias) {
-    LLVMValueRef ro = emit_expr(f, d->row_bias_offset);
-    if (cm->err) return;
-    eargs[13] = element_ptr(f, d->row_bias, ro);
-  } else {
-    eargs[13] = LLVMConstNull(cm->ptr);
+  /* The nimble_sgemm_epilogue_t the call points to, in the entry block's
+   * frame, filled here. */
+  LLVMValueRef epi = alloca_in_entry(f, cm->epi_struct_ty, "epi");
+  const nimble_ln_param *ps[3] = {d->row_bias, d->col_bias, d->residual};
+  const nimble_ln_expr *os[3] = {d->row_bias_offset, d->col_bias_offset, d->residual_offset};
+  LLVMValueRef fields[6];
+  for (int i = 0; i < 3; i++) {
+    fields[i] = LLVMConstNull(cm->ptr);
+    if (ps[i]) {
+      LLVMValueRef off = emit_expr(f, os[i]);
+      if (cm->err) return;
+      fields[i] = element_ptr(f, ps[i], off);
+    }
   }
-  eargs[14] = LLVMConstReal(cm->f32, d->lo);
-  eargs[15] = LLVMConstReal(cm->f32, d->hi);
-  LLVMBuildCall2(cm->b, cm->sgemm_epi_ty, fnp, eargs, 16, "");
+  fields[3] = d->residual ? emit_expr(f, d->ldr) : LLVMConstInt(cm->i64, 0, 0);
+  if (cm->err) return;
+  fields[4] = LLVMConstReal(cm->f32, d->lo);
+  fields[5] = LLVMConstReal(cm->f32, d->hi);
+  for (unsigned i = 0; i < 6; i++)
+    LLVMBuildStore(cm->b, fields[i], LLVMBuildStructGEP2(cm->b, cm->epi_struct_ty, epi, i, ""));
+  LLVMValueRef eargs[14];
+  memcpy(eargs, args, sizeof args);
+  eargs[13] = epi;
+  LLVMBuildCall2(cm->b, cm->sgemm_epi_ty, fnp, eargs, 14, "");
 }
 
 static void emit_stmt(cg_fn *f, const nimble_ln_stmt *s) {
@@ -1463,9 +1484,12 @@ static void cg_mod_init(cg_mod *cm, LLVMModuleRef m, int gpu) {
   LLVMTypeRef sp[13] = {cm->i32, cm->i32, cm->i64, cm->i64, cm->i64, cm->f32, cm->ptr,
                         cm->i64, cm->ptr, cm->i64, cm->f32, cm->ptr, cm->i64};
   cm->sgemm_ty = LLVMFunctionType(cm->vd, sp, 13, 0);
-  LLVMTypeRef ep[16] = {cm->i32, cm->i32, cm->i64, cm->i64, cm->i64, cm->f32, cm->ptr, cm->i64,
-                        cm->ptr, cm->i64, cm->f32, cm->ptr, cm->i64, cm->ptr, cm->f32, cm->f32};
-  cm->sgemm_epi_ty = LLVMFunctionType(cm->vd, ep, 16, 0);
+  LLVMTypeRef ep[14] = {cm->i32, cm->i32, cm->i64, cm->i64, cm->i64, cm->f32, cm->ptr,
+                        cm->i64, cm->ptr, cm->i64, cm->f32, cm->ptr, cm->i64, cm->ptr};
+  cm->sgemm_epi_ty = LLVMFunctionType(cm->vd, ep, 14, 0);
+  /* nimble_sgemm_epilogue_t: three pointers, ldr, lo, hi. */
+  LLVMTypeRef ef[6] = {cm->ptr, cm->ptr, cm->ptr, cm->i64, cm->f32, cm->f32};
+  cm->epi_struct_ty = LLVMStructTypeInContext(cm->ctx, ef, 6, 0);
   cm->md_loop = LLVMGetMDKindIDInContext(cm->ctx, "llvm.loop", 9);
   cm->md_scope = LLVMGetMDKindIDInContext(cm->ctx, "alias.scope", 11);
   cm->md_noalias = LLVMGetMDKindIDInContext(cm->ctx, "noalias", 7);

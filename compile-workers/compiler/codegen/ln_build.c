@@ -595,10 +595,18 @@ nimble_ln_stmt *nimble_ln_sgemm(nimble_ln_arena *arena, const nimble_ln_sgemm_de
     nimble_ln_arena_fail(arena, "sgemm: A, B and C must be f32 and C an output");
     return NULL;
   }
-  if (d->epilogue && d->row_bias &&
-      (d->row_bias->dtype != NIMBLE_LN_F32 || !d->row_bias_offset || d->row_bias_offset->type != NIMBLE_LN_I64)) {
-    nimble_ln_arena_fail(arena, "sgemm: the epilogue's row bias must be f32 with an i64 offset");
-    return NULL;
+  if (d->epilogue) {
+    const nimble_ln_param *ps[3] = {d->row_bias, d->col_bias, d->residual};
+    const nimble_ln_expr *os[3] = {d->row_bias_offset, d->col_bias_offset, d->residual_offset};
+    for (int i = 0; i < 3; i++)
+      if (ps[i] && (ps[i]->dtype != NIMBLE_LN_F32 || !os[i] || os[i]->type != NIMBLE_LN_I64)) {
+        nimble_ln_arena_fail(arena, "sgemm: the epilogue's biases and residual must be f32 with i64 offsets");
+        return NULL;
+      }
+    if (d->residual && (!d->ldr || d->ldr->type != NIMBLE_LN_I64)) {
+      nimble_ln_arena_fail(arena, "sgemm: the epilogue's residual needs an i64 leading dimension");
+      return NULL;
+    }
   }
   nimble_ln_stmt *s = new_stmt(arena, NIMBLE_LN_S_SGEMM);
   if (s) s->sgemm = *d;

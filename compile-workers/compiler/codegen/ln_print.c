@@ -268,9 +268,24 @@ static void print_stmt(buf *b, const nimble_ln_stmt *s, int level) {
     print_expr(b, d->k);
     put(b, ", alpha=%g, beta=%g -> %s", d->alpha, d->beta, d->c->name);
     if (d->epilogue) {
-      put(b, ", + %s[", d->row_bias ? d->row_bias->name : "none");
-      if (d->row_bias) print_expr(b, d->row_bias_offset);
-      put(b, " + row], clamp [%a, %a]", (double)d->lo, (double)d->hi);
+      if (d->row_bias) {
+        put(b, ", + %s[", d->row_bias->name);
+        print_expr(b, d->row_bias_offset);
+        put(b, " + row]");
+      }
+      if (d->col_bias) {
+        put(b, ", + %s[", d->col_bias->name);
+        print_expr(b, d->col_bias_offset);
+        put(b, " + col]");
+      }
+      if (d->residual) {
+        put(b, ", + %s[", d->residual->name);
+        print_expr(b, d->residual_offset);
+        put(b, " + row * ");
+        print_expr(b, d->ldr);
+        put(b, " + col]");
+      }
+      put(b, ", clamp [%a, %a]", (double)d->lo, (double)d->hi);
     }
     put(b, ")\n");
     if (b->canonical) {
@@ -278,7 +293,9 @@ static void print_stmt(buf *b, const nimble_ln_stmt *s, int level) {
       indent(b, level);
       put(b, "# sgemm p%d p%d p%d %a %a", d->a->index, d->b->index, d->c->index, (double)d->alpha,
           (double)d->beta);
-      if (d->epilogue) put(b, " epi p%d", d->row_bias ? d->row_bias->index : -1);
+      if (d->epilogue)
+        put(b, " epi p%d p%d p%d", d->row_bias ? d->row_bias->index : -1, d->col_bias ? d->col_bias->index : -1,
+            d->residual ? d->residual->index : -1);
       for (int i = 0; i < 6; i++) {
         put(b, " ");
         print_expr(b, rest[i]);

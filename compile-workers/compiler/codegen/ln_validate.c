@@ -115,6 +115,15 @@ static nimble_status_t check_stmt(scope *s, const nimble_ln_stmt *st) {
       NIMBLE_RETURN_IF_ERROR(check_param(s, d->row_bias));
       NIMBLE_RETURN_IF_ERROR(check_expr(s, d->row_bias_offset));
     }
+    if (d->epilogue && d->col_bias) {
+      NIMBLE_RETURN_IF_ERROR(check_param(s, d->col_bias));
+      NIMBLE_RETURN_IF_ERROR(check_expr(s, d->col_bias_offset));
+    }
+    if (d->epilogue && d->residual) {
+      NIMBLE_RETURN_IF_ERROR(check_param(s, d->residual));
+      NIMBLE_RETURN_IF_ERROR(check_expr(s, d->residual_offset));
+      NIMBLE_RETURN_IF_ERROR(check_expr(s, d->ldr));
+    }
     const nimble_ln_expr *es[] = {d->m, d->n, d->k, d->a_offset, d->b_offset, d->c_offset, d->lda, d->ldb, d->ldc};
     for (size_t i = 0; i < sizeof es / sizeof es[0]; i++) NIMBLE_RETURN_IF_ERROR(check_expr(s, es[i]));
     return nimble_ok();

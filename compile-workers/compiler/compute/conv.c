@@ -687,25 +687,36 @@ static nimble_ln_stmt *conv_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o, 
    * (an empty product: the fill's zeros), then the epilogue. */
   nimble_ln_stmt *block = e ? nimble_ln_seq2(c->A, nimble_ln_if(c->A, nonempty, per_group, fill), e)
                             : nimble_ln_seq2(c->A, fill, per_group);
-  /* The bias and a Clip or Relu straight after the convolution (or the
-   * bias alone) go into sgemm's tiles (env->sgemm_epilogue): no fill
-   * before the product and no second pass over the block after it. The
-   * block above stays for runtimes without it. */
+  /* The bias, a residual added to the convolution and a Clip or Relu on
+   * top (any of them, in that order) go into sgemm's tiles
+   * (env->sgemm_epilogue): no fill before the product and no second pass
+   * over the block after it. The block above stays for runtimes without
+   * it, and for a residual whose shape is not the output's (broadcast). */
   bool bias_ok = !bias || (bias->kind == CP_PARAM && bias->param && bias->type == NIMBLE_LN_F32 && bias->rank == 1);
   float ep_lo = -INFINITY, ep_hi = INFINITY;
   bool use_epi = bias_ok;
-  if (root && root != n) {
-    bool relu = root->kind == CP_CALL && !strcmp(root->op->name, "relu");
-    bool clip = root->kind == CP_CALL && !strcmp(root->op->name, "clip");
-    use_epi = use_epi && e && (relu || clip) && root->n_in >= 1 && root->in[0] == n && root->type == NIMBLE_LN_F32;
-    if (clip) {
-      ep_lo = (float)cp_attr_float(root, "min");
-      ep_hi = (float)cp_attr_float(root, "max");
+  cp_node *res = NULL, *mid = root ? root : n;
+  if (mid != n && mid->kind == CP_CALL && mid->type == NIMBLE_LN_F32 && mid->n_in >= 1 &&
+      (!strcmp(mid->op->name, "relu") || !strcmp(mid->op->name, "clip"))) {
+    if (!strcmp(mid->op->name, "clip")) {
+      ep_lo = (float)cp_attr_float(mid, "min");
+      ep_hi = (float)cp_attr_float(mid, "max");
       use_epi = use_epi && !isnan(ep_lo) && !isnan(ep_hi);
     } else {
       ep_lo = 0.0f;
     }
+    mid = mid->in[0];
   }
+  if (mid != n && mid->kind == CP_CALL && !strcmp(mid->op->name, "add") && mid->n_in == 2 &&
+      mid->type == NIMBLE_LN_F32) {
+    cp_node *other = mid->in[0] == n ? mid->in[1] : mid->in[1] == n ? mid->in[0] : NULL;
+    if (other && other != n && other->kind == CP_PARAM && other->param && other->type == NIMBLE_LN_F32 &&
+        other->rank == 4 && other->param != o) {
+      res = other;
+      mid = n;
+    }
+  }
+  use_epi = use_epi && mid == n && (root == n || root == NULL || e);
   if (use_epi) {
     nimble_ln_var *g2 = cp_var(c, "g", NIMBLE_LN_I64);
     nimble_ln_expr *g2r = ref(c, g2);
@@ -718,6 +729,11 @@ static nimble_ln_stmt *conv_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o, 
     d2.row_bias_offset = bias ? cp_mul(c, g2r, og) : NULL;
     d2.lo = ep_lo;
     d2.hi = ep_hi;
+    if (res) { /* laid out as the output */
+      d2.residual = res->param;
+      d2.residual_offset = d2.c_offset;
+      d2.ldr = d2.ldc;
+    }
     nimble_ln_stmt *eg;
     if (direct_b) {
       d2.b_offset = cp_add(c, cp_mul(c, cp_add(c, cp_mul(c, nr, Ci), cp_mul(c, g2r, cg)), P), p0);
@@ -729,7 +745,11 @@ static nimble_ln_stmt *conv_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o, 
     }
     eg = cp_for(c, g2, cp_i(c, groups), NIMBLE_LN_SERIAL, 0, eg);
     if (!eg) return NULL;
-    block = nimble_ln_if(c->A, nimble_ln_has_sgemm_epilogue(c->A), eg, block);
+    nimble_ln_expr *cond = nimble_ln_has_sgemm_epilogue(c->A);
+    for (int ax = 0; res && ax < 4; ax++)
+      cond = bin(c, NIMBLE_LN_AND, cond,
+                 bin(c, NIMBLE_LN_EQ, nimble_ln_shape(c->A, res->param, ax), nimble_ln_shape(c->A, o, ax)));
+    block = nimble_ln_if(c->A, cond, eg, block);
   }
   block = nimble_ln_let(c->A, rowsv, cp_min(c, R, cp_sub(c, OHr, oh0)), block);
   block = nimble_ln_let(c->A, oh0v, cp_mul(c, ref(c, bk), R), block);

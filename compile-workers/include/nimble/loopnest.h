@@ -175,8 +175,10 @@ typedef enum nimble_ln_stmt_kind {
 /* C[m,n] = alpha * op(A) * op(B) + beta * C, row-major, through env->sgemm.
  * Offsets are element offsets into the parameters' buffers. With
  * `epilogue`, through env->sgemm_epilogue instead: then each C[i, j] gets
- * + row_bias[row_bias_offset + i] (no bias when row_bias is NULL) and is
- * clamped to [lo, hi] keeping NaN; only under has_sgemm_epilogue(). */
+ * + row_bias[row_bias_offset + i], + col_bias[col_bias_offset + j] and +
+ * residual[residual_offset + i * ldr + j] (each only when its parameter is
+ * not NULL) and is clamped to [lo, hi] keeping NaN; only under
+ * has_sgemm_epilogue(). */
 typedef struct nimble_ln_sgemm_desc {
   int trans_a, trans_b;
   nimble_ln_expr *m, *n, *k;
@@ -185,8 +187,8 @@ typedef struct nimble_ln_sgemm_desc {
   nimble_ln_expr *a_offset, *b_offset, *c_offset;
   nimble_ln_expr *lda, *ldb, *ldc;
   int epilogue; /* nonzero: through env->sgemm_epilogue */
-  nimble_ln_param *row_bias;
-  nimble_ln_expr *row_bias_offset;
+  nimble_ln_param *row_bias, *col_bias, *residual;
+  nimble_ln_expr *row_bias_offset, *col_bias_offset, *residual_offset, *ldr;
   float lo, hi;
 } nimble_ln_sgemm_desc_t;
 

@@ -48,11 +48,22 @@ typedef void (*nimble_sgemm_fn)(int32_t trans_a, int32_t trans_b, int64_t m, int
                                 float alpha, const float *a, int64_t lda, const float *b,
                                 int64_t ldb, float beta, float *c, int64_t ldc);
 
-/* nimble_kernel_env_t.sgemm_epilogue: sgemm's arguments, then the epilogue's. */
+/* What nimble_kernel_env_t.sgemm_epilogue does to each C[i, j] after the
+ * product, in this order: + row_bias[i], + col_bias[j], + residual[i * ldr
+ * + j] (each skipped when its pointer is NULL), then a clamp to [lo, hi]
+ * that keeps NaN (-INFINITY / INFINITY for no bound). */
+typedef struct nimble_sgemm_epilogue {
+  const float *row_bias;
+  const float *col_bias;
+  const float *residual;
+  int64_t ldr;
+  float lo, hi;
+} nimble_sgemm_epilogue_t;
+
+/* nimble_kernel_env_t.sgemm_epilogue: sgemm's arguments, then the epilogue. */
 typedef void (*nimble_sgemm_epilogue_fn)(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k,
                                          float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
-                                         float beta, float *c, int64_t ldc, const float *row_bias, float lo,
-                                         float hi);
+                                         float beta, float *c, int64_t ldc, const nimble_sgemm_epilogue_t *epi);
 
 struct nimble_kernel_env {
   uint32_t struct_size; /* sizeof(nimble_kernel_env_t) of the runtime */
@@ -82,11 +93,10 @@ struct nimble_kernel_env {
   void *runtime_ctx;
 
   /* Appended; a kernel reads it only when struct_size covers it. sgemm,
-   * then on each element of C: add row_bias[i] (when row_bias is not NULL),
-   * then clamp to [lo, hi] with NaN kept (pass -INFINITY / INFINITY for no
-   * bound) - a convolution's bias and Clip or Relu, applied while a tile of
-   * C is still in registers instead of in a second pass over C. NULL when
-   * sgemm is. */
+   * then the epilogue on each element of C (nimble_sgemm_epilogue_t: a
+   * convolution's or a dense layer's bias, a residual add, Clip or Relu),
+   * applied while a tile of C is still in registers instead of in a
+   * second pass over C. NULL when sgemm is. */
   nimble_sgemm_epilogue_fn sgemm_epilogue;
 };
 

@@ -17,11 +17,15 @@
 
 void nimble_sgemm_apply_epi(int64_t m, int64_t n, float *c, int64_t ldc, const nimble_sgemm_epi *epi) {
   const float lo = epi->lo, hi = epi->hi;
+  const float *cb = epi->col_bias;
   for (int64_t i = 0; i < m; i++) {
-    float *row = c + i * ldc, bias = epi->row_bias ? epi->row_bias[i] : 0.0f;
-    int add = epi->row_bias != NULL;
+    float *row = c + i * ldc;
+    const float *res = epi->residual ? epi->residual + i * epi->ldr : NULL;
     for (int64_t j = 0; j < n; j++) {
-      float v = add ? row[j] + bias : row[j];
+      float v = row[j];
+      if (epi->row_bias) v += epi->row_bias[i];
+      if (cb) v += cb[j];
+      if (res) v += res[j];
       v = v < lo ? lo : v; /* NaN compares false: kept */
       row[j] = v > hi ? hi : v;
     }

@@ -19,14 +19,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* What may follow the product on each element of C (the kernel ABI's
- * sgemm_epilogue): + row_bias[i] when row_bias is not NULL, then a clamp
- * to [lo, hi] that keeps NaN. The own kernels apply it to a tile while it
- * is in registers. */
-typedef struct nimble_sgemm_epi {
-  const float *row_bias;
-  float lo, hi;
-} nimble_sgemm_epi;
+#include "nimble/kernel_abi.h"
+
+/* What may follow the product on each element of C: the kernel ABI's
+ * epilogue (+ row bias, + column bias, + residual, then a clamp keeping
+ * NaN). The own kernels apply it to a tile while it is in registers. */
+typedef nimble_sgemm_epilogue_t nimble_sgemm_epi;
 
 /* The epilogue as a pass over C[0:m, 0:n] (for products computed another
  * way: a BLAS, the matrix-vector paths). */

@@ -62,12 +62,16 @@ typedef struct split_call {
 /* One block: the chosen implementation, then the epilogue (inside the own
  * kernels' tiles, else as a pass over the block while it is in cache). */
 static void block_call(const split_call *s, int64_t m, int64_t n, const float *a, const float *b, float *c,
-                       const float *row_bias) {
+                       int64_t row0, int64_t col0) {
   if (!s->epi) {
     s->fn(s->trans_a, s->trans_b, m, n, s->k, s->alpha, a, s->lda, b, s->ldb, s->beta, c, s->ldc);
     return;
   }
-  nimble_sgemm_epi e = {row_bias, s->epi->lo, s->epi->hi};
+  /* The epilogue's pointers at the block's [row0, col0]. */
+  nimble_sgemm_epi e = *s->epi;
+  if (e.row_bias) e.row_bias += row0;
+  if (e.col_bias) e.col_bias += col0;
+  if (e.residual) e.residual += row0 * e.ldr + col0;
   if (s->fn == nimble_sgemm_own) {
     nimble_sgemm_own_epi(s->trans_a, s->trans_b, m, n, s->k, s->alpha, a, s->lda, b, s->ldb, s->beta, c, s->ldc, &e);
   } else {
@@ -80,15 +84,14 @@ static int32_t split_task(int64_t task, int64_t n_tasks, void *closure) {
   (void)n_tasks;
   const split_call *s = closure;
   int64_t lo = task * s->step;
-  const float *rb = s->epi ? s->epi->row_bias : NULL;
   if (s->by_columns) {
     int64_t cols = s->n - lo < s->step ? s->n - lo : s->step;
     const float *b = s->trans_b ? s->b + lo * s->ldb : s->b + lo;
-    block_call(s, s->m, cols, s->a, b, s->c + lo, rb);
+    block_call(s, s->m, cols, s->a, b, s->c + lo, 0, lo);
   } else {
     int64_t rows = s->m - lo < s->step ? s->m - lo : s->step;
     const float *a = s->trans_a ? s->a + lo : s->a + lo * s->lda;
-    block_call(s, rows, s->n, a, s->b, s->c + lo * s->ldc, rb ? rb + lo : NULL);
+    block_call(s, rows, s->n, a, s->b, s->c + lo * s->ldc, lo, 0);
   }
   return 0;
 }
@@ -107,7 +110,7 @@ static void threads_call(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n,
                        : 1;
   split_call s = {fn, trans_a, trans_b, m, n, k, alpha, beta, a, b, c, lda, ldb, ldc, by_columns, step, epi};
   if (blocks <= 1) {
-    if (m > 0 && n > 0) block_call(&s, m, n, a, b, c, epi ? epi->row_bias : NULL);
+    if (m > 0 && n > 0) block_call(&s, m, n, a, b, c, 0, 0);
     return;
   }
   nimble_thread_pool_run(pool, blocks, split_task, &s);
@@ -121,7 +124,6 @@ void nimble_sgemm_threads(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n
 
 void nimble_sgemm_threads_epilogue(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                                    const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
-                                   int64_t ldc, const float *row_bias, float lo, float hi) {
-  nimble_sgemm_epi e = {row_bias, lo, hi};
-  threads_call(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, &e);
+                                   int64_t ldc, const nimble_sgemm_epilogue_t *epi) {
+  threads_call(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, epi);
 }

@@ -27,11 +27,11 @@ void nimble_sgemm_threads(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n
                           int64_t ldc);
 
 /* The kernel ABI's sgemm_epilogue (nimble_sgemm_epilogue_fn) the same
- * way: each block's product, then + row_bias[i] and the clamp to [lo, hi]
- * (NaN kept), inside the own kernels' tiles or as a pass over the block. */
+ * way: each block's product, then the epilogue (biases, residual, clamp
+ * keeping NaN) inside the own kernels' tiles or as a pass over the block. */
 void nimble_sgemm_threads_epilogue(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                                    const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
-                                   int64_t ldc, const float *row_bias, float lo, float hi);
+                                   int64_t ldc, const nimble_sgemm_epilogue_t *epi);
 
 /* How nimble_sgemm_threads would cut a product over `threads` threads:
  * the number of blocks (1: not cut), whether they are column blocks, and

@@ -186,13 +186,16 @@ long ch_epilogue_calls;
 
 static void blas_sgemm_epilogue(int32_t ta, int32_t tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
                                 int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc,
-                                const float *row_bias, float lo, float hi) {
+                                const nimble_sgemm_epilogue_t *e) {
   __atomic_fetch_add(&ch_epilogue_calls, 1, __ATOMIC_RELAXED);
   blas_sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   for (int64_t i = 0; i < m; i++)
     for (int64_t j = 0; j < n; j++) {
-      float v = c[i * ldc + j] + (row_bias ? row_bias[i] : 0.0f);
-      c[i * ldc + j] = isnan(v) ? v : fminf(fmaxf(v, lo), hi);
+      float v = c[i * ldc + j];
+      if (e->row_bias) v += e->row_bias[i];
+      if (e->col_bias) v += e->col_bias[j];
+      if (e->residual) v += e->residual[i * e->ldr + j];
+      c[i * ldc + j] = isnan(v) ? v : fminf(fmaxf(v, e->lo), e->hi);
     }
 }
 

@@ -21,6 +21,7 @@ typedef struct conv_case {
   int bias;     /* 0 none, 1 conv2d's third input, 2 add of an (O,1,1) tensor */
   int epilogue; /* 0 none, 1 relu, 2 clip [0, 6] */
   int symbolic; /* x annotated (?, C, h, w) */
+  int residual; /* 1: a tensor of the output's shape added after the bias (before relu/clip) */
 } conv_case;
 
 static const conv_case kConv[] = {
@@ -76,10 +77,14 @@ static const conv_case kConv[] = {
     {2, 4, 30, 30, 256, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 2, 2, 0},
     {1, 3, 25, 27, 256, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1},
     {1, 4, 20, 26, 256, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2, 1, 2, 0},
+    /* A residual of the output's shape (mobilenet_v2's projections: 1x1,
+     * bias, add), with relu over a 3x3 im2col, batch 2 */
+    {1, 24, 14, 14, 32, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 1},
+    {2, 5, 9, 11, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1},
 };
 
-static void conv_ref(const conv_case *c, const float *x, const float *w, const float *b, float *y, int64_t OH,
-                     int64_t OW) {
+static void conv_ref(const conv_case *c, const float *x, const float *w, const float *b, const float *r, float *y,
+                     int64_t OH, int64_t OW) {
   int64_t cg = c->C / c->g, og = c->O / c->g;
   for (int64_t n = 0; n < c->N; n++)
     for (int64_t o = 0; o < c->O; o++)
@@ -95,6 +100,7 @@ static void conv_ref(const conv_case *c, const float *x, const float *w, const f
                 acc += (double)x[((n * c->C + grp * cg + ci) * c->H + ih) * c->W + iw] *
                        w[((o * cg + ci) * c->KH + kh) * c->KW + kw];
               }
+          if (r) acc += r[((n * c->O + o) * OH + oh) * OW + ow];
           if (c->epilogue == 1) acc = acc < 0 ? 0 : acc;
           if (c->epilogue == 2) acc = acc < 0 ? 0 : acc > 6 ? 6 : acc;
           y[((n * c->O + o) * OH + oh) * OW + ow] = (float)acc;
@@ -102,7 +108,7 @@ static void conv_ref(const conv_case *c, const float *x, const float *w, const f
 }
 
 static void program(const conv_case *c, char *buf, size_t size) {
-  char x[96], call[512], bdecl[96] = "";
+  char x[96], call[512], bdecl[200] = "";
   if (c->symbolic) snprintf(x, sizeof x, "Tensor[(?, %lld, h, w), float32]", (long long)c->C);
   else snprintf(x, sizeof x, "Tensor[(%lld, %lld, %lld, %lld), float32]", (long long)c->N, (long long)c->C,
                 (long long)c->H, (long long)c->W);
@@ -113,9 +119,22 @@ static void program(const conv_case *c, char *buf, size_t size) {
            "groups=%lld)",
            c->bias == 1 ? ", %b" : "", (long long)c->sh, (long long)c->sw, (long long)c->pt, (long long)c->pl,
            (long long)c->pb, (long long)c->pr, (long long)c->dh, (long long)c->dw, (long long)c->g);
-  char e1[600], e2[700];
-  if (c->bias == 2) snprintf(e1, sizeof e1, "add(%s, %%b)", call);
-  else snprintf(e1, sizeof e1, "%s", call);
+  char e0[600], e1[700], e2[800];
+  if (c->bias == 2) snprintf(e0, sizeof e0, "add(%s, %%b)", call);
+  else snprintf(e0, sizeof e0, "%s", call);
+  if (c->residual) snprintf(e1, sizeof e1, "add(%s, %%r)", e0);
+  else snprintf(e1, sizeof e1, "%s", e0);
+  if (c->residual) {
+    int64_t OH = (c->H + c->pt + c->pb - c->dh * (c->KH - 1) - 1) / c->sh + 1;
+    int64_t OW = (c->W + c->pl + c->pr - c->dw * (c->KW - 1) - 1) / c->sw + 1;
+    size_t len = strlen(bdecl);
+    if (c->symbolic)
+      snprintf(bdecl + len, sizeof bdecl - len, ", %%r: Tensor[(?, %lld, %lld, %lld), float32]", (long long)c->O,
+               (long long)OH, (long long)OW);
+    else
+      snprintf(bdecl + len, sizeof bdecl - len, ", %%r: Tensor[(%lld, %lld, %lld, %lld), float32]", (long long)c->N,
+               (long long)c->O, (long long)OH, (long long)OW);
+  }
   if (c->epilogue == 1) snprintf(e2, sizeof e2, "relu(%s)", e1);
   else if (c->epilogue == 2) snprintf(e2, sizeof e2, "clip(%s, min=0.0, max=6.0)", e1);
   else snprintf(e2, sizeof e2, "%s", e1);
@@ -167,31 +186,36 @@ START_TEST(test_conv2d_cases_match_direct_loops_with_and_without_sgemm) {
        * member must not be read, the block's own epilogue runs instead. */
       if (variant == 4) env.env.struct_size = (uint32_t)offsetof(nimble_kernel_env_t, sgemm_epilogue);
       long epi_before = ch_epilogue_calls;
-      ch_tensor x, w, b, y;
+      ch_tensor x, w, b, r, y;
       ch_tensor_f32(&x, 4, (int64_t[]){c->N, c->C, c->H, c->W}, &seed, -1, 1);
       ch_tensor_f32(&w, 4, (int64_t[]){c->O, c->C / c->g, c->KH, c->KW}, &seed, -1, 1);
       if (c->bias == 2) ch_tensor_f32(&b, 3, (int64_t[]){c->O, 1, 1}, &seed, -1, 1);
       else ch_tensor_f32(&b, 1, (int64_t[]){c->O}, &seed, -1, 1);
+      ch_tensor_f32(&r, 4, (int64_t[]){c->N, c->O, OH, OW}, &seed, -1, 1);
       ch_tensor_f32(&y, 4, (int64_t[]){c->N, c->O, OH, OW}, &seed, 50, 60);
-      ch_tensor *args[4] = {&x, &w, &b, &y};
-      if (!c->bias) args[2] = &y;
-      int nargs = c->bias ? 4 : 3;
+      ch_tensor *args[5];
+      int nargs = 0;
+      args[nargs++] = &x;
+      args[nargs++] = &w;
+      if (c->bias) args[nargs++] = &b;
+      if (c->residual) args[nargs++] = &r;
+      args[nargs++] = &y;
       int32_t rc = ch_call(&k, &env, args, nargs);
       ck_assert_msg(rc == 0, "case %zu variant %d: %s", ci, variant, env.error);
-      /* The conv's own bias (or none) and Relu/Clip go into sgemm_epilogue;
-       * an added tensor does not. */
+      /* The conv's own bias (or none), a residual of the output's shape and
+       * Relu/Clip go into sgemm_epilogue; an added (O, 1, 1) tensor does not. */
       if (variant == 3 && ny)
         ck_assert_msg((ch_epilogue_calls > epi_before) == (want_sg && c->bias != 2),
                       "case %zu: sgemm_epilogue %s expected", ci, want_sg && c->bias != 2 ? "" : "not");
       if (variant == 4)
         ck_assert_msg(ch_epilogue_calls == epi_before, "case %zu: sgemm_epilogue read past struct_size", ci);
       float *want = malloc((ny ? ny : 1) * sizeof(float));
-      conv_ref(c, ch_f(&x), ch_f(&w), c->bias ? ch_f(&b) : NULL, want, OH, OW);
+      conv_ref(c, ch_f(&x), ch_f(&w), c->bias ? ch_f(&b) : NULL, c->residual ? ch_f(&r) : NULL, want, OH, OW);
       char what[64];
       snprintf(what, sizeof what, "conv case %zu variant %d", ci, variant);
       ch_assert_close(what, ch_f(&y), want, ny, 1e-5f, 1e-5f);
       free(want);
-      ch_tensor_free(&x), ch_tensor_free(&w), ch_tensor_free(&b), ch_tensor_free(&y);
+      ch_tensor_free(&x), ch_tensor_free(&w), ch_tensor_free(&b), ch_tensor_free(&r), ch_tensor_free(&y);
     }
     ch_kernel_free(&k);
     nimble_arena_destroy(arena);
