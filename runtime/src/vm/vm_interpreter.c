@@ -135,14 +135,14 @@ static nimble_status_t pool_for(nimble_vm *vm, int64_t device_type, int64_t devi
 
 static nimble_status_t new_storage(const nimble_vm *vm, nimble_pool *pool, uint64_t size,
                                    uint64_t alignment, nimble_storage_obj **out) {
-  nimble_storage_obj *s = calloc(1, sizeof *s);
+  nimble_storage_obj *s = (nimble_storage_obj *)nimble_object_new(NIMBLE_OBJ_STORAGE, sizeof *s);
   if (!s) return OOM(vm);
+  memset((char *)s + sizeof s->base, 0, sizeof *s - sizeof s->base);
   nimble_status_t st = nimble_pool_alloc(pool, size, alignment, &s->data, &s->block_size);
   if (st) {
-    free(s);
+    nimble_object_release(&s->base); /* no pool yet: only the object goes */
     return rt_wrap(vm, st);
   }
-  nimble_object_init(&s->base, NIMBLE_OBJ_STORAGE);
   s->size = size;
   s->device.device_type = nimble_pool_device(pool)->type;
   s->device.device_id = 0;
@@ -534,6 +534,20 @@ nimble_status_t nimble_vm_run(nimble_vm *vm, uint32_t func, nimble_object *const
         break;
       }
       case NIMBLE_OP_LOAD_CONSTI: {
+        /* A loop's step loads its sizes and offsets again each time, often
+         * into a register whose last scalar nothing else holds: that
+         * object takes the new value instead of being freed and made. */
+        nimble_object *old = R[o[0]];
+        if (old && old->kind == NIMBLE_OBJ_TENSOR && old->refs == 1 && !old->shared) {
+          nimble_tensor_obj *ot = (nimble_tensor_obj *)old;
+          if (!ot->owner && ot->dl.ndim == 0 && ot->dl.dtype.code == kDLInt && ot->dl.dtype.bits == 64 &&
+              ot->dl.dtype.lanes == 1 && ot->dl.device.device_type == kDLCPU && ot->dl.byte_offset == 0 &&
+              nimble_tensor_obj_data_inline(ot)) {
+            memcpy(ot->dl.data, &o[1], sizeof(int64_t));
+            f->pc++;
+            break;
+          }
+        }
         nimble_tensor_obj *t = nimble_tensor_obj_scalar_i64(o[1]);
         if (!t) {
           s = OOM(vm);
