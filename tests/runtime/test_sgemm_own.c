@@ -269,7 +269,8 @@ END_TEST
  * kernels that keep their sums in registers (SG_GB of 4, 8, 16 vectors of
  * 4, 8, 16 floats: blocks of 16 to 256 columns, their halves down to one
  * vector, and a tail of single columns), an LSTM step's shapes (1x512x128
- * and lstm2's 1x2048x512), alpha/beta and padded leading dimensions. */
+ * and lstm2's 1x2048x512), the large products' row groups, alpha/beta and
+ * padded leading dimensions. */
 START_TEST(test_matrix_vector_products_across_the_column_blocks_match_the_reference) {
   static const int64_t lens[] = {1, 3, 4, 8, 15, 16, 31, 32, 47, 63, 64, 65, 127, 128, 129, 191, 255, 256, 257, 300, 385, 511, 513};
   static const int64_t ks[] = {1, 5, 40};
@@ -288,6 +289,14 @@ START_TEST(test_matrix_vector_products_across_the_column_blocks_match_the_refere
   check_case(0, 0, 1, 512, 128, 0, 1.0f, 1.0f, seed++);
   check_case(0, 1, 1, 2048, 512, 0, 1.0f, 0.0f, seed++); /* lstm2 step, R [4H, H] */
   check_case(0, 0, 1, 2048, 512, 0, 1.0f, 1.0f, seed++); /* lstm2 step, R [H, 4H] */
+  /* Past 128K floats and 128 rows the row updates go 64 rows at a time
+   * with partial sums, in column ranges of at most 3072: a last range
+   * and a last group of rows shorter than the others, C's column ldc
+   * apart, alpha and beta. */
+  check_case(0, 0, 1, 3100, 300, 1, 1.0f, 0.0f, seed++);
+  check_case(0, 0, 1, 1100, 129, 0, -0.5f, 2.0f, seed++);
+  check_case(1, 0, 1300, 1, 250, 3, 0.25f, -1.0f, seed++);
+  check_case(1, 1, 6200, 1, 160, 0, 1.0f, 0.0f, seed++);
 }
 END_TEST
 
