@@ -302,6 +302,28 @@ static nimble_status_t alloc_tensor(nimble_vm *vm, nimble_object **R, int64_t ds
                     "tensor of shape %s (%llu bytes) at offset %lld does not fit its %llu-byte storage",
                     nimble_format_shape(ndim, shape, sh, sizeof sh), (unsigned long long)nbytes,
                     (long long)offset, (unsigned long long)st->size);
+  /* A loop's step allocates its tensors again each time: when the register
+   * still holds a tensor nothing else does (last step's view, a scalar),
+   * that object becomes the new view instead of being freed and made. */
+  nimble_object *old = R[dst];
+  size_t need = sizeof(nimble_tensor_obj) + (((size_t)ndim * sizeof(int64_t) + 15) & ~(size_t)15);
+  if (old && old->kind == NIMBLE_OBJ_TENSOR && old->refs == 1 && !old->shared && old->small &&
+      need <= NIMBLE_OBJECT_SMALL_BYTES) {
+    nimble_tensor_obj *t = (nimble_tensor_obj *)old;
+    nimble_object *prev = t->owner;
+    nimble_object_retain(so);
+    t->owner = so;
+    t->dl.data = (char *)st->data + offset;
+    t->dl.device = st->device;
+    t->dl.ndim = ndim;
+    t->dl.dtype = dt;
+    t->dl.shape = t->shape;
+    t->dl.strides = NULL;
+    t->dl.byte_offset = 0;
+    if (ndim) memcpy(t->shape, shape, (size_t)ndim * sizeof(int64_t));
+    nimble_object_release(prev);
+    return nimble_ok();
+  }
   nimble_tensor_obj *t = nimble_tensor_obj_view(so, (char *)st->data + offset, ndim, shape, dt, st->device);
   if (!t) return OOM(vm);
   set_reg(R, dst, &t->base);
