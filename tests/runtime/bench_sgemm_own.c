@@ -7,7 +7,8 @@
  * the own/BLAS ratio. The rule in blas_loader.c and the table in
  * docs/vm.md ("Own sgemm") came from this.
  *
- *   bench_sgemm_own [R]        OPENBLAS_CORETYPE picks OpenBLAS's kernels */
+ *   bench_sgemm_own [R] [WORD]  OPENBLAS_CORETYPE picks OpenBLAS's kernels;
+ *                               WORD: only the products whose 'from' has it */
 #include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
@@ -35,6 +36,7 @@ typedef struct shape {
   int64_t m, n, k;
   int ta, tb;
   const char *what;
+  int weights_b; /* B is a recurrent weight: the same every call, in cache */
 } shape;
 
 static const shape shapes[] = {
@@ -46,6 +48,11 @@ static const shape shapes[] = {
     {256, 169, 576, 0, 0, "squeezenet late"},   {32, 12544, 27, 0, 0, "mobilenet conv1"},
     {96, 12544, 16, 0, 0, "mobilenet 1x1"},     {64, 196, 192, 0, 0, "mobilenet 14x14"},
     {1280, 49, 320, 0, 0, "mobilenet last"},    {256, 256, 256, 1, 1, "256^3, both transposed"},
+    /* An LSTM step's h R (R is [H, 4H] when the importer transposed it,
+     * [4H, H] otherwise): the same R every step, from L2 (lstm) or L3
+     * (lstm2, 4 MB). */
+    {1, 512, 128, 0, 0, "lstm step, R [H, 4H]", 1}, {1, 512, 128, 0, 1, "lstm step, R [4H, H]", 1},
+    {1, 2048, 512, 0, 1, "lstm2 step, R [4H, H]", 1}, {1, 2048, 512, 0, 0, "lstm2 step, R [H, 4H]", 1},
 };
 
 /* Median microseconds of `reps` calls; mode 0 the BLAS, 1 the own kernels
@@ -92,24 +99,31 @@ int main(int argc, char **argv) {
   printf("|---|---|---:|---:|---:|---:|---:|\n");
   for (size_t q = 0; q < sizeof shapes / sizeof shapes[0]; q++) {
     const shape *s = &shapes[q];
-    float *a = malloc(sizeof(float) * (size_t)(s->m * s->k)), *b = malloc(sizeof(float) * (size_t)(s->k * s->n)),
+    if (argc > 2 && !strstr(s->what, argv[2])) continue;
+    /* A recurrent weight is an executable's constant: 64-byte aligned, as
+     * every constant is (docs/executable.md). malloc's 16-byte alignment
+     * splits each AVX-512 load over two cache lines, which made the LSTM
+     * step's product look 1.6x slower than it runs in the model. */
+    size_t bbytes_al = (sizeof(float) * (size_t)(s->k * s->n) + 63) / 64 * 64;
+    float *a = malloc(sizeof(float) * (size_t)(s->m * s->k)),
+          *b = s->weights_b ? aligned_alloc(64, bbytes_al) : malloc(sizeof(float) * (size_t)(s->k * s->n)),
           *c = malloc(sizeof(float) * (size_t)(s->m * s->n));
     if (!a || !b || !c) return 1;
     for (int64_t i = 0; i < s->m * s->k; i++) a[i] = (float)(i % 13) * 0.01f;
     nimble_sgemm_isa best = nimble_sgemm_own_best_isa();
     for (int64_t i = 0; i < s->k * s->n; i++) b[i] = (float)(i % 7) * 0.125f;
-    double tb = time_calls(s, 0, best, &lib, reps, a, b, c, 0);
-    double to = time_calls(s, 1, best, &lib, reps, a, b, c, 0);
+    double tb = time_calls(s, 0, best, &lib, reps, a, b, c, s->weights_b);
+    double to = time_calls(s, 1, best, &lib, reps, a, b, c, s->weights_b);
     /* The weights (A; and B when stored transposed, as a dense layer's
      * are) as an executable's constants: packed on the first call. */
     size_t abytes = sizeof(float) * (size_t)(s->m * s->k), bbytes = sizeof(float) * (size_t)(s->k * s->n);
     nimble_sgemm_own_constants_add(a, abytes);
     if (s->tb) nimble_sgemm_own_constants_add(b, bbytes);
-    double tc = time_calls(s, 1, best, &lib, reps, a, b, c, s->tb);
+    double tc = time_calls(s, 1, best, &lib, reps, a, b, c, s->tb || s->weights_b);
     nimble_sgemm_own_constants_remove(a, abytes);
     if (s->tb) nimble_sgemm_own_constants_remove(b, bbytes);
     double t2 = nimble_sgemm_isa_available(NIMBLE_SGEMM_ISA_AVX2)
-                    ? time_calls(s, 1, NIMBLE_SGEMM_ISA_AVX2, &lib, reps, a, b, c, 0)
+                    ? time_calls(s, 1, NIMBLE_SGEMM_ISA_AVX2, &lib, reps, a, b, c, s->weights_b)
                     : NAN;
     printf("| %lldx%lldx%lld%s | %s | %.1f | %.1f | %.1f | %.1f | %.2f |\n", (long long)s->m, (long long)s->n,
            (long long)s->k, s->tb ? ", B^T" : "", s->what, tb, to, tc, t2, (tc < to ? tc : to) / tb);

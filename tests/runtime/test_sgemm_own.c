@@ -277,6 +277,42 @@ START_TEST(test_reference_model_shapes_match_the_reference) {
 }
 END_TEST
 
+/* The matrix-vector products: one row of C (m = 1) and one column (n = 1,
+ * written ldc apart), with lengths across every column block of the
+ * kernels that keep their sums in registers (SG_GB of 4, 8, 16 vectors of
+ * 4, 8, 16 floats: blocks of 16 to 256 columns, their halves down to one
+ * vector, and a tail of single columns), an LSTM step's shapes (1x512x128
+ * and lstm2's 1x2048x512), the large products' row groups, alpha/beta and
+ * padded leading dimensions. */
+START_TEST(test_matrix_vector_products_across_the_column_blocks_match_the_reference) {
+  static const int64_t lens[] = {1, 3, 4, 8, 15, 16, 31, 32, 47, 63, 64, 65, 127, 128, 129, 191, 255, 256, 257, 300, 385, 511, 513};
+  static const int64_t ks[] = {1, 5, 40};
+  uint32_t seed = 900;
+  for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++)
+    for (size_t q = 0; q < sizeof ks / sizeof ks[0]; q++) {
+      int64_t pad = (int64_t)(i % 3);
+      check_case(0, 0, 1, lens[i], ks[q], pad, 1.0f, 0.0f, seed++);   /* row: x . B rows */
+      check_case(1, 0, 1, lens[i], ks[q], pad, -0.5f, 2.0f, seed++);  /* same path, A's row strided */
+      check_case(1, 0, lens[i], 1, ks[q], pad, 1.0f, 0.0f, seed++);   /* column: A^T rows, C ldc apart */
+      check_case(1, 1, lens[i], 1, ks[q], pad, 0.25f, -1.0f, seed++);
+      check_case(0, 1, 1, lens[i], ks[q], pad, 1.0f, 1.0f, seed++);   /* dot products */
+      check_case(0, 0, lens[i], 1, ks[q], pad, 2.0f, 0.5f, seed++);
+    }
+  check_case(0, 0, 1, 512, 128, 0, 1.0f, 0.0f, seed++);  /* lstm step, R [H, 4H] */
+  check_case(0, 0, 1, 512, 128, 0, 1.0f, 1.0f, seed++);
+  check_case(0, 1, 1, 2048, 512, 0, 1.0f, 0.0f, seed++); /* lstm2 step, R [4H, H] */
+  check_case(0, 0, 1, 2048, 512, 0, 1.0f, 1.0f, seed++); /* lstm2 step, R [H, 4H] */
+  /* Past 128K floats and 128 rows the row updates go 64 rows at a time
+   * with partial sums, in column ranges of at most 3072: a last range
+   * and a last group of rows shorter than the others, C's column ldc
+   * apart, alpha and beta. */
+  check_case(0, 0, 1, 3100, 300, 1, 1.0f, 0.0f, seed++);
+  check_case(0, 0, 1, 1100, 129, 0, -0.5f, 2.0f, seed++);
+  check_case(1, 0, 1300, 1, 250, 3, 0.25f, -1.0f, seed++);
+  check_case(1, 1, 6200, 1, 160, 0, 1.0f, 0.0f, seed++);
+}
+END_TEST
+
 START_TEST(test_empty_products_only_scale_c) {
   for (int isa = NIMBLE_SGEMM_ISA_PORTABLE; isa <= NIMBLE_SGEMM_ISA_AVX512; isa++) {
     if (!nimble_sgemm_isa_available((nimble_sgemm_isa)isa)) continue;
@@ -409,6 +445,7 @@ int main(void) {
   tcase_add_test(tc, test_alpha_beta_and_padded_leading_dimensions_match_the_reference);
   tcase_add_test(tc, test_products_larger_than_the_cache_blocks_match_the_reference);
   tcase_add_test(tc, test_reference_model_shapes_match_the_reference);
+  tcase_add_test(tc, test_matrix_vector_products_across_the_column_blocks_match_the_reference);
   tcase_add_test(tc, test_empty_products_only_scale_c);
   tcase_add_test(tc, test_constant_b_packed_once_gives_the_same_products_and_goes_with_its_range);
   tcase_add_test(tc, test_constant_a_packed_once_gives_the_same_products);

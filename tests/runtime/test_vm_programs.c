@@ -507,6 +507,86 @@ START_TEST(test_a_loop_from_if_and_goto_sums_one_to_n) {
 }
 END_TEST
 
+/* LoadConsti into a register whose scalar nothing else holds may reuse
+ * that object; one that a Move, an ADT or a kernel's in-place update has
+ * reached must keep its value. r2 = 5 (moved from r1 before r1 is
+ * reloaded), the ADT's field = 7, r1 = 13 after being loaded twice more;
+ * then a loop of n steps reloads r6 = 3 and adds it in place to r5 each
+ * time: 5 + 7 + 13 + 3n, computed by hand. */
+START_TEST(test_load_consti_into_a_register_keeps_values_other_registers_hold) {
+  nimble_executable_builder *b = rt_builder();
+  int64_t add = rt_kernel(b, "add_i64");
+  uint32_t f = rt_function(b, "main", 1, 8);
+  RT_EMIT(b, f, NIMBLE_OP_LOAD_CONSTI, 1, 5);              /* 0 */
+  RT_EMIT(b, f, NIMBLE_OP_MOVE, 2, 1);                     /* 1: r2 and r1 share the 5 */
+  RT_EMIT(b, f, NIMBLE_OP_LOAD_CONSTI, 1, 7);              /* 2: r2 must stay 5 */
+  RT_EMIT(b, f, NIMBLE_OP_ALLOC_ADT, 3, 0, 1);             /* 3: the ADT holds the 7 */
+  RT_EMIT(b, f, NIMBLE_OP_LOAD_CONSTI, 1, 11);             /* 4: the field must stay 7 */
+  RT_EMIT(b, f, NIMBLE_OP_LOAD_CONSTI, 1, 13);             /* 5: r1's 11 is its own */
+  RT_EMIT(b, f, NIMBLE_OP_GET_FIELD, 4, 3, 0);             /* 6: r4 = 7 */
+  RT_EMIT(b, f, NIMBLE_OP_INVOKE_PACKED, add, 1, 2, 4, 2); /* 7: r2 += r4 (in place) */
+  RT_EMIT(b, f, NIMBLE_OP_INVOKE_PACKED, add, 1, 2, 1, 2); /* 8: r2 += r1 */
+  RT_EMIT(b, f, NIMBLE_OP_LOAD_CONSTI, 5, 0);              /* 9: i */
+  RT_EMIT(b, f, NIMBLE_OP_IF, 5, 0, 7, 1);                 /* 10: i == n ? 17 : 11 */
+  RT_EMIT(b, f, NIMBLE_OP_LOAD_CONSTI, 6, 3);              /* 11: r6 = 3 */
+  RT_EMIT(b, f, NIMBLE_OP_INVOKE_PACKED, add, 1, 2, 6, 2); /* 12: r2 += 3 */
+  RT_EMIT(b, f, NIMBLE_OP_INVOKE_PACKED, add, 1, 6, 6, 6); /* 13: r6 = 6, in place: reloaded next */
+  RT_EMIT(b, f, NIMBLE_OP_LOAD_CONSTI, 7, 1);              /* 14 */
+  RT_EMIT(b, f, NIMBLE_OP_INVOKE_PACKED, add, 1, 5, 7, 5); /* 15: i += 1; back to 10 */
+  RT_EMIT(b, f, NIMBLE_OP_GOTO, -6);                       /* 16 -> 10 */
+  RT_EMIT(b, f, NIMBLE_OP_RET, 2);                         /* 17 */
+  rt_add_scalar_entry(b, "main", f, 1);
+  nimble_executable *exe = rt_load(b);
+  nimble_builder_destroy(b);
+  nimble_vm *vm;
+  NIMBLE_ASSERT_OK(nimble_vm_create(exe, NULL, &vm));
+  int64_t n = 0;
+  ck_assert_int_eq(rt_run_i64(vm, "main", &n, 1), 25);
+  n = 1;
+  ck_assert_int_eq(rt_run_i64(vm, "main", &n, 1), 28);
+  n = 1000;
+  ck_assert_int_eq(rt_run_i64(vm, "main", &n, 1), 3025);
+  nimble_vm_destroy(vm);
+  nimble_executable_release(exe);
+}
+END_TEST
+
+/* AllocTensor into a register whose tensor nothing else holds may turn
+ * that object into the new view; one a Move reached must keep viewing its
+ * storage. With S2 = 2a (through r3, then moved to r4), S6 = 3a (through a
+ * new r3), r3 re-made over S2 and r8 over S6: r8 = r3 + r8 = 5a, by hand
+ * (6a if r3 had kept S6's data, garbage if r4's view had been reused). */
+START_TEST(test_alloc_tensor_into_a_register_keeps_views_other_registers_hold) {
+  nimble_executable_builder *b = rt_builder();
+  int64_t add = rt_kernel(b, "add_i64");
+  uint32_t f = rt_function(b, "main", 1, 9);
+  RT_EMIT(b, f, NIMBLE_OP_LOAD_CONSTI, 1, 8);                                 /* 0 */
+  RT_EMIT(b, f, NIMBLE_OP_ALLOC_STORAGE, 2, 1, 64, kDLCPU, 0, kDLInt, 64, 1); /* 1: S2 */
+  RT_EMIT(b, f, NIMBLE_OP_ALLOC_STORAGE, 6, 1, 64, kDLCPU, 0, kDLInt, 64, 1); /* 2: S6 */
+  RT_EMIT(b, f, NIMBLE_OP_LOAD_CONSTI, 5, 0);                                 /* 3: offset */
+  RT_EMIT(b, f, NIMBLE_OP_ALLOC_TENSOR, 3, 2, 5, kDLInt, 64, 1);              /* 4: r3 over S2 */
+  RT_EMIT(b, f, NIMBLE_OP_INVOKE_PACKED, add, 1, 0, 0, 3);                    /* 5: S2 = 2a */
+  RT_EMIT(b, f, NIMBLE_OP_MOVE, 4, 3);                                        /* 6: r4 shares it */
+  RT_EMIT(b, f, NIMBLE_OP_ALLOC_TENSOR, 3, 6, 5, kDLInt, 64, 1);              /* 7: r3 over S6 */
+  RT_EMIT(b, f, NIMBLE_OP_INVOKE_PACKED, add, 1, 4, 0, 3);                    /* 8: S6 = 3a */
+  RT_EMIT(b, f, NIMBLE_OP_ALLOC_TENSOR, 3, 2, 5, kDLInt, 64, 1);              /* 9: r3 over S2 */
+  RT_EMIT(b, f, NIMBLE_OP_ALLOC_TENSOR, 8, 6, 5, kDLInt, 64, 1);              /* 10: r8 over S6 */
+  RT_EMIT(b, f, NIMBLE_OP_INVOKE_PACKED, add, 1, 3, 8, 8);                    /* 11: S6 = 5a */
+  RT_EMIT(b, f, NIMBLE_OP_RET, 8);                                            /* 12 */
+  rt_add_scalar_entry(b, "main", f, 1);
+  nimble_executable *exe = rt_load(b);
+  nimble_builder_destroy(b);
+  nimble_vm *vm;
+  NIMBLE_ASSERT_OK(nimble_vm_create(exe, NULL, &vm));
+  int64_t a = 7;
+  ck_assert_int_eq(rt_run_i64(vm, "main", &a, 1), 35);
+  a = -1000003;
+  ck_assert_int_eq(rt_run_i64(vm, "main", &a, 1), -5000015);
+  nimble_vm_destroy(vm);
+  nimble_executable_release(exe);
+}
+END_TEST
+
 /* ---- Memory: KillRegister ------------------------------------------------ */
 
 /* Allocates 1 MiB twice; with `kill` the first block is dropped in between
@@ -634,6 +714,8 @@ Suite *vm_programs_suite(void) {
   tcase_add_test(tc, test_an_entry_with_two_outputs_returns_a_tuple);
   tcase_add_test(tc, test_dynamic_shapes_flow_through_shape_of_and_alloc_tensor_reg);
   tcase_add_test(tc, test_a_loop_from_if_and_goto_sums_one_to_n);
+  tcase_add_test(tc, test_load_consti_into_a_register_keeps_values_other_registers_hold);
+  tcase_add_test(tc, test_alloc_tensor_into_a_register_keeps_views_other_registers_hold);
   tcase_add_test(tc, test_kill_register_releases_storage_for_reuse);
   tcase_add_test(tc, test_reshape_makes_a_view_and_device_copy_makes_a_copy);
   tcase_add_test(tc, test_a_constant_output_outlives_its_executable);

@@ -1,11 +1,96 @@
 /* Reference-counted VM objects. */
 #include "vm/object.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "memory/pool_allocator.h"
+
+/* ---- Small blocks, per thread ----------------------------------------------- */
+
+/* Each thread keeps up to SMALL_CAP freed small blocks (all malloc'd at
+ * NIMBLE_OBJECT_SMALL_BYTES) and hands them out again before asking
+ * malloc. A thread's list is freed when the thread ends (a pthread key's
+ * destructor; the main thread's stays until exit, reachable from its TLS).
+ * Under AddressSanitizer every object goes to malloc and free, so a
+ * use after free is still caught. */
+#define SMALL_CAP 256
+
+#if defined(__SANITIZE_ADDRESS__)
+#define SMALL_BLOCKS 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SMALL_BLOCKS 0
+#endif
+#endif
+#ifndef SMALL_BLOCKS
+#define SMALL_BLOCKS 1
+#endif
+
+typedef struct small_block {
+  struct small_block *next;
+} small_block;
+
+static _Thread_local small_block *small_head;
+static _Thread_local uint32_t small_count;
+/* 0: no destructor yet; 1: registered; 2: the thread is ending (its
+ * destructor ran): blocks go to free. */
+static _Thread_local uint8_t small_state;
+static pthread_key_t small_key;
+static pthread_once_t small_once = PTHREAD_ONCE_INIT;
+static int small_key_ok;
+
+static void small_drain(void *unused) {
+  (void)unused;
+  small_state = 2;
+  while (small_head) {
+    small_block *b = small_head;
+    small_head = b->next;
+    free(b);
+  }
+  small_count = 0;
+}
+
+static void small_key_create(void) { small_key_ok = pthread_key_create(&small_key, small_drain) == 0; }
+
+static void object_free(nimble_object *o) {
+  if (SMALL_BLOCKS && o->small && small_count < SMALL_CAP) {
+    if (small_state == 0) {
+      pthread_once(&small_once, small_key_create);
+      /* Without the key a thread's list would outlive it: blocks go to free. */
+      small_state = small_key_ok && pthread_setspecific(small_key, &small_head) == 0 ? 1 : 2;
+    }
+    if (small_state == 1) {
+      small_block *b = (small_block *)(void *)o;
+      b->next = small_head;
+      small_head = b;
+      small_count++;
+      return;
+    }
+  }
+  free(o);
+}
+
+nimble_object *nimble_object_new(nimble_object_kind_t kind, size_t bytes) {
+  nimble_object *o;
+  int small = bytes <= NIMBLE_OBJECT_SMALL_BYTES;
+  if (SMALL_BLOCKS && small && small_head) {
+    small_block *b = small_head;
+    small_head = b->next;
+    small_count--;
+    o = (nimble_object *)(void *)b;
+  } else {
+    o = malloc(small ? NIMBLE_OBJECT_SMALL_BYTES : bytes);
+    if (!o) return NULL;
+  }
+  nimble_object_init(o, kind);
+  o->small = (uint8_t)small;
+  return o;
+}
+
+/* ---- Objects --------------------------------------------------------------- */
 
 void nimble_object_release(nimble_object *o) {
   if (!o) return;
@@ -39,7 +124,7 @@ void nimble_object_release(nimble_object *o) {
       break;
     }
   }
-  free(o);
+  object_free(o);
 }
 
 void nimble_object_share(nimble_object *o) {
@@ -53,9 +138,9 @@ nimble_tensor_obj *nimble_tensor_obj_new(int32_t ndim, DLDataType dtype, DLDevic
                                          size_t inline_bytes) {
   /* Inline data starts at a 16-byte boundary after the shape. */
   size_t shape_bytes = ((size_t)ndim * sizeof(int64_t) + 15) & ~(size_t)15;
-  nimble_tensor_obj *t = malloc(sizeof *t + shape_bytes + inline_bytes);
+  nimble_tensor_obj *t =
+      (nimble_tensor_obj *)nimble_object_new(NIMBLE_OBJ_TENSOR, sizeof *t + shape_bytes + inline_bytes);
   if (!t) return NULL;
-  nimble_object_init(&t->base, NIMBLE_OBJ_TENSOR);
   t->owner = NULL;
   memset(t->shape, 0, shape_bytes);
   t->dl.data = inline_bytes ? (void *)((char *)t->shape + shape_bytes) : NULL;

@@ -31,13 +31,25 @@ typedef struct nimble_object {
   uint32_t refs;
   uint8_t kind;
   uint8_t shared; /* set once, before other threads can see the object */
+  uint8_t small;  /* from nimble_object_new's small blocks: freed back to them */
 } nimble_object;
 
 static inline void nimble_object_init(nimble_object *o, nimble_object_kind_t kind) {
   o->refs = 1;
   o->kind = (uint8_t)kind;
   o->shared = 0;
+  o->small = 0;
 }
+
+/* A new object of `bytes` bytes (at least the header), its header
+ * initialized as nimble_object_init does and the rest not; NULL when
+ * memory is short. Objects of up to NIMBLE_OBJECT_SMALL_BYTES (a tensor of
+ * up to 8 dims, a shape of 4, a storage) come from a per-thread list of
+ * blocks that nimble_object_release gives back to the releasing thread's
+ * list: a loop's step allocates and drops 20-30 of them, and malloc and
+ * free cost about as much as the step's bookkeeping itself. */
+#define NIMBLE_OBJECT_SMALL_BYTES 128
+nimble_object *nimble_object_new(nimble_object_kind_t kind, size_t bytes);
 
 /* A block of device memory. `pool` (retained) gets the block back when the
  * last reference goes; NULL means the memory belongs to someone else (the

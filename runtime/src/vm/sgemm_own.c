@@ -49,6 +49,11 @@ void nimble_sgemm_apply_epi(int64_t m, int64_t n, float *c, int64_t ldc, const n
 #define SG_KC 256
 #define SG_MC 128
 #define SG_NC 3072
+#if defined(__aarch64__)
+#define SG_GB 16
+#else
+#define SG_GB 8
+#endif
 #include "vm/sgemm_own_kernel.inc" /* which #undefs the SG_ parameters */
 
 #if SG_HAVE_X86
@@ -61,6 +66,7 @@ void nimble_sgemm_apply_epi(int64_t m, int64_t n, float *c, int64_t ldc, const n
 #define SG_KC 256
 #define SG_MC 120
 #define SG_NC 3072
+#define SG_GB 8
 #include "vm/sgemm_own_kernel.inc" /* which #undefs the SG_ parameters */
 
 /* AVX-512: 32 zmm registers, an 8 x 32 tile in 16 of them. */
@@ -72,6 +78,7 @@ void nimble_sgemm_apply_epi(int64_t m, int64_t n, float *c, int64_t ldc, const n
 #define SG_KC 256
 #define SG_MC 128
 #define SG_NC 3072
+#define SG_GB 16
 #include "vm/sgemm_own_kernel.inc" /* which #undefs the SG_ parameters */
 #endif
 

@@ -135,14 +135,14 @@ static nimble_status_t pool_for(nimble_vm *vm, int64_t device_type, int64_t devi
 
 static nimble_status_t new_storage(const nimble_vm *vm, nimble_pool *pool, uint64_t size,
                                    uint64_t alignment, nimble_storage_obj **out) {
-  nimble_storage_obj *s = calloc(1, sizeof *s);
+  nimble_storage_obj *s = (nimble_storage_obj *)nimble_object_new(NIMBLE_OBJ_STORAGE, sizeof *s);
   if (!s) return OOM(vm);
+  memset((char *)s + sizeof s->base, 0, sizeof *s - sizeof s->base);
   nimble_status_t st = nimble_pool_alloc(pool, size, alignment, &s->data, &s->block_size);
   if (st) {
-    free(s);
+    nimble_object_release(&s->base); /* no pool yet: only the object goes */
     return rt_wrap(vm, st);
   }
-  nimble_object_init(&s->base, NIMBLE_OBJ_STORAGE);
   s->size = size;
   s->device.device_type = nimble_pool_device(pool)->type;
   s->device.device_id = 0;
@@ -302,6 +302,28 @@ static nimble_status_t alloc_tensor(nimble_vm *vm, nimble_object **R, int64_t ds
                     "tensor of shape %s (%llu bytes) at offset %lld does not fit its %llu-byte storage",
                     nimble_format_shape(ndim, shape, sh, sizeof sh), (unsigned long long)nbytes,
                     (long long)offset, (unsigned long long)st->size);
+  /* A loop's step allocates its tensors again each time: when the register
+   * still holds a tensor nothing else does (last step's view, a scalar),
+   * that object becomes the new view instead of being freed and made. */
+  nimble_object *old = R[dst];
+  size_t need = sizeof(nimble_tensor_obj) + (((size_t)ndim * sizeof(int64_t) + 15) & ~(size_t)15);
+  if (old && old->kind == NIMBLE_OBJ_TENSOR && old->refs == 1 && !old->shared && old->small &&
+      need <= NIMBLE_OBJECT_SMALL_BYTES) {
+    nimble_tensor_obj *t = (nimble_tensor_obj *)old;
+    nimble_object *prev = t->owner;
+    nimble_object_retain(so);
+    t->owner = so;
+    t->dl.data = (char *)st->data + offset;
+    t->dl.device = st->device;
+    t->dl.ndim = ndim;
+    t->dl.dtype = dt;
+    t->dl.shape = t->shape;
+    t->dl.strides = NULL;
+    t->dl.byte_offset = 0;
+    if (ndim) memcpy(t->shape, shape, (size_t)ndim * sizeof(int64_t));
+    nimble_object_release(prev);
+    return nimble_ok();
+  }
   nimble_tensor_obj *t = nimble_tensor_obj_view(so, (char *)st->data + offset, ndim, shape, dt, st->device);
   if (!t) return OOM(vm);
   set_reg(R, dst, &t->base);
@@ -534,6 +556,20 @@ nimble_status_t nimble_vm_run(nimble_vm *vm, uint32_t func, nimble_object *const
         break;
       }
       case NIMBLE_OP_LOAD_CONSTI: {
+        /* A loop's step loads its sizes and offsets again each time, often
+         * into a register whose last scalar nothing else holds: that
+         * object takes the new value instead of being freed and made. */
+        nimble_object *old = R[o[0]];
+        if (old && old->kind == NIMBLE_OBJ_TENSOR && old->refs == 1 && !old->shared) {
+          nimble_tensor_obj *ot = (nimble_tensor_obj *)old;
+          if (!ot->owner && ot->dl.ndim == 0 && ot->dl.dtype.code == kDLInt && ot->dl.dtype.bits == 64 &&
+              ot->dl.dtype.lanes == 1 && ot->dl.device.device_type == kDLCPU && ot->dl.byte_offset == 0 &&
+              nimble_tensor_obj_data_inline(ot)) {
+            memcpy(ot->dl.data, &o[1], sizeof(int64_t));
+            f->pc++;
+            break;
+          }
+        }
         nimble_tensor_obj *t = nimble_tensor_obj_scalar_i64(o[1]);
         if (!t) {
           s = OOM(vm);
