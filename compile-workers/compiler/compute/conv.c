@@ -750,6 +750,91 @@ static nimble_ln_expr *count_in(cp_ctx *c, nimble_ln_expr *base, int64_t d, nimb
   return cp_max(c, cp_sub(c, end, first), cp_i(c, 0));
 }
 
+/* Max pooling with 3 columns at stride 2 (squeezenet, resnet, googlenet)
+ * by whole rows through a scratch row per plane, so that every vector
+ * loop reads contiguous columns or an even/odd pair (which LLVM
+ * vectorizes with two loads and a shuffle; a third column at stride 2
+ * costs a scalar insert per lane):
+ *   t[j] = max over the kernel rows inside the image of x[ih][j]
+ *   the border columns (a window crossing the padding) from t directly,
+ *   u[j] = max(t[j], t[j+1])              for j in [0, W-1)
+ *   out[ow] = max(u[2ow-p], u[2ow-p+1])   for the interior columns,
+ * which is max(t[2ow-p], t[2ow-p+1], t[2ow-p+2]). max is exact, so the
+ * order does not change the result (NaN still propagates). A row with no
+ * kernel row inside the image is -inf, as in the general nest. The
+ * scratch holds t and u for every plane (tasks write disjoint parts).
+ * NULL when the scratch cannot be added. */
+static nimble_ln_stmt *max_pool_3s2(cp_ctx *c, const cv_geom *g, cp_node *x, nimble_ln_param *o, nimble_ln_expr *planes) {
+  nimble_ln_expr *W = g->W, *two_w = cp_mul(c, cp_i(c, 2), W);
+  nimble_ln_param *sc = nimble_ln_kernel_add_scratch(c->k, "pool_rows", NIMBLE_LN_F32, cp_max(c, cp_mul(c, planes, two_w), cp_i(c, 1)));
+  if (!sc) return NULL;
+  int vw = c->opt.vector_width > 1 ? c->opt.vector_width : 0;
+  nimble_ln_loop_kind_t vk = vw ? NIMBLE_LN_VECTORIZED : NIMBLE_LN_SERIAL;
+  nimble_ln_var *t = cp_var(c, "t", NIMBLE_LN_I64), *oh = cp_var(c, "oh", NIMBLE_LN_I64),
+                *kh = cp_var(c, "kh", NIMBLE_LN_I64), *j = cp_var(c, "j", NIMBLE_LN_I64),
+                *j2 = cp_var(c, "j", NIMBLE_LN_I64), *j3 = cp_var(c, "j", NIMBLE_LN_I64),
+                *ow = cp_var(c, "ow", NIMBLE_LN_I64);
+  nimble_ln_expr *tb = cp_mul(c, ref(c, t), two_w), *ub = cp_add(c, tb, W);
+  nimble_ln_expr *orow = cp_mul(c, cp_add(c, cp_mul(c, ref(c, t), g->OH), ref(c, oh)), g->OW);
+  nimble_ln_expr *plane = cp_mul(c, ref(c, t), cp_mul(c, g->H, W));
+  /* Kernel rows inside the image: [kh_lo, kh_hi). */
+  nimble_ln_expr *ih0 = cp_sub(c, cp_mul(c, ref(c, oh), cp_i(c, g->s[0])), cp_i(c, g->p[0]));
+  nimble_ln_expr *kh_lo = cp_min(c, g->KH, cp_div(c, cp_add(c, cp_max(c, cp_sub(c, cp_i(c, 0), ih0), cp_i(c, 0)), cp_i(c, g->d[0] - 1)),
+                                 cp_i(c, g->d[0])));
+  nimble_ln_expr *kh_hi = cp_min(c, g->KH, cp_div(c, cp_add(c, cp_max(c, cp_sub(c, g->H, ih0), cp_i(c, 0)), cp_i(c, g->d[0] - 1)),
+                                                  cp_i(c, g->d[0])));
+  nimble_ln_expr *xrow_kh = cp_add(c, plane, cp_mul(c, cp_add(c, ih0, cp_mul(c, ref(c, kh), cp_i(c, g->d[0]))), W));
+  nimble_ln_expr *xrow_lo = cp_add(c, plane, cp_mul(c, cp_add(c, ih0, cp_mul(c, kh_lo, cp_i(c, g->d[0]))), W));
+  /* t = the first row inside, then max with the others. */
+  nimble_ln_stmt *first = cp_for(c, j, W, vk, vw,
+                                 nimble_ln_store(c->A, sc, cp_add(c, tb, ref(c, j)), cp_value_flat(c, x, cp_add(c, xrow_lo, ref(c, j)))));
+  nimble_ln_expr *ti = cp_add(c, tb, ref(c, j2));
+  nimble_ln_stmt *more = cp_for(c, j2, W, vk, vw,
+                                nimble_ln_store(c->A, sc, ti, bin(c, NIMBLE_LN_MAX, nimble_ln_load(c->A, sc, ti),
+                                                                  cp_value_flat(c, x, cp_add(c, xrow_kh, ref(c, j2))))));
+  more = nimble_ln_for(c->A, kh, cp_add(c, kh_lo, cp_i(c, 1)), kh_hi, NIMBLE_LN_SERIAL, 0, more);
+  /* Border columns: max over the kernel columns inside, from t. */
+  nimble_ln_expr *lo = col_lo(c, g, col_off(c, g, cp_i(c, 0)));
+  nimble_ln_expr *hi = cp_max(c, col_hi(c, g, col_off(c, g, cp_i(c, 2))), lo);
+  nimble_ln_stmt *border[2];
+  for (int side = 0; side < 2; side++) {
+    nimble_ln_var *bw = cp_var(c, "ow", NIMBLE_LN_I64);
+    nimble_ln_expr *v = NULL;
+    for (int k = 0; k < 3; k++) {
+      nimble_ln_expr *iw = cp_add(c, cp_mul(c, ref(c, bw), cp_i(c, 2)), col_off(c, g, cp_i(c, k)));
+      nimble_ln_expr *tv = nimble_ln_select(c->A, inside(c, iw, W), nimble_ln_load(c->A, sc, cp_add(c, tb, clamp(c, iw, W))),
+                                            nimble_ln_f32(c->A, -INFINITY));
+      v = v ? bin(c, NIMBLE_LN_MAX, v, tv) : tv;
+    }
+    nimble_ln_stmt *st = nimble_ln_store(c->A, o, cp_add(c, orow, ref(c, bw)), v);
+    border[side] = side == 0 ? nimble_ln_for(c->A, bw, cp_i(c, 0), lo, NIMBLE_LN_SERIAL, 0, st)
+                             : nimble_ln_for(c->A, bw, hi, g->OW, NIMBLE_LN_SERIAL, 0, st);
+  }
+  /* u = max of neighbouring columns of t. */
+  nimble_ln_stmt *pairs = cp_for(c, j3, cp_max(c, cp_sub(c, W, cp_i(c, 1)), cp_i(c, 0)), vk, vw,
+                                 nimble_ln_store(c->A, sc, cp_add(c, ub, ref(c, j3)),
+                                                 bin(c, NIMBLE_LN_MAX, nimble_ln_load(c->A, sc, cp_add(c, tb, ref(c, j3))),
+                                                     nimble_ln_load(c->A, sc, cp_add(c, cp_add(c, tb, ref(c, j3)), cp_i(c, 1))))));
+  /* Interior columns: an even/odd pair of u. */
+  nimble_ln_expr *ui = cp_add(c, ub, cp_sub(c, cp_mul(c, ref(c, ow), cp_i(c, 2)), cp_i(c, g->p[1])));
+  nimble_ln_stmt *interior = nimble_ln_for(c->A, ow, lo, hi, vk, vw,
+                                           nimble_ln_store(c->A, o, cp_add(c, orow, ref(c, ow)),
+                                                           bin(c, NIMBLE_LN_MAX, nimble_ln_load(c->A, sc, ui),
+                                                               nimble_ln_load(c->A, sc, cp_add(c, ui, cp_i(c, 1))))));
+  nimble_ln_stmt *steps[5] = {first, more, border[0], border[1], nimble_ln_seq2(c->A, pairs, interior)};
+  nimble_ln_stmt *rowc = nimble_ln_seq(c->A, steps, 5);
+  nimble_ln_var *ow2 = cp_var(c, "ow", NIMBLE_LN_I64);
+  nimble_ln_stmt *empty = cp_for(c, ow2, g->OW, vk, vw,
+                                 nimble_ln_store(c->A, o, cp_add(c, orow, ref(c, ow2)), nimble_ln_f32(c->A, -INFINITY)));
+  rowc = nimble_ln_if(c->A, bin(c, NIMBLE_LN_LT, kh_lo, kh_hi), rowc, empty);
+  nimble_ln_stmt *all = cp_for(c, t, planes, NIMBLE_LN_SERIAL, 0, cp_for(c, oh, g->OH, NIMBLE_LN_SERIAL, 0, rowc));
+  if (c->opt.parallel && all) {
+    nimble_ln_expr *work = cp_mul(c, g->OH, cp_mul(c, W, cp_i(c, 4)));
+    all = nimble_ln_chunk(c->A, all, cp_rows_per_task(c, all->end, work));
+  }
+  return all;
+}
+
 static nimble_ln_stmt *pool_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o) {
   cp_node *x = n->in[0];
   bool is_max = !strcmp(n->op->name, "max_pool2d");
@@ -794,6 +879,13 @@ static nimble_ln_stmt *pool_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o) 
   if (c->opt.parallel && all) {
     nimble_ln_expr *work = cp_mul(c, cp_mul(c, g.OH, g.OW), cp_i(c, k[0] * k[1]));
     all = nimble_ln_chunk(c->A, all, cp_rows_per_task(c, all->end, work));
+  }
+  /* 3 columns at stride 2: by whole rows through a scratch buffer, which
+   * nvptx64 does not have; has_sgemm() is false there and folds the
+   * branch away (every CPU runtime has sgemm, see cg_emit.c). */
+  if (all && is_max && k[1] == 3 && g.s[1] == 2 && g.d[1] == 1) {
+    nimble_ln_stmt *fast = max_pool_3s2(c, &g, x, o, cp_mul(c, x->ext[0], x->ext[1]));
+    if (fast) return nimble_ln_if(c->A, nimble_ln_has_sgemm(c->A), fast, all);
   }
   return all;
 }
