@@ -785,14 +785,34 @@ static nimble_ln_stmt *max_pool_3s2(cp_ctx *c, const cv_geom *g, cp_node *x, nim
                                                   cp_i(c, g->d[0])));
   nimble_ln_expr *xrow_kh = cp_add(c, plane, cp_mul(c, cp_add(c, ih0, cp_mul(c, ref(c, kh), cp_i(c, g->d[0]))), W));
   nimble_ln_expr *xrow_lo = cp_add(c, plane, cp_mul(c, cp_add(c, ih0, cp_mul(c, kh_lo, cp_i(c, g->d[0]))), W));
-  /* t = the first row inside, then max with the others. */
-  nimble_ln_stmt *first = cp_for(c, j, W, vk, vw,
-                                 nimble_ln_store(c->A, sc, cp_add(c, tb, ref(c, j)), cp_value_flat(c, x, cp_add(c, xrow_lo, ref(c, j)))));
-  nimble_ln_expr *ti = cp_add(c, tb, ref(c, j2));
-  nimble_ln_stmt *more = cp_for(c, j2, W, vk, vw,
-                                nimble_ln_store(c->A, sc, ti, bin(c, NIMBLE_LN_MAX, nimble_ln_load(c->A, sc, ti),
-                                                                  cp_value_flat(c, x, cp_add(c, xrow_kh, ref(c, j2))))));
-  more = nimble_ln_for(c->A, kh, cp_add(c, kh_lo, cp_i(c, 1)), kh_hi, NIMBLE_LN_SERIAL, 0, more);
+  /* t = the max over the kernel rows in one pass, rows outside the image
+   * replaced by the nearest row inside the window (max is idempotent);
+   * for a tall kernel, the first row inside and then the others in turn. */
+  nimble_ln_stmt *first, *more = NULL;
+  int64_t khc;
+  if (cp_const_i(g->KH, &khc) && khc >= 1 && khc <= 8) {
+    nimble_ln_expr *ih_first = cp_add(c, ih0, cp_mul(c, kh_lo, cp_i(c, g->d[0])));
+    nimble_ln_expr *ih_last = cp_add(c, ih0, cp_mul(c, cp_sub(c, kh_hi, cp_i(c, 1)), cp_i(c, g->d[0])));
+    nimble_ln_var *ihv[8];
+    nimble_ln_expr *v = NULL;
+    for (int r = 0; r < khc; r++) {
+      ihv[r] = cp_var(c, "ih", NIMBLE_LN_I64);
+      nimble_ln_expr *xv = cp_value_flat(c, x, cp_add(c, cp_add(c, plane, cp_mul(c, ref(c, ihv[r]), W)), ref(c, j)));
+      v = v ? bin(c, NIMBLE_LN_MAX, v, xv) : xv;
+    }
+    first = cp_for(c, j, W, vk, vw, nimble_ln_store(c->A, sc, cp_add(c, tb, ref(c, j)), v));
+    for (int r = (int)khc - 1; r >= 0; r--)
+      first = nimble_ln_let(c->A, ihv[r],
+                            cp_min(c, cp_max(c, cp_add(c, ih0, cp_i(c, r * g->d[0])), ih_first), ih_last), first);
+  } else {
+    first = cp_for(c, j, W, vk, vw,
+                   nimble_ln_store(c->A, sc, cp_add(c, tb, ref(c, j)), cp_value_flat(c, x, cp_add(c, xrow_lo, ref(c, j)))));
+    nimble_ln_expr *ti = cp_add(c, tb, ref(c, j2));
+    more = cp_for(c, j2, W, vk, vw,
+                  nimble_ln_store(c->A, sc, ti, bin(c, NIMBLE_LN_MAX, nimble_ln_load(c->A, sc, ti),
+                                                    cp_value_flat(c, x, cp_add(c, xrow_kh, ref(c, j2))))));
+    more = nimble_ln_for(c->A, kh, cp_add(c, kh_lo, cp_i(c, 1)), kh_hi, NIMBLE_LN_SERIAL, 0, more);
+  }
   /* Border columns: max over the kernel columns inside, from t. */
   nimble_ln_expr *lo = col_lo(c, g, col_off(c, g, cp_i(c, 0)));
   nimble_ln_expr *hi = cp_max(c, col_hi(c, g, col_off(c, g, cp_i(c, 2))), lo);
@@ -821,8 +841,14 @@ static nimble_ln_stmt *max_pool_3s2(cp_ctx *c, const cv_geom *g, cp_node *x, nim
                                            nimble_ln_store(c->A, o, cp_add(c, orow, ref(c, ow)),
                                                            bin(c, NIMBLE_LN_MAX, nimble_ln_load(c->A, sc, ui),
                                                                nimble_ln_load(c->A, sc, cp_add(c, ui, cp_i(c, 1))))));
-  nimble_ln_stmt *steps[5] = {first, more, border[0], border[1], nimble_ln_seq2(c->A, pairs, interior)};
-  nimble_ln_stmt *rowc = nimble_ln_seq(c->A, steps, 5);
+  nimble_ln_stmt *steps[5];
+  size_t ns = 0;
+  steps[ns++] = first;
+  if (more) steps[ns++] = more;
+  steps[ns++] = border[0];
+  steps[ns++] = border[1];
+  steps[ns++] = nimble_ln_seq2(c->A, pairs, interior);
+  nimble_ln_stmt *rowc = nimble_ln_seq(c->A, steps, ns);
   nimble_ln_var *ow2 = cp_var(c, "ow", NIMBLE_LN_I64);
   nimble_ln_stmt *empty = cp_for(c, ow2, g->OW, vk, vw,
                                  nimble_ln_store(c->A, o, cp_add(c, orow, ref(c, ow2)), nimble_ln_f32(c->A, -INFINITY)));

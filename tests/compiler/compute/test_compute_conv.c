@@ -229,6 +229,7 @@ static const pool_case kPool[] = {
     {0, 1, 2, 4, 2, 5, 3, 2, 2, 2, 1, 2, 1, 1, 1, 1},     /* window taller than the image, 2 columns */
     {0, 1, 2, 6, 1, 3, 3, 2, 2, 1, 1, 0, 1, 1, 1, 0},     /* one column */
     {0, 1, 2, 6, 9, 2, 3, 2, 2, 0, 2, 0, 0, 1, 1, 0},     /* left pad 2 */
+    {0, 1, 2, 12, 15, 9, 3, 1, 2, 4, 1, 4, 1, 1, 1, 0},   /* 9 rows: the max taken row by row */
 };
 
 START_TEST(test_pooling_cases_match_direct_loops) {
