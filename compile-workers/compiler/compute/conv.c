@@ -375,6 +375,10 @@ typedef struct im2col_ctx {
   nimble_ln_param *col;
   nimble_ln_expr *ldcol, *K, *KK, *OWr, *cols, *nr, *gr_, *cg, *Ci, *oh0, *rows, *one;
   int vw;
+  /* Stride 2 in columns: the image's rows with their even and odd columns
+   * apart (deinterleave_rows), [channel][row][parity][Wh]; NULL otherwise. */
+  nimble_ln_param *xd;
+  nimble_ln_expr *Wh, *xd_at; /* xd_at: where the planes start in xd */
 } im2col_ctx;
 
 /* im2col of the block: row r = (ci, kh, kw) of col holds, per output
@@ -402,6 +406,18 @@ static nimble_ln_stmt *im2col_block(cp_ctx *c, const im2col_ctx *q) {
   nimble_ln_expr *xsel = nimble_ln_select(c->A, inside(c, iw, gr.W),
                                           cp_value_flat(c, x, cp_add(c, xrow2, clamp(c, iw, gr.W))),
                                           nimble_ln_f32(c->A, 0));
+  if (q->xd) {
+    /* Input column 2*ow + off = 2*(ow + h) + par, from the row's parity
+     * plane: a contiguous copy instead of a load per lane. off + 2*pw >= 0,
+     * so the remainder is the parity. */
+    nimble_ln_expr *e = cp_add(c, off, cp_i(c, 2 * gr.p[1]));
+    nimble_ln_expr *par = cp_rem(c, e, cp_i(c, 2));
+    nimble_ln_expr *h = cp_sub(c, cp_div(c, cp_sub(c, e, par), cp_i(c, 2)), cp_i(c, gr.p[1]));
+    nimble_ln_expr *prow = cp_add(c, cp_mul(c, cp_add(c, cp_mul(c, gr_, cg), ref(c, civ)), gr.H), ref(c, ihv));
+    nimble_ln_expr *drow = cp_add(c, q->xd_at, cp_add(c, cp_mul(c, prow, cp_mul(c, cp_i(c, 2), q->Wh)),
+                                                      cp_mul(c, par, q->Wh)));
+    xin = cp_load(c, q->xd, cp_add(c, drow, cp_add(c, ref(c, ow2), h)), NIMBLE_LN_F32);
+  }
   nimble_ln_expr *ci_ = cp_add(c, crow, ref(c, ow2));
   nimble_ln_stmt *parts[3] = {
       nimble_ln_for(c->A, ow2, cp_i(c, 0), lo, NIMBLE_LN_SERIAL, 0, nimble_ln_store(c->A, col, ci_, xsel)),
@@ -423,6 +439,33 @@ static nimble_ln_stmt *im2col_block(cp_ctx *c, const im2col_ctx *q) {
   nimble_ln_stmt *im2col = cp_for(c, r, K, NIMBLE_LN_SERIAL, 0, rowc);
   if (c->opt.parallel && im2col) im2col = nimble_ln_chunk(c->A, im2col, cp_rows_per_task(c, K, cols));
   return im2col;
+}
+
+/* The rows of image n with their even and odd columns apart: xd[at +
+ * (ci*H + ih)*2*Wh + par*Wh + j] = x[n, ci, ih, 2*j + par], Wh = ceil(W/2), rows
+ * in parallel tasks. The even/odd pair of loads is one interleaved group
+ * that LLVM vectorizes with two loads and shuffles. */
+static nimble_ln_stmt *deinterleave_rows(cp_ctx *c, cp_node *x, nimble_ln_param *xd, nimble_ln_expr *at,
+                                         nimble_ln_expr *nr, nimble_ln_expr *Wh, int vw) {
+  nimble_ln_expr *Ci = x->ext[1], *H = x->ext[2], *W = x->ext[3];
+  nimble_ln_var *q = cp_var(c, "q", NIMBLE_LN_I64), *j = cp_var(c, "j", NIMBLE_LN_I64), *j2 = cp_var(c, "j", NIMBLE_LN_I64);
+  nimble_ln_expr *src = cp_mul(c, cp_add(c, cp_mul(c, nr, cp_mul(c, Ci, H)), ref(c, q)), W);
+  nimble_ln_expr *dst = cp_add(c, at, cp_mul(c, ref(c, q), cp_mul(c, cp_i(c, 2), Wh)));
+  nimble_ln_expr *two_j = cp_mul(c, ref(c, j), cp_i(c, 2));
+  nimble_ln_stmt *st[2] = {
+      nimble_ln_store(c->A, xd, cp_add(c, dst, ref(c, j)), cp_value_flat(c, x, cp_add(c, src, two_j))),
+      nimble_ln_store(c->A, xd, cp_add(c, cp_add(c, dst, Wh), ref(c, j)),
+                      cp_value_flat(c, x, cp_add(c, cp_add(c, src, two_j), cp_i(c, 1)))),
+  };
+  nimble_ln_stmt *pairs = cp_for(c, j, cp_div(c, W, cp_i(c, 2)), vw ? NIMBLE_LN_VECTORIZED : NIMBLE_LN_SERIAL, vw,
+                                 nimble_ln_seq(c->A, st, 2));
+  /* An odd width: the last even column. */
+  nimble_ln_stmt *last = nimble_ln_for(c->A, j2, cp_div(c, W, cp_i(c, 2)), Wh, NIMBLE_LN_SERIAL, 0,
+                                       nimble_ln_store(c->A, xd, cp_add(c, dst, ref(c, j2)),
+                                                       cp_value_flat(c, x, cp_add(c, src, cp_mul(c, ref(c, j2), cp_i(c, 2))))));
+  nimble_ln_stmt *all = cp_for(c, q, cp_mul(c, Ci, H), NIMBLE_LN_SERIAL, 0, nimble_ln_seq2(c->A, pairs, last));
+  if (c->opt.parallel && all) all = nimble_ln_chunk(c->A, all, cp_rows_per_task(c, all->end, W));
+  return all;
 }
 
 static nimble_ln_stmt *conv_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o, cp_node *root, nimble_ln_stmt *epi,
@@ -608,11 +651,23 @@ static nimble_ln_stmt *conv_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o, 
   nimble_ln_expr *R = cp_max(c, cp_min(c, OHr, cp_div(c, cp_add(c, target, cp_sub(c, OWr, one)), cp_max(c, OWr, one))),
                              one);
   nimble_ln_expr *ldcol = cp_max(c, cp_mul(c, R, OWr), one);
-  nimble_ln_param *col = NULL;
+  nimble_ln_param *col = NULL, *xd = NULL;
+  nimble_ln_expr *Wh = NULL, *xd_at = NULL;
   im2col_ctx iq;
   if (!direct_b) {
-    col = nimble_ln_kernel_add_scratch(c->k, "col", NIMBLE_LN_F32, cp_mul(c, K, ldcol));
+    /* Stride 2 in columns (resnet's and squeezenet's first layers): the
+     * image deinterleaved once, so that im2col copies contiguous runs; it
+     * lies in the same scratch buffer after the block's columns (a kernel
+     * has one scratch buffer). */
+    nimble_ln_expr *size = cp_mul(c, K, ldcol);
+    if (gr.s[1] == 2) {
+      Wh = cp_div(c, cp_add(c, gr.W, cp_i(c, 1)), cp_i(c, 2));
+      xd_at = size;
+      size = cp_add(c, size, cp_mul(c, cp_mul(c, Ci, gr.H), cp_mul(c, cp_i(c, 2), Wh)));
+    }
+    col = nimble_ln_kernel_add_scratch(c->k, "col", NIMBLE_LN_F32, size);
     if (!col) return direct;
+    if (xd_at) xd = col;
   }
   nimble_ln_var *ni = cp_var(c, "n", NIMBLE_LN_I64), *gi = cp_var(c, "g", NIMBLE_LN_I64),
                 *bk = cp_var(c, "blk", NIMBLE_LN_I64), *oh0v = cp_var(c, "oh0", NIMBLE_LN_I64),
@@ -674,7 +729,8 @@ static nimble_ln_stmt *conv_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o, 
     d.b = col;
     d.b_offset = cp_i(c, 0);
     d.ldb = ldcol;
-    iq = (im2col_ctx){&gr, x, col, ldcol, K, KK, OWr, cols, nr, gr_, cg, Ci, oh0, rows, one, vw};
+    iq = (im2col_ctx){&gr, x, col, ldcol, K, KK, OWr, cols, nr, gr_, cg, Ci, oh0, rows, one, vw, NULL, NULL, NULL};
+    if (xd) iq.xd = xd, iq.Wh = Wh, iq.xd_at = xd_at;
     nimble_ln_stmt *im2col = im2col_block(c, &iq);
     per_group = nimble_ln_seq2(c->A, im2col, nimble_ln_sgemm(c->A, &d));
   }
@@ -734,7 +790,9 @@ static nimble_ln_stmt *conv_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o, 
   block = nimble_ln_let(c->A, rowsv, cp_min(c, R, cp_sub(c, OHr, oh0)), block);
   block = nimble_ln_let(c->A, oh0v, cp_mul(c, ref(c, bk), R), block);
   nimble_ln_expr *nblk = cp_div(c, cp_add(c, OHr, cp_sub(c, R, one)), R);
-  nimble_ln_stmt *gemm = cp_for(c, ni, x->ext[0], NIMBLE_LN_SERIAL, 0, cp_for(c, bk, nblk, NIMBLE_LN_SERIAL, 0, block));
+  nimble_ln_stmt *per_image = cp_for(c, bk, nblk, NIMBLE_LN_SERIAL, 0, block);
+  if (xd && per_image) per_image = nimble_ln_seq2(c->A, deinterleave_rows(c, x, xd, xd_at, nr, Wh, vw), per_image);
+  nimble_ln_stmt *gemm = cp_for(c, ni, x->ext[0], NIMBLE_LN_SERIAL, 0, per_image);
   /* has_sgemm() alone is the condition, so nvptx64 folds the branch away. */
   return nimble_ln_if(c->A, nimble_ln_has_sgemm(c->A), gemm, direct);
 }

@@ -76,6 +76,13 @@ static const conv_case kConv[] = {
     {2, 4, 30, 30, 256, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 2, 2, 0},
     {1, 3, 25, 27, 256, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1},
     {1, 4, 20, 26, 256, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2, 1, 2, 0},
+    /* im2col at stride 2 in columns from the deinterleaved image: batch 2,
+     * 2 groups of 8, an even width, asymmetric pads, columns dilated 2;
+     * a 1x5 kernel at strides (1, 2), symbolic, clip; squeezenet's first
+     * layer on a 37x41 image in blocks of rows (96 channels) */
+    {2, 4, 9, 16, 16, 3, 3, 2, 2, 1, 0, 1, 2, 1, 2, 2, 1, 1, 0},
+    {1, 3, 10, 23, 8, 1, 5, 1, 2, 0, 2, 0, 2, 1, 1, 1, 0, 2, 1},
+    {1, 3, 37, 41, 96, 7, 7, 2, 2, 0, 0, 0, 0, 1, 1, 1, 1, 1, 0},
 };
 
 static void conv_ref(const conv_case *c, const float *x, const float *w, const float *b, float *y, int64_t OH,
