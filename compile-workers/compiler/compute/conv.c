@@ -10,7 +10,9 @@
  * adds w[group] x cols per group, cols being the input itself for a 1x1
  * with unit strides and no padding, else an im2col copy of the block in a
  * scratch buffer (nimble_ln_kernel_add_scratch: env->workspace_alloc), and
- * the primitive's epilogue runs on the block while it is in cache.
+ * the primitive's epilogue runs on the block while it is in cache. At
+ * column stride 2 the im2col copies come from a deinterleaved copy of the
+ * image (deinterleave_rows) in the same buffer.
  *
  * conv2d direct (the rest, and the fallback without BLAS): tasks over
  * (batch, block of B output channels); per output row the row is set to
@@ -29,7 +31,8 @@
  * max/avg pooling: tasks over (batch, channel); per output row the same
  * interior/border split, max or sum; avg then divides each element by its
  * window count (the padded area for count_include_pad, the part inside
- * the image otherwise). */
+ * the image otherwise). Max pooling with 3 columns at stride 2 goes by
+ * whole rows through a scratch row instead (max_pool_3s2). */
 #include <math.h>
 #include <string.h>
 
