@@ -436,6 +436,41 @@ static nimble_ln_stmt *im2col_block(cp_ctx *c, const im2col_ctx *q) {
                               cp_mul(c, ref(c, khv), cp_i(c, gr.d[0]))),
                        rowc);
   rowc = nimble_ln_for(c->A, oh2, oh0, cp_add(c, oh0, rows), NIMBLE_LN_SERIAL, 0, rowc);
+  if (gr.s[0] == 1 && gr.s[1] == 1) {
+    /* Unit strides and OW == W (3x3 with padding 1): the block's row r is
+     * the input plane shifted by (kh*dh - ph) rows and off columns, one
+     * vectorized copy over the flattened rows whose input row is inside,
+     * instead of a short loop per output row; the copy stays inside those
+     * input rows, and the columns it fills from a neighbouring row (the
+     * window crossing the padding) are set to 0 after it, with the rows
+     * outside the image. */
+    nimble_ln_var *f = cp_var(c, "f", NIMBLE_LN_I64), *oh3 = cp_var(c, "oh", NIMBLE_LN_I64),
+                  *ow3 = cp_var(c, "ow", NIMBLE_LN_I64), *ow4 = cp_var(c, "ow", NIMBLE_LN_I64),
+                  *ow5 = cp_var(c, "ow", NIMBLE_LN_I64), *ih3 = cp_var(c, "ih", NIMBLE_LN_I64);
+    nimble_ln_expr *shift = cp_sub(c, cp_mul(c, ref(c, khv), cp_i(c, gr.d[0])), cp_i(c, gr.p[0])); /* ih - oh */
+    nimble_ln_expr *a = cp_max(c, oh0, cp_sub(c, cp_i(c, 0), shift));
+    nimble_ln_expr *b = cp_min(c, cp_add(c, oh0, rows), cp_sub(c, gr.H, shift));
+    nimble_ln_expr *f0 = cp_add(c, cp_mul(c, cp_sub(c, a, oh0), gr.W), cp_max(c, cp_sub(c, cp_i(c, 0), off), cp_i(c, 0)));
+    nimble_ln_expr *f1 = cp_sub(c, cp_mul(c, cp_sub(c, b, oh0), gr.W), cp_max(c, off, cp_i(c, 0)));
+    nimble_ln_expr *src = cp_add(c, cp_add(c, cp_mul(c, cin_, cp_mul(c, gr.H, gr.W)), cp_mul(c, cp_add(c, oh0, shift), gr.W)),
+                                 cp_add(c, off, ref(c, f)));
+    nimble_ln_stmt *copy = nimble_ln_for(c->A, f, f0, cp_max(c, f1, f0), vw ? NIMBLE_LN_VECTORIZED : NIMBLE_LN_SERIAL, vw,
+                                         nimble_ln_store(c->A, col, cp_add(c, cp_mul(c, rr, ldcol), ref(c, f)),
+                                                         cp_value_flat(c, x, src)));
+    nimble_ln_expr *crow3 = cp_add(c, cp_mul(c, rr, ldcol), cp_mul(c, cp_sub(c, ref(c, oh3), oh0), OWr));
+    nimble_ln_stmt *edges[2] = {
+        nimble_ln_for(c->A, ow3, cp_i(c, 0), lo, NIMBLE_LN_SERIAL, 0,
+                      nimble_ln_store(c->A, col, cp_add(c, crow3, ref(c, ow3)), nimble_ln_f32(c->A, 0))),
+        nimble_ln_for(c->A, ow4, hi, OWr, NIMBLE_LN_SERIAL, 0,
+                      nimble_ln_store(c->A, col, cp_add(c, crow3, ref(c, ow4)), nimble_ln_f32(c->A, 0))),
+    };
+    nimble_ln_stmt *zero3 = cp_for(c, ow5, OWr, vw ? NIMBLE_LN_VECTORIZED : NIMBLE_LN_SERIAL, vw,
+                                   nimble_ln_store(c->A, col, cp_add(c, crow3, ref(c, ow5)), nimble_ln_f32(c->A, 0)));
+    nimble_ln_stmt *fix = nimble_ln_if(c->A, inside(c, ref(c, ih3), gr.H), nimble_ln_seq(c->A, edges, 2), zero3);
+    fix = nimble_ln_let(c->A, ih3, cp_add(c, ref(c, oh3), shift), fix);
+    fix = nimble_ln_for(c->A, oh3, oh0, cp_add(c, oh0, rows), NIMBLE_LN_SERIAL, 0, fix);
+    rowc = nimble_ln_if(c->A, bin(c, NIMBLE_LN_EQ, OWr, gr.W), nimble_ln_seq2(c->A, copy, fix), rowc);
+  }
   rowc = nimble_ln_let(c->A, kwv, cp_rem(c, rr, cp_max(c, gr.KW, one)), rowc);
   rowc = nimble_ln_let(c->A, khv, cp_rem(c, cp_div(c, rr, cp_max(c, gr.KW, one)), cp_max(c, gr.KH, one)), rowc);
   rowc = nimble_ln_let(c->A, civ, cp_div(c, rr, cp_max(c, KK, one)), rowc);

@@ -83,6 +83,13 @@ static const conv_case kConv[] = {
     {2, 4, 9, 16, 16, 3, 3, 2, 2, 1, 0, 1, 2, 1, 2, 2, 1, 1, 0},
     {1, 3, 10, 23, 8, 1, 5, 1, 2, 0, 2, 0, 2, 1, 1, 1, 0, 2, 1},
     {1, 3, 37, 41, 96, 7, 7, 2, 2, 0, 0, 0, 0, 1, 1, 1, 1, 1, 0},
+    /* im2col at unit strides as one copy over the flattened rows (OW == W):
+     * rows dilated 2 with asymmetric pads, columns dilated 2 with pads 4
+     * symbolic, a 2-row image; 3x3 without padding (OW != W: by rows) */
+    {1, 5, 12, 10, 16, 3, 3, 1, 1, 0, 2, 2, 0, 2, 1, 1, 1, 1, 0},
+    {1, 4, 6, 9, 8, 5, 5, 1, 1, 2, 4, 2, 4, 1, 2, 1, 1, 2, 1},
+    {1, 3, 2, 13, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0},
+    {1, 3, 7, 12, 8, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0, 0},
 };
 
 static void conv_ref(const conv_case *c, const float *x, const float *w, const float *b, float *y, int64_t OH,
