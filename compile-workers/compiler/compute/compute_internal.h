@@ -191,6 +191,9 @@ nimble_ln_type_t cp_tensor_type(nimble_ln_type_t t);
 /* A load of param at a flat index as a value of the node type t: a u8
  * byte of a bool tensor becomes bool (nonzero is true). */
 nimble_ln_expr *cp_load(cp_ctx *c, nimble_ln_param *param, nimble_ln_expr *flat, nimble_ln_type_t t);
+/* A concatenate root of parameter inputs as one contiguous copy per input
+ * and run (transform.c); NULL where the generic nest stays. */
+nimble_ln_stmt *cp_concat_copy(cp_ctx *c, cp_node *n, nimble_ln_param *o);
 
 /* Maps an IR dtype to the loop-nest type; false when there is none. */
 bool cp_ln_type(nimble_dtype_t dt, nimble_ln_type_t *out, bool *is_bool);

@@ -10,7 +10,9 @@
  * adds w[group] x cols per group, cols being the input itself for a 1x1
  * with unit strides and no padding, else an im2col copy of the block in a
  * scratch buffer (nimble_ln_kernel_add_scratch: env->workspace_alloc), and
- * the primitive's epilogue runs on the block while it is in cache.
+ * the primitive's epilogue runs on the block while it is in cache. At
+ * column stride 2 the im2col copies come from a deinterleaved copy of the
+ * image (deinterleave_rows) in the same buffer.
  *
  * conv2d direct (the rest, and the fallback without BLAS): tasks over
  * (batch, block of B output channels); per output row the row is set to
@@ -29,7 +31,8 @@
  * max/avg pooling: tasks over (batch, channel); per output row the same
  * interior/border split, max or sum; avg then divides each element by its
  * window count (the padded area for count_include_pad, the part inside
- * the image otherwise). */
+ * the image otherwise). Max pooling with 3 columns at stride 2 goes by
+ * whole rows through a scratch row instead (max_pool_3s2). */
 #include <math.h>
 #include <string.h>
 
@@ -375,6 +378,10 @@ typedef struct im2col_ctx {
   nimble_ln_param *col;
   nimble_ln_expr *ldcol, *K, *KK, *OWr, *cols, *nr, *gr_, *cg, *Ci, *oh0, *rows, *one;
   int vw;
+  /* Stride 2 in columns: the image's rows with their even and odd columns
+   * apart (deinterleave_rows), [channel][row][parity][Wh]; NULL otherwise. */
+  nimble_ln_param *xd;
+  nimble_ln_expr *Wh, *xd_at; /* xd_at: where the planes start in xd */
 } im2col_ctx;
 
 /* im2col of the block: row r = (ci, kh, kw) of col holds, per output
@@ -402,6 +409,18 @@ static nimble_ln_stmt *im2col_block(cp_ctx *c, const im2col_ctx *q) {
   nimble_ln_expr *xsel = nimble_ln_select(c->A, inside(c, iw, gr.W),
                                           cp_value_flat(c, x, cp_add(c, xrow2, clamp(c, iw, gr.W))),
                                           nimble_ln_f32(c->A, 0));
+  if (q->xd) {
+    /* Input column 2*ow + off = 2*(ow + h) + par, from the row's parity
+     * plane: a contiguous copy instead of a load per lane. off + 2*pw >= 0,
+     * so the remainder is the parity. */
+    nimble_ln_expr *e = cp_add(c, off, cp_i(c, 2 * gr.p[1]));
+    nimble_ln_expr *par = cp_rem(c, e, cp_i(c, 2));
+    nimble_ln_expr *h = cp_sub(c, cp_div(c, cp_sub(c, e, par), cp_i(c, 2)), cp_i(c, gr.p[1]));
+    nimble_ln_expr *prow = cp_add(c, cp_mul(c, cp_add(c, cp_mul(c, gr_, cg), ref(c, civ)), gr.H), ref(c, ihv));
+    nimble_ln_expr *drow = cp_add(c, q->xd_at, cp_add(c, cp_mul(c, prow, cp_mul(c, cp_i(c, 2), q->Wh)),
+                                                      cp_mul(c, par, q->Wh)));
+    xin = cp_load(c, q->xd, cp_add(c, drow, cp_add(c, ref(c, ow2), h)), NIMBLE_LN_F32);
+  }
   nimble_ln_expr *ci_ = cp_add(c, crow, ref(c, ow2));
   nimble_ln_stmt *parts[3] = {
       nimble_ln_for(c->A, ow2, cp_i(c, 0), lo, NIMBLE_LN_SERIAL, 0, nimble_ln_store(c->A, col, ci_, xsel)),
@@ -417,12 +436,74 @@ static nimble_ln_stmt *im2col_block(cp_ctx *c, const im2col_ctx *q) {
                               cp_mul(c, ref(c, khv), cp_i(c, gr.d[0]))),
                        rowc);
   rowc = nimble_ln_for(c->A, oh2, oh0, cp_add(c, oh0, rows), NIMBLE_LN_SERIAL, 0, rowc);
+  if (gr.s[0] == 1 && gr.s[1] == 1) {
+    /* Unit strides and OW == W (3x3 with padding 1): the block's row r is
+     * the input plane shifted by (kh*dh - ph) rows and off columns, one
+     * vectorized copy over the flattened rows whose input row is inside,
+     * instead of a short loop per output row; the copy stays inside those
+     * input rows, and the columns it fills from a neighbouring row (the
+     * window crossing the padding) are set to 0 after it, with the rows
+     * outside the image. */
+    nimble_ln_var *f = cp_var(c, "f", NIMBLE_LN_I64), *oh3 = cp_var(c, "oh", NIMBLE_LN_I64),
+                  *ow3 = cp_var(c, "ow", NIMBLE_LN_I64), *ow4 = cp_var(c, "ow", NIMBLE_LN_I64),
+                  *ow5 = cp_var(c, "ow", NIMBLE_LN_I64), *ih3 = cp_var(c, "ih", NIMBLE_LN_I64);
+    nimble_ln_expr *shift = cp_sub(c, cp_mul(c, ref(c, khv), cp_i(c, gr.d[0])), cp_i(c, gr.p[0])); /* ih - oh */
+    nimble_ln_expr *a = cp_max(c, oh0, cp_sub(c, cp_i(c, 0), shift));
+    nimble_ln_expr *b = cp_min(c, cp_add(c, oh0, rows), cp_sub(c, gr.H, shift));
+    nimble_ln_expr *f0 = cp_add(c, cp_mul(c, cp_sub(c, a, oh0), gr.W), cp_max(c, cp_sub(c, cp_i(c, 0), off), cp_i(c, 0)));
+    nimble_ln_expr *f1 = cp_sub(c, cp_mul(c, cp_sub(c, b, oh0), gr.W), cp_max(c, off, cp_i(c, 0)));
+    nimble_ln_expr *src = cp_add(c, cp_add(c, cp_mul(c, cin_, cp_mul(c, gr.H, gr.W)), cp_mul(c, cp_add(c, oh0, shift), gr.W)),
+                                 cp_add(c, off, ref(c, f)));
+    nimble_ln_stmt *copy = nimble_ln_for(c->A, f, f0, cp_max(c, f1, f0), vw ? NIMBLE_LN_VECTORIZED : NIMBLE_LN_SERIAL, vw,
+                                         nimble_ln_store(c->A, col, cp_add(c, cp_mul(c, rr, ldcol), ref(c, f)),
+                                                         cp_value_flat(c, x, src)));
+    nimble_ln_expr *crow3 = cp_add(c, cp_mul(c, rr, ldcol), cp_mul(c, cp_sub(c, ref(c, oh3), oh0), OWr));
+    nimble_ln_stmt *edges[2] = {
+        nimble_ln_for(c->A, ow3, cp_i(c, 0), lo, NIMBLE_LN_SERIAL, 0,
+                      nimble_ln_store(c->A, col, cp_add(c, crow3, ref(c, ow3)), nimble_ln_f32(c->A, 0))),
+        nimble_ln_for(c->A, ow4, hi, OWr, NIMBLE_LN_SERIAL, 0,
+                      nimble_ln_store(c->A, col, cp_add(c, crow3, ref(c, ow4)), nimble_ln_f32(c->A, 0))),
+    };
+    nimble_ln_stmt *zero3 = cp_for(c, ow5, OWr, vw ? NIMBLE_LN_VECTORIZED : NIMBLE_LN_SERIAL, vw,
+                                   nimble_ln_store(c->A, col, cp_add(c, crow3, ref(c, ow5)), nimble_ln_f32(c->A, 0)));
+    nimble_ln_stmt *fix = nimble_ln_if(c->A, inside(c, ref(c, ih3), gr.H), nimble_ln_seq(c->A, edges, 2), zero3);
+    fix = nimble_ln_let(c->A, ih3, cp_add(c, ref(c, oh3), shift), fix);
+    fix = nimble_ln_for(c->A, oh3, oh0, cp_add(c, oh0, rows), NIMBLE_LN_SERIAL, 0, fix);
+    rowc = nimble_ln_if(c->A, bin(c, NIMBLE_LN_EQ, OWr, gr.W), nimble_ln_seq2(c->A, copy, fix), rowc);
+  }
   rowc = nimble_ln_let(c->A, kwv, cp_rem(c, rr, cp_max(c, gr.KW, one)), rowc);
   rowc = nimble_ln_let(c->A, khv, cp_rem(c, cp_div(c, rr, cp_max(c, gr.KW, one)), cp_max(c, gr.KH, one)), rowc);
   rowc = nimble_ln_let(c->A, civ, cp_div(c, rr, cp_max(c, KK, one)), rowc);
   nimble_ln_stmt *im2col = cp_for(c, r, K, NIMBLE_LN_SERIAL, 0, rowc);
   if (c->opt.parallel && im2col) im2col = nimble_ln_chunk(c->A, im2col, cp_rows_per_task(c, K, cols));
   return im2col;
+}
+
+/* The rows of image n with their even and odd columns apart: xd[at +
+ * (ci*H + ih)*2*Wh + par*Wh + j] = x[n, ci, ih, 2*j + par], Wh = ceil(W/2), rows
+ * in parallel tasks. The even/odd pair of loads is one interleaved group
+ * that LLVM vectorizes with two loads and shuffles. */
+static nimble_ln_stmt *deinterleave_rows(cp_ctx *c, cp_node *x, nimble_ln_param *xd, nimble_ln_expr *at,
+                                         nimble_ln_expr *nr, nimble_ln_expr *Wh, int vw) {
+  nimble_ln_expr *Ci = x->ext[1], *H = x->ext[2], *W = x->ext[3];
+  nimble_ln_var *q = cp_var(c, "q", NIMBLE_LN_I64), *j = cp_var(c, "j", NIMBLE_LN_I64), *j2 = cp_var(c, "j", NIMBLE_LN_I64);
+  nimble_ln_expr *src = cp_mul(c, cp_add(c, cp_mul(c, nr, cp_mul(c, Ci, H)), ref(c, q)), W);
+  nimble_ln_expr *dst = cp_add(c, at, cp_mul(c, ref(c, q), cp_mul(c, cp_i(c, 2), Wh)));
+  nimble_ln_expr *two_j = cp_mul(c, ref(c, j), cp_i(c, 2));
+  nimble_ln_stmt *st[2] = {
+      nimble_ln_store(c->A, xd, cp_add(c, dst, ref(c, j)), cp_value_flat(c, x, cp_add(c, src, two_j))),
+      nimble_ln_store(c->A, xd, cp_add(c, cp_add(c, dst, Wh), ref(c, j)),
+                      cp_value_flat(c, x, cp_add(c, cp_add(c, src, two_j), cp_i(c, 1)))),
+  };
+  nimble_ln_stmt *pairs = cp_for(c, j, cp_div(c, W, cp_i(c, 2)), vw ? NIMBLE_LN_VECTORIZED : NIMBLE_LN_SERIAL, vw,
+                                 nimble_ln_seq(c->A, st, 2));
+  /* An odd width: the last even column. */
+  nimble_ln_stmt *last = nimble_ln_for(c->A, j2, cp_div(c, W, cp_i(c, 2)), Wh, NIMBLE_LN_SERIAL, 0,
+                                       nimble_ln_store(c->A, xd, cp_add(c, dst, ref(c, j2)),
+                                                       cp_value_flat(c, x, cp_add(c, src, cp_mul(c, ref(c, j2), cp_i(c, 2))))));
+  nimble_ln_stmt *all = cp_for(c, q, cp_mul(c, Ci, H), NIMBLE_LN_SERIAL, 0, nimble_ln_seq2(c->A, pairs, last));
+  if (c->opt.parallel && all) all = nimble_ln_chunk(c->A, all, cp_rows_per_task(c, all->end, W));
+  return all;
 }
 
 static nimble_ln_stmt *conv_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o, cp_node *root, nimble_ln_stmt *epi,
@@ -608,11 +689,23 @@ static nimble_ln_stmt *conv_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o, 
   nimble_ln_expr *R = cp_max(c, cp_min(c, OHr, cp_div(c, cp_add(c, target, cp_sub(c, OWr, one)), cp_max(c, OWr, one))),
                              one);
   nimble_ln_expr *ldcol = cp_max(c, cp_mul(c, R, OWr), one);
-  nimble_ln_param *col = NULL;
+  nimble_ln_param *col = NULL, *xd = NULL;
+  nimble_ln_expr *Wh = NULL, *xd_at = NULL;
   im2col_ctx iq;
   if (!direct_b) {
-    col = nimble_ln_kernel_add_scratch(c->k, "col", NIMBLE_LN_F32, cp_mul(c, K, ldcol));
+    /* Stride 2 in columns (resnet's and squeezenet's first layers): the
+     * image deinterleaved once, so that im2col copies contiguous runs; it
+     * lies in the same scratch buffer after the block's columns (a kernel
+     * has one scratch buffer). */
+    nimble_ln_expr *size = cp_mul(c, K, ldcol);
+    if (gr.s[1] == 2) {
+      Wh = cp_div(c, cp_add(c, gr.W, cp_i(c, 1)), cp_i(c, 2));
+      xd_at = size;
+      size = cp_add(c, size, cp_mul(c, cp_mul(c, Ci, gr.H), cp_mul(c, cp_i(c, 2), Wh)));
+    }
+    col = nimble_ln_kernel_add_scratch(c->k, "col", NIMBLE_LN_F32, size);
     if (!col) return direct;
+    if (xd_at) xd = col;
   }
   nimble_ln_var *ni = cp_var(c, "n", NIMBLE_LN_I64), *gi = cp_var(c, "g", NIMBLE_LN_I64),
                 *bk = cp_var(c, "blk", NIMBLE_LN_I64), *oh0v = cp_var(c, "oh0", NIMBLE_LN_I64),
@@ -674,7 +767,8 @@ static nimble_ln_stmt *conv_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o, 
     d.b = col;
     d.b_offset = cp_i(c, 0);
     d.ldb = ldcol;
-    iq = (im2col_ctx){&gr, x, col, ldcol, K, KK, OWr, cols, nr, gr_, cg, Ci, oh0, rows, one, vw};
+    iq = (im2col_ctx){&gr, x, col, ldcol, K, KK, OWr, cols, nr, gr_, cg, Ci, oh0, rows, one, vw, NULL, NULL, NULL};
+    if (xd) iq.xd = xd, iq.Wh = Wh, iq.xd_at = xd_at;
     nimble_ln_stmt *im2col = im2col_block(c, &iq);
     per_group = nimble_ln_seq2(c->A, im2col, nimble_ln_sgemm(c->A, &d));
   }
@@ -754,7 +848,9 @@ static nimble_ln_stmt *conv_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o, 
   block = nimble_ln_let(c->A, rowsv, cp_min(c, R, cp_sub(c, OHr, oh0)), block);
   block = nimble_ln_let(c->A, oh0v, cp_mul(c, ref(c, bk), R), block);
   nimble_ln_expr *nblk = cp_div(c, cp_add(c, OHr, cp_sub(c, R, one)), R);
-  nimble_ln_stmt *gemm = cp_for(c, ni, x->ext[0], NIMBLE_LN_SERIAL, 0, cp_for(c, bk, nblk, NIMBLE_LN_SERIAL, 0, block));
+  nimble_ln_stmt *per_image = cp_for(c, bk, nblk, NIMBLE_LN_SERIAL, 0, block);
+  if (xd && per_image) per_image = nimble_ln_seq2(c->A, deinterleave_rows(c, x, xd, xd_at, nr, Wh, vw), per_image);
+  nimble_ln_stmt *gemm = cp_for(c, ni, x->ext[0], NIMBLE_LN_SERIAL, 0, per_image);
   /* has_sgemm() alone is the condition, so nvptx64 folds the branch away. */
   return nimble_ln_if(c->A, nimble_ln_has_sgemm(c->A), gemm, direct);
 }
@@ -768,6 +864,117 @@ static nimble_ln_expr *count_in(cp_ctx *c, nimble_ln_expr *base, int64_t d, nimb
   nimble_ln_expr *b = cp_max(c, cp_sub(c, hi, base), cp_i(c, 0));
   nimble_ln_expr *end = cp_min(c, K, cp_div(c, cp_add(c, b, cp_i(c, d - 1)), cp_i(c, d)));
   return cp_max(c, cp_sub(c, end, first), cp_i(c, 0));
+}
+
+/* Max pooling with 3 columns at stride 2 (squeezenet, resnet, googlenet)
+ * by whole rows through a scratch row per plane, so that every vector
+ * loop reads contiguous columns or an even/odd pair (which LLVM
+ * vectorizes with two loads and a shuffle; a third column at stride 2
+ * costs a scalar insert per lane):
+ *   t[j] = max over the kernel rows inside the image of x[ih][j]
+ *   the border columns (a window crossing the padding) from t directly,
+ *   u[j] = max(t[j], t[j+1])              for j in [0, W-1)
+ *   out[ow] = max(u[2ow-p], u[2ow-p+1])   for the interior columns,
+ * which is max(t[2ow-p], t[2ow-p+1], t[2ow-p+2]). max is exact, so the
+ * order does not change the result (NaN still propagates). A row with no
+ * kernel row inside the image is -inf, as in the general nest. The
+ * scratch holds t and u for every plane (tasks write disjoint parts).
+ * NULL when the scratch cannot be added. */
+static nimble_ln_stmt *max_pool_3s2(cp_ctx *c, const cv_geom *g, cp_node *x, nimble_ln_param *o, nimble_ln_expr *planes) {
+  nimble_ln_expr *W = g->W, *two_w = cp_mul(c, cp_i(c, 2), W);
+  nimble_ln_param *sc = nimble_ln_kernel_add_scratch(c->k, "pool_rows", NIMBLE_LN_F32, cp_max(c, cp_mul(c, planes, two_w), cp_i(c, 1)));
+  if (!sc) return NULL;
+  int vw = c->opt.vector_width > 1 ? c->opt.vector_width : 0;
+  nimble_ln_loop_kind_t vk = vw ? NIMBLE_LN_VECTORIZED : NIMBLE_LN_SERIAL;
+  nimble_ln_var *t = cp_var(c, "t", NIMBLE_LN_I64), *oh = cp_var(c, "oh", NIMBLE_LN_I64),
+                *kh = cp_var(c, "kh", NIMBLE_LN_I64), *j = cp_var(c, "j", NIMBLE_LN_I64),
+                *j2 = cp_var(c, "j", NIMBLE_LN_I64), *j3 = cp_var(c, "j", NIMBLE_LN_I64),
+                *ow = cp_var(c, "ow", NIMBLE_LN_I64);
+  nimble_ln_expr *tb = cp_mul(c, ref(c, t), two_w), *ub = cp_add(c, tb, W);
+  nimble_ln_expr *orow = cp_mul(c, cp_add(c, cp_mul(c, ref(c, t), g->OH), ref(c, oh)), g->OW);
+  nimble_ln_expr *plane = cp_mul(c, ref(c, t), cp_mul(c, g->H, W));
+  /* Kernel rows inside the image: [kh_lo, kh_hi). */
+  nimble_ln_expr *ih0 = cp_sub(c, cp_mul(c, ref(c, oh), cp_i(c, g->s[0])), cp_i(c, g->p[0]));
+  nimble_ln_expr *kh_lo = cp_min(c, g->KH, cp_div(c, cp_add(c, cp_max(c, cp_sub(c, cp_i(c, 0), ih0), cp_i(c, 0)), cp_i(c, g->d[0] - 1)),
+                                 cp_i(c, g->d[0])));
+  nimble_ln_expr *kh_hi = cp_min(c, g->KH, cp_div(c, cp_add(c, cp_max(c, cp_sub(c, g->H, ih0), cp_i(c, 0)), cp_i(c, g->d[0] - 1)),
+                                                  cp_i(c, g->d[0])));
+  nimble_ln_expr *xrow_kh = cp_add(c, plane, cp_mul(c, cp_add(c, ih0, cp_mul(c, ref(c, kh), cp_i(c, g->d[0]))), W));
+  nimble_ln_expr *xrow_lo = cp_add(c, plane, cp_mul(c, cp_add(c, ih0, cp_mul(c, kh_lo, cp_i(c, g->d[0]))), W));
+  /* t = the max over the kernel rows in one pass, rows outside the image
+   * replaced by the nearest row inside the window (max is idempotent);
+   * for a tall kernel, the first row inside and then the others in turn. */
+  nimble_ln_stmt *first, *more = NULL;
+  int64_t khc;
+  if (cp_const_i(g->KH, &khc) && khc >= 1 && khc <= 8) {
+    nimble_ln_expr *ih_first = cp_add(c, ih0, cp_mul(c, kh_lo, cp_i(c, g->d[0])));
+    nimble_ln_expr *ih_last = cp_add(c, ih0, cp_mul(c, cp_sub(c, kh_hi, cp_i(c, 1)), cp_i(c, g->d[0])));
+    nimble_ln_var *ihv[8];
+    nimble_ln_expr *v = NULL;
+    for (int r = 0; r < khc; r++) {
+      ihv[r] = cp_var(c, "ih", NIMBLE_LN_I64);
+      nimble_ln_expr *xv = cp_value_flat(c, x, cp_add(c, cp_add(c, plane, cp_mul(c, ref(c, ihv[r]), W)), ref(c, j)));
+      v = v ? bin(c, NIMBLE_LN_MAX, v, xv) : xv;
+    }
+    first = cp_for(c, j, W, vk, vw, nimble_ln_store(c->A, sc, cp_add(c, tb, ref(c, j)), v));
+    for (int r = (int)khc - 1; r >= 0; r--)
+      first = nimble_ln_let(c->A, ihv[r],
+                            cp_min(c, cp_max(c, cp_add(c, ih0, cp_i(c, r * g->d[0])), ih_first), ih_last), first);
+  } else {
+    first = cp_for(c, j, W, vk, vw,
+                   nimble_ln_store(c->A, sc, cp_add(c, tb, ref(c, j)), cp_value_flat(c, x, cp_add(c, xrow_lo, ref(c, j)))));
+    nimble_ln_expr *ti = cp_add(c, tb, ref(c, j2));
+    more = cp_for(c, j2, W, vk, vw,
+                  nimble_ln_store(c->A, sc, ti, bin(c, NIMBLE_LN_MAX, nimble_ln_load(c->A, sc, ti),
+                                                    cp_value_flat(c, x, cp_add(c, xrow_kh, ref(c, j2))))));
+    more = nimble_ln_for(c->A, kh, cp_add(c, kh_lo, cp_i(c, 1)), kh_hi, NIMBLE_LN_SERIAL, 0, more);
+  }
+  /* Border columns: max over the kernel columns inside, from t. */
+  nimble_ln_expr *lo = col_lo(c, g, col_off(c, g, cp_i(c, 0)));
+  nimble_ln_expr *hi = cp_max(c, col_hi(c, g, col_off(c, g, cp_i(c, 2))), lo);
+  nimble_ln_stmt *border[2];
+  for (int side = 0; side < 2; side++) {
+    nimble_ln_var *bw = cp_var(c, "ow", NIMBLE_LN_I64);
+    nimble_ln_expr *v = NULL;
+    for (int k = 0; k < 3; k++) {
+      nimble_ln_expr *iw = cp_add(c, cp_mul(c, ref(c, bw), cp_i(c, 2)), col_off(c, g, cp_i(c, k)));
+      nimble_ln_expr *tv = nimble_ln_select(c->A, inside(c, iw, W), nimble_ln_load(c->A, sc, cp_add(c, tb, clamp(c, iw, W))),
+                                            nimble_ln_f32(c->A, -INFINITY));
+      v = v ? bin(c, NIMBLE_LN_MAX, v, tv) : tv;
+    }
+    nimble_ln_stmt *st = nimble_ln_store(c->A, o, cp_add(c, orow, ref(c, bw)), v);
+    border[side] = side == 0 ? nimble_ln_for(c->A, bw, cp_i(c, 0), lo, NIMBLE_LN_SERIAL, 0, st)
+                             : nimble_ln_for(c->A, bw, hi, g->OW, NIMBLE_LN_SERIAL, 0, st);
+  }
+  /* u = max of neighbouring columns of t. */
+  nimble_ln_stmt *pairs = cp_for(c, j3, cp_max(c, cp_sub(c, W, cp_i(c, 1)), cp_i(c, 0)), vk, vw,
+                                 nimble_ln_store(c->A, sc, cp_add(c, ub, ref(c, j3)),
+                                                 bin(c, NIMBLE_LN_MAX, nimble_ln_load(c->A, sc, cp_add(c, tb, ref(c, j3))),
+                                                     nimble_ln_load(c->A, sc, cp_add(c, cp_add(c, tb, ref(c, j3)), cp_i(c, 1))))));
+  /* Interior columns: an even/odd pair of u. */
+  nimble_ln_expr *ui = cp_add(c, ub, cp_sub(c, cp_mul(c, ref(c, ow), cp_i(c, 2)), cp_i(c, g->p[1])));
+  nimble_ln_stmt *interior = nimble_ln_for(c->A, ow, lo, hi, vk, vw,
+                                           nimble_ln_store(c->A, o, cp_add(c, orow, ref(c, ow)),
+                                                           bin(c, NIMBLE_LN_MAX, nimble_ln_load(c->A, sc, ui),
+                                                               nimble_ln_load(c->A, sc, cp_add(c, ui, cp_i(c, 1))))));
+  nimble_ln_stmt *steps[5];
+  size_t ns = 0;
+  steps[ns++] = first;
+  if (more) steps[ns++] = more;
+  steps[ns++] = border[0];
+  steps[ns++] = border[1];
+  steps[ns++] = nimble_ln_seq2(c->A, pairs, interior);
+  nimble_ln_stmt *rowc = nimble_ln_seq(c->A, steps, ns);
+  nimble_ln_var *ow2 = cp_var(c, "ow", NIMBLE_LN_I64);
+  nimble_ln_stmt *empty = cp_for(c, ow2, g->OW, vk, vw,
+                                 nimble_ln_store(c->A, o, cp_add(c, orow, ref(c, ow2)), nimble_ln_f32(c->A, -INFINITY)));
+  rowc = nimble_ln_if(c->A, bin(c, NIMBLE_LN_LT, kh_lo, kh_hi), rowc, empty);
+  nimble_ln_stmt *all = cp_for(c, t, planes, NIMBLE_LN_SERIAL, 0, cp_for(c, oh, g->OH, NIMBLE_LN_SERIAL, 0, rowc));
+  if (c->opt.parallel && all) {
+    nimble_ln_expr *work = cp_mul(c, g->OH, cp_mul(c, W, cp_i(c, 4)));
+    all = nimble_ln_chunk(c->A, all, cp_rows_per_task(c, all->end, work));
+  }
+  return all;
 }
 
 static nimble_ln_stmt *pool_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o) {
@@ -814,6 +1021,13 @@ static nimble_ln_stmt *pool_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o) 
   if (c->opt.parallel && all) {
     nimble_ln_expr *work = cp_mul(c, cp_mul(c, g.OH, g.OW), cp_i(c, k[0] * k[1]));
     all = nimble_ln_chunk(c->A, all, cp_rows_per_task(c, all->end, work));
+  }
+  /* 3 columns at stride 2: by whole rows through a scratch buffer, which
+   * nvptx64 does not have; has_sgemm() is false there and folds the
+   * branch away (every CPU runtime has sgemm, see cg_emit.c). */
+  if (all && is_max && k[1] == 3 && g.s[1] == 2 && g.d[1] == 1) {
+    nimble_ln_stmt *fast = max_pool_3s2(c, &g, x, o, cp_mul(c, x->ext[0], x->ext[1]));
+    if (fast) return nimble_ln_if(c->A, nimble_ln_has_sgemm(c->A), fast, all);
   }
   return all;
 }

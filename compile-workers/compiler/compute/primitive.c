@@ -567,7 +567,10 @@ nimble_status_t nimble_compute_primitive(const nimble_module *m, const char *nam
       else
         body = root->def->emit_root(&c, root, o);
     } else {
-      body = emit_nest(&c, root, o, false);
+      /* A concatenate of parameters: contiguous copies (transform.c). */
+      if (!c.anchor && root->kind == CP_CALL && !strcmp(root->op->name, "concatenate"))
+        body = cp_concat_copy(&c, root, o);
+      if (!body && !c.err) body = emit_nest(&c, root, o, false);
       nimble_ln_stmt *sg = body && c.anchor && c.opt.use_sgemm ? cp_gemm_sgemm(&c, c.anchor, o) : NULL;
       if (sg) {
         /* env->sgemm when the runtime has one (and the sizes are non-empty),

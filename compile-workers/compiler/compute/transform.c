@@ -728,3 +728,40 @@ const cp_def cp_defs_transform[] = {
     INJ("check_rank", shape_check_rank, value_check_rank),
 };
 const int cp_defs_transform_count = (int)(sizeof cp_defs_transform / sizeof cp_defs_transform[0]);
+
+/* A concatenate that is the whole primitive, of inputs that are kernel
+ * parameters: per input, one copy of each contiguous run (the axes after
+ * `axis` flattened) into its slice of the output, instead of the generic
+ * nest's per-element select between clamped loads of every input. Runs of
+ * fewer than 8 constant elements keep the generic nest; NULL then (and
+ * for inputs that are computations). */
+nimble_ln_stmt *cp_concat_copy(cp_ctx *c, cp_node *n, nimble_ln_param *o) {
+  int ax, R = n->rank;
+  if (R < 1 || n->n_in < 1 || !cp_axis(c, n, cp_attr_int(n, "axis"), R, &ax)) return NULL;
+  for (int i = 0; i < n->n_in; i++)
+    if (n->in[i]->kind != CP_PARAM || !n->in[i]->param || n->in[i]->rank != R) return NULL;
+  nimble_ln_expr *outer = cp_product(c, n->ext, 0, ax), *inner = cp_product(c, n->ext, ax + 1, R);
+  int64_t inner_c;
+  if (cp_const_i(inner, &inner_c) && inner_c < 8) return NULL;
+  int vw = c->opt.vector_width > 1 ? c->opt.vector_width : 0;
+  nimble_ln_stmt *parts[CP_MAX_IN];
+  nimble_ln_expr *off = cp_i(c, 0), *one = cp_i(c, 1);
+  for (int i = 0; i < n->n_in; i++) {
+    cp_node *x = n->in[i];
+    nimble_ln_expr *mid = x->ext[ax];
+    nimble_ln_var *r = cp_var(c, "r", NIMBLE_LN_I64), *k = cp_var(c, "k", NIMBLE_LN_I64);
+    nimble_ln_expr *rr = nimble_ln_ref(c->A, r), *kr = nimble_ln_ref(c->A, k);
+    /* run r = (o, m) of input i goes to output run o * ext[ax] + off + m. */
+    nimble_ln_expr *m1 = cp_max(c, mid, one);
+    nimble_ln_expr *dst_run = cp_add(c, cp_mul(c, cp_div(c, rr, m1), n->ext[ax]), cp_add(c, off, cp_rem(c, rr, m1)));
+    nimble_ln_expr *v = cp_convert(c, cp_load(c, x->param, cp_add(c, cp_mul(c, rr, inner), kr), x->type), n->type);
+    nimble_ln_stmt *copy = cp_for(c, k, inner, vw ? NIMBLE_LN_VECTORIZED : NIMBLE_LN_SERIAL, vw,
+                                  nimble_ln_store(c->A, o, cp_add(c, cp_mul(c, dst_run, inner), kr), v));
+    nimble_ln_stmt *runs = cp_for(c, r, cp_mul(c, outer, mid), NIMBLE_LN_SERIAL, 0, copy);
+    if (c->opt.parallel && runs) runs = nimble_ln_chunk(c->A, runs, cp_rows_per_task(c, runs->end, inner));
+    if (!runs) return NULL;
+    parts[i] = runs;
+    off = cp_add(c, off, mid);
+  }
+  return nimble_ln_seq(c->A, parts, (size_t)n->n_in);
+}

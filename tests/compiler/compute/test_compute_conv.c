@@ -77,6 +77,20 @@ static const conv_case kConv[] = {
     {2, 4, 30, 30, 256, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 2, 2, 0},
     {1, 3, 25, 27, 256, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1},
     {1, 4, 20, 26, 256, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2, 1, 2, 0},
+    /* im2col at stride 2 in columns from the deinterleaved image: batch 2,
+     * 2 groups of 8, an even width, asymmetric pads, columns dilated 2;
+     * a 1x5 kernel at strides (1, 2), symbolic, clip; squeezenet's first
+     * layer on a 37x41 image in blocks of rows (96 channels) */
+    {2, 4, 9, 16, 16, 3, 3, 2, 2, 1, 0, 1, 2, 1, 2, 2, 1, 1, 0},
+    {1, 3, 10, 23, 8, 1, 5, 1, 2, 0, 2, 0, 2, 1, 1, 1, 0, 2, 1},
+    {1, 3, 37, 41, 96, 7, 7, 2, 2, 0, 0, 0, 0, 1, 1, 1, 1, 1, 0},
+    /* im2col at unit strides as one copy over the flattened rows (OW == W):
+     * rows dilated 2 with asymmetric pads, columns dilated 2 with pads 4
+     * symbolic, a 2-row image; 3x3 without padding (OW != W: by rows) */
+    {1, 5, 12, 10, 16, 3, 3, 1, 1, 0, 2, 2, 0, 2, 1, 1, 1, 1, 0},
+    {1, 4, 6, 9, 8, 5, 5, 1, 1, 2, 4, 2, 4, 1, 2, 1, 1, 2, 1},
+    {1, 3, 2, 13, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0},
+    {1, 3, 7, 12, 8, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0, 0},
     /* A residual of the output's shape (mobilenet_v2's projections: 1x1,
      * bias, add), with relu over a 3x3 im2col, batch 2 */
     {1, 24, 14, 14, 32, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 1},
@@ -243,6 +257,17 @@ static const pool_case kPool[] = {
     {0, 1, 2, 1, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0},   /* a 1x1 image */
     {0, 1, 3, 29, 45, 3, 3, 2, 2, 0, 0, 0, 0, 1, 1, 1}, /* wide 3x3/2 ceil_mode max: vector rows */
     {0, 2, 2, 20, 37, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0}, /* wide padded 3x3 max, unit strides */
+    /* 3 columns at stride 2 (max_pool_3s2: whole rows through a scratch row) */
+    {0, 1, 4, 109, 109, 3, 3, 2, 2, 0, 0, 0, 0, 1, 1, 1}, /* squeezenet's first pool */
+    {0, 2, 3, 16, 33, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0},   /* resnet's 3x3/2 pad 1 */
+    {0, 1, 2, 11, 40, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1},   /* pad 1, ceil_mode, even width */
+    {0, 1, 2, 9, 26, 2, 3, 1, 2, 0, 2, 1, 0, 1, 1, 1},    /* asymmetric pads, 2 rows at stride 1 */
+    {0, 1, 2, 13, 21, 3, 3, 3, 2, 2, 0, 2, 1, 2, 1, 0},   /* dilated rows at stride 3 */
+    {0, 1, 3, 5, 3, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1},     /* narrow: border columns only */
+    {0, 1, 2, 4, 2, 5, 3, 2, 2, 2, 1, 2, 1, 1, 1, 1},     /* window taller than the image, 2 columns */
+    {0, 1, 2, 6, 1, 3, 3, 2, 2, 1, 1, 0, 1, 1, 1, 0},     /* one column */
+    {0, 1, 2, 6, 9, 2, 3, 2, 2, 0, 2, 0, 0, 1, 1, 0},     /* left pad 2 */
+    {0, 1, 2, 12, 15, 9, 3, 1, 2, 4, 1, 4, 1, 1, 1, 0},   /* 9 rows: the max taken row by row */
 };
 
 START_TEST(test_pooling_cases_match_direct_loops) {
@@ -268,10 +293,13 @@ START_TEST(test_pooling_cases_match_direct_loops) {
       int64_t span = sp[i][0] + sp[i][3] + sp[i][4] - sp[i][5] * (sp[i][1] - 1) - 1;
       O[i] = (p->ceil_mode ? (span + sp[i][2] - 1) / sp[i][2] : span / sp[i][2]) + 1;
     }
-    for (int variant = 0; variant < 2; variant++) {
+    /* Variants: without and with the runtime's sgemm (the 3-column,
+     * stride-2 max pooling goes by whole rows only on runtimes with it),
+     * each on one and two threads. */
+    for (int variant = 0; variant < 4; variant++) {
       ch_env env;
-      ch_env_init(&env, false);
-      if (variant) ch_env_threads(&env, 2);
+      ch_env_init(&env, variant >= 2);
+      if (variant & 1) ch_env_threads(&env, 2);
       ch_tensor x, y;
       ch_tensor_f32(&x, 4, (int64_t[]){p->N, p->C, p->H, p->W}, &seed, -1, 1);
       ch_tensor_f32(&y, 4, (int64_t[]){p->N, p->C, O[0], O[1]}, &seed, 50, 60);

@@ -337,6 +337,66 @@ START_TEST(test_slices_concatenation_and_take_match_numpy_semantics) {
 }
 END_TEST
 
+/* A concatenate of parameters as a whole primitive is one contiguous copy
+ * per input and run (transform.c, cp_concat_copy): squeezenet's fire
+ * modules (channels of two 4-D tensors, runs of h*w), a leading axis, a
+ * middle axis of a 3-D tensor, an input with no channels, odd and
+ * vector-sized runs; on one and two threads, against plain index loops. */
+START_TEST(test_a_concatenate_of_parameters_copies_each_input_into_its_slice) {
+  static const struct {
+    const char *text;
+    int rank, axis;
+    int64_t a[4], b[4], c[4];
+  } kCases[] = {
+      {"def @main(%a: Tensor[(n, ?, h, w), float32], %b: Tensor[(n, ?, h, w), float32], %c: Tensor[(n, ?, h, w), "
+       "float32]) { concatenate(%a, %b, %c, axis=1) }\n",
+       4, 1, {2, 3, 5, 7}, {2, 4, 5, 7}, {2, 2, 5, 7}},
+      {"def @main(%a: Tensor[(n, ?, h, w), float32], %b: Tensor[(n, ?, h, w), float32], %c: Tensor[(n, ?, h, w), "
+       "float32]) { concatenate(%a, %b, %c, axis=1) }\n",
+       4, 1, {1, 16, 8, 8}, {1, 0, 8, 8}, {1, 5, 8, 8}},
+      {"def @main(%a: Tensor[(?, m, k), float32], %b: Tensor[(?, m, k), float32], %c: Tensor[(?, m, k), float32]) { "
+       "concatenate(%a, %b, %c, axis=0) }\n",
+       3, 0, {2, 3, 11}, {1, 3, 11}, {3, 3, 11}},
+      {"def @main(%a: Tensor[(n, ?, 9), float32], %b: Tensor[(n, ?, 9), float32], %c: Tensor[(n, ?, 9), float32]) { "
+       "concatenate(%a, %b, %c, axis=-2) }\n",
+       3, 1, {3, 2, 9}, {3, 5, 9}, {3, 1, 9}},
+  };
+  unsigned seed = 21;
+  for (size_t ci = 0; ci < sizeof kCases / sizeof kCases[0]; ci++) {
+    fixture f;
+    fx_open(&f, kCases[ci].text, "fused.concatenate");
+    int R = kCases[ci].rank, ax = kCases[ci].axis;
+    const int64_t *shp[3] = {kCases[ci].a, kCases[ci].b, kCases[ci].c};
+    int64_t os[4];
+    for (int d = 0; d < R; d++) os[d] = d == ax ? shp[0][d] + shp[1][d] + shp[2][d] : shp[0][d];
+    int64_t outer = 1, inner = 1;
+    for (int d = 0; d < ax; d++) outer *= os[d];
+    for (int d = ax + 1; d < R; d++) inner *= os[d];
+    for (int threads = 1; threads <= 2; threads++) {
+      ch_tensor in[3], out;
+      for (int i = 0; i < 3; i++) ch_tensor_f32(&in[i], R, shp[i], &seed, -1, 1);
+      ch_tensor_f32(&out, R, os, &seed, 50, 60);
+      if (threads == 2) ch_env_threads(&f.env, 2);
+      ch_tensor *args[] = {&in[0], &in[1], &in[2], &out};
+      ck_assert_int_eq(ch_call(&f.k, &f.env, args, 4), 0);
+      for (int64_t o = 0; o < outer; o++)
+        for (int64_t m = 0; m < os[ax]; m++) {
+          int i = 0;
+          int64_t mm = m;
+          while (mm >= shp[i][ax]) mm -= shp[i][ax], i++;
+          for (int64_t k = 0; k < inner; k++)
+            ck_assert_msg(ch_f(&out)[(o * os[ax] + m) * inner + k] == ch_f(&in[i])[(o * shp[i][ax] + mm) * inner + k],
+                          "case %zu, %d threads: run (%lld, %lld) element %lld", ci, threads, (long long)o,
+                          (long long)m, (long long)k);
+        }
+      for (int i = 0; i < 3; i++) ch_tensor_free(&in[i]);
+      ch_tensor_free(&out);
+    }
+    fx_close(&f);
+  }
+}
+END_TEST
+
 START_TEST(test_gather_nd_and_expand_read_indices_and_shapes_from_tensors) {
   fixture f;
   fx_open(&f, "def @main(%x: Tensor[(a, b, c), float32], %i: Tensor[(?, 2), int64]) { gather_nd(%x, %i) }\n",
@@ -565,6 +625,7 @@ static Suite *suite(void) {
   TCase *tc = tcase_create("kernels");
   tcase_set_timeout(tc, 300);
   tcase_add_test(tc, test_an_elementwise_chain_with_broadcasting_is_one_kernel_matching_c);
+  tcase_add_test(tc, test_a_concatenate_of_parameters_copies_each_input_into_its_slice);
   tcase_add_test(tc, test_a_broadcast_mismatch_fails_the_kernel_with_a_message);
   tcase_add_test(tc, test_where_over_a_comparison_computes_leaky_relu);
   tcase_add_test(tc, test_a_reduction_takes_its_input_chain_and_epilogue);
