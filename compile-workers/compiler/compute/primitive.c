@@ -353,6 +353,8 @@ static nimble_status_t finish(cp_ctx *c, nimble_ln_stmt *body, nimble_ln_kernel 
 /* The loop nest over the root's output for injective roots and point
  * anchors. */
 nimble_ln_stmt *cp_gemm_sgemm(cp_ctx *c, cp_node *n, nimble_ln_param *o);
+nimble_ln_stmt *cp_gemm_sgemm_epilogue(cp_ctx *c, cp_node *n, cp_node *root, nimble_ln_param *o,
+                                       nimble_ln_expr **cond);
 
 nimble_ln_stmt *cp_epilogue_at(cp_ctx *c, cp_node *root, nimble_ln_param *o, nimble_ln_expr *const *idx,
                                nimble_ln_expr *addend) {
@@ -587,6 +589,12 @@ nimble_status_t nimble_compute_primitive(const nimble_module *m, const char *nam
           nimble_ln_stmt *rows = cp_gemm_rows(&c, c.anchor, o);
           nimble_ln_stmt *own = rows ? (epi ? nimble_ln_seq2(arena, rows, epi) : rows) : body;
           body = nimble_ln_if(arena, cond, epi ? nimble_ln_seq2(arena, sg, epi) : sg, own);
+          /* A bias over the columns, a residual and Relu/Clip folded into
+           * sgemm's tiles (env->sgemm_epilogue) where they are all the
+           * epilogue is; the above otherwise. */
+          nimble_ln_expr *econd = NULL;
+          nimble_ln_stmt *sge = epi ? cp_gemm_sgemm_epilogue(&c, c.anchor, root, o, &econd) : NULL;
+          if (sge && econd) body = nimble_ln_if(arena, econd, sge, body);
         }
       }
       /* conv2d and pooling: their own loop nests into the output (conv.c),

@@ -15,22 +15,6 @@
 
 /* ---- The epilogue as a pass --------------------------------------------------- */
 
-void nimble_sgemm_apply_epi(int64_t m, int64_t n, float *c, int64_t ldc, const nimble_sgemm_epi *epi) {
-  const float lo = epi->lo, hi = epi->hi;
-  const float *cb = epi->col_bias;
-  for (int64_t i = 0; i < m; i++) {
-    float *row = c + i * ldc;
-    const float *res = epi->residual ? epi->residual + i * epi->ldr : NULL;
-    for (int64_t j = 0; j < n; j++) {
-      float v = row[j];
-      if (epi->row_bias) v += epi->row_bias[i];
-      if (cb) v += cb[j];
-      if (res) v += res[j];
-      v = v < lo ? lo : v; /* NaN compares false: kept */
-      row[j] = v > hi ? hi : v;
-    }
-  }
-}
 
 /* ---- The variants ---------------------------------------------------------- */
 
@@ -81,6 +65,18 @@ void nimble_sgemm_apply_epi(int64_t m, int64_t n, float *c, int64_t ldc, const n
 #define SG_GB 16
 #include "vm/sgemm_own_kernel.inc" /* which #undefs the SG_ parameters */
 #endif
+
+/* The epilogue as a pass, on the widest variant this CPU runs (the
+ * runtime itself is built for the baseline instruction set). */
+void nimble_sgemm_apply_epi(int64_t m, int64_t n, float *c, int64_t ldc, const nimble_sgemm_epi *epi) {
+  switch (nimble_sgemm_own_best_isa()) {
+#if SG_HAVE_X86
+  case NIMBLE_SGEMM_ISA_AVX512: apply_epi_avx512(m, n, c, ldc, epi); return;
+  case NIMBLE_SGEMM_ISA_AVX2: apply_epi_avx2(m, n, c, ldc, epi); return;
+#endif
+  default: apply_epi_portable(m, n, c, ldc, epi); return;
+  }
+}
 
 /* ---- Choosing one ---------------------------------------------------------- */
 
