@@ -329,6 +329,31 @@ nimble_ln_stmt *cp_for(cp_ctx *c, nimble_ln_var *v, nimble_ln_expr *ext, nimble_
   return nimble_ln_for(c->A, v, cp_i(c, 0), ext, kind, factor, body);
 }
 
+cp_node *cp_clamp_operand(cp_node *root, float *lo, float *hi) {
+  *lo = -INFINITY;
+  *hi = INFINITY;
+  if (!root || root->kind != CP_CALL || root->type != NIMBLE_LN_F32 || root->n_in < 1) return root;
+  if (!strcmp(root->op->name, "relu")) {
+    *lo = 0.0f;
+    return root->in[0];
+  }
+  if (strcmp(root->op->name, "clip")) return root;
+  *lo = (float)cp_attr_float(root, "min");
+  *hi = (float)cp_attr_float(root, "max");
+  return isnan(*lo) || isnan(*hi) ? NULL : root->in[0];
+}
+
+bool cp_is_residual(const cp_node *x, const nimble_ln_param *o) {
+  return x && x->kind == CP_PARAM && x->param && x->param != o && x->type == NIMBLE_LN_F32 && x->rank == o->rank;
+}
+
+nimble_ln_expr *cp_same_shape(cp_ctx *c, nimble_ln_expr *cond, nimble_ln_param *a, nimble_ln_param *b, int rank) {
+  for (int ax = 0; ax < rank; ax++)
+    cond = nimble_ln_binary(c->A, NIMBLE_LN_AND, cond,
+                            nimble_ln_binary(c->A, NIMBLE_LN_EQ, nimble_ln_shape(c->A, a, ax), nimble_ln_shape(c->A, b, ax)));
+  return cond;
+}
+
 nimble_ln_stmt *cp_parallel_outer(cp_ctx *c, nimble_ln_var *const *d, nimble_ln_expr *const *ext, int n,
                                   nimble_ln_expr *body_work, nimble_ln_stmt *body) {
   if (!body || n <= 0) return body;

@@ -258,6 +258,17 @@ nimble_ln_expr *cp_rows_per_task(cp_ctx *c, nimble_ln_expr *rows, nimble_ln_expr
 nimble_ln_stmt *cp_parallel_outer(cp_ctx *c, nimble_ln_var *const *d, nimble_ln_expr *const *ext, int n,
                                   nimble_ln_expr *body_work, nimble_ln_stmt *body);
 
+/* Epilogues folded into env->sgemm_epilogue (conv.c, nn.c). The operand
+ * of a Relu or Clip on f32 at root, its bounds in *lo and *hi (Relu: 0 and
+ * infinity); root itself with -infinity and infinity when it is neither;
+ * NULL when a Clip's bound is NaN (nothing to fold). */
+cp_node *cp_clamp_operand(cp_node *root, float *lo, float *hi);
+/* Whether x is an f32 parameter of o's rank other than o: a residual
+ * added to the product, laid out as the output when cp_same_shape holds. */
+bool cp_is_residual(const cp_node *x, const nimble_ln_param *o);
+/* cond && every axis of a equals b's (both of `rank` axes), at run time. */
+nimble_ln_expr *cp_same_shape(cp_ctx *c, nimble_ln_expr *cond, nimble_ln_param *a, nimble_ln_param *b, int rank);
+
 /* nest.c: serial loops v[a] in [0, ext[a]) around body, the outermost
  * chunked into parallel tasks (`work`: loop-body cost per element). */
 nimble_ln_stmt *cp_loops(cp_ctx *c, nimble_ln_var *const *v, nimble_ln_expr *const *ext, int rank, int64_t work,

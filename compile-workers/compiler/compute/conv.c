@@ -787,30 +787,18 @@ static nimble_ln_stmt *conv_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o, 
    * over the block after it. The block above stays for runtimes without
    * it, and for a residual whose shape is not the output's (broadcast). */
   bool bias_ok = !bias || (bias->kind == CP_PARAM && bias->param && bias->type == NIMBLE_LN_F32 && bias->rank == 1);
-  float ep_lo = -INFINITY, ep_hi = INFINITY;
-  bool use_epi = bias_ok;
-  cp_node *res = NULL, *mid = root ? root : n;
-  if (mid != n && mid->kind == CP_CALL && mid->type == NIMBLE_LN_F32 && mid->n_in >= 1 &&
-      (!strcmp(mid->op->name, "relu") || !strcmp(mid->op->name, "clip"))) {
-    if (!strcmp(mid->op->name, "clip")) {
-      ep_lo = (float)cp_attr_float(mid, "min");
-      ep_hi = (float)cp_attr_float(mid, "max");
-      use_epi = use_epi && !isnan(ep_lo) && !isnan(ep_hi);
-    } else {
-      ep_lo = 0.0f;
-    }
-    mid = mid->in[0];
-  }
-  if (mid != n && mid->kind == CP_CALL && !strcmp(mid->op->name, "add") && mid->n_in == 2 &&
+  float ep_lo, ep_hi;
+  cp_node *res = NULL, *mid = root && root != n ? cp_clamp_operand(root, &ep_lo, &ep_hi) : n;
+  if (root == n || !root) ep_lo = -INFINITY, ep_hi = INFINITY;
+  if (mid && mid != n && mid->kind == CP_CALL && !strcmp(mid->op->name, "add") && mid->n_in == 2 &&
       mid->type == NIMBLE_LN_F32) {
     cp_node *other = mid->in[0] == n ? mid->in[1] : mid->in[1] == n ? mid->in[0] : NULL;
-    if (other && other != n && other->kind == CP_PARAM && other->param && other->type == NIMBLE_LN_F32 &&
-        other->rank == 4 && other->param != o) {
+    if (other != n && cp_is_residual(other, o)) {
       res = other;
       mid = n;
     }
   }
-  use_epi = use_epi && mid == n && (root == n || root == NULL || e);
+  bool use_epi = bias_ok && mid == n && (root == n || root == NULL || e);
   if (use_epi) {
     nimble_ln_var *g2 = cp_var(c, "g", NIMBLE_LN_I64);
     nimble_ln_expr *g2r = ref(c, g2);
@@ -840,9 +828,7 @@ static nimble_ln_stmt *conv_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o, 
     eg = cp_for(c, g2, cp_i(c, groups), NIMBLE_LN_SERIAL, 0, eg);
     if (!eg) return NULL;
     nimble_ln_expr *cond = nimble_ln_has_sgemm_epilogue(c->A);
-    for (int ax = 0; res && ax < 4; ax++)
-      cond = bin(c, NIMBLE_LN_AND, cond,
-                 bin(c, NIMBLE_LN_EQ, nimble_ln_shape(c->A, res->param, ax), nimble_ln_shape(c->A, o, ax)));
+    if (res) cond = cp_same_shape(c, cond, res->param, o, 4);
     block = nimble_ln_if(c->A, cond, eg, block);
   }
   block = nimble_ln_let(c->A, rowsv, cp_min(c, R, cp_sub(c, OHr, oh0)), block);

@@ -466,81 +466,40 @@ static cp_node *col_bias_param(cp_node *x) {
 }
 
 nimble_ln_stmt *cp_gemm_sgemm_epilogue(cp_ctx *c, cp_node *n, cp_node *root, nimble_ln_param *o,
-                                       nimble_ln_expr **cond) {
-  if (!root || root == n) return NULL; /* nothing to fold */
-  cp_node *a = n->in[0], *b = n->in[1];
-  bool dense = strcmp(n->op->name, "dense") == 0;
-  if (!dense && strcmp(n->op->name, "matmul") != 0) return NULL;
-  if (a->kind != CP_PARAM || b->kind != CP_PARAM || a->rank < 2 || b->rank != 2) return NULL;
-  if (dense ? a->rank != 2 || n->n_in > 3 : n->n_in != 2) return NULL;
-  if (o->rank != n->rank || o->dtype != NIMBLE_LN_F32 || a->type != NIMBLE_LN_F32 || b->type != NIMBLE_LN_F32)
-    return NULL;
-  if (dense && cp_attr_float(n, "alpha") != 1.0) return NULL;
+                                       const nimble_ln_sgemm_desc_t *base, nimble_ln_expr **cond) {
+  /* One call over all of C (B 2-D: cp_gemm_sgemm's single-call form),
+   * alpha 1, and something to fold. */
+  if (!root || root == n || !base || n->in[1]->rank != 2 || base->alpha != 1.0f) return NULL;
   cp_node *cb = NULL, *res = NULL;
   if (n->n_in == 3) { /* dense's C input: a column bias when 1-D and beta 1 */
     cb = col_bias_param(n->in[2]);
     if (!cb || cp_attr_float(n, "beta") != 1.0) return NULL;
   }
-  float lo = -INFINITY, hi = INFINITY;
-  cp_node *mid = root;
-  if (mid->kind == CP_CALL && mid->type == NIMBLE_LN_F32 && mid->n_in >= 1 &&
-      (!strcmp(mid->op->name, "relu") || !strcmp(mid->op->name, "clip"))) {
-    if (!strcmp(mid->op->name, "clip")) {
-      lo = (float)cp_attr_float(mid, "min");
-      hi = (float)cp_attr_float(mid, "max");
-      if (isnan(lo) || isnan(hi)) return NULL;
-    } else {
-      lo = 0.0f;
-    }
-    mid = mid->in[0];
-  }
+  float lo, hi;
+  cp_node *mid = cp_clamp_operand(root, &lo, &hi);
   /* add(add(n, bias), residual), add(n, bias), add(n, residual): the
-   * bias 1-D over the columns, the residual a parameter of C's rank. */
-  for (int depth = 0; depth < 2 && mid != n; depth++) {
+   * bias 1-D over the columns, the residual a parameter of C's shape. */
+  for (int depth = 0; depth < 2 && mid && mid != n; depth++) {
     if (mid->kind != CP_CALL || strcmp(mid->op->name, "add") || mid->n_in != 2 || mid->type != NIMBLE_LN_F32)
       return NULL;
     cp_node *x = mid->in[0], *y = mid->in[1];
     cp_node *inner = NULL, *other = NULL;
     if (x == n || (x->kind == CP_CALL && y->kind == CP_PARAM)) inner = x, other = y;
     else if (y == n || (y->kind == CP_CALL && x->kind == CP_PARAM)) inner = y, other = x;
-    if (!inner || !other || other == n) return NULL;
-    if (inner == n && !cb && col_bias_param(other)) {
-      cb = other;
-    } else if (!res && other->kind == CP_PARAM && other->param && other->type == NIMBLE_LN_F32 &&
-               other->rank == o->rank && other->param != o) {
-      res = other;
-    } else {
-      return NULL;
-    }
+    if (!inner || other == n) return NULL;
+    if (inner == n && !cb && col_bias_param(other)) cb = other;
+    else if (!res && cp_is_residual(other, o)) res = other;
+    else return NULL;
     mid = inner;
   }
   if (mid != n) return NULL;
-  int ra = a->rank, R = n->rank;
-  bool ta = dense && cp_attr_int(n, "transA") != 0, tb = dense && cp_attr_int(n, "transB") != 0;
-  nimble_ln_sgemm_desc_t d;
-  memset(&d, 0, sizeof d);
-  d.trans_a = ta;
-  d.trans_b = tb;
-  d.m = cp_product(c, n->ext, 0, R - 1); /* A's batch axes are more rows */
-  d.n = n->ext[R - 1];
-  d.k = a->ext[ta ? ra - 2 : ra - 1];
-  d.alpha = 1.0f;
-  d.beta = 0.0f;
-  d.a = a->param;
-  d.b = b->param;
-  d.c = o;
-  d.a_offset = d.b_offset = d.c_offset = cp_i(c, 0);
-  d.lda = cp_max(c, a->ext[ra - 1], cp_i(c, 1));
-  d.ldb = cp_max(c, b->ext[1], cp_i(c, 1));
-  d.ldc = cp_max(c, n->ext[R - 1], cp_i(c, 1));
+  nimble_ln_sgemm_desc_t d = *base;
   d.epilogue = 1;
   d.lo = lo;
   d.hi = hi;
-  /* Run-time conditions: the sizes non-empty, the bias as long as a row
-   * of C and the residual of C's shape (else broadcasting: the other path). */
+  /* Run-time conditions beyond the caller's: the bias as long as a row of
+   * C, the residual of C's shape (else broadcasting: the other path). */
   nimble_ln_expr *ok = nimble_ln_has_sgemm_epilogue(c->A);
-  nimble_ln_expr *dims[3] = {d.m, d.n, d.k};
-  for (int i = 0; i < 3; i++) ok = nimble_ln_binary(c->A, NIMBLE_LN_AND, ok, nimble_ln_binary(c->A, NIMBLE_LN_GT, dims[i], cp_i(c, 0)));
   if (cb) {
     d.col_bias = cb->param;
     d.col_bias_offset = cp_i(c, 0);
@@ -551,10 +510,7 @@ nimble_ln_stmt *cp_gemm_sgemm_epilogue(cp_ctx *c, cp_node *n, cp_node *root, nim
     d.residual = res->param;
     d.residual_offset = cp_i(c, 0);
     d.ldr = d.ldc;
-    for (int ax = 0; ax < R; ax++)
-      ok = nimble_ln_binary(c->A, NIMBLE_LN_AND, ok,
-                            nimble_ln_binary(c->A, NIMBLE_LN_EQ, nimble_ln_shape(c->A, res->param, ax),
-                                             nimble_ln_shape(c->A, o, ax)));
+    ok = cp_same_shape(c, ok, res->param, o, o->rank);
   }
   nimble_ln_stmt *call = nimble_ln_sgemm(c->A, &d);
   if (call) *cond = ok;

@@ -353,8 +353,12 @@ static nimble_status_t finish(cp_ctx *c, nimble_ln_stmt *body, nimble_ln_kernel 
 /* The loop nest over the root's output for injective roots and point
  * anchors. */
 nimble_ln_stmt *cp_gemm_sgemm(cp_ctx *c, cp_node *n, nimble_ln_param *o);
+/* The same product with the epilogue at root folded into
+ * env->sgemm_epilogue (a column bias, a residual, Relu/Clip): `base` is
+ * cp_gemm_desc of cp_gemm_sgemm's statement; *cond the run-time conditions
+ * besides the caller's. NULL when the epilogue is anything else. */
 nimble_ln_stmt *cp_gemm_sgemm_epilogue(cp_ctx *c, cp_node *n, cp_node *root, nimble_ln_param *o,
-                                       nimble_ln_expr **cond);
+                                       const nimble_ln_sgemm_desc_t *base, nimble_ln_expr **cond);
 
 nimble_ln_stmt *cp_epilogue_at(cp_ctx *c, cp_node *root, nimble_ln_param *o, nimble_ln_expr *const *idx,
                                nimble_ln_expr *addend) {
@@ -593,8 +597,8 @@ nimble_status_t nimble_compute_primitive(const nimble_module *m, const char *nam
            * sgemm's tiles (env->sgemm_epilogue) where they are all the
            * epilogue is; the above otherwise. */
           nimble_ln_expr *econd = NULL;
-          nimble_ln_stmt *sge = epi ? cp_gemm_sgemm_epilogue(&c, c.anchor, root, o, &econd) : NULL;
-          if (sge && econd) body = nimble_ln_if(arena, econd, sge, body);
+          nimble_ln_stmt *sge = epi ? cp_gemm_sgemm_epilogue(&c, c.anchor, root, o, d, &econd) : NULL;
+          if (sge && econd) body = nimble_ln_if(arena, nimble_ln_binary(arena, NIMBLE_LN_AND, cond, econd), sge, body);
         }
       }
       /* conv2d and pooling: their own loop nests into the output (conv.c),
