@@ -1,0 +1,96 @@
+/* Tuning records: the schedule measured fastest for one kernel workload on
+ * one kind of CPU, shared by the compiler (reads and writes them), the
+ * worker (carries them between a job and its compile), the scheduler
+ * (keeps them in Redis) and `nimble tune-records` (lists, exports,
+ * imports). docs/tuning.md describes the search that makes them.
+ *
+ * A record is one JSON object:
+ *
+ *   {"signature": "<64 hex>",        the kernel's workload (sha256 of its
+ *                                    canonical loop nest built with the
+ *                                    default schedule; symbolic dims stay
+ *                                    symbolic, so one record serves all
+ *                                    sizes)
+ *    "target": "x86",                the target kind it was measured for
+ *    "cpu": "skylake-avx512/1a2b3c4d", the measuring CPU: LLVM's name for
+ *                                    it and 8 hex digits of its features
+ *    "schedule": {"parallel": true, "min_task_work": 16384,
+ *                 "conv_block": 65536},
+ *    "default_us": 120.5, "tuned_us": 98.2,   medians, microseconds
+ *    "threads": 2,                   the VM threads they were measured at
+ *    "kernel": "fused__conv2d_add_clip__3"}   informational
+ *
+ * A file or message holding records is {"format": "nimble.tune-records.v1",
+ * "records": [...]}. Records never change a kernel's results, only its
+ * speed: every knob here keeps each output element's arithmetic as it is.
+ */
+#ifndef NIMBLE_TUNE_RECORD_H
+#define NIMBLE_TUNE_RECORD_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nimble/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define NIMBLE_TUNE_RECORDS_FORMAT "nimble.tune-records.v1"
+#define NIMBLE_TUNE_SIGNATURE_LEN 64
+#define NIMBLE_TUNE_CPU_MAX 95
+#define NIMBLE_TUNE_KERNEL_MAX 127
+/* A records file or message holds at most this many records. */
+#define NIMBLE_TUNE_MAX_RECORDS 65536
+
+/* The knobs of a kernel's schedule. Each changes how the work is split,
+ * never the arithmetic of one output element. */
+typedef struct nimble_tune_schedule_t {
+  bool parallel;         /* split the outer loops into tasks of the VM's pool */
+  int64_t min_task_work; /* loop-body evaluations one task gets at least */
+  int64_t conv_block;    /* floats per block of an sgemm-path convolution's im2col/product/epilogue */
+} nimble_tune_schedule_t;
+
+/* The ranges a record's knobs must lie in. */
+#define NIMBLE_TUNE_MIN_TASK_WORK_MIN 256
+#define NIMBLE_TUNE_MIN_TASK_WORK_MAX (1 << 24)
+#define NIMBLE_TUNE_CONV_BLOCK_MIN 1024
+#define NIMBLE_TUNE_CONV_BLOCK_MAX (1 << 26)
+
+/* The schedule kernels get without a record. */
+nimble_tune_schedule_t nimble_tune_schedule_default(void);
+bool nimble_tune_schedule_equal(const nimble_tune_schedule_t *a, const nimble_tune_schedule_t *b);
+
+typedef struct nimble_tune_record_t {
+  char signature[NIMBLE_TUNE_SIGNATURE_LEN + 1];
+  char target[16];
+  char cpu[NIMBLE_TUNE_CPU_MAX + 1];
+  char kernel[NIMBLE_TUNE_KERNEL_MAX + 1]; /* may be empty */
+  nimble_tune_schedule_t schedule;
+  double default_us, tuned_us;
+  int32_t threads;
+} nimble_tune_record_t;
+
+/* Reads one record object, checking every field; the error names the
+ * field (and `where`, e.g. "record 3", when not NULL). */
+nimble_status_t nimble_tune_record_from_json(const json_t *j, const char *where, nimble_tune_record_t *out);
+/* The record as a new JSON object (caller decrefs); NULL when out of memory. */
+json_t *nimble_tune_record_to_json(const nimble_tune_record_t *r);
+
+/* Parses a records document (the object above). *out (caller frees with
+ * free()) holds *count records. `what` names the source in errors. */
+nimble_status_t nimble_tune_records_from_json(const json_t *doc, const char *what, nimble_tune_record_t **out,
+                                              size_t *count);
+/* The document for n records (caller decrefs); NULL when out of memory. */
+json_t *nimble_tune_records_to_json(const nimble_tune_record_t *r, size_t n);
+
+/* Reads / writes a records file (written whole to PATH.tmp, then renamed). */
+nimble_status_t nimble_tune_records_read_file(const char *path, nimble_tune_record_t **out, size_t *count);
+nimble_status_t nimble_tune_records_write_file(const char *path, const nimble_tune_record_t *r, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* NIMBLE_TUNE_RECORD_H */

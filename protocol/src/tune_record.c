@@ -1,0 +1,204 @@
+/* Tuning records (nimble/tune_record.h): parsing with every field checked,
+ * since records arrive from files, the network and Redis, and writing. */
+#include "nimble/tune_record.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+nimble_tune_schedule_t nimble_tune_schedule_default(void) {
+  /* The compiler's defaults (compute_internal.h, conv.c): what a kernel
+   * gets without a record. */
+  return (nimble_tune_schedule_t){.parallel = true, .min_task_work = 16384, .conv_block = 65536};
+}
+
+bool nimble_tune_schedule_equal(const nimble_tune_schedule_t *a, const nimble_tune_schedule_t *b) {
+  return a->parallel == b->parallel && a->min_task_work == b->min_task_work && a->conv_block == b->conv_block;
+}
+
+static bool hex_ok(const char *s, size_t n) {
+  if (strlen(s) != n) return false;
+  for (size_t i = 0; i < n; i++)
+    if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f'))) return false;
+  return true;
+}
+
+/* Printable ASCII without '"', '\\' and '|' (the scheduler joins cpu and
+ * signature with '|' in its Redis field names). */
+static bool text_ok(const char *s) {
+  for (; *s; s++)
+    if (*s < 0x20 || *s > 0x7e || *s == '"' || *s == '\\' || *s == '|') return false;
+  return true;
+}
+
+#define BAD(...) nimble_status_make(NIMBLE_INVALID_ARGUMENT, __VA_ARGS__)
+
+static nimble_status_t get_text(const json_t *j, const char *key, const char *w, bool required, char *out,
+                                size_t size) {
+  const json_t *v = json_object_get(j, key);
+  if (!v) {
+    if (!required) {
+      out[0] = '\0';
+      return nimble_ok();
+    }
+    return BAD("%stune record: '%s' is missing", w, key);
+  }
+  if (!json_is_string(v)) return BAD("%stune record: '%s' must be a string", w, key);
+  const char *s = json_string_value(v);
+  if (strlen(s) >= size) return BAD("%stune record: '%s' is longer than %zu characters", w, key, size - 1);
+  if (!text_ok(s)) return BAD("%stune record: '%s' holds characters outside printable ASCII (or '|')", w, key);
+  memcpy(out, s, strlen(s) + 1);
+  return nimble_ok();
+}
+
+static nimble_status_t get_int(const json_t *j, const char *key, const char *w, int64_t lo, int64_t hi,
+                               int64_t *out) {
+  const json_t *v = json_object_get(j, key);
+  if (!json_is_integer(v)) return BAD("%stune record: '%s' must be an integer", w, key);
+  json_int_t x = json_integer_value(v);
+  if (x < lo || x > hi)
+    return BAD("%stune record: '%s' = %lld is outside [%lld, %lld]", w, key, (long long)x, (long long)lo,
+               (long long)hi);
+  *out = x;
+  return nimble_ok();
+}
+
+static nimble_status_t get_us(const json_t *j, const char *key, const char *w, double *out) {
+  const json_t *v = json_object_get(j, key);
+  if (!json_is_number(v)) return BAD("%stune record: '%s' must be a number", w, key);
+  double x = json_number_value(v);
+  if (!isfinite(x) || x < 0 || x > 1e12) return BAD("%stune record: '%s' = %g is not a time in microseconds", w, key, x);
+  *out = x;
+  return nimble_ok();
+}
+
+nimble_status_t nimble_tune_record_from_json(const json_t *j, const char *where, nimble_tune_record_t *out) {
+  char w[64] = "";
+  if (where) snprintf(w, sizeof w, "%s: ", where);
+  memset(out, 0, sizeof *out);
+  if (!json_is_object(j)) return BAD("%stune record: expected an object", w);
+  NIMBLE_RETURN_IF_ERROR(get_text(j, "signature", w, true, out->signature, sizeof out->signature));
+  if (!hex_ok(out->signature, NIMBLE_TUNE_SIGNATURE_LEN))
+    return BAD("%stune record: 'signature' must be 64 lowercase hex digits", w);
+  NIMBLE_RETURN_IF_ERROR(get_text(j, "target", w, true, out->target, sizeof out->target));
+  if (!out->target[0]) return BAD("%stune record: 'target' is empty", w);
+  NIMBLE_RETURN_IF_ERROR(get_text(j, "cpu", w, true, out->cpu, sizeof out->cpu));
+  if (!out->cpu[0]) return BAD("%stune record: 'cpu' is empty", w);
+  NIMBLE_RETURN_IF_ERROR(get_text(j, "kernel", w, false, out->kernel, sizeof out->kernel));
+  const json_t *s = json_object_get(j, "schedule");
+  if (!json_is_object(s)) return BAD("%stune record: 'schedule' must be an object", w);
+  const char *key;
+  json_t *v;
+  json_object_foreach((json_t *)s, key, v) {
+    if (strcmp(key, "parallel") && strcmp(key, "min_task_work") && strcmp(key, "conv_block"))
+      return BAD("%stune record: schedule knob '%s' is unknown (known: parallel, min_task_work, conv_block)", w, key);
+  }
+  const json_t *par = json_object_get(s, "parallel");
+  if (!json_is_boolean(par)) return BAD("%stune record: 'schedule.parallel' must be true or false", w);
+  out->schedule.parallel = json_is_true(par);
+  NIMBLE_RETURN_IF_ERROR(get_int(s, "min_task_work", w, NIMBLE_TUNE_MIN_TASK_WORK_MIN, NIMBLE_TUNE_MIN_TASK_WORK_MAX,
+                                 &out->schedule.min_task_work));
+  NIMBLE_RETURN_IF_ERROR(
+      get_int(s, "conv_block", w, NIMBLE_TUNE_CONV_BLOCK_MIN, NIMBLE_TUNE_CONV_BLOCK_MAX, &out->schedule.conv_block));
+  NIMBLE_RETURN_IF_ERROR(get_us(j, "default_us", w, &out->default_us));
+  NIMBLE_RETURN_IF_ERROR(get_us(j, "tuned_us", w, &out->tuned_us));
+  int64_t threads;
+  NIMBLE_RETURN_IF_ERROR(get_int(j, "threads", w, 1, 1024, &threads));
+  out->threads = (int32_t)threads;
+  return nimble_ok();
+}
+
+json_t *nimble_tune_record_to_json(const nimble_tune_record_t *r) {
+  json_t *s = json_pack("{s:b, s:I, s:I}", "parallel", (int)r->schedule.parallel, "min_task_work",
+                        (json_int_t)r->schedule.min_task_work, "conv_block", (json_int_t)r->schedule.conv_block);
+  if (!s) return NULL;
+  json_t *j = json_pack("{s:s, s:s, s:s, s:o, s:f, s:f, s:i}", "signature", r->signature, "target", r->target, "cpu",
+                        r->cpu, "schedule", s, "default_us", r->default_us, "tuned_us", r->tuned_us, "threads",
+                        (int)r->threads);
+  if (j && r->kernel[0] && json_object_set_new(j, "kernel", json_string(r->kernel)) != 0) {
+    json_decref(j);
+    return NULL;
+  }
+  return j;
+}
+
+nimble_status_t nimble_tune_records_from_json(const json_t *doc, const char *what, nimble_tune_record_t **out,
+                                              size_t *count) {
+  *out = NULL;
+  *count = 0;
+  if (!json_is_object(doc)) return BAD("%s: tune records: expected a JSON object", what);
+  const char *fmt = json_string_value(json_object_get(doc, "format"));
+  if (!fmt || strcmp(fmt, NIMBLE_TUNE_RECORDS_FORMAT) != 0)
+    return BAD("%s: tune records: 'format' must be \"%s\"", what, NIMBLE_TUNE_RECORDS_FORMAT);
+  const json_t *arr = json_object_get(doc, "records");
+  if (!json_is_array(arr)) return BAD("%s: tune records: 'records' must be an array", what);
+  size_t n = json_array_size(arr);
+  if (n > NIMBLE_TUNE_MAX_RECORDS)
+    return BAD("%s: tune records: %zu records, more than the %d allowed", what, n, NIMBLE_TUNE_MAX_RECORDS);
+  nimble_tune_record_t *r = calloc(n ? n : 1, sizeof *r);
+  if (!r) return NIMBLE_OOM_IN(what);
+  for (size_t i = 0; i < n; i++) {
+    char where[96];
+    snprintf(where, sizeof where, "%s: record %zu", what, i);
+    nimble_status_t s = nimble_tune_record_from_json(json_array_get(arr, i), where, &r[i]);
+    if (s) {
+      free(r);
+      return s;
+    }
+  }
+  *out = r;
+  *count = n;
+  return nimble_ok();
+}
+
+json_t *nimble_tune_records_to_json(const nimble_tune_record_t *r, size_t n) {
+  json_t *arr = json_array();
+  for (size_t i = 0; arr && i < n; i++) {
+    json_t *j = nimble_tune_record_to_json(&r[i]);
+    if (!j || json_array_append_new(arr, j) != 0) {
+      json_decref(arr);
+      return NULL;
+    }
+  }
+  if (!arr) return NULL;
+  return json_pack("{s:s, s:o}", "format", NIMBLE_TUNE_RECORDS_FORMAT, "records", arr);
+}
+
+nimble_status_t nimble_tune_records_read_file(const char *path, nimble_tune_record_t **out, size_t *count) {
+  *out = NULL;
+  *count = 0;
+  json_error_t e;
+  json_t *doc = json_load_file(path, JSON_REJECT_DUPLICATES, &e);
+  if (!doc) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return nimble_status_make(NIMBLE_IO_ERROR, "%s: %s", path, strerror(errno));
+    fclose(f);
+    return BAD("%s:%d:%d: tune records: %s", path, e.line, e.column, e.text);
+  }
+  nimble_status_t s = nimble_tune_records_from_json(doc, path, out, count);
+  json_decref(doc);
+  return s;
+}
+
+nimble_status_t nimble_tune_records_write_file(const char *path, const nimble_tune_record_t *r, size_t n) {
+  json_t *doc = nimble_tune_records_to_json(r, n);
+  if (!doc) return NIMBLE_OOM_IN(path);
+  size_t len = strlen(path);
+  char *tmp = malloc(len + 5);
+  if (!tmp) {
+    json_decref(doc);
+    return NIMBLE_OOM_IN(path);
+  }
+  memcpy(tmp, path, len);
+  memcpy(tmp + len, ".tmp", 5);
+  int rc = json_dump_file(doc, tmp, JSON_INDENT(1) | JSON_SORT_KEYS);
+  json_decref(doc);
+  nimble_status_t s = nimble_ok();
+  if (rc != 0) s = nimble_status_make(NIMBLE_IO_ERROR, "%s: cannot write tune records", tmp);
+  else if (rename(tmp, path) != 0) s = nimble_status_make(NIMBLE_IO_ERROR, "%s: %s", path, strerror(errno));
+  if (s) remove(tmp);
+  free(tmp);
+  return s;
+}

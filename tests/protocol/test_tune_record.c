@@ -1,0 +1,128 @@
+/* Tuning records: a hand-written document parses to the values written in
+ * it, writing and reading a file gives them back, and each malformed field
+ * is refused with its name. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "nimble_test.h"
+
+#include "nimble/tune_record.h"
+
+#define SIG "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+#define GOOD                                                                                     \
+  "{\"signature\":\"" SIG "\",\"target\":\"x86\",\"cpu\":\"skylake-avx512/1a2b3c4d\","          \
+  "\"schedule\":{\"parallel\":false,\"min_task_work\":4096,\"conv_block\":262144},"            \
+  "\"default_us\":120.5,\"tuned_us\":98.25,\"threads\":2,\"kernel\":\"fused__conv2d__3\"}"
+
+static json_t *parse(const char *text) {
+  json_error_t e;
+  json_t *j = json_loads(text, 0, &e);
+  ck_assert_msg(j != NULL, "test JSON: %s", e.text);
+  return j;
+}
+
+START_TEST(test_a_written_record_reads_as_written) {
+  json_t *j = parse(GOOD);
+  nimble_tune_record_t r;
+  NIMBLE_ASSERT_OK(nimble_tune_record_from_json(j, NULL, &r));
+  ck_assert_str_eq(r.signature, SIG);
+  ck_assert_str_eq(r.target, "x86");
+  ck_assert_str_eq(r.cpu, "skylake-avx512/1a2b3c4d");
+  ck_assert_str_eq(r.kernel, "fused__conv2d__3");
+  ck_assert(!r.schedule.parallel);
+  ck_assert_int_eq(r.schedule.min_task_work, 4096);
+  ck_assert_int_eq(r.schedule.conv_block, 262144);
+  ck_assert(r.default_us == 120.5 && r.tuned_us == 98.25);
+  ck_assert_int_eq(r.threads, 2);
+  json_decref(j);
+}
+END_TEST
+
+START_TEST(test_a_file_round_trips) {
+  json_t *j = parse(GOOD);
+  nimble_tune_record_t r[2];
+  NIMBLE_ASSERT_OK(nimble_tune_record_from_json(j, NULL, &r[0]));
+  json_decref(j);
+  r[1] = r[0];
+  r[1].schedule.parallel = true;
+  r[1].kernel[0] = '\0';
+  char path[] = "/tmp/test_tune_record_XXXXXX";
+  int fd = mkstemp(path);
+  ck_assert_int_ge(fd, 0);
+  close(fd);
+  NIMBLE_ASSERT_OK(nimble_tune_records_write_file(path, r, 2));
+  nimble_tune_record_t *back = NULL;
+  size_t n = 0;
+  NIMBLE_ASSERT_OK(nimble_tune_records_read_file(path, &back, &n));
+  ck_assert_uint_eq(n, 2);
+  ck_assert(back[1].schedule.parallel && !back[0].schedule.parallel);
+  ck_assert_str_eq(back[1].kernel, "");
+  ck_assert_int_eq(back[1].schedule.conv_block, 262144);
+  ck_assert(back[0].tuned_us == 98.25);
+  free(back);
+  /* The file is the documented document: format first-class. */
+  FILE *f = fopen(path, "r");
+  char text[4096];
+  size_t got = fread(text, 1, sizeof text - 1, f);
+  fclose(f);
+  text[got] = '\0';
+  ck_assert_ptr_nonnull(strstr(text, "\"format\": \"nimble.tune-records.v1\""));
+  unlink(path);
+}
+END_TEST
+
+/* GOOD with `from` replaced by `to`, parsed: the error must hold `want`. */
+static void refused(const char *from, const char *to, const char *want) {
+  char text[2048];
+  const char *at = strstr(GOOD, from);
+  ck_assert_ptr_nonnull(at);
+  snprintf(text, sizeof text, "%.*s%s%s", (int)(at - GOOD), GOOD, to, at + strlen(from));
+  json_t *j = parse(text);
+  nimble_tune_record_t r;
+  NIMBLE_ASSERT_ERROR(nimble_tune_record_from_json(j, "record 7", &r), NIMBLE_INVALID_ARGUMENT, want);
+  json_decref(j);
+}
+
+START_TEST(test_bad_fields_are_refused_by_name) {
+  refused("\"signature\":\"0123", "\"signature\":\"X123", "'signature' must be 64 lowercase hex");
+  refused("\"target\":\"x86\",", "", "'target' is missing");
+  refused("skylake-avx512/1a2b3c4d", "sky|lake", "'cpu' holds characters");
+  refused("\"parallel\":false", "\"parallel\":1", "'schedule.parallel' must be true or false");
+  refused("\"min_task_work\":4096", "\"min_task_work\":0", "'min_task_work' = 0 is outside");
+  refused("\"conv_block\":262144", "\"conv_block\":99999999999", "'conv_block' = 99999999999 is outside");
+  refused("\"conv_block\":262144", "\"conv_block\":4096,\"unroll\":4", "schedule knob 'unroll' is unknown");
+  refused("\"tuned_us\":98.25", "\"tuned_us\":-1", "'tuned_us' = -1 is not a time");
+  refused("\"threads\":2", "\"threads\":0", "'threads' = 0 is outside");
+  refused("\"threads\":2", "\"threads\":2.5", "record 7: tune record: 'threads' must be an integer");
+}
+END_TEST
+
+START_TEST(test_bad_documents_are_refused) {
+  nimble_tune_record_t *r = NULL;
+  size_t n = 0;
+  json_t *j = parse("{\"format\":\"nimble.tune-records.v2\",\"records\":[]}");
+  NIMBLE_ASSERT_ERROR(nimble_tune_records_from_json(j, "in.json", &r, &n), NIMBLE_INVALID_ARGUMENT,
+                      "in.json: tune records: 'format' must be");
+  json_decref(j);
+  j = parse("{\"format\":\"nimble.tune-records.v1\",\"records\":[" GOOD ",{}]}");
+  NIMBLE_ASSERT_ERROR(nimble_tune_records_from_json(j, "in.json", &r, &n), NIMBLE_INVALID_ARGUMENT,
+                      "in.json: record 1: tune record: 'signature' is missing");
+  ck_assert_ptr_null(r);
+  json_decref(j);
+  NIMBLE_ASSERT_ERROR(nimble_tune_records_read_file("/nonexistent/records.json", &r, &n), NIMBLE_IO_ERROR,
+                      "/nonexistent/records.json");
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("tune_record");
+  TCase *tc = tcase_create("core");
+  tcase_add_test(tc, test_a_written_record_reads_as_written);
+  tcase_add_test(tc, test_a_file_round_trips);
+  tcase_add_test(tc, test_bad_fields_are_refused_by_name);
+  tcase_add_test(tc, test_bad_documents_are_refused);
+  suite_add_tcase(s, tc);
+  return nimble_test_run(s);
+}
