@@ -33,6 +33,12 @@ typedef struct compile_args {
   bool verbose;
   bool time_passes;
   bool no_kernel_cache;
+  bool tune;                /* --option tune=true */
+  long tune_budget_s;       /* --option tune_budget_s=N; 0: the default */
+  long tune_threads;        /* --option tune_threads=N; 0: the CPUs available */
+  const char *tune_inputs;  /* --option tune_inputs=x=1x3x224x224;... */
+  const char *tune_records; /* --tune-records FILE */
+  const char *tune_records_out; /* --tune-records-out FILE */
 } compile_args;
 
 /* What the progress callback feeds: the worker's fd, the terminal line,
@@ -103,6 +109,25 @@ static void report_new_entries(progress_sink *p, const nimble_codegen_stats_t *c
   }
 }
 
+static void on_tune_progress(void *user, int percent) { on_progress(user, "tune", percent); }
+
+/* One line always (what tuning did), and with -v each new record. */
+static void print_tune_report(const nimble_tune_report_t *t, bool verbose) {
+  size_t picked = 0;
+  nimble_tune_schedule_t d = nimble_tune_schedule_default();
+  for (size_t i = 0; i < t->num_records; i++) picked += !nimble_tune_schedule_equal(&t->records[i].schedule, &d);
+  fprintf(stderr, "tuned: %zu kernels, %zu with records given, %zu new records (%zu points compiled, %zu kernel "
+                  "variants timed over %zu rounds, %.1f s), %zu took a schedule of their own%s%s\n",
+          t->kernels, t->kernels_recorded, t->num_records, t->points, t->measured, t->rounds, t->seconds, picked,
+          t->skipped[0] ? "; " : "", t->skipped);
+  for (size_t i = 0; verbose && i < t->num_records; i++) {
+    const nimble_tune_record_t *r = &t->records[i];
+    fprintf(stderr, "  %-40s parallel=%d min_task_work=%-6lld conv_block=%-7lld %9.1f -> %9.1f us\n", r->kernel,
+            (int)r->schedule.parallel, (long long)r->schedule.min_task_work, (long long)r->schedule.conv_block,
+            r->default_us, r->tuned_us);
+  }
+}
+
 static bool parse_int(const char *s, long lo, long hi, long *out) {
   if (!s || !*s) return false;
   char *end = NULL;
@@ -130,9 +155,27 @@ static int apply_option(compile_args *a, const char *kv) {
   if (klen == 4 && strncmp(kv, "tune", 4) == 0) {
     if (strcmp(v, "true") != 0 && strcmp(v, "false") != 0)
       return nimble_cli_usage_error(&nimble_cmd_compile, "--option tune='%s': expected true or false", v);
-    return NIMBLE_EXIT_OK; /* accepted; there is no tuner yet (see --help) */
+    a->tune = strcmp(v, "true") == 0;
+    return NIMBLE_EXIT_OK;
   }
-  return nimble_cli_usage_error(&nimble_cmd_compile, "--option '%.*s': unknown option (known: opt_level, tune)",
+  if (klen == 13 && strncmp(kv, "tune_budget_s", 13) == 0) {
+    if (!parse_int(v, 1, 86400, &a->tune_budget_s))
+      return nimble_cli_usage_error(&nimble_cmd_compile, "--option tune_budget_s='%s': expected 1 to 86400 seconds", v);
+    return NIMBLE_EXIT_OK;
+  }
+  if (klen == 12 && strncmp(kv, "tune_threads", 12) == 0) {
+    if (!parse_int(v, 1, 1024, &a->tune_threads))
+      return nimble_cli_usage_error(&nimble_cmd_compile, "--option tune_threads='%s': expected 1 to 1024", v);
+    return NIMBLE_EXIT_OK;
+  }
+  if (klen == 11 && strncmp(kv, "tune_inputs", 11) == 0) {
+    if (!*v) return nimble_cli_usage_error(&nimble_cmd_compile, "--option tune_inputs needs NAME=DIMS[;NAME=DIMS]");
+    a->tune_inputs = v;
+    return NIMBLE_EXIT_OK;
+  }
+  return nimble_cli_usage_error(&nimble_cmd_compile,
+                                "--option '%.*s': unknown option (known: opt_level, tune, tune_budget_s, tune_threads, "
+                                "tune_inputs)",
                                 (int)klen, kv);
 }
 
@@ -159,7 +202,8 @@ static int parse_args(int argc, char **argv, compile_args *a, bool *help) {
   bool operands_only = false;
   static const char *const kValued[] = {"--target", "-o", "--output", "--opt-level", "--dump-ir",
                                         "--emit-parts", "--progress-fd", "--option", "--format",
-                                        "--jobs", "-j", "--sign", "--kernel-cache"};
+                                        "--jobs", "-j", "--sign", "--kernel-cache",
+                                        "--tune-records-out", "--tune-records"};
   for (int i = 1; i < argc; i++) {
     const char *arg = argv[i];
     if (!operands_only && strcmp(arg, "--") == 0) {
@@ -240,6 +284,12 @@ static int parse_args(int argc, char **argv, compile_args *a, bool *help) {
     } else if (strcmp(opt, "--option") == 0) {
       int rc = apply_option(a, v);
       if (rc) return rc;
+    } else if (strcmp(opt, "--tune-records") == 0) {
+      if (!*v) return nimble_cli_usage_error(&nimble_cmd_compile, "--tune-records needs a file");
+      a->tune_records = v;
+    } else if (strcmp(opt, "--tune-records-out") == 0) {
+      if (!*v) return nimble_cli_usage_error(&nimble_cmd_compile, "--tune-records-out needs a file");
+      a->tune_records_out = v;
     } else if (strcmp(opt, "--kernel-cache") == 0) {
       if (!*v) return nimble_cli_usage_error(&nimble_cmd_compile, "--kernel-cache needs a folder");
       a->kernel_cache = v;
@@ -257,6 +307,9 @@ static int parse_args(int argc, char **argv, compile_args *a, bool *help) {
     return nimble_cli_usage_error(&nimble_cmd_compile, "no output: give -o FILE.nimble or --emit-parts DIR");
   if (a->kernel_cache && a->no_kernel_cache)
     return nimble_cli_usage_error(&nimble_cmd_compile, "--kernel-cache and --no-kernel-cache exclude each other");
+  if ((a->tune_records_out || a->tune_records) && !a->tune)
+    return nimble_cli_usage_error(&nimble_cmd_compile, "%s needs --option tune=true",
+                                  a->tune_records ? "--tune-records" : "--tune-records-out");
   if (!a->target) a->target = "x86";
   nimble_target_t t;
   nimble_status_t s = nimble_target_parse_local(a->target, &t);
@@ -398,7 +451,24 @@ static int run_compile(nimble_cli_ctx *ctx, int argc, char **argv) {
   o.progress_user = &sink;
   o.codegen_progress = on_codegen_progress;
   nimble_compile_result *r = NULL;
-  nimble_status_t s = nimble_compile_file(a.model, &o, &r);
+  nimble_status_t s = nimble_ok();
+  nimble_tune_record_t *given = NULL;
+  size_t ngiven = 0;
+  nimble_tune_report_t tr;
+  memset(&tr, 0, sizeof tr);
+  if (a.tune) {
+    if (a.tune_records) s = nimble_tune_records_read_file(a.tune_records, &given, &ngiven);
+    o.tune_records = given;
+    o.num_tune_records = ngiven;
+    nimble_tune_options_t to = {.budget_s = (double)a.tune_budget_s,
+                                .threads = (uint32_t)a.tune_threads,
+                                .inputs = a.tune_inputs,
+                                .progress = on_tune_progress};
+    if (!s) s = nimble_compile_tune(a.model, &o, &to, &tr, &r);
+    if (!s && a.tune_records_out) s = nimble_tune_records_write_file(a.tune_records_out, tr.records, tr.num_records);
+  } else {
+    s = nimble_compile_file(a.model, &o, &r);
+  }
   if (!s) {
     report_new_entries(&sink, nimble_compile_result_codegen_stats(r));
     sink.phase = "package";
@@ -422,6 +492,8 @@ static int run_compile(nimble_cli_ctx *ctx, int argc, char **argv) {
     bool input = strcmp(sink.phase, "import") == 0 || strcmp(sink.phase, "typing") == 0 ||
                  (strcmp(sink.phase, "setup") == 0 && nimble_status_code(s) != NIMBLE_UNIMPLEMENTED);
     nimble_cli_report(s);
+    free(tr.records);
+    free(given);
     nimble_compile_result_destroy(r);
     nimble_kernel_cache_destroy(cache);
     return input ? NIMBLE_EXIT_INPUT : NIMBLE_EXIT_FAILURE;
@@ -440,6 +512,9 @@ static int run_compile(nimble_cli_ctx *ctx, int argc, char **argv) {
     const nimble_codegen_stats_t *cs = nimble_compile_result_codegen_stats(r);
     if (cs) print_codegen_stats(cs, cache ? cache_dir : NULL, a.time_passes);
   }
+  if (a.tune) print_tune_report(&tr, a.verbose);
+  free(tr.records);
+  free(given);
   nimble_compile_result_destroy(r);
   nimble_kernel_cache_destroy(cache);
   return NIMBLE_EXIT_OK;
@@ -451,7 +526,7 @@ const nimble_cli_command nimble_cmd_compile = {
     "compile MODEL --target=SPEC -o OUT.nimble [--opt-level N] [--dump-ir DIR] [-v]\n"
     "       [--time-passes] [-j N] [--kernel-cache DIR | --no-kernel-cache]\n"
     "       [--emit-parts DIR] [--progress-fd N] [--format onnx|nir] [--option KEY=VALUE]\n"
-    "       [--sign KEYFILE]",
+    "       [--sign KEYFILE] [--tune-records F] [--tune-records-out F]",
     "Runs the whole compiler on this machine: import, type inference, the\n"
     "optimisation passes, lowering to VM bytecode, one kernel per fused\n"
     "primitive, code generation with LLVM and linking with ld.lld-16, then\n"
@@ -496,13 +571,23 @@ const nimble_cli_command nimble_cmd_compile = {
     "                     KEYFILE (`nimble keys generate`): a signature part\n"
     "                     that `nimble-run --require-signature` checks against\n"
     "                     its trusted keys (with --emit-parts: DIR/signature)\n"
-    "  --option K=V       a farm job option: opt_level=0..3 (as --opt-level),\n"
-    "                     tune=true|false (accepted; there is no tuner yet, so\n"
-    "                     it changes nothing)\n"
+    "  --option K=V       a farm job option: opt_level=0..3 (as --opt-level);\n"
+    "                     tune=true|false: measure each CPU kernel's schedule\n"
+    "                     points on this machine and build with the fastest\n"
+    "                     (docs/tuning.md; the target must run here; results\n"
+    "                     are the same, only speed changes); tune_budget_s=N\n"
+    "                     (default 60), tune_threads=N (default: the CPUs this\n"
+    "                     process may use), tune_inputs=NAME=DIMS[;NAME=DIMS]\n"
+    "                     (the shapes measured at; symbolic dims not given: 1)\n"
+    "  --tune-records F   with tune=true: records to reuse (kernels with one for\n"
+    "                     this target and CPU are not measured again)\n"
+    "  --tune-records-out F  with tune=true: write the records this compile\n"
+    "                     measured (nimble.tune-records.v1 JSON)\n"
     "\n"
     "On a terminal a progress line shows the current phase.\n"
     "Exit status: 0 success, 1 the compile failed (an operator or shape\n"
     "the compiler does not cover yet, a code generation or write error),\n"
-    "2 usage error, 3 the model could not be read, parsed, imported or typed.\n",
+    "2 usage error, 3 the model could not be read, parsed, imported or typed\n"
+    "(or the --tune-records file could not be read or holds a bad record).\n",
     run_compile,
 };

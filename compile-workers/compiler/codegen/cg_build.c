@@ -107,6 +107,17 @@ static void target_info_deinit(target_info *t) {
   memset(t, 0, sizeof *t);
 }
 
+void nimble_codegen_host_cpu_key(char *buf, size_t size) {
+  if (!size) return;
+  char *name = LLVMGetHostCPUName(), *features = LLVMGetHostCPUFeatures();
+  nimble_digest_t d;
+  nimble_digest_compute(features ? features : "", features ? strlen(features) : 0, &d);
+  snprintf(buf, size, "%s/%02x%02x%02x%02x", name && name[0] ? name : "unknown", d.bytes[0], d.bytes[1], d.bytes[2],
+           d.bytes[3]);
+  if (name) LLVMDisposeMessage(name);
+  if (features) LLVMDisposeMessage(features);
+}
+
 static nimble_status_t target_info_init(const nimble_codegen_options_t *o, target_info *t) {
   memset(t, 0, sizeof *t);
   const char *triple = o->triple ? o->triple : "x86_64-linux-gnu";

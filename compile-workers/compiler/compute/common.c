@@ -389,6 +389,6 @@ nimble_ln_stmt *cp_parallel_outer(cp_ctx *c, nimble_ln_var *const *d, nimble_ln_
 nimble_ln_expr *cp_rows_per_task(cp_ctx *c, nimble_ln_expr *rows, nimble_ln_expr *row_work) {
   nimble_ln_expr *by_count = cp_div(c, cp_add(c, rows, cp_i(c, CP_MAX_TASKS - 1)), cp_i(c, CP_MAX_TASKS));
   nimble_ln_expr *work = cp_max(c, row_work, cp_i(c, 1));
-  nimble_ln_expr *by_work = cp_div(c, cp_add(c, cp_i(c, CP_MIN_TASK_WORK - 1), work), work);
+  nimble_ln_expr *by_work = cp_div(c, cp_add(c, cp_i(c, c->opt.min_task_work - 1), work), work);
   return cp_max(c, cp_max(c, by_count, by_work), cp_i(c, 1));
 }

@@ -17,8 +17,11 @@
 #define CP_MAX_RANK 8
 #define CP_MAX_CHECKS 512
 #define CP_MAX_DIMVARS 64
-/* A parallel task gets at least this much work (loop-body evaluations). */
+/* The default schedule (nimble_tune_schedule_default says the same): a
+ * parallel task gets at least this much work (loop-body evaluations); an
+ * sgemm-path convolution works in blocks of about this many output floats. */
 #define CP_MIN_TASK_WORK 16384
+#define CP_CONV_BLOCK 65536
 #define CP_MAX_TASKS 64
 
 typedef struct cp_ctx cp_ctx;

@@ -682,10 +682,11 @@ static nimble_ln_stmt *conv_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o, 
   if (!geometry(c, n, x, wt->ext[2], wt->ext[3], false, &gr)) return direct;
   nimble_ln_expr *KK = cp_mul(c, gr.KH, gr.KW), *K = cp_mul(c, cg, KK);
   nimble_ln_expr *OHr = gr.OH, *OWr = gr.OW, *P = cp_mul(c, OHr, OWr), *one = cp_i(c, 1);
-  /* Column blocks of R whole output rows, about 64K output floats (all
-   * channels) and at least 512 columns: the bias fill, the sgemm (and its
-   * im2col) and the epilogue of a block run while it is in cache. */
-  nimble_ln_expr *target = cp_max(c, cp_div(c, cp_i(c, 65536), cp_max(c, Co, one)), cp_i(c, 512));
+  /* Column blocks of R whole output rows, about conv_block (64K by
+   * default) output floats (all channels) and at least 512 columns: the
+   * bias fill, the sgemm (and its im2col) and the epilogue of a block run
+   * while it is in cache. */
+  nimble_ln_expr *target = cp_max(c, cp_div(c, cp_i(c, c->opt.conv_block), cp_max(c, Co, one)), cp_i(c, 512));
   nimble_ln_expr *R = cp_max(c, cp_min(c, OHr, cp_div(c, cp_add(c, target, cp_sub(c, OWr, one)), cp_max(c, OWr, one))),
                              one);
   nimble_ln_expr *ldcol = cp_max(c, cp_mul(c, R, OWr), one);

@@ -26,6 +26,8 @@ nimble_compute_options_t nimble_compute_default_options(void) {
   o.vector_width = 8;
   o.parallel = true;
   o.use_sgemm = true;
+  o.min_task_work = CP_MIN_TASK_WORK;
+  o.conv_block = CP_CONV_BLOCK;
   return o;
 }
 
@@ -321,6 +323,8 @@ static nimble_status_t setup(cp_ctx *c, const char *name, const nimble_compute_o
   c->A = arena;
   c->opt = options ? *options : nimble_compute_default_options();
   if (c->opt.vector_width <= 0) c->opt.vector_width = 8;
+  if (c->opt.min_task_work <= 0) c->opt.min_task_work = CP_MIN_TASK_WORK;
+  if (c->opt.conv_block <= 0) c->opt.conv_block = CP_CONV_BLOCK;
   c->prim = name;
   c->shape_mode = shape_mode;
   char kname[256], base[224];

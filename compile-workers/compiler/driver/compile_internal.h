@@ -25,6 +25,8 @@ struct nimble_compile_result {
   bool has_cuda_kernels; /* a CUDA (PTX) kernel library was set */
   nimble_codegen_stats_t codegen_stats; /* CPU kernels; .kernels owned */
   bool has_codegen_stats;
+  nimble_compile_workload_t *workloads; /* owned; CPU compute kernels, when listed */
+  size_t num_workloads;
   nimble_compile_phase_time_t phases[NIMBLE_COMPILE_MAX_PHASES];
   size_t num_phases;
 };

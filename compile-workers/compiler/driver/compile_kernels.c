@@ -10,6 +10,8 @@
 #include "compile_kernels.h"
 #include "nimble/codegen.h"
 #include "nimble/compute.h"
+#include "nimble/digest.h"
+#include "nimble/loopnest.h"
 
 /* The thread mapping of a GPU primitive: a 2-D tiled mapping when its
  * anchor is a matrix product, otherwise one thread per output element
@@ -52,6 +54,65 @@ static void kernel_set_deinit(kernel_set *ks) {
   memset(ks, 0, sizeof *ks);
 }
 
+/* The digest of kernel k's canonical loop nest, all but its name, after
+ * `prefix`, as 64 hex digits. */
+static nimble_status_t nest_digest(const nimble_ln_kernel *k, const char *prefix, char out[NIMBLE_TUNE_SIGNATURE_LEN + 1]) {
+  char *text = NULL;
+  NIMBLE_RETURN_IF_ERROR(nimble_ln_kernel_print_canonical(k, &text));
+  const char *from = strchr(text, '(');
+  nimble_digest_ctx_t ctx;
+  nimble_digest_ctx_init(&ctx);
+  nimble_digest_ctx_update(&ctx, prefix, strlen(prefix));
+  if (from) nimble_digest_ctx_update(&ctx, from, strlen(from));
+  nimble_digest_t d;
+  nimble_digest_ctx_final(&ctx, &d);
+  free(text);
+  char hex[NIMBLE_DIGEST_STRING_LEN + 1];
+  nimble_digest_format(&d, hex);
+  memcpy(out, hex + 7, NIMBLE_TUNE_SIGNATURE_LEN + 1); /* after "sha256:" */
+  return nimble_ok();
+}
+
+/* A CPU compute kernel under tuning (docs/tuning.md): built with the
+ * default schedule for its workload signature (the loop nest says
+ * everything the kernel computes, with symbolic dims left symbolic), then
+ * again with the record's schedule for (target kind, this CPU, signature)
+ * or the override, when that differs. Lists the workload in r. */
+static nimble_status_t compute_scheduled(const nimble_module *m, const nimble_lower_primitive_t *prim,
+                                         const nimble_compute_options_t *base, const nimble_compile_options_t *o,
+                                         nimble_compile_result *r, const char *cpu_key, nimble_ln_arena *arena,
+                                         nimble_ln_kernel **out) {
+  nimble_compute_options_t co = *base;
+  nimble_tune_schedule_t def = nimble_tune_schedule_default();
+  co.parallel = def.parallel && base->parallel;
+  co.min_task_work = def.min_task_work;
+  co.conv_block = def.conv_block;
+  NIMBLE_RETURN_IF_ERROR(nimble_compute_primitive(m, prim->name, &co, arena, out));
+  nimble_compile_workload_t *w = &r->workloads[r->num_workloads];
+  w->symbol = prim->symbol;
+  w->schedule = def;
+  NIMBLE_RETURN_IF_ERROR(nest_digest(*out, "nimble workload v1\n", w->signature));
+  const char *kind = nimble_target_kind_name(r->target.kind);
+  const nimble_tune_schedule_t *pick = NULL;
+  for (size_t j = 0; j < o->num_tune_records && !pick; j++) {
+    const nimble_tune_record_t *rec = &o->tune_records[j];
+    if (!strcmp(rec->signature, w->signature) && !strcmp(rec->target, kind) && !strcmp(rec->cpu, cpu_key))
+      pick = &rec->schedule;
+  }
+  w->from_record = pick != NULL;
+  if (!pick) pick = o->schedule_override;
+  if (pick && !nimble_tune_schedule_equal(pick, &def)) {
+    w->schedule = *pick;
+    co.parallel = pick->parallel && base->parallel;
+    co.min_task_work = pick->min_task_work;
+    co.conv_block = pick->conv_block;
+    NIMBLE_RETURN_IF_ERROR(nimble_compute_primitive(m, prim->name, &co, arena, out));
+  }
+  NIMBLE_RETURN_IF_ERROR(nest_digest(*out, "", w->variant));
+  r->num_workloads++;
+  return nimble_ok();
+}
+
 /* Builds the loop nest of every primitive on ks->device. */
 static nimble_status_t compute_set(const nimble_module *m, const nimble_lower_result *lr, kernel_set *ks,
                                    nimble_compile_phase_clock *clock, size_t *done, size_t total) {
@@ -72,12 +133,23 @@ static nimble_status_t compute_set(const nimble_module *m, const nimble_lower_re
     co.parallel = false;
     co.use_sgemm = false;
   }
+  const nimble_compile_options_t *o = clock->o;
+  bool tuned = !gpu && (o->workloads || o->tune_records || o->schedule_override);
+  char cpu_key[NIMBLE_TUNE_CPU_MAX + 1] = "";
+  if (tuned) {
+    nimble_compile_host_cpu_key(cpu_key, sizeof cpu_key);
+    free(r->workloads);
+    r->num_workloads = 0;
+    if (!(r->workloads = calloc(n, sizeof *r->workloads))) return NIMBLE_OOM_IN("compute");
+  }
   for (size_t i = 0; i < n_all; i++) {
     const nimble_lower_primitive_t *prim = nimble_lower_primitive_at(lr, i);
     if (prim->device != ks->device) continue;
     nimble_ln_kernel *k = NULL;
     co.kernel_name = prim->symbol;
-    if (prim->kind == NIMBLE_LOWER_KERNEL_COMPUTE) {
+    if (prim->kind == NIMBLE_LOWER_KERNEL_COMPUTE && tuned) {
+      NIMBLE_RETURN_IF_ERROR(compute_scheduled(m, prim, &co, o, r, cpu_key, ks->arena, &k));
+    } else if (prim->kind == NIMBLE_LOWER_KERNEL_COMPUTE) {
       NIMBLE_RETURN_IF_ERROR(nimble_compute_primitive(m, prim->name, &co, ks->arena, &k));
     } else if (gpu) {
       return nimble_status_make(NIMBLE_INTERNAL, "the shape function of '%s' was placed on the GPU", prim->name);

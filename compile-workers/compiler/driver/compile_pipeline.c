@@ -303,6 +303,7 @@ void nimble_compile_result_destroy(nimble_compile_result *r) {
   nimble_arena_destroy(r->arena); /* after the builder, which borrows from it */
   free(r->compiler_version);
   free(r->codegen_stats.kernels);
+  free(r->workloads);
   free(r);
 }
 
@@ -312,6 +313,11 @@ const nimble_digest_t *nimble_compile_result_model_digest(const nimble_compile_r
 }
 size_t nimble_compile_result_num_kernels(const nimble_compile_result *r) { return r->num_kernels; }
 size_t nimble_compile_result_num_phases(const nimble_compile_result *r) { return r->num_phases; }
+size_t nimble_compile_result_num_workloads(const nimble_compile_result *r) { return r->num_workloads; }
+const nimble_compile_workload_t *nimble_compile_result_workload_at(const nimble_compile_result *r, size_t i) {
+  return i < r->num_workloads ? &r->workloads[i] : NULL;
+}
+void nimble_compile_host_cpu_key(char *buf, size_t size) { nimble_codegen_host_cpu_key(buf, size); }
 const struct nimble_codegen_stats *nimble_compile_result_codegen_stats(const nimble_compile_result *r) {
   return r->has_codegen_stats ? &r->codegen_stats : NULL;
 }

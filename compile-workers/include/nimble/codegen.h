@@ -117,6 +117,12 @@ nimble_status_t nimble_codegen_build(const nimble_ln_kernel *const *kernels, siz
                                      nimble_codegen_output_t *out);
 void nimble_codegen_output_deinit(nimble_codegen_output_t *out);
 
+/* This machine's CPU as LLVM names it, '/', and 8 hex digits of the
+ * sha256 of its feature string: the CPU key of tuning records (two
+ * machines with the same key run the same code alike). Into buf (size
+ * bytes, NUL-terminated, truncated to fit). */
+void nimble_codegen_host_cpu_key(char *buf, size_t size);
+
 /* Links an ELF relocatable object into a shared object by running `lld`
  * -shared in a private temporary directory, removed on every path. The
  * bytes are borrowed; *so_out is caller-owned (free()). */

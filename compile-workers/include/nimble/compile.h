@@ -32,6 +32,7 @@
 #include "nimble/digest.h"
 #include "nimble/kernel_cache.h"
 #include "nimble/status.h"
+#include "nimble/tune_record.h"
 #include "nimble/target.h"
 
 #ifdef __cplusplus
@@ -64,6 +65,14 @@ typedef struct nimble_compile_options {
   nimble_compile_codegen_progress_fn codegen_progress; /* may be NULL; gets progress_user */
   int jobs; /* threads compiling CPU kernels; 0 (default): the CPUs available */
   nimble_kernel_cache_t *kernel_cache; /* borrowed; NULL (default): no kernel cache */
+  /* Tuning (docs/tuning.md). A CPU kernel whose workload signature has a
+   * record here for this compile's target kind and this machine's CPU key
+   * takes the record's schedule; the others take *schedule_override when
+   * set (the tuner's trial points), else the default. Both borrowed. */
+  const nimble_tune_record_t *tune_records;
+  size_t num_tune_records;
+  const nimble_tune_schedule_t *schedule_override;
+  bool workloads; /* list the CPU kernels' workloads in the result (implied by the two above) */
 } nimble_compile_options_t;
 
 /* Fills the defaults above. */
@@ -94,6 +103,63 @@ size_t nimble_compile_result_num_kernels(const nimble_compile_result *r);
 size_t nimble_compile_result_num_phases(const nimble_compile_result *r);
 const nimble_compile_phase_time_t *nimble_compile_result_phase_at(const nimble_compile_result *r,
                                                                   size_t i);
+
+/* The CPU kernels' workloads, in the bytecode's kernel order: the
+ * exported symbol, the workload signature (what tuning records are keyed
+ * by) and the schedule the kernel was built with. Borrowed from the
+ * result. Shape functions are not listed (they are not tuned). */
+typedef struct nimble_compile_workload {
+  const char *symbol;
+  char signature[NIMBLE_TUNE_SIGNATURE_LEN + 1];
+  nimble_tune_schedule_t schedule;
+  char variant[NIMBLE_TUNE_SIGNATURE_LEN + 1]; /* digest of the loop nest as built: two
+                                                 compiles' kernels with equal variants are the same code */
+  bool from_record; /* the schedule came from options->tune_records */
+} nimble_compile_workload_t;
+size_t nimble_compile_result_num_workloads(const nimble_compile_result *r);
+const nimble_compile_workload_t *nimble_compile_result_workload_at(const nimble_compile_result *r, size_t i);
+/* This machine's CPU key for tuning records ("llvm-cpu-name/8 hex digits
+ * of its features"), into buf (at least NIMBLE_TUNE_CPU_MAX + 1 bytes). */
+void nimble_compile_host_cpu_key(char *buf, size_t size);
+
+/* ---- Tuning (docs/tuning.md) ---------------------------------------------
+ * nimble_compile_tune compiles the model as nimble_compile_file does, and
+ * for each CPU kernel without a record in options->tune_records measures
+ * the points of the schedule space on this machine (every point compiled
+ * once, the kernels whose code a point changes timed in interleaved runs
+ * of all points on random inputs), keeps each kernel's fastest point as a
+ * new record, and compiles the model once more with all records. The
+ * target must run on this machine (x86 here on x86_64; aarch64 on
+ * aarch64); otherwise, or for an entry taking ADT values, nothing is
+ * measured and the report says why. */
+typedef struct nimble_tune_options {
+  double budget_s;  /* wall-clock seconds the search may take (compiles and runs); 0: 60 */
+  uint32_t threads; /* VM threads the kernels run on; 0: the CPUs this process may use */
+  /* Input shapes, "x=1x3x224x224;mask=1x128": every symbolic dim of an
+   * input not listed is measured at 1. NULL: none listed. */
+  const char *inputs;
+  /* Progress 0..100 of the search; may be NULL. Gets options->progress_user. */
+  void (*progress)(void *user, int percent);
+} nimble_tune_options_t;
+
+typedef struct nimble_tune_report {
+  /* New records, one per CPU kernel without a record given (caller frees
+   * with free()): its fastest point, or the default schedule where no
+   * point changes its code or it did not run (then timed 0). */
+  nimble_tune_record_t *records;
+  size_t num_records;
+  size_t kernels;          /* CPU kernels listed */
+  size_t kernels_recorded; /* of them, with a record given */
+  size_t points;           /* schedule points compiled (the default included) */
+  size_t measured;         /* (kernel, point) pairs timed against the default */
+  size_t rounds;           /* interleaved measurement rounds run */
+  double seconds;          /* the whole search */
+  char skipped[256];       /* why nothing was measured, or "" */
+} nimble_tune_report_t;
+
+nimble_status_t nimble_compile_tune(const char *path, const nimble_compile_options_t *options,
+                                    const nimble_tune_options_t *tune, nimble_tune_report_t *report,
+                                    nimble_compile_result **out);
 
 /* Code generation's numbers for the CPU kernels (kernel cache hits and
  * misses, threads, seconds per LLVM phase and per kernel:

@@ -40,6 +40,7 @@
 #define NIMBLE_COMPUTE_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "nimble/ir.h"
 #include "nimble/loopnest.h"
@@ -53,10 +54,15 @@ typedef struct nimble_compute_options {
   int vector_width;  /* f32 lanes of the inner vectorized loop; 0: 8 (AVX2) */
   bool parallel;     /* chunk the outermost loop into parallel tasks */
   bool use_sgemm;    /* dense/matmul call env->sgemm when the runtime has it */
+  /* Schedule knobs (nimble/tune_record.h; docs/tuning.md): how the work
+   * is split, never an output element's arithmetic. 0: the default. */
+  int64_t min_task_work; /* loop-body evaluations per parallel task at least; default 16384 */
+  int64_t conv_block;    /* output floats per block of an sgemm-path convolution; default 65536 */
   const char *kernel_name; /* the exported symbol; NULL: nimble_compute_kernel_symbol(name) */
 } nimble_compute_options_t;
 
-/* vector width 8, parallel, sgemm allowed, kernel named after the primitive. */
+/* vector width 8, parallel, sgemm allowed, default schedule knobs, kernel
+ * named after the primitive. */
 nimble_compute_options_t nimble_compute_default_options(void);
 
 /* Builds the kernel of primitive global `name` of `m`. `options` may be

@@ -1,0 +1,417 @@
+/* Tuning (nimble/compile.h, docs/tuning.md): a measured choice of each CPU
+ * kernel's schedule on the machine that compiles.
+ *
+ * The space is small and every point keeps each output element's
+ * arithmetic (nimble/tune_record.h), so the search is exhaustive over it
+ * rather than random or model-guided: a model's kernels are measured all
+ * at once, one compile per point, each kernel timed inside whole-model
+ * runs (the caches and threads it really meets). The points' executables
+ * run in interleaved rounds, so a slow spell of the machine hits every
+ * point alike; a kernel takes a point only when its median beats the
+ * default's by TUNE_MIN_GAIN and TUNE_MIN_GAIN_US, so noise does not flip
+ * schedules. */
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compile_internal.h"
+#include "nimble/runtime.h"
+
+/* The points tried besides the default, in order of expected worth (a
+ * budget too short for all stops early). */
+static const nimble_tune_schedule_t kPoints[] = {
+    {.parallel = false, .min_task_work = 16384, .conv_block = 65536},
+    {.parallel = true, .min_task_work = 4096, .conv_block = 65536},
+    {.parallel = true, .min_task_work = 65536, .conv_block = 65536},
+    {.parallel = true, .min_task_work = 16384, .conv_block = 16384},
+    {.parallel = true, .min_task_work = 16384, .conv_block = 262144},
+    {.parallel = true, .min_task_work = 4096, .conv_block = 16384},
+    {.parallel = true, .min_task_work = 65536, .conv_block = 262144},
+};
+#define TUNE_NPOINTS (1 + sizeof kPoints / sizeof kPoints[0])
+#define TUNE_MIN_GAIN 0.97
+#define TUNE_MIN_GAIN_US 0.5
+#define TUNE_MIN_ROUNDS 3
+#define TUNE_MAX_ROUNDS 40
+#define TUNE_MAX_INPUTS 64
+
+typedef struct tune_input {
+  char name[128];
+  int ndim;
+  int64_t dims[16];
+} tune_input;
+
+/* One point: its compile, loaded and ready to run. */
+typedef struct tune_point {
+  nimble_tune_schedule_t schedule;
+  nimble_compile_result *r;
+  nimble_executable *exe;
+  nimble_vm *vm;
+  const nimble_entry_info_t *entry;
+  DLTensor tensors[TUNE_MAX_INPUTS];
+  void *data[TUNE_MAX_INPUTS];
+  int64_t shapes[TUNE_MAX_INPUTS][16];
+  nimble_kernel_time_t *kt;
+  uint32_t nk;
+  int *workload_of; /* [nk]: the workload index of each bytecode kernel, or -1 */
+  double *us;       /* [num_workloads * TUNE_MAX_ROUNDS] */
+} tune_point;
+
+static void point_deinit(tune_point *p) {
+  for (int i = 0; i < TUNE_MAX_INPUTS; i++) free(p->data[i]);
+  nimble_vm_destroy(p->vm);
+  nimble_executable_release(p->exe);
+  nimble_compile_result_destroy(p->r);
+  free(p->kt);
+  free(p->workload_of);
+  free(p->us);
+  memset(p, 0, sizeof *p);
+}
+
+/* "x=1x3x224x224;mask=1x128" into in[0 .. *n). */
+static nimble_status_t parse_inputs(const char *spec, tune_input *in, int *n) {
+  *n = 0;
+  if (!spec) return nimble_ok();
+  const char *p = spec;
+  while (*p) {
+    const char *end = strchr(p, ';');
+    size_t len = end ? (size_t)(end - p) : strlen(p);
+    const char *eq = memchr(p, '=', len);
+    if (!eq || eq == p || (size_t)(eq - p) >= sizeof in->name)
+      return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "tune inputs '%s': expected NAME=DIMS[;NAME=DIMS...]", spec);
+    if (*n >= TUNE_MAX_INPUTS)
+      return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "tune inputs: more than %d inputs", TUNE_MAX_INPUTS);
+    tune_input *t = &in[(*n)++];
+    memset(t, 0, sizeof *t);
+    memcpy(t->name, p, (size_t)(eq - p));
+    const char *d = eq + 1, *stop = p + len;
+    while (d < stop) {
+      char *e;
+      long long v = strtoll(d, &e, 10);
+      if (e == d || v < 0 || v > (1LL << 31) || t->ndim >= 16 || (e < stop && *e != 'x'))
+        return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "tune inputs: input '%s': bad dims '%.*s'", t->name,
+                                  (int)(stop - eq - 1), eq + 1);
+      t->dims[t->ndim++] = v;
+      d = e < stop ? e + 1 : e;
+    }
+    p = end ? end + 1 : p + len;
+  }
+  return nimble_ok();
+}
+
+static uint64_t next_random(uint64_t *s) {
+  *s ^= *s >> 12;
+  *s ^= *s << 25;
+  *s ^= *s >> 27;
+  return *s * 0x2545F4914F6CDD1DULL;
+}
+
+/* The entry's inputs: random values (floats in [-1, 1), integers in
+ * [0, 16), as `nimble profile` makes them) of the shapes given, a
+ * symbolic dim not given measured at 1. */
+static nimble_status_t make_inputs(tune_point *p, const tune_input *given, int ngiven) {
+  const nimble_entry_info_t *e = p->entry;
+  if (e->num_inputs > TUNE_MAX_INPUTS)
+    return nimble_status_make(NIMBLE_UNIMPLEMENTED, "entry '%s' has %u inputs; tuning takes at most %d", e->name,
+                              e->num_inputs, TUNE_MAX_INPUTS);
+  for (int g = 0; g < ngiven; g++) {
+    uint32_t i = 0;
+    while (i < e->num_inputs && strcmp(e->inputs[i].name, given[g].name)) i++;
+    if (i == e->num_inputs)
+      return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "tune inputs: entry '%s' has no input '%s'", e->name,
+                                given[g].name);
+  }
+  uint64_t seed = 0x9E3779B97F4A7C15ULL;
+  for (uint32_t i = 0; i < e->num_inputs; i++) {
+    const nimble_tensor_info_t *info = &e->inputs[i];
+    if (nimble_tensor_info_is_adt(info) || info->ndim < 0 || info->ndim > 16)
+      return nimble_status_make(NIMBLE_UNIMPLEMENTED, "input '%s' is not a tensor of rank <= 16", info->name);
+    const tune_input *in = NULL;
+    for (int g = 0; g < ngiven; g++)
+      if (!strcmp(given[g].name, info->name)) in = &given[g];
+    if (in && in->ndim != info->ndim)
+      return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "tune inputs: input '%s' has rank %d, not %d", info->name,
+                                info->ndim, in->ndim);
+    uint64_t n = 1;
+    for (int32_t d = 0; d < info->ndim; d++) {
+      int64_t v = in ? in->dims[d] : info->dims[d].value >= 0 ? info->dims[d].value : 1;
+      if (info->dims[d].value >= 0 && v != info->dims[d].value)
+        return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "tune inputs: input '%s' dim %d is %lld, declared %lld",
+                                  info->name, d, (long long)v, (long long)info->dims[d].value);
+      p->shapes[i][d] = v;
+      if (v && n > ((uint64_t)1 << 30) / (uint64_t)v)
+        return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "tune inputs: input '%s' is too large", info->name);
+      n *= (uint64_t)v;
+    }
+    DLDataType dt = info->dtype;
+    size_t elem = (size_t)((dt.bits + 7) / 8) * (dt.lanes ? dt.lanes : 1);
+    if (!(p->data[i] = aligned_alloc(64, ((n * elem + 63) / 64) * 64 + 64))) return NIMBLE_OOM_IN("tune inputs");
+    for (uint64_t k = 0; k < n; k++) {
+      uint64_t r = next_random(&seed);
+      double u = (double)(r >> 11) / 9007199254740992.0 * 2.0 - 1.0;
+      int64_t small = (int64_t)(r >> 60);
+      if (dt.code == kDLFloat && dt.bits == 32) ((float *)p->data[i])[k] = (float)u;
+      else if (dt.code == kDLFloat && dt.bits == 64) ((double *)p->data[i])[k] = u;
+      else if (dt.code == kDLInt && dt.bits == 64) ((int64_t *)p->data[i])[k] = small;
+      else if (dt.code == kDLInt && dt.bits == 32) ((int32_t *)p->data[i])[k] = (int32_t)small;
+      else if (dt.bits == 8 || dt.bits == 1) ((uint8_t *)p->data[i])[k] = (uint8_t)(small & 1);
+      else
+        return nimble_status_make(NIMBLE_UNIMPLEMENTED, "input '%s': tuning makes no random values of dtype code %u, %u bits",
+                                  info->name, dt.code, dt.bits);
+    }
+    DLTensor *t = &p->tensors[i];
+    memset(t, 0, sizeof *t);
+    t->data = p->data[i];
+    t->device = (DLDevice){kDLCPU, 0};
+    t->ndim = info->ndim;
+    t->dtype = dt;
+    t->shape = p->shapes[i];
+  }
+  return nimble_ok();
+}
+
+static nimble_status_t run_once(tune_point *p) {
+  for (uint32_t i = 0; i < p->entry->num_inputs; i++)
+    NIMBLE_RETURN_IF_ERROR(nimble_vm_set_input(p->vm, p->entry->name, i, &p->tensors[i]));
+  NIMBLE_RETURN_IF_ERROR(nimble_vm_invoke(p->vm, p->entry->name));
+  for (uint32_t i = 0; i < nimble_vm_num_outputs(p->vm); i++) {
+    DLManagedTensor *out;
+    NIMBLE_RETURN_IF_ERROR(nimble_vm_take_output(p->vm, i, &out));
+    if (out->deleter) out->deleter(out);
+  }
+  return nimble_ok();
+}
+
+/* Loads p->r and prepares its runs. */
+static nimble_status_t point_load(tune_point *p, uint32_t threads, const tune_input *in, int nin) {
+  void *image = NULL;
+  size_t size = 0;
+  NIMBLE_RETURN_IF_ERROR(nimble_compile_result_serialize(p->r, &image, &size));
+  nimble_status_t s = nimble_executable_load_memory(image, size, 0, &p->exe);
+  free(image);
+  NIMBLE_RETURN_IF_ERROR(s);
+  s = nimble_executable_find_entry(p->exe, "main", &p->entry);
+  if (s && nimble_executable_num_entries(p->exe) > 0) {
+    nimble_status_free(s);
+    s = nimble_ok();
+    p->entry = nimble_executable_entry_at(p->exe, 0);
+  }
+  NIMBLE_RETURN_IF_ERROR(s);
+  nimble_vm_options_t vo;
+  nimble_vm_options_init(&vo);
+  vo.num_threads = threads;
+  NIMBLE_RETURN_IF_ERROR(nimble_vm_create(p->exe, &vo, &p->vm));
+  NIMBLE_RETURN_IF_ERROR(make_inputs(p, in, nin));
+  NIMBLE_RETURN_IF_ERROR(run_once(p)); /* warm-up: the memory pool fills, pages fault in */
+  NIMBLE_RETURN_IF_ERROR(nimble_vm_kernel_times(p->vm, 1, NULL, 0, &p->nk));
+  size_t nw = p->r->num_workloads;
+  p->kt = calloc(p->nk ? p->nk : 1, sizeof *p->kt);
+  p->workload_of = calloc(p->nk ? p->nk : 1, sizeof *p->workload_of);
+  p->us = calloc((nw ? nw : 1) * TUNE_MAX_ROUNDS, sizeof *p->us);
+  if (!p->kt || !p->workload_of || !p->us) return NIMBLE_OOM_IN("tuning");
+  /* Read once to learn the symbols (and drop the warm-up's times). */
+  NIMBLE_RETURN_IF_ERROR(run_once(p));
+  NIMBLE_RETURN_IF_ERROR(nimble_vm_kernel_times(p->vm, 1, p->kt, p->nk, NULL));
+  for (uint32_t k = 0; k < p->nk; k++) {
+    p->workload_of[k] = -1;
+    for (size_t w = 0; w < nw && p->kt[k].symbol; w++)
+      if (!strcmp(p->kt[k].symbol, p->r->workloads[w].symbol)) p->workload_of[k] = (int)w;
+  }
+  return nimble_ok();
+}
+
+/* One timed run of p; each workload's time in this run into us[round]. */
+static nimble_status_t point_round(tune_point *p, size_t round) {
+  NIMBLE_RETURN_IF_ERROR(run_once(p));
+  NIMBLE_RETURN_IF_ERROR(nimble_vm_kernel_times(p->vm, 1, p->kt, p->nk, NULL));
+  for (uint32_t k = 0; k < p->nk; k++)
+    if (p->workload_of[k] >= 0) p->us[(size_t)p->workload_of[k] * TUNE_MAX_ROUNDS + round] += p->kt[k].total_ns * 1e-3;
+  return nimble_ok();
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static double median(const double *v, size_t n) {
+  double tmp[TUNE_MAX_ROUNDS];
+  memcpy(tmp, v, n * sizeof *v);
+  qsort(tmp, n, sizeof *tmp, cmp_double);
+  return n ? (n % 2 ? tmp[n / 2] : 0.5 * (tmp[n / 2 - 1] + tmp[n / 2])) : 0;
+}
+
+static uint32_t cpus_available(void) {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return (uint32_t)CPU_COUNT(&set);
+  return 1;
+}
+
+static void progress(const nimble_compile_options_t *o, const nimble_tune_options_t *t, int percent) {
+  if (t->progress) t->progress(o->progress_user, percent);
+}
+
+/* The points compiled and measured; the new records into the report. */
+static nimble_status_t search(const char *path, const nimble_compile_options_t *o, const nimble_tune_options_t *t,
+                              tune_point *pts, size_t *npts, nimble_tune_report_t *rep, double t0) {
+  double budget = t->budget_s > 0 ? t->budget_s : 60;
+  uint32_t threads = t->threads ? t->threads : cpus_available();
+  tune_input in[TUNE_MAX_INPUTS];
+  int nin = 0;
+  NIMBLE_RETURN_IF_ERROR(parse_inputs(t->inputs, in, &nin));
+  const nimble_compile_result *r0 = pts[0].r;
+  size_t nw = r0->num_workloads;
+  char cpu[NIMBLE_TUNE_CPU_MAX + 1];
+  nimble_compile_host_cpu_key(cpu, sizeof cpu);
+  /* Compile the points (half the budget at most), keeping those that
+   * change the code of a kernel still without a record. */
+  nimble_compile_options_t po = *o;
+  po.progress = NULL;
+  po.codegen_progress = NULL;
+  for (size_t k = 0; k + 1 < TUNE_NPOINTS && nimble_compile_now() - t0 < budget / 2; k++) {
+    po.schedule_override = &kPoints[k];
+    tune_point *p = &pts[*npts];
+    p->schedule = kPoints[k];
+    NIMBLE_RETURN_IF_ERROR_CTX(nimble_compile_file(path, &po, &p->r), "tuning point %zu", k + 1);
+    rep->points++;
+    bool changes = p->r->num_workloads == nw;
+    bool any = false;
+    for (size_t w = 0; changes && w < nw; w++) {
+      if (strcmp(p->r->workloads[w].symbol, r0->workloads[w].symbol)) changes = false;
+      else if (!r0->workloads[w].from_record && strcmp(p->r->workloads[w].variant, r0->workloads[w].variant)) any = true;
+    }
+    if (!changes || !any) {
+      nimble_compile_result_destroy(p->r);
+      p->r = NULL;
+    } else {
+      ++*npts;
+    }
+    progress(o, t, (int)(40 * (k + 1) / (TUNE_NPOINTS - 1)));
+  }
+  size_t round = 0;
+  if (*npts == 1) {
+    snprintf(rep->skipped, sizeof rep->skipped, "no schedule point changes a kernel without a record");
+  } else {
+    for (size_t i = 0; i < *npts; i++)
+      NIMBLE_RETURN_IF_ERROR_CTX(point_load(&pts[i], threads, in, nin), "tuning: running point %zu", i);
+  }
+  /* Interleaved rounds until the budget is spent (TUNE_MIN_ROUNDS at least). */
+  while (*npts > 1 && round < TUNE_MAX_ROUNDS && (round < TUNE_MIN_ROUNDS || nimble_compile_now() - t0 < budget)) {
+    for (size_t i = 0; i < *npts; i++) NIMBLE_RETURN_IF_ERROR(point_round(&pts[i], round));
+    round++;
+    double spent = (nimble_compile_now() - t0) / budget;
+    progress(o, t, 40 + (int)(59 * (spent < 1 ? spent : 1)));
+  }
+  rep->rounds = round;
+  /* Each kernel without a record: the fastest point whose code differs.
+   * A kernel no point changes, or that did not run on these inputs, gets
+   * the default schedule, so the next compile does not search again. */
+  rep->records = calloc(nw ? nw : 1, sizeof *rep->records);
+  if (!rep->records) return NIMBLE_OOM_IN("tuning");
+  for (size_t w = 0; w < nw; w++) {
+    const nimble_compile_workload_t *wl = &r0->workloads[w];
+    if (wl->from_record) continue;
+    double def = *npts > 1 ? median(&pts[0].us[w * TUNE_MAX_ROUNDS], round) : 0;
+    double best = def;
+    size_t bi = 0;
+    for (size_t i = 1; i < *npts && def > 0; i++) {
+      if (!strcmp(pts[i].r->workloads[w].variant, wl->variant)) continue;
+      rep->measured++;
+      double m = median(&pts[i].us[w * TUNE_MAX_ROUNDS], round);
+      if (m < best) {
+        best = m;
+        bi = i;
+      }
+    }
+    if (best > def * TUNE_MIN_GAIN || def - best < TUNE_MIN_GAIN_US) {
+      best = def;
+      bi = 0;
+    }
+    nimble_tune_record_t *rec = &rep->records[rep->num_records++];
+    snprintf(rec->signature, sizeof rec->signature, "%s", wl->signature);
+    snprintf(rec->target, sizeof rec->target, "%s", nimble_target_kind_name(r0->target.kind));
+    snprintf(rec->cpu, sizeof rec->cpu, "%s", cpu);
+    snprintf(rec->kernel, sizeof rec->kernel, "%s", wl->symbol);
+    rec->schedule = bi ? pts[bi].schedule : nimble_tune_schedule_default();
+    rec->default_us = def;
+    rec->tuned_us = best;
+    rec->threads = (int32_t)threads;
+  }
+  return nimble_ok();
+}
+
+nimble_status_t nimble_compile_tune(const char *path, const nimble_compile_options_t *options,
+                                    const nimble_tune_options_t *tune, nimble_tune_report_t *report,
+                                    nimble_compile_result **out) {
+  *out = NULL;
+  memset(report, 0, sizeof *report);
+  nimble_compile_options_t o;
+  if (options) o = *options;
+  else nimble_compile_options_init(&o);
+  nimble_tune_options_t t;
+  memset(&t, 0, sizeof t);
+  if (tune) t = *tune;
+  if (t.budget_s < 0 || t.budget_s > 86400)
+    return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "tune budget %g s: expected 0..86400", t.budget_s);
+  double t0 = nimble_compile_now();
+  o.workloads = true;
+  o.schedule_override = NULL;
+  tune_point pts[TUNE_NPOINTS];
+  memset(pts, 0, sizeof pts);
+  pts[0].schedule = nimble_tune_schedule_default();
+  NIMBLE_RETURN_IF_ERROR(nimble_compile_file(path, &o, &pts[0].r));
+  nimble_compile_result *r0 = pts[0].r;
+  report->kernels = r0->num_workloads;
+  report->points = 1;
+  for (size_t w = 0; w < r0->num_workloads; w++) report->kernels_recorded += r0->workloads[w].from_record;
+  nimble_target_kind_t host =
+#if defined(__x86_64__)
+      NIMBLE_TARGET_X86;
+#elif defined(__aarch64__)
+      NIMBLE_TARGET_AARCH64;
+#else
+      (nimble_target_kind_t)-1;
+#endif
+  size_t npts = 1;
+  nimble_status_t s = nimble_ok();
+  if (r0->target.kind != host)
+    snprintf(report->skipped, sizeof report->skipped, "target %s does not run on this machine; nothing measured",
+             nimble_target_kind_name(r0->target.kind));
+  else if (report->kernels == report->kernels_recorded)
+    snprintf(report->skipped, sizeof report->skipped, "every kernel has a record");
+  else
+    s = search(path, &o, &t, pts, &npts, report, t0);
+  progress(&o, &t, 100);
+  /* The result: the first compile when no new record picks a schedule of
+   * its own, else a compile with every record. */
+  bool changed = false;
+  for (size_t i = 0; !s && i < report->num_records; i++) {
+    nimble_tune_schedule_t d = nimble_tune_schedule_default();
+    changed |= !nimble_tune_schedule_equal(&report->records[i].schedule, &d);
+  }
+  nimble_tune_record_t *all = NULL;
+  if (!s && changed) {
+    all = calloc(o.num_tune_records + report->num_records, sizeof *all);
+    if (!all) s = NIMBLE_OOM_IN("tuning");
+  }
+  if (!s && changed) {
+    if (o.num_tune_records) memcpy(all, o.tune_records, o.num_tune_records * sizeof *all);
+    memcpy(all + o.num_tune_records, report->records, report->num_records * sizeof *all);
+    o.tune_records = all;
+    o.num_tune_records += report->num_records;
+    s = nimble_compile_file(path, &o, out);
+  } else if (!s) {
+    *out = pts[0].r;
+    pts[0].r = NULL;
+  }
+  free(all);
+  for (size_t i = 0; i < TUNE_NPOINTS; i++) point_deinit(&pts[i]);
+  report->seconds = nimble_compile_now() - t0;
+  if (s) {
+    free(report->records);
+    report->records = NULL;
+    report->num_records = 0;
+  }
+  return s;
+}

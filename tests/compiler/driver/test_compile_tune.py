@@ -1,0 +1,146 @@
+#!/usr/bin/python3
+"""`nimble compile --option tune=true` end to end, as a user runs it: the
+reference CNN (PyTorch's outputs in cnn.ref) compiled untuned and tuned on
+this machine, both run by nimble-run.
+
+  * the tuned executable's outputs are the untuned one's, bit for bit, and
+    match PyTorch (records change speed, never results);
+  * the records file is the documented format, one record per kernel
+    measured, for this target at the threads asked for;
+  * compiling again with those records measures nothing and rebuilds the
+    same bytes; records forcing another schedule change the kernels' code
+    (different bytes) but not one output bit; records of another CPU are
+    not applied;
+  * misuse is refused by name: records without tune=true, a malformed
+    records file (the record and field named), and a target this machine
+    cannot run is compiled without measuring, saying why.
+
+    test_compile_tune.py BUILD_DIR MODELS_DIR
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+BUILD, MODELS = sys.argv[1], sys.argv[2]
+NIMBLE = os.path.join(BUILD, "client", "nimble")
+RUN = os.path.join(BUILD, "runtime", "tools", "nimble-run")
+FAILED = []
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what)
+    if not cond:
+        FAILED.append(what)
+
+
+def sh(*args, expect=0):
+    p = subprocess.run(list(args), capture_output=True, text=True, timeout=600)
+    if p.returncode != expect:
+        print(p.stderr)
+    check(p.returncode == expect, "exit %d (want %d): %s" % (p.returncode, expect, " ".join(args[1:4])))
+    return p.stderr
+
+
+def compile_(out, *extra, expect=0):
+    return sh(NIMBLE, "compile", os.path.join(MODELS, "cnn.onnx"), "-o", out, "--no-kernel-cache", *extra,
+              expect=expect)
+
+
+def run(exe, tmp, case):
+    od = os.path.join(tmp, "out-" + os.path.basename(exe))
+    os.makedirs(od, exist_ok=True)
+    x = os.path.join(MODELS, "cnn.ref", str(case), "x.npy")
+    sh(RUN, exe, "--input", "x=" + x, "--output-dir", od)
+    return np.load(os.path.join(od, "y.npy"))
+
+
+def read(p):
+    with open(p, "rb") as f:
+        return f.read()
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="nimble-tune-")
+    tune = ["--option", "tune=true", "--option", "tune_threads=2", "--option", "tune_budget_s=8",
+            "--option", "tune_inputs=x=1x3x32x32"]
+    plain, tuned = os.path.join(tmp, "plain.nimble"), os.path.join(tmp, "tuned.nimble")
+    rec = os.path.join(tmp, "records.json")
+    compile_(plain)
+    err = compile_(tuned, *tune, "--tune-records-out", rec)
+    check("tuned: 9 kernels, 0 with records given, 9 new records" in err, "the tune summary is printed: " + err.strip().splitlines()[-1])
+
+    doc = json.load(open(rec))
+    records = doc["records"]
+    check(doc["format"] == "nimble.tune-records.v1", "records file format")
+    check(len(records) == 9, "a record for each of the CNN's 9 kernels: %d" % len(records))
+    check(sum(r["default_us"] > 0 for r in records) >= 5, "most of them timed")
+    check(all(r["target"] == "x86" and r["threads"] == 2 and r["default_us"] > 0 and r["tuned_us"] > 0
+              and r["tuned_us"] <= r["default_us"] and len(r["signature"]) == 64 and "/" in r["cpu"]
+              for r in records), "every record is for x86 at 2 threads, timed, tuned <= default")
+
+    for case in (0, 1):
+        want = np.load(os.path.join(MODELS, "cnn.ref", str(case), "y.npy"))
+        a, b = run(plain, tmp, case), run(tuned, tmp, case)
+        check(a.tobytes() == b.tobytes(), "case %d: tuned outputs = untuned outputs, bit for bit" % case)
+        check(np.allclose(b, want, rtol=1e-4, atol=1e-5), "case %d: tuned outputs match PyTorch" % case)
+
+    # Records reproduce the build and stop the search.
+    again = os.path.join(tmp, "again.nimble")
+    err = compile_(again, *tune, "--tune-records", rec, "--tune-records-out", os.path.join(tmp, "none.json"))
+    check(" 0 new records (1 points compiled" in err and "%d with records given" % len(records) in err,
+          "nothing compiled or measured again: " +
+          err.strip().splitlines()[-1])
+    check(read(again) == read(tuned), "the same records build the same bytes")
+    check(json.load(open(os.path.join(tmp, "none.json")))["records"] == [], "no new records written")
+
+    # Records forcing a schedule: other code, the same bits.
+    forced = dict(doc)
+    forced["records"] = [dict(r, schedule={"parallel": False, "min_task_work": 65536, "conv_block": 16384})
+                         for r in records]
+    frec = os.path.join(tmp, "forced.json")
+    json.dump(forced, open(frec, "w"))
+    fexe = os.path.join(tmp, "forced.nimble")
+    compile_(fexe, *tune, "--tune-records", frec)
+    check(read(fexe) != read(plain), "records forcing a schedule change the kernels' code")
+    for case in (0, 1):
+        check(run(fexe, tmp, case).tobytes() == run(plain, tmp, case).tobytes(),
+              "case %d: forced schedules give the untuned outputs bit for bit" % case)
+
+    # Another CPU's records are not applied.
+    other = dict(forced)
+    other["records"] = [dict(r, cpu="elsewhere/00000000") for r in forced["records"]]
+    orec = os.path.join(tmp, "other.json")
+    json.dump(other, open(orec, "w"))
+    err = compile_(os.path.join(tmp, "other.nimble"), *tune, "--tune-records", orec)
+    check(" 0 with records given" in err, "records of another CPU are not applied")
+    check(json.load(open(rec))["records"] and read(os.path.join(tmp, "other.nimble")) != read(fexe),
+          "and the forced schedules are not built")
+
+    # Misuse.
+    err = compile_(os.path.join(tmp, "x.nimble"), "--tune-records", rec, expect=2)
+    check("--tune-records needs --option tune=true" in err, "records without tune=true: " + err.strip())
+    bad = dict(doc)
+    bad["records"] = [dict(records[0], schedule=dict(records[0]["schedule"], conv_block=0))]
+    brec = os.path.join(tmp, "bad.json")
+    json.dump(bad, open(brec, "w"))
+    err = compile_(os.path.join(tmp, "x.nimble"), *tune, "--tune-records", brec, expect=3)
+    check(brec in err and "record 0" in err and "conv_block" in err, "a bad record is named: " + err.strip())
+    err = sh(NIMBLE, "compile", os.path.join(MODELS, "cnn.onnx"), "--target", "aarch64", "-o",
+             os.path.join(tmp, "a64.nimble"), "--no-kernel-cache", *tune)
+    check("does not run on this machine" in err, "aarch64 on this machine: " + err.strip().splitlines()[-1])
+    err = compile_(os.path.join(tmp, "x.nimble"), "--option", "tune_budget_s=0", expect=2)
+    check("tune_budget_s='0'" in err, "a zero budget is a usage error")
+
+    if FAILED:
+        print("%d checks failed" % len(FAILED))
+        return 1
+    print("all checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
