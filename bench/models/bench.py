@@ -402,6 +402,39 @@ class Nimble:
         self.compiled[model] = res
         return res
 
+    def compile_tuned(self, label, model, source, shapes, threads, budget_s):
+        """`nimble compile --option tune=true` for one configuration, measured
+        at its own input shapes and `threads` threads (docs/tuning.md), with
+        the model's warm kernel cache. Returns (path, (seconds, summary)) or
+        (None, reason)."""
+        if self.reason:
+            return None, self.reason
+        tdir = os.path.join(self.dir, "tuned")
+        os.makedirs(tdir, exist_ok=True)
+        safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", label)
+        out = os.path.join(tdir, safe + ".nimble")
+        if os.path.exists(out):
+            os.unlink(out)
+        dims = ";".join("%s=%s" % (n, "x".join(str(d) for d in shape)) for n, shape in shapes)
+        cmd = [self.cli, "compile", source, "--target=x86", "-o", out, "--option", "tune=true",
+               "--option", "tune_threads=%d" % threads, "--option", "tune_budget_s=%d" % budget_s,
+               "--option", "tune_inputs=" + dims, "--tune-records-out", os.path.join(tdir, safe + ".records.json")]
+        env = dict(os.environ, NIMBLE_KERNEL_CACHE=os.path.join(self.dir, "kernel-cache", model))
+        log("nimble: " + " ".join(cmd))
+        t0 = time.perf_counter()
+        try:
+            r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               timeout=600 + 2 * budget_s, env=env)
+        except subprocess.TimeoutExpired:
+            return None, "tuned compile ran over %d s" % (600 + 2 * budget_s)
+        secs = time.perf_counter() - t0
+        if r.returncode != 0 or not os.path.exists(out):
+            return None, "tuned compile failed: %s" % (r.stderr.strip() or "no message").splitlines()[0]
+        summary = [ln for ln in r.stderr.splitlines() if ln.startswith("tuned: ")]
+        m = re.search(r"(\d+) took a schedule of their own", summary[0] if summary else "")
+        return out, (secs, "%s of %s" % (m.group(1) if m else "?", re.search(r"tuned: (\d+)", summary[0]).group(1)
+                                             if summary else "?"))
+
     def run(self, exe, inputs, repeat, threads, outdir):
         """Returns ((median_ms, min_ms), None) or (None, reason)."""
         os.makedirs(outdir, exist_ok=True)
@@ -487,8 +520,8 @@ def check_trees(models_dir, outdir):
 # The peers, in the report's order. "ortc" is ONNX Runtime through its C API
 # (ort_capi), the column Nimble is held to; "ortnode" the same library through
 # node's onnxruntime-node, kept beside it to show the binding's overhead.
-PEERS = ["ortc", "ortnode", "torch", "nimble"]
-NAMES = {"ortc": "ORT-C", "ortnode": "ORT-node", "torch": "PyTorch", "nimble": "Nimble"}
+PEERS = ["ortc", "ortnode", "torch", "nimble", "nimbletuned"]
+NAMES = {"ortc": "ORT-C", "ortnode": "ORT-node", "torch": "PyTorch", "nimble": "Nimble", "nimbletuned": "Nimble tuned"}
 
 
 def parse_threads(text):
@@ -520,6 +553,9 @@ def main():
     ap.add_argument("--cache", default=os.environ.get("NIMBLE_BENCH_CACHE", os.path.join(HERE, ".cache")))
     ap.add_argument("--openblas-coretype", default=None, metavar="NAME",
                     help="set OPENBLAS_CORETYPE for the measured frameworks (default: leave the environment as is)")
+    ap.add_argument("--tune-budget-s", type=int, default=20,
+                    help="seconds of `nimble compile --option tune=true` per configuration for the tuned column; "
+                         "0: no tuned column (default 20)")
     ap.add_argument("--command", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.repeat < 3 or a.repeat > 100000:
@@ -533,6 +569,10 @@ def main():
     if unknown or not models:
         ap.error("unknown model(s) %s; choose from %s" % (",".join(unknown) or "(none)", ",".join(MODELS)))
     configs = [c for c in CONFIGS if c[1] in models]
+    if not 0 <= a.tune_budget_s <= 3600:
+        ap.error("--tune-budget-s must be from 0 to 3600")
+    if a.tune_budget_s == 0:
+        PEERS.remove("nimbletuned")
     threads = a.threads
     cache = os.path.abspath(a.cache)
     os.makedirs(cache, exist_ok=True)
@@ -581,6 +621,7 @@ def main():
     # Load every configuration on every framework at every thread count;
     # record why one cannot run.
     cells = {}
+    tuned = {}  # label -> (path, (seconds, "k of n kernels")) or (None, reason)
     safe = lambda label: re.sub(r"[^A-Za-z0-9_.-]+", "_", label)  # noqa: E731
     out_file = lambda peer, t, label: os.path.join(outputs, peer, "t%d" % t, safe(label) + ".npy")  # noqa: E731
     out_dir = lambda peer, t, label: os.path.join(outputs, peer, "t%d" % t, safe(label))  # noqa: E731
@@ -613,6 +654,16 @@ def main():
                 r = w.call(cmd="load", id=label, model=model, inputs=inputs[label],
                            out=out_file("torch", t, label))
             row["torch"] = Cell(None if r.get("ok") else r.get("error"))
+            if "nimbletuned" in PEERS and model == "treelstm":
+                row["nimbletuned"] = Cell("tree inputs: tuning makes random tensors only")
+            elif "nimbletuned" in PEERS:
+                if label not in tuned:
+                    shapes = [(name, shape) for name, _, shape in spec]
+                    tuned[label] = nimble.compile_tuned(label, model, source, shapes, max(threads), a.tune_budget_s)
+                texe, tinfo = tuned[label]
+                row["nimbletuned"] = Cell(None if texe else tinfo)
+                row["nimbletuned"].exe = texe
+                row["nimbletuned"].compile_s = tinfo if texe else None
             if exe is None:
                 row["nimble"] = Cell(secs)
             else:
@@ -662,12 +713,12 @@ def main():
                                 break
                             cell.batches.append(res + (n,))
                         continue
-                    if peer == "nimble":
+                    if peer in ("nimble", "nimbletuned"):
                         n = runs
                         med = cell.median()
                         if med:  # nimble-run cannot stop on time; size the batch from earlier ones
                             n = max(3, min(runs, int(a.max_batch_s * 1000 / max(med, 1e-3))))
-                        res, why = nimble.run(cell.exe, inputs[label], n, t, out_dir("nimble", t, label))
+                        res, why = nimble.run(cell.exe, inputs[label], n, t, out_dir(peer, t, label))
                         if why:
                             cell.reason = why
                         else:
@@ -696,14 +747,14 @@ def main():
                 continue
             ref = out_file("torch", t, label)
             notes = []
-            for peer in ("ortc", "ortnode", "nimble"):
-                if not row[peer].ok() or not row["torch"].ok():
+            for peer in ("ortc", "ortnode", "nimble", "nimbletuned"):
+                if peer not in row or not row[peer].ok() or not row["torch"].ok():
                     continue
-                if peer == "nimble":
+                if peer in ("nimble", "nimbletuned"):
                     with open(os.path.join(models_dir, model + ".json")) as f:
                         first = json.load(f)["outputs"][0]["name"]
                     # nimble-run names files after the model's outputs
-                    got = os.path.join(out_dir("nimble", t, label), first + ".npy")
+                    got = os.path.join(out_dir(peer, t, label), first + ".npy")
                 else:
                     got = out_file(peer, t, label)
                 if not os.path.exists(got):
@@ -717,6 +768,7 @@ def main():
     # Report.
     mi = machine_info()
     t_info = info["torch"]
+    tuning = "nimbletuned" in PEERS
     lines = []
     lines.append("Run %s UTC, %.0f s of interleaved measurement." % (started.strftime("%Y-%m-%d %H:%M"), measure_s))
     lines.append("")
@@ -741,6 +793,11 @@ def main():
                  "beside it to show the binding's overhead. Both: CPU execution provider with ORT's default MLAS "
                  "kernels, all graph optimizations (ORT_ENABLE_ALL)." % (version("ortc"), version("ortnode")))
     lines.append("- PyTorch %s eager (Debian)" % version("torch"))
+    if tuning:
+        lines.append("- **Nimble tuned**: `nimble compile --option tune=true` per configuration on this machine "
+                     "(tune_inputs = the configuration's shapes, tune_threads = %d, tune_budget_s = %d; "
+                     "docs/tuning.md), run like Nimble; its compile time (search included) and the kernels whose "
+                     "schedule the search changed are in the tuning column" % (max(threads), a.tune_budget_s))
     lines.append("- method: %d rounds; in each, every configuration runs at every thread count on each framework in "
                  "turn (order rotating per round), 1 untimed run then up to %d timed runs or %.1f s; "
                  "median and min over all timed runs (Nimble: median of nimble-run's per-round medians, "
@@ -764,16 +821,19 @@ def main():
 
     hdr = ["config", "Nimble median", "Nimble min", "ORT-C median", "ORT-C min", "ORT-node median",
            "PyTorch median", "**Nimble/ORT-C**", "Nimble/ORT-node", "Nimble/PyTorch", "Nimble compile cold/warm (s)",
-           "runs C/node/PT/Nimble", "first output vs PyTorch"]
+           "runs " + "/".join({"ortc": "C", "ortnode": "node", "torch": "PT", "nimble": "Nimble",
+                               "nimbletuned": "tuned"}[p] for p in PEERS), "first output vs PyTorch"]
+    if tuning:
+        hdr[3:3] = ["Nimble tuned median", "**tuned/ORT-C**", "tuning s (kernels re-scheduled)"]
     summary = []
     for t in threads:
         lines.append("")
         lines.append("### %d thread%s" % (t, "" if t == 1 else "s"))
         lines.append("")
         lines.append("| " + " | ".join(hdr) + " |")
-        lines.append("|" + "|".join(["---"] + ["---:"] * 11 + ["---"]) + "|")
+        lines.append("|" + "|".join(["---"] + ["---:"] * (len(hdr) - 2) + ["---"]) + "|")
         seen_models = set()
-        ratios = []
+        ratios, tratios = [], []
         for label, model, spec in configs:
             row = cells[(label, t)]
             n = row["nimble"]
@@ -781,6 +841,15 @@ def main():
             cols = [label]
             cols += [fmt_ms(n.median()), fmt_ms(n.minimum())] if have(n) else [na(n) if n.reason else "—", "—"]
             c = row["ortc"]
+            if tuning:
+                tc = row["nimbletuned"]
+                cols.append(fmt_ms(tc.median()) if have(tc) else (na(tc) if tc.reason else "—"))
+                if have(tc) and have(c):
+                    tratios.append(tc.median() / c.median())
+                    cols.append("**%.2fx**" % tratios[-1])
+                else:
+                    cols.append("—")
+                cols.append("%.1f (%s)" % tc.compile_s if tc.compile_s else "—")
             cols += [fmt_ms(c.median()), fmt_ms(c.minimum())] if have(c) else [na(c) if c.reason else "—", "—"]
             for peer in ("ortnode", "torch"):
                 p = row[peer]
@@ -809,6 +878,11 @@ def main():
                            "Nimble/ORT-C %.2fx, worst %.2fx"
                            % (t, "" if t == 1 else "s", sum(r < 1 for r in ratios), len(ratios), geomean(ratios),
                               max(ratios)))
+        if tratios:
+            summary.append("%d thread%s, tuned: faster than ORT-C on %d of %d configurations, geometric mean of "
+                           "tuned/ORT-C %.2fx, worst %.2fx"
+                           % (t, "" if t == 1 else "s", sum(r < 1 for r in tratios), len(tratios), geomean(tratios),
+                              max(tratios)))
     lines.append("")
     lines.append("Ratios are Nimble's median over the peer's (below 1: Nimble is faster); Nimble/ORT-C is the one "
                  "that counts. Tree-LSTM: one timed run is one tree (20 trees of 20–40 leaves, in turn); Nimble runs "

@@ -9,6 +9,7 @@
 #   bench/models/run.sh [--threads 1,2] [--repeat N] [--rounds R]
 #                       [--models a,b] [--out FILE.md] [--build DIR]
 #                       [--openblas-coretype NAME] [--max-batch-s S]
+#                       [--tune-budget-s S]
 #
 #   --threads   thread counts, all measured in the same interleaved run
 #               (default 1,2)
@@ -23,6 +24,10 @@
 #   --openblas-coretype NAME
 #               set OPENBLAS_CORETYPE (Haswell: AVX2, SkylakeX: AVX-512) for
 #               the measured frameworks; default: the environment as it is
+#   --tune-budget-s S
+#               seconds of `nimble compile --option tune=true` per
+#               configuration for the "Nimble tuned" column (default 20; 0:
+#               no tuned column); docs/tuning.md
 #   --build     Nimble build folder (default build/): Nimble's column needs
 #               BUILD/client/nimble (with `compile`) and
 #               BUILD/runtime/tools/nimble-run; otherwise it says n/a (why)

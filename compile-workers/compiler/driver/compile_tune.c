@@ -125,8 +125,12 @@ static nimble_status_t make_inputs(tune_point *p, const tune_input *given, int n
   uint64_t seed = 0x9E3779B97F4A7C15ULL;
   for (uint32_t i = 0; i < e->num_inputs; i++) {
     const nimble_tensor_info_t *info = &e->inputs[i];
-    if (nimble_tensor_info_is_adt(info) || info->ndim < 0 || info->ndim > 16)
-      return nimble_status_make(NIMBLE_UNIMPLEMENTED, "input '%s' is not a tensor of rank <= 16", info->name);
+    if (nimble_tensor_info_is_adt(info))
+      return nimble_status_make(NIMBLE_UNIMPLEMENTED, "input '%s' is a value of an algebraic data type; tuning makes "
+                                "random tensors only", info->name);
+    if (info->ndim < 0 || info->ndim > 16)
+      return nimble_status_make(NIMBLE_UNIMPLEMENTED, "input '%s' has rank %d; tuning takes rank 16 at most",
+                                info->name, info->ndim);
     const tune_input *in = NULL;
     for (int g = 0; g < ngiven; g++)
       if (!strcmp(given[g].name, info->name)) in = &given[g];
@@ -293,7 +297,16 @@ static nimble_status_t search(const char *path, const nimble_compile_options_t *
   if (*npts == 1) {
     snprintf(rep->skipped, sizeof rep->skipped, "no schedule point changes a kernel without a record");
   } else {
-    for (size_t i = 0; i < *npts; i++)
+    /* An entry tuning cannot make inputs for (ADT values, an unusual
+     * dtype) is compiled untuned, saying why. */
+    nimble_status_t s = point_load(&pts[0], threads, in, nin);
+    if (s && nimble_status_code(s) == NIMBLE_UNIMPLEMENTED) {
+      snprintf(rep->skipped, sizeof rep->skipped, "nothing measured: %s", nimble_status_message(s));
+      nimble_status_free(s);
+      return nimble_ok();
+    }
+    NIMBLE_RETURN_IF_ERROR_CTX(s, "tuning: running the default schedule");
+    for (size_t i = 1; i < *npts; i++)
       NIMBLE_RETURN_IF_ERROR_CTX(point_load(&pts[i], threads, in, nin), "tuning: running point %zu", i);
   }
   /* Interleaved rounds until the budget is spent (TUNE_MIN_ROUNDS at least). */
