@@ -357,6 +357,71 @@ static nimble_ln_stmt *dw_plane(cp_ctx *c, dw_ctx *d, nimble_ln_expr *obase) {
                       NULL);
 }
 
+/* Small planes, unit strides (dw_padded): the plane copied once into a
+ * zero-padded buffer of its own (Hp x Wp, in the kernel's scratch buffer
+ * at the plane's index), then every output row in one vectorized pass
+ * over it with no border cases: on 14x14 and 7x7 planes the border
+ * columns and rows are most of the pixels, and the scalar border loops
+ * most of the time. Rows but the last run to a whole number of vectors
+ * (the extra pixels are the next row's, rewritten by it); the sum is the
+ * same bias + taps in the same order as dw_sum (outside taps add w * 0).
+ * NULL where it does not apply; *cond: the run-time condition (the plane
+ * small enough, the output the padded size). */
+#define DW_PAD_MAX_FLOATS 400
+static nimble_ln_stmt *dw_padded(cp_ctx *c, dw_ctx *d, nimble_ln_expr *obase, nimble_ln_expr *pidx,
+                                 nimble_ln_expr *planes, nimble_ln_expr **cond) {
+  const cv_geom *g = d->g;
+  int KW = (int)g->kw_const, KH = (int)d->KH, vw = c->opt.vector_width > 1 ? c->opt.vector_width : 0;
+  if (!vw || KW <= 0 || g->s[0] != 1 || g->s[1] != 1 || g->d[0] != 1 || g->d[1] != 1 || g->flat) return NULL;
+  nimble_ln_expr *Hp = cp_add(c, g->H, cp_i(c, g->p[0] + g->p[2]));
+  nimble_ln_expr *Wp = cp_add(c, g->W, cp_i(c, g->p[1] + g->p[3]));
+  nimble_ln_expr *area = cp_mul(c, Hp, Wp);
+  nimble_ln_expr *PS = cp_add(c, area, cp_i(c, vw)); /* the rounded-up rows read up to vw - 1 past */
+  *cond = bin(c, NIMBLE_LN_AND, bin(c, NIMBLE_LN_LE, area, cp_i(c, DW_PAD_MAX_FLOATS)),
+              bin(c, NIMBLE_LN_AND, bin(c, NIMBLE_LN_EQ, g->OH, cp_sub(c, Hp, cp_i(c, KH - 1))),
+                  bin(c, NIMBLE_LN_AND, bin(c, NIMBLE_LN_EQ, g->OW, cp_sub(c, Wp, cp_i(c, KW - 1))),
+                      bin(c, NIMBLE_LN_GT, g->OH, cp_i(c, 0)))));
+  nimble_ln_expr *size = cp_max(c, nimble_ln_select(c->A, *cond, cp_mul(c, planes, PS), cp_i(c, 1)), cp_i(c, 1));
+  nimble_ln_param *pad = nimble_ln_kernel_add_scratch(c->k, "dw_pad", NIMBLE_LN_F32, size);
+  if (!pad) return NULL;
+  nimble_ln_var *base = cp_var(c, "pad", NIMBLE_LN_I64);
+  nimble_ln_expr *b = ref(c, base);
+  /* Zero, then copy the plane's rows in. */
+  nimble_ln_var *q = cp_var(c, "q", NIMBLE_LN_I64), *r = cp_var(c, "r", NIMBLE_LN_I64), *w = cp_var(c, "w", NIMBLE_LN_I64);
+  nimble_ln_stmt *zero = cp_for(c, q, PS, NIMBLE_LN_VECTORIZED, vw,
+                                nimble_ln_store(c->A, pad, cp_add(c, b, ref(c, q)), nimble_ln_f32(c->A, 0)));
+  nimble_ln_expr *dst = cp_add(c, b, cp_add(c, cp_mul(c, cp_add(c, ref(c, r), cp_i(c, g->p[0])), Wp),
+                                            cp_add(c, ref(c, w), cp_i(c, g->p[1]))));
+  nimble_ln_expr *src = cp_add(c, d->plane, cp_add(c, cp_mul(c, ref(c, r), g->W), ref(c, w)));
+  nimble_ln_stmt *copy = cp_for(c, w, g->W, NIMBLE_LN_VECTORIZED, vw,
+                                nimble_ln_store(c->A, pad, dst, cp_value_flat(c, d->x, src)));
+  copy = cp_for(c, r, g->H, NIMBLE_LN_SERIAL, 0, copy);
+  /* Output rows: bias + taps, read from the padded plane. */
+  nimble_ln_stmt *parts[2] = {NULL, NULL};
+  for (int part = 0; part < 2; part++) {
+    nimble_ln_var *oh = cp_var(c, "oh", NIMBLE_LN_I64), *ow = cp_var(c, "ow", NIMBLE_LN_I64);
+    nimble_ln_expr *ohv = part == 0 ? ref(c, oh) : cp_sub(c, g->OH, cp_i(c, 1));
+    nimble_ln_expr *v = ref(c, d->bv);
+    for (int kh = 0; kh < KH; kh++)
+      for (int kw = 0; kw < KW; kw++) {
+        nimble_ln_expr *at = cp_add(c, b, cp_add(c, cp_mul(c, cp_add(c, ohv, cp_i(c, kh)), Wp), cp_add(c, ref(c, ow), cp_i(c, kw))));
+        v = bin(c, NIMBLE_LN_ADD, v, bin(c, NIMBLE_LN_MUL, ref(c, d->wv[kh * KW + kw]), nimble_ln_load(c->A, pad, at)));
+      }
+    nimble_ln_stmt *st = nimble_ln_store(c->A, d->o, cp_add(c, obase, cp_add(c, cp_mul(c, ohv, g->OW), ref(c, ow))), v);
+    if (part == 0) {
+      /* Whole vectors where the extra pixels stay inside the next row. */
+      nimble_ln_expr *up = cp_mul(c, cp_div(c, cp_add(c, g->OW, cp_i(c, vw - 1)), cp_i(c, vw)), cp_i(c, vw));
+      up = nimble_ln_select(c->A, bin(c, NIMBLE_LN_GE, g->OW, cp_i(c, vw - 1)), up, g->OW);
+      nimble_ln_stmt *row = nimble_ln_for(c->A, ow, cp_i(c, 0), up, NIMBLE_LN_VECTORIZED, vw, st);
+      parts[0] = cp_for(c, oh, cp_sub(c, g->OH, cp_i(c, 1)), NIMBLE_LN_SERIAL, 0, row);
+    } else {
+      parts[1] = cp_for(c, ow, g->OW, NIMBLE_LN_VECTORIZED, vw, st);
+    }
+  }
+  nimble_ln_stmt *steps[4] = {zero, copy, parts[0], parts[1]};
+  return nimble_ln_let(c->A, base, cp_mul(c, pidx, PS), nimble_ln_seq(c->A, steps, 4));
+}
+
 /* Binds the weights and the bias of channel co around s. */
 static nimble_ln_stmt *dw_bind(cp_ctx *c, dw_ctx *d, cp_node *wt, cp_node *bias, nimble_ln_expr *co,
                                nimble_ln_stmt *s) {
@@ -645,6 +710,10 @@ static nimble_ln_stmt *conv_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o, 
       nimble_ln_stmt *flat = nimble_ln_if(c->A, bin(c, NIMBLE_LN_EQ, g.OW, g.W), dw_plane(c, &d, obase), NULL);
       rows = nimble_ln_seq2(c->A, flat, rows);
     }
+    nimble_ln_expr *pcond = NULL;
+    nimble_ln_stmt *padded = dw_padded(c, &d, obase, cp_add(c, cp_mul(c, ref(c, nv), Co), ref(c, co0)),
+                                       cp_mul(c, x->ext[0], Co), &pcond);
+    if (padded) rows = nimble_ln_if(c->A, pcond, padded, rows);
     row = dw_bind(c, &d, wt, bias, ref(c, co0), rows);
     /* The epilogue on the plane just written, while it is in cache. */
     if (row && epi) {

@@ -57,6 +57,12 @@ static const conv_case kConv[] = {
     {1, 16, 40, 37, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 16, 2, 2, 0},
     {2, 8, 14, 14, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 8, 1, 2, 1},
     {1, 4, 7, 7, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 4, 1, 1, 0},
+    /* ... 14x14 and 7x7 above and 5x5 / 4x4 here through the padded plane
+     * (rows shorter than a vector: no whole-vector rows); 40x37 above and
+     * 22x16 here past its limit (the flattened plane and border loops) */
+    {1, 2, 22, 16, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2, 1, 2, 0},
+    {1, 3, 5, 5, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3, 1, 1, 0},
+    {2, 3, 4, 4, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3, 1, 2, 1},
     /* depthwise, unit strides without padding (OW != W: by rows) */
     {1, 4, 9, 20, 4, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 4, 1, 0, 0},
     /* depthwise 5x5 dilated 2, pads 4 (OW == W) */
@@ -119,6 +125,42 @@ static void conv_ref(const conv_case *c, const float *x, const float *w, const f
           if (c->epilogue == 2) acc = acc < 0 ? 0 : acc > 6 ? 6 : acc;
           y[((n * c->O + o) * OH + oh) * OW + ow] = (float)acc;
         }
+}
+
+/* A depthwise conv on the padded plane (unit strides and dilations, at
+ * most 400 padded pixels: conv.c's dw_padded), in float in its order: the
+ * conv's bias, the taps by kernel row and column (those in the padding add
+ * w * 0), then an added bias, a residual, Relu/Clip. Every pixel, border or
+ * not, is summed this way, so the bits must agree. */
+static bool dw_float_ref(const conv_case *c, const float *x, const float *w, const float *b, const float *r, float *y,
+                         int64_t OH, int64_t OW) {
+  if (c->g != c->C || c->O != c->C || c->dh != 1 || c->dw != 1 || c->sh != 1 || c->sw != 1 ||
+      (c->H + c->pt + c->pb) * (c->W + c->pl + c->pr) > 400)
+    return false;
+  for (int64_t n = 0; n < c->N; n++)
+    for (int64_t o = 0; o < c->O; o++)
+      for (int64_t oh = 0; oh < OH; oh++)
+        for (int64_t ow = 0; ow < OW; ow++) {
+          volatile float acc = c->bias == 1 ? b[o] : 0.0f;
+          for (int64_t kh = 0; kh < c->KH; kh++)
+            for (int64_t kw = 0; kw < c->KW; kw++) {
+              int64_t ih = oh * c->sh - c->pt + kh, iw = ow * c->sw - c->pl + kw;
+              volatile float t = 0.0f * w[(o * c->KH + kh) * c->KW + kw];
+              if (ih < 0 || ih >= c->H || iw < 0 || iw >= c->W) {
+                acc = acc + t;
+                continue;
+              }
+              t = x[((n * c->C + o) * c->H + ih) * c->W + iw] * w[(o * c->KH + kh) * c->KW + kw];
+              acc = acc + t;
+            }
+          float v = acc;
+          if (c->bias == 2) v = v + b[o];
+          if (c->residual) v = v + r[((n * c->O + o) * OH + oh) * OW + ow];
+          if (c->epilogue == 1) v = v < 0 ? 0 : v;
+          if (c->epilogue == 2) v = v < 0 ? 0 : v > 6 ? 6 : v;
+          y[((n * c->O + o) * OH + oh) * OW + ow] = v;
+        }
+  return true;
 }
 
 static void program(const conv_case *c, char *buf, size_t size) {
@@ -228,6 +270,10 @@ START_TEST(test_conv2d_cases_match_direct_loops_with_and_without_sgemm) {
       char what[64];
       snprintf(what, sizeof what, "conv case %zu variant %d", ci, variant);
       ch_assert_close(what, ch_f(&y), want, ny, 1e-5f, 1e-5f);
+      if (dw_float_ref(c, ch_f(&x), ch_f(&w), c->bias ? ch_f(&b) : NULL, c->residual ? ch_f(&r) : NULL, want, OH, OW))
+        for (size_t i = 0; i < ny; i++)
+          ck_assert_msg(memcmp(&ch_f(&y)[i], &want[i], sizeof(float)) == 0,
+                        "%s: element %zu is %.9g, the float sum in order %.9g", what, i, ch_f(&y)[i], want[i]);
       free(want);
       ch_tensor_free(&x), ch_tensor_free(&w), ch_tensor_free(&b), ch_tensor_free(&r), ch_tensor_free(&y);
     }
