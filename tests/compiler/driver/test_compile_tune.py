@@ -11,6 +11,8 @@ this machine, both run by nimble-run.
     same bytes; records forcing another schedule change the kernels' code
     (different bytes) but not one output bit; records of another CPU are
     not applied;
+  * a second model with the same kernels (bert_tiny_emb after bert_tiny)
+    measures only its own;
   * misuse is refused by name: records without tune=true, a malformed
     records file (the record and field named), and a target this machine
     cannot run is compiled without measuring, saying why.
@@ -19,6 +21,7 @@ this machine, both run by nimble-run.
 """
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -119,6 +122,21 @@ def main():
     check(" 0 with records given" in err, "records of another CPU are not applied")
     check(json.load(open(rec))["records"] and read(os.path.join(tmp, "other.nimble")) != read(fexe),
           "and the forced schedules are not built")
+
+    # A second model with the same kernels reuses the records: bert_tiny's
+    # encoder, tuned, serves bert_tiny_emb (the same encoder after an
+    # embedding) without measuring those kernels again.
+    brec_out = os.path.join(tmp, "bert.json")
+    sh(NIMBLE, "compile", os.path.join(MODELS, "bert_tiny.onnx"), "-o", os.path.join(tmp, "bert.nimble"),
+       "--no-kernel-cache", "--option", "tune=true", "--option", "tune_budget_s=4", "--option", "tune_threads=2",
+       "--option", "tune_inputs=x=1x16x128", "--tune-records-out", brec_out)
+    nbert = len(json.load(open(brec_out))["records"])
+    err = sh(NIMBLE, "compile", os.path.join(MODELS, "bert_tiny_emb.onnx"), "-o", os.path.join(tmp, "emb.nimble"),
+             "--no-kernel-cache", "--option", "tune=true", "--option", "tune_budget_s=4", "--option",
+             "tune_threads=2", "--option", "tune_inputs=ids=1x16", "--tune-records", brec_out)
+    m = re.search(r"tuned: (\d+) kernels, (\d+) with records given", err)
+    check(m and int(m.group(2)) >= nbert - 2 and int(m.group(2)) < int(m.group(1)),
+          "bert_tiny_emb reuses bert_tiny's %d records: %s" % (nbert, m.group(0) if m else err.strip()))
 
     # Misuse.
     err = compile_(os.path.join(tmp, "x.nimble"), "--tune-records", rec, expect=2)
