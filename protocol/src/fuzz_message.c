@@ -164,6 +164,7 @@ static void check_body(nimble_msg_type_t type, const json_t *body) {
     case NIMBLE_MSG_TUNE_RECORDS:
       tune_texts(type, body, "records", 1);
       integer(type, body, "offset", 1);
+      integer(type, body, "next", 1);
       integer(type, body, "total", 1);
       break;
     case NIMBLE_MSG_TUNE_RECORDS_IMPORTED: integer(type, body, "imported", 1); break;

@@ -164,8 +164,9 @@ static const field_spec kKernelTime[] = {{"symbol", F_TEXT, 1, 0, 512},
                                          END};
 
 /* Tuning records (docs/farm.md, "Tuning records"): a list asks for one
- * page (offset into the records, newest first); an import names the index
- * its first record has in the file it comes from, for errors. */
+ * page (an offset into the records, oldest first; the reply says where the
+ * next page starts and how many there are); an import names the index its
+ * first record has in the file it comes from, for errors. */
 static const field_spec kTuneList[] = {{"target", F_KIND, 0, 0, 0},
                                        {"offset", F_INT, 0, 0, INT32_MAX},
                                        END};
@@ -174,6 +175,7 @@ static const field_spec kTuneImport[] = {{"records", F_TUNE, 1, 0, NIMBLE_TUNE_M
                                          END};
 static const field_spec kTuneRecords[] = {{"records", F_TUNE, 1, 0, NIMBLE_TUNE_MESSAGE_MAX},
                                           {"offset", F_INT, 1, 0, INT32_MAX},
+                                          {"next", F_INT, 1, 0, INT32_MAX},
                                           {"total", F_INT, 1, 0, INT32_MAX},
                                           END};
 static const field_spec kTuneImported[] = {{"imported", F_INT, 1, 0, NIMBLE_TUNE_MESSAGE_MAX}, END};

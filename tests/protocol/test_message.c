@@ -107,8 +107,9 @@ static const example kExamples[] = {
     {NIMBLE_MSG_TUNE_RECORDS_LIST, "TUNE_RECORDS_LIST", "{\"target\":\"aarch64\",\"offset\":2048}", {NULL}},
     {NIMBLE_MSG_TUNE_RECORDS_IMPORT, "TUNE_RECORDS_IMPORT",
      "{\"records\":[\"{\\\"target\\\":\\\"x86\\\"}\"],\"first\":0}", {"records"}},
-    {NIMBLE_MSG_TUNE_RECORDS, "TUNE_RECORDS", "{\"records\":[],\"offset\":0,\"total\":0}",
-     {"records", "offset", "total"}},
+    {NIMBLE_MSG_TUNE_RECORDS, "TUNE_RECORDS",
+     "{\"records\":[\"{}\"],\"offset\":2048,\"next\":2049,\"total\":2049}",
+     {"records", "offset", "next", "total"}},
     {NIMBLE_MSG_TUNE_RECORDS_IMPORTED, "TUNE_RECORDS_IMPORTED", "{\"imported\":2}", {"imported"}},
 };
 #define EXAMPLE_COUNT (sizeof(kExamples) / sizeof(kExamples[0]))
