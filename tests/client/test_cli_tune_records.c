@@ -1,0 +1,395 @@
+/* Tuning records on the farm (docs/farm.md, "Tuning records"): `nimble
+ * tune-records import|list|export` against a real farm on loopback
+ * (redis-server, nimble-store, nimble-scheduler, nimble-worker with
+ * farm_test_compiler, the compiler's test stand-in; see
+ * tests/scheduler/farm_harness.h). What the client prints and writes is
+ * checked against the hand-written records below, and against Redis read
+ * directly; what a tune=true compile was handed is the file the stand-in
+ * copies from its --tune-records. Each test starts its own farm and stops
+ * every process by pid. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli_run.h"
+#include "farm_harness.h"
+#include "nimble/tune_record.h"
+#include "nimble_test.h"
+
+#define ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})
+#define ASSERT_CONTAINS(hay, needle) \
+  ck_assert_msg(strstr((hay), (needle)) != NULL, "'%s' not found in:\n%s", (needle), (hay))
+
+#define SIG_A "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+#define SIG_B "fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210"
+#define SIG_C "00000000111111112222222233333333444444445555555566666666777777aa"
+#define CPU_A "skylake-avx512/1a2b3c4d"
+#define CPU_B "znver4/0badf00d"
+
+/* Two records for two CPUs, as a user would write them. */
+#define REC_A                                                                                   \
+  "{\"signature\":\"" SIG_A "\",\"target\":\"x86\",\"cpu\":\"" CPU_A "\","                      \
+  "\"schedule\":{\"parallel\":false,\"min_task_work\":4096,\"conv_block\":262144},"           \
+  "\"default_us\":120.5,\"tuned_us\":98.25,\"threads\":2,\"kernel\":\"fused__conv2d_add__3\"}"
+#define REC_B                                                                                   \
+  "{\"signature\":\"" SIG_B "\",\"target\":\"x86\",\"cpu\":\"" CPU_B "\","                      \
+  "\"schedule\":{\"parallel\":true,\"min_task_work\":65536,\"conv_block\":1024},"             \
+  "\"default_us\":33.1,\"tuned_us\":31.75,\"threads\":4}"
+#define DOC(...) "{\"format\":\"nimble.tune-records.v1\",\"records\":[" __VA_ARGS__ "]}"
+
+/* The values REC_A and REC_B hold, written out again for comparison. */
+typedef struct expect {
+  const char *sig, *cpu, *kernel;
+  int parallel;
+  long long min_task_work, conv_block;
+  double default_us, tuned_us;
+  int threads;
+} expect;
+static const expect kA = {SIG_A, CPU_A, "fused__conv2d_add__3", 0, 4096, 262144, 120.5, 98.25, 2};
+static const expect kB = {SIG_B, CPU_B, "", 1, 65536, 1024, 33.1, 31.75, 4};
+
+static void check_record(const nimble_tune_record_t *r, const expect *e) {
+  ck_assert_str_eq(r->signature, e->sig);
+  ck_assert_str_eq(r->target, "x86");
+  ck_assert_str_eq(r->cpu, e->cpu);
+  ck_assert_str_eq(r->kernel, e->kernel);
+  ck_assert_int_eq(r->schedule.parallel, e->parallel);
+  ck_assert_int_eq(r->schedule.min_task_work, e->min_task_work);
+  ck_assert_int_eq(r->schedule.conv_block, e->conv_block);
+  ck_assert_msg(r->default_us == e->default_us, "default_us %.17g, wrote %.17g", r->default_us, e->default_us);
+  ck_assert_msg(r->tuned_us == e->tuned_us, "tuned_us %.17g, wrote %.17g", r->tuned_us, e->tuned_us);
+  ck_assert_int_eq(r->threads, e->threads);
+}
+
+/* Exactly the records in `want` (any order). */
+static void check_records(const nimble_tune_record_t *r, size_t n, const expect *const *want, size_t nwant) {
+  ck_assert_uint_eq(n, nwant);
+  for (size_t k = 0; k < nwant; k++) {
+    size_t i = 0;
+    while (i < n && strcmp(r[i].signature, want[k]->sig)) i++;
+    ck_assert_msg(i < n, "record %s is missing", want[k]->sig);
+    check_record(&r[i], want[k]);
+  }
+}
+
+/* The farm with the client token "test-token". */
+static void start(farm *f, int with_worker) {
+  farm_config cfg = {.token = "test-token\n"};
+  farm_start(f, &cfg);
+  if (with_worker) farm_start_worker(f, "w1", "x86", NULL);
+}
+
+static cli_result run_on(farm *f, const char *token, const char *const *args) {
+  const char *argv[40];
+  int n = 0;
+  argv[n++] = "--scheduler";
+  argv[n++] = f->clients_ep;
+  argv[n++] = "--store";
+  argv[n++] = f->store_url;
+  argv[n++] = "--token";
+  argv[n++] = token;
+  for (int i = 0; args[i]; i++) {
+    ck_assert(n < 38);
+    argv[n++] = args[i];
+  }
+  argv[n] = NULL;
+  char events[300];
+  snprintf(events, sizeof events, "NIMBLE_EVENTS=%s", f->events_ep);
+  return cli_run(argv, (const char *const[]){events, NULL});
+}
+
+#define ASSERT_EXIT(r, code) \
+  ck_assert_msg((r).exit_code == (code), "exit %d\nstdout:\n%s\nstderr:\n%s", (r).exit_code, (r).out, (r).err)
+
+/* `list --json`, parsed as a records document. */
+static nimble_tune_record_t *list_json(farm *f, const char *kind, size_t *n) {
+  cli_result r = kind ? run_on(f, "test-token", ARGS("tune-records", "list", "--json", "--target", kind))
+                      : run_on(f, "test-token", ARGS("tune-records", "list", "--json"));
+  ASSERT_EXIT(r, 0);
+  json_error_t e;
+  json_t *doc = json_loads(r.out, 0, &e);
+  ck_assert_msg(doc != NULL, "list --json printed no JSON: %s\n%s", e.text, r.out);
+  nimble_tune_record_t *recs = NULL;
+  NIMBLE_ASSERT_OK(nimble_tune_records_from_json(doc, "list --json", &recs, n));
+  json_decref(doc);
+  cli_result_free(&r);
+  return recs;
+}
+
+/* HGETALL nimble:tune:<kind>: the fields, joined with ',' in sorted order,
+ * and each value checked to parse as the record its field names. */
+static void redis_fields(farm *f, const char *kind, char *out, size_t size, nimble_tune_record_t *recs,
+                         size_t *n) {
+  redisReply *rep = redisCommand(f->redis, "HGETALL nimble:tune:%s", kind);
+  ck_assert(rep && rep->type == REDIS_REPLY_ARRAY);
+  const char *names[16];
+  size_t k = 0;
+  for (size_t i = 0; i + 1 < rep->elements && k < 16; i += 2, k++) {
+    names[k] = rep->element[i]->str;
+    json_error_t e;
+    json_t *j = json_loads(rep->element[i + 1]->str, 0, &e);
+    ck_assert_msg(j != NULL, "Redis value is not JSON: %s", rep->element[i + 1]->str);
+    NIMBLE_ASSERT_OK(nimble_tune_record_from_json(j, names[k], &recs[k]));
+    json_decref(j);
+    char field[200];
+    snprintf(field, sizeof field, "%s|%s", recs[k].cpu, recs[k].signature);
+    ck_assert_str_eq(field, names[k]);
+  }
+  /* sorted, so the comparison does not depend on Redis's order */
+  for (size_t i = 0; i < k; i++)
+    for (size_t j = i + 1; j < k; j++)
+      if (strcmp(names[j], names[i]) < 0) {
+        const char *t = names[i];
+        names[i] = names[j];
+        names[j] = t;
+      }
+  out[0] = '\0';
+  for (size_t i = 0; i < k; i++) {
+    size_t used = strlen(out);
+    snprintf(out + used, size - used, "%s%s", i ? "," : "", names[i]);
+  }
+  *n = k;
+  freeReplyObject(rep);
+}
+
+START_TEST(test_imported_records_list_export_and_sit_in_redis_as_written) {
+  farm f;
+  start(&f, 0);
+  char *file = cli_write_file("two.json", DOC(REC_A "," REC_B));
+  cli_result r = run_on(&f, "test-token", ARGS("tune-records", "import", file));
+  ASSERT_EXIT(r, 0);
+  char want[512];
+  snprintf(want, sizeof want, "imported 2 tuning records from %s\n", file);
+  ck_assert_str_eq(r.out, want);
+  cli_result_free(&r);
+
+  const expect *both[] = {&kA, &kB};
+  size_t n;
+  nimble_tune_record_t *recs = list_json(&f, NULL, &n);
+  check_records(recs, n, both, 2);
+  free(recs);
+  recs = list_json(&f, "x86", &n);
+  check_records(recs, n, both, 2);
+  free(recs);
+  recs = list_json(&f, "aarch64", &n);
+  ck_assert_uint_eq(n, 0);
+  free(recs);
+
+  /* The table: one line per record, speedup = default_us / tuned_us
+   * (120.5 / 98.25 = 1.2265; 33.1 / 31.75 = 1.0425). */
+  r = run_on(&f, "test-token", ARGS("tune-records", "list"));
+  ASSERT_EXIT(r, 0);
+  ASSERT_CONTAINS(r.out, "TARGET");
+  ASSERT_CONTAINS(r.out, CPU_A);
+  ASSERT_CONTAINS(r.out, "0123456789ab ");
+  ASSERT_CONTAINS(r.out, "serial/4096/262144");
+  ASSERT_CONTAINS(r.out, "parallel/65536/1024");
+  ASSERT_CONTAINS(r.out, "1.23x");
+  ASSERT_CONTAINS(r.out, "1.04x");
+  ck_assert_ptr_null(strstr(r.out, "0123456789abc")); /* the signature is cut to 12 digits */
+  cli_result_free(&r);
+
+  char *out = cli_write_file("exported.json", "");
+  r = run_on(&f, "test-token", ARGS("tune-records", "export", out));
+  ASSERT_EXIT(r, 0);
+  ASSERT_CONTAINS(r.err, "2 tuning records exported to");
+  cli_result_free(&r);
+  NIMBLE_ASSERT_OK(nimble_tune_records_read_file(out, &recs, &n));
+  check_records(recs, n, both, 2);
+  free(recs);
+
+  char fields[1024];
+  nimble_tune_record_t stored[16];
+  redis_fields(&f, "x86", fields, sizeof fields, stored, &n);
+  ck_assert_str_eq(fields, CPU_A "|" SIG_A "," CPU_B "|" SIG_B);
+  check_records(stored, n, both, 2);
+
+  /* Importing A again with another time replaces it (newest wins). */
+  char *again = cli_write_file("again.json",
+                               DOC("{\"signature\":\"" SIG_A "\",\"target\":\"x86\",\"cpu\":\"" CPU_A "\","
+                                   "\"schedule\":{\"parallel\":true,\"min_task_work\":256,\"conv_block\":2048},"
+                                   "\"default_us\":120.5,\"tuned_us\":60.125,\"threads\":2}"));
+  r = run_on(&f, "test-token", ARGS("tune-records", "import", again));
+  ASSERT_EXIT(r, 0);
+  cli_result_free(&r);
+  redis_fields(&f, "x86", fields, sizeof fields, stored, &n);
+  ck_assert_str_eq(fields, CPU_A "|" SIG_A "," CPU_B "|" SIG_B);
+  const expect a2 = {SIG_A, CPU_A, "", 1, 256, 2048, 120.5, 60.125, 2};
+  const expect *after[] = {&a2, &kB};
+  check_records(stored, n, after, 2);
+
+  free(again);
+  free(out);
+  free(file);
+  farm_stop(&f);
+}
+END_TEST
+
+START_TEST(test_an_import_with_a_bad_record_is_refused_naming_it_and_stores_nothing) {
+  farm f;
+  start(&f, 0);
+  char *file = cli_write_file("bad.json",
+                              DOC(REC_A ",{\"signature\":\"" SIG_B "\",\"target\":\"x86\",\"cpu\":\"" CPU_B "\","
+                                        "\"schedule\":{\"parallel\":true,\"min_task_work\":65536,\"conv_block\":0},"
+                                        "\"default_us\":33.1,\"tuned_us\":31.75,\"threads\":4}"));
+  cli_result r = run_on(&f, "test-token", ARGS("tune-records", "import", file));
+  ASSERT_EXIT(r, 3);
+  ASSERT_CONTAINS(r.err, "record 1: tune record: 'conv_block' = 0 is outside [1024, 67108864]");
+  ASSERT_CONTAINS(r.err, "nothing imported");
+  ck_assert_str_eq(r.out, "");
+  cli_result_free(&r);
+  /* A target that is not a kind the farm knows is refused too. */
+  char *other = cli_write_file("other.json", DOC("{\"signature\":\"" SIG_C "\",\"target\":\"x86:cpu=znver4\","
+                                                 "\"cpu\":\"" CPU_B "\",\"schedule\":{\"parallel\":true,"
+                                                 "\"min_task_work\":256,\"conv_block\":2048},\"default_us\":1,"
+                                                 "\"tuned_us\":1,\"threads\":1}"));
+  r = run_on(&f, "test-token", ARGS("tune-records", "import", other));
+  ASSERT_EXIT(r, 3);
+  ASSERT_CONTAINS(r.err, "record 0: tune record: 'target' is 'x86:cpu=znver4', not a target kind");
+  cli_result_free(&r);
+
+  /* The scheduler checks every record itself, before storing any: a
+   * request past the client, its second record bad, part of a file whose
+   * records start at index 5. */
+  json_t *body = json_pack("{s:[s,s],s:i}", "records", REC_B,
+                           "{\"signature\":\"" SIG_C "\",\"target\":\"x86\"}", "first", 5);
+  nimble_msg_type_t type;
+  json_t *reply = NULL;
+  ck_assert_int_eq(farm_request(&f, NIMBLE_MSG_TUNE_RECORDS_IMPORT, body, "test-token", &type, &reply), 0);
+  ck_assert_int_eq(type, NIMBLE_MSG_ERROR);
+  ck_assert_str_eq(json_string_value(json_object_get(reply, "code")), "INVALID_ARGUMENT");
+  ck_assert_str_eq(json_string_value(json_object_get(reply, "message")),
+                   "tuning records import refused, nothing stored: record 6: tune record: 'cpu' is missing");
+  json_decref(reply);
+
+  redisReply *rep = redisCommand(f.redis, "KEYS nimble:tune:*");
+  ck_assert(rep && rep->type == REDIS_REPLY_ARRAY);
+  ck_assert_uint_eq(rep->elements, 0);
+  freeReplyObject(rep);
+  size_t n;
+  nimble_tune_record_t *recs = list_json(&f, NULL, &n);
+  ck_assert_uint_eq(n, 0);
+  free(recs);
+
+  /* The requests need the token like every other. */
+  r = run_on(&f, "wrong-token", ARGS("tune-records", "list"));
+  ASSERT_EXIT(r, 7);
+  cli_result_free(&r);
+  free(other);
+  free(file);
+  farm_stop(&f);
+}
+END_TEST
+
+/* Reads the records the stand-in compiler was handed last. */
+static nimble_tune_record_t *handed(farm *f, size_t *n) {
+  char path[400];
+  snprintf(path, sizeof path, "%s.tune-in", f->compile_log);
+  nimble_tune_record_t *r = NULL;
+  NIMBLE_ASSERT_OK(nimble_tune_records_read_file(path, &r, n));
+  return r;
+}
+
+START_TEST(test_a_tune_true_compile_gets_the_farms_records_and_its_own_come_back) {
+  farm f;
+  start(&f, 1);
+  /* Two x86 records and one for aarch64, which an x86 task never carries. */
+  char *file = cli_write_file("three.json",
+                              DOC(REC_A "," REC_B ",{\"signature\":\"" SIG_C "\",\"target\":\"aarch64\","
+                                  "\"cpu\":\"neoverse-n1/00000001\",\"schedule\":{\"parallel\":true,"
+                                  "\"min_task_work\":256,\"conv_block\":2048},\"default_us\":1,"
+                                  "\"tuned_us\":1,\"threads\":1}"));
+  cli_result r = run_on(&f, "test-token", ARGS("tune-records", "import", file));
+  ASSERT_EXIT(r, 0);
+  cli_result_free(&r);
+
+  /* The compile reports: a new record (C on CPU_A), A measured again, and
+   * one for aarch64 (not this task's kind: the scheduler drops it). */
+  char *model = cli_write_file(
+      "tuned.onnx",
+      "model: tuned on the farm\n"
+      "tune-out " DOC("{\"signature\":\"" SIG_C "\",\"target\":\"x86\",\"cpu\":\"" CPU_A "\","
+                      "\"schedule\":{\"parallel\":true,\"min_task_work\":1024,\"conv_block\":8192},"
+                      "\"default_us\":10.5,\"tuned_us\":7.25,\"threads\":2,\"kernel\":\"fused__dense__1\"},"
+                      "{\"signature\":\"" SIG_A "\",\"target\":\"x86\",\"cpu\":\"" CPU_A "\","
+                      "\"schedule\":{\"parallel\":false,\"min_task_work\":4096,\"conv_block\":262144},"
+                      "\"default_us\":121,\"tuned_us\":97.5,\"threads\":2},"
+                      "{\"signature\":\"" SIG_B "\",\"target\":\"aarch64\",\"cpu\":\"neoverse-n1/00000001\","
+                      "\"schedule\":{\"parallel\":true,\"min_task_work\":256,\"conv_block\":2048},"
+                      "\"default_us\":2,\"tuned_us\":1,\"threads\":1}") "\n");
+  r = run_on(&f, "test-token",
+             ARGS("submit", model, "--targets=x86", "--name", "team/tuned", "--option", "tune=true", "--timeout",
+                  "60"));
+  ASSERT_EXIT(r, 0);
+  cli_result_free(&r);
+  ck_assert_int_eq(farm_count_compiles(&f, "option=tune=true tune"), 1);
+
+  /* It was handed exactly the two x86 records, values as written. */
+  size_t n;
+  nimble_tune_record_t *in = handed(&f, &n);
+  const expect *both[] = {&kA, &kB};
+  check_records(in, n, both, 2);
+  free(in);
+
+  /* Its x86 records are the farm's now; the aarch64 one was dropped. */
+  char fields[1024];
+  nimble_tune_record_t stored[16];
+  redis_fields(&f, "x86", fields, sizeof fields, stored, &n);
+  ck_assert_str_eq(fields, CPU_A "|" SIG_C "," CPU_A "|" SIG_A "," CPU_B "|" SIG_B);
+  const expect a2 = {SIG_A, CPU_A, "", 0, 4096, 262144, 121, 97.5, 2};
+  const expect c = {SIG_C, CPU_A, "fused__dense__1", 1, 1024, 8192, 10.5, 7.25, 2};
+  const expect *now[] = {&a2, &kB, &c};
+  check_records(stored, n, now, 3);
+  redis_fields(&f, "aarch64", fields, sizeof fields, stored, &n);
+  ck_assert_str_eq(fields, "neoverse-n1/00000001|" SIG_C);
+  ck_assert(farm_sched_log_contains(&f, "a record for aarch64 from a task for x86"));
+
+  /* Without tune=true the compile gets no records and no flags. */
+  char *plain = cli_write_file("plain.onnx", "model: not tuned\n");
+  r = run_on(&f, "test-token", ARGS("submit", plain, "--targets=x86", "--name", "team/plain", "--timeout", "60"));
+  ASSERT_EXIT(r, 0);
+  cli_result_free(&r);
+  ck_assert_int_eq(farm_count_compiles(&f, " tune"), 1);
+  ck_assert_int_eq(farm_count_compiles(&f, NULL), 2);
+
+  /* A compile whose records file is malformed, or missing, still succeeds;
+   * nothing of it is stored. */
+  char *broken = cli_write_file("broken.onnx", "model: broken records\ntune-out {\"format\":\n");
+  r = run_on(&f, "test-token",
+             ARGS("submit", broken, "--targets=x86", "--name", "team/broken", "--option", "tune=true", "--timeout",
+                  "60"));
+  ASSERT_EXIT(r, 0);
+  cli_result_free(&r);
+  char *none = cli_write_file("none.onnx", "model: no records file\ntune-out-none\n");
+  r = run_on(&f, "test-token",
+             ARGS("submit", none, "--targets=x86", "--name", "team/none", "--option", "tune=true", "--timeout",
+                  "60"));
+  ASSERT_EXIT(r, 0);
+  cli_result_free(&r);
+  ck_assert_int_eq(farm_count_compiles(&f, "option=tune=true tune"), 3);
+  redis_fields(&f, "x86", fields, sizeof fields, stored, &n);
+  check_records(stored, n, now, 3);
+  /* The last compile was handed the farm's three x86 records. */
+  in = handed(&f, &n);
+  check_records(in, n, now, 3);
+  free(in);
+
+  free(none);
+  free(broken);
+  free(plain);
+  free(model);
+  free(file);
+  farm_stop(&f);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("cli_tune_records");
+  TCase *tc = tcase_create("farm");
+  tcase_set_timeout(tc, 240);
+  tcase_add_test(tc, test_imported_records_list_export_and_sit_in_redis_as_written);
+  tcase_add_test(tc, test_an_import_with_a_bad_record_is_refused_naming_it_and_stores_nothing);
+  tcase_add_test(tc, test_a_tune_true_compile_gets_the_farms_records_and_its_own_come_back);
+  suite_add_tcase(s, tc);
+  return nimble_test_run(s);
+}
