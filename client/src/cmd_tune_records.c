@@ -106,7 +106,7 @@ static void print_table(const nimble_tune_record_t *r, size_t n) {
       snprintf(speedup, sizeof speedup, "%.2fx", r[i].default_us / r[i].tuned_us);
     else
       snprintf(speedup, sizeof speedup, "-");
-    printf("%-8s %-28s %-12.12s %-32s %-24s %12.1f %12.1f %8s\n", r[i].target, r[i].cpu, r[i].signature,
+    printf("%-8s %-28s %-12.12s %-32s %-24s %12.2f %12.2f %8s\n", r[i].target, r[i].cpu, r[i].signature,
            r[i].kernel[0] ? r[i].kernel : "-", schedule, r[i].default_us, r[i].tuned_us, speedup);
   }
 }

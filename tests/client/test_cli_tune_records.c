@@ -186,6 +186,10 @@ START_TEST(test_imported_records_list_export_and_sit_in_redis_as_written) {
   ASSERT_CONTAINS(r.out, "parallel/65536/1024");
   ASSERT_CONTAINS(r.out, "1.23x");
   ASSERT_CONTAINS(r.out, "1.04x");
+  ASSERT_CONTAINS(r.out, "\nx86      skylake-avx512/1a2b3c4d      0123456789ab fused__conv2d_add__3             "
+                         "serial/4096/262144             120.50        98.25    1.23x\n");
+  ASSERT_CONTAINS(r.out, "\nx86      znver4/0badf00d              fedcba987654 -                                "
+                         "parallel/65536/1024             33.10        31.75    1.04x\n");
   ck_assert_ptr_null(strstr(r.out, "0123456789abc")); /* the signature is cut to 12 digits */
   cli_result_free(&r);
 
