@@ -159,7 +159,10 @@ static nimble_status_t append_page(nimble_scheduler *s, const char *kind, long l
 }
 
 void sched_tune_fill_task(nimble_scheduler *s, const nimble_sched_task_t *t, json_t *b) {
-  if (!json_is_true(json_object_get(json_object_get(b, "options"), "tune"))) return;
+  /* The compile sees `--option tune=true` for a boolean and for the
+   * string "true" alike: both tune. */
+  const json_t *tune = json_object_get(json_object_get(b, "options"), "tune");
+  if (!json_is_true(tune) && !(json_is_string(tune) && !strcmp(json_string_value(tune), "true"))) return;
   nimble_target_t target;
   nimble_status_t st = nimble_target_parse(t->target, &target);
   if (st) {

@@ -387,6 +387,140 @@ START_TEST(test_a_tune_true_compile_gets_the_farms_records_and_its_own_come_back
 }
 END_TEST
 
+/* Record i of a generated set: its signature is i in hex, its CPU one of
+ * three, its times exact binary fractions derived from i. */
+static void generated(int i, const char *kind, nimble_tune_record_t *r) {
+  memset(r, 0, sizeof *r);
+  snprintf(r->signature, sizeof r->signature, "%064x", i);
+  snprintf(r->target, sizeof r->target, "%s", kind);
+  snprintf(r->cpu, sizeof r->cpu, "testcpu%d/0000000%d", i % 3, i % 3);
+  r->schedule.parallel = i % 2;
+  r->schedule.min_task_work = 256 + i;
+  r->schedule.conv_block = 1024 + 8 * i;
+  r->default_us = 100 + i * 0.25;
+  r->tuned_us = 50 + i * 0.125;
+  r->threads = 1 + i % 8;
+}
+
+/* The records are exactly the generated ones of `kind` with index in
+ * [lo, hi), each once. */
+static void check_generated(const nimble_tune_record_t *r, size_t n, const char *kind, int lo, int hi) {
+  ck_assert_uint_eq(n, (size_t)(hi - lo));
+  char *seen = calloc((size_t)hi, 1);
+  for (size_t k = 0; k < n; k++) {
+    unsigned i;
+    ck_assert_msg(sscanf(r[k].signature, "%x", &i) == 1 && (int)i >= lo && (int)i < hi, "unexpected %s",
+                  r[k].signature);
+    ck_assert_msg(!seen[i], "record %u twice", i);
+    seen[i] = 1;
+    nimble_tune_record_t want;
+    generated((int)i, kind, &want);
+    ck_assert_str_eq(r[k].signature, want.signature);
+    ck_assert_str_eq(r[k].target, kind);
+    ck_assert_str_eq(r[k].cpu, want.cpu);
+    ck_assert_int_eq(r[k].schedule.parallel, want.schedule.parallel);
+    ck_assert_int_eq(r[k].schedule.min_task_work, want.schedule.min_task_work);
+    ck_assert_int_eq(r[k].schedule.conv_block, want.schedule.conv_block);
+    ck_assert(r[k].default_us == want.default_us && r[k].tuned_us == want.tuned_us);
+    ck_assert_int_eq(r[k].threads, want.threads);
+  }
+  free(seen);
+}
+
+START_TEST(test_many_records_go_in_parts_come_back_in_pages_and_a_task_carries_the_newest_2048) {
+  farm f;
+  start(&f, 1);
+  /* 2100 x86 records and 10 for aarch64: more than one message holds. */
+  enum { NX = 2100, NA = 10 };
+  nimble_tune_record_t *all = calloc(NX + NA, sizeof *all);
+  for (int i = 0; i < NX; i++) generated(i, "x86", &all[i]);
+  for (int i = 0; i < NA; i++) generated(i, "aarch64", &all[NX + i]);
+  char *dir = cli_write_file("dummy", "");
+  char bad[512], good[512];
+  snprintf(bad, sizeof bad, "%s.bad.json", dir);
+  snprintf(good, sizeof good, "%s.many.json", dir);
+  /* First with record 2050 bad: refused before anything is sent. */
+  all[2050].schedule.conv_block = 0;
+  json_t *doc = nimble_tune_records_to_json(all, NX + NA);
+  ck_assert(json_dump_file(doc, bad, JSON_COMPACT) == 0);
+  json_decref(doc);
+  all[2050].schedule.conv_block = 1024 + 8 * 2050;
+  cli_result r = run_on(&f, "test-token", ARGS("tune-records", "import", bad));
+  ASSERT_EXIT(r, 3);
+  ASSERT_CONTAINS(r.err, "record 2050: tune record: 'conv_block' = 0");
+  cli_result_free(&r);
+  redisReply *rep = redisCommand(f.redis, "KEYS nimble:tune:*");
+  ck_assert_uint_eq(rep->elements, 0);
+  freeReplyObject(rep);
+
+  NIMBLE_ASSERT_OK(nimble_tune_records_write_file(good, all, NX + NA));
+  r = run_on(&f, "test-token", ARGS("tune-records", "import", good));
+  ASSERT_EXIT(r, 0);
+  ASSERT_CONTAINS(r.out, "imported 2110 tuning records from");
+  cli_result_free(&r);
+  rep = redisCommand(f.redis, "HLEN nimble:tune:x86");
+  ck_assert_int_eq(rep->integer, NX);
+  freeReplyObject(rep);
+
+  /* The pages, asked for directly: 2048, then the rest across the kinds. */
+  json_t *body = json_object();
+  nimble_msg_type_t type;
+  json_t *reply;
+  ck_assert_int_eq(farm_request(&f, NIMBLE_MSG_TUNE_RECORDS_LIST, body, "test-token", &type, &reply), 0);
+  ck_assert_int_eq(type, NIMBLE_MSG_TUNE_RECORDS);
+  ck_assert_uint_eq(json_array_size(json_object_get(reply, "records")), 2048);
+  ck_assert_int_eq(json_integer_value(json_object_get(reply, "next")), 2048);
+  ck_assert_int_eq(json_integer_value(json_object_get(reply, "total")), NX + NA);
+  json_decref(reply);
+  body = json_pack("{s:i}", "offset", 2048);
+  ck_assert_int_eq(farm_request(&f, NIMBLE_MSG_TUNE_RECORDS_LIST, body, "test-token", &type, &reply), 0);
+  ck_assert_uint_eq(json_array_size(json_object_get(reply, "records")), NX + NA - 2048);
+  ck_assert_int_eq(json_integer_value(json_object_get(reply, "next")), NX + NA);
+  json_decref(reply);
+
+  size_t n;
+  nimble_tune_record_t *got = list_json(&f, "x86", &n);
+  check_generated(got, n, "x86", 0, NX);
+  free(got);
+  got = list_json(&f, "aarch64", &n);
+  check_generated(got, n, "aarch64", 0, NA);
+  free(got);
+  got = list_json(&f, NULL, &n);
+  ck_assert_uint_eq(n, NX + NA);
+  free(got);
+  char out[512];
+  snprintf(out, sizeof out, "%s.exported.json", dir);
+  r = run_on(&f, "test-token", ARGS("tune-records", "export", out, "--target", "x86"));
+  ASSERT_EXIT(r, 0);
+  cli_result_free(&r);
+  NIMBLE_ASSERT_OK(nimble_tune_records_read_file(out, &got, &n));
+  check_generated(got, n, "x86", 0, NX);
+  free(got);
+
+  /* A tune job (the option as the string "true" here, which the compile
+   * reads the same) is handed the newest 2048 x86 records: the file's
+   * last 2048. */
+  char model[72];
+  farm_push_model(&f, "model: tuned with many records\n", model);
+  body = json_pack("{s:s,s:s,s:s,s:[s],s:{s:s}}", "model", model, "format", "onnx", "name", "team/many",
+                   "targets", "x86", "options", "tune", "true");
+  ck_assert_int_eq(farm_request(&f, NIMBLE_MSG_SUBMIT, body, "test-token", &type, &reply), 0);
+  ck_assert_int_eq(type, NIMBLE_MSG_ACCEPTED);
+  json_t *st = farm_wait_job(&f, json_string_value(json_object_get(reply, "job")), "done", 60000, "test-token");
+  ck_assert_str_eq(json_string_value(json_object_get(st, "state")), "done");
+  json_decref(st);
+  json_decref(reply);
+  ck_assert_int_eq(farm_count_compiles(&f, "option=tune=true tune"), 1);
+  got = handed(&f, &n);
+  check_generated(got, n, "x86", NX - 2048, NX);
+  free(got);
+
+  free(all);
+  free(dir);
+  farm_stop(&f);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("cli_tune_records");
   TCase *tc = tcase_create("farm");
@@ -394,6 +528,7 @@ int main(void) {
   tcase_add_test(tc, test_imported_records_list_export_and_sit_in_redis_as_written);
   tcase_add_test(tc, test_an_import_with_a_bad_record_is_refused_naming_it_and_stores_nothing);
   tcase_add_test(tc, test_a_tune_true_compile_gets_the_farms_records_and_its_own_come_back);
+  tcase_add_test(tc, test_many_records_go_in_parts_come_back_in_pages_and_a_task_carries_the_newest_2048);
   suite_add_tcase(s, tc);
   return nimble_test_run(s);
 }

@@ -456,7 +456,9 @@ static void finish_profile(nimble_worker *w) {
  * record the TASK carries that does not parse is left out (logged); the
  * compile then tunes that kernel itself. */
 static int task_tunes(const json_t *b) {
-  return json_is_true(json_object_get(json_object_get(b, "options"), "tune"));
+  /* `--option tune=true` either way: a boolean or the string "true". */
+  const json_t *tune = json_object_get(json_object_get(b, "options"), "tune");
+  return json_is_true(tune) || (json_is_string(tune) && !strcmp(json_string_value(tune), "true"));
 }
 
 static nimble_status_t write_tune_in(nimble_worker *w, const char *path) {
