@@ -514,7 +514,10 @@ static json_t *read_tune_out(nimble_worker *w) {
     json_t *j = nimble_tune_record_to_json(&r[i]);
     char *text = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(17)) : NULL;
     json_decref(j);
-    if (!text || strlen(text) > NIMBLE_TUNE_RECORD_TEXT_MAX || json_array_append_new(out, json_string(text))) {
+    if (text && strlen(text) > NIMBLE_TUNE_RECORD_TEXT_MAX) { /* cannot happen: the fields are bounded */
+      wlog(w, "warning: task %s: tuning record %zu is longer than %d bytes; not sent", w->task, i,
+           NIMBLE_TUNE_RECORD_TEXT_MAX);
+    } else if (!text || json_array_append_new(out, json_string(text))) {
       json_decref(out);
       out = NULL;
     }
