@@ -5,14 +5,19 @@
  * tests/scheduler/farm_harness.h). What the client prints and writes is
  * checked against the hand-written records below, and against Redis read
  * directly; what a tune=true compile was handed is the file the stand-in
- * copies from its --tune-records. Each test starts its own farm and stops
- * every process by pid. */
+ * copies from its --tune-records. Case "real" (a ctest test of its own)
+ * runs the real compiler on the reference CNN instead. Each test starts
+ * its own farm and stops every process by pid. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <time.h>
+#include <unistd.h>
+
 #include "cli_run.h"
 #include "farm_harness.h"
+#include "nimble/manifest.h"
 #include "nimble/tune_record.h"
 #include "nimble_test.h"
 
@@ -521,8 +526,148 @@ START_TEST(test_many_records_go_in_parts_come_back_in_pages_and_a_task_carries_t
 }
 END_TEST
 
+static char g_compiler[512], g_models[512];
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* The digest of the x86 kernel library layer of the manifest `submit`
+ * printed for team/<name> (its last line's reference). */
+static void kernels_digest(farm *f, const char *out, char digest[72]) {
+  const char *at = strstr(out, "@sha256:");
+  ck_assert_msg(at != NULL, "no reference in:\n%s", out);
+  char manifest[72];
+  memcpy(manifest, at + 1, 71);
+  manifest[71] = '\0';
+  const char *repo = strstr(out, "team/");
+  ck_assert(repo != NULL);
+  char name[64];
+  size_t k = strcspn(repo, ":");
+  ck_assert(k < sizeof name);
+  memcpy(name, repo, k);
+  name[k] = '\0';
+  uint8_t *bytes;
+  size_t n;
+  NIMBLE_ASSERT_OK(nimble_store_pull_manifest(f->store, name, manifest, &bytes, &n, NULL, NULL));
+  nimble_manifest_t m;
+  NIMBLE_ASSERT_OK(nimble_manifest_decode(bytes, n, &m));
+  free(bytes);
+  digest[0] = '\0';
+  for (size_t i = 0; i < m.layer_count; i++)
+    if (strstr(m.layers[i].media_type, "kernels.x86_64-linux-gnu")) nimble_digest_format(&m.layers[i].digest, digest);
+  nimble_manifest_deinit(&m);
+  ck_assert_msg(digest[0], "no x86 kernel library in %s", manifest);
+}
+
+/* The real compiler on a worker: a tune=true job of the reference CNN
+ * measures its kernels, the records land in Redis, and a second tune=true
+ * job (another budget, so not the cache) is handed them, measures nothing
+ * and builds the same kernels. */
+START_TEST(test_a_real_tuned_compile_shares_its_records_and_the_next_one_reuses_them) {
+  farm f;
+  start(&f, 0);
+  /* No address-space limit (the sanitizer build's ASan runtime cannot
+   * live with one, as in test_farm_kcache); a kernel cache of its own. */
+  char kc[400];
+  snprintf(kc, sizeof kc, "%s/kcache-real", f.dir);
+  const char *wa[] = {"--compiler", g_compiler, "--mem-limit-mb", "0", "--compile-jobs", "2", "--kcache-dir", kc,
+                      NULL};
+  farm_start_worker(&f, "w-real", "x86", wa);
+  char model[600];
+  snprintf(model, sizeof model, "%s/cnn.onnx", g_models);
+  double t0 = now_s();
+  cli_result r = run_on(&f, "test-token",
+                        ARGS("submit", model, "--targets=x86", "--name", "team/cnn-a", "--option", "tune=true",
+                             "--option", "tune_threads=2", "--option", "tune_budget_s=8", "--option",
+                             "tune_inputs=x=1x3x32x32", "--timeout", "300"));
+  double first_s = now_s() - t0;
+  ASSERT_EXIT(r, 0);
+  char kernels_a[72];
+  kernels_digest(&f, r.out, kernels_a);
+  cli_result_free(&r);
+
+  /* 9 kernels, 9 records (docs/tuning.md; test_compile_tune), all for
+   * this machine's CPU, each under its own cpu|signature. */
+  redisReply *rep = redisCommand(f.redis, "HGETALL nimble:tune:x86");
+  ck_assert(rep && rep->type == REDIS_REPLY_ARRAY);
+  ck_assert_uint_eq(rep->elements, 18);
+  nimble_tune_record_t first;
+  memset(&first, 0, sizeof first);
+  for (size_t i = 0; i + 1 < rep->elements; i += 2) {
+    json_t *j = json_loads(rep->element[i + 1]->str, 0, NULL);
+    nimble_tune_record_t rec;
+    NIMBLE_ASSERT_OK(nimble_tune_record_from_json(j, rep->element[i]->str, &rec));
+    json_decref(j);
+    char field[200];
+    snprintf(field, sizeof field, "%s|%s", rec.cpu, rec.signature);
+    ck_assert_str_eq(field, rep->element[i]->str);
+    ck_assert_str_eq(rec.target, "x86");
+    ck_assert_int_eq(rec.threads, 2);
+    if (i == 0) first = rec;
+    ck_assert_str_eq(rec.cpu, first.cpu);
+  }
+  freeReplyObject(rep);
+  size_t n;
+  nimble_tune_record_t *listed = list_json(&f, "x86", &n);
+  ck_assert_uint_eq(n, 9);
+  free(listed);
+  rep = redisCommand(f.redis, "GET nimble:tune:seq");
+  ck_assert_str_eq(rep->str, "9");
+  freeReplyObject(rep);
+
+  t0 = now_s();
+  r = run_on(&f, "test-token",
+             ARGS("submit", model, "--targets=x86", "--name", "team/cnn-b", "--option", "tune=true", "--option",
+                  "tune_threads=2", "--option", "tune_budget_s=9", "--option", "tune_inputs=x=1x3x32x32",
+                  "--timeout", "300"));
+  double second_s = now_s() - t0;
+  ASSERT_EXIT(r, 0);
+  ck_assert_ptr_null(strstr(r.out, "(cached)"));
+  char kernels_b[72];
+  kernels_digest(&f, r.out, kernels_b);
+  cli_result_free(&r);
+  char log[400];
+  snprintf(log, sizeof log, "%s/worker-w-real.log", f.dir);
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "grep -c 'tunes, with 9 tuning records from the farm' '%s'", log);
+  FILE *p = popen(cmd, "r");
+  int handed_9 = 0;
+  ck_assert(p && fscanf(p, "%d", &handed_9) == 1);
+  pclose(p);
+  ck_assert_int_eq(handed_9, 1);
+  /* It measured nothing new: no record was stored again. */
+  rep = redisCommand(f.redis, "GET nimble:tune:seq");
+  ck_assert_str_eq(rep->str, "9");
+  freeReplyObject(rep);
+  /* The schedules it applied are the ones the first compile chose. */
+  ck_assert_str_eq(kernels_b, kernels_a);
+  fprintf(stderr, "test_cli_tune_records: real compiler: first tuned job %.1f s, second (9 records given) %.1f s\n",
+          first_s, second_s);
+  farm_stop(&f);
+}
+END_TEST
+
 int main(void) {
+  const char *build = getenv("NIMBLE_BUILD_DIR"), *models = getenv("NIMBLE_MODELS_DIR");
+  snprintf(g_compiler, sizeof g_compiler, "%s/client/nimble", build ? build : ".");
+  snprintf(g_models, sizeof g_models, "%s", models ? models : "");
+  const char *only = getenv("CK_RUN_CASE");
+  if (only && !strcmp(only, "real")) {
+    char cnn[600];
+    snprintf(cnn, sizeof cnn, "%s/cnn.onnx", g_models);
+    if (!build || access(g_compiler, X_OK) != 0 || access(cnn, R_OK) != 0) {
+      printf("skipped: needs the compiler (%s) and the reference CNN (%s)\n", g_compiler, cnn);
+      return 77;
+    }
+  }
   Suite *s = suite_create("cli_tune_records");
+  TCase *tr = tcase_create("real");
+  tcase_set_timeout(tr, 600);
+  tcase_add_test(tr, test_a_real_tuned_compile_shares_its_records_and_the_next_one_reuses_them);
+  suite_add_tcase(s, tr);
   TCase *tc = tcase_create("farm");
   tcase_set_timeout(tc, 240);
   tcase_add_test(tc, test_imported_records_list_export_and_sit_in_redis_as_written);
