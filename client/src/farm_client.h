@@ -26,6 +26,7 @@ extern const nimble_cli_command nimble_cmd_submit;
 extern const nimble_cli_command nimble_cmd_status;
 extern const nimble_cli_command nimble_cmd_fetch;
 extern const nimble_cli_command nimble_cmd_profile; /* cmd_profile.c */
+extern const nimble_cli_command nimble_cmd_tune_records; /* cmd_tune_records.c */
 
 /* The repository clients upload models to (docs/farm.md). */
 #define NIMBLE_FARM_MODEL_REPO "models"

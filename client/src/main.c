@@ -48,6 +48,7 @@ static const nimble_cli_command *const kCommands[] = {
     &nimble_cmd_status,
     &nimble_cmd_fetch,
     &nimble_cmd_profile,
+    &nimble_cmd_tune_records,
 #endif
 #ifdef NIMBLE_CLI_HAVE_KEYS
     &nimble_cmd_keys,
@@ -70,7 +71,7 @@ static void print_main_help(FILE *f) {
           "\n"
           "Commands:\n");
   for (size_t i = 0; i < kNumCommands; i++)
-    fprintf(f, "  %-10s %s\n", kCommands[i]->name, kCommands[i]->summary);
+    fprintf(f, "  %-12s %s\n", kCommands[i]->name, kCommands[i]->summary);
   fprintf(f,
           "\n"
           "Options (before or after the command):\n"

@@ -75,6 +75,19 @@ static void integer(nimble_msg_type_t type, const json_t *body, const char *key,
   if ((v || required) && !json_is_integer(v)) fail(type, "an integer member is not an integer", key);
 }
 
+/* Tuning records: an array of non-empty strings (what they hold is the
+ * receiver's to parse). */
+static void tune_texts(nimble_msg_type_t type, const json_t *body, const char *key, int required) {
+  const json_t *a = json_object_get(body, key);
+  if (!a && !required) return;
+  if (!json_is_array(a) || json_array_size(a) > NIMBLE_TUNE_MESSAGE_MAX)
+    fail(type, "tuning records are not an array of at most NIMBLE_TUNE_MESSAGE_MAX", key);
+  for (size_t i = 0; i < json_array_size(a); i++) {
+    const json_t *e = json_array_get(a, i);
+    if (!json_is_string(e) || json_string_length(e) == 0) fail(type, "a tuning record is not a non-empty string", key);
+  }
+}
+
 /* What each type's reader takes for granted once the message decoded. */
 static void check_body(nimble_msg_type_t type, const json_t *body) {
   switch (type) {
@@ -135,7 +148,26 @@ static void check_body(nimble_msg_type_t type, const json_t *body) {
       str(type, body, "task", 1);
       digest(type, body, "manifest", 1);
       digest(type, body, "key", 0);
+      tune_texts(type, body, "tune_records", 0);
       break;
+    case NIMBLE_MSG_TUNE_RECORDS_LIST: {
+      const char *kind = str(type, body, "target", 0);
+      if (kind && strcmp(kind, "x86") && strcmp(kind, "aarch64") && strcmp(kind, "cuda"))
+        fail(type, "target is not a target kind", kind);
+      integer(type, body, "offset", 0);
+      break;
+    }
+    case NIMBLE_MSG_TUNE_RECORDS_IMPORT:
+      tune_texts(type, body, "records", 1);
+      integer(type, body, "first", 0);
+      break;
+    case NIMBLE_MSG_TUNE_RECORDS:
+      tune_texts(type, body, "records", 1);
+      integer(type, body, "offset", 1);
+      integer(type, body, "next", 1);
+      integer(type, body, "total", 1);
+      break;
+    case NIMBLE_MSG_TUNE_RECORDS_IMPORTED: integer(type, body, "imported", 1); break;
     case NIMBLE_MSG_PROFILE_RESULT: {
       str(type, body, "task", 1);
       digest(type, body, "manifest", 1);
@@ -166,6 +198,7 @@ static void check_body(nimble_msg_type_t type, const json_t *body) {
       if (type == NIMBLE_MSG_TASK) {
         digest(type, body, "model", 1);
         digest(type, body, "key", 1);
+        tune_texts(type, body, "tune_records", 0);
       }
       break;
     case NIMBLE_MSG_ACCEPTED: str(type, body, "job", 1); break;

@@ -13,7 +13,8 @@
 static const char *const kTypeNames[NIMBLE_MSG_TYPE_COUNT_] = {
     "SUBMIT", "STATUS",  "CANCEL",   "READY",    "HEARTBEAT",  "PROGRESS",
     "RESULT", "FAILURE", "ACCEPTED", "JOB_STATUS", "TASK",     "ERROR",
-    "PROFILE", "PROFILE_TASK", "PROFILE_RESULT",
+    "PROFILE", "PROFILE_TASK", "PROFILE_RESULT", "TUNE_RECORDS_LIST", "TUNE_RECORDS_IMPORT",
+    "TUNE_RECORDS", "TUNE_RECORDS_IMPORTED",
 };
 
 const char *nimble_message_type_name(nimble_msg_type_t type) {
@@ -54,6 +55,8 @@ typedef enum field_kind {
   F_KERNELS, /* code generation's counts: {done, total, cached, fetched?} */
   F_KCACHE,  /* kernel cache index entries: array (at most `max`) of {key, digest} */
   F_SEQS,    /* object of canonical target -> kernel cache index sequence (>= 0) */
+  F_TUNE,    /* tuning records: array (at most `max`) of record JSON texts */
+  F_KIND,    /* a target kind: x86, aarch64 or cuda */
 } field_kind;
 
 typedef struct field_spec {
@@ -87,7 +90,8 @@ static const field_spec kProgress[] = {{"task", F_ID, 1, 0, 0},     {"phase", F_
                                        END};
 static const field_spec kResult[] = {{"task", F_ID, 1, 0, 0}, {"manifest", F_DIGEST, 1, 0, 0},
                                      {"key", F_DIGEST, 0, 0, 0},
-                                     {"kcache", F_KCACHE, 0, 0, NIMBLE_KCACHE_RESULT_MAX}, END};
+                                     {"kcache", F_KCACHE, 0, 0, NIMBLE_KCACHE_RESULT_MAX},
+                                     {"tune_records", F_TUNE, 0, 0, NIMBLE_TUNE_MESSAGE_MAX}, END};
 static const field_spec kFailure[] = {{"task", F_ID, 1, 0, 0}, {"error", F_TEXT, 1, 0, MAX_TEXT},
                                       {"code", F_CODE, 0, 0, 0}, {"retryable", F_BOOL, 0, 0, 0},
                                       END};
@@ -120,6 +124,7 @@ static const field_spec kTask[] = {{"task", F_ID, 1, 0, 0},
                                    {"kernel_cache", F_BOOL, 0, 0, 0},
                                    {"kcache", F_KCACHE, 0, 0, NIMBLE_KCACHE_TASK_MAX},
                                    {"kcache_seq", F_INT, 0, 0, INT64_MAX},
+                                   {"tune_records", F_TUNE, 0, 0, NIMBLE_TUNE_MESSAGE_MAX},
                                    END};
 static const field_spec kError[] = {{"code", F_CODE, 1, 0, 0}, {"message", F_TEXT, 1, 0, MAX_TEXT},
                                     {"job", F_ID, 0, 0, 0},    {"task", F_ID, 0, 0, 0}, END};
@@ -158,10 +163,28 @@ static const field_spec kKernelTime[] = {{"symbol", F_TEXT, 1, 0, 512},
                                          {"total_ns", F_INT, 1, 0, INT64_MAX},
                                          END};
 
+/* Tuning records (docs/farm.md, "Tuning records"): a list asks for one
+ * page (an offset into the records, oldest first; the reply says where the
+ * next page starts and how many there are); an import names the index its
+ * first record has in the file it comes from, for errors. */
+static const field_spec kTuneList[] = {{"target", F_KIND, 0, 0, 0},
+                                       {"offset", F_INT, 0, 0, INT32_MAX},
+                                       END};
+static const field_spec kTuneImport[] = {{"records", F_TUNE, 1, 0, NIMBLE_TUNE_MESSAGE_MAX},
+                                         {"first", F_INT, 0, 0, INT32_MAX},
+                                         END};
+static const field_spec kTuneRecords[] = {{"records", F_TUNE, 1, 0, NIMBLE_TUNE_MESSAGE_MAX},
+                                          {"offset", F_INT, 1, 0, INT32_MAX},
+                                          {"next", F_INT, 1, 0, INT32_MAX},
+                                          {"total", F_INT, 1, 0, INT32_MAX},
+                                          END};
+static const field_spec kTuneImported[] = {{"imported", F_INT, 1, 0, NIMBLE_TUNE_MESSAGE_MAX}, END};
+
 static const field_spec *const kSchemas[NIMBLE_MSG_TYPE_COUNT_] = {
     kSubmit, kStatus,  kCancel,   kReady,     kHeartbeat, kProgress,
     kResult, kFailure, kAccepted, kJobStatus, kTask,      kError,
-    kProfile, kProfileTask, kProfileResult,
+    kProfile, kProfileTask, kProfileResult, kTuneList, kTuneImport,
+    kTuneRecords, kTuneImported,
 };
 
 static const char *const kStates[] = {"queued", "running", "done", "failed", "cancelled", NULL};
@@ -309,6 +332,28 @@ static nimble_status_t check_kcache_entries(const json_t *arr, const char *p, si
     for (size_t j = 0; j < k; j++)
       if (!strcmp(json_string_value(json_object_get(json_array_get(arr, j), "key")), key))
         return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "%s: key '%s' repeats %s[%zu]", kp, key, p, j);
+  }
+  return nimble_ok();
+}
+
+/* Tuning records: strings of 1 to NIMBLE_TUNE_RECORD_TEXT_MAX bytes, each
+ * a record's JSON; what they hold is the receiver's to check. */
+static nimble_status_t check_tune_texts(const json_t *arr, const char *p, size_t max) {
+  if (json_array_size(arr) > max)
+    return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "%s: at most %zu records, got %zu", p, max,
+                              json_array_size(arr));
+  char ip[NIMBLE_JSON_PATH_MAX];
+  for (size_t k = 0; k < json_array_size(arr); k++) {
+    json_t *e = json_array_get(arr, k);
+    nimble_json_path_index(ip, p, k);
+    if (!json_is_string(e))
+      return nimble_status_make(NIMBLE_INVALID_ARGUMENT,
+                                "%s: expected a string (a tuning record's JSON), got %s", ip,
+                                nimble_json_type_name(e));
+    size_t n = json_string_length(e);
+    if (n == 0 || n > NIMBLE_TUNE_RECORD_TEXT_MAX)
+      return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "%s: a record's text is 1 to %d bytes, got %zu",
+                                ip, NIMBLE_TUNE_RECORD_TEXT_MAX, n);
   }
   return nimble_ok();
 }
@@ -479,6 +524,15 @@ static nimble_status_t check_field(const json_t *obj, const char *path, const fi
       NIMBLE_RETURN_IF_ERROR(
           nimble_json_get_array(obj, path, f->key, f->required, 0, (size_t)f->max, &arr));
       return arr ? check_kcache_entries(arr, p, (size_t)f->max) : nimble_ok();
+    case F_TUNE:
+      NIMBLE_RETURN_IF_ERROR(
+          nimble_json_get_array(obj, path, f->key, f->required, 0, (size_t)f->max, &arr));
+      return arr ? check_tune_texts(arr, p, (size_t)f->max) : nimble_ok();
+    case F_KIND:
+      NIMBLE_RETURN_IF_ERROR(nimble_json_get_string(obj, path, f->key, f->required, 16, &s));
+      if (s && strcmp(s, "x86") && strcmp(s, "aarch64") && strcmp(s, "cuda"))
+        return bad(p, "%s: '%s' is not a target kind (x86, aarch64, cuda)", s);
+      return nimble_ok();
   }
   return nimble_status_make(NIMBLE_INTERNAL, "%s: unknown field kind", p);
 }

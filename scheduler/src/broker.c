@@ -357,6 +357,7 @@ static void send_task(nimble_scheduler *s, sched_worker *w, const nimble_sched_t
   }
   if (!b) return;
   if (!profile) sched_kcache_fill_task(s, w, t, b);
+  if (!profile) sched_tune_fill_task(s, t, b);
   sched_envelope env = {.count = 1};
   memcpy(env.data[0], w->rid, w->rid_len);
   env.size[0] = w->rid_len;

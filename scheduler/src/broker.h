@@ -194,6 +194,21 @@ void sched_kcache_record(nimble_scheduler *s, const nimble_sched_task_t *t, cons
 /* READY: the sequences the worker has seen (body's `kcache`), per target. */
 void sched_kcache_ready(nimble_scheduler *s, sched_worker *w, const json_t *body);
 
+/* tune_records.c: tuning records (docs/farm.md, "Tuning records"), kept
+ * per target kind in Redis. Adds `tune_records` (the newest records of t's
+ * target kind, at most NIMBLE_TUNE_MESSAGE_MAX) to compile TASK body b when
+ * its options have tune=true; Redis errors only log (the task goes with
+ * none). */
+void sched_tune_fill_task(nimble_scheduler *s, const nimble_sched_task_t *t, json_t *b);
+/* Stores the records a RESULT of task t reports (`tune_records`, texts):
+ * each checked, the bad ones (or ones for another target kind) logged and
+ * dropped. */
+void sched_tune_record_result(nimble_scheduler *s, const nimble_sched_task_t *t, const json_t *texts);
+/* Client requests TUNE_RECORDS_LIST and TUNE_RECORDS_IMPORT (body
+ * validated, token checked): each answers on env. */
+void sched_tune_handle_list(nimble_scheduler *s, const sched_envelope *env, const json_t *body);
+void sched_tune_handle_import(nimble_scheduler *s, const sched_envelope *env, const json_t *body);
+
 /* verify.c: verified builds (docs/farm.md, "Verified builds"). */
 /* Writes the group task id of copy `tid` ("<group>:v<k>") into group and
  * returns k, or 0 when tid is not a copy. */

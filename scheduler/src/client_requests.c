@@ -1,8 +1,10 @@
 /* Requests from clients: SUBMIT fans a job out into one task per target
  * (answered from the compile cache when the store still has the artifact,
  * merged with an identical task in flight otherwise), STATUS reports a job,
- * CANCEL stops it. Every request carries the client's bearer token in the
- * body member "token" when the scheduler has a token file. */
+ * CANCEL stops it; TUNE_RECORDS_LIST and TUNE_RECORDS_IMPORT read and add
+ * tuning records (tune_records.c). Every request carries the client's
+ * bearer token in the body member "token" when the scheduler has a token
+ * file. */
 #include <hiredis/hiredis.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -334,9 +336,11 @@ void sched_handle_client(nimble_scheduler *s, const sched_envelope *env, const v
   if (!st) sched_metrics_request(s->metrics, nimble_message_type_name(type));
   if (!st) st = sched_check_token(s, body);
   if (!st && type != NIMBLE_MSG_SUBMIT && type != NIMBLE_MSG_STATUS && type != NIMBLE_MSG_CANCEL &&
-      type != NIMBLE_MSG_PROFILE)
+      type != NIMBLE_MSG_PROFILE && type != NIMBLE_MSG_TUNE_RECORDS_LIST &&
+      type != NIMBLE_MSG_TUNE_RECORDS_IMPORT)
     st = nimble_status_make(NIMBLE_INVALID_ARGUMENT,
-                            "%s is not a client request (expected SUBMIT, PROFILE, STATUS or CANCEL)",
+                            "%s is not a client request (expected SUBMIT, PROFILE, STATUS, CANCEL, "
+                            "TUNE_RECORDS_LIST or TUNE_RECORDS_IMPORT)",
                             nimble_message_type_name(type));
   if (st) {
     sched_send_error(s, s->clients, env, st, NULL);
@@ -350,6 +354,10 @@ void sched_handle_client(nimble_scheduler *s, const sched_envelope *env, const v
     handle_profile(s, env, body);
   } else if (type == NIMBLE_MSG_CANCEL) {
     handle_cancel(s, env, body);
+  } else if (type == NIMBLE_MSG_TUNE_RECORDS_LIST) {
+    sched_tune_handle_list(s, env, body);
+  } else if (type == NIMBLE_MSG_TUNE_RECORDS_IMPORT) {
+    sched_tune_handle_import(s, env, body);
   } else {
     json_t *status;
     const char *job = str_of(body, "job");

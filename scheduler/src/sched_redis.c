@@ -61,8 +61,27 @@ void nimble_sched_redis_destroy(nimble_sched_redis *r) {
   free(r);
 }
 
-nimble_status_t nimble_sched_redis_command(nimble_sched_redis *r, struct redisReply **out_reply,
-                                           const char *fmt, ...) {
+/* One command, formatted (fmt, ap) or as an argument vector (argv). */
+typedef struct redis_call {
+  const char *fmt;
+  va_list *ap;
+  int argc;
+  const char **argv;
+  const size_t *argvlen;
+} redis_call;
+
+static redisReply *call_once(redisContext *c, const redis_call *k) {
+  if (k->fmt) {
+    va_list ap;
+    va_copy(ap, *k->ap);
+    redisReply *rep = redisvCommand(c, k->fmt, ap);
+    va_end(ap);
+    return rep;
+  }
+  return redisCommandArgv(c, k->argc, k->argv, k->argvlen);
+}
+
+static nimble_status_t run_call(nimble_sched_redis *r, struct redisReply **out_reply, const redis_call *k) {
   if (out_reply) *out_reply = NULL;
   redisReply *reply = NULL;
   /* Two tries: the first may find a connection Redis closed when it
@@ -76,10 +95,7 @@ nimble_status_t nimble_sched_redis_command(nimble_sched_redis *r, struct redisRe
         continue;
       }
     }
-    va_list ap;
-    va_start(ap, fmt);
-    reply = redisvCommand(r->ctx, fmt, ap);
-    va_end(ap);
+    reply = call_once(r->ctx, k);
     if (!reply && attempt == 1)
       return nimble_status_make(NIMBLE_UNAVAILABLE, "redis %s:%d: %s", r->host, r->port,
                                 r->ctx ? r->ctx->errstr : "no connection");
@@ -91,8 +107,8 @@ nimble_status_t nimble_sched_redis_command(nimble_sched_redis *r, struct redisRe
   if (!reply)
     return nimble_status_make(NIMBLE_UNAVAILABLE, "redis %s:%d: not reachable", r->host, r->port);
   if (reply->type == REDIS_REPLY_ERROR) {
-    nimble_status_t s = nimble_status_make(NIMBLE_INTERNAL, "redis command '%.40s': %s", fmt,
-                                           reply->str ? reply->str : "error");
+    nimble_status_t s = nimble_status_make(NIMBLE_INTERNAL, "redis command '%.40s': %s",
+                                           k->fmt ? k->fmt : k->argv[0], reply->str ? reply->str : "error");
     freeReplyObject(reply);
     return s;
   }
@@ -101,4 +117,21 @@ nimble_status_t nimble_sched_redis_command(nimble_sched_redis *r, struct redisRe
   else
     freeReplyObject(reply);
   return nimble_ok();
+}
+
+nimble_status_t nimble_sched_redis_command(nimble_sched_redis *r, struct redisReply **out_reply,
+                                           const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  redis_call k = {.fmt = fmt, .ap = &ap};
+  nimble_status_t s = run_call(r, out_reply, &k);
+  va_end(ap);
+  return s;
+}
+
+nimble_status_t nimble_sched_redis_command_argv(nimble_sched_redis *r, struct redisReply **out_reply, int argc,
+                                                const char **argv, const size_t *argvlen) {
+  if (argc < 1) return nimble_status_make(NIMBLE_INTERNAL, "redis: a command with no arguments");
+  redis_call k = {.argc = argc, .argv = argv, .argvlen = argvlen};
+  return run_call(r, out_reply, &k);
 }

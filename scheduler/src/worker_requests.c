@@ -339,6 +339,10 @@ static void handle_result(nimble_scheduler *s, sched_worker *w, const sched_enve
       if (!st) sched_kcache_record(s, &t, json_object_get(body, "kcache"));
     }
   }
+  /* Records measured by a compile that succeeded, whatever became of its
+   * artifact: they describe the worker's CPU, not the artifact. */
+  if (!st && !strcmp(t.state, "done"))
+    sched_tune_record_result(s, &t, json_object_get(body, "tune_records"));
   if (!st) st = sched_task_finish(s, &t);
   if (st) sched_log(s, "RESULT for %s not recorded: %s", tid, nimble_status_message(st));
   nimble_status_free(st);

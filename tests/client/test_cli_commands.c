@@ -41,7 +41,7 @@ static void command_names(const char *help, char *out, size_t size) {
 
 /* submit, status and fetch are in binaries built with the store client. */
 #ifdef NIMBLE_CLI_TEST_HAS_FARM
-#define FARM_COMMANDS "submit,status,fetch,profile,"
+#define FARM_COMMANDS "submit,status,fetch,profile,tune-records,"
 #else
 #define FARM_COMMANDS ""
 #endif

@@ -104,6 +104,13 @@ static const example kExamples[] = {
      "\"median_ns\":41000,\"min_ns\":39000,\"max_ns\":90000,\"peak_bytes\":16384,"
      "\"kernels\":[{\"symbol\":\"fused_dense_relu\",\"calls\":20,\"total_ns\":500000}]}}",
      {"task", "manifest", "report"}},
+    {NIMBLE_MSG_TUNE_RECORDS_LIST, "TUNE_RECORDS_LIST", "{\"target\":\"aarch64\",\"offset\":2048}", {NULL}},
+    {NIMBLE_MSG_TUNE_RECORDS_IMPORT, "TUNE_RECORDS_IMPORT",
+     "{\"records\":[\"{\\\"target\\\":\\\"x86\\\"}\"],\"first\":0}", {"records"}},
+    {NIMBLE_MSG_TUNE_RECORDS, "TUNE_RECORDS",
+     "{\"records\":[\"{}\"],\"offset\":2048,\"next\":2049,\"total\":2049}",
+     {"records", "offset", "next", "total"}},
+    {NIMBLE_MSG_TUNE_RECORDS_IMPORTED, "TUNE_RECORDS_IMPORTED", "{\"imported\":2}", {"imported"}},
 };
 #define EXAMPLE_COUNT (sizeof(kExamples) / sizeof(kExamples[0]))
 
@@ -539,6 +546,48 @@ START_TEST(test_mutated_frames_never_crash_or_leak) {
 }
 END_TEST
 
+/* Tuning records (docs/protocol.md): strings of record JSON, bounded in
+ * number and length; what they hold is the receiver's to check. */
+START_TEST(test_tuning_record_members_are_checked) {
+  NIMBLE_ASSERT_OK(with_member(NIMBLE_MSG_TASK, "tune_records", "[]"));
+  NIMBLE_ASSERT_OK(with_member(NIMBLE_MSG_RESULT, "tune_records", "[\"{}\",\"not even JSON\"]"));
+  NIMBLE_ASSERT_ERROR(with_member(NIMBLE_MSG_RESULT, "tune_records",
+                                  "[{\"signature\":\"ab\",\"default_us\":1}]"),
+                      NIMBLE_INVALID_ARGUMENT,
+                      "body.tune_records[0]: expected a string (a tuning record's JSON), got an object");
+  NIMBLE_ASSERT_ERROR(with_member(NIMBLE_MSG_TASK, "tune_records", "[\"x\",\"\"]"),
+                      NIMBLE_INVALID_ARGUMENT, "body.tune_records[1]: a record's text is 1 to 1024 bytes, got 0");
+  char long_text[1100];
+  memset(long_text, 'a', sizeof long_text);
+  long_text[0] = '[';
+  long_text[1] = '"';
+  long_text[1 + 1025 + 1] = '"'; /* 1025 characters between the quotes */
+  long_text[1 + 1025 + 2] = ']';
+  long_text[1 + 1025 + 3] = '\0';
+  NIMBLE_ASSERT_ERROR(with_member(NIMBLE_MSG_TUNE_RECORDS_IMPORT, "records", long_text),
+                      NIMBLE_INVALID_ARGUMENT, "body.records[0]: a record's text is 1 to 1024 bytes, got 1025");
+  /* At most 2048 per message. */
+  json_t *many = json_array();
+  for (int i = 0; i < 2049; i++) json_array_append_new(many, json_string("{}"));
+  char *text = json_dumps(many, JSON_COMPACT);
+  json_decref(many);
+  NIMBLE_ASSERT_ERROR(with_member(NIMBLE_MSG_TUNE_RECORDS, "records", text), NIMBLE_INVALID_ARGUMENT,
+                      "body.records");
+  free(text);
+  NIMBLE_ASSERT_ERROR(with_member(NIMBLE_MSG_TUNE_RECORDS_LIST, "target", "\"x86:cpu=znver4\""),
+                      NIMBLE_INVALID_ARGUMENT,
+                      "body.target: 'x86:cpu=znver4' is not a target kind (x86, aarch64, cuda)");
+  NIMBLE_ASSERT_OK(with_member(NIMBLE_MSG_TUNE_RECORDS_LIST, "target", "\"cuda\""));
+  NIMBLE_ASSERT_ERROR(with_member(NIMBLE_MSG_TUNE_RECORDS_LIST, "offset", "-1"), NIMBLE_INVALID_ARGUMENT,
+                      "body.offset");
+  NIMBLE_ASSERT_ERROR(with_member(NIMBLE_MSG_TUNE_RECORDS_IMPORTED, "imported", "2049"),
+                      NIMBLE_INVALID_ARGUMENT, "body.imported");
+  /* Real numbers stay out of messages: a record must travel as text. */
+  NIMBLE_ASSERT_ERROR(with_member(NIMBLE_MSG_TUNE_RECORDS_IMPORT, "first", "1.5"), NIMBLE_INVALID_ARGUMENT,
+                      "body.first");
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("message");
   TCase *tc = tcase_create("core");
@@ -550,6 +599,7 @@ int main(void) {
   tcase_add_test(tc, test_cross_member_rules_are_checked);
   tcase_add_test(tc, test_profile_inputs_and_reports_are_checked);
   tcase_add_test(tc, test_kernel_cache_members_are_checked);
+  tcase_add_test(tc, test_tuning_record_members_are_checked);
   tcase_add_test(tc, test_envelope_errors_give_the_reason);
   tcase_add_test(tc, test_deeply_nested_bodies_are_handled_without_crashing);
   tcase_add_test(tc, test_encode_refuses_invalid_bodies_with_the_type_named);

@@ -33,9 +33,19 @@
  *   fail TEXT    print TEXT on stderr and exit 1
  *   no-metadata  succeed but leave the metadata part out of parts.json,
  *                which the worker must refuse (docs/artifacts.md)
+ *   tune-out TEXT  with --tune-records-out FILE: TEXT (the rest of the
+ *                line; the lines' texts joined by newlines) is FILE's
+ *                content, written as the records the compile measured
+ *   tune-out-none  with --tune-records-out: write no FILE at all
+ *
+ * The tuning flags (docs/farm.md, "Tuning records"), as the real compiler
+ * takes them: --tune-records IN and --tune-records-out OUT. Without a
+ * "tune-out" line OUT gets a document with no records. IN is copied to
+ * NIMBLE_TEST_COMPILER_LOG with ".tune-in" appended (when the log is set),
+ * so tests see what the worker handed the compile.
  *
  * When NIMBLE_TEST_COMPILER_LOG names a file, one line "compile <model
- * hex> <target>[ jobs=N][ option=K=V]..." is appended to it per run, so tests can
+ * hex> <target>[ jobs=N][ option=K=V]...[ tune]" is appended to it per run, so tests can
  * count compiles and see the options they got.
  * It is built without sanitizers: the worker runs it under RLIMIT_AS,
  * which AddressSanitizer's shadow memory cannot live with.
@@ -57,11 +67,15 @@ static void die(const char *msg, const char *arg) {
   exit(2);
 }
 
+static void write_path(const char *path, const void *data, size_t n) {
+  FILE *f = fopen(path, "wb");
+  if (!f || fwrite(data, 1, n, f) != n || fclose(f) != 0) die("cannot write", path);
+}
+
 static void write_file(const char *dir, const char *name, const void *data, size_t n) {
   char path[4096];
   snprintf(path, sizeof path, "%s/%s", dir, name);
-  FILE *f = fopen(path, "wb");
-  if (!f || fwrite(data, 1, n, f) != n || fclose(f) != 0) die("cannot write", path);
+  write_path(path, data, n);
 }
 
 static void progress(int fd, const char *phase, int percent) {
@@ -105,8 +119,9 @@ static const char *media_of(const char *triple) {
 
 int main(int argc, char **argv) {
   if (argc < 2 || strcmp(argv[1], "compile")) die("usage: test_compiler compile MODEL ...", NULL);
-  const char *model = NULL, *target = NULL, *dir = NULL;
-  int pfd = -1, no_metadata = 0;
+  const char *model = NULL, *target = NULL, *dir = NULL, *tune_in = NULL, *tune_out = NULL;
+  int pfd = -1, no_metadata = 0, tune_none = 0;
+  static char tune_text[1 << 16];
   static char options[4096];
   for (int i = 2; i < argc; i++) {
     if (!strncmp(argv[i], "--target=", 9)) target = argv[i] + 9;
@@ -117,6 +132,8 @@ int main(int argc, char **argv) {
      * output: the stand-in has none. */
     else if (!strcmp(argv[i], "--kernel-cache") && i + 1 < argc) i++;
     else if (!strcmp(argv[i], "--no-kernel-cache")) continue;
+    else if (!strcmp(argv[i], "--tune-records") && i + 1 < argc) tune_in = argv[++i];
+    else if (!strcmp(argv[i], "--tune-records-out") && i + 1 < argc) tune_out = argv[++i];
     else if (!strcmp(argv[i], "--jobs") && i + 1 < argc) {
       size_t used = strlen(options);
       snprintf(options + used, sizeof options - used, " jobs=%s", argv[++i]);
@@ -129,6 +146,10 @@ int main(int argc, char **argv) {
     else die("unknown argument", argv[i]);
   }
   if (!model || !target || !dir) die("MODEL, --target and --emit-parts are required", NULL);
+  if (tune_in) {
+    size_t used = strlen(options);
+    snprintf(options + used, sizeof options - used, " tune");
+  }
   const char *trip[2];
   int ntrip = triples(target, trip);
   if (!ntrip) die("unknown target", target);
@@ -153,6 +174,16 @@ int main(int argc, char **argv) {
       if (write(fd, line, (size_t)k) < 0) { /* best effort */
       }
       close(fd);
+    }
+    if (tune_in) {
+      char copy[4096];
+      snprintf(copy, sizeof copy, "%s.tune-in", log);
+      FILE *in = fopen(tune_in, "rb");
+      if (!in) die("cannot open", tune_in);
+      static char tbytes[1 << 20];
+      size_t tn = fread(tbytes, 1, sizeof tbytes, in);
+      fclose(in);
+      write_path(copy, tbytes, tn);
     }
   }
 
@@ -185,6 +216,11 @@ int main(int argc, char **argv) {
       }
     } else if (!strcmp(line, "no-metadata")) {
       no_metadata = 1;
+    } else if (!strncmp(line, "tune-out ", 9)) {
+      size_t used = strlen(tune_text);
+      snprintf(tune_text + used, sizeof tune_text - used, "%s%s", used ? "\n" : "", line + 9);
+    } else if (!strcmp(line, "tune-out-none")) {
+      tune_none = 1;
     } else if (!strncmp(line, "fail ", 5)) {
       fprintf(stderr, "%s\n", line + 5);
       return 1;
@@ -230,6 +266,10 @@ int main(int argc, char **argv) {
                "\"schemaVersion\":1,\"target\":\"%s\"}",
                VERSION, hex, target);
   write_file(dir, "config.json", text, (size_t)k);
+  if (tune_out && !tune_none) {
+    const char *doc = tune_text[0] ? tune_text : "{\"format\":\"nimble.tune-records.v1\",\"records\":[]}";
+    write_path(tune_out, doc, strlen(doc));
+  }
   progress(pfd, "link", 90);
   return 0;
 }

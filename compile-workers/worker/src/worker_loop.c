@@ -23,6 +23,7 @@
 #include "nimble/manifest.h"
 #include "nimble/message.h"
 #include "nimble/target.h"
+#include "nimble/tune_record.h"
 #include "nimble/worker.h"
 #include "worker_metrics.h"
 
@@ -449,6 +450,84 @@ static void finish_profile(nimble_worker *w) {
   end_task(w);
 }
 
+/* Tuning (docs/farm.md, "Tuning records"): a compile whose options have
+ * tune=true gets the TASK's records as DIR/tune-in.json (written even when
+ * there are none) and reports what it measured in DIR/tune-out.json. A
+ * record the TASK carries that does not parse is left out (logged); the
+ * compile then tunes that kernel itself. */
+static int task_tunes(const json_t *b) {
+  /* `--option tune=true` either way: a boolean or the string "true". */
+  const json_t *tune = json_object_get(json_object_get(b, "options"), "tune");
+  return json_is_true(tune) || (json_is_string(tune) && !strcmp(json_string_value(tune), "true"));
+}
+
+static nimble_status_t write_tune_in(nimble_worker *w, const char *path) {
+  const json_t *texts = json_object_get(w->task_body, "tune_records");
+  size_t n = json_array_size(texts), good = 0;
+  nimble_tune_record_t *r = calloc(n ? n : 1, sizeof *r);
+  if (!r) return NIMBLE_OOM_IN(path);
+  for (size_t i = 0; i < n; i++) {
+    char where[48];
+    snprintf(where, sizeof where, "tune_records[%zu]", i);
+    json_error_t e;
+    json_t *j = json_loads(json_string_value(json_array_get(texts, i)), JSON_REJECT_DUPLICATES, &e);
+    nimble_status_t st = j ? nimble_tune_record_from_json(j, where, &r[good])
+                           : nimble_status_make(NIMBLE_INVALID_ARGUMENT, "%s: not JSON: %s", where, e.text);
+    json_decref(j);
+    if (st) {
+      wlog(w, "warning: task %s: a tuning record left out: %s", w->task, nimble_status_message(st));
+      nimble_status_free(st);
+      continue;
+    }
+    good++;
+  }
+  nimble_status_t st = nimble_tune_records_write_file(path, r, good);
+  free(r);
+  if (!st) wlog(w, "task %s tunes, with %zu tuning record%s from the farm", w->task, good, good == 1 ? "" : "s");
+  return st;
+}
+
+/* The records the compile wrote to DIR/tune-out.json, as a RESULT's
+ * `tune_records` (record texts); NULL when there are none. A missing file
+ * means none; a malformed one is logged and sends none: the artifact is
+ * good either way. */
+static json_t *read_tune_out(nimble_worker *w) {
+  char path[PATH_MAX + 32];
+  snprintf(path, sizeof path, "%s/tune-out.json", w->task_dir);
+  if (access(path, F_OK) != 0) return NULL;
+  nimble_tune_record_t *r = NULL;
+  size_t n = 0;
+  nimble_status_t st = nimble_tune_records_read_file(path, &r, &n);
+  if (st) {
+    wlog(w, "warning: task %s: the compile's tuning records are not sent: %s", w->task,
+         nimble_status_message(st));
+    nimble_status_free(st);
+    return NULL;
+  }
+  if (n > NIMBLE_TUNE_MESSAGE_MAX) {
+    wlog(w, "warning: task %s: the compile measured %zu tuning records; the first %d are sent", w->task, n,
+         NIMBLE_TUNE_MESSAGE_MAX);
+    n = NIMBLE_TUNE_MESSAGE_MAX;
+  }
+  json_t *out = json_array();
+  for (size_t i = 0; out && i < n; i++) {
+    json_t *j = nimble_tune_record_to_json(&r[i]);
+    char *text = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(17)) : NULL;
+    json_decref(j);
+    if (text && strlen(text) > NIMBLE_TUNE_RECORD_TEXT_MAX) { /* cannot happen: the fields are bounded */
+      wlog(w, "warning: task %s: tuning record %zu is longer than %d bytes; not sent", w->task, i,
+           NIMBLE_TUNE_RECORD_TEXT_MAX);
+    } else if (!text || json_array_append_new(out, json_string(text))) {
+      json_decref(out);
+      out = NULL;
+    }
+    free(text);
+  }
+  free(r);
+  if (!out) wlog(w, "warning: task %s: the compile's tuning records are not sent (out of memory)", w->task);
+  return out;
+}
+
 /* Fetches the model and starts the compiler. */
 static nimble_status_t start_task(nimble_worker *w) {
   if (!strcmp(w->task_kind, "profile")) return start_profile(w);
@@ -484,6 +563,13 @@ static nimble_status_t start_task(nimble_worker *w) {
   }
 
   char target_arg[300], fd_arg[16], format_arg[32], jobs_arg[24];
+  char tune_in[PATH_MAX + 32], tune_out[PATH_MAX + 32];
+  int tunes = task_tunes(b);
+  if (tunes) {
+    snprintf(tune_in, sizeof tune_in, "%s/tune-in.json", w->task_dir);
+    snprintf(tune_out, sizeof tune_out, "%s/tune-out.json", w->task_dir);
+    NIMBLE_RETURN_IF_ERROR_CTX(write_tune_in(w, tune_in), "task %s: the tuning records", w->task);
+  }
   snprintf(target_arg, sizeof target_arg, "--target=%s", body_str(b, "target"));
   snprintf(format_arg, sizeof format_arg, "--format=%s", body_str(b, "format"));
   snprintf(fd_arg, sizeof fd_arg, "%d", NIMBLE_WORKER_PROGRESS_FD);
@@ -491,7 +577,7 @@ static nimble_status_t start_task(nimble_worker *w) {
    * booleans as true/false. */
   const json_t *opts = json_object_get(b, "options");
   size_t nopts = json_object_size(opts);
-  char **argv = calloc(14 + 2 * nopts, sizeof *argv);
+  char **argv = calloc(18 + 2 * nopts, sizeof *argv);
   char **owned = calloc(nopts + 1, sizeof *owned);
   if (!argv || !owned) {
     free(argv);
@@ -518,6 +604,13 @@ static nimble_status_t start_task(nimble_worker *w) {
     argv[a++] = w->kcache_dir;
   } else {
     argv[a++] = "--no-kernel-cache";
+  }
+  /* Only with tune=true: a compiler without tuning refuses the flags. */
+  if (tunes) {
+    argv[a++] = "--tune-records";
+    argv[a++] = tune_in;
+    argv[a++] = "--tune-records-out";
+    argv[a++] = tune_out;
   }
   const char *key;
   const json_t *val;
@@ -594,6 +687,11 @@ static void finish_task(nimble_worker *w) {
     json_t *res = json_pack("{s:s,s:s,s:s}", "task", w->task, "manifest", md, "key", kd);
     if (res && shared) json_object_set(res, "kcache", shared);
     json_decref(shared);
+    json_t *tuned = task_tunes(b) ? read_tune_out(w) : NULL;
+    if (tuned) wlog(w, "task %s: %zu tuning record%s measured, sent to the farm", w->task, json_array_size(tuned),
+                    json_array_size(tuned) == 1 ? "" : "s");
+    if (res && tuned) json_object_set(res, "tune_records", tuned);
+    json_decref(tuned);
     send_msg(w, NIMBLE_MSG_RESULT, res);
   }
   end_task(w);

@@ -12,8 +12,10 @@
  * not break older peers. Body members use snake_case. docs/protocol.md lists
  * every body with an example.
  *
- *   client → scheduler     SUBMIT, PROFILE, STATUS, CANCEL
- *   scheduler → client     ACCEPTED, JOB_STATUS, ERROR (and PROGRESS events)
+ *   client → scheduler     SUBMIT, PROFILE, STATUS, CANCEL, TUNE_RECORDS_LIST,
+ *                          TUNE_RECORDS_IMPORT
+ *   scheduler → client     ACCEPTED, JOB_STATUS, TUNE_RECORDS, TUNE_RECORDS_IMPORTED,
+ *                          ERROR (and PROGRESS events)
  *   worker → scheduler     READY, HEARTBEAT, PROGRESS, RESULT, PROFILE_RESULT, FAILURE
  *   scheduler → worker     TASK, PROFILE_TASK, CANCEL, ERROR
  *
@@ -42,6 +44,17 @@ extern "C" {
 #define NIMBLE_KCACHE_TASK_MAX 256
 #define NIMBLE_KCACHE_RESULT_MAX 4096
 #define NIMBLE_PROFILE_MAX_INPUTS 64
+/* Tuning records (nimble/tune_record.h, docs/farm.md "Tuning records") ride
+ * in messages as strings, each one record's compact JSON: a record holds
+ * real numbers (microseconds), which a canonical message does not. The
+ * protocol checks only their form (so that one bad record a worker reports
+ * does not make its RESULT unreadable); the receiver parses each with
+ * nimble_tune_record_from_json. At most NIMBLE_TUNE_MESSAGE_MAX strings per
+ * message (a TASK's, a RESULT's, a page of a list, a part of an import),
+ * each 1 to NIMBLE_TUNE_RECORD_TEXT_MAX bytes: 2048 of them stay well under
+ * NIMBLE_MESSAGE_MAX_SIZE. */
+#define NIMBLE_TUNE_MESSAGE_MAX 2048
+#define NIMBLE_TUNE_RECORD_TEXT_MAX 1024
 
 typedef enum nimble_msg_type {
   NIMBLE_MSG_SUBMIT = 0, /* client: compile a model for targets */
@@ -59,6 +72,10 @@ typedef enum nimble_msg_type {
   NIMBLE_MSG_PROFILE,        /* client: run artifact NAME on target T, report latency */
   NIMBLE_MSG_PROFILE_TASK,   /* scheduler: worker, profile this artifact */
   NIMBLE_MSG_PROFILE_RESULT, /* worker: task T's profile report */
+  NIMBLE_MSG_TUNE_RECORDS_LIST,     /* client: a page of the farm's tuning records */
+  NIMBLE_MSG_TUNE_RECORDS_IMPORT,   /* client: keep these tuning records */
+  NIMBLE_MSG_TUNE_RECORDS,          /* scheduler: a page of tuning records */
+  NIMBLE_MSG_TUNE_RECORDS_IMPORTED, /* scheduler: the records imported */
   NIMBLE_MSG_TYPE_COUNT_
 } nimble_msg_type_t;
 

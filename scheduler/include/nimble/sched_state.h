@@ -39,6 +39,10 @@ void nimble_sched_redis_destroy(nimble_sched_redis *r);
  * freeReplyObject. UNAVAILABLE when Redis cannot be reached. */
 nimble_status_t nimble_sched_redis_command(nimble_sched_redis *r, struct redisReply **out_reply,
                                            const char *fmt, ...);
+/* The same for a command given as argc arguments of argvlen[i] bytes each
+ * (borrowed): for commands with many arguments (HMGET of a page). */
+nimble_status_t nimble_sched_redis_command_argv(nimble_sched_redis *r, struct redisReply **out_reply, int argc,
+                                                const char **argv, const size_t *argvlen);
 
 typedef struct nimble_sched_task_t {
   char id[NIMBLE_SCHED_ID_MAX + 1];
