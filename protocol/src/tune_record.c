@@ -75,7 +75,7 @@ static nimble_status_t get_us(const json_t *j, const char *key, const char *w, d
 }
 
 nimble_status_t nimble_tune_record_from_json(const json_t *j, const char *where, nimble_tune_record_t *out) {
-  char w[64] = "";
+  char w[512] = "";
   if (where) snprintf(w, sizeof w, "%s: ", where);
   memset(out, 0, sizeof *out);
   if (!json_is_object(j)) return BAD("%stune record: expected an object", w);
@@ -140,7 +140,7 @@ nimble_status_t nimble_tune_records_from_json(const json_t *doc, const char *wha
   nimble_tune_record_t *r = calloc(n ? n : 1, sizeof *r);
   if (!r) return NIMBLE_OOM_IN(what);
   for (size_t i = 0; i < n; i++) {
-    char where[96];
+    char where[480];
     snprintf(where, sizeof where, "%s: record %zu", what, i);
     nimble_status_t s = nimble_tune_record_from_json(json_array_get(arr, i), where, &r[i]);
     if (s) {

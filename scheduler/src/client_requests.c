@@ -163,6 +163,18 @@ static void handle_submit(nimble_scheduler *s, const sched_envelope *env, const 
   /* The job's own `verify` (protocol checked 1..16) or the policy's. */
   int verify = (int)json_integer_value(json_object_get(body, "verify"));
   if (verify < s->verify_policy) verify = s->verify_policy;
+  /* A tuned build depends on its worker's measurements: two workers'
+   * copies may differ and cannot be compared byte for byte. */
+  if (verify > 1 && sched_tune_wanted(options)) {
+    st = nimble_status_make(NIMBLE_INVALID_ARGUMENT,
+                            "verified builds (verify=%d%s) cannot tune: a tuned build depends on its worker's "
+                            "measurements, so two workers' copies may differ; submit without tune=true, or "
+                            "without verification",
+                            verify, s->verify_policy > 1 ? ", the scheduler's policy" : "");
+    sched_send_error(s, s->clients, env, st, job);
+    nimble_status_free(st);
+    return;
+  }
   char *options_text = options ? json_dumps(options, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
   char *targets_text = json_dumps(targets, JSON_COMPACT);
   /* The job record first: tasks point back to it. */

@@ -161,31 +161,3 @@ nimble_status_t nimble_sched_inflight_claim(nimble_sched_redis *r, const char *k
 nimble_status_t nimble_sched_inflight_release(nimble_sched_redis *r, const char *key) {
   return nimble_sched_redis_command(r, NULL, "DEL nimble:inflight:%s", key);
 }
-
-nimble_status_t nimble_sched_tuning_put(nimble_sched_redis *r, const char *key, const char *field,
-                                        const char *value) {
-  if (!field || !*field)
-    return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "tuning record: empty field name");
-  return nimble_sched_redis_command(r, NULL, "HSET nimble:tuning:%s %s %b", key, field, value,
-                                    strlen(value));
-}
-
-nimble_status_t nimble_sched_tuning_get(nimble_sched_redis *r, const char *key, const char *field,
-                                        char **out_value) {
-  *out_value = NULL;
-  redisReply *rep;
-  NIMBLE_RETURN_IF_ERROR(
-      nimble_sched_redis_command(r, &rep, "HGET nimble:tuning:%s %s", key, field));
-  nimble_status_t s = nimble_ok();
-  if (rep->type == REDIS_REPLY_STRING) {
-    *out_value = malloc(rep->len + 1);
-    if (!*out_value) {
-      s = NIMBLE_OOM();
-    } else {
-      memcpy(*out_value, rep->str, rep->len);
-      (*out_value)[rep->len] = '\0';
-    }
-  }
-  freeReplyObject(rep);
-  return s;
-}

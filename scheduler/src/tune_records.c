@@ -158,11 +158,15 @@ static nimble_status_t append_page(nimble_scheduler *s, const char *kind, long l
   return st;
 }
 
-void sched_tune_fill_task(nimble_scheduler *s, const nimble_sched_task_t *t, json_t *b) {
+bool sched_tune_wanted(const json_t *options) {
   /* The compile sees `--option tune=true` for a boolean and for the
    * string "true" alike: both tune. */
-  const json_t *tune = json_object_get(json_object_get(b, "options"), "tune");
-  if (!json_is_true(tune) && !(json_is_string(tune) && !strcmp(json_string_value(tune), "true"))) return;
+  const json_t *tune = json_object_get(options, "tune");
+  return json_is_true(tune) || (json_is_string(tune) && !strcmp(json_string_value(tune), "true"));
+}
+
+void sched_tune_fill_task(nimble_scheduler *s, const nimble_sched_task_t *t, json_t *b) {
+  if (!sched_tune_wanted(json_object_get(b, "options"))) return;
   nimble_target_t target;
   nimble_status_t st = nimble_target_parse(t->target, &target);
   if (st) {

@@ -376,6 +376,14 @@ START_TEST(test_a_tune_true_compile_gets_the_farms_records_and_its_own_come_back
   ASSERT_EXIT(r, 0);
   cli_result_free(&r);
   ck_assert_int_eq(farm_count_compiles(&f, "option=tune=true tune"), 3);
+  /* A verified build cannot tune: two workers' measurements may differ. */
+  r = run_on(&f, "test-token",
+             ARGS("submit", none, "--targets=x86", "--name", "team/verified", "--option", "tune=true", "--verify=2",
+                  "--timeout", "60"));
+  ck_assert_int_ne(r.exit_code, 0);
+  ASSERT_CONTAINS(r.err, "verified builds (verify=2) cannot tune");
+  cli_result_free(&r);
+  ck_assert_int_eq(farm_count_compiles(&f, "option=tune=true tune"), 3);
   redis_fields(&f, "x86", fields, sizeof fields, stored, &n);
   check_records(stored, n, now, 3);
   /* The last compile was handed the farm's three x86 records. */

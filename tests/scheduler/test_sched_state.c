@@ -144,18 +144,6 @@ START_TEST(test_cache_inflight_and_tuning_records_follow_the_key_layout) {
   NIMBLE_ASSERT_OK(nimble_sched_inflight_claim(r, key, "j-3.x86", &claimed, holder));
   ck_assert_int_eq(claimed, 1);
 
-  char *value;
-  NIMBLE_ASSERT_OK(nimble_sched_tuning_get(r, key, "conv2d_0", &value));
-  ck_assert(value == NULL);
-  NIMBLE_ASSERT_OK(nimble_sched_tuning_put(r, key, "conv2d_0", "{\"tile\":[8,32]}"));
-  snprintf(rawkey, sizeof rawkey, "nimble:tuning:%s", key);
-  v = raw_hget(rawkey, "conv2d_0");
-  ck_assert_str_eq(v, "{\"tile\":[8,32]}");
-  free(v);
-  NIMBLE_ASSERT_OK(nimble_sched_tuning_get(r, key, "conv2d_0", &value));
-  ck_assert_str_eq(value, "{\"tile\":[8,32]}");
-  free(value);
-  NIMBLE_ASSERT_ERROR(nimble_sched_tuning_put(r, key, "", "x"), NIMBLE_INVALID_ARGUMENT, "empty field");
   nimble_sched_redis_destroy(r);
   stop_redis();
 }
@@ -165,17 +153,18 @@ START_TEST(test_connection_survives_a_redis_restart_and_reports_unavailable_whil
   start_redis();
   nimble_sched_redis *r;
   NIMBLE_ASSERT_OK(nimble_sched_redis_connect(g_host, g_port, &r));
-  NIMBLE_ASSERT_OK(nimble_sched_tuning_put(r, "k", "f", "before"));
+  NIMBLE_ASSERT_OK(nimble_sched_cache_put(r, "k", "sha256:before", "team/before"));
   ck_assert_int_eq(fixture("stop", NULL), 0);
-  char *value = NULL;
-  NIMBLE_ASSERT_ERROR(nimble_sched_tuning_get(r, "k", "f", &value), NIMBLE_UNAVAILABLE, "redis 127.0.0.1:");
+  int found = 0;
+  char manifest[NIMBLE_SCHED_DIGEST_LEN + 1], name[256];
+  NIMBLE_ASSERT_ERROR(nimble_sched_cache_get(r, "k", &found, manifest, name), NIMBLE_UNAVAILABLE, "redis 127.0.0.1:");
   char extra[64];
   snprintf(extra, sizeof extra, "--appendonly yes --port %d", g_port);
   ck_assert_int_eq(fixture("start", extra), 0);
   /* Same connection object, new server: reconnects, and AOF kept the data. */
-  NIMBLE_ASSERT_OK(nimble_sched_tuning_get(r, "k", "f", &value));
-  ck_assert_str_eq(value, "before");
-  free(value);
+  NIMBLE_ASSERT_OK(nimble_sched_cache_get(r, "k", &found, manifest, name));
+  ck_assert_int_eq(found, 1);
+  ck_assert_str_eq(manifest, "sha256:before");
   nimble_sched_redis_destroy(r);
   stop_redis();
 }

@@ -123,13 +123,6 @@ nimble_status_t nimble_sched_inflight_claim(nimble_sched_redis *r, const char *k
                                             char holder[NIMBLE_SCHED_ID_MAX + 1]);
 nimble_status_t nimble_sched_inflight_release(nimble_sched_redis *r, const char *key);
 
-/* Tuning records: a hash per compile key (storage only for now). get:
- * *out_value is malloc'd (caller frees) or NULL when absent. */
-nimble_status_t nimble_sched_tuning_put(nimble_sched_redis *r, const char *key, const char *field,
-                                        const char *value);
-nimble_status_t nimble_sched_tuning_get(nimble_sched_redis *r, const char *key, const char *field,
-                                        char **out_value);
-
 #ifdef __cplusplus
 }
 #endif
