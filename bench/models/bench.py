@@ -658,7 +658,8 @@ def main():
                 row["nimbletuned"] = Cell("tree inputs: tuning makes random tensors only")
             elif "nimbletuned" in PEERS:
                 if label not in tuned:
-                    shapes = [(name, shape) for name, _, shape in spec]
+                    # A value (loop_if's n) is a 0-d tensor: no dims.
+                    shapes = [(name, shape if isinstance(shape, tuple) else ()) for name, _, shape in spec]
                     tuned[label] = nimble.compile_tuned(label, model, source, shapes, max(threads), a.tune_budget_s)
                 texe, tinfo = tuned[label]
                 row["nimbletuned"] = Cell(None if texe else tinfo)
