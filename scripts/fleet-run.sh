@@ -108,6 +108,10 @@ cleanup() {
   fi
   "${COMPOSE[@]}" down -v >"$WORK/down.log" 2>&1 || true
   podman network rm -f "${PROJECT}_farm" >/dev/null 2>&1 || true
+  # Every build leaves its ~2 GB build stage behind untagged; runs on one
+  # machine filled its disk with them. Those older than two hours go (the
+  # latest stays, for its layer cache).
+  podman image prune -f --filter until=2h >/dev/null 2>&1 || true
   rm -rf "$WORK"
 }
 trap cleanup EXIT

@@ -640,6 +640,11 @@ static LLVMValueRef emit_expr(cg_fn *f, const nimble_ln_expr *e) {
     LLVMValueRef c = emit_expr(f, e->a), a = emit_expr(f, e->b), b = emit_expr(f, e->c);
     return (c && a && b) ? LLVMBuildSelect(cm->b, c, a, b, "") : NULL;
   }
+  case NIMBLE_LN_E_FMA: {
+    LLVMValueRef args[3] = {emit_expr(f, e->a), emit_expr(f, e->b), emit_expr(f, e->c)};
+    if (!args[0] || !args[1] || !args[2]) return NULL;
+    return nimble_cg_intrinsic(cm->m, cm->b, "llvm.fma", lt(cm, e->type), args, 3);
+  }
   case NIMBLE_LN_E_CAST: return emit_cast(f, e);
   case NIMBLE_LN_E_HAS_SGEMM: return cm->gpu ? LLVMConstInt(cm->i1, 0, 0) : emit_has_sgemm(f);
   case NIMBLE_LN_E_HAS_SGEMM_EPILOGUE:

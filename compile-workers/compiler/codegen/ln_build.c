@@ -376,6 +376,22 @@ nimble_ln_expr *nimble_ln_binary(nimble_ln_arena *arena, nimble_ln_op_t op, nimb
   return e;
 }
 
+nimble_ln_expr *nimble_ln_fma(nimble_ln_arena *arena, nimble_ln_expr *a, nimble_ln_expr *b, nimble_ln_expr *c) {
+  if (!a || !b || !c) return NULL;
+  if (a->type != b->type || a->type != c->type || (a->type != NIMBLE_LN_F32 && a->type != NIMBLE_LN_F64)) {
+    nimble_ln_arena_fail(arena, "fma(%s, %s, %s): needs three f32 or three f64 operands", nimble_ln_type_name(a->type),
+                         nimble_ln_type_name(b->type), nimble_ln_type_name(c->type));
+    return NULL;
+  }
+  nimble_ln_expr *e = new_expr(arena, NIMBLE_LN_E_FMA, a->type);
+  if (e) {
+    e->a = a;
+    e->b = b;
+    e->c = c;
+  }
+  return e;
+}
+
 nimble_ln_expr *nimble_ln_select(nimble_ln_arena *arena, nimble_ln_expr *cond, nimble_ln_expr *a,
                                  nimble_ln_expr *b) {
   if (!cond || !a || !b) return NULL;

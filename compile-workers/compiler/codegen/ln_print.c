@@ -95,6 +95,7 @@ static void print_expr(buf *b, const nimble_ln_expr *e) {
       print_expr(b, e->b);
       break;
     case NIMBLE_LN_E_SELECT:
+    case NIMBLE_LN_E_FMA:
       print_expr(b, e->a);
       print_expr(b, e->b);
       print_expr(b, e->c);
@@ -143,6 +144,15 @@ static void print_expr(buf *b, const nimble_ln_expr *e) {
       print_expr(b, e->b);
       put(b, ")");
     }
+    break;
+  case NIMBLE_LN_E_FMA:
+    put(b, "fma(");
+    print_expr(b, e->a);
+    put(b, ", ");
+    print_expr(b, e->b);
+    put(b, ", ");
+    print_expr(b, e->c);
+    put(b, ")");
     break;
   case NIMBLE_LN_E_SELECT:
     put(b, "select(");

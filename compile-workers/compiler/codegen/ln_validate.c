@@ -48,6 +48,7 @@ static nimble_status_t check_expr(const scope *s, const nimble_ln_expr *e) {
   case NIMBLE_LN_E_CAST: return check_expr(s, e->a);
   case NIMBLE_LN_E_BINARY: NIMBLE_RETURN_IF_ERROR(check_expr(s, e->a)); return check_expr(s, e->b);
   case NIMBLE_LN_E_SELECT:
+  case NIMBLE_LN_E_FMA:
     NIMBLE_RETURN_IF_ERROR(check_expr(s, e->a));
     NIMBLE_RETURN_IF_ERROR(check_expr(s, e->b));
     return check_expr(s, e->c);

@@ -259,13 +259,13 @@ static nimble_ln_expr *dw_sum(cp_ctx *c, dw_ctx *d, nimble_ln_expr *row0, nimble
       nimble_ln_expr *t;
       nimble_ln_var *w = d->wv[kh * KW + kw];
       if (!iw0) {
-        t = bin(c, NIMBLE_LN_MUL, ref(c, w), cp_value_flat(c, d->x, cp_add(c, xrow, cp_i(c, kw * g->d[1]))));
+        t = cp_value_flat(c, d->x, cp_add(c, xrow, cp_i(c, kw * g->d[1])));
       } else {
         nimble_ln_expr *iw = cp_add(c, iw0, cp_i(c, kw * g->d[1]));
-        t = bin(c, NIMBLE_LN_MUL, ref(c, w), cp_value_flat(c, d->x, cp_add(c, xrow, clamp(c, iw, g->W))));
-        t = nimble_ln_select(c->A, inside(c, iw, g->W), t, nimble_ln_f32(c->A, 0));
+        t = nimble_ln_select(c->A, inside(c, iw, g->W), cp_value_flat(c, d->x, cp_add(c, xrow, clamp(c, iw, g->W))),
+                             nimble_ln_f32(c->A, 0));
       }
-      v = bin(c, NIMBLE_LN_ADD, v, t);
+      v = nimble_ln_fma(c->A, ref(c, w), t, v);
     }
   }
   return v;
@@ -405,7 +405,7 @@ static nimble_ln_stmt *dw_padded(cp_ctx *c, dw_ctx *d, nimble_ln_expr *obase, ni
     for (int kh = 0; kh < KH; kh++)
       for (int kw = 0; kw < KW; kw++) {
         nimble_ln_expr *at = cp_add(c, b, cp_add(c, cp_mul(c, cp_add(c, ohv, cp_i(c, kh)), Wp), cp_add(c, ref(c, ow), cp_i(c, kw))));
-        v = bin(c, NIMBLE_LN_ADD, v, bin(c, NIMBLE_LN_MUL, ref(c, d->wv[kh * KW + kw]), nimble_ln_load(c->A, pad, at)));
+        v = nimble_ln_fma(c->A, ref(c, d->wv[kh * KW + kw]), nimble_ln_load(c->A, pad, at), v);
       }
     nimble_ln_stmt *st = nimble_ln_store(c->A, d->o, cp_add(c, obase, cp_add(c, cp_mul(c, ohv, g->OW), ref(c, ow))), v);
     if (part == 0) {

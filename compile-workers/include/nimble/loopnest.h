@@ -145,6 +145,7 @@ typedef enum nimble_ln_expr_kind {
   NIMBLE_LN_E_CAST,
   NIMBLE_LN_E_HAS_SGEMM, /* bool: the runtime provides env->sgemm */
   NIMBLE_LN_E_HAS_SGEMM_EPILOGUE, /* bool: the runtime provides env->sgemm_epilogue */
+  NIMBLE_LN_E_FMA, /* floats: a * b + c rounded once (llvm.fma): the same bits on every target */
 } nimble_ln_expr_kind_t;
 
 typedef struct nimble_ln_expr nimble_ln_expr;
@@ -304,6 +305,8 @@ nimble_ln_expr *nimble_ln_load(nimble_ln_arena *arena, nimble_ln_param *param, n
 nimble_ln_expr *nimble_ln_unary(nimble_ln_arena *arena, nimble_ln_op_t op, nimble_ln_expr *a);
 nimble_ln_expr *nimble_ln_binary(nimble_ln_arena *arena, nimble_ln_op_t op, nimble_ln_expr *a,
                                  nimble_ln_expr *b);
+/* a * b + c with one rounding (f32 or f64, all three of one type). */
+nimble_ln_expr *nimble_ln_fma(nimble_ln_arena *arena, nimble_ln_expr *a, nimble_ln_expr *b, nimble_ln_expr *c);
 nimble_ln_expr *nimble_ln_select(nimble_ln_arena *arena, nimble_ln_expr *cond, nimble_ln_expr *a,
                                  nimble_ln_expr *b);
 nimble_ln_expr *nimble_ln_cast(nimble_ln_arena *arena, nimble_ln_type_t type, nimble_ln_expr *a);

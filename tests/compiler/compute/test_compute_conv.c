@@ -129,8 +129,8 @@ static void conv_ref(const conv_case *c, const float *x, const float *w, const f
 
 /* A depthwise conv on the padded plane (unit strides and dilations, at
  * most 400 padded pixels: conv.c's dw_padded), in float in its order: the
- * conv's bias, the taps by kernel row and column (those in the padding add
- * w * 0), then an added bias, a residual, Relu/Clip. Every pixel, border or
+ * conv's bias, then each tap fused, acc = fma(w, x, acc), by kernel row and
+ * column (x = 0 in the padding), then an added bias, a residual, Relu/Clip. Every pixel, border or
  * not, is summed this way, so the bits must agree. */
 static bool dw_float_ref(const conv_case *c, const float *x, const float *w, const float *b, const float *r, float *y,
                          int64_t OH, int64_t OW) {
@@ -145,13 +145,8 @@ static bool dw_float_ref(const conv_case *c, const float *x, const float *w, con
           for (int64_t kh = 0; kh < c->KH; kh++)
             for (int64_t kw = 0; kw < c->KW; kw++) {
               int64_t ih = oh * c->sh - c->pt + kh, iw = ow * c->sw - c->pl + kw;
-              volatile float t = 0.0f * w[(o * c->KH + kh) * c->KW + kw];
-              if (ih < 0 || ih >= c->H || iw < 0 || iw >= c->W) {
-                acc = acc + t;
-                continue;
-              }
-              t = x[((n * c->C + o) * c->H + ih) * c->W + iw] * w[(o * c->KH + kh) * c->KW + kw];
-              acc = acc + t;
+              float xv = ih < 0 || ih >= c->H || iw < 0 || iw >= c->W ? 0.0f : x[((n * c->C + o) * c->H + ih) * c->W + iw];
+              acc = fmaf(w[(o * c->KH + kh) * c->KW + kw], xv, acc);
             }
           float v = acc;
           if (c->bias == 2) v = v + b[o];
