@@ -29,6 +29,7 @@
 #include "farm_client.h"
 #include "nimble/runtime.h"
 #include "nimble/target.h"
+#include "nimble/tensor_io.h"
 
 #define PROFILE_DEFAULT_RUNS 20
 #define PROFILE_REQUEST_MS 10000L
@@ -274,39 +275,6 @@ static nimble_status_t load(const char *path, nimble_executable **exe) {
   return s;
 }
 
-/* xorshift64*: reproducible random inputs. */
-static uint64_t next_random(uint64_t *state) {
-  *state ^= *state >> 12;
-  *state ^= *state << 25;
-  *state ^= *state >> 27;
-  return *state * 0x2545F4914F6CDD1DULL;
-}
-
-/* Fills n elements of dtype dt: floats uniform in [-1, 1), integers in
- * [0, 16) (small enough to index most tables), booleans 0/1. */
-static nimble_status_t fill_random(void *data, uint64_t n, DLDataType dt, uint64_t *seed,
-                                   const char *input) {
-  for (uint64_t i = 0; i < n; i++) {
-    uint64_t r = next_random(seed);
-    double u = (double)(r >> 11) / 9007199254740992.0 * 2.0 - 1.0;
-    uint64_t k = r >> 60;
-    if (dt.code == kDLFloat && dt.bits == 32) ((float *)data)[i] = (float)u;
-    else if (dt.code == kDLFloat && dt.bits == 64) ((double *)data)[i] = u;
-    else if (dt.code == kDLInt && dt.bits == 64) ((int64_t *)data)[i] = (int64_t)k;
-    else if (dt.code == kDLInt && dt.bits == 32) ((int32_t *)data)[i] = (int32_t)k;
-    else if (dt.code == kDLInt && dt.bits == 16) ((int16_t *)data)[i] = (int16_t)k;
-    else if ((dt.code == kDLInt || dt.code == kDLUInt) && dt.bits == 8) ((uint8_t *)data)[i] = (uint8_t)k;
-    else if (dt.code == 6 /* kDLBool */ || (dt.code == kDLUInt && dt.bits == 1))
-      ((uint8_t *)data)[i] = (uint8_t)(k & 1);
-    else
-      return nimble_status_make(NIMBLE_UNIMPLEMENTED,
-                                "input '%s': profile makes no random values of dtype code %u, %u "
-                                "bits (float32/64, int8/16/32/64, uint8, bool)",
-                                input, dt.code, dt.bits);
-  }
-  return nimble_ok();
-}
-
 typedef struct local_run {
   nimble_executable *exe;
   nimble_vm *vm;
@@ -367,7 +335,7 @@ static nimble_status_t make_inputs(local_run *lr, profile_args *a) {
                                 info->name, PROFILE_MAX_INPUT_BYTES);
     lr->data[i] = aligned_alloc(64, ((n * elem + 63) / 64) * 64 + 64);
     if (!lr->data[i]) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "input '%s': out of memory", info->name);
-    NIMBLE_RETURN_IF_ERROR(fill_random(lr->data[i], n, info->dtype, &seed, info->name));
+    NIMBLE_RETURN_IF_ERROR(nimble_tensor_io_fill_random(lr->data[i], n, info->dtype, &seed, info->name));
     DLTensor *t = &lr->tensors[i];
     memset(t, 0, sizeof *t);
     t->data = lr->data[i];

@@ -73,11 +73,7 @@ static nimble_status_t fetch_all(nimble_farm_conn *conn, const char *kind, nimbl
     for (size_t i = 0; !st && i < json_array_size(texts); i++) {
       char where[64];
       snprintf(where, sizeof where, "the farm's record %lld", offset + (long long)i);
-      json_error_t e;
-      json_t *j = json_loads(json_string_value(json_array_get(texts, i)), JSON_REJECT_DUPLICATES, &e);
-      st = j ? nimble_tune_record_from_json(j, where, &r[n])
-             : nimble_status_make(NIMBLE_INTERNAL, "%s: not JSON: %s", where, e.text);
-      json_decref(j);
+      st = nimble_tune_record_from_text(json_string_value(json_array_get(texts, i)), where, &r[n]);
       if (!st) n++;
     }
     json_decref(reply);
@@ -213,17 +209,7 @@ static int run_import(nimble_cli_ctx *ctx, const char *file) {
   size_t imported = 0;
   for (size_t first = 0; !st && (first < n || n == 0); first += NIMBLE_TUNE_MESSAGE_MAX) {
     size_t part = n - first < NIMBLE_TUNE_MESSAGE_MAX ? n - first : NIMBLE_TUNE_MESSAGE_MAX;
-    json_t *texts = json_array();
-    for (size_t i = 0; texts && i < part; i++) {
-      json_t *j = nimble_tune_record_to_json(&r[first + i]);
-      char *text = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(17)) : NULL;
-      json_decref(j);
-      if (!text || json_array_append_new(texts, json_string(text)) != 0) {
-        json_decref(texts);
-        texts = NULL;
-      }
-      free(text);
-    }
+    json_t *texts = nimble_tune_records_to_texts(r + first, part);
     json_t *body = texts ? json_pack("{s:o,s:I}", "records", texts, "first", (json_int_t)first) : NULL;
     nimble_msg_type_t type;
     json_t *reply = NULL;

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nimble/message.h"
+
 nimble_tune_schedule_t nimble_tune_schedule_default(void) {
   /* The compiler's defaults (compute_internal.h, conv.c): what a kernel
    * gets without a record. */
@@ -69,7 +71,8 @@ static nimble_status_t get_us(const json_t *j, const char *key, const char *w, d
   const json_t *v = json_object_get(j, key);
   if (!json_is_number(v)) return BAD("%stune record: '%s' must be a number", w, key);
   double x = json_number_value(v);
-  if (!isfinite(x) || x < 0 || x > 1e12) return BAD("%stune record: '%s' = %g is not a time in microseconds", w, key, x);
+  if (!isfinite(x) || x < 0 || x > 1e12)
+    return BAD("%stune record: '%s' = %g is not a time in microseconds", w, key, x);
   *out = x;
   return nimble_ok();
 }
@@ -122,6 +125,48 @@ json_t *nimble_tune_record_to_json(const nimble_tune_record_t *r) {
     return NULL;
   }
   return j;
+}
+
+/* Every field is bounded, so a record's text always fits a message's
+ * member (the reals print in at most 24 characters each). */
+_Static_assert(NIMBLE_TUNE_SIGNATURE_LEN + 16 + NIMBLE_TUNE_CPU_MAX + NIMBLE_TUNE_KERNEL_MAX + 3 * 24 + 256 <
+                   NIMBLE_TUNE_RECORD_TEXT_MAX,
+               "a tune record's text must fit NIMBLE_TUNE_RECORD_TEXT_MAX");
+
+char *nimble_tune_record_to_text(const nimble_tune_record_t *r) {
+  json_t *j = nimble_tune_record_to_json(r);
+  char *text = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(17)) : NULL;
+  json_decref(j);
+  return text;
+}
+
+nimble_status_t nimble_tune_record_from_text(const char *text, const char *where, nimble_tune_record_t *out) {
+  memset(out, 0, sizeof *out);
+  if (!text) return BAD("%s: tune record: expected a string", where ? where : "(record)");
+  json_error_t e;
+  json_t *j = json_loads(text, JSON_REJECT_DUPLICATES, &e);
+  if (!j) return BAD("%s: tune record: not JSON: %s", where ? where : "(record)", e.text);
+  nimble_status_t s = nimble_tune_record_from_json(j, where, out);
+  json_decref(j);
+  return s;
+}
+
+json_t *nimble_tune_records_to_texts(const nimble_tune_record_t *r, size_t n) {
+  json_t *arr = json_array();
+  for (size_t i = 0; arr && i < n; i++) {
+    char *text = nimble_tune_record_to_text(&r[i]);
+    if (!text || json_array_append_new(arr, json_string(text)) != 0) {
+      json_decref(arr);
+      arr = NULL;
+    }
+    free(text);
+  }
+  return arr;
+}
+
+bool nimble_tune_wanted(const json_t *options) {
+  const json_t *tune = json_object_get(options, "tune");
+  return json_is_true(tune) || (json_is_string(tune) && !strcmp(json_string_value(tune), "true"));
 }
 
 nimble_status_t nimble_tune_records_from_json(const json_t *doc, const char *what, nimble_tune_record_t **out,

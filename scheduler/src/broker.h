@@ -5,7 +5,6 @@
 #define NIMBLE_SCHED_BROKER_H
 
 #include <jansson.h>
-#include <stdbool.h>
 #include <signal.h>
 #include <stdint.h>
 
@@ -201,8 +200,6 @@ void sched_kcache_ready(nimble_scheduler *s, sched_worker *w, const json_t *body
  * its options have tune=true; Redis errors only log (the task goes with
  * none). */
 void sched_tune_fill_task(nimble_scheduler *s, const nimble_sched_task_t *t, json_t *b);
-/* Whether job options ask for tuning (tune: true or "true"). */
-bool sched_tune_wanted(const json_t *options);
 /* Stores the records a RESULT of task t reports (`tune_records`, texts):
  * each checked, the bad ones (or ones for another target kind) logged and
  * dropped. */

@@ -13,6 +13,7 @@
 #include "broker.h"
 #include "nimble/compile_key.h"
 #include "nimble/target.h"
+#include "nimble/tune_record.h"
 
 static const char *str_of(const json_t *body, const char *key) {
   return json_string_value(json_object_get(body, key));
@@ -165,7 +166,7 @@ static void handle_submit(nimble_scheduler *s, const sched_envelope *env, const 
   if (verify < s->verify_policy) verify = s->verify_policy;
   /* A tuned build depends on its worker's measurements: two workers'
    * copies may differ and cannot be compared byte for byte. */
-  if (verify > 1 && sched_tune_wanted(options)) {
+  if (verify > 1 && nimble_tune_wanted(options)) {
     st = nimble_status_make(NIMBLE_INVALID_ARGUMENT,
                             "verified builds (verify=%d%s) cannot tune: a tuned build depends on its worker's "
                             "measurements, so two workers' copies may differ; submit without tune=true, or "

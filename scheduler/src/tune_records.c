@@ -44,26 +44,12 @@ static int kind_known(const char *kind) {
 /* One record's text (a message's member or a Redis value) parsed and
  * checked: a record of a target kind the farm knows. */
 static nimble_status_t parse_text(const char *text, const char *where, nimble_tune_record_t *out) {
-  json_error_t e;
-  json_t *j = json_loads(text, JSON_REJECT_DUPLICATES, &e);
-  if (!j) return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "%s: not JSON: %s", where, e.text);
-  nimble_status_t st = nimble_tune_record_from_json(j, where, out);
-  json_decref(j);
+  nimble_status_t st = nimble_tune_record_from_text(text, where, out);
   if (!st && !kind_known(out->target))
     st = nimble_status_make(NIMBLE_INVALID_ARGUMENT,
                             "%s: tune record: 'target' is '%s', not a target kind (x86, aarch64, cuda)", where,
                             out->target);
   return st;
-}
-
-/* The record as stored and sent: compact JSON with sorted keys (caller
- * frees; NULL when out of memory). Reals print with 17 digits, so the
- * values read back are the ones written. */
-static char *record_text(const nimble_tune_record_t *r) {
-  json_t *j = nimble_tune_record_to_json(r);
-  char *text = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(17)) : NULL;
-  json_decref(j);
-  return text;
 }
 
 /* Stores n checked records under sequence numbers after the counter's
@@ -77,7 +63,7 @@ static nimble_status_t store_records(nimble_scheduler *s, const nimble_tune_reco
   freeReplyObject(rep);
   int touched[NKINDS] = {0};
   for (size_t i = 0; i < n; i++) {
-    char *text = record_text(&r[i]);
+    char *text = nimble_tune_record_to_text(&r[i]);
     if (!text) return NIMBLE_OOM_IN("tuning records");
     char field[NIMBLE_TUNE_CPU_MAX + NIMBLE_TUNE_SIGNATURE_LEN + 2];
     snprintf(field, sizeof field, "%s|%s", r[i].cpu, r[i].signature);
@@ -158,22 +144,22 @@ static nimble_status_t append_page(nimble_scheduler *s, const char *kind, long l
   return st;
 }
 
-bool sched_tune_wanted(const json_t *options) {
-  /* The compile sees `--option tune=true` for a boolean and for the
-   * string "true" alike: both tune. */
-  const json_t *tune = json_object_get(options, "tune");
-  return json_is_true(tune) || (json_is_string(tune) && !strcmp(json_string_value(tune), "true"));
-}
-
-void sched_tune_fill_task(nimble_scheduler *s, const nimble_sched_task_t *t, json_t *b) {
-  if (!sched_tune_wanted(json_object_get(b, "options"))) return;
+/* The target kind of task t ("x86", ...), or NULL (logged). */
+static const char *task_kind(nimble_scheduler *s, const nimble_sched_task_t *t) {
   nimble_target_t target;
   nimble_status_t st = nimble_target_parse(t->target, &target);
   if (st) {
     tr_log_status(s, "a task's target", st);
-    return;
+    return NULL;
   }
-  const char *kind = nimble_target_kind_name(target.kind);
+  return nimble_target_kind_name(target.kind);
+}
+
+void sched_tune_fill_task(nimble_scheduler *s, const nimble_sched_task_t *t, json_t *b) {
+  if (!nimble_tune_wanted(json_object_get(b, "options"))) return;
+  const char *kind = task_kind(s, t);
+  if (!kind) return;
+  nimble_status_t st;
   json_t *records = json_array();
   if (!records) return;
   st = append_page(s, kind, 0, NIMBLE_TUNE_MESSAGE_MAX, 1, records);
@@ -190,13 +176,9 @@ void sched_tune_fill_task(nimble_scheduler *s, const nimble_sched_task_t *t, jso
 void sched_tune_record_result(nimble_scheduler *s, const nimble_sched_task_t *t, const json_t *texts) {
   size_t n = json_array_size(texts);
   if (n == 0) return;
-  nimble_target_t target;
-  nimble_status_t st = nimble_target_parse(t->target, &target);
-  if (st) {
-    tr_log_status(s, "a task's target", st);
-    return;
-  }
-  const char *kind = nimble_target_kind_name(target.kind);
+  const char *kind = task_kind(s, t);
+  if (!kind) return;
+  nimble_status_t st;
   nimble_tune_record_t *r = calloc(n, sizeof *r);
   if (!r) return;
   size_t good = 0;

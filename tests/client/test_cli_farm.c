@@ -14,8 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli_run.h"
-#include "farm_harness.h"
+#include "cli_farm_run.h"
 #include "nimble/manifest.h"
 #include "nimble_test.h"
 
@@ -39,27 +38,6 @@ static long long now_ms(void) {
   return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Runs `nimble` with the farm's endpoints and a token in front of args. */
-static cli_result run_on(farm *f, const char *token, const char *const *args) {
-  const char *argv[40];
-  int n = 0;
-  argv[n++] = "--scheduler";
-  argv[n++] = f->clients_ep;
-  argv[n++] = "--store";
-  argv[n++] = f->store_url;
-  argv[n++] = "--token";
-  argv[n++] = token;
-  for (int i = 0; args[i]; i++) {
-    ck_assert(n < 38);
-    argv[n++] = args[i];
-  }
-  argv[n] = NULL;
-  /* The events endpoint is bound to a random port, not the scheduler's
-   * port + 2 that submit would guess. */
-  char events[300];
-  snprintf(events, sizeof events, "NIMBLE_EVENTS=%s", f->events_ep);
-  return cli_run(argv, (const char *const[]){events, NULL});
-}
 
 /* The reference line of `target` in submit's output: "TARGET REF[ (cached)]".
  * Writes the manifest digest and returns 1 when the line says cached. */
@@ -110,7 +88,7 @@ START_TEST(test_submit_to_three_targets_prints_three_references_the_store_serves
   start(&f);
   char *model = model_file("three.onnx", "model: three targets from the cli\n");
   cli_result r =
-      run_on(&f, "test-token", ARGS("submit", model, "--targets=x86,aarch64,cuda", "--name",
+      cli_run_on_farm(&f, "test-token", ARGS("submit", model, "--targets=x86,aarch64,cuda", "--name",
                                     "team/cli", "--timeout", "60"));
   ck_assert_msg(r.exit_code == 0, "exit %d\nstdout:\n%s\nstderr:\n%s", r.exit_code, r.out, r.err);
   ASSERT_CONTAINS(r.err, "uploaded to the store");
@@ -139,10 +117,10 @@ START_TEST(test_a_resubmission_is_answered_from_the_cache_quickly_and_says_cache
   char *model = model_file("again.onnx", "model: submitted twice\n");
   const char *const *args =
       ARGS("submit", model, "--targets=x86,aarch64,cuda", "--name", "team/again", "--timeout", "60");
-  cli_result first = run_on(&f, "test-token", args);
+  cli_result first = cli_run_on_farm(&f, "test-token", args);
   ck_assert_msg(first.exit_code == 0, "first: %s", first.err);
   long long t0 = now_ms();
-  cli_result second = run_on(&f, "test-token", args);
+  cli_result second = cli_run_on_farm(&f, "test-token", args);
   long long took = now_ms() - t0;
   ck_assert_msg(second.exit_code == 0, "second: %s", second.err);
   ck_assert_msg(took < 5000, "a cached submit took %lld ms", took);
@@ -168,7 +146,7 @@ START_TEST(test_submit_json_gives_job_state_model_and_a_reference_per_target) {
   start(&f);
   const char *text = "model: json output\n";
   char *model = model_file("json.onnx", text);
-  cli_result r = run_on(&f, "test-token",
+  cli_result r = cli_run_on_farm(&f, "test-token",
                         ARGS("submit", model, "--targets=x86,cuda:arch=sm_90", "--name",
                              "team/json", "--json", "--timeout", "60"));
   ck_assert_msg(r.exit_code == 0, "exit %d: %s", r.exit_code, r.err);
@@ -241,7 +219,7 @@ START_TEST(test_submit_no_wait_prints_the_job_and_status_follows_it_to_done) {
   farm f;
   start(&f);
   char *model = model_file("later.onnx", "model: later\nsleep 2000\n");
-  cli_result r = run_on(&f, "test-token",
+  cli_result r = cli_run_on_farm(&f, "test-token",
                         ARGS("submit", model, "--targets=x86,aarch64", "--name", "team/later",
                              "--no-wait"));
   ck_assert_msg(r.exit_code == 0, "exit %d: %s", r.exit_code, r.err);
@@ -254,7 +232,7 @@ START_TEST(test_submit_no_wait_prints_the_job_and_status_follows_it_to_done) {
   cli_result_free(&r);
 
   /* Right away the job is not done (the compiler sleeps 2 s). */
-  cli_result s = run_on(&f, "test-token", ARGS("status", job));
+  cli_result s = cli_run_on_farm(&f, "test-token", ARGS("status", job));
   ck_assert_int_eq(s.exit_code, 0);
   char head[96];
   snprintf(head, sizeof head, "job %s: ", job);
@@ -264,7 +242,7 @@ START_TEST(test_submit_no_wait_prints_the_job_and_status_follows_it_to_done) {
 
   json_t *st = farm_wait_job(&f, job, "done", 20000, "test-token");
   ck_assert_str_eq(json_string_value(json_object_get(st, "state")), "done");
-  s = run_on(&f, "test-token", ARGS("status", job));
+  s = cli_run_on_farm(&f, "test-token", ARGS("status", job));
   ck_assert_int_eq(s.exit_code, 0);
   snprintf(head, sizeof head, "job %s: done\n", job);
   ck_assert_msg(!strncmp(s.out, head, strlen(head)), "%s", s.out);
@@ -279,7 +257,7 @@ START_TEST(test_submit_no_wait_prints_the_job_and_status_follows_it_to_done) {
   cli_result_free(&s);
 
   /* --json is the scheduler's JOB_STATUS body. */
-  s = run_on(&f, "test-token", ARGS("status", "--json", job));
+  s = cli_run_on_farm(&f, "test-token", ARGS("status", "--json", job));
   ck_assert_int_eq(s.exit_code, 0);
   json_t *got = json_loads(s.out, 0, NULL);
   ck_assert_msg(got != NULL, "%s", s.out);
@@ -288,7 +266,7 @@ START_TEST(test_submit_no_wait_prints_the_job_and_status_follows_it_to_done) {
   cli_result_free(&s);
 
   /* An unknown job: the scheduler's NOT_FOUND, exit 1. */
-  s = run_on(&f, "test-token", ARGS("status", "j-999"));
+  s = cli_run_on_farm(&f, "test-token", ARGS("status", "j-999"));
   ck_assert_int_eq(s.exit_code, 1);
   ASSERT_CONTAINS(s.err, "j-999");
   cli_result_free(&s);
@@ -337,7 +315,7 @@ START_TEST(test_fetch_with_trusted_keys_takes_only_what_the_farm_signed) {
   farm_start(&f, &cfg);
   farm_start_worker(&f, "w1", "x86", NULL);
   char *model = model_file("signed.onnx", "model: signed\n");
-  cli_result r = run_on(&f, "test-token",
+  cli_result r = cli_run_on_farm(&f, "test-token",
                         ARGS("submit", model, "--targets=x86", "--name", "team/signed", "--timeout", "60"));
   ck_assert_msg(r.exit_code == 0, "%s", r.err);
   char manifest[72];
@@ -346,7 +324,8 @@ START_TEST(test_fetch_with_trusted_keys_takes_only_what_the_farm_signed) {
 
   char dir[512];
   snprintf(dir, sizeof dir, "%s/signed-parts", cli_scratch_dir());
-  r = run_on(&f, "test-token", ARGS("fetch", "team/signed", "--target=x86", "--trusted-keys", keys, "-o", dir));
+  r = cli_run_on_farm(&f, "test-token",
+                      ARGS("fetch", "team/signed", "--target=x86", "--trusted-keys", keys, "-o", dir));
   ck_assert_msg(r.exit_code == 0, "exit %d: %s", r.exit_code, r.err);
   ASSERT_CONTAINS(r.out, manifest);
   ck_assert_msg(strstr(r.err, "not verified") == NULL, "%s", r.err);
@@ -354,7 +333,8 @@ START_TEST(test_fetch_with_trusted_keys_takes_only_what_the_farm_signed) {
 
   char dir2[512];
   snprintf(dir2, sizeof dir2, "%s/foreign-parts", cli_scratch_dir());
-  r = run_on(&f, "test-token", ARGS("fetch", "team/signed", "--target=x86", "--trusted-keys", foreign, "-o", dir2));
+  r = cli_run_on_farm(&f, "test-token",
+                      ARGS("fetch", "team/signed", "--target=x86", "--trusted-keys", foreign, "-o", dir2));
   ck_assert_int_eq(r.exit_code, 1);
   ASSERT_CONTAINS(r.err, "team/signed:x86@");
   ASSERT_CONTAINS(r.err, farm_pub);
@@ -362,7 +342,7 @@ START_TEST(test_fetch_with_trusted_keys_takes_only_what_the_farm_signed) {
   ck_assert_msg(access(dir2, F_OK) != 0, "%s was written", dir2);
   cli_result_free(&r);
 
-  r = run_on(&f, "test-token", ARGS("fetch", "team/signed", "--target=x86", "-o", dir2));
+  r = cli_run_on_farm(&f, "test-token", ARGS("fetch", "team/signed", "--target=x86", "-o", dir2));
   ck_assert_int_eq(r.exit_code, 0);
   ASSERT_CONTAINS(r.err, "warning: team/signed:x86: the publisher of this artifact is not verified");
   cli_result_free(&r);
@@ -378,7 +358,7 @@ START_TEST(test_fetch_writes_parts_whose_digests_match_the_manifest) {
   start(&f);
   const char *text = "model: fetch me\n";
   char *model = model_file("fetch.onnx", text);
-  cli_result r = run_on(&f, "test-token",
+  cli_result r = cli_run_on_farm(&f, "test-token",
                         ARGS("submit", model, "--targets=x86,aarch64", "--name", "team/fetch",
                              "--timeout", "60"));
   ck_assert_msg(r.exit_code == 0, "%s", r.err);
@@ -388,7 +368,7 @@ START_TEST(test_fetch_writes_parts_whose_digests_match_the_manifest) {
 
   char dir[512];
   snprintf(dir, sizeof dir, "%s/parts-aarch64", cli_scratch_dir());
-  r = run_on(&f, "test-token", ARGS("fetch", "team/fetch", "--target=aarch64", "-o", dir));
+  r = cli_run_on_farm(&f, "test-token", ARGS("fetch", "team/fetch", "--target=aarch64", "-o", dir));
   ck_assert_msg(r.exit_code == 0, "exit %d: %s", r.exit_code, r.err);
   ASSERT_CONTAINS(r.out, manifest);
   cli_result_free(&r);
@@ -400,7 +380,7 @@ START_TEST(test_fetch_writes_parts_whose_digests_match_the_manifest) {
    * artifact is fetched this way by scripts/farm-run.sh). */
   char file[512];
   snprintf(file, sizeof file, "%s/fetched.nimble", cli_scratch_dir());
-  r = run_on(&f, "test-token", ARGS("fetch", "team/fetch", "--target=aarch64", "-o", file));
+  r = cli_run_on_farm(&f, "test-token", ARGS("fetch", "team/fetch", "--target=aarch64", "-o", file));
   ck_assert_int_eq(r.exit_code, 1);
   ck_assert_msg(strstr(r.err, "part header") || strstr(r.err, "does not load"), "%s", r.err);
   ck_assert_msg(access(file, F_OK) != 0, "%s was written", file);
@@ -453,7 +433,7 @@ START_TEST(test_fetch_writes_parts_whose_digests_match_the_manifest) {
   /* By digest: the same manifest. */
   char dir2[512];
   snprintf(dir2, sizeof dir2, "%s/parts-by-digest", cli_scratch_dir());
-  r = run_on(&f, "test-token",
+  r = cli_run_on_farm(&f, "test-token",
              ARGS("fetch", "team/fetch", "--target=aarch64", "--digest", manifest, "-o", dir2,
                   "--json"));
   ck_assert_msg(r.exit_code == 0, "%s", r.err);
@@ -465,11 +445,11 @@ START_TEST(test_fetch_writes_parts_whose_digests_match_the_manifest) {
 
   /* A target the repository has no artifact for, and a manifest that is not
    * for the target asked. */
-  r = run_on(&f, "test-token", ARGS("fetch", "team/fetch", "--target=cuda", "-o", dir2));
+  r = cli_run_on_farm(&f, "test-token", ARGS("fetch", "team/fetch", "--target=cuda", "-o", dir2));
   ck_assert_int_eq(r.exit_code, 1);
   ASSERT_CONTAINS(r.err, "no artifact team/fetch for target 'cuda'");
   cli_result_free(&r);
-  r = run_on(&f, "test-token",
+  r = cli_run_on_farm(&f, "test-token",
              ARGS("fetch", "team/fetch", "--target=x86", "--digest", manifest, "-o", dir2));
   ck_assert_int_eq(r.exit_code, 1);
   ASSERT_CONTAINS(r.err, "not for target 'x86'");
@@ -512,7 +492,7 @@ START_TEST(test_a_wrong_token_exits_7_saying_the_token_was_refused) {
   /* The store lets anyone read, so the model upload (the store has the
    * model after this first push) is skipped and the scheduler refuses. */
   farm_push_model(&f, "model: token\n", (char[72]){0});
-  cli_result r = run_on(&f, "not-the-token", ARGS("submit", model, "--targets=x86", "--name",
+  cli_result r = cli_run_on_farm(&f, "not-the-token", ARGS("submit", model, "--targets=x86", "--name",
                                                   "team/token", "--timeout", "20"));
   ck_assert_int_eq(r.exit_code, 7);
   ASSERT_CONTAINS(r.err, "the scheduler refused the request");
@@ -520,12 +500,12 @@ START_TEST(test_a_wrong_token_exits_7_saying_the_token_was_refused) {
   cli_result_free(&r);
   /* A model the store lacks: the store refuses the upload, also 7. */
   char *model2 = model_file("token2.onnx", "model: token, not in the store\n");
-  r = run_on(&f, "not-the-token", ARGS("submit", model2, "--targets=x86", "--name", "team/token"));
+  r = cli_run_on_farm(&f, "not-the-token", ARGS("submit", model2, "--targets=x86", "--name", "team/token"));
   ck_assert_int_eq(r.exit_code, 7);
   ASSERT_CONTAINS(r.err, "uploading model");
   ASSERT_CONTAINS(r.err, "401");
   cli_result_free(&r);
-  r = run_on(&f, "not-the-token", ARGS("status", "j-1"));
+  r = cli_run_on_farm(&f, "not-the-token", ARGS("status", "j-1"));
   ck_assert_int_eq(r.exit_code, 7);
   cli_result_free(&r);
   free(model);
@@ -550,7 +530,8 @@ START_TEST(test_an_oversized_model_upload_is_refused_and_loses_nothing) {
   big[n - 1] = '\n';
   big[n] = '\0';
   char *model = model_file("big.onnx", big);
-  cli_result r = run_on(&f, "test-token", ARGS("submit", model, "--targets=x86", "--name", "team/big", "--timeout", "30"));
+  cli_result r = cli_run_on_farm(&f, "test-token",
+                                 ARGS("submit", model, "--targets=x86", "--name", "team/big", "--timeout", "30"));
   ck_assert_msg(r.exit_code != 0, "submit of an oversized model succeeded:\n%s", r.out);
   ASSERT_CONTAINS(r.err, "uploading model");
   ASSERT_CONTAINS(r.err, "413");
@@ -564,7 +545,8 @@ START_TEST(test_an_oversized_model_upload_is_refused_and_loses_nothing) {
   ck_assert_int_eq(farm_count_compiles(&f, NULL), 0);
   /* The farm is unharmed: a model under the limit compiles. */
   char *small = model_file("small.onnx", "model: small enough\n");
-  r = run_on(&f, "test-token", ARGS("submit", small, "--targets=x86", "--name", "team/small", "--timeout", "30"));
+  r = cli_run_on_farm(&f, "test-token",
+                      ARGS("submit", small, "--targets=x86", "--name", "team/small", "--timeout", "30"));
   ck_assert_msg(r.exit_code == 0, "stderr: %s", r.err);
   ASSERT_CONTAINS(r.out, "team/small:x86@sha256:");
   cli_result_free(&r);
@@ -626,7 +608,7 @@ START_TEST(test_a_model_the_compiler_rejects_shows_its_error_per_target_and_fail
   start(&f);
   /* test_compiler prints the text after "fail" and exits 1. */
   char *model = model_file("garbage.onnx", "\x01\x02garbage\nfail not an ONNX model: bad magic\n");
-  cli_result r = run_on(&f, "test-token", ARGS("submit", model, "--targets=x86,aarch64,cuda",
+  cli_result r = cli_run_on_farm(&f, "test-token", ARGS("submit", model, "--targets=x86,aarch64,cuda",
                                                "--name", "team/garbage", "--timeout", "60"));
   ck_assert_int_eq(r.exit_code, 1);
   ck_assert_str_eq(r.out, "");
@@ -652,7 +634,7 @@ START_TEST(test_options_reach_the_compiler_and_a_wait_past_the_timeout_fails_nam
   farm f;
   start(&f);
   char *model = model_file("opts.onnx", "model: options\n");
-  cli_result r = run_on(&f, "test-token",
+  cli_result r = cli_run_on_farm(&f, "test-token",
                         ARGS("submit", model, "--targets=x86", "--name", "team/opts", "--option",
                              "opt_level=3", "--option", "fast_math=true", "--option",
                              "layout=nchw", "--timeout", "60"));
@@ -661,7 +643,7 @@ START_TEST(test_options_reach_the_compiler_and_a_wait_past_the_timeout_fails_nam
   ck_assert_int_eq(farm_count_compiles(&f, "option=fast_math=true"), 1);
   ck_assert_int_eq(farm_count_compiles(&f, "option=layout=nchw"), 1);
   cli_result_free(&r);
-  r = run_on(&f, "test-token", ARGS("submit", model, "--targets=x86", "--option", "broken"));
+  r = cli_run_on_farm(&f, "test-token", ARGS("submit", model, "--targets=x86", "--option", "broken"));
   ck_assert_int_eq(r.exit_code, 2);
   ASSERT_CONTAINS(r.err, "'broken' is not KEY=VALUE");
   cli_result_free(&r);
@@ -670,7 +652,7 @@ START_TEST(test_options_reach_the_compiler_and_a_wait_past_the_timeout_fails_nam
    * to look. */
   char *slow = model_file("slow.onnx", "model: slow\nsleep 5000\n");
   long long t0 = now_ms();
-  r = run_on(&f, "test-token",
+  r = cli_run_on_farm(&f, "test-token",
              ARGS("submit", slow, "--targets=x86", "--name", "team/slow", "--timeout", "2"));
   long long took = now_ms() - t0;
   ck_assert_int_eq(r.exit_code, 1);
@@ -692,7 +674,7 @@ START_TEST(test_a_target_without_a_worker_says_so_and_completes_when_one_joins) 
   farm_start(&f, &cfg);
   farm_start_worker(&f, "w-x86", "x86", NULL);
   char *model = model_file("lonely.onnx", "model: lonely\n");
-  cli_result r = run_on(&f, "test-token",
+  cli_result r = cli_run_on_farm(&f, "test-token",
                         ARGS("submit", model, "--targets=aarch64", "--name", "team/lonely",
                              "--timeout", "2"));
   ck_assert_int_eq(r.exit_code, 1);
@@ -704,11 +686,11 @@ START_TEST(test_a_target_without_a_worker_says_so_and_completes_when_one_joins) 
   ck_assert_int_eq(sscanf(at + strlen("nimble status "), "%63[a-z0-9-]", job), 1);
   cli_result_free(&r);
 
-  cli_result s = run_on(&f, "test-token", ARGS("status", job));
+  cli_result s = cli_run_on_farm(&f, "test-token", ARGS("status", job));
   ck_assert_int_eq(s.exit_code, 0);
   ASSERT_CONTAINS(s.out, "queued    (no worker for this target is connected)");
   cli_result_free(&s);
-  s = run_on(&f, "test-token", ARGS("status", "--json", job));
+  s = cli_run_on_farm(&f, "test-token", ARGS("status", "--json", job));
   json_t *got = json_loads(s.out, 0, NULL);
   ck_assert_msg(got != NULL, "%s", s.out);
   json_t *task = json_array_get(json_object_get(got, "tasks"), 0);

@@ -15,8 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli_run.h"
-#include "farm_harness.h"
+#include "cli_farm_run.h"
 #include "nimble/manifest.h"
 #include "nimble/tune_record.h"
 #include "nimble_test.h"
@@ -84,32 +83,14 @@ static void start(farm *f, int with_worker) {
   if (with_worker) farm_start_worker(f, "w1", "x86", NULL);
 }
 
-static cli_result run_on(farm *f, const char *token, const char *const *args) {
-  const char *argv[40];
-  int n = 0;
-  argv[n++] = "--scheduler";
-  argv[n++] = f->clients_ep;
-  argv[n++] = "--store";
-  argv[n++] = f->store_url;
-  argv[n++] = "--token";
-  argv[n++] = token;
-  for (int i = 0; args[i]; i++) {
-    ck_assert(n < 38);
-    argv[n++] = args[i];
-  }
-  argv[n] = NULL;
-  char events[300];
-  snprintf(events, sizeof events, "NIMBLE_EVENTS=%s", f->events_ep);
-  return cli_run(argv, (const char *const[]){events, NULL});
-}
 
 #define ASSERT_EXIT(r, code) \
   ck_assert_msg((r).exit_code == (code), "exit %d\nstdout:\n%s\nstderr:\n%s", (r).exit_code, (r).out, (r).err)
 
 /* `list --json`, parsed as a records document. */
 static nimble_tune_record_t *list_json(farm *f, const char *kind, size_t *n) {
-  cli_result r = kind ? run_on(f, "test-token", ARGS("tune-records", "list", "--json", "--target", kind))
-                      : run_on(f, "test-token", ARGS("tune-records", "list", "--json"));
+  cli_result r = kind ? cli_run_on_farm(f, "test-token", ARGS("tune-records", "list", "--json", "--target", kind))
+                      : cli_run_on_farm(f, "test-token", ARGS("tune-records", "list", "--json"));
   ASSERT_EXIT(r, 0);
   json_error_t e;
   json_t *doc = json_loads(r.out, 0, &e);
@@ -161,7 +142,7 @@ START_TEST(test_imported_records_list_export_and_sit_in_redis_as_written) {
   farm f;
   start(&f, 0);
   char *file = cli_write_file("two.json", DOC(REC_A "," REC_B));
-  cli_result r = run_on(&f, "test-token", ARGS("tune-records", "import", file));
+  cli_result r = cli_run_on_farm(&f, "test-token", ARGS("tune-records", "import", file));
   ASSERT_EXIT(r, 0);
   char want[512];
   snprintf(want, sizeof want, "imported 2 tuning records from %s\n", file);
@@ -182,7 +163,7 @@ START_TEST(test_imported_records_list_export_and_sit_in_redis_as_written) {
 
   /* The table: one line per record, speedup = default_us / tuned_us
    * (120.5 / 98.25 = 1.2265; 33.1 / 31.75 = 1.0425). */
-  r = run_on(&f, "test-token", ARGS("tune-records", "list"));
+  r = cli_run_on_farm(&f, "test-token", ARGS("tune-records", "list"));
   ASSERT_EXIT(r, 0);
   ASSERT_CONTAINS(r.out, "TARGET");
   ASSERT_CONTAINS(r.out, CPU_A);
@@ -199,7 +180,7 @@ START_TEST(test_imported_records_list_export_and_sit_in_redis_as_written) {
   cli_result_free(&r);
 
   char *out = cli_write_file("exported.json", "");
-  r = run_on(&f, "test-token", ARGS("tune-records", "export", out));
+  r = cli_run_on_farm(&f, "test-token", ARGS("tune-records", "export", out));
   ASSERT_EXIT(r, 0);
   ASSERT_CONTAINS(r.err, "2 tuning records exported to");
   cli_result_free(&r);
@@ -218,7 +199,7 @@ START_TEST(test_imported_records_list_export_and_sit_in_redis_as_written) {
                                DOC("{\"signature\":\"" SIG_A "\",\"target\":\"x86\",\"cpu\":\"" CPU_A "\","
                                    "\"schedule\":{\"parallel\":true,\"min_task_work\":256,\"conv_block\":2048},"
                                    "\"default_us\":120.5,\"tuned_us\":60.125,\"threads\":2}"));
-  r = run_on(&f, "test-token", ARGS("tune-records", "import", again));
+  r = cli_run_on_farm(&f, "test-token", ARGS("tune-records", "import", again));
   ASSERT_EXIT(r, 0);
   cli_result_free(&r);
   redis_fields(&f, "x86", fields, sizeof fields, stored, &n);
@@ -241,7 +222,7 @@ START_TEST(test_an_import_with_a_bad_record_is_refused_naming_it_and_stores_noth
                               DOC(REC_A ",{\"signature\":\"" SIG_B "\",\"target\":\"x86\",\"cpu\":\"" CPU_B "\","
                                         "\"schedule\":{\"parallel\":true,\"min_task_work\":65536,\"conv_block\":0},"
                                         "\"default_us\":33.1,\"tuned_us\":31.75,\"threads\":4}"));
-  cli_result r = run_on(&f, "test-token", ARGS("tune-records", "import", file));
+  cli_result r = cli_run_on_farm(&f, "test-token", ARGS("tune-records", "import", file));
   ASSERT_EXIT(r, 3);
   ASSERT_CONTAINS(r.err, "record 1: tune record: 'conv_block' = 0 is outside [1024, 67108864]");
   ASSERT_CONTAINS(r.err, "nothing imported");
@@ -252,7 +233,7 @@ START_TEST(test_an_import_with_a_bad_record_is_refused_naming_it_and_stores_noth
                                                  "\"cpu\":\"" CPU_B "\",\"schedule\":{\"parallel\":true,"
                                                  "\"min_task_work\":256,\"conv_block\":2048},\"default_us\":1,"
                                                  "\"tuned_us\":1,\"threads\":1}"));
-  r = run_on(&f, "test-token", ARGS("tune-records", "import", other));
+  r = cli_run_on_farm(&f, "test-token", ARGS("tune-records", "import", other));
   ASSERT_EXIT(r, 3);
   ASSERT_CONTAINS(r.err, "record 0: tune record: 'target' is 'x86:cpu=znver4', not a target kind");
   cli_result_free(&r);
@@ -281,7 +262,7 @@ START_TEST(test_an_import_with_a_bad_record_is_refused_naming_it_and_stores_noth
   free(recs);
 
   /* The requests need the token like every other. */
-  r = run_on(&f, "wrong-token", ARGS("tune-records", "list"));
+  r = cli_run_on_farm(&f, "wrong-token", ARGS("tune-records", "list"));
   ASSERT_EXIT(r, 7);
   cli_result_free(&r);
   free(other);
@@ -308,7 +289,7 @@ START_TEST(test_a_tune_true_compile_gets_the_farms_records_and_its_own_come_back
                                   "\"cpu\":\"neoverse-n1/00000001\",\"schedule\":{\"parallel\":true,"
                                   "\"min_task_work\":256,\"conv_block\":2048},\"default_us\":1,"
                                   "\"tuned_us\":1,\"threads\":1}"));
-  cli_result r = run_on(&f, "test-token", ARGS("tune-records", "import", file));
+  cli_result r = cli_run_on_farm(&f, "test-token", ARGS("tune-records", "import", file));
   ASSERT_EXIT(r, 0);
   cli_result_free(&r);
 
@@ -326,7 +307,7 @@ START_TEST(test_a_tune_true_compile_gets_the_farms_records_and_its_own_come_back
                       "{\"signature\":\"" SIG_B "\",\"target\":\"aarch64\",\"cpu\":\"neoverse-n1/00000001\","
                       "\"schedule\":{\"parallel\":true,\"min_task_work\":256,\"conv_block\":2048},"
                       "\"default_us\":2,\"tuned_us\":1,\"threads\":1}") "\n");
-  r = run_on(&f, "test-token",
+  r = cli_run_on_farm(&f, "test-token",
              ARGS("submit", model, "--targets=x86", "--name", "team/tuned", "--option", "tune=true", "--timeout",
                   "60"));
   ASSERT_EXIT(r, 0);
@@ -355,7 +336,8 @@ START_TEST(test_a_tune_true_compile_gets_the_farms_records_and_its_own_come_back
 
   /* Without tune=true the compile gets no records and no flags. */
   char *plain = cli_write_file("plain.onnx", "model: not tuned\n");
-  r = run_on(&f, "test-token", ARGS("submit", plain, "--targets=x86", "--name", "team/plain", "--timeout", "60"));
+  r = cli_run_on_farm(&f, "test-token",
+                      ARGS("submit", plain, "--targets=x86", "--name", "team/plain", "--timeout", "60"));
   ASSERT_EXIT(r, 0);
   cli_result_free(&r);
   ck_assert_int_eq(farm_count_compiles(&f, " tune"), 1);
@@ -364,20 +346,20 @@ START_TEST(test_a_tune_true_compile_gets_the_farms_records_and_its_own_come_back
   /* A compile whose records file is malformed, or missing, still succeeds;
    * nothing of it is stored. */
   char *broken = cli_write_file("broken.onnx", "model: broken records\ntune-out {\"format\":\n");
-  r = run_on(&f, "test-token",
+  r = cli_run_on_farm(&f, "test-token",
              ARGS("submit", broken, "--targets=x86", "--name", "team/broken", "--option", "tune=true", "--timeout",
                   "60"));
   ASSERT_EXIT(r, 0);
   cli_result_free(&r);
   char *none = cli_write_file("none.onnx", "model: no records file\ntune-out-none\n");
-  r = run_on(&f, "test-token",
+  r = cli_run_on_farm(&f, "test-token",
              ARGS("submit", none, "--targets=x86", "--name", "team/none", "--option", "tune=true", "--timeout",
                   "60"));
   ASSERT_EXIT(r, 0);
   cli_result_free(&r);
   ck_assert_int_eq(farm_count_compiles(&f, "option=tune=true tune"), 3);
   /* A verified build cannot tune: two workers' measurements may differ. */
-  r = run_on(&f, "test-token",
+  r = cli_run_on_farm(&f, "test-token",
              ARGS("submit", none, "--targets=x86", "--name", "team/verified", "--option", "tune=true", "--verify=2",
                   "--timeout", "60"));
   ck_assert_int_ne(r.exit_code, 0);
@@ -458,7 +440,7 @@ START_TEST(test_many_records_go_in_parts_come_back_in_pages_and_a_task_carries_t
   ck_assert(json_dump_file(doc, bad, JSON_COMPACT) == 0);
   json_decref(doc);
   all[2050].schedule.conv_block = 1024 + 8 * 2050;
-  cli_result r = run_on(&f, "test-token", ARGS("tune-records", "import", bad));
+  cli_result r = cli_run_on_farm(&f, "test-token", ARGS("tune-records", "import", bad));
   ASSERT_EXIT(r, 3);
   ASSERT_CONTAINS(r.err, "record 2050: tune record: 'conv_block' = 0");
   cli_result_free(&r);
@@ -467,7 +449,7 @@ START_TEST(test_many_records_go_in_parts_come_back_in_pages_and_a_task_carries_t
   freeReplyObject(rep);
 
   NIMBLE_ASSERT_OK(nimble_tune_records_write_file(good, all, NX + NA));
-  r = run_on(&f, "test-token", ARGS("tune-records", "import", good));
+  r = cli_run_on_farm(&f, "test-token", ARGS("tune-records", "import", good));
   ASSERT_EXIT(r, 0);
   ASSERT_CONTAINS(r.out, "imported 2110 tuning records from");
   cli_result_free(&r);
@@ -503,7 +485,7 @@ START_TEST(test_many_records_go_in_parts_come_back_in_pages_and_a_task_carries_t
   free(got);
   char out[512];
   snprintf(out, sizeof out, "%s.exported.json", dir);
-  r = run_on(&f, "test-token", ARGS("tune-records", "export", out, "--target", "x86"));
+  r = cli_run_on_farm(&f, "test-token", ARGS("tune-records", "export", out, "--target", "x86"));
   ASSERT_EXIT(r, 0);
   cli_result_free(&r);
   NIMBLE_ASSERT_OK(nimble_tune_records_read_file(out, &got, &n));
@@ -587,7 +569,7 @@ START_TEST(test_a_real_tuned_compile_shares_its_records_and_the_next_one_reuses_
   char model[600];
   snprintf(model, sizeof model, "%s/cnn.onnx", g_models);
   double t0 = now_s();
-  cli_result r = run_on(&f, "test-token",
+  cli_result r = cli_run_on_farm(&f, "test-token",
                         ARGS("submit", model, "--targets=x86", "--name", "team/cnn-a", "--option", "tune=true",
                              "--option", "tune_threads=2", "--option", "tune_budget_s=8", "--option",
                              "tune_inputs=x=1x3x32x32", "--timeout", "300"));
@@ -627,7 +609,7 @@ START_TEST(test_a_real_tuned_compile_shares_its_records_and_the_next_one_reuses_
   freeReplyObject(rep);
 
   t0 = now_s();
-  r = run_on(&f, "test-token",
+  r = cli_run_on_farm(&f, "test-token",
              ARGS("submit", model, "--targets=x86", "--name", "team/cnn-b", "--option", "tune=true", "--option",
                   "tune_threads=2", "--option", "tune_budget_s=9", "--option", "tune_inputs=x=1x3x32x32",
                   "--timeout", "300"));

@@ -376,6 +376,17 @@ nimble_ln_expr *nimble_ln_binary(nimble_ln_arena *arena, nimble_ln_op_t op, nimb
   return e;
 }
 
+static nimble_ln_expr *ternary(nimble_ln_arena *arena, nimble_ln_expr_kind_t kind, nimble_ln_type_t type,
+                               nimble_ln_expr *a, nimble_ln_expr *b, nimble_ln_expr *c) {
+  nimble_ln_expr *e = new_expr(arena, kind, type);
+  if (e) {
+    e->a = a;
+    e->b = b;
+    e->c = c;
+  }
+  return e;
+}
+
 nimble_ln_expr *nimble_ln_fma(nimble_ln_arena *arena, nimble_ln_expr *a, nimble_ln_expr *b, nimble_ln_expr *c) {
   if (!a || !b || !c) return NULL;
   if (a->type != b->type || a->type != c->type || (a->type != NIMBLE_LN_F32 && a->type != NIMBLE_LN_F64)) {
@@ -383,13 +394,7 @@ nimble_ln_expr *nimble_ln_fma(nimble_ln_arena *arena, nimble_ln_expr *a, nimble_
                          nimble_ln_type_name(b->type), nimble_ln_type_name(c->type));
     return NULL;
   }
-  nimble_ln_expr *e = new_expr(arena, NIMBLE_LN_E_FMA, a->type);
-  if (e) {
-    e->a = a;
-    e->b = b;
-    e->c = c;
-  }
-  return e;
+  return ternary(arena, NIMBLE_LN_E_FMA, a->type, a, b, c);
 }
 
 nimble_ln_expr *nimble_ln_select(nimble_ln_arena *arena, nimble_ln_expr *cond, nimble_ln_expr *a,
@@ -401,13 +406,7 @@ nimble_ln_expr *nimble_ln_select(nimble_ln_arena *arena, nimble_ln_expr *cond, n
                          nimble_ln_type_name(b->type));
     return NULL;
   }
-  nimble_ln_expr *e = new_expr(arena, NIMBLE_LN_E_SELECT, a->type);
-  if (e) {
-    e->a = cond;
-    e->b = a;
-    e->c = b;
-  }
-  return e;
+  return ternary(arena, NIMBLE_LN_E_SELECT, a->type, cond, a, b);
 }
 
 nimble_ln_expr *nimble_ln_cast(nimble_ln_arena *arena, nimble_ln_type_t type, nimble_ln_expr *a) {

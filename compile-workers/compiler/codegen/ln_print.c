@@ -146,16 +146,8 @@ static void print_expr(buf *b, const nimble_ln_expr *e) {
     }
     break;
   case NIMBLE_LN_E_FMA:
-    put(b, "fma(");
-    print_expr(b, e->a);
-    put(b, ", ");
-    print_expr(b, e->b);
-    put(b, ", ");
-    print_expr(b, e->c);
-    put(b, ")");
-    break;
   case NIMBLE_LN_E_SELECT:
-    put(b, "select(");
+    put(b, "%s(", e->kind == NIMBLE_LN_E_FMA ? "fma" : "select");
     print_expr(b, e->a);
     put(b, ", ");
     print_expr(b, e->b);

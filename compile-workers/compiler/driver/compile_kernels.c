@@ -54,11 +54,9 @@ static void kernel_set_deinit(kernel_set *ks) {
   memset(ks, 0, sizeof *ks);
 }
 
-/* The digest of kernel k's canonical loop nest, all but its name, after
- * `prefix`, as 64 hex digits. */
-static nimble_status_t nest_digest(const nimble_ln_kernel *k, const char *prefix, char out[NIMBLE_TUNE_SIGNATURE_LEN + 1]) {
-  char *text = NULL;
-  NIMBLE_RETURN_IF_ERROR(nimble_ln_kernel_print_canonical(k, &text));
+/* The digest of a kernel's canonical print (nimble_ln_kernel_print_canonical),
+ * all but its name, after `prefix`, as 64 hex digits. */
+static void nest_digest(const char *text, const char *prefix, char out[NIMBLE_TUNE_SIGNATURE_LEN + 1]) {
   const char *from = strchr(text, '(');
   nimble_digest_ctx_t ctx;
   nimble_digest_ctx_init(&ctx);
@@ -66,12 +64,11 @@ static nimble_status_t nest_digest(const nimble_ln_kernel *k, const char *prefix
   if (from) nimble_digest_ctx_update(&ctx, from, strlen(from));
   nimble_digest_t d;
   nimble_digest_ctx_final(&ctx, &d);
-  free(text);
   char hex[NIMBLE_DIGEST_STRING_LEN + 1];
   nimble_digest_format(&d, hex);
   memcpy(out, hex + 7, NIMBLE_TUNE_SIGNATURE_LEN + 1); /* after "sha256:" */
-  return nimble_ok();
 }
+
 
 /* A CPU compute kernel under tuning (docs/tuning.md): built with the
  * default schedule for its workload signature (the loop nest says
@@ -91,7 +88,13 @@ static nimble_status_t compute_scheduled(const nimble_module *m, const nimble_lo
   nimble_compile_workload_t *w = &r->workloads[r->num_workloads];
   w->symbol = prim->symbol;
   w->schedule = def;
-  NIMBLE_RETURN_IF_ERROR(nest_digest(*out, "nimble workload v1\n", w->signature));
+  /* The default nest's print gives the signature and, when no other
+   * schedule applies, the variant too. */
+  char *text = NULL;
+  NIMBLE_RETURN_IF_ERROR(nimble_ln_kernel_print_canonical(*out, &text));
+  nest_digest(text, "nimble workload v1\n", w->signature);
+  nest_digest(text, "", w->variant);
+  free(text);
   const char *kind = nimble_target_kind_name(r->target.kind);
   const nimble_tune_schedule_t *pick = NULL;
   for (size_t j = 0; j < o->num_tune_records && !pick; j++) {
@@ -107,8 +110,10 @@ static nimble_status_t compute_scheduled(const nimble_module *m, const nimble_lo
     co.min_task_work = pick->min_task_work;
     co.conv_block = pick->conv_block;
     NIMBLE_RETURN_IF_ERROR(nimble_compute_primitive(m, prim->name, &co, arena, out));
+    NIMBLE_RETURN_IF_ERROR(nimble_ln_kernel_print_canonical(*out, &text));
+    nest_digest(text, "", w->variant);
+    free(text);
   }
-  NIMBLE_RETURN_IF_ERROR(nest_digest(*out, "", w->variant));
   r->num_workloads++;
   return nimble_ok();
 }

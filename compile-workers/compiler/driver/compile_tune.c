@@ -17,6 +17,7 @@
 
 #include "compile_internal.h"
 #include "nimble/runtime.h"
+#include "nimble/tensor_io.h"
 
 /* The points tried besides the default, in order of expected worth (a
  * budget too short for all stops early). */
@@ -100,16 +101,9 @@ static nimble_status_t parse_inputs(const char *spec, tune_input *in, int *n) {
   return nimble_ok();
 }
 
-static uint64_t next_random(uint64_t *s) {
-  *s ^= *s >> 12;
-  *s ^= *s << 25;
-  *s ^= *s >> 27;
-  return *s * 0x2545F4914F6CDD1DULL;
-}
-
-/* The entry's inputs: random values (floats in [-1, 1), integers in
- * [0, 16), as `nimble profile` makes them) of the shapes given, a
- * symbolic dim not given measured at 1. */
+/* The entry's inputs: random values as `nimble profile` makes them
+ * (nimble_tensor_io_fill_random) of the shapes given, a symbolic dim not
+ * given measured at 1. */
 static nimble_status_t make_inputs(tune_point *p, const tune_input *given, int ngiven) {
   const nimble_entry_info_t *e = p->entry;
   if (e->num_inputs > TUNE_MAX_INPUTS)
@@ -151,19 +145,7 @@ static nimble_status_t make_inputs(tune_point *p, const tune_input *given, int n
     DLDataType dt = info->dtype;
     size_t elem = (size_t)((dt.bits + 7) / 8) * (dt.lanes ? dt.lanes : 1);
     if (!(p->data[i] = aligned_alloc(64, ((n * elem + 63) / 64) * 64 + 64))) return NIMBLE_OOM_IN("tune inputs");
-    for (uint64_t k = 0; k < n; k++) {
-      uint64_t r = next_random(&seed);
-      double u = (double)(r >> 11) / 9007199254740992.0 * 2.0 - 1.0;
-      int64_t small = (int64_t)(r >> 60);
-      if (dt.code == kDLFloat && dt.bits == 32) ((float *)p->data[i])[k] = (float)u;
-      else if (dt.code == kDLFloat && dt.bits == 64) ((double *)p->data[i])[k] = u;
-      else if (dt.code == kDLInt && dt.bits == 64) ((int64_t *)p->data[i])[k] = small;
-      else if (dt.code == kDLInt && dt.bits == 32) ((int32_t *)p->data[i])[k] = (int32_t)small;
-      else if (dt.bits == 8 || dt.bits == 1) ((uint8_t *)p->data[i])[k] = (uint8_t)(small & 1);
-      else
-        return nimble_status_make(NIMBLE_UNIMPLEMENTED, "input '%s': tuning makes no random values of dtype code %u, %u bits",
-                                  info->name, dt.code, dt.bits);
-    }
+    NIMBLE_RETURN_IF_ERROR(nimble_tensor_io_fill_random(p->data[i], n, dt, &seed, info->name));
     DLTensor *t = &p->tensors[i];
     memset(t, 0, sizeof *t);
     t->data = p->data[i];
@@ -283,7 +265,8 @@ static nimble_status_t search(const char *path, const nimble_compile_options_t *
     bool any = false;
     for (size_t w = 0; changes && w < nw; w++) {
       if (strcmp(p->r->workloads[w].symbol, r0->workloads[w].symbol)) changes = false;
-      else if (!r0->workloads[w].from_record && strcmp(p->r->workloads[w].variant, r0->workloads[w].variant)) any = true;
+      else if (!r0->workloads[w].from_record && strcmp(p->r->workloads[w].variant, r0->workloads[w].variant))
+        any = true;
     }
     if (!changes || !any) {
       nimble_compile_result_destroy(p->r);

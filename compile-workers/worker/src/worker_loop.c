@@ -455,12 +455,6 @@ static void finish_profile(nimble_worker *w) {
  * there are none) and reports what it measured in DIR/tune-out.json. A
  * record the TASK carries that does not parse is left out (logged); the
  * compile then tunes that kernel itself. */
-static int task_tunes(const json_t *b) {
-  /* `--option tune=true` either way: a boolean or the string "true". */
-  const json_t *tune = json_object_get(json_object_get(b, "options"), "tune");
-  return json_is_true(tune) || (json_is_string(tune) && !strcmp(json_string_value(tune), "true"));
-}
-
 static nimble_status_t write_tune_in(nimble_worker *w, const char *path) {
   const json_t *texts = json_object_get(w->task_body, "tune_records");
   size_t n = json_array_size(texts), good = 0;
@@ -469,11 +463,7 @@ static nimble_status_t write_tune_in(nimble_worker *w, const char *path) {
   for (size_t i = 0; i < n; i++) {
     char where[48];
     snprintf(where, sizeof where, "tune_records[%zu]", i);
-    json_error_t e;
-    json_t *j = json_loads(json_string_value(json_array_get(texts, i)), JSON_REJECT_DUPLICATES, &e);
-    nimble_status_t st = j ? nimble_tune_record_from_json(j, where, &r[good])
-                           : nimble_status_make(NIMBLE_INVALID_ARGUMENT, "%s: not JSON: %s", where, e.text);
-    json_decref(j);
+    nimble_status_t st = nimble_tune_record_from_text(json_string_value(json_array_get(texts, i)), where, &r[good]);
     if (st) {
       wlog(w, "warning: task %s: a tuning record left out: %s", w->task, nimble_status_message(st));
       nimble_status_free(st);
@@ -509,20 +499,7 @@ static json_t *read_tune_out(nimble_worker *w) {
          NIMBLE_TUNE_MESSAGE_MAX);
     n = NIMBLE_TUNE_MESSAGE_MAX;
   }
-  json_t *out = json_array();
-  for (size_t i = 0; out && i < n; i++) {
-    json_t *j = nimble_tune_record_to_json(&r[i]);
-    char *text = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(17)) : NULL;
-    json_decref(j);
-    if (text && strlen(text) > NIMBLE_TUNE_RECORD_TEXT_MAX) { /* cannot happen: the fields are bounded */
-      wlog(w, "warning: task %s: tuning record %zu is longer than %d bytes; not sent", w->task, i,
-           NIMBLE_TUNE_RECORD_TEXT_MAX);
-    } else if (!text || json_array_append_new(out, json_string(text))) {
-      json_decref(out);
-      out = NULL;
-    }
-    free(text);
-  }
+  json_t *out = nimble_tune_records_to_texts(r, n);
   free(r);
   if (!out) wlog(w, "warning: task %s: the compile's tuning records are not sent (out of memory)", w->task);
   return out;
@@ -564,7 +541,7 @@ static nimble_status_t start_task(nimble_worker *w) {
 
   char target_arg[300], fd_arg[16], format_arg[32], jobs_arg[24];
   char tune_in[PATH_MAX + 32], tune_out[PATH_MAX + 32];
-  int tunes = task_tunes(b);
+  bool tunes = nimble_tune_wanted(json_object_get(b, "options"));
   if (tunes) {
     snprintf(tune_in, sizeof tune_in, "%s/tune-in.json", w->task_dir);
     snprintf(tune_out, sizeof tune_out, "%s/tune-out.json", w->task_dir);
@@ -687,7 +664,7 @@ static void finish_task(nimble_worker *w) {
     json_t *res = json_pack("{s:s,s:s,s:s}", "task", w->task, "manifest", md, "key", kd);
     if (res && shared) json_object_set(res, "kcache", shared);
     json_decref(shared);
-    json_t *tuned = task_tunes(b) ? read_tune_out(w) : NULL;
+    json_t *tuned = nimble_tune_wanted(json_object_get(b, "options")) ? read_tune_out(w) : NULL;
     if (tuned) wlog(w, "task %s: %zu tuning record%s measured, sent to the farm", w->task, json_array_size(tuned),
                     json_array_size(tuned) == 1 ? "" : "s");
     if (res && tuned) json_object_set(res, "tune_records", tuned);

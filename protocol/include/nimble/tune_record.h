@@ -79,6 +79,19 @@ nimble_status_t nimble_tune_record_from_json(const json_t *j, const char *where,
 /* The record as a new JSON object (caller decrefs); NULL when out of memory. */
 json_t *nimble_tune_record_to_json(const nimble_tune_record_t *r);
 
+/* One record as the farm's messages and Redis carry it: compact JSON with
+ * sorted keys, reals to 17 digits, so what is read back is what was
+ * written (caller frees; NULL when out of memory). */
+char *nimble_tune_record_to_text(const nimble_tune_record_t *r);
+/* Reads such a text (NULL or not JSON: an error naming `where`). */
+nimble_status_t nimble_tune_record_from_text(const char *text, const char *where, nimble_tune_record_t *out);
+/* A JSON array of the texts of r[0 .. n) (caller decrefs); NULL when out of memory. */
+json_t *nimble_tune_records_to_texts(const nimble_tune_record_t *r, size_t n);
+
+/* Whether a job's options ask for tuning: "tune" true, or the string
+ * "true" (the compile sees `--option tune=true` for either). */
+bool nimble_tune_wanted(const json_t *options);
+
 /* Parses a records document (the object above). *out (caller frees with
  * free()) holds *count records. `what` names the source in errors. */
 nimble_status_t nimble_tune_records_from_json(const json_t *doc, const char *what, nimble_tune_record_t **out,

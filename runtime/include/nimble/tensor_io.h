@@ -113,6 +113,13 @@ NIMBLE_API size_t nimble_tensor_io_dtype_size(DLDataType dtype);
  * The string is static. */
 NIMBLE_API const char *nimble_tensor_io_dtype_name(DLDataType dtype);
 
+/* Fills n elements of dtype dt at data with reproducible random values
+ * (xorshift64* from *seed, which advances): floats uniform in [-1, 1),
+ * integers in [0, 16) (small enough to index most tables), booleans 0/1.
+ * UNIMPLEMENTED for another dtype, naming `what` (may be NULL). */
+NIMBLE_API nimble_status_t nimble_tensor_io_fill_random(void *data, uint64_t n, DLDataType dt, uint64_t *seed,
+                                                        const char *what);
+
 /* Writes "[2, 3]" (or "[]" for a scalar) into buf, truncating to fit.
  * Returns buf. */
 NIMBLE_API char *nimble_tensor_io_format_shape(const DLTensor *tensor, char *buf, size_t size);
