@@ -229,10 +229,12 @@ START_TEST(test_portable_variant_is_always_available_and_best_is_available) {
 }
 END_TEST
 
-/* Shapes around every variant's tiles (MR 4, 6, 8; NR 8, 16, 32), the
- * one-vector edge kernel, the matrix-vector paths and the depth block (256). */
+/* Shapes around every variant's tiles (MR 4, 6, 8, 14; NR 8, 16, 32), the
+ * one-vector and 8-row edge kernels (AVX-512: 17 and 22 are a 14-row panel
+ * and one of 8, 16 two of 8, 40 three of 14), the matrix-vector paths and
+ * the depth blocks (192, 256). */
 START_TEST(test_every_transpose_and_shape_matches_the_reference) {
-  static const int64_t ms[] = {1, 2, 5, 8, 13, 17, 40};
+  static const int64_t ms[] = {1, 2, 5, 8, 13, 16, 17, 22, 40};
   static const int64_t ns[] = {1, 3, 16, 17, 33, 65, 100};
   static const int64_t ks[] = {1, 7, 64, 300};
   uint32_t seed = 1;
@@ -389,8 +391,11 @@ START_TEST(test_constant_a_packed_once_gives_the_same_products) {
   char msg[512];
   for (size_t t = 0; t < sizeof ts / sizeof ts[0]; t++) {
     gemm_case g;
-    /* 140 rows: two row blocks (MC <= 128), the second partial. */
-    case_make(&g, ts[t][0], ts[t][1], 140, 50, 270, 2, 1.0f, 1.0f, 40 + (uint32_t)t);
+    /* Two row blocks (MC <= 128), the second partial: with AVX-512's 112,
+     * 140 rows end in two 14-row panels and 120 in one of 8. 24 rows go by
+     * 8-row panels there. */
+    static const int64_t ms[] = {140, 120, 24};
+    case_make(&g, ts[t][0], ts[t][1], ms[t % 3], 50, 270, 2, 1.0f, 1.0f, 40 + (uint32_t)t);
     size_t abytes = sizeof(float) * (size_t)((g.ta ? g.k : g.m) * g.lda);
     size_t bbytes = sizeof(float) * (size_t)((g.tb ? g.n : g.k) * g.ldb);
     nimble_sgemm_own_constants_add(g.a, abytes);

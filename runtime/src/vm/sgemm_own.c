@@ -53,14 +53,19 @@
 #define SG_GB 8
 #include "vm/sgemm_own_kernel.inc" /* which #undefs the SG_ parameters */
 
-/* AVX-512: 32 zmm registers, an 8 x 32 tile in 16 of them. */
+/* AVX-512: 32 zmm registers, a 14 x 32 tile in 28 of them (two more hold
+ * B's row, one A's broadcast); the B panel's 192 rows (24 KB) stay in L1
+ * while A's panels stream from L2. Against 8 x 32 tiles 256 deep this ran
+ * squeezenet's products 5-25% faster (docs/benchmarks.md). Products of
+ * few rows (16, 24, 32: mobilenet_v2's narrow layers) go by 8 x 32 tiles. */
 #define SG_NAME(x) x##_avx512
 #define SG_TARGET __attribute__((target("avx512f,avx2,fma")))
 #define SG_VF 16
-#define SG_MR 8
+#define SG_MR 14
 #define SG_NV 2
-#define SG_KC 256
-#define SG_MC 128
+#define SG_MR_EDGE 8
+#define SG_KC 192
+#define SG_MC 112
 #define SG_NC 3072
 #define SG_GB 16
 #include "vm/sgemm_own_kernel.inc" /* which #undefs the SG_ parameters */
