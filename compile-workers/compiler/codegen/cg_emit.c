@@ -46,6 +46,7 @@ enum {
   E_SET_ERROR = offsetof(nimble_kernel_env_t, set_error),
   E_SGEMM = offsetof(nimble_kernel_env_t, sgemm),
   E_SGEMM_EPILOGUE = offsetof(nimble_kernel_env_t, sgemm_epilogue),
+  E_NUM_THREADS = offsetof(nimble_kernel_env_t, num_threads),
   E_WS_ALLOC = offsetof(nimble_kernel_env_t, workspace_alloc),
   E_WS_FREE = offsetof(nimble_kernel_env_t, workspace_free),
 };
@@ -554,6 +555,27 @@ static LLVMValueRef emit_has_env_fn(cg_fn *f, unsigned offset) {
 
 static LLVMValueRef emit_has_sgemm(cg_fn *f) { return emit_has_env_fn(f, E_SGEMM); }
 
+/* env->num_threads as an i64, at least 1; 1 when struct_size does not
+ * cover it (an older runtime). */
+static LLVMValueRef emit_num_threads(cg_fn *f) {
+  cg_mod *cm = f->cm;
+  LLVMValueRef size = load_at(cm, f->env, E_STRUCT_SIZE, cm->i32);
+  LLVMValueRef big = LLVMBuildICmp(cm->b, LLVMIntUGE, size, ci32(cm, (int)E_NUM_THREADS + 4), "");
+  LLVMBasicBlockRef pre = LLVMGetInsertBlock(cm->b);
+  LLVMBasicBlockRef rd = new_block(f, "threads_read"), done = new_block(f, "threads_known");
+  LLVMBuildCondBr(cm->b, big, rd, done);
+  LLVMPositionBuilderAtEnd(cm->b, rd);
+  LLVMValueRef t = LLVMBuildZExt(cm->b, load_at(cm, f->env, E_NUM_THREADS, cm->i32), cm->i64, "");
+  LLVMBuildBr(cm->b, done);
+  LLVMPositionBuilderAtEnd(cm->b, done);
+  LLVMValueRef phi = LLVMBuildPhi(cm->b, cm->i64, "num_threads");
+  LLVMValueRef vals[2] = {ci64(cm, 1), t};
+  LLVMBasicBlockRef blocks[2] = {pre, rd};
+  LLVMAddIncoming(phi, vals, blocks, 2);
+  LLVMValueRef zero = LLVMBuildICmp(cm->b, LLVMIntEQ, phi, ci64(cm, 0), "");
+  return LLVMBuildSelect(cm->b, zero, ci64(cm, 1), phi, "");
+}
+
 static LLVMValueRef element_ptr(cg_fn *f, const nimble_ln_param *p, LLVMValueRef index) {
   if (!f->data[p->index]) {
     fail(f->cm, NIMBLE_UNIMPLEMENTED, "scratch buffer '%s': no workspace on this target", p->name);
@@ -649,6 +671,7 @@ static LLVMValueRef emit_expr(cg_fn *f, const nimble_ln_expr *e) {
   case NIMBLE_LN_E_HAS_SGEMM: return cm->gpu ? LLVMConstInt(cm->i1, 0, 0) : emit_has_sgemm(f);
   case NIMBLE_LN_E_HAS_SGEMM_EPILOGUE:
     return cm->gpu ? LLVMConstInt(cm->i1, 0, 0) : emit_has_env_fn(f, E_SGEMM_EPILOGUE);
+  case NIMBLE_LN_E_NUM_THREADS: return cm->gpu ? ci64(cm, 1) : emit_num_threads(f);
   }
   fail(cm, NIMBLE_INTERNAL, "expression kind %d not lowered", (int)e->kind);
   return NULL;

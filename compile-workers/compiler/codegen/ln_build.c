@@ -429,6 +429,10 @@ nimble_ln_expr *nimble_ln_has_sgemm_epilogue(nimble_ln_arena *arena) {
   return new_expr(arena, NIMBLE_LN_E_HAS_SGEMM_EPILOGUE, NIMBLE_LN_BOOL);
 }
 
+nimble_ln_expr *nimble_ln_num_threads(nimble_ln_arena *arena) {
+  return new_expr(arena, NIMBLE_LN_E_NUM_THREADS, NIMBLE_LN_I64);
+}
+
 nimble_ln_expr *nimble_ln_extent_product(nimble_ln_arena *arena, nimble_ln_param *param, int from,
                                          int to) {
   nimble_ln_expr *p = NULL;

@@ -101,7 +101,8 @@ static void print_expr(buf *b, const nimble_ln_expr *e) {
       print_expr(b, e->c);
       break;
     case NIMBLE_LN_E_HAS_SGEMM:
-    case NIMBLE_LN_E_HAS_SGEMM_EPILOGUE: break;
+    case NIMBLE_LN_E_HAS_SGEMM_EPILOGUE:
+    case NIMBLE_LN_E_NUM_THREADS: break;
     }
     put(b, ")");
     return;
@@ -162,6 +163,7 @@ static void print_expr(buf *b, const nimble_ln_expr *e) {
     break;
   case NIMBLE_LN_E_HAS_SGEMM: put(b, "has_sgemm()"); break;
   case NIMBLE_LN_E_HAS_SGEMM_EPILOGUE: put(b, "has_sgemm_epilogue()"); break;
+  case NIMBLE_LN_E_NUM_THREADS: put(b, "num_threads()"); break;
   }
 }
 

@@ -146,6 +146,7 @@ typedef enum nimble_ln_expr_kind {
   NIMBLE_LN_E_HAS_SGEMM, /* bool: the runtime provides env->sgemm */
   NIMBLE_LN_E_HAS_SGEMM_EPILOGUE, /* bool: the runtime provides env->sgemm_epilogue */
   NIMBLE_LN_E_FMA, /* floats: a * b + c rounded once (llvm.fma): the same bits on every target */
+  NIMBLE_LN_E_NUM_THREADS, /* i64: env->num_threads (1 when the runtime has none, and on GPUs) */
 } nimble_ln_expr_kind_t;
 
 typedef struct nimble_ln_expr nimble_ln_expr;
@@ -312,6 +313,7 @@ nimble_ln_expr *nimble_ln_select(nimble_ln_arena *arena, nimble_ln_expr *cond, n
 nimble_ln_expr *nimble_ln_cast(nimble_ln_arena *arena, nimble_ln_type_t type, nimble_ln_expr *a);
 nimble_ln_expr *nimble_ln_has_sgemm(nimble_ln_arena *arena);
 nimble_ln_expr *nimble_ln_has_sgemm_epilogue(nimble_ln_arena *arena);
+nimble_ln_expr *nimble_ln_num_threads(nimble_ln_arena *arena);
 /* Row-major flat index of param at idx[0..rank): ((i0*s1 + i1)*s2 + i2)... */
 nimble_ln_expr *nimble_ln_flat_index(nimble_ln_arena *arena, nimble_ln_param *param,
                                      nimble_ln_expr *const *idx);

@@ -98,6 +98,12 @@ struct nimble_kernel_env {
    * applied while a tile of C is still in registers instead of in a
    * second pass over C. NULL when sgemm is. */
   nimble_sgemm_epilogue_fn sgemm_epilogue;
+
+  /* Appended: how many threads parallel_for may run tasks on (the caller
+   * included), at least 1. A kernel cutting work into per-thread parts
+   * (with a buffer each) reads it, and takes 1 when struct_size does not
+   * cover it. */
+  uint32_t num_threads;
 };
 
 #ifdef __cplusplus

@@ -76,4 +76,5 @@ void nimble_kernel_env_init(nimble_vm *vm) {
   vm->env.sgemm = nimble_blas_sgemm() ? nimble_sgemm_threads : NULL;
   vm->env.sgemm_epilogue = vm->env.sgemm ? nimble_sgemm_threads_epilogue : NULL;
   vm->env.runtime_ctx = vm;
+  vm->env.num_threads = 1; /* the pool's size once it exists */
 }

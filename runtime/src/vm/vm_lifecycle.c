@@ -57,6 +57,7 @@ nimble_status_t nimble_vm_create(nimble_executable *exe, const nimble_vm_options
   if (!s) s = nimble_device_get(kDLCPU, &cpu);
   if (!s) s = nimble_pool_create(cpu, vm->opts.memory_cap_bytes, &vm->cpu_pool);
   if (!s) s = nimble_thread_pool_create(vm->opts.num_threads, &vm->threads);
+  if (!s) vm->env.num_threads = nimble_thread_pool_size(vm->threads);
   if (!s && exe->device_kernels.module) {
     char why[64];
     nimble_vm_device *d;

@@ -163,6 +163,7 @@ static int32_t threaded_parallel_for(const nimble_kernel_env_t *env, int64_t n, 
 void ch_env_threads(ch_env *e, int threads) {
   e->threads = threads;
   e->env.parallel_for = threaded_parallel_for;
+  e->env.num_threads = (uint32_t)threads;
 }
 
 static void set_error(const nimble_kernel_env_t *env, const char *msg) {

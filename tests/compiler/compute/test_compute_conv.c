@@ -82,6 +82,8 @@ static const conv_case kConv[] = {
      * im2col 3x3 symbolic, 2 groups of 128 */
     {2, 4, 30, 30, 256, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 2, 2, 0},
     {1, 3, 25, 27, 256, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1},
+    /* three blocks of 19 rows: four of 12 on 2 threads, three of 15 on 3 */
+    {1, 3, 45, 27, 256, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0},
     {1, 4, 20, 26, 256, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2, 1, 2, 0},
     /* im2col at stride 2 in columns from the deinterleaved image: batch 2,
      * 2 groups of 8, an even width, asymmetric pads, columns dilated 2;
@@ -225,13 +227,14 @@ START_TEST(test_conv2d_cases_match_direct_loops_with_and_without_sgemm) {
     int64_t OW = (c->W + c->pl + c->pr - c->dw * (c->KW - 1) - 1) / c->sw + 1;
     size_t ny = (size_t)(c->N * c->O * OH * OW);
     /* Variants: no sgemm (the direct nest), sgemm (the product, then the
-     * epilogue over the block), the same on 2 threads, sgemm_epilogue
-     * (bias and Relu/Clip inside the product) on 2 threads, and that member
-     * present but past an older runtime's struct_size. */
+     * epilogue over the block), the same on 2 threads (blocks as two tasks
+     * with a buffer each), sgemm_epilogue (bias and Relu/Clip inside the
+     * product) on 3 threads, and that member and num_threads present but
+     * past an older runtime's struct_size (one task per block's parts). */
     for (int variant = 0; variant < 5; variant++) {
       ch_env env;
       ch_env_init(&env, variant != 0);
-      if (variant >= 2) ch_env_threads(&env, 2);
+      if (variant >= 2) ch_env_threads(&env, variant == 3 ? 3 : 2);
       if (variant >= 3) ch_env_epilogue(&env);
       /* An older runtime's environment ends before sgemm_epilogue: the
        * member must not be read, the block's own epilogue runs instead. */
