@@ -786,12 +786,15 @@ static nimble_ln_stmt *conv_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o, 
    * two fork-joins and had each core read half its columns from the
    * other's cache (squeezenet at two threads: 1.33x its one-thread speed).
    * The block count is rounded up to a multiple of T (R shrinks) so the
-   * tasks are even. One block keeps the split copy and product.
+   * tasks are even. One block keeps the split copy and product (and a
+   * convolution known to have one keeps R a constant).
    * T, R and S are bound once at the top (num_threads() reads the
    * environment behind a branch, which inside the copy loops kept them
    * from vectorizing); the scratch size, computed at entry, spells them
    * out. */
-  bool slotted = c->opt.parallel;
+  int64_t nb_known;
+  bool slotted = c->opt.parallel &&
+                 !(cp_const_i(cp_div(c, cp_add(c, OHr, cp_sub(c, R, one)), R), &nb_known) && nb_known <= 1);
   nimble_ln_var *Tv = cp_var(c, "threads", NIMBLE_LN_I64), *Rv = cp_var(c, "R", NIMBLE_LN_I64),
                 *Sv = cp_var(c, "S", NIMBLE_LN_I64);
   nimble_ln_expr *R_at_entry = R, *S_at_entry = one, *R_bound = R, *S_bound = one;
