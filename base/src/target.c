@@ -49,8 +49,25 @@ static const kind_info *info_of(const nimble_target_t *t) {
   return (unsigned)t->kind < KIND_COUNT ? &kKinds[t->kind] : &kKinds[0];
 }
 
+_Static_assert(KIND_COUNT == NIMBLE_TARGET_KIND_COUNT, "target.h's kind count");
+
 const char *nimble_target_kind_name(nimble_target_kind_t kind) {
   return (unsigned)kind < KIND_COUNT ? kKinds[kind].name : "unknown";
+}
+
+/* The kind whose name is the len bytes at name; KIND_COUNT if none. */
+static size_t kind_index(const char *name, size_t len) {
+  size_t k = 0;
+  for (; k < KIND_COUNT; k++)
+    if (strlen(kKinds[k].name) == len && memcmp(kKinds[k].name, name, len) == 0) break;
+  return k;
+}
+
+int nimble_target_kind_from_name(const char *name, nimble_target_kind_t *out) {
+  size_t k = name ? kind_index(name, strlen(name)) : KIND_COUNT;
+  if (k == KIND_COUNT) return 0;
+  if (out) *out = (nimble_target_kind_t)k;
+  return 1;
 }
 
 const char *nimble_target_host_triple(const nimble_target_t *t) { return info_of(t)->host_triple; }
@@ -255,9 +272,7 @@ static nimble_status_t parse_spec(const char *spec, size_t len, int allow_native
   size_t kind_len = colon ? (size_t)(colon - spec) : len;
   nimble_target_t t;
   memset(&t, 0, sizeof(t));
-  size_t k = 0;
-  for (; k < KIND_COUNT; k++)
-    if (strlen(kKinds[k].name) == kind_len && memcmp(kKinds[k].name, spec, kind_len) == 0) break;
+  size_t k = kind_index(spec, kind_len);
   if (k == KIND_COUNT && !colon && (memchr(spec, '=', len) || memchr(spec, ',', len))) {
     return nimble_status_make(NIMBLE_INVALID_ARGUMENT,
                               "not a target: options must follow ':' (as in x86:cpu=haswell)");

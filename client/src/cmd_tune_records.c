@@ -10,15 +10,12 @@
 
 #include "cli.h"
 #include "farm_client.h"
+#include "nimble/target.h"
 #include "nimble/tune_record.h"
 
 #define TUNE_REQUEST_MS 10000L
 
 static const nimble_cli_command *self(void);
-
-static int kind_known(const char *kind) {
-  return !strcmp(kind, "x86") || !strcmp(kind, "aarch64") || !strcmp(kind, "cuda");
-}
 
 /* Connects with the configured scheduler and token. */
 static int connect_farm(nimble_cli_ctx *ctx, nimble_farm_conn *conn, nimble_status_t *st) {
@@ -162,39 +159,13 @@ static int run_read(nimble_cli_ctx *ctx, bool json, const char *file, const char
   return rc;
 }
 
-/* import: the file checked whole first (its errors name the record), then
- * sent in parts of at most NIMBLE_TUNE_MESSAGE_MAX records. */
-/* Reads and checks records file `file`. Each record is checked under its
- * own short name first ("FILE: record 3: ..."), whatever the path's
- * length, and its target must be a kind the farm knows. */
-static nimble_status_t read_records(const char *file, nimble_tune_record_t **out, size_t *count) {
-  *out = NULL;
-  *count = 0;
-  json_error_t e;
-  json_t *doc = json_load_file(file, JSON_REJECT_DUPLICATES, &e);
-  if (!doc) return nimble_tune_records_read_file(file, out, count); /* its error: unreadable or not JSON */
-  const json_t *arr = json_object_get(doc, "records");
-  nimble_status_t st = nimble_ok();
-  for (size_t i = 0; !st && i < json_array_size(arr); i++) {
-    char where[48];
-    snprintf(where, sizeof where, "record %zu", i);
-    nimble_tune_record_t r;
-    st = nimble_tune_record_from_json(json_array_get(arr, i), where, &r);
-    if (!st && !kind_known(r.target))
-      st = nimble_status_make(NIMBLE_INVALID_ARGUMENT,
-                              "%s: tune record: 'target' is '%s', not a target kind (x86, aarch64, cuda)", where,
-                              r.target);
-    if (st) st = nimble_status_annotate(st, "%s", file);
-  }
-  if (!st) st = nimble_tune_records_from_json(doc, file, out, count);
-  json_decref(doc);
-  return st;
-}
-
+/* import: the file checked whole first (its errors name the record:
+ * "FILE: record 3: ..."), then sent in parts of at most
+ * NIMBLE_TUNE_MESSAGE_MAX records. */
 static int run_import(nimble_cli_ctx *ctx, const char *file) {
   nimble_tune_record_t *r = NULL;
   size_t n = 0;
-  nimble_status_t st = read_records(file, &r, &n);
+  nimble_status_t st = nimble_tune_records_read_file(file, &r, &n);
   if (st) {
     free(r);
     nimble_cli_report(nimble_status_annotate(st, "nothing imported"));
@@ -247,7 +218,7 @@ static int run_tune_records(nimble_cli_ctx *ctx, int argc, char **argv) {
       json = true;
     } else if ((r = nimble_farm_take_value(argc, argv, &i, "--target", &v)) != 0) {
       if (r < 0) return nimble_cli_usage_error(self(), "--target needs a target kind (x86, aarch64, cuda)");
-      if (!kind_known(v))
+      if (!nimble_target_kind_from_name(v, NULL))
         return nimble_cli_usage_error(self(), "--target '%s' is not a target kind (x86, aarch64, cuda)", v);
       kind = v;
     } else if (a[0] == '-' && a[1] != '\0') {

@@ -152,7 +152,7 @@ static void check_body(nimble_msg_type_t type, const json_t *body) {
       break;
     case NIMBLE_MSG_TUNE_RECORDS_LIST: {
       const char *kind = str(type, body, "target", 0);
-      if (kind && strcmp(kind, "x86") && strcmp(kind, "aarch64") && strcmp(kind, "cuda"))
+      if (kind && !nimble_target_kind_from_name(kind, NULL))
         fail(type, "target is not a target kind", kind);
       integer(type, body, "offset", 0);
       break;

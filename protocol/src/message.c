@@ -530,7 +530,7 @@ static nimble_status_t check_field(const json_t *obj, const char *path, const fi
       return arr ? check_tune_texts(arr, p, (size_t)f->max) : nimble_ok();
     case F_KIND:
       NIMBLE_RETURN_IF_ERROR(nimble_json_get_string(obj, path, f->key, f->required, 16, &s));
-      if (s && strcmp(s, "x86") && strcmp(s, "aarch64") && strcmp(s, "cuda"))
+      if (s && !nimble_target_kind_from_name(s, NULL))
         return bad(p, "%s: '%s' is not a target kind (x86, aarch64, cuda)", s);
       return nimble_ok();
   }

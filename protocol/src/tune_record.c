@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "nimble/message.h"
+#include "nimble/target.h"
 
 nimble_tune_schedule_t nimble_tune_schedule_default(void) {
   /* The compiler's defaults (compute_internal.h, conv.c): what a kernel
@@ -87,6 +88,8 @@ nimble_status_t nimble_tune_record_from_json(const json_t *j, const char *where,
     return BAD("%stune record: 'signature' must be 64 lowercase hex digits", w);
   NIMBLE_RETURN_IF_ERROR(get_text(j, "target", w, true, out->target, sizeof out->target));
   if (!out->target[0]) return BAD("%stune record: 'target' is empty", w);
+  if (!nimble_target_kind_from_name(out->target, NULL))
+    return BAD("%stune record: 'target' is '%s', not a target kind (x86, aarch64, cuda)", w, out->target);
   NIMBLE_RETURN_IF_ERROR(get_text(j, "cpu", w, true, out->cpu, sizeof out->cpu));
   if (!out->cpu[0]) return BAD("%stune record: 'cpu' is empty", w);
   NIMBLE_RETURN_IF_ERROR(get_text(j, "kernel", w, false, out->kernel, sizeof out->kernel));
@@ -185,12 +188,14 @@ nimble_status_t nimble_tune_records_from_json(const json_t *doc, const char *wha
   nimble_tune_record_t *r = calloc(n ? n : 1, sizeof *r);
   if (!r) return NIMBLE_OOM_IN(what);
   for (size_t i = 0; i < n; i++) {
-    char where[480];
-    snprintf(where, sizeof where, "%s: record %zu", what, i);
+    /* The record's short name, then `what` before it: a long path cannot
+     * crowd the record's index out of the message. */
+    char where[32];
+    snprintf(where, sizeof where, "record %zu", i);
     nimble_status_t s = nimble_tune_record_from_json(json_array_get(arr, i), where, &r[i]);
     if (s) {
       free(r);
-      return s;
+      return nimble_status_annotate(s, "%s", what);
     }
   }
   *out = r;

@@ -26,30 +26,15 @@
 #include "nimble/target.h"
 #include "nimble/tune_record.h"
 
-static const char *const kKinds[] = {"x86", "aarch64", "cuda"};
-#define NKINDS (sizeof kKinds / sizeof kKinds[0])
+/* Redis keeps one hash and one order per target kind, kind k's name
+ * KIND(k) (nimble/target.h). */
+#define NKINDS NIMBLE_TARGET_KIND_COUNT
+#define KIND(k) nimble_target_kind_name((nimble_target_kind_t)(k))
 
 static void tr_log_status(nimble_scheduler *s, const char *what, nimble_status_t st) {
   if (!st) return;
   sched_log(s, "tuning records: %s: %s", what, nimble_status_message(st));
   nimble_status_free(st);
-}
-
-static int kind_known(const char *kind) {
-  for (size_t i = 0; i < NKINDS; i++)
-    if (!strcmp(kKinds[i], kind)) return 1;
-  return 0;
-}
-
-/* One record's text (a message's member or a Redis value) parsed and
- * checked: a record of a target kind the farm knows. */
-static nimble_status_t parse_text(const char *text, const char *where, nimble_tune_record_t *out) {
-  nimble_status_t st = nimble_tune_record_from_text(text, where, out);
-  if (!st && !kind_known(out->target))
-    st = nimble_status_make(NIMBLE_INVALID_ARGUMENT,
-                            "%s: tune record: 'target' is '%s', not a target kind (x86, aarch64, cuda)", where,
-                            out->target);
-  return st;
 }
 
 /* Stores n checked records under sequence numbers after the counter's
@@ -74,27 +59,27 @@ static nimble_status_t store_records(nimble_scheduler *s, const nimble_tune_reco
       st = nimble_sched_redis_command(s->redis, NULL, "ZADD nimble:tune:%s:order %lld %s", r[i].target,
                                       last - (long long)n + 1 + (long long)i, field);
     if (st) return st;
-    for (size_t k = 0; k < NKINDS; k++)
-      if (!strcmp(kKinds[k], r[i].target)) touched[k] = 1;
+    nimble_target_kind_t kind;
+    if (nimble_target_kind_from_name(r[i].target, &kind)) touched[kind] = 1;
   }
   for (size_t k = 0; k < NKINDS; k++) {
     if (!touched[k]) continue;
-    NIMBLE_RETURN_IF_ERROR(nimble_sched_redis_command(s->redis, &rep, "ZCARD nimble:tune:%s:order", kKinds[k]));
+    NIMBLE_RETURN_IF_ERROR(nimble_sched_redis_command(s->redis, &rep, "ZCARD nimble:tune:%s:order", KIND(k)));
     long long card = rep->type == REDIS_REPLY_INTEGER ? rep->integer : 0;
     freeReplyObject(rep);
     if (card <= NIMBLE_TUNE_MAX_RECORDS) continue;
     NIMBLE_RETURN_IF_ERROR(nimble_sched_redis_command(s->redis, &rep, "ZPOPMIN nimble:tune:%s:order %lld",
-                                                      kKinds[k], card - NIMBLE_TUNE_MAX_RECORDS));
+                                                      KIND(k), card - NIMBLE_TUNE_MAX_RECORDS));
     long long evicted = 0;
     for (size_t e = 0; rep->type == REDIS_REPLY_ARRAY && e + 1 < rep->elements; e += 2) {
       if (rep->element[e]->type != REDIS_REPLY_STRING) continue;
       tr_log_status(s, "evicting",
-                    nimble_sched_redis_command(s->redis, NULL, "HDEL nimble:tune:%s %b", kKinds[k],
+                    nimble_sched_redis_command(s->redis, NULL, "HDEL nimble:tune:%s %b", KIND(k),
                                                rep->element[e]->str, (size_t)rep->element[e]->len));
       evicted++;
     }
     freeReplyObject(rep);
-    sched_log(s, "tuning records %s: %lld stored longest ago evicted (at most %d kept)", kKinds[k], evicted,
+    sched_log(s, "tuning records %s: %lld stored longest ago evicted (at most %d kept)", KIND(k), evicted,
               NIMBLE_TUNE_MAX_RECORDS);
   }
   return nimble_ok();
@@ -185,7 +170,7 @@ void sched_tune_record_result(nimble_scheduler *s, const nimble_sched_task_t *t,
   for (size_t i = 0; i < n; i++) {
     char where[NIMBLE_SCHED_ID_MAX + 64];
     snprintf(where, sizeof where, "task %s: tune_records[%zu]", t->id, i);
-    st = parse_text(json_string_value(json_array_get(texts, i)), where, &r[good]);
+    st = nimble_tune_record_from_text(json_string_value(json_array_get(texts, i)), where, &r[good]);
     if (!st && strcmp(r[good].target, kind))
       st = nimble_status_make(NIMBLE_INVALID_ARGUMENT, "%s: a record for %s from a task for %s", where,
                               r[good].target, kind);
@@ -214,7 +199,7 @@ void sched_tune_handle_import(nimble_scheduler *s, const sched_envelope *env, co
   for (size_t i = 0; !st && i < n; i++) {
     char where[64];
     snprintf(where, sizeof where, "record %lld", first + (long long)i);
-    st = parse_text(json_string_value(json_array_get(texts, i)), where, &r[i]);
+    st = nimble_tune_record_from_text(json_string_value(json_array_get(texts, i)), where, &r[i]);
   }
   if (st) st = nimble_status_annotate(st, "tuning records import refused, nothing stored");
   if (!st) st = store_records(s, r, n);
@@ -238,9 +223,9 @@ void sched_tune_handle_list(nimble_scheduler *s, const sched_envelope *env, cons
   long long counts[NKINDS] = {0}, total = 0;
   nimble_status_t st = nimble_ok();
   for (size_t k = 0; !st && k < NKINDS; k++) {
-    if (only && strcmp(only, kKinds[k])) continue;
+    if (only && strcmp(only, KIND(k))) continue;
     redisReply *rep;
-    st = nimble_sched_redis_command(s->redis, &rep, "ZCARD nimble:tune:%s:order", kKinds[k]);
+    st = nimble_sched_redis_command(s->redis, &rep, "ZCARD nimble:tune:%s:order", KIND(k));
     if (st) break;
     counts[k] = rep->type == REDIS_REPLY_INTEGER ? rep->integer : 0;
     total += counts[k];
@@ -257,7 +242,7 @@ void sched_tune_handle_list(nimble_scheduler *s, const sched_envelope *env, cons
       continue;
     }
     long long take = counts[k] - skip < want ? counts[k] - skip : want;
-    st = append_page(s, kKinds[k], skip, take, 0, records);
+    st = append_page(s, KIND(k), skip, take, 0, records);
     want -= take;
     next += take;
     skip = 0;

@@ -82,6 +82,22 @@ START_TEST(test_triples_follow_the_design) {
 }
 END_TEST
 
+/* A kind by its bare name, and nothing else: no options, no prefixes. */
+START_TEST(test_kind_names_map_both_ways) {
+  for (int k = 0; k < NIMBLE_TARGET_KIND_COUNT; k++) {
+    nimble_target_kind_t got = (nimble_target_kind_t)-1;
+    ck_assert_int_eq(nimble_target_kind_from_name(nimble_target_kind_name((nimble_target_kind_t)k), &got), 1);
+    ck_assert_int_eq(got, k);
+  }
+  ck_assert_int_eq(nimble_target_kind_from_name("aarch64", NULL), 1);
+  ck_assert_int_eq(nimble_target_kind_from_name("x86:cpu=znver4", NULL), 0);
+  ck_assert_int_eq(nimble_target_kind_from_name("x8", NULL), 0);
+  ck_assert_int_eq(nimble_target_kind_from_name("x866", NULL), 0);
+  ck_assert_int_eq(nimble_target_kind_from_name("", NULL), 0);
+  ck_assert_int_eq(nimble_target_kind_from_name(NULL, NULL), 0);
+}
+END_TEST
+
 START_TEST(test_llvm_features_add_base_features_and_signs) {
   nimble_target_t t;
   char f[NIMBLE_TARGET_SPEC_MAX + 1];
@@ -309,6 +325,7 @@ END_TEST
 int main(void) {
   Suite *s = suite_create("target");
   TCase *tc = tcase_create("core");
+  tcase_add_test(tc, test_kind_names_map_both_ways);
   tcase_add_test(tc, test_bare_kinds_are_their_own_canonical_spelling);
   tcase_add_test(tc, test_options_equal_to_defaults_are_omitted);
   tcase_add_test(tc, test_options_are_sorted_by_key);

@@ -88,6 +88,8 @@ static void refused(const char *from, const char *to, const char *want) {
 START_TEST(test_bad_fields_are_refused_by_name) {
   refused("\"signature\":\"0123", "\"signature\":\"X123", "'signature' must be 64 lowercase hex");
   refused("\"target\":\"x86\",", "", "'target' is missing");
+  refused("\"target\":\"x86\"", "\"target\":\"x86:cpu=znver4\"",
+          "record 7: tune record: 'target' is 'x86:cpu=znver4', not a target kind");
   refused("skylake-avx512/1a2b3c4d", "sky|lake", "'cpu' holds characters");
   refused("\"parallel\":false", "\"parallel\":1", "'schedule.parallel' must be true or false");
   refused("\"min_task_work\":4096", "\"min_task_work\":0", "'min_task_work' = 0 is outside");

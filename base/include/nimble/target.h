@@ -90,8 +90,15 @@ nimble_status_t nimble_target_canonicalize(const char *text, char out[NIMBLE_TAR
 /* 1 when both name the same target (same canonical spelling). */
 int nimble_target_equal(const nimble_target_t *a, const nimble_target_t *b);
 
+/* Number of target kinds (they are 0 .. NIMBLE_TARGET_KIND_COUNT - 1). */
+#define NIMBLE_TARGET_KIND_COUNT 3
+
 /* "x86", "aarch64", "cuda". Static strings. */
 const char *nimble_target_kind_name(nimble_target_kind_t kind);
+
+/* The kind named exactly `name` ("x86", "aarch64", "cuda": no options) into
+ * *out (may be NULL); returns 0 when name is no kind. */
+int nimble_target_kind_from_name(const char *name, nimble_target_kind_t *out);
 
 /* LLVM triple of the host code: "x86_64-linux-gnu" or "aarch64-linux-gnu".
  * Static string. */

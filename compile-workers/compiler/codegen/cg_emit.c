@@ -531,49 +531,44 @@ static LLVMValueRef emit_cast(cg_fn *f, const nimble_ln_expr *e) {
   return round_to(cm, to, nimble_cg_f64_to_f32_odd(cm->m, cm->b, a));
 }
 
-/* Whether the environment has a non-NULL function pointer at `offset`
- * (env->sgemm or env->sgemm_epilogue). */
-static LLVMValueRef emit_has_env_fn(cg_fn *f, unsigned offset) {
+/* The environment's member of type `ty` (`bytes` wide) at `offset`, or
+ * `dflt` when struct_size does not cover it (an older runtime): the member
+ * is only read when it exists. */
+static LLVMValueRef emit_env_member(cg_fn *f, unsigned offset, unsigned bytes, LLVMTypeRef ty, LLVMValueRef dflt) {
   cg_mod *cm = f->cm;
   LLVMValueRef size = load_at(cm, f->env, E_STRUCT_SIZE, cm->i32);
-  LLVMValueRef big = LLVMBuildICmp(cm->b, LLVMIntUGE, size, ci32(cm, (int)offset + 8), "");
-  /* Only read the member when struct_size covers it. */
+  LLVMValueRef big = LLVMBuildICmp(cm->b, LLVMIntUGE, size, ci32(cm, (int)(offset + bytes)), "");
   LLVMBasicBlockRef pre = LLVMGetInsertBlock(cm->b);
-  LLVMBasicBlockRef rd = new_block(f, "sgemm_read"), done = new_block(f, "sgemm_known");
+  LLVMBasicBlockRef rd = new_block(f, "env_read"), done = new_block(f, "env_known");
   LLVMBuildCondBr(cm->b, big, rd, done);
   LLVMPositionBuilderAtEnd(cm->b, rd);
-  LLVMValueRef fnp = load_at(cm, f->env, offset, cm->ptr);
-  LLVMValueRef nonnull = LLVMBuildIsNotNull(cm->b, fnp, "");
+  LLVMValueRef v = load_at(cm, f->env, offset, ty);
   LLVMBuildBr(cm->b, done);
   LLVMPositionBuilderAtEnd(cm->b, done);
-  LLVMValueRef phi = LLVMBuildPhi(cm->b, cm->i1, "has_sgemm");
-  LLVMValueRef vals[2] = {LLVMConstInt(cm->i1, 0, 0), nonnull};
+  LLVMValueRef phi = LLVMBuildPhi(cm->b, ty, "env_member");
+  LLVMValueRef vals[2] = {dflt, v};
   LLVMBasicBlockRef blocks[2] = {pre, rd};
   LLVMAddIncoming(phi, vals, blocks, 2);
   return phi;
 }
 
+/* Whether the environment has a non-NULL function pointer at `offset`
+ * (env->sgemm or env->sgemm_epilogue). */
+static LLVMValueRef emit_has_env_fn(cg_fn *f, unsigned offset) {
+  cg_mod *cm = f->cm;
+  LLVMValueRef fnp = emit_env_member(f, offset, 8, cm->ptr, LLVMConstNull(cm->ptr));
+  return LLVMBuildIsNotNull(cm->b, fnp, "has_sgemm");
+}
+
 static LLVMValueRef emit_has_sgemm(cg_fn *f) { return emit_has_env_fn(f, E_SGEMM); }
 
-/* env->num_threads as an i64, at least 1; 1 when struct_size does not
- * cover it (an older runtime). */
+/* env->num_threads as an i64, at least 1; 1 from an older runtime. */
 static LLVMValueRef emit_num_threads(cg_fn *f) {
   cg_mod *cm = f->cm;
-  LLVMValueRef size = load_at(cm, f->env, E_STRUCT_SIZE, cm->i32);
-  LLVMValueRef big = LLVMBuildICmp(cm->b, LLVMIntUGE, size, ci32(cm, (int)E_NUM_THREADS + 4), "");
-  LLVMBasicBlockRef pre = LLVMGetInsertBlock(cm->b);
-  LLVMBasicBlockRef rd = new_block(f, "threads_read"), done = new_block(f, "threads_known");
-  LLVMBuildCondBr(cm->b, big, rd, done);
-  LLVMPositionBuilderAtEnd(cm->b, rd);
-  LLVMValueRef t = LLVMBuildZExt(cm->b, load_at(cm, f->env, E_NUM_THREADS, cm->i32), cm->i64, "");
-  LLVMBuildBr(cm->b, done);
-  LLVMPositionBuilderAtEnd(cm->b, done);
-  LLVMValueRef phi = LLVMBuildPhi(cm->b, cm->i64, "num_threads");
-  LLVMValueRef vals[2] = {ci64(cm, 1), t};
-  LLVMBasicBlockRef blocks[2] = {pre, rd};
-  LLVMAddIncoming(phi, vals, blocks, 2);
-  LLVMValueRef zero = LLVMBuildICmp(cm->b, LLVMIntEQ, phi, ci64(cm, 0), "");
-  return LLVMBuildSelect(cm->b, zero, ci64(cm, 1), phi, "");
+  LLVMValueRef t = emit_env_member(f, E_NUM_THREADS, 4, cm->i32, ci32(cm, 1));
+  t = LLVMBuildZExt(cm->b, t, cm->i64, "num_threads");
+  LLVMValueRef zero = LLVMBuildICmp(cm->b, LLVMIntEQ, t, ci64(cm, 0), "");
+  return LLVMBuildSelect(cm->b, zero, ci64(cm, 1), t, "");
 }
 
 static LLVMValueRef element_ptr(cg_fn *f, const nimble_ln_param *p, LLVMValueRef index) {

@@ -73,8 +73,9 @@ typedef struct nimble_tune_record_t {
   int32_t threads;
 } nimble_tune_record_t;
 
-/* Reads one record object, checking every field; the error names the
- * field (and `where`, e.g. "record 3", when not NULL). */
+/* Reads one record object, checking every field ('target' must be a
+ * target kind: x86, aarch64 or cuda); the error names the field (and
+ * `where`, e.g. "record 3", when not NULL). */
 nimble_status_t nimble_tune_record_from_json(const json_t *j, const char *where, nimble_tune_record_t *out);
 /* The record as a new JSON object (caller decrefs); NULL when out of memory. */
 json_t *nimble_tune_record_to_json(const nimble_tune_record_t *r);
