@@ -273,20 +273,28 @@ START_TEST(test_max_and_average_pooling_with_padding) {
     ch_tensor_free(&y);
     fx_close(&f);
   }
-  /* Global average pooling. */
+  ch_tensor_free(&x);
+  /* Global average pooling, on planes of whole vectors and a remainder
+   * (7x6, 13x13, 3x40) and on an empty one (0x5, which averages to 0). */
+  static const int64_t planes[][2] = {{7, 6}, {13, 13}, {3, 40}, {0, 5}};
   fixture f;
   fx_open(&f, "def @main(%x: Tensor[(?, 3, h, w), float32]) { global_avg_pool2d(%x) }\n", "fused.");
-  ch_tensor_f32(&y, 4, (int64_t[]){2, 3, 1, 1}, &seed, 0, 0);
-  ch_tensor *args[] = {&x, &y};
-  ck_assert_int_eq(ch_call(&f.k, &env, args, 2), 0);
-  float want[6];
-  for (int nc = 0; nc < 6; nc++) {
-    double s = 0;
-    for (int i = 0; i < H * W; i++) s += ch_f(&x)[nc * H * W + i];
-    want[nc] = (float)(s / (double)(H * W));
+  for (size_t pi = 0; pi < sizeof planes / sizeof planes[0]; pi++) {
+    int64_t ph = planes[pi][0], pw = planes[pi][1];
+    ch_tensor_f32(&x, 4, (int64_t[]){2, 3, ph, pw}, &seed, -1, 1);
+    ch_tensor_f32(&y, 4, (int64_t[]){2, 3, 1, 1}, &seed, 0, 0);
+    ch_tensor *args[] = {&x, &y};
+    if (ch_call(&f.k, &env, args, 2) != 0)
+      ck_abort_msg("global_avg_pool2d %lldx%lld: %s", (long long)ph, (long long)pw, env.error);
+    float want[6];
+    for (int nc = 0; nc < 6; nc++) {
+      double s = 0;
+      for (int64_t i = 0; i < ph * pw; i++) s += ch_f(&x)[nc * ph * pw + i];
+      want[nc] = ph * pw > 0 ? (float)(s / (double)(ph * pw)) : 0.0f;
+    }
+    ch_assert_close("global_avg_pool2d", ch_f(&y), want, 6, 1e-6f, 1e-5f);
+    ch_tensor_free(&y), ch_tensor_free(&x);
   }
-  ch_assert_close("global_avg_pool2d", ch_f(&y), want, 6, 1e-6f, 1e-5f);
-  ch_tensor_free(&y), ch_tensor_free(&x);
   fx_close(&f);
 }
 END_TEST
