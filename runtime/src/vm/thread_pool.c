@@ -56,6 +56,7 @@ struct nimble_thread_pool {
   pthread_mutex_t mu;
   pthread_cond_t work_cv, done_cv;
   pthread_t *threads;
+  struct worker_arg *args;
   uint32_t num_workers;
   uint64_t generation;
   int stop;
@@ -63,6 +64,7 @@ struct nimble_thread_pool {
   void *closure;
   int64_t n_tasks;
   atomic_int_fast64_t next;
+  atomic_uint_fast64_t claimed; /* a loop of at most as many tasks as threads: the tasks taken */
   atomic_int error;
   /* A mirror of generation (and stop: UINT64_MAX), written under mu, read
    * while spinning without it. */
@@ -88,24 +90,53 @@ static int loop_join(nimble_thread_pool *p, uint64_t gen) {
 
 static _Thread_local int tls_in_task;
 
-static void run_tasks(nimble_thread_pool *p, nimble_parallel_body_fn body, void *closure,
-                      int64_t n) {
+static void run_one(nimble_thread_pool *p, nimble_parallel_body_fn body, void *closure, int64_t i, int64_t n) {
+  if (atomic_load_explicit(&p->error, memory_order_relaxed) != 0) return; /* drain */
+  int32_t rc = body(i, n, closure);
+  if (rc != 0) {
+    int expected = 0;
+    atomic_compare_exchange_strong(&p->error, &expected, rc);
+  }
+}
+
+/* Runs tasks of the loop until all are taken. `self` is the thread's
+ * place in the pool (the caller 0, worker w w + 1). A loop of at most as
+ * many tasks as threads (a convolution's bands of rows, a product's column
+ * blocks) hands task `self` to thread `self` first: the same thread then
+ * owns the same band in every kernel of an invoke, and a layer reads the
+ * rows the previous one wrote from its own core's cache, where taking
+ * tasks in arrival order gave band 0 to whichever thread came first. A
+ * task whose thread has not come when the others are done is taken by
+ * them (claims are bits of one word), so no one waits for a late thread. */
+static void run_tasks(nimble_thread_pool *p, nimble_parallel_body_fn body, void *closure, int64_t n,
+                      uint32_t self) {
   tls_in_task = 1;
-  for (;;) {
-    int64_t i = atomic_fetch_add_explicit(&p->next, 1, memory_order_relaxed);
-    if (i >= n) break;
-    if (atomic_load_explicit(&p->error, memory_order_relaxed) != 0) continue; /* drain */
-    int32_t rc = body(i, n, closure);
-    if (rc != 0) {
-      int expected = 0;
-      atomic_compare_exchange_strong(&p->error, &expected, rc);
+  if (n <= (int64_t)p->num_workers + 1 && n <= 64) {
+    if ((int64_t)self < n &&
+        !(atomic_fetch_or_explicit(&p->claimed, (uint64_t)1 << self, memory_order_relaxed) & ((uint64_t)1 << self)))
+      run_one(p, body, closure, self, n);
+    for (int64_t i = 0; i < n; i++)
+      if (!(atomic_fetch_or_explicit(&p->claimed, (uint64_t)1 << i, memory_order_relaxed) & ((uint64_t)1 << i)))
+        run_one(p, body, closure, i, n);
+  } else {
+    for (;;) {
+      int64_t i = atomic_fetch_add_explicit(&p->next, 1, memory_order_relaxed);
+      if (i >= n) break;
+      run_one(p, body, closure, i, n);
     }
   }
   tls_in_task = 0;
 }
 
+typedef struct worker_arg {
+  nimble_thread_pool *p;
+  uint32_t self;
+} worker_arg;
+
 static void *worker_main(void *arg) {
-  nimble_thread_pool *p = arg;
+  worker_arg *wa = arg;
+  nimble_thread_pool *p = wa->p;
+  uint32_t self = wa->self;
   uint64_t seen = 0;
   for (;;) {
     spin_while(&p->gen_pub, seen, 1); /* until a new loop (or stop) */
@@ -120,7 +151,7 @@ static void *worker_main(void *arg) {
     /* body and closure belong to loop `seen`: used only once joined, and
      * the caller does not return while a joined worker is in it. */
     if (!loop_join(p, seen)) continue;
-    run_tasks(p, body, closure, n);
+    run_tasks(p, body, closure, n, self);
     uint64_t left = atomic_fetch_sub_explicit(&p->loop, 1, memory_order_acq_rel) - 1;
     if (LOOP_JOINED(left) == 0 && (left & LOOP_CLOSED)) {
       /* The caller may be asleep waiting for the last one out. */
@@ -140,19 +171,22 @@ nimble_status_t nimble_thread_pool_create(uint32_t num_threads, nimble_thread_po
   pthread_cond_init(&p->work_cv, NULL);
   pthread_cond_init(&p->done_cv, NULL);
   atomic_init(&p->next, 0);
+  atomic_init(&p->claimed, 0);
   atomic_init(&p->error, 0);
   atomic_init(&p->gen_pub, 0);
   atomic_init(&p->loop, LOOP_CLOSED);
   uint32_t workers = num_threads > 1 ? num_threads - 1 : 0;
   if (workers) {
     p->threads = calloc(workers, sizeof *p->threads);
-    if (!p->threads) {
+    p->args = calloc(workers, sizeof *p->args);
+    if (!p->threads || !p->args) {
       nimble_thread_pool_destroy(p);
       return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory creating a thread pool");
     }
   }
   for (uint32_t i = 0; i < workers; i++) {
-    if (pthread_create(&p->threads[i], NULL, worker_main, p) != 0) {
+    p->args[i] = (worker_arg){p, i + 1};
+    if (pthread_create(&p->threads[i], NULL, worker_main, &p->args[i]) != 0) {
       nimble_thread_pool_destroy(p);
       return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "cannot start thread %u of %u", i + 1,
                                 workers);
@@ -172,6 +206,7 @@ void nimble_thread_pool_destroy(nimble_thread_pool *p) {
   pthread_mutex_unlock(&p->mu);
   for (uint32_t i = 0; i < p->num_workers; i++) pthread_join(p->threads[i], NULL);
   free(p->threads);
+  free(p->args);
   pthread_cond_destroy(&p->work_cv);
   pthread_cond_destroy(&p->done_cv);
   pthread_mutex_destroy(&p->mu);
@@ -193,13 +228,14 @@ int32_t nimble_thread_pool_run(nimble_thread_pool *p, int64_t n_tasks, nimble_pa
   p->closure = closure;
   p->n_tasks = n_tasks;
   atomic_store(&p->next, 0);
+  atomic_store(&p->claimed, 0);
   atomic_store(&p->error, 0);
   p->generation++;
   atomic_store_explicit(&p->loop, (p->generation & 0xffffffffu) << 32, memory_order_release);
   atomic_store_explicit(&p->gen_pub, p->generation, memory_order_release);
   pthread_cond_broadcast(&p->work_cv);
   pthread_mutex_unlock(&p->mu);
-  run_tasks(p, body, closure, n_tasks);
+  run_tasks(p, body, closure, n_tasks, 0);
   /* Every task is taken: close the loop to latecomers and wait for the
    * workers in it to finish theirs. */
   uint64_t x = atomic_fetch_or_explicit(&p->loop, LOOP_CLOSED, memory_order_acq_rel) | LOOP_CLOSED;
