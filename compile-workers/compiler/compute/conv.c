@@ -244,6 +244,7 @@ typedef struct dw_ctx {
   int64_t KH;
   nimble_ln_var *wv[49], *bv;
   nimble_ln_expr *plane; /* flat index of the input plane's pixel 0 */
+  nimble_ln_expr *oh_lo, *oh_hi; /* the output rows written: the task's band */
 } dw_ctx;
 
 /* bias + sum of the taps at the input pixel whose flat index (kernel tap
@@ -331,9 +332,10 @@ static nimble_ln_stmt *dw_row(cp_ctx *c, dw_ctx *d, nimble_ln_expr *ohr, nimble_
 static nimble_ln_stmt *dw_plane(cp_ctx *c, dw_ctx *d, nimble_ln_expr *obase) {
   const cv_geom *g = d->g;
   int KW = (int)g->kw_const, vw = c->opt.vector_width > 1 ? c->opt.vector_width : 0;
-  /* Rows with every kernel row inside: [pt, H + pt - (KH-1)*dh), within [0, OH). */
-  nimble_ln_expr *r0 = cp_min(c, cp_i(c, g->p[0]), g->OH);
-  nimble_ln_expr *r1 = cp_min(c, g->OH, cp_max(c, cp_add(c, g->H, cp_i(c, g->p[0] - (d->KH - 1) * g->d[0])), r0));
+  /* Rows with every kernel row inside: [pt, H + pt - (KH-1)*dh), within
+   * [0, OH) and the band [oh_lo, oh_hi). */
+  nimble_ln_expr *r0 = cp_min(c, cp_max(c, cp_i(c, g->p[0]), d->oh_lo), d->oh_hi);
+  nimble_ln_expr *r1 = cp_min(c, d->oh_hi, cp_max(c, cp_add(c, g->H, cp_i(c, g->p[0] - (d->KH - 1) * g->d[0])), r0));
   nimble_ln_expr *lo = col_lo(c, g, col_off(c, g, cp_i(c, 0)));
   nimble_ln_expr *hi = cp_max(c, col_hi(c, g, col_off(c, g, cp_i(c, KW - 1))), lo);
   nimble_ln_expr *p0 = cp_add(c, cp_mul(c, r0, g->OW), lo);
@@ -344,7 +346,7 @@ static nimble_ln_stmt *dw_plane(cp_ctx *c, dw_ctx *d, nimble_ln_expr *obase) {
     nimble_ln_expr *last_read = cp_add(c, cp_sub(c, up, cp_i(c, 1)),
                                        cp_add(c, cp_mul(c, cp_i(c, (d->KH - 1) * g->d[0] - g->p[0]), g->W),
                                               cp_i(c, (KW - 1) * g->d[1] - g->p[1])));
-    p1 = dw_round_up(c, d, p0, p1, cp_mul(c, g->OH, g->OW), last_read, vw);
+    p1 = dw_round_up(c, d, p0, p1, cp_mul(c, d->oh_hi, g->OW), last_read, vw); /* not into the next band */
   }
   nimble_ln_var *p = cp_var(c, "p", NIMBLE_LN_I64);
   /* Input of tap (0, 0) for output pixel p: p - pt*W - pl. */
@@ -637,6 +639,10 @@ static nimble_ln_stmt *conv_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o, 
                 *ci = cp_var(c, "ci", NIMBLE_LN_I64), *kh = cp_var(c, "kh", NIMBLE_LN_I64),
                 *ow = cp_var(c, "ow", NIMBLE_LN_I64), *nv = cp_var(c, "n", NIMBLE_LN_I64),
                 *co0 = cp_var(c, "co", NIMBLE_LN_I64);
+  /* Depthwise: the band of output rows a task writes, and the bands. */
+  nimble_ln_var *band_lo = cp_var(c, "oh_lo", NIMBLE_LN_I64), *band_hi = cp_var(c, "oh_hi", NIMBLE_LN_I64),
+                *band_s = cp_var(c, "bands", NIMBLE_LN_I64);
+  nimble_ln_expr *dw_pcond = NULL;
   nimble_ln_expr *tr = ref(c, t);
   nimble_ln_expr *plane = cp_mul(c, g.OH, g.OW), *iplane = cp_mul(c, g.H, g.W);
   nimble_ln_expr *orow[CV_MAX_B];
@@ -729,21 +735,22 @@ static nimble_ln_stmt *conv_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o, 
     for (int i = 0; i < kh_c * g.kw_const; i++) d.wv[i] = cp_var(c, "wv", NIMBLE_LN_F32);
     d.bv = cp_var(c, "bias", NIMBLE_LN_F32);
     d.plane = cp_mul(c, cp_add(c, cp_mul(c, ref(c, nv), Ci), ref(c, co0)), cp_mul(c, g.H, g.W));
+    d.oh_lo = ref(c, band_lo);
+    d.oh_hi = ref(c, band_hi);
     nimble_ln_expr *obase = cp_mul(c, cp_add(c, cp_mul(c, ref(c, nv), Co), ref(c, co0)), plane);
     /* Row by row; with unit strides and OW == W, first the flattened plane,
      * then the rows without their interior. */
     nimble_ln_expr *by_rows = NULL;
     if (g.s[0] == 1 && g.s[1] == 1) by_rows = bin(c, NIMBLE_LN_NE, g.OW, g.W);
-    nimble_ln_stmt *rows =
-        cp_for(c, oh, g.OH, NIMBLE_LN_SERIAL, 0, dw_row(c, &d, ref(c, oh), orow[0], by_rows, row_body));
+    nimble_ln_stmt *rows = nimble_ln_for(c->A, oh, d.oh_lo, d.oh_hi, NIMBLE_LN_SERIAL, 0,
+                                         dw_row(c, &d, ref(c, oh), orow[0], by_rows, row_body));
     if (by_rows) {
       nimble_ln_stmt *flat = nimble_ln_if(c->A, bin(c, NIMBLE_LN_EQ, g.OW, g.W), dw_plane(c, &d, obase), NULL);
       rows = nimble_ln_seq2(c->A, flat, rows);
     }
-    nimble_ln_expr *pcond = NULL;
     nimble_ln_stmt *padded = dw_padded(c, &d, obase, cp_add(c, cp_mul(c, ref(c, nv), Co), ref(c, co0)),
-                                       cp_mul(c, x->ext[0], Co), &pcond);
-    if (padded) rows = nimble_ln_if(c->A, pcond, padded, rows);
+                                       cp_mul(c, x->ext[0], Co), &dw_pcond);
+    if (padded) rows = nimble_ln_if(c->A, dw_pcond, padded, rows); /* whole planes: never banded */
     row = dw_bind(c, &d, wt, bias, ref(c, co0), rows);
     /* The epilogue on the plane just written, while it is in cache. When
      * it is only a Relu or Clip of the convolution (mobilenet_v2's ReLU6),
@@ -759,8 +766,9 @@ static nimble_ln_stmt *conv_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o, 
       nimble_ln_stmt *e = cp_epilogue_at(c, root, o, idx, NULL);
       if (c->err) return NULL;
       if (e) {
-        e = cp_for(c, owe, flat ? plane : g.OW, vw ? NIMBLE_LN_VECTORIZED : NIMBLE_LN_SERIAL, vw, e);
-        if (!flat) e = cp_for(c, ohe, g.OH, NIMBLE_LN_SERIAL, 0, e);
+        nimble_ln_loop_kind_t vk = vw ? NIMBLE_LN_VECTORIZED : NIMBLE_LN_SERIAL;
+        if (flat) e = nimble_ln_for(c->A, owe, cp_mul(c, d.oh_lo, g.OW), cp_mul(c, d.oh_hi, g.OW), vk, vw, e);
+        else e = nimble_ln_for(c->A, ohe, d.oh_lo, d.oh_hi, NIMBLE_LN_SERIAL, 0, cp_for(c, owe, g.OW, vk, vw, e));
         row = nimble_ln_seq2(c->A, row, e);
         *fused = true;
       }
@@ -770,10 +778,45 @@ static nimble_ln_stmt *conv_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o, 
   }
   row = nimble_ln_let(c->A, co0, cp_mul(c, cp_rem(c, tr, cp_max(c, blocks, cp_i(c, 1))), cp_i(c, B)), row);
   row = nimble_ln_let(c->A, nv, cp_div(c, tr, cp_max(c, blocks, cp_i(c, 1))), row);
-  nimble_ln_stmt *direct = cp_for(c, t, cp_mul(c, x->ext[0], blocks), NIMBLE_LN_SERIAL, 0, row);
-  if (c->opt.parallel) {
+  nimble_ln_expr *planes = cp_mul(c, x->ext[0], blocks);
+  nimble_ln_stmt *direct;
+  if (dw && c->opt.parallel) {
+    /* Depthwise with T threads: T tasks, each the same band of output rows
+     * of every plane, where tasks of whole planes had each core write half
+     * the channels: the 1x1 convolutions around it (blocks of rows, see
+     * the sgemm path) then read half their input from the other core
+     * (mobilenet_v2's 96->24 projection after its depthwise layer: 0.11 ms
+     * at one thread and at two). Task s goes to thread s (the pool hands
+     * out a loop of at most T tasks that way), as the 1x1's block s does.
+     * Planes of the padded path (small ones), or too few rows for two per
+     * band, keep tasks of whole planes. S = T or 1 is bound at the top. */
+    nimble_ln_expr *T0 = nimble_ln_num_threads(c->A);
+    nimble_ln_expr *ok = bin(c, NIMBLE_LN_AND, bin(c, NIMBLE_LN_GT, T0, cp_i(c, 1)),
+                             bin(c, NIMBLE_LN_GE, g.OH, cp_mul(c, T0, cp_i(c, 2))));
+    nimble_ln_expr *S = ref(c, band_s), *bh = cp_div(c, cp_add(c, g.OH, cp_sub(c, S, cp_i(c, 1))), S);
+    nimble_ln_var *u = cp_var(c, "u", NIMBLE_LN_I64);
+    nimble_ln_expr *slot = cp_div(c, ref(c, u), cp_max(c, planes, cp_i(c, 1)));
+    row = nimble_ln_let(c->A, band_hi, cp_min(c, cp_add(c, ref(c, band_lo), bh), g.OH), row);
+    row = nimble_ln_let(c->A, band_lo, cp_min(c, cp_mul(c, slot, bh), g.OH), row);
+    row = nimble_ln_let(c->A, t, cp_rem(c, ref(c, u), cp_max(c, planes, cp_i(c, 1))), row);
+    direct = cp_for(c, u, cp_mul(c, S, planes), NIMBLE_LN_SERIAL, 0, row);
     nimble_ln_expr *work = cp_mul(c, cp_mul(c, plane, cp_i(c, B)), cp_mul(c, cp_mul(c, cg, g.KH), g.KW));
-    direct = nimble_ln_chunk(c->A, direct, cp_rows_per_task(c, direct->end, work));
+    nimble_ln_expr *per = nimble_ln_select(c->A, bin(c, NIMBLE_LN_GT, S, cp_i(c, 1)), cp_max(c, planes, cp_i(c, 1)),
+                                           cp_rows_per_task(c, planes, work));
+    if (direct) direct = nimble_ln_chunk(c->A, direct, per);
+    nimble_ln_expr *bands = nimble_ln_select(c->A, ok, T0, cp_i(c, 1));
+    if (dw_pcond) bands = nimble_ln_select(c->A, dw_pcond, cp_i(c, 1), bands);
+    if (direct) direct = nimble_ln_let(c->A, band_s, bands, direct);
+  } else {
+    if (dw) {
+      row = nimble_ln_let(c->A, band_hi, g.OH, row);
+      row = nimble_ln_let(c->A, band_lo, cp_i(c, 0), row);
+    }
+    direct = cp_for(c, t, planes, NIMBLE_LN_SERIAL, 0, row);
+    if (c->opt.parallel && direct) {
+      nimble_ln_expr *work = cp_mul(c, cp_mul(c, plane, cp_i(c, B)), cp_mul(c, cp_mul(c, cg, g.KH), g.KW));
+      direct = nimble_ln_chunk(c->A, direct, cp_rows_per_task(c, direct->end, work));
+    }
   }
   if (!direct) return NULL;
 
@@ -982,11 +1025,18 @@ static nimble_ln_stmt *conv_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o, 
   block = nimble_ln_let(c->A, oh0v, cp_mul(c, ref(c, bk), R), block);
   nimble_ln_stmt *per_image;
   if (slotted) {
-    /* for slot in [0, S) (tasks): for j in [0, ceil((nblk - slot)/S)): blk = slot + j*S */
+    /* for slot in [0, S) (tasks): blocks [slot*per, min((slot+1)*per, nblk)),
+     * per = ceil(nblk/S): each task takes a contiguous band of output rows,
+     * so that a next layer cut the same way (a convolution's blocks, a
+     * depthwise convolution's bands) finds its input rows in its own
+     * core's cache. Taking every S-th block instead interleaved the bands,
+     * and layers with different block heights read most of their input
+     * from the other core. */
     nimble_ln_var *jv = cp_var(c, "j", NIMBLE_LN_I64);
-    nimble_ln_expr *sr = ref(c, slot);
-    nimble_ln_stmt *one_slot = nimble_ln_let(c->A, bk, cp_add(c, sr, cp_mul(c, ref(c, jv), S)), block);
-    nimble_ln_expr *count = cp_div(c, cp_add(c, cp_sub(c, nblk, sr), cp_sub(c, S, one)), S);
+    nimble_ln_expr *per = cp_div(c, cp_add(c, nblk, cp_sub(c, S, one)), S);
+    nimble_ln_expr *first = cp_mul(c, ref(c, slot), per);
+    nimble_ln_stmt *one_slot = nimble_ln_let(c->A, bk, cp_add(c, first, ref(c, jv)), block);
+    nimble_ln_expr *count = cp_max(c, cp_min(c, per, cp_sub(c, nblk, first)), cp_i(c, 0));
     one_slot = cp_for(c, jv, count, NIMBLE_LN_SERIAL, 0, one_slot);
     per_image = cp_for(c, slot, S, NIMBLE_LN_SERIAL, 0, one_slot);
     if (per_image) per_image = nimble_ln_chunk(c->A, per_image, one);

@@ -160,6 +160,23 @@ static int32_t threaded_parallel_for(const nimble_kernel_env_t *env, int64_t n, 
   return atomic_load(&j.rc);
 }
 
+static int32_t reversed_parallel_for(const nimble_kernel_env_t *env, int64_t n, nimble_parallel_body_fn body,
+                                     void *closure) {
+  ch_env *e = (ch_env *)env;
+  for (int64_t t = n - 1; t >= 0; t--) {
+    __atomic_fetch_add(&e->tasks, 1, __ATOMIC_RELAXED);
+    int32_t rc = body(t, n, closure);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+void ch_env_threads_reversed(ch_env *e, int threads) {
+  e->threads = threads;
+  e->env.parallel_for = reversed_parallel_for;
+  e->env.num_threads = (uint32_t)threads;
+}
+
 void ch_env_threads(ch_env *e, int threads) {
   e->threads = threads;
   e->env.parallel_for = threaded_parallel_for;

@@ -70,6 +70,11 @@ void ch_env_epilogue(ch_env *e);
 extern long ch_epilogue_calls;
 /* Runs parallel loops' tasks on `threads` pthreads at once (plus counting). */
 void ch_env_threads(ch_env *e, int threads);
+/* Says num_threads = threads but runs each loop's tasks on the caller, last
+ * first: a task that writes into a later task's part (which that task
+ * would rewrite when run after it) then leaves wrong values, every time,
+ * where threads racing do so only now and then. */
+void ch_env_threads_reversed(ch_env *e, int threads);
 
 /* Calls the kernel on tensors ts[0..n). Returns its code. */
 int32_t ch_call(const ch_kernel *k, ch_env *e, ch_tensor *const *ts, int n);

@@ -236,11 +236,14 @@ START_TEST(test_conv2d_cases_match_direct_loops_with_and_without_sgemm) {
      * epilogue over the block), the same on 2 threads (blocks as two tasks
      * with a buffer each), sgemm_epilogue (bias and Relu/Clip inside the
      * product) on 3 threads, and that member and num_threads present but
-     * past an older runtime's struct_size (one task per block's parts). */
-    for (int variant = 0; variant < 5; variant++) {
+     * past an older runtime's struct_size (one task per block's parts);
+     * last, 3 threads' tasks run last first (a task writing into a later
+     * one's rows, say a depthwise band's vector loop running on, shows). */
+    for (int variant = 0; variant < 6; variant++) {
       ch_env env;
       ch_env_init(&env, variant != 0);
-      if (variant >= 2) ch_env_threads(&env, variant == 3 ? 3 : 2);
+      if (variant >= 2 && variant < 5) ch_env_threads(&env, variant == 3 ? 3 : 2);
+      if (variant == 5) ch_env_threads_reversed(&env, 3);
       if (variant >= 3) ch_env_epilogue(&env);
       /* An older runtime's environment ends before sgemm_epilogue: the
        * member must not be read, the block's own epilogue runs instead. */
