@@ -272,6 +272,11 @@ static nimble_ln_expr *dw_sum(cp_ctx *c, dw_ctx *d, nimble_ln_expr *row0, nimble
   return v;
 }
 
+/* n rounded up to a multiple of m (m >= 1). */
+static nimble_ln_expr *round_up(cp_ctx *c, nimble_ln_expr *n, int64_t m) {
+  return cp_mul(c, cp_div(c, cp_add(c, n, cp_i(c, m - 1)), cp_i(c, m)), cp_i(c, m));
+}
+
 /* The end of a vector loop over [lo, hi) rounded up to whole vectors,
  * when that stays at most `cap` and the input the last extra pixel reads
  * (flat index in its plane: last_read(end - 1)) is inside the plane: the
@@ -280,8 +285,7 @@ static nimble_ln_expr *dw_sum(cp_ctx *c, dw_ctx *d, nimble_ln_expr *row0, nimble
 static nimble_ln_expr *dw_round_up(cp_ctx *c, const dw_ctx *d, nimble_ln_expr *lo, nimble_ln_expr *hi,
                                    nimble_ln_expr *cap, nimble_ln_expr *last_read, int vw) {
   if (vw <= 1) return hi;
-  nimble_ln_expr *up = cp_add(c, lo, cp_mul(c, cp_div(c, cp_add(c, cp_sub(c, hi, lo), cp_i(c, vw - 1)), cp_i(c, vw)),
-                                            cp_i(c, vw)));
+  nimble_ln_expr *up = cp_add(c, lo, round_up(c, cp_sub(c, hi, lo), vw));
   nimble_ln_expr *ok = bin(c, NIMBLE_LN_AND, bin(c, NIMBLE_LN_LE, up, cap),
                            bin(c, NIMBLE_LN_LT, last_read, cp_mul(c, d->g->H, d->g->W)));
   return nimble_ln_select(c->A, ok, up, hi);
@@ -302,9 +306,7 @@ static nimble_ln_stmt *dw_row(cp_ctx *c, dw_ctx *d, nimble_ln_expr *ohr, nimble_
   nimble_ln_expr *lo = col_lo(c, g, col_off(c, g, cp_i(c, 0)));
   nimble_ln_expr *hi = cp_max(c, col_hi(c, g, col_off(c, g, cp_i(c, KW - 1))), lo);
   /* Pixel tap (KH-1, KW-1) of output column end - 1 reads, in the plane. */
-  nimble_ln_expr *up = cp_add(c, lo, cp_mul(c, cp_div(c, cp_add(c, cp_sub(c, hi, lo), cp_i(c, vw > 1 ? vw - 1 : 0)),
-                                                      cp_i(c, vw > 1 ? vw : 1)),
-                                            cp_i(c, vw > 1 ? vw : 1)));
+  nimble_ln_expr *up = cp_add(c, lo, round_up(c, cp_sub(c, hi, lo), vw > 1 ? vw : 1));
   nimble_ln_expr *last_read = cp_add(c, cp_mul(c, last, g->W),
                                      cp_add(c, cp_mul(c, cp_sub(c, up, cp_i(c, 1)), cp_i(c, g->s[1])),
                                             cp_i(c, (KW - 1) * g->d[1] - g->p[1])));
@@ -341,8 +343,7 @@ static nimble_ln_stmt *dw_plane(cp_ctx *c, dw_ctx *d, nimble_ln_expr *obase) {
   nimble_ln_expr *p0 = cp_add(c, cp_mul(c, r0, g->OW), lo);
   nimble_ln_expr *p1 = cp_max(c, cp_add(c, cp_mul(c, cp_sub(c, r1, cp_i(c, 1)), g->OW), hi), p0);
   if (vw > 1) {
-    nimble_ln_expr *up = cp_add(c, p0, cp_mul(c, cp_div(c, cp_add(c, cp_sub(c, p1, p0), cp_i(c, vw - 1)), cp_i(c, vw)),
-                                              cp_i(c, vw)));
+    nimble_ln_expr *up = cp_add(c, p0, round_up(c, cp_sub(c, p1, p0), vw));
     nimble_ln_expr *last_read = cp_add(c, cp_sub(c, up, cp_i(c, 1)),
                                        cp_add(c, cp_mul(c, cp_i(c, (d->KH - 1) * g->d[0] - g->p[0]), g->W),
                                               cp_i(c, (KW - 1) * g->d[1] - g->p[1])));
@@ -412,7 +413,7 @@ static nimble_ln_stmt *dw_padded(cp_ctx *c, dw_ctx *d, nimble_ln_expr *obase, ni
     nimble_ln_stmt *st = nimble_ln_store(c->A, d->o, cp_add(c, obase, cp_add(c, cp_mul(c, ohv, g->OW), ref(c, ow))), v);
     if (part == 0) {
       /* Whole vectors where the extra pixels stay inside the next row. */
-      nimble_ln_expr *up = cp_mul(c, cp_div(c, cp_add(c, g->OW, cp_i(c, vw - 1)), cp_i(c, vw)), cp_i(c, vw));
+      nimble_ln_expr *up = round_up(c, g->OW, vw);
       up = nimble_ln_select(c->A, bin(c, NIMBLE_LN_GE, g->OW, cp_i(c, vw - 1)), up, g->OW);
       nimble_ln_stmt *row = nimble_ln_for(c->A, ow, cp_i(c, 0), up, NIMBLE_LN_VECTORIZED, vw, st);
       parts[0] = cp_for(c, oh, cp_sub(c, g->OH, cp_i(c, 1)), NIMBLE_LN_SERIAL, 0, row);
@@ -452,11 +453,6 @@ static nimble_ln_expr *slot_rows(cp_ctx *c, nimble_ln_expr *OH, nimble_ln_expr *
   nimble_ln_expr *wide = bin(c, NIMBLE_LN_GE, cp_mul(c, OH, OW), cp_mul(c, T, cp_i(c, 128)));
   nb = nimble_ln_select(c->A, bin(c, NIMBLE_LN_OR, bin(c, NIMBLE_LN_GT, nb0, one), wide), nb, one);
   return cp_max(c, cp_div(c, cp_add(c, OH, cp_sub(c, nb, one)), nb), one);
-}
-
-/* n rounded up to a multiple of 16. */
-static nimble_ln_expr *round16(cp_ctx *c, nimble_ln_expr *n) {
-  return cp_mul(c, cp_div(c, cp_add(c, n, cp_i(c, 15)), cp_i(c, 16)), cp_i(c, 16));
 }
 
 /* Its tasks: min(blocks of R rows, T), at least 1. */
@@ -778,7 +774,8 @@ static nimble_ln_stmt *conv_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o, 
   }
   row = nimble_ln_let(c->A, co0, cp_mul(c, cp_rem(c, tr, cp_max(c, blocks, cp_i(c, 1))), cp_i(c, B)), row);
   row = nimble_ln_let(c->A, nv, cp_div(c, tr, cp_max(c, blocks, cp_i(c, 1))), row);
-  nimble_ln_expr *planes = cp_mul(c, x->ext[0], blocks);
+  nimble_ln_expr *planes = cp_mul(c, x->ext[0], blocks), *planes1 = cp_max(c, planes, cp_i(c, 1));
+  nimble_ln_expr *work = cp_mul(c, cp_mul(c, plane, cp_i(c, B)), cp_mul(c, cp_mul(c, cg, g.KH), g.KW));
   nimble_ln_stmt *direct;
   if (dw && c->opt.parallel) {
     /* Depthwise with T threads: T tasks, each the same band of output rows
@@ -789,23 +786,23 @@ static nimble_ln_stmt *conv_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o, 
      * at one thread and at two). Task s goes to thread s (the pool hands
      * out a loop of at most T tasks that way), as the 1x1's block s does.
      * Planes of the padded path (small ones), or too few rows for two per
-     * band, keep tasks of whole planes. S = T or 1 is bound at the top. */
+     * band, keep tasks of whole planes: S = 1, u = t, the usual chunks.
+     * S (T or 1) is bound at the top. */
     nimble_ln_expr *T0 = nimble_ln_num_threads(c->A);
     nimble_ln_expr *ok = bin(c, NIMBLE_LN_AND, bin(c, NIMBLE_LN_GT, T0, cp_i(c, 1)),
                              bin(c, NIMBLE_LN_GE, g.OH, cp_mul(c, T0, cp_i(c, 2))));
-    nimble_ln_expr *S = ref(c, band_s), *bh = cp_div(c, cp_add(c, g.OH, cp_sub(c, S, cp_i(c, 1))), S);
-    nimble_ln_var *u = cp_var(c, "u", NIMBLE_LN_I64);
-    nimble_ln_expr *slot = cp_div(c, ref(c, u), cp_max(c, planes, cp_i(c, 1)));
-    row = nimble_ln_let(c->A, band_hi, cp_min(c, cp_add(c, ref(c, band_lo), bh), g.OH), row);
-    row = nimble_ln_let(c->A, band_lo, cp_min(c, cp_mul(c, slot, bh), g.OH), row);
-    row = nimble_ln_let(c->A, t, cp_rem(c, ref(c, u), cp_max(c, planes, cp_i(c, 1))), row);
-    direct = cp_for(c, u, cp_mul(c, S, planes), NIMBLE_LN_SERIAL, 0, row);
-    nimble_ln_expr *work = cp_mul(c, cp_mul(c, plane, cp_i(c, B)), cp_mul(c, cp_mul(c, cg, g.KH), g.KW));
-    nimble_ln_expr *per = nimble_ln_select(c->A, bin(c, NIMBLE_LN_GT, S, cp_i(c, 1)), cp_max(c, planes, cp_i(c, 1)),
-                                           cp_rows_per_task(c, planes, work));
-    if (direct) direct = nimble_ln_chunk(c->A, direct, per);
     nimble_ln_expr *bands = nimble_ln_select(c->A, ok, T0, cp_i(c, 1));
     if (dw_pcond) bands = nimble_ln_select(c->A, dw_pcond, cp_i(c, 1), bands);
+    nimble_ln_expr *S = ref(c, band_s), *bh = cp_div(c, cp_add(c, g.OH, cp_sub(c, S, cp_i(c, 1))), S);
+    /* u = band * planes + t */
+    nimble_ln_var *u = cp_var(c, "u", NIMBLE_LN_I64);
+    row = nimble_ln_let(c->A, band_hi, cp_min(c, cp_add(c, ref(c, band_lo), bh), g.OH), row);
+    row = nimble_ln_let(c->A, band_lo, cp_min(c, cp_mul(c, cp_div(c, ref(c, u), planes1), bh), g.OH), row);
+    row = nimble_ln_let(c->A, t, cp_rem(c, ref(c, u), planes1), row);
+    direct = cp_for(c, u, cp_mul(c, S, planes), NIMBLE_LN_SERIAL, 0, row);
+    nimble_ln_expr *per =
+        nimble_ln_select(c->A, bin(c, NIMBLE_LN_GT, S, cp_i(c, 1)), planes1, cp_rows_per_task(c, planes, work));
+    if (direct) direct = nimble_ln_chunk(c->A, direct, per);
     if (direct) direct = nimble_ln_let(c->A, band_s, bands, direct);
   } else {
     if (dw) {
@@ -813,10 +810,7 @@ static nimble_ln_stmt *conv_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o, 
       row = nimble_ln_let(c->A, band_lo, cp_i(c, 0), row);
     }
     direct = cp_for(c, t, planes, NIMBLE_LN_SERIAL, 0, row);
-    if (c->opt.parallel && direct) {
-      nimble_ln_expr *work = cp_mul(c, cp_mul(c, plane, cp_i(c, B)), cp_mul(c, cp_mul(c, cg, g.KH), g.KW));
-      direct = nimble_ln_chunk(c->A, direct, cp_rows_per_task(c, direct->end, work));
-    }
+    if (c->opt.parallel && direct) direct = nimble_ln_chunk(c->A, direct, cp_rows_per_task(c, direct->end, work));
   }
   if (!direct) return NULL;
 
@@ -873,7 +867,7 @@ static nimble_ln_stmt *conv_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o, 
    * rows in place, and rows that start anywhere split a vector load in
    * two across cache lines (squeezenet's 3x3 expand, 64 x 1026 x 144:
    * 160 -> 179 GFLOP/s with 1040 floats a row). */
-  nimble_ln_expr *ldcol = round16(c, cp_max(c, cp_mul(c, R, OWr), one));
+  nimble_ln_expr *ldcol = round_up(c, cp_max(c, cp_mul(c, R, OWr), one), 16);
   nimble_ln_expr *nblk = cp_div(c, cp_add(c, OHr, cp_sub(c, R, one)), R);
   nimble_ln_expr *S = slotted ? ref(c, Sv) : one;
   nimble_ln_var *slot = cp_var(c, "slot", NIMBLE_LN_I64);
@@ -886,7 +880,7 @@ static nimble_ln_stmt *conv_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o, 
      * image deinterleaved once, so that im2col copies contiguous runs; it
      * lies in the same scratch buffer after the blocks' columns (a kernel
      * has one scratch buffer). */
-    nimble_ln_expr *size = cp_mul(c, S_at_entry, cp_mul(c, K, round16(c, cp_max(c, cp_mul(c, R_at_entry, OWr), one))));
+    nimble_ln_expr *size = cp_mul(c, S_at_entry, cp_mul(c, K, round_up(c, cp_max(c, cp_mul(c, R_at_entry, OWr), one), 16)));
     if (slotted) col_at = cp_mul(c, ref(c, slot), cp_mul(c, K, ldcol));
     if (gr.s[1] == 2) {
       Wh = cp_div(c, cp_add(c, gr.W, cp_i(c, 1)), cp_i(c, 2));

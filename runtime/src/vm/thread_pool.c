@@ -52,11 +52,17 @@ static int spin_while(const atomic_uint_fast64_t *v, uint64_t x, int equal) {
   }
 }
 
+/* A worker's start argument: its pool and its place in it (1 + index). */
+typedef struct worker_arg {
+  nimble_thread_pool *p;
+  uint32_t self;
+} worker_arg;
+
 struct nimble_thread_pool {
   pthread_mutex_t mu;
   pthread_cond_t work_cv, done_cv;
   pthread_t *threads;
-  struct worker_arg *args;
+  worker_arg *args;
   uint32_t num_workers;
   uint64_t generation;
   int stop;
@@ -127,11 +133,6 @@ static void run_tasks(nimble_thread_pool *p, nimble_parallel_body_fn body, void 
   }
   tls_in_task = 0;
 }
-
-typedef struct worker_arg {
-  nimble_thread_pool *p;
-  uint32_t self;
-} worker_arg;
 
 static void *worker_main(void *arg) {
   worker_arg *wa = arg;
