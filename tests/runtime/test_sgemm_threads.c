@@ -37,10 +37,30 @@ START_TEST(test_plan_cuts_large_products_into_aligned_blocks) {
   /* 3 threads over 1000 columns: 334 rounded up to 352, 3 blocks. */
   ck_assert_int_eq(nimble_sgemm_threads_plan(3, 16, 1000, 64, &cols, &step), 3);
   ck_assert_int_eq(step, 352);
-  /* 8 threads but only 200 columns: 3 blocks of at least 64, 32-aligned. */
-  ck_assert_int_eq(nimble_sgemm_threads_plan(8, 512, 200, 512, &cols, &step), 3);
+  /* 8 threads but only 200 columns, 16 rows: 3 blocks of at least 64
+   * columns, 32-aligned (96 + 96 + 8). */
+  ck_assert_int_eq(nimble_sgemm_threads_plan(8, 16, 200, 512, &cols, &step), 3);
   ck_assert_int_eq(cols, 1);
   ck_assert_int_eq(step, 96);
+  /* ... with 512 rows: 8 blocks of 64 rows, each 1/8 of the work, where
+   * the largest column block was 96/200 of it. */
+  ck_assert_int_eq(nimble_sgemm_threads_plan(8, 512, 200, 512, &cols, &step), 8);
+  ck_assert_int_eq(cols, 0);
+  ck_assert_int_eq(step, 64);
+  /* A 14x14 image's 196 columns on 2 threads: 128 + 68 columns would give
+   * one thread twice the other's work; 384 rows go 192 + 192, 64 rows
+   * 32 + 32 (mobilenet_v2's expansions and projections). */
+  ck_assert_int_eq(nimble_sgemm_threads_plan(2, 384, 196, 64, &cols, &step), 2);
+  ck_assert_int_eq(cols, 0);
+  ck_assert_int_eq(step, 192);
+  ck_assert_int_eq(nimble_sgemm_threads_plan(2, 64, 196, 384, &cols, &step), 2);
+  ck_assert_int_eq(cols, 0);
+  ck_assert_int_eq(step, 32);
+  /* Even columns and even rows: columns (mlp's case above is one: 256 + 256
+   * columns against 32 + 32 rows of 512). */
+  ck_assert_int_eq(nimble_sgemm_threads_plan(2, 128, 256, 128, &cols, &step), 2);
+  ck_assert_int_eq(cols, 1);
+  ck_assert_int_eq(step, 128);
   /* A matrix-vector product with one row of C: its columns. */
   ck_assert_int_eq(nimble_sgemm_threads_plan(2, 1, 2048, 512, &cols, &step), 2);
   ck_assert_int_eq(cols, 1);
@@ -174,18 +194,22 @@ static void check_on_threads(uint32_t threads) {
   nimble_status_t s = nimble_thread_pool_create(threads, &pool);
   ck_assert_msg(!s, "%s", nimble_status_message(s));
   /* Shapes of the reference models and around the block edges: column
-   * cuts (n >= 128), row cuts (narrow C), a matrix-vector product each
-   * way, and a product too small to cut. */
+   * cuts (n >= 128), row cuts (narrow C, and C whose columns cut unevenly:
+   * 130, 196), a matrix-vector product each way, and a product too small
+   * to cut. */
   static const int64_t shapes[][3] = {{64, 512, 784}, {96, 3136, 16}, {128, 130, 128}, {1, 2048, 300},
-                                      {700, 1, 256},  {100, 60, 200}, {33, 161, 97},  {8, 8, 8}};
+                                      {700, 1, 256},  {100, 60, 200}, {33, 161, 97},  {8, 8, 8},
+                                      {384, 196, 64}};
   uint32_t seed = threads;
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
     for (int t = 0; t < 4; t++)
       check_product(pool, t & 1, t >> 1, shapes[i][0], shapes[i][1], shapes[i][2], (int64_t)(i % 3),
                     i % 2 ? 0.0f : 0.5f, seed++);
   /* The epilogue on column cuts, row cuts, a matrix-vector product and
-   * a product too small to cut (mobilenet_v2's first expansion block). */
-  static const int64_t epi_shapes[][3] = {{96, 784, 16}, {200, 60, 64}, {700, 1, 64}, {1, 1000, 64}, {9, 9, 9}};
+   * a product too small to cut (mobilenet_v2's first expansion block), and
+   * on a 14x14 projection's rows. */
+  static const int64_t epi_shapes[][3] = {{96, 784, 16}, {200, 60, 64}, {700, 1, 64}, {1, 1000, 64}, {9, 9, 9},
+                                          {64, 196, 96}};
   for (size_t i = 0; i < sizeof epi_shapes / sizeof epi_shapes[0]; i++)
     for (int t = 0; t < 4; t++)
       check_epilogue(pool, t & 1, t >> 1, epi_shapes[i][0], epi_shapes[i][1], epi_shapes[i][2], seed++);

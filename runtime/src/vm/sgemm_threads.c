@@ -25,6 +25,15 @@ nimble_thread_pool *nimble_sgemm_threads_swap(nimble_thread_pool *pool) {
 
 static int64_t ceil_div(int64_t x, int64_t y) { return (x + y - 1) / y; }
 
+/* The cut of n (columns or rows) into at most `threads` blocks of at
+ * least `min` and multiples of `align`; 0 blocks when n is under 2 * min. */
+static int64_t cut(uint32_t threads, int64_t n, int64_t min, int64_t align, int64_t *step) {
+  if (n < 2 * min) return 0;
+  int64_t blocks = threads < n / min ? threads : n / min;
+  *step = ceil_div(ceil_div(n, blocks), align) * align;
+  return ceil_div(n, *step);
+}
+
 int64_t nimble_sgemm_threads_plan(uint32_t threads, int64_t m, int64_t n, int64_t k, int *by_columns,
                                   int64_t *step) {
   *by_columns = 1;
@@ -32,16 +41,27 @@ int64_t nimble_sgemm_threads_plan(uint32_t threads, int64_t m, int64_t n, int64_
   if (threads < 2 || m <= 0 || n <= 0 || k <= 0) return 1;
   /* m * n * k without overflow: each factor fits in 63 bits. */
   if (m < MIN_MACS && n < MIN_MACS && k < MIN_MACS && m * n * k < MIN_MACS) return 1;
-  if (n >= 2 * MIN_COLS) {
-    int64_t blocks = threads < n / MIN_COLS ? threads : n / MIN_COLS;
-    *step = ceil_div(ceil_div(n, blocks), COL_ALIGN) * COL_ALIGN;
-    return ceil_div(n, *step);
+  int64_t cstep = n, rstep = m;
+  int64_t cblocks = cut(threads, n, MIN_COLS, COL_ALIGN, &cstep);
+  int64_t rblocks = cut(threads, m, MIN_ROWS, ROW_ALIGN, &rstep);
+  /* Both possible: the one whose largest block is less work, counted in
+   * the tiles the own kernels compute (columns by 16, rows by 8). On a
+   * 14x14 image's 196 columns the column blocks are 128 + 68 (one thread
+   * does twice the other's work); mobilenet_v2's 384 rows go 192 + 192. */
+  if (cblocks && rblocks) {
+    /* In double: the products of two dimensions may not fit in 64 bits. */
+    double ccost = (double)ceil_div(cstep, 16) * 16 * (double)(ceil_div(m, 8) * 8);
+    double rcost = (double)ceil_div(rstep, 8) * 8 * (double)(ceil_div(n, 16) * 16);
+    if (rcost * 16 < ccost * 15) cblocks = 0; /* rows only when clearly better */
   }
-  if (m >= 2 * MIN_ROWS) {
-    int64_t blocks = threads < m / MIN_ROWS ? threads : m / MIN_ROWS;
+  if (cblocks) {
+    *step = cstep;
+    return cblocks;
+  }
+  if (rblocks) {
     *by_columns = 0;
-    *step = ceil_div(ceil_div(m, blocks), ROW_ALIGN) * ROW_ALIGN;
-    return ceil_div(m, *step);
+    *step = rstep;
+    return rblocks;
   }
   return 1;
 }

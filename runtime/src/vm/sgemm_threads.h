@@ -3,9 +3,10 @@
  * env->sgemm has no environment argument (kernel ABI 1), so the pool is
  * found through a thread-local that the interpreter sets around each kernel
  * call (nimble_sgemm_threads_swap). A product large enough to pay for a
- * second thread is cut into blocks of whole columns of C (or, when C has
- * too few columns, of whole rows), one per thread, each computed by the
- * implementation chosen for the whole product (vm/blas_loader.h), so every
+ * second thread is cut into blocks of whole columns of C (or of whole
+ * rows, when C has too few columns or its rows cut into more even work),
+ * one per thread, each computed by the implementation chosen for the
+ * whole product (vm/blas_loader.h), so every
  * element of C sums the same terms in the same order as one call would.
  * Called from inside a parallel task, from a thread with no pool, or for
  * a small product, it is one call on the calling thread. */
