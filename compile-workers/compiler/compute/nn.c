@@ -827,31 +827,55 @@ static nimble_ln_stmt *inner_loops(cp_ctx *c, cp_node *n, nimble_ln_var **v, int
   return body;
 }
 
-/* m = maxnum over axis ax of n's input (the last axis): eight lanes
- * j*8 + l, then the tail, then the lanes folded into m. */
-static nimble_ln_stmt *row_max8(cp_ctx *c, cp_node *n, nimble_ln_var **v, nimble_ln_expr **idx, int ax,
-                                nimble_ln_var *m, nimble_ln_type_t ft) {
-  enum { L = 8 };
-  nimble_ln_expr *ext = n->ext[ax], *blocks = cp_div(c, ext, cp_i(c, L));
-  nimble_ln_var *j = cp_var(c, "j", NIMBLE_LN_I64), *lane[L];
-  nimble_ln_stmt *upd[L];
+/* m = maxnum over axis ax of n's input (the last axis). Four groups of
+ * eight lanes over blocks of 32 elements (lane g*8 + l takes element
+ * j*32 + g*8 + l), then blocks of 8 in the first group, the lanes folded
+ * into m, then the tail: the SLP vectorizer turns each group into one
+ * vector maximum, and four of them are independent chains (one chain of
+ * 8 lanes waited on its own maximum, compare and blend every step: a
+ * third of a 128-wide softmax row). */
+static nimble_ln_stmt *row_max_lanes(cp_ctx *c, cp_node *n, nimble_ln_var **v, nimble_ln_expr **idx, int ax,
+                                     nimble_ln_var *m, nimble_ln_type_t ft) {
+  enum { L = 8, G = 4 };
+  nimble_ln_expr *ext = n->ext[ax], *big = cp_div(c, ext, cp_i(c, G * L));
+  nimble_ln_expr *small_lo = cp_mul(c, big, cp_i(c, G)), *small_hi = cp_div(c, ext, cp_i(c, L));
+  nimble_ln_var *j = cp_var(c, "j", NIMBLE_LN_I64), *j2 = cp_var(c, "j", NIMBLE_LN_I64), *lane[G * L];
+  nimble_ln_stmt *upd[G * L], *upd8[L];
   nimble_ln_expr *saved = idx[ax];
-  for (int l = 0; l < L; l++) {
+  for (int l = 0; l < G * L; l++) {
     lane[l] = cp_var(c, "mx", ft);
-    idx[ax] = cp_add(c, cp_mul(c, nimble_ln_ref(c->A, j), cp_i(c, L)), cp_i(c, l));
+    idx[ax] = cp_add(c, cp_mul(c, nimble_ln_ref(c->A, j), cp_i(c, G * L)), cp_i(c, l));
     nimble_ln_expr *xl = cp_convert(c, cp_value(c, n->in[0], idx), ft);
     upd[l] = nimble_ln_assign(c->A, lane[l], nimble_ln_binary(c->A, NIMBLE_LN_MAXNUM, nimble_ln_ref(c->A, lane[l]), xl));
   }
+  for (int l = 0; l < L; l++) {
+    idx[ax] = cp_add(c, cp_mul(c, nimble_ln_ref(c->A, j2), cp_i(c, L)), cp_i(c, l));
+    nimble_ln_expr *xl = cp_convert(c, cp_value(c, n->in[0], idx), ft);
+    upd8[l] = nimble_ln_assign(c->A, lane[l], nimble_ln_binary(c->A, NIMBLE_LN_MAXNUM, nimble_ln_ref(c->A, lane[l]), xl));
+  }
   idx[ax] = saved;
-  nimble_ln_stmt *body = cp_for(c, j, blocks, NIMBLE_LN_SERIAL, 0, nimble_ln_seq(c->A, upd, L));
-  nimble_ln_stmt *fold[L];
-  for (int l = 0; l < L; l++)
-    fold[l] = nimble_ln_assign(c->A, m, nimble_ln_binary(c->A, NIMBLE_LN_MAXNUM, nimble_ln_ref(c->A, m), nimble_ln_ref(c->A, lane[l])));
-  body = nimble_ln_seq2(c->A, body, nimble_ln_seq(c->A, fold, L));
-  for (int l = L - 1; l >= 0; l--) body = nimble_ln_decl(c->A, lane[l], cp_type_lowest(c, ft), body);
+  nimble_ln_stmt *blocks = cp_for(c, j, big, NIMBLE_LN_SERIAL, 0, nimble_ln_seq(c->A, upd, G * L));
+  nimble_ln_stmt *blocks8 = nimble_ln_for(c->A, j2, small_lo, small_hi, NIMBLE_LN_SERIAL, 0, nimble_ln_seq(c->A, upd8, L));
+  /* The fold as a tree (the groups lane by lane, then halves of the first
+   * group, then m): seven dependent maxima where a chain was 32 long.
+   * maxnum ignores NaNs and its order: the same m either way. */
+  nimble_ln_stmt *fold[(G - 1) * L + L];
+  int nf = 0;
+  for (int g = 1; g < G; g++)
+    for (int l = 0; l < L; l++)
+      fold[nf++] = nimble_ln_assign(c->A, lane[l], nimble_ln_binary(c->A, NIMBLE_LN_MAXNUM, nimble_ln_ref(c->A, lane[l]),
+                                                                     nimble_ln_ref(c->A, lane[g * L + l])));
+  for (int h = L / 2; h >= 1; h /= 2)
+    for (int l = 0; l < h; l++)
+      fold[nf++] = nimble_ln_assign(c->A, lane[l], nimble_ln_binary(c->A, NIMBLE_LN_MAXNUM, nimble_ln_ref(c->A, lane[l]),
+                                                                     nimble_ln_ref(c->A, lane[l + h])));
+  fold[nf++] = nimble_ln_assign(c->A, m, nimble_ln_binary(c->A, NIMBLE_LN_MAXNUM, nimble_ln_ref(c->A, m), nimble_ln_ref(c->A, lane[0])));
+  nimble_ln_stmt *steps[3] = {blocks, blocks8, nimble_ln_seq(c->A, fold, (size_t)nf)};
+  nimble_ln_stmt *body = nimble_ln_seq(c->A, steps, 3);
+  for (int l = G * L - 1; l >= 0; l--) body = nimble_ln_decl(c->A, lane[l], cp_type_lowest(c, ft), body);
   /* The last ext % 8 elements. */
   nimble_ln_expr *x = cp_convert(c, cp_value(c, n->in[0], idx), ft);
-  nimble_ln_stmt *tail = nimble_ln_for(c->A, v[ax], cp_mul(c, blocks, cp_i(c, L)), ext, NIMBLE_LN_SERIAL, 0,
+  nimble_ln_stmt *tail = nimble_ln_for(c->A, v[ax], cp_mul(c, small_hi, cp_i(c, L)), ext, NIMBLE_LN_SERIAL, 0,
                                        nimble_ln_assign(c->A, m, nimble_ln_binary(c->A, NIMBLE_LN_MAXNUM, nimble_ln_ref(c->A, m), x)));
   return nimble_ln_seq2(c->A, body, tail);
 }
@@ -878,12 +902,13 @@ static nimble_ln_stmt *emit_softmax(cp_ctx *c, cp_node *n, nimble_ln_param *o) {
    * every output of the row are NaN as before. */
   nimble_ln_stmt *maxl = inner_loops(c, n, v, ax, ax + 1, true,
       nimble_ln_assign(c->A, m, nimble_ln_binary(c->A, NIMBLE_LN_MAXNUM, nimble_ln_ref(c->A, m), x)));
-  /* Over the last axis, eight running maxima over consecutive elements:
-   * independent chains the SLP vectorizer turns into one vector maximum
+  /* Over the last axis, running maxima over consecutive elements
+   * (row_max_lanes): independent chains the SLP vectorizer turns into
+   * vector maxima
    * (LLVM 16 vectorizes no floating-point max reduction without no-NaN
    * flags, which the C API cannot set on a call); the rest and the eight
    * are folded in after. */
-  if (ax == n->rank - 1 && c->opt.vector_width > 1) maxl = row_max8(c, n, v, idx, ax, m, ft);
+  if (ax == n->rank - 1 && c->opt.vector_width > 1) maxl = row_max_lanes(c, n, v, idx, ax, m, ft);
   nimble_ln_expr *at = nimble_ln_flat_index(c->A, o, idx);
   nimble_ln_stmt *acc = nimble_ln_assign(c->A, s, nimble_ln_binary(c->A, NIMBLE_LN_ADD, nimble_ln_ref(c->A, s), e));
   nimble_ln_stmt *suml, *wr;

@@ -353,6 +353,50 @@ START_TEST(test_softmax_and_log_softmax_rows_sum_to_one) {
 }
 END_TEST
 
+/* The row maximum in lanes (nn.c's row_max_lanes: blocks of 32 in four
+ * groups of 8, then blocks of 8, then the tail): on rows of 75 = 2*32 + 8
+ * + 3, 43, 31 and 8, a 100 among values in [-3, 3] placed in each group
+ * of a 32-block, in the 8-block and in the tail. A maximum that missed it
+ * would leave exp(100 - 3) = inf in the sum and the row NaN; a NaN in a
+ * lane of group 2 makes its row NaN. */
+START_TEST(test_softmax_finds_the_maximum_in_every_lane_group) {
+  unsigned seed = 47;
+  ch_env env;
+  ch_env_init(&env, false);
+  fixture f;
+  fx_open(&f, "def @main(%x: Tensor[(?, m), float32]) { softmax(%x, axis=-1) }\n", "fused.");
+  static const int64_t widths[] = {75, 43, 31, 8};
+  static const int64_t at[] = {3, 13, 22, 30, 37, 65, 71, 74}; /* groups 0-3, 32-block 2, 8-block, tail */
+  for (size_t wi = 0; wi < sizeof widths / sizeof widths[0]; wi++) {
+    int64_t m = widths[wi], n = (int64_t)(sizeof at / sizeof at[0]) + 1;
+    ch_tensor x, y;
+    ch_tensor_f32(&x, 2, (int64_t[]){n, m}, &seed, -3, 3);
+    ch_tensor_f32(&y, 2, (int64_t[]){n, m}, &seed, 0, 0);
+    for (int64_t r = 0; r + 1 < n; r++) ch_f(&x)[r * m + at[r] % m] = 100.0f;
+    ch_f(&x)[(n - 1) * m + (m > 21 ? 21 : m - 1)] = NAN; /* lane 5 of group 2 */
+    ch_tensor *args[] = {&x, &y};
+    ck_assert_int_eq(ch_call(&f.k, &env, args, 2), 0);
+    for (int64_t r = 0; r < n; r++) {
+      double mx = -INFINITY, sum = 0;
+      const float *xr = ch_f(&x) + r * m, *yr = ch_f(&y) + r * m;
+      for (int64_t j = 0; j < m; j++) mx = fmax(mx, xr[j]);
+      for (int64_t j = 0; j < m; j++) sum += exp(xr[j] - mx);
+      for (int64_t j = 0; j < m; j++) {
+        if (r == n - 1) {
+          ck_assert_msg(isnan(yr[j]), "width %lld: NaN row, column %lld = %g", (long long)m, (long long)j, yr[j]);
+          continue;
+        }
+        double want = exp(xr[j] - mx) / sum;
+        ck_assert_msg(fabs(yr[j] - want) <= 1e-6 + 1e-5 * want, "width %lld row %lld column %lld: %g, want %g",
+                      (long long)m, (long long)r, (long long)j, yr[j], want);
+      }
+    }
+    ch_tensor_free(&x), ch_tensor_free(&y);
+  }
+  fx_close(&f);
+}
+END_TEST
+
 START_TEST(test_layer_norm_and_batch_norm_match_their_formulas) {
   unsigned seed = 47;
   ch_env env;
@@ -583,6 +627,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_grouped_conv2d_with_its_bias_input);
   tcase_add_test(tc, test_max_and_average_pooling_with_padding);
   tcase_add_test(tc, test_softmax_and_log_softmax_rows_sum_to_one);
+  tcase_add_test(tc, test_softmax_finds_the_maximum_in_every_lane_group);
   tcase_add_test(tc, test_layer_norm_and_batch_norm_match_their_formulas);
   tcase_add_test(tc, test_a_three_layer_mlp_runs_primitive_by_primitive_like_the_vm);
   tcase_add_test(tc, test_every_primitive_of_the_sample_programs_builds_unless_listed_as_unimplemented);
