@@ -9,8 +9,8 @@
  * results in the subnormal range are rounded once instead of flushed.
  * sigmoid: e = exp(-|x|) never overflows; 1/(1+e) for x >= 0, e/(1+e)
  * below. tanh: a Taylor polynomial below |x| = 0.5 (where 1 - 2/(e^2x+1)
- * would cancel), that formula above. erf: a Taylor polynomial below
- * |x| = 1, Abramowitz & Stegun 7.1.26 above (absolute error 1.5e-7).
+ * would cancel), that formula above. erf: x * P(x^2) below |x| = 1,
+ * 1 - exp(Q(|x|)) above, both fitted (scripts/fit_erf.py): no division.
  */
 #include <stdint.h>
 
@@ -82,6 +82,20 @@ LLVMValueRef nimble_cg_exp(LLVMModuleRef m, LLVMBuilderRef b, LLVMValueRef x) {
   return LLVMBuildSelect(b, is_nan, x, y, "exp");
 }
 
+/* exp(x) for x known to lie in [-80, 80] (not NaN): no clamps and 2^n in
+ * one factor (no subnormal result to round). For erf's exp(Q(|x|)), Q in
+ * [-18, -1.8]: half of exp's work was the NaN and range handling. */
+static LLVMValueRef exp_in_range(LLVMModuleRef m, LLVMBuilderRef b, LLVMValueRef x) {
+  LLVMTypeRef i32 = LLVMInt32TypeInContext(LLVMGetModuleContext(m));
+  LLVMValueRef t = fma3(m, b, x, cf(m, 1.44269504088896341), cf(m, 12582912.0));
+  LLVMValueRef nf = LLVMBuildFSub(b, t, cf(m, 12582912.0), "");
+  LLVMValueRef r = fma3(m, b, nf, cf(m, -0.693359375), x);
+  r = fma3(m, b, nf, cf(m, 2.12194440e-4), r);
+  static const double c[] = {1.0, 1.0, 1.0 / 2, 1.0 / 6, 1.0 / 24, 1.0 / 120, 1.0 / 720, 1.0 / 5040};
+  LLVMValueRef p = horner(m, b, r, c, 8);
+  return LLVMBuildFMul(b, p, pow2i(m, b, LLVMBuildFPToSI(b, nf, i32, "")), "");
+}
+
 LLVMValueRef nimble_cg_sigmoid(LLVMModuleRef m, LLVMBuilderRef b, LLVMValueRef x) {
   LLVMValueRef e = nimble_cg_exp(m, b, LLVMBuildFNeg(b, fabs1(m, b, x), ""));
   LLVMValueRef d = LLVMBuildFAdd(b, cf(m, 1.0), e, "");
@@ -108,22 +122,23 @@ LLVMValueRef nimble_cg_tanh(LLVMModuleRef m, LLVMBuilderRef b, LLVMValueRef x) {
 }
 
 LLVMValueRef nimble_cg_erf(LLVMModuleRef m, LLVMBuilderRef b, LLVMValueRef x) {
+  /* Coefficients from scripts/fit_erf.py (fits that minimise the error of
+   * this very evaluation in f32; it prints them and that error). */
+  static const double p[] = {1.12837911, -0.37612325, 0.112801798, -0.0267113093, 0.00491754944, -0.000563141482};
+  static const double q[] = {-0.000353696727, -1.12704015, -0.638225496,    -0.103037514,
+                             0.0218053889,    -0.00293962541, 0.000185575918};
   LLVMValueRef ax = fabs1(m, b, x);
-  LLVMValueRef x2 = LLVMBuildFMul(b, x, x, "");
-  /* erf(x) = 2/sqrt(pi) * sum (-1)^k x^(2k+1) / (k! (2k+1)), through k = 11;
-   * the first omitted term is below 1e-10 at |x| = 1. */
-  static const double c[] = {1.0,           -1.0 / 3,         1.0 / 10,         -1.0 / 42,
-                             1.0 / 216,     -1.0 / 1320,      1.0 / 9360,       -1.0 / 75600,
-                             1.0 / 685440,  -1.0 / 6894720,   1.0 / 76204800,   -1.0 / 918086400};
-  LLVMValueRef small =
-      LLVMBuildFMul(b, LLVMBuildFMul(b, ax, cf(m, 1.12837916709551257), ""), horner(m, b, x2, c, 12), "");
-  LLVMValueRef t = LLVMBuildFDiv(b, cf(m, 1.0), fma3(m, b, ax, cf(m, 0.3275911), cf(m, 1.0)), "");
-  static const double a[] = {0.0, 0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429};
-  LLVMValueRef poly = horner(m, b, t, a, 6);
-  LLVMValueRef e = nimble_cg_exp(m, b, LLVMBuildFNeg(b, LLVMBuildFMul(b, ax, ax, ""), ""));
-  LLVMValueRef big = LLVMBuildFSub(b, cf(m, 1.0), LLVMBuildFMul(b, poly, e, ""), "");
+  /* |x| < 1: x * P(x^2). */
+  LLVMValueRef small = LLVMBuildFMul(b, ax, horner(m, b, LLVMBuildFMul(b, ax, ax, ""), p, 6), "");
+  /* Above: 1 - exp(Q(|x|)), Q ~ log(erfc); |x| held at 3.9375, where
+   * erfc is below half an ulp of 1, so Q stays in [-18, -1.8]. A NaN x
+   * gives a poison lane there (fptosi of NaN), which the last select
+   * does not take. */
+  LLVMValueRef xc = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOLT, ax, cf(m, 3.9375), ""), ax, cf(m, 3.9375), "");
+  LLVMValueRef big = LLVMBuildFSub(b, cf(m, 1.0), exp_in_range(m, b, horner(m, b, xc, q, 7)), "");
   LLVMValueRef is_small = LLVMBuildFCmp(b, LLVMRealOLT, ax, cf(m, 1.0), "");
-  return copysign1(m, b, LLVMBuildSelect(b, is_small, small, big, ""), x);
+  LLVMValueRef y = copysign1(m, b, LLVMBuildSelect(b, is_small, small, big, ""), x);
+  return LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealUNO, x, x, ""), x, y, "erf");
 }
 
 /* ---- 16-bit floats, as integer IR (no F16C or libgcc helpers needed,
