@@ -460,6 +460,43 @@ nimble_ln_stmt *cp_gemm_sgemm(cp_ctx *c, cp_node *n, nimble_ln_param *o) {
   return body;
 }
 
+/* root = multiply(n, s) or multiply(s, n) for a finite, nonzero f32
+ * scalar constant s, or divide(n, s) for a power of two s (whose inverse
+ * is exact): *scale gets the factor C is multiplied by. */
+static bool scalar_factor(const cp_node *n, const cp_node *root, float *scale) {
+  if (!root || root->kind != CP_CALL || root->n_in != 2 || root->type != NIMBLE_LN_F32) return false;
+  bool mul = !strcmp(root->op->name, "multiply"), div = !strcmp(root->op->name, "divide");
+  if (!mul && !div) return false;
+  const cp_node *k = root->in[0] == n ? root->in[1] : mul && root->in[1] == n ? root->in[0] : NULL;
+  if (!k || k == n || k->kind != CP_CONST || k->type != NIMBLE_LN_F32 || !k->cval ||
+      k->cval->kind != NIMBLE_LN_E_CONST_F)
+    return false;
+  double v = k->cval->f;
+  if (!isfinite(v) || v == 0.0) return false;
+  if (div) {
+    int e;
+    if (frexp(fabs(v), &e) != 0.5) return false; /* not a power of two */
+    v = 1.0 / v;
+  }
+  if ((double)(float)v != v || !isfinite((float)v)) return false;
+  *scale = (float)v;
+  return true;
+}
+
+nimble_ln_stmt *cp_gemm_sgemm_scaled(cp_ctx *c, cp_node *n, cp_node *root, nimble_ln_param *o) {
+  float scale;
+  if (!scalar_factor(n, root, &scale)) return NULL;
+  nimble_ln_stmt *s = cp_gemm_sgemm(c, n, o), *call = s;
+  while (call && call->kind != NIMBLE_LN_S_SGEMM)
+    call = call->kind == NIMBLE_LN_S_FOR || call->kind == NIMBLE_LN_S_LET ? call->body
+           : call->kind == NIMBLE_LN_S_SEQ && call->n_stmts > 0     ? call->stmts[0]
+                                                                    : NULL;
+  /* Only a lone product (no bias added after it) with alpha 1. */
+  if (!call || s->kind == NIMBLE_LN_S_SEQ || call->sgemm.alpha != 1.0f) return NULL;
+  call->sgemm.alpha = scale;
+  return s;
+}
+
 /* A 1-D f32 parameter (a bias over C's columns), or NULL. */
 static cp_node *col_bias_param(cp_node *x) {
   return x && x->kind == CP_PARAM && x->param && x->type == NIMBLE_LN_F32 && x->rank == 1 ? x : NULL;

@@ -363,6 +363,11 @@ nimble_ln_stmt *cp_gemm_sgemm(cp_ctx *c, cp_node *n, nimble_ln_param *o);
  * besides the caller's. NULL when the epilogue is anything else. */
 nimble_ln_stmt *cp_gemm_sgemm_epilogue(cp_ctx *c, cp_node *n, cp_node *root, nimble_ln_param *o,
                                        const nimble_ln_sgemm_desc_t *base, nimble_ln_expr **cond);
+/* The same product when root only scales it by a constant (attention's
+ * scores times 1/sqrt(d)): that factor as sgemm's alpha, which rounds
+ * alpha * sum once, as the product and then the multiply do. NULL when
+ * root is anything else. */
+nimble_ln_stmt *cp_gemm_sgemm_scaled(cp_ctx *c, cp_node *n, cp_node *root, nimble_ln_param *o);
 
 nimble_ln_stmt *cp_epilogue_at(cp_ctx *c, cp_node *root, nimble_ln_param *o, nimble_ln_expr *const *idx,
                                nimble_ln_expr *addend) {
@@ -603,6 +608,10 @@ nimble_status_t nimble_compute_primitive(const nimble_module *m, const char *nam
           nimble_ln_expr *econd = NULL;
           nimble_ln_stmt *sge = epi ? cp_gemm_sgemm_epilogue(&c, c.anchor, root, o, d, &econd) : NULL;
           if (sge && econd) body = nimble_ln_if(arena, nimble_ln_binary(arena, NIMBLE_LN_AND, cond, econd), sge, body);
+          /* A constant factor as alpha: no pass over C after the product
+           * (bert's scores: a third of that kernel's time). */
+          nimble_ln_stmt *scaled = epi && !sge ? cp_gemm_sgemm_scaled(&c, c.anchor, root, o) : NULL;
+          if (scaled) body = nimble_ln_if(arena, cond, scaled, body);
         }
       }
       /* conv2d and pooling: their own loop nests into the output (conv.c),

@@ -14,11 +14,13 @@
 #include "nimble_test.h"
 
 static long sgemm_calls;
+static float sgemm_alpha; /* the last call's */
 
 /* C = alpha op(A) op(B) + beta C, row-major, as the kernel ABI says. */
 static void counting_sgemm(int32_t ta, int32_t tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
                            int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
   __atomic_fetch_add(&sgemm_calls, 1, __ATOMIC_RELAXED);
+  sgemm_alpha = alpha;
   for (int64_t i = 0; i < m; i++)
     for (int64_t j = 0; j < n; j++) {
       double acc = 0;
@@ -199,6 +201,67 @@ START_TEST(test_batched_matmul_broadcasts_and_scales_with_one_call_per_matrix) {
 }
 END_TEST
 
+/* A constant factor on the product goes into sgemm's alpha (multiply by
+ * any finite nonzero scalar, either side; divide by a power of two); other
+ * factors stay a pass after the product with alpha 1: divide by 3 (whose
+ * inverse is inexact) and multiply by 0 (0 * inf must stay NaN, where
+ * alpha 0 would skip the product). Checked against the double reference,
+ * an inf in A included. */
+START_TEST(test_a_constant_factor_becomes_sgemm_alpha) {
+  static const struct {
+    const char *expr;
+    double factor;
+    float alpha; /* what sgemm must be called with */
+  } cases[] = {
+      {"multiply(matmul(%a, %q), 0.3)", 0.3, 0.3f},
+      {"multiply(-2.5, matmul(%a, %q))", -2.5, -2.5f},
+      {"divide(matmul(%a, %q), 8.0)", 0.125, 0.125f},
+      {"divide(matmul(%a, %q), 3.0)", 1.0 / 3.0, 1.0f},
+      {"multiply(matmul(%a, %q), 0.0)", 0.0, 1.0f},
+  };
+  unsigned seed = 41;
+  for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+    char text[256];
+    snprintf(text, sizeof text,
+             "def @main(%%a: Tensor[(h, m, k), float32], %%q: Tensor[(h, k, n), float32]) {\n  %s\n}\n",
+             cases[ci].expr);
+    fixture f;
+    fx_open(&f, text, "fused.matmul");
+    for (int sg = 0; sg < 2; sg++) {
+      ch_env env;
+      env_with(&env, sg == 1);
+      sgemm_alpha = 0;
+      ch_tensor a, b, y;
+      int64_t as[3] = {2, 5, 4}, bs[3] = {2, 4, 6}, out[3] = {2, 5, 6};
+      ch_tensor_f32(&a, 3, as, &seed, -1, 1);
+      ch_tensor_f32(&b, 3, bs, &seed, -1, 1);
+      ch_tensor_f32(&y, 3, out, &seed, 7, 8);
+      ch_f(&a)[3] = INFINITY; /* row 0 of matrix 0: +-inf, or NaN times 0 */
+      ch_tensor *args[] = {&a, &b, &y};
+      ck_assert_int_eq(ch_call(&f.k, &env, args, 3), 0);
+      double want[60];
+      ref_matmul(&a, &b, 3, out, want);
+      for (size_t i = 0; i < 60; i++) {
+        double w = want[i] * cases[ci].factor;
+        if (cases[ci].factor == 0.0) w = isinf(want[i]) ? NAN : 0.0;
+        float got = ch_f(&y)[i];
+        if (isnan(w) || isinf(w))
+          ck_assert_msg(isnan(w) ? isnan(got) : got == (float)w, "%s [%zu] = %g, want %g", cases[ci].expr, i, got, w);
+        else
+          ck_assert_msg(fabs(got - w) <= 1e-5 + 1e-5 * fabs(w), "%s [%zu] = %.9g, want %.9g", cases[ci].expr, i, got, w);
+      }
+      if (sg) {
+        ck_assert_int_eq(sgemm_calls, 2);
+        ck_assert_msg(sgemm_alpha == cases[ci].alpha, "%s: sgemm alpha %g, want %g", cases[ci].expr, sgemm_alpha,
+                      cases[ci].alpha);
+      }
+      ch_tensor_free(&a), ch_tensor_free(&b), ch_tensor_free(&y);
+    }
+    fx_close(&f);
+  }
+}
+END_TEST
+
 START_TEST(test_dense_with_its_c_input_goes_through_sgemm_then_adds_c) {
   /* The MLP's layers: dense(x, w, bias, transB=1) and its relu; C as a
    * row, as a full matrix, with alpha and beta. */
@@ -274,6 +337,7 @@ static Suite *suite(void) {
   tcase_set_timeout(tc, 600);
   tcase_add_test(tc, test_rank3_times_matrix_plus_bias_is_one_sgemm_call);
   tcase_add_test(tc, test_batched_matmul_broadcasts_and_scales_with_one_call_per_matrix);
+  tcase_add_test(tc, test_a_constant_factor_becomes_sgemm_alpha);
   tcase_add_test(tc, test_dense_with_its_c_input_goes_through_sgemm_then_adds_c);
   suite_add_tcase(s, tc);
   return s;
