@@ -13,6 +13,10 @@
 #define SG_HAVE_X86 0
 #endif
 
+#if SG_HAVE_X86
+#include <immintrin.h> /* pack_a's 8x8 transposes (AVX) in the x86 variants */
+#endif
+
 /* ---- The epilogue as a pass --------------------------------------------------- */
 
 
