@@ -341,7 +341,8 @@ END_TEST
  * per input and run (transform.c, cp_concat_copy): squeezenet's fire
  * modules (channels of two 4-D tensors, runs of h*w), a leading axis, a
  * middle axis of a 3-D tensor, an input with no channels, odd and
- * vector-sized runs; on one and two threads, against plain index loops. */
+ * vector-sized runs, larger planes; on one, two and three threads (the
+ * last one's tasks run last first), against plain index loops. */
 START_TEST(test_a_concatenate_of_parameters_copies_each_input_into_its_slice) {
   static const struct {
     const char *text;
@@ -360,6 +361,13 @@ START_TEST(test_a_concatenate_of_parameters_copies_each_input_into_its_slice) {
       {"def @main(%a: Tensor[(n, ?, 9), float32], %b: Tensor[(n, ?, 9), float32], %c: Tensor[(n, ?, 9), float32]) { "
        "concatenate(%a, %b, %c, axis=-2) }\n",
        3, 1, {3, 2, 9}, {3, 5, 9}, {3, 1, 9}},
+      /* Planes of 17x19 (batch 2) and 16x16 (an empty input between). */
+      {"def @main(%a: Tensor[(n, ?, h, w), float32], %b: Tensor[(n, ?, h, w), float32], %c: Tensor[(n, ?, h, w), "
+       "float32]) { concatenate(%a, %b, %c, axis=1) }\n",
+       4, 1, {2, 3, 17, 19}, {2, 2, 17, 19}, {2, 1, 17, 19}},
+      {"def @main(%a: Tensor[(n, ?, h, w), float32], %b: Tensor[(n, ?, h, w), float32], %c: Tensor[(n, ?, h, w), "
+       "float32]) { concatenate(%a, %b, %c, axis=1) }\n",
+       4, 1, {1, 4, 16, 16}, {1, 0, 16, 16}, {1, 3, 16, 16}},
   };
   unsigned seed = 21;
   for (size_t ci = 0; ci < sizeof kCases / sizeof kCases[0]; ci++) {
@@ -372,11 +380,12 @@ START_TEST(test_a_concatenate_of_parameters_copies_each_input_into_its_slice) {
     int64_t outer = 1, inner = 1;
     for (int d = 0; d < ax; d++) outer *= os[d];
     for (int d = ax + 1; d < R; d++) inner *= os[d];
-    for (int threads = 1; threads <= 2; threads++) {
+    for (int threads = 1; threads <= 3; threads++) {
       ch_tensor in[3], out;
       for (int i = 0; i < 3; i++) ch_tensor_f32(&in[i], R, shp[i], &seed, -1, 1);
       ch_tensor_f32(&out, R, os, &seed, 50, 60);
       if (threads == 2) ch_env_threads(&f.env, 2);
+      if (threads == 3) ch_env_threads_reversed(&f.env, 3); /* the last task first */
       ch_tensor *args[] = {&in[0], &in[1], &in[2], &out};
       ck_assert_int_eq(ch_call(&f.k, &f.env, args, 4), 0);
       for (int64_t o = 0; o < outer; o++)
