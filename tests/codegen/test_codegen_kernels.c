@@ -217,6 +217,96 @@ START_TEST(test_only_in_place_kernels_get_an_optimised_aliased_variant) {
 }
 END_TEST
 
+/* Whether some loop ID node of the module text lists both the metadata
+ * node whose first operand is the string `a` and the one for `b` (a loop
+ * ID: "!N = distinct !{!N, !X, !Y, ...}"). */
+static int node_number(const char *ir, const char *name) {
+  char pat[96];
+  snprintf(pat, sizeof pat, "= !{!\"%s\"", name);
+  const char *p = strstr(ir, pat);
+  if (!p) return -1;
+  while (p > ir && p[-1] != '!') p--;
+  return atoi(p);
+}
+
+static int lists(const char *line, const char *end, int n) {
+  char a[16], b[16];
+  snprintf(a, sizeof a, " !%d,", n);
+  snprintf(b, sizeof b, " !%d}", n);
+  for (const char *p = line; p < end; p++)
+    if (!strncmp(p, a, strlen(a)) || !strncmp(p, b, strlen(b))) return 1;
+  return 0;
+}
+
+static int loop_id_holds_both(const char *ir, const char *a, const char *b) {
+  int na = node_number(ir, a), nb = node_number(ir, b);
+  if (na < 0 || nb < 0) return 0;
+  for (const char *line = ir; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+    const char *end = strchr(line, '\n');
+    if (!end) end = line + strlen(line);
+    if (line[0] == '!' && strstr(line, "distinct !{") && strstr(line, "distinct !{") < end && lists(line, end, na) &&
+        lists(line, end, nb))
+      return 1;
+  }
+  return 0;
+}
+
+START_TEST(test_a_no_unroll_loop_carries_unroll_disable) {
+  /* y[i] = x[i] + 1 over a constant 128 elements, vectorized by 8: with
+   * nimble_ln_no_unroll the loop's ID carries llvm.loop.unroll.disable
+   * beside its vectorize hints (and the printed nest says "nounroll", which
+   * the kernel cache keys on); without it, it does not. Both compute the
+   * same. */
+  nimble_ln_arena *A;
+  NIMBLE_ASSERT_OK(nimble_ln_arena_create(&A));
+  for (int mark = 0; mark <= 1; mark++) {
+    nimble_ln_kernel *k = nimble_ln_kernel_create(A, mark ? "inc_nounroll" : "inc_unroll");
+    nimble_ln_param *x = nimble_ln_kernel_add_param(k, "x", NIMBLE_LN_F32, 1, 0);
+    nimble_ln_param *y = nimble_ln_kernel_add_param(k, "y", NIMBLE_LN_F32, 1, 1);
+    nimble_ln_var *i = nimble_ln_var_create(A, "i", NIMBLE_LN_I64);
+    nimble_ln_stmt *loop =
+        nimble_ln_for(A, i, nimble_ln_i64(A, 0), nimble_ln_i64(A, 128), NIMBLE_LN_VECTORIZED, 8,
+                      nimble_ln_store(A, y, nimble_ln_ref(A, i),
+                                      nimble_ln_binary(A, NIMBLE_LN_ADD, nimble_ln_load(A, x, nimble_ln_ref(A, i)),
+                                                       nimble_ln_f32(A, 1))));
+    if (mark) ck_assert_ptr_eq(nimble_ln_no_unroll(loop), loop);
+    nimble_ln_kernel_set_body(k, loop);
+    NIMBLE_ASSERT_OK(nimble_ln_kernel_validate(k));
+    char *text = NULL;
+    NIMBLE_ASSERT_OK(nimble_ln_kernel_print(k, &text));
+    ck_assert_msg((strstr(text, "nounroll") != NULL) == mark, "%s", text);
+    free(text);
+    nimble_codegen_options_t o = nimble_codegen_default_options();
+    o.opt_level = 2;
+    o.keep_ir = 1;
+    nimble_codegen_output_t out;
+    const nimble_ln_kernel *kc = k;
+    NIMBLE_ASSERT_OK(nimble_codegen_build(&kc, 1, &o, &out));
+    ck_assert_ptr_nonnull(out.llvm_ir);
+    /* LLVM unrolls the unmarked loop's 16 vector iterations (the general
+     * and the specialised variant's); the marked loop keeps one vector add
+     * per variant. */
+    ck_assert_msg(loop_id_holds_both(out.llvm_ir, "llvm.loop.vectorize.width", "llvm.loop.unroll.disable") == mark,
+                  "%s: the vectorized loop's ID %s llvm.loop.unroll.disable", k->name, mark ? "lacks" : "has");
+    harness_lib lib;
+    harness_load_bytes(out.shared_object, out.shared_object_size, &lib);
+    harness_env he;
+    harness_env_init(&he, 0, 0);
+    float xs[128], ys[128];
+    for (int j = 0; j < 128; j++) xs[j] = (float)j * 0.5f, ys[j] = -1;
+    int64_t n = 128;
+    DLTensor tx = {.data = xs, .ndim = 1, .dtype = {kDLFloat, 32, 1}, .shape = &n};
+    DLTensor ty = {.data = ys, .ndim = 1, .dtype = {kDLFloat, 32, 1}, .shape = &n};
+    DLTensor *args[2] = {&tx, &ty};
+    ck_assert_int_eq(harness_sym(&lib, k->name)(args, 2, &he.env), 0);
+    for (int j = 0; j < 128; j++) ck_assert_msg(ys[j] == xs[j] + 1, "%s: y[%d] = %g", k->name, j, (double)ys[j]);
+    harness_unload(&lib);
+    nimble_codegen_output_deinit(&out);
+  }
+  nimble_ln_arena_destroy(A);
+}
+END_TEST
+
 START_TEST(test_large_add_runs_parallel_tasks_on_threads) {
   const int64_t os[3] = {64, 3, 1001}, bs[2] = {3, 1001};
   unsigned seed = 9;
@@ -731,6 +821,7 @@ int main(void) {
   tcase_add_test(tc, test_broadcast_add_matches_reference_on_many_shapes);
   tcase_add_test(tc, test_in_place_add_takes_the_aliased_variant_and_stays_correct);
   tcase_add_test(tc, test_only_in_place_kernels_get_an_optimised_aliased_variant);
+  tcase_add_test(tc, test_a_no_unroll_loop_carries_unroll_disable);
   tcase_add_test(tc, test_large_add_runs_parallel_tasks_on_threads);
   tcase_add_test(tc, test_unary_kernels_match_libm);
   tcase_add_test(tc, test_select_combine_matches_reference);

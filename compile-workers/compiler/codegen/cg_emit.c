@@ -760,7 +760,7 @@ static int expr_reads_has_sgemm(const nimble_ln_expr *e) {
 }
 
 static void set_loop_metadata(cg_mod *cm, LLVMValueRef latch_br, const nimble_ln_stmt *s) {
-  LLVMMetadataRef ops[3];
+  LLVMMetadataRef ops[4];
   unsigned n = 1;
   if (cm->plain) {
     LLVMMetadataRef en[2] = {LLVMMDStringInContext2(cm->ctx, "llvm.loop.vectorize.enable", 26),
@@ -777,10 +777,17 @@ static void set_loop_metadata(cg_mod *cm, LLVMValueRef latch_br, const nimble_ln
                             LLVMValueAsMetadata(ci32(cm, s->factor))};
     ops[n++] = LLVMMDNodeInContext2(cm->ctx, en, 2);
     ops[n++] = LLVMMDNodeInContext2(cm->ctx, w, 2);
+    if (s->no_unroll) {
+      LLVMMetadataRef un[1] = {LLVMMDStringInContext2(cm->ctx, "llvm.loop.unroll.disable", 24)};
+      ops[n++] = LLVMMDNodeInContext2(cm->ctx, un, 1);
+    }
   } else if (s->loop_kind == NIMBLE_LN_UNROLLED) {
     LLVMMetadataRef c[2] = {LLVMMDStringInContext2(cm->ctx, "llvm.loop.unroll.count", 22),
                             LLVMValueAsMetadata(ci32(cm, s->factor))};
     ops[n++] = LLVMMDNodeInContext2(cm->ctx, c, 2);
+  } else if (s->no_unroll) {
+    LLVMMetadataRef un[1] = {LLVMMDStringInContext2(cm->ctx, "llvm.loop.unroll.disable", 24)};
+    ops[n++] = LLVMMDNodeInContext2(cm->ctx, un, 1);
   } else {
     return;
   }

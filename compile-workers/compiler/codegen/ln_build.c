@@ -631,3 +631,14 @@ nimble_ln_stmt *nimble_ln_sgemm(nimble_ln_arena *arena, const nimble_ln_sgemm_de
   if (s) s->sgemm = *d;
   return s;
 }
+
+nimble_ln_stmt *nimble_ln_no_unroll(nimble_ln_stmt *s) {
+  if (!s) return NULL;
+  if (s->kind == NIMBLE_LN_S_SEQ) {
+    for (size_t i = 0; i < s->n_stmts; i++) nimble_ln_no_unroll(s->stmts[i]);
+  } else if (s->kind == NIMBLE_LN_S_FOR) {
+    s->no_unroll = true;
+    if (s->body && (s->body->kind == NIMBLE_LN_S_FOR || s->body->kind == NIMBLE_LN_S_SEQ)) nimble_ln_no_unroll(s->body);
+  }
+  return s;
+}

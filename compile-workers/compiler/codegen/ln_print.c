@@ -187,6 +187,7 @@ static void print_stmt(buf *b, const nimble_ln_stmt *s, int level) {
     case NIMBLE_LN_VECTORIZED: put(b, "vectorized(%d) ", s->factor); break;
     case NIMBLE_LN_UNROLLED: put(b, "unrolled(%d) ", s->factor); break;
     }
+    if (s->no_unroll) put(b, "nounroll ");
     put(b, "for ");
     put_var(b, s->var);
     put(b, " in [");

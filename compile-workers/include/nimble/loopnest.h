@@ -28,6 +28,7 @@
 #ifndef NIMBLE_LOOPNEST_H
 #define NIMBLE_LOOPNEST_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -202,6 +203,8 @@ struct nimble_ln_stmt {
   nimble_ln_expr *begin, *end;
   nimble_ln_loop_kind_t loop_kind;
   int factor;
+  /* FOR: LLVM unrolls it neither fully nor partly (nimble_ln_no_unroll). */
+  bool no_unroll;
   /* A split's tail loop runs no iteration when shape(tail_param, tail_axis)
    * is divisible by tail_factor; a specialised variant drops it. */
   nimble_ln_param *tail_param;
@@ -355,6 +358,13 @@ nimble_ln_stmt *nimble_ln_split(nimble_ln_arena *arena, const nimble_ln_stmt *lo
  * i64 expression evaluated once, and must be positive. */
 nimble_ln_stmt *nimble_ln_chunk(nimble_ln_arena *arena, const nimble_ln_stmt *loop,
                                 nimble_ln_expr *chunk);
+/* Marks the FOR loops of s (s itself, or a split's loops: the statements
+ * of a SEQ and the bodies of FORs down to the first other statement) not
+ * to be unrolled, and returns s. For a vectorized loop of a constant trip
+ * count inside another: LLVM unrolls short constant loops fully before it
+ * vectorizes, and the straight-line copies it then vectorizes across rows
+ * came out as shuffles (bert's layer norms, 4x slower). */
+nimble_ln_stmt *nimble_ln_no_unroll(nimble_ln_stmt *s);
 /* A copy of the loop with another kind and factor. */
 nimble_ln_stmt *nimble_ln_with_kind(nimble_ln_arena *arena, const nimble_ln_stmt *loop,
                                     nimble_ln_loop_kind_t kind, int factor);

@@ -221,6 +221,76 @@ START_TEST(test_an_epilogue_that_broadcasts_its_reduction_recomputes_it_correctl
 }
 END_TEST
 
+/* A reduction over the last axis broadcast back over it (primitive.c: the
+ * anchor computed once per row around a vectorized, not unrolled, loop
+ * over the row): bert's layer norm as ONNX spells it, in its two fused
+ * kernels, on rows of 128, 19, 7 and 1 (whole vectors, a tail, shorter
+ * than a vector), a NaN in one row only, on 1, 2 and 3 threads (the last
+ * with its tasks run last first); and reductions over another axis, whose
+ * value changes along the last one (the old nest), against the same
+ * double reference. */
+START_TEST(test_row_reductions_broadcast_over_the_row_match_the_reference) {
+  static const struct {
+    const char *text, *prefix;
+    int kind; /* 0: x - mean(x) over the last axis; 1: the variance part; 2: x - mean over axis 1 */
+  } kCases[] = {
+      {"def @main(%x: Tensor[(b, s, m), float32]) { subtract(%x, mean(%x, axes=[-1], keepdims=1)) }\n",
+       "fused.mean", 0},
+      {"def @main(%x: Tensor[(b, s, m), float32], %g: Tensor[(m,), float32], %e: Tensor[(m,), float32]) {\n"
+       "  add(multiply(divide(%x, sqrt(add(mean(power(%x, 2.0), axes=[-1], keepdims=1), 1e-05))), %g), %e)\n}\n",
+       "fused.power", 1},
+      {"def @main(%x: Tensor[(b, s, m), float32]) { subtract(%x, mean(%x, axes=[1], keepdims=1)) }\n",
+       "fused.mean", 2},
+  };
+  static const int64_t widths[] = {128, 19, 7, 1};
+  unsigned seed = 53;
+  for (size_t ci = 0; ci < sizeof kCases / sizeof kCases[0]; ci++) {
+    fixture f;
+    fx_open(&f, kCases[ci].text, kCases[ci].prefix);
+    for (size_t wi = 0; wi < sizeof widths / sizeof widths[0]; wi++)
+      for (int threads = 1; threads <= 3; threads++) {
+        int64_t B = 2, S = 5, M = widths[wi], shape[3] = {B, S, M}, n = B * S * M;
+        ch_tensor x, g, e, out;
+        ch_tensor_f32(&x, 3, shape, &seed, -3, 3);
+        ch_tensor_f32(&g, 1, &M, &seed, 0.5f, 1.5f);
+        ch_tensor_f32(&e, 1, &M, &seed, -1, 1);
+        ch_tensor_f32(&out, 3, shape, &seed, 50, 60);
+        ch_f(&x)[(1 * S + 2) * M + M / 2] = NAN; /* row (1, 2) */
+        ch_env_init(&f.env, false);
+        if (threads == 2) ch_env_threads(&f.env, 2);
+        if (threads == 3) ch_env_threads_reversed(&f.env, 3);
+        ch_tensor *args1[] = {&x, &out}, *args2[] = {&x, &g, &e, &out};
+        ck_assert_int_eq(kCases[ci].kind == 1 ? ch_call(&f.k, &f.env, args2, 4) : ch_call(&f.k, &f.env, args1, 2), 0);
+        for (int64_t i = 0; i < n; i++) {
+          int64_t bi = i / (S * M), si = i / M % S, mi = i % M;
+          double acc = 0, want;
+          if (kCases[ci].kind == 2) {
+            for (int64_t t = 0; t < S; t++) acc += ch_f(&x)[(bi * S + t) * M + mi];
+            want = ch_f(&x)[i] - acc / (double)S;
+          } else {
+            for (int64_t t = 0; t < M; t++) {
+              double v = ch_f(&x)[(bi * S + si) * M + t];
+              acc += kCases[ci].kind == 1 ? v * v : v;
+            }
+            want = kCases[ci].kind == 1 ? ch_f(&x)[i] / sqrt(acc / (double)M + 1e-5) * ch_f(&g)[mi] + ch_f(&e)[mi]
+                                        : ch_f(&x)[i] - acc / (double)M;
+          }
+          float got = ch_f(&out)[i];
+          if (isnan(want))
+            ck_assert_msg(isnan(got), "case %zu width %lld, %d threads: [%lld] = %g, want NaN", ci, (long long)M,
+                          threads, (long long)i, got);
+          else
+            ck_assert_msg(fabs(got - want) <= 1e-5 + 1e-5 * fabs(want),
+                          "case %zu width %lld, %d threads: [%lld] = %.9g, want %.9g", ci, (long long)M, threads,
+                          (long long)i, got, want);
+        }
+        ch_tensor_free(&x), ch_tensor_free(&g), ch_tensor_free(&e), ch_tensor_free(&out);
+      }
+    fx_close(&f);
+  }
+}
+END_TEST
+
 START_TEST(test_a_transpose_reshape_chain_is_index_arithmetic) {
   fixture f;
   fx_open(&f, "def @main(%x: Tensor[(?, 4, 6), float32]) { reshape(transpose(%x, axes=[1, 0, 2]), newshape=[-1, 6]) }\n",
@@ -640,6 +710,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_a_reduction_takes_its_input_chain_and_epilogue);
   tcase_add_test(tc, test_mean_over_two_axes_with_keepdims_and_max_and_argmax);
   tcase_add_test(tc, test_an_epilogue_that_broadcasts_its_reduction_recomputes_it_correctly);
+  tcase_add_test(tc, test_row_reductions_broadcast_over_the_row_match_the_reference);
   tcase_add_test(tc, test_a_transpose_reshape_chain_is_index_arithmetic);
   tcase_add_test(tc, test_a_view_chain_at_the_root_stores_each_element_at_its_flat_place);
   tcase_add_test(tc, test_slices_concatenation_and_take_match_numpy_semantics);
