@@ -41,7 +41,8 @@ typedef struct shape {
 
 static const shape shapes[] = {
     {64, 512, 784, 0, 1, "mlp batch 64"},       {64, 10, 512, 0, 1, "mlp classifier"},
-    {1, 512, 784, 0, 1, "mlp batch 1"},         {16, 384, 128, 0, 0, "bert seq 16"},
+    {1, 512, 784, 0, 1, "mlp batch 1"},         {128, 512, 128, 0, 1, "lstm input projection, seq 128"},
+    {128, 512, 128, 0, 0, "lstm input projection, W [I, 4H]"},         {16, 384, 128, 0, 0, "bert seq 16"},
     {128, 384, 128, 0, 0, "bert seq 128"},      {128, 128, 512, 0, 0, "bert ffn"},
     {128, 128, 64, 0, 0, "bert scores, seq 128"}, {128, 64, 128, 0, 0, "bert probs x V, seq 128"},
     {64, 64, 64, 0, 0, "bert scores, seq 64"},  {64, 64, 64, 0, 0, "bert probs x V, seq 64"},
