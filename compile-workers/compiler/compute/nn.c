@@ -486,14 +486,12 @@ static bool scalar_factor(const cp_node *n, const cp_node *root, float *scale) {
 nimble_ln_stmt *cp_gemm_sgemm_scaled(cp_ctx *c, cp_node *n, cp_node *root, nimble_ln_param *o) {
   float scale;
   if (!scalar_factor(n, root, &scale)) return NULL;
-  nimble_ln_stmt *s = cp_gemm_sgemm(c, n, o), *call = s;
-  while (call && call->kind != NIMBLE_LN_S_SGEMM)
-    call = call->kind == NIMBLE_LN_S_FOR || call->kind == NIMBLE_LN_S_LET ? call->body
-           : call->kind == NIMBLE_LN_S_SEQ && call->n_stmts > 0     ? call->stmts[0]
-                                                                    : NULL;
+  nimble_ln_stmt *s = cp_gemm_sgemm(c, n, o);
+  /* The statement is this call's own, so its descriptor may be changed. */
+  nimble_ln_sgemm_desc_t *d = (nimble_ln_sgemm_desc_t *)cp_gemm_desc(s);
   /* Only a lone product (no bias added after it) with alpha 1. */
-  if (!call || s->kind == NIMBLE_LN_S_SEQ || call->sgemm.alpha != 1.0f) return NULL;
-  call->sgemm.alpha = scale;
+  if (!d || s->kind == NIMBLE_LN_S_SEQ || d->alpha != 1.0f) return NULL;
+  d->alpha = scale;
   return s;
 }
 
@@ -941,10 +939,9 @@ static nimble_ln_stmt *emit_softmax(cp_ctx *c, cp_node *n, nimble_ln_param *o) {
       nimble_ln_assign(c->A, m, nimble_ln_binary(c->A, NIMBLE_LN_MAXNUM, nimble_ln_ref(c->A, m), x)));
   /* Over the last axis, running maxima over consecutive elements
    * (row_max_lanes): independent chains the SLP vectorizer turns into
-   * vector maxima
-   * (LLVM 16 vectorizes no floating-point max reduction without no-NaN
-   * flags, which the C API cannot set on a call); the rest and the eight
-   * are folded in after. */
+   * vector maxima (LLVM 16 vectorizes no floating-point max reduction
+   * without no-NaN flags, which the C API cannot set on a call), folded
+   * into m after, then the tail. */
   if (ax == n->rank - 1 && c->opt.vector_width > 1) maxl = row_max_lanes(c, n, v, idx, ax, m, ft);
   nimble_ln_expr *at = nimble_ln_flat_index(c->A, o, idx);
   nimble_ln_stmt *acc = nimble_ln_assign(c->A, s, nimble_ln_binary(c->A, NIMBLE_LN_ADD, nimble_ln_ref(c->A, s), e));
