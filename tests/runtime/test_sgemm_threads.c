@@ -23,6 +23,18 @@
 #include "vm/sgemm_threads.h"
 #include "vm/thread_pool.h"
 
+/* nimble_sgemm_threads_plan cuts (m, n, k) over `threads` into `blocks`
+ * blocks of `step` columns (by_columns 1) or rows (0). */
+static void check_plan(uint32_t threads, int64_t m, int64_t n, int64_t k, int64_t blocks, int by_columns,
+                       int64_t step) {
+  int cols;
+  int64_t got;
+  ck_assert_int_eq(nimble_sgemm_threads_plan(threads, m, n, k, &cols, &got), blocks);
+  ck_assert_msg(cols == by_columns && got == step, "%u threads, %lldx%lldx%lld: by %s of %lld, want by %s of %lld",
+                threads, (long long)m, (long long)n, (long long)k, cols ? "columns" : "rows", (long long)got,
+                by_columns ? "columns" : "rows", (long long)step);
+}
+
 START_TEST(test_plan_cuts_large_products_into_aligned_blocks) {
   int cols;
   int64_t step;
@@ -31,44 +43,27 @@ START_TEST(test_plan_cuts_large_products_into_aligned_blocks) {
   ck_assert_int_eq(nimble_sgemm_threads_plan(2, 32, 64, 63, &cols, &step), 1);
   ck_assert_int_eq(nimble_sgemm_threads_plan(2, 0, 4096, 4096, &cols, &step), 1);
   /* mlp's 64 x 512 x 784 on 2 threads: two blocks of 256 columns. */
-  ck_assert_int_eq(nimble_sgemm_threads_plan(2, 64, 512, 784, &cols, &step), 2);
-  ck_assert_int_eq(cols, 1);
-  ck_assert_int_eq(step, 256);
+  check_plan(2, 64, 512, 784, 2, 1, 256);
   /* 3 threads over 1000 columns: 334 rounded up to 352, 3 blocks. */
-  ck_assert_int_eq(nimble_sgemm_threads_plan(3, 16, 1000, 64, &cols, &step), 3);
-  ck_assert_int_eq(step, 352);
+  check_plan(3, 16, 1000, 64, 3, 1, 352);
   /* 8 threads but only 200 columns, 16 rows: 3 blocks of at least 64
    * columns, 32-aligned (96 + 96 + 8). */
-  ck_assert_int_eq(nimble_sgemm_threads_plan(8, 16, 200, 512, &cols, &step), 3);
-  ck_assert_int_eq(cols, 1);
-  ck_assert_int_eq(step, 96);
+  check_plan(8, 16, 200, 512, 3, 1, 96);
   /* ... with 512 rows: 8 blocks of 64 rows, each 1/8 of the work, where
    * the largest column block was 96/200 of it. */
-  ck_assert_int_eq(nimble_sgemm_threads_plan(8, 512, 200, 512, &cols, &step), 8);
-  ck_assert_int_eq(cols, 0);
-  ck_assert_int_eq(step, 64);
+  check_plan(8, 512, 200, 512, 8, 0, 64);
   /* A 14x14 image's 196 columns on 2 threads: 128 + 68 columns would give
    * one thread twice the other's work; 384 rows go 192 + 192, 64 rows
    * 32 + 32 (mobilenet_v2's expansions and projections). */
-  ck_assert_int_eq(nimble_sgemm_threads_plan(2, 384, 196, 64, &cols, &step), 2);
-  ck_assert_int_eq(cols, 0);
-  ck_assert_int_eq(step, 192);
-  ck_assert_int_eq(nimble_sgemm_threads_plan(2, 64, 196, 384, &cols, &step), 2);
-  ck_assert_int_eq(cols, 0);
-  ck_assert_int_eq(step, 32);
+  check_plan(2, 384, 196, 64, 2, 0, 192);
+  check_plan(2, 64, 196, 384, 2, 0, 32);
   /* Even columns and even rows: columns (mlp's case above is one: 256 + 256
    * columns against 32 + 32 rows of 512). */
-  ck_assert_int_eq(nimble_sgemm_threads_plan(2, 128, 256, 128, &cols, &step), 2);
-  ck_assert_int_eq(cols, 1);
-  ck_assert_int_eq(step, 128);
+  check_plan(2, 128, 256, 128, 2, 1, 128);
   /* A matrix-vector product with one row of C: its columns. */
-  ck_assert_int_eq(nimble_sgemm_threads_plan(2, 1, 2048, 512, &cols, &step), 2);
-  ck_assert_int_eq(cols, 1);
-  ck_assert_int_eq(step, 1024);
+  check_plan(2, 1, 2048, 512, 2, 1, 1024);
   /* One column of C: rows, 8-aligned. */
-  ck_assert_int_eq(nimble_sgemm_threads_plan(2, 1000, 1, 512, &cols, &step), 2);
-  ck_assert_int_eq(cols, 0);
-  ck_assert_int_eq(step, 504);
+  check_plan(2, 1000, 1, 512, 2, 0, 504);
   /* Too narrow and too short to cut. */
   ck_assert_int_eq(nimble_sgemm_threads_plan(2, 31, 127, 100000, &cols, &step), 1);
 }

@@ -59,6 +59,18 @@ static LLVMValueRef pow2i(LLVMModuleRef m, LLVMBuilderRef b, LLVMValueRef n) {
   return LLVMBuildBitCast(b, bits, f32t(m), "");
 }
 
+/* e^r for x = n*ln2 + r: *nf gets n (as a float), the result the
+ * polynomial for e^r; x must not be NaN and |x| must keep n in i32. */
+static LLVMValueRef exp_reduced(LLVMModuleRef m, LLVMBuilderRef b, LLVMValueRef x, LLVMValueRef *nf) {
+  /* n = round(x / ln2) by the 1.5*2^23 trick (round-to-nearest-even). */
+  LLVMValueRef t = fma3(m, b, x, cf(m, 1.44269504088896341), cf(m, 12582912.0));
+  *nf = LLVMBuildFSub(b, t, cf(m, 12582912.0), "");
+  LLVMValueRef r = fma3(m, b, *nf, cf(m, -0.693359375), x);
+  r = fma3(m, b, *nf, cf(m, 2.12194440e-4), r);
+  static const double c[] = {1.0, 1.0, 1.0 / 2, 1.0 / 6, 1.0 / 24, 1.0 / 120, 1.0 / 720, 1.0 / 5040};
+  return horner(m, b, r, c, 8);
+}
+
 LLVMValueRef nimble_cg_exp(LLVMModuleRef m, LLVMBuilderRef b, LLVMValueRef x) {
   LLVMTypeRef i32 = LLVMInt32TypeInContext(LLVMGetModuleContext(m));
   LLVMValueRef is_nan = LLVMBuildFCmp(b, LLVMRealUNO, x, x, "");
@@ -68,13 +80,8 @@ LLVMValueRef nimble_cg_exp(LLVMModuleRef m, LLVMBuilderRef b, LLVMValueRef x) {
   LLVMValueRef xs = LLVMBuildSelect(b, is_nan, cf(m, 0.0), x, "");
   xs = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOLT, xs, cf(m, -104.0), ""), cf(m, -104.0), xs, "");
   xs = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOGT, xs, cf(m, 89.0), ""), cf(m, 89.0), xs, "");
-  /* n = round(x / ln2) by the 1.5*2^23 trick (round-to-nearest-even). */
-  LLVMValueRef t = fma3(m, b, xs, cf(m, 1.44269504088896341), cf(m, 12582912.0));
-  LLVMValueRef nf = LLVMBuildFSub(b, t, cf(m, 12582912.0), "");
-  LLVMValueRef r = fma3(m, b, nf, cf(m, -0.693359375), xs);
-  r = fma3(m, b, nf, cf(m, 2.12194440e-4), r);
-  static const double c[] = {1.0, 1.0, 1.0 / 2, 1.0 / 6, 1.0 / 24, 1.0 / 120, 1.0 / 720, 1.0 / 5040};
-  LLVMValueRef p = horner(m, b, r, c, 8);
+  LLVMValueRef nf;
+  LLVMValueRef p = exp_reduced(m, b, xs, &nf);
   LLVMValueRef n = LLVMBuildFPToSI(b, nf, i32, "");
   LLVMValueRef n1 = LLVMBuildAShr(b, n, LLVMConstInt(i32, 1, 0), "");
   LLVMValueRef n2 = LLVMBuildSub(b, n, n1, "");
@@ -87,12 +94,8 @@ LLVMValueRef nimble_cg_exp(LLVMModuleRef m, LLVMBuilderRef b, LLVMValueRef x) {
  * [-18, -1.8]: half of exp's work was the NaN and range handling. */
 static LLVMValueRef exp_in_range(LLVMModuleRef m, LLVMBuilderRef b, LLVMValueRef x) {
   LLVMTypeRef i32 = LLVMInt32TypeInContext(LLVMGetModuleContext(m));
-  LLVMValueRef t = fma3(m, b, x, cf(m, 1.44269504088896341), cf(m, 12582912.0));
-  LLVMValueRef nf = LLVMBuildFSub(b, t, cf(m, 12582912.0), "");
-  LLVMValueRef r = fma3(m, b, nf, cf(m, -0.693359375), x);
-  r = fma3(m, b, nf, cf(m, 2.12194440e-4), r);
-  static const double c[] = {1.0, 1.0, 1.0 / 2, 1.0 / 6, 1.0 / 24, 1.0 / 120, 1.0 / 720, 1.0 / 5040};
-  LLVMValueRef p = horner(m, b, r, c, 8);
+  LLVMValueRef nf;
+  LLVMValueRef p = exp_reduced(m, b, x, &nf);
   return LLVMBuildFMul(b, p, pow2i(m, b, LLVMBuildFPToSI(b, nf, i32, "")), "");
 }
 

@@ -105,6 +105,12 @@ static void run_one(nimble_thread_pool *p, nimble_parallel_body_fn body, void *c
   }
 }
 
+/* Claims task i (< 64) of a small loop; whether it was still free. */
+static int claim(nimble_thread_pool *p, int64_t i) {
+  uint64_t bit = (uint64_t)1 << i;
+  return !(atomic_fetch_or_explicit(&p->claimed, bit, memory_order_relaxed) & bit);
+}
+
 /* Runs tasks of the loop until all are taken. `self` is the thread's
  * place in the pool (the caller 0, worker w w + 1). A loop of at most as
  * many tasks as threads (a convolution's bands of rows, a product's column
@@ -118,12 +124,9 @@ static void run_tasks(nimble_thread_pool *p, nimble_parallel_body_fn body, void 
                       uint32_t self) {
   tls_in_task = 1;
   if (n <= (int64_t)p->num_workers + 1 && n <= 64) {
-    if ((int64_t)self < n &&
-        !(atomic_fetch_or_explicit(&p->claimed, (uint64_t)1 << self, memory_order_relaxed) & ((uint64_t)1 << self)))
-      run_one(p, body, closure, self, n);
+    if ((int64_t)self < n && claim(p, self)) run_one(p, body, closure, self, n);
     for (int64_t i = 0; i < n; i++)
-      if (!(atomic_fetch_or_explicit(&p->claimed, (uint64_t)1 << i, memory_order_relaxed) & ((uint64_t)1 << i)))
-        run_one(p, body, closure, i, n);
+      if (claim(p, i)) run_one(p, body, closure, i, n);
   } else {
     for (;;) {
       int64_t i = atomic_fetch_add_explicit(&p->next, 1, memory_order_relaxed);

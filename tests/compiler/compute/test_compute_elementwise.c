@@ -414,16 +414,18 @@ END_TEST
  * vector-sized runs, larger planes; on one, two and three threads (the
  * last one's tasks run last first), against plain index loops. */
 START_TEST(test_a_concatenate_of_parameters_copies_each_input_into_its_slice) {
+  /* Channels of three 4-D tensors (squeezenet's fire modules). */
+  static const char kConcat4[] =
+      "def @main(%a: Tensor[(n, ?, h, w), float32], %b: Tensor[(n, ?, h, w), float32], %c: Tensor[(n, ?, h, w), "
+      "float32]) { concatenate(%a, %b, %c, axis=1) }\n";
   static const struct {
     const char *text;
     int rank, axis;
     int64_t a[4], b[4], c[4];
   } kCases[] = {
-      {"def @main(%a: Tensor[(n, ?, h, w), float32], %b: Tensor[(n, ?, h, w), float32], %c: Tensor[(n, ?, h, w), "
-       "float32]) { concatenate(%a, %b, %c, axis=1) }\n",
+      {kConcat4,
        4, 1, {2, 3, 5, 7}, {2, 4, 5, 7}, {2, 2, 5, 7}},
-      {"def @main(%a: Tensor[(n, ?, h, w), float32], %b: Tensor[(n, ?, h, w), float32], %c: Tensor[(n, ?, h, w), "
-       "float32]) { concatenate(%a, %b, %c, axis=1) }\n",
+      {kConcat4,
        4, 1, {1, 16, 8, 8}, {1, 0, 8, 8}, {1, 5, 8, 8}},
       {"def @main(%a: Tensor[(?, m, k), float32], %b: Tensor[(?, m, k), float32], %c: Tensor[(?, m, k), float32]) { "
        "concatenate(%a, %b, %c, axis=0) }\n",
@@ -432,11 +434,9 @@ START_TEST(test_a_concatenate_of_parameters_copies_each_input_into_its_slice) {
        "concatenate(%a, %b, %c, axis=-2) }\n",
        3, 1, {3, 2, 9}, {3, 5, 9}, {3, 1, 9}},
       /* Planes of 17x19 (batch 2) and 16x16 (an empty input between). */
-      {"def @main(%a: Tensor[(n, ?, h, w), float32], %b: Tensor[(n, ?, h, w), float32], %c: Tensor[(n, ?, h, w), "
-       "float32]) { concatenate(%a, %b, %c, axis=1) }\n",
+      {kConcat4,
        4, 1, {2, 3, 17, 19}, {2, 2, 17, 19}, {2, 1, 17, 19}},
-      {"def @main(%a: Tensor[(n, ?, h, w), float32], %b: Tensor[(n, ?, h, w), float32], %c: Tensor[(n, ?, h, w), "
-       "float32]) { concatenate(%a, %b, %c, axis=1) }\n",
+      {kConcat4,
        4, 1, {1, 4, 16, 16}, {1, 0, 16, 16}, {1, 3, 16, 16}},
   };
   unsigned seed = 21;
