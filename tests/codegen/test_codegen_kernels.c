@@ -307,6 +307,69 @@ START_TEST(test_a_no_unroll_loop_carries_unroll_disable) {
 }
 END_TEST
 
+START_TEST(test_a_masked_tail_is_one_masked_vector_step) {
+  /* y[r, i] = x[r, i] + 1 over rows of a constant 7 elements, vectorized
+   * by 8 and not unrolled (rows: a run-time count, so the kernel is
+   * compiled in full): with nimble_ln_masked_tail each row's 7 run as one
+   * masked vector step (llvm.masked.load/store in the optimised IR; the
+   * printed nest says "masked", which the kernel cache keys on), without
+   * it as scalar steps. Both compute the same, and neither writes past the
+   * last row. */
+  nimble_ln_arena *A;
+  NIMBLE_ASSERT_OK(nimble_ln_arena_create(&A));
+  for (int mark = 0; mark <= 1; mark++) {
+    nimble_ln_kernel *k = nimble_ln_kernel_create(A, mark ? "inc7_masked" : "inc7_scalar");
+    nimble_ln_param *x = nimble_ln_kernel_add_param(k, "x", NIMBLE_LN_F32, 2, 0);
+    nimble_ln_param *y = nimble_ln_kernel_add_param(k, "y", NIMBLE_LN_F32, 2, 1);
+    nimble_ln_var *r = nimble_ln_var_create(A, "r", NIMBLE_LN_I64), *i = nimble_ln_var_create(A, "i", NIMBLE_LN_I64);
+    nimble_ln_expr *at = nimble_ln_binary(A, NIMBLE_LN_ADD, nimble_ln_binary(A, NIMBLE_LN_MUL, nimble_ln_ref(A, r), nimble_ln_i64(A, 7)),
+                                          nimble_ln_ref(A, i));
+    nimble_ln_stmt *row =
+        nimble_ln_for(A, i, nimble_ln_i64(A, 0), nimble_ln_i64(A, 7), NIMBLE_LN_VECTORIZED, 8,
+                      nimble_ln_store(A, y, at,
+                                      nimble_ln_binary(A, NIMBLE_LN_ADD, nimble_ln_load(A, x, at), nimble_ln_f32(A, 1))));
+    nimble_ln_no_unroll(row);
+    if (mark) ck_assert_ptr_eq(nimble_ln_masked_tail(row), row);
+    nimble_ln_kernel_set_body(k, nimble_ln_for(A, r, nimble_ln_i64(A, 0), nimble_ln_shape(A, x, 0), NIMBLE_LN_SERIAL, 0, row));
+    NIMBLE_ASSERT_OK(nimble_ln_kernel_validate(k));
+    char *text = NULL;
+    NIMBLE_ASSERT_OK(nimble_ln_kernel_print(k, &text));
+    ck_assert_msg((strstr(text, "masked") != NULL) == mark, "%s", text);
+    free(text);
+    nimble_codegen_options_t o = nimble_codegen_default_options();
+    o.opt_level = 2;
+    o.keep_ir = 1;
+    nimble_codegen_output_t out;
+    const nimble_ln_kernel *kc = k;
+    NIMBLE_ASSERT_OK(nimble_codegen_build(&kc, 1, &o, &out));
+    ck_assert_ptr_nonnull(out.llvm_ir);
+    ck_assert_msg((strstr(out.llvm_ir, "llvm.masked.store") != NULL) == mark, "%s: masked stores %s expected",
+                  k->name, mark ? "" : "not");
+    harness_lib lib;
+    harness_load_bytes(out.shared_object, out.shared_object_size, &lib);
+    harness_env he;
+    harness_env_init(&he, 0, 0);
+    float xs[22], ys[22];
+    for (int j = 0; j < 22; j++) xs[j] = (float)j * 0.5f, ys[j] = -1;
+    int64_t shape[2] = {3, 7};
+    DLTensor tx = {.data = xs, .ndim = 2, .dtype = {kDLFloat, 32, 1}, .shape = shape};
+    DLTensor ty = {.data = ys, .ndim = 2, .dtype = {kDLFloat, 32, 1}, .shape = shape};
+    DLTensor *args[2] = {&tx, &ty};
+    ck_assert_int_eq(harness_sym(&lib, k->name)(args, 2, &he.env), 0);
+    for (int j = 0; j < 21; j++) ck_assert_msg(ys[j] == xs[j] + 1, "%s: y[%d] = %g", k->name, j, (double)ys[j]);
+    ck_assert_msg(ys[21] == -1, "%s: wrote past the last row", k->name);
+    harness_unload(&lib);
+    nimble_codegen_output_deinit(&out);
+  }
+  /* Only a vectorized loop is marked. */
+  nimble_ln_var *v = nimble_ln_var_create(A, "v", NIMBLE_LN_I64);
+  nimble_ln_stmt *serial = nimble_ln_for(A, v, nimble_ln_i64(A, 0), nimble_ln_i64(A, 7), NIMBLE_LN_SERIAL, 0,
+                                         nimble_ln_seq(A, NULL, 0));
+  ck_assert(!nimble_ln_masked_tail(serial)->masked_tail);
+  nimble_ln_arena_destroy(A);
+}
+END_TEST
+
 START_TEST(test_large_add_runs_parallel_tasks_on_threads) {
   const int64_t os[3] = {64, 3, 1001}, bs[2] = {3, 1001};
   unsigned seed = 9;
@@ -822,6 +885,7 @@ int main(void) {
   tcase_add_test(tc, test_in_place_add_takes_the_aliased_variant_and_stays_correct);
   tcase_add_test(tc, test_only_in_place_kernels_get_an_optimised_aliased_variant);
   tcase_add_test(tc, test_a_no_unroll_loop_carries_unroll_disable);
+  tcase_add_test(tc, test_a_masked_tail_is_one_masked_vector_step);
   tcase_add_test(tc, test_large_add_runs_parallel_tasks_on_threads);
   tcase_add_test(tc, test_unary_kernels_match_libm);
   tcase_add_test(tc, test_select_combine_matches_reference);

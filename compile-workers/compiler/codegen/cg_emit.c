@@ -760,7 +760,7 @@ static int expr_reads_has_sgemm(const nimble_ln_expr *e) {
 }
 
 static void set_loop_metadata(cg_mod *cm, LLVMValueRef latch_br, const nimble_ln_stmt *s) {
-  LLVMMetadataRef ops[4];
+  LLVMMetadataRef ops[5];
   unsigned n = 1;
   if (cm->plain) {
     LLVMMetadataRef en[2] = {LLVMMDStringInContext2(cm->ctx, "llvm.loop.vectorize.enable", 26),
@@ -780,6 +780,11 @@ static void set_loop_metadata(cg_mod *cm, LLVMValueRef latch_br, const nimble_ln
     if (s->no_unroll) {
       LLVMMetadataRef un[1] = {LLVMMDStringInContext2(cm->ctx, "llvm.loop.unroll.disable", 24)};
       ops[n++] = LLVMMDNodeInContext2(cm->ctx, un, 1);
+    }
+    if (s->masked_tail) {
+      LLVMMetadataRef pr[2] = {LLVMMDStringInContext2(cm->ctx, "llvm.loop.vectorize.predicate.enable", 36),
+                               LLVMValueAsMetadata(LLVMConstInt(cm->i1, 1, 0))};
+      ops[n++] = LLVMMDNodeInContext2(cm->ctx, pr, 2);
     }
   } else if (s->loop_kind == NIMBLE_LN_UNROLLED) {
     LLVMMetadataRef c[2] = {LLVMMDStringInContext2(cm->ctx, "llvm.loop.unroll.count", 22),

@@ -632,6 +632,11 @@ nimble_ln_stmt *nimble_ln_sgemm(nimble_ln_arena *arena, const nimble_ln_sgemm_de
   return s;
 }
 
+nimble_ln_stmt *nimble_ln_masked_tail(nimble_ln_stmt *s) {
+  if (s && s->kind == NIMBLE_LN_S_FOR && s->loop_kind == NIMBLE_LN_VECTORIZED) s->masked_tail = true;
+  return s;
+}
+
 nimble_ln_stmt *nimble_ln_no_unroll(nimble_ln_stmt *s) {
   if (!s) return NULL;
   if (s->kind == NIMBLE_LN_S_SEQ) {

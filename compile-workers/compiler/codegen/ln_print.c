@@ -188,6 +188,7 @@ static void print_stmt(buf *b, const nimble_ln_stmt *s, int level) {
     case NIMBLE_LN_UNROLLED: put(b, "unrolled(%d) ", s->factor); break;
     }
     if (s->no_unroll) put(b, "nounroll ");
+    if (s->masked_tail) put(b, "masked ");
     put(b, "for ");
     put_var(b, s->var);
     put(b, " in [");

@@ -245,7 +245,21 @@ typedef struct dw_ctx {
   nimble_ln_var *wv[49], *bv;
   nimble_ln_expr *plane; /* flat index of the input plane's pixel 0 */
   nimble_ln_expr *oh_lo, *oh_hi; /* the output rows written: the task's band */
+  /* A Relu or Clip on the convolution, applied as each sum is stored by
+   * the padded-plane paths (no pass over the plane after it): clamp set,
+   * bounds lo and hi. */
+  bool clamp;
+  float lo, hi;
 } dw_ctx;
+
+/* v clamped as the Relu or Clip on the convolution would (clip's and
+ * relu's values in elementwise.c: max then min, NaN kept), or v. */
+static nimble_ln_expr *dw_clamp(cp_ctx *c, const dw_ctx *d, nimble_ln_expr *v) {
+  if (!d->clamp) return v;
+  if (!isinf(d->lo) || d->lo > 0) v = bin(c, NIMBLE_LN_MAX, v, nimble_ln_f32(c->A, d->lo));
+  if (!isinf(d->hi) || d->hi < 0) v = bin(c, NIMBLE_LN_MIN, v, nimble_ln_f32(c->A, d->hi));
+  return v;
+}
 
 /* bias + sum of the taps at the input pixel whose flat index (kernel tap
  * (0, 0) with the padding offsets applied) is base + the tap's offset;
@@ -275,6 +289,16 @@ static nimble_ln_expr *dw_sum(cp_ctx *c, dw_ctx *d, nimble_ln_expr *row0, nimble
 /* n rounded up to a multiple of m (m >= 1). */
 static nimble_ln_expr *round_up(cp_ctx *c, nimble_ln_expr *n, int64_t m) {
   return cp_mul(c, cp_div(c, cp_add(c, n, cp_i(c, m - 1)), cp_i(c, m)), cp_i(c, m));
+}
+
+/* loop (vectorized over n iterations) with its remainder as a masked
+ * vector step when n is a known constant under 4 vectors and not a whole
+ * number of them: a 7x7 plane's rows were a vector and 7 scalar steps. */
+static nimble_ln_stmt *short_row(nimble_ln_stmt *loop, nimble_ln_expr *n, int vw) {
+  int64_t nc;
+  if (loop && vw > 1 && cp_const_i(n, &nc) && nc > 0 && nc < vw)
+    nimble_ln_masked_tail(nimble_ln_no_unroll(loop)); /* unrolled first, it is never vectorized */
+  return loop;
 }
 
 /* The end of a vector loop over [lo, hi) rounded up to whole vectors,
@@ -396,8 +420,9 @@ static nimble_ln_stmt *dw_padded(cp_ctx *c, dw_ctx *d, nimble_ln_expr *obase, ni
   nimble_ln_expr *dst = cp_add(c, b, cp_add(c, cp_mul(c, cp_add(c, ref(c, r), cp_i(c, g->p[0])), Wp),
                                             cp_add(c, ref(c, w), cp_i(c, g->p[1]))));
   nimble_ln_expr *src = cp_add(c, d->plane, cp_add(c, cp_mul(c, ref(c, r), g->W), ref(c, w)));
-  nimble_ln_stmt *copy = cp_for(c, w, g->W, NIMBLE_LN_VECTORIZED, vw,
-                                nimble_ln_store(c->A, pad, dst, cp_value_flat(c, d->x, src)));
+  nimble_ln_stmt *copy = short_row(cp_for(c, w, g->W, NIMBLE_LN_VECTORIZED, vw,
+                                          nimble_ln_store(c->A, pad, dst, cp_value_flat(c, d->x, src))),
+                                   g->W, vw);
   copy = cp_for(c, r, g->H, NIMBLE_LN_SERIAL, 0, copy);
   /* Output rows: bias + taps, read from the padded plane. */
   nimble_ln_stmt *parts[2] = {NULL, NULL};
@@ -410,19 +435,142 @@ static nimble_ln_stmt *dw_padded(cp_ctx *c, dw_ctx *d, nimble_ln_expr *obase, ni
         nimble_ln_expr *at = cp_add(c, b, cp_add(c, cp_mul(c, cp_add(c, ohv, cp_i(c, kh)), Wp), cp_add(c, ref(c, ow), cp_i(c, kw))));
         v = nimble_ln_fma(c->A, ref(c, d->wv[kh * KW + kw]), nimble_ln_load(c->A, pad, at), v);
       }
-    nimble_ln_stmt *st = nimble_ln_store(c->A, d->o, cp_add(c, obase, cp_add(c, cp_mul(c, ohv, g->OW), ref(c, ow))), v);
+    nimble_ln_stmt *st = nimble_ln_store(c->A, d->o, cp_add(c, obase, cp_add(c, cp_mul(c, ohv, g->OW), ref(c, ow))),
+                                         dw_clamp(c, d, v));
     if (part == 0) {
       /* Whole vectors where the extra pixels stay inside the next row. */
       nimble_ln_expr *up = round_up(c, g->OW, vw);
       up = nimble_ln_select(c->A, bin(c, NIMBLE_LN_GE, g->OW, cp_i(c, vw - 1)), up, g->OW);
-      nimble_ln_stmt *row = nimble_ln_for(c->A, ow, cp_i(c, 0), up, NIMBLE_LN_VECTORIZED, vw, st);
+      nimble_ln_stmt *row = short_row(nimble_ln_for(c->A, ow, cp_i(c, 0), up, NIMBLE_LN_VECTORIZED, vw, st), up, vw);
       parts[0] = cp_for(c, oh, cp_sub(c, g->OH, cp_i(c, 1)), NIMBLE_LN_SERIAL, 0, row);
     } else {
-      parts[1] = cp_for(c, ow, g->OW, NIMBLE_LN_VECTORIZED, vw, st);
+      parts[1] = short_row(cp_for(c, ow, g->OW, NIMBLE_LN_VECTORIZED, vw, st), g->OW, vw);
     }
   }
   nimble_ln_stmt *steps[4] = {zero, copy, parts[0], parts[1]};
   return nimble_ln_let(c->A, base, cp_mul(c, pidx, PS), nimble_ln_seq(c->A, steps, 4));
+}
+
+/* Small planes, stride 2 (mobilenet_v2's 14x14 -> 7x7 and 28x28 -> 14x14):
+ * the plane, zero-padded, copied once with its even and odd columns apart
+ * (row r of the padded plane as E[r][j] = xp[r][2j] and O[r][j] =
+ * xp[r][2j+1], We = ceil(Wp/2) floats each), so that tap (kh, kw) of
+ * output column ow is (kw odd ? O : E)[2oh + kh][ow + kw/2]: every tap a
+ * contiguous vector, where the row nest's stride-2 loads were assembled
+ * lane by lane and most of a 7-pixel row ran scalar. Rows but the last
+ * run to whole vectors as in dw_padded; the sum is bias + taps in dw_sum's
+ * order; a Relu or Clip goes into the stores when d->clamp is set. NULL
+ * where it does not apply; *cond: the run-time
+ * condition (the padded plane at most DW_S2_MAX_FLOATS, the output the
+ * size stride 2 gives). */
+#define DW_S2_MAX_FLOATS 400
+static nimble_ln_stmt *dw_padded_s2(cp_ctx *c, dw_ctx *d, nimble_ln_expr *obase, nimble_ln_expr *pidx,
+                                    nimble_ln_expr *planes, nimble_ln_expr **cond) {
+  const cv_geom *g = d->g;
+  int KW = (int)g->kw_const, KH = (int)d->KH, vw = c->opt.vector_width > 1 ? c->opt.vector_width : 0;
+  if (!vw || KW <= 0 || g->s[0] != 2 || g->s[1] != 2 || g->d[0] != 1 || g->d[1] != 1 || g->flat) return NULL;
+  int64_t hc, wc;
+  if (cp_const_i(g->H, &hc) && cp_const_i(g->W, &wc) &&
+      (hc + g->p[0] + g->p[2]) * (wc + g->p[1] + g->p[3]) > DW_S2_MAX_FLOATS)
+    return NULL; /* known too large: no scratch buffer for a dead branch */
+  nimble_ln_expr *two = cp_i(c, 2), *one = cp_i(c, 1);
+  nimble_ln_expr *Hp = cp_add(c, g->H, cp_i(c, g->p[0] + g->p[2]));
+  nimble_ln_expr *Wp = cp_add(c, g->W, cp_i(c, g->p[1] + g->p[3]));
+  nimble_ln_expr *We = cp_div(c, cp_add(c, Wp, one), two);
+  nimble_ln_expr *pitch = cp_mul(c, We, two); /* one padded row: E then O */
+  /* Rounded-up rows read up to vw - 1 columns past a row's end. */
+  nimble_ln_expr *PS = cp_add(c, cp_mul(c, Hp, pitch), cp_i(c, vw));
+  *cond = bin(c, NIMBLE_LN_AND, bin(c, NIMBLE_LN_LE, cp_mul(c, Hp, Wp), cp_i(c, DW_S2_MAX_FLOATS)),
+              bin(c, NIMBLE_LN_AND,
+                  bin(c, NIMBLE_LN_EQ, g->OH, cp_add(c, cp_div(c, cp_sub(c, Hp, cp_i(c, KH)), two), one)),
+                  bin(c, NIMBLE_LN_AND,
+                      bin(c, NIMBLE_LN_EQ, g->OW, cp_add(c, cp_div(c, cp_sub(c, Wp, cp_i(c, KW)), two), one)),
+                      bin(c, NIMBLE_LN_AND, bin(c, NIMBLE_LN_GE, Hp, cp_i(c, KH)),
+                          bin(c, NIMBLE_LN_AND, bin(c, NIMBLE_LN_GE, Wp, cp_i(c, KW)),
+                              bin(c, NIMBLE_LN_GT, g->W, cp_i(c, 0)))))));
+  nimble_ln_expr *size = cp_max(c, nimble_ln_select(c->A, *cond, cp_mul(c, planes, PS), one), one);
+  nimble_ln_param *buf = nimble_ln_kernel_add_scratch(c->k, "dw_s2", NIMBLE_LN_F32, size);
+  if (!buf) return NULL;
+  nimble_ln_var *base = cp_var(c, "pad", NIMBLE_LN_I64);
+  nimble_ln_expr *b = ref(c, base);
+  nimble_ln_var *q = cp_var(c, "q", NIMBLE_LN_I64), *r = cp_var(c, "r", NIMBLE_LN_I64);
+  nimble_ln_stmt *zero = cp_for(c, q, PS, NIMBLE_LN_VECTORIZED, vw,
+                                nimble_ln_store(c->A, buf, cp_add(c, b, ref(c, q)), nimble_ln_f32(c->A, 0)));
+  /* Image row r is padded row r + pt: its E and O from x[r][2j - pl] and
+   * x[r][2j + 1 - pl], both inside the row for j in [jlo, jhi) (one
+   * vectorized pass of interleaved loads); the j outside, at most one or
+   * two at each end, by selects. */
+  int64_t pl = g->p[1];
+  nimble_ln_expr *erow = cp_add(c, b, cp_mul(c, cp_add(c, ref(c, r), cp_i(c, g->p[0])), pitch));
+  nimble_ln_expr *xrow = cp_add(c, d->plane, cp_mul(c, ref(c, r), g->W));
+  nimble_ln_expr *jlo = cp_i(c, (pl + 1) / 2);
+  nimble_ln_expr *jhi = cp_max(c, cp_div(c, cp_add(c, g->W, cp_i(c, pl)), two), jlo); /* 2j + 1 - pl <= W - 1 */
+  nimble_ln_stmt *fill[3];
+  for (int part = 0; part < 3; part++) {
+    nimble_ln_var *j = cp_var(c, "j", NIMBLE_LN_I64);
+    nimble_ln_expr *jr = ref(c, j);
+    nimble_ln_expr *iw[2] = {cp_sub(c, cp_mul(c, jr, two), cp_i(c, pl)), cp_add(c, cp_mul(c, jr, two), cp_i(c, 1 - pl))};
+    nimble_ln_stmt *st[2];
+    for (int par = 0; par < 2; par++) {
+      nimble_ln_expr *v = part == 1 ? cp_value_flat(c, d->x, cp_add(c, xrow, iw[par]))
+                                    : nimble_ln_select(c->A, inside(c, iw[par], g->W),
+                                                       cp_value_flat(c, d->x, cp_add(c, xrow, clamp(c, iw[par], g->W))),
+                                                       nimble_ln_f32(c->A, 0));
+      st[par] = nimble_ln_store(c->A, buf, cp_add(c, erow, cp_add(c, jr, par ? We : cp_i(c, 0))), v);
+    }
+    nimble_ln_stmt *body = nimble_ln_seq(c->A, st, 2);
+    fill[part] = part == 0   ? nimble_ln_for(c->A, j, cp_i(c, 0), cp_min(c, jlo, We), NIMBLE_LN_SERIAL, 0, body)
+                 : part == 1 ? short_row(nimble_ln_for(c->A, j, jlo, cp_min(c, jhi, We), NIMBLE_LN_VECTORIZED, vw, body),
+                                         cp_sub(c, jhi, jlo), vw)
+                             : nimble_ln_for(c->A, j, cp_max(c, jhi, jlo), We, NIMBLE_LN_SERIAL, 0, body);
+  }
+  nimble_ln_stmt *copy = cp_for(c, r, g->H, NIMBLE_LN_SERIAL, 0, nimble_ln_seq(c->A, fill, 3));
+  /* Output rows. */
+  nimble_ln_stmt *parts[2] = {NULL, NULL};
+  for (int part = 0; part < 2; part++) {
+    nimble_ln_var *oh = cp_var(c, "oh", NIMBLE_LN_I64), *ow = cp_var(c, "ow", NIMBLE_LN_I64);
+    nimble_ln_expr *ohv = part == 0 ? ref(c, oh) : cp_sub(c, g->OH, one);
+    nimble_ln_expr *v = ref(c, d->bv);
+    for (int kh = 0; kh < KH; kh++)
+      for (int kw = 0; kw < KW; kw++) {
+        nimble_ln_expr *row0 = cp_add(c, b, cp_mul(c, cp_add(c, cp_mul(c, ohv, two), cp_i(c, kh)), pitch));
+        nimble_ln_expr *at = cp_add(c, cp_add(c, row0, (kw & 1) ? We : cp_i(c, 0)), cp_add(c, ref(c, ow), cp_i(c, kw / 2)));
+        v = nimble_ln_fma(c->A, ref(c, d->wv[kh * KW + kw]), nimble_ln_load(c->A, buf, at), v);
+      }
+    nimble_ln_stmt *st = nimble_ln_store(c->A, d->o, cp_add(c, obase, cp_add(c, cp_mul(c, ohv, g->OW), ref(c, ow))),
+                                         dw_clamp(c, d, v));
+    if (part == 0) {
+      nimble_ln_expr *up = round_up(c, g->OW, vw);
+      up = nimble_ln_select(c->A, bin(c, NIMBLE_LN_GE, g->OW, cp_i(c, vw - 1)), up, g->OW);
+      nimble_ln_stmt *row = short_row(nimble_ln_for(c->A, ow, cp_i(c, 0), up, NIMBLE_LN_VECTORIZED, vw, st), up, vw);
+      parts[0] = cp_for(c, oh, cp_sub(c, g->OH, one), NIMBLE_LN_SERIAL, 0, row);
+    } else {
+      parts[1] = short_row(cp_for(c, ow, g->OW, NIMBLE_LN_VECTORIZED, vw, st), g->OW, vw);
+    }
+  }
+  nimble_ln_stmt *steps[4] = {zero, copy, parts[0], parts[1]};
+  return nimble_ln_let(c->A, base, cp_mul(c, pidx, PS), nimble_ln_seq(c->A, steps, 4));
+}
+
+/* The epilogue as a pass over the band of rows [oh_lo, oh_hi) of the
+ * plane just written (n, co), while it is in cache; a fresh statement
+ * each call. When it is only a Relu or Clip of the convolution
+ * (clamp_only), it reads nothing but the plane: one vectorized pass over
+ * the band's contiguous floats as row 0 of a flat plane, instead of a
+ * short loop per row (on 14x14 planes a vector and six scalar clamps per
+ * row took more time than the taps). NULL when the epilogue cannot be
+ * written at that index. */
+static nimble_ln_stmt *dw_epilogue_pass(cp_ctx *c, const dw_ctx *d, cp_node *root, nimble_ln_expr *n,
+                                        nimble_ln_expr *co, bool clamp_only) {
+  const cv_geom *g = d->g;
+  int vw = c->opt.vector_width > 1 ? c->opt.vector_width : 0;
+  nimble_ln_var *ohe = cp_var(c, "oh", NIMBLE_LN_I64), *owe = cp_var(c, "ow", NIMBLE_LN_I64);
+  nimble_ln_expr *idx[4] = {n, co, clamp_only ? cp_i(c, 0) : ref(c, ohe), ref(c, owe)};
+  nimble_ln_stmt *e = cp_epilogue_at(c, root, d->o, idx, NULL);
+  if (!e) return NULL;
+  nimble_ln_loop_kind_t vk = vw ? NIMBLE_LN_VECTORIZED : NIMBLE_LN_SERIAL;
+  if (clamp_only) return nimble_ln_for(c->A, owe, cp_mul(c, d->oh_lo, g->OW), cp_mul(c, d->oh_hi, g->OW), vk, vw, e);
+  return nimble_ln_for(c->A, ohe, d->oh_lo, d->oh_hi, NIMBLE_LN_SERIAL, 0, cp_for(c, owe, g->OW, vk, vw, e));
 }
 
 /* Binds the weights and the bias of channel co around s. */
@@ -733,6 +881,11 @@ static nimble_ln_stmt *conv_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o, 
     d.plane = cp_mul(c, cp_add(c, cp_mul(c, ref(c, nv), Ci), ref(c, co0)), cp_mul(c, g.H, g.W));
     d.oh_lo = ref(c, band_lo);
     d.oh_hi = ref(c, band_hi);
+    /* A Relu or Clip of the convolution alone (mobilenet_v2's ReLU6). */
+    float clo = -INFINITY, chi = INFINITY;
+    bool clamp_only = epi && root && root != n && cp_clamp_operand(root, &clo, &chi) == n;
+    d.lo = clo;
+    d.hi = chi;
     nimble_ln_expr *obase = cp_mul(c, cp_add(c, cp_mul(c, ref(c, nv), Co), ref(c, co0)), plane);
     /* Row by row; with unit strides and OW == W, first the flattened plane,
      * then the rows without their interior. */
@@ -744,31 +897,29 @@ static nimble_ln_stmt *conv_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o, 
       nimble_ln_stmt *flat = nimble_ln_if(c->A, bin(c, NIMBLE_LN_EQ, g.OW, g.W), dw_plane(c, &d, obase), NULL);
       rows = nimble_ln_seq2(c->A, flat, rows);
     }
-    nimble_ln_stmt *padded = dw_padded(c, &d, obase, cp_add(c, cp_mul(c, ref(c, nv), Co), ref(c, co0)),
-                                       cp_mul(c, x->ext[0], Co), &dw_pcond);
+    /* The epilogue on the rows just written, while they are in cache
+     * (dw_epilogue_pass). */
+    nimble_ln_stmt *epass = NULL;
+    if (rows && epi) {
+      epass = dw_epilogue_pass(c, &d, root, ref(c, nv), ref(c, co0), clamp_only);
+      if (c->err) return NULL;
+      if (epass) rows = nimble_ln_seq2(c->A, rows, epass);
+    }
+    if (rows && epi && epass) *fused = true;
+    /* Small planes (dw_padded, dw_padded_s2): a Relu or Clip in the stores
+     * where an output row is shorter than a vector (a 7x7 plane: there the
+     * pass after the plane was a fifth of the layer, on 14x14 to 56x56
+     * planes it came out faster than the clamps in the rows); another
+     * epilogue, or longer rows, as the pass after the plane. */
+    int64_t ow_c;
+    d.clamp = clamp_only && epass && vw > 1 && cp_const_i(g.OW, &ow_c) && ow_c < vw;
+    nimble_ln_expr *pi = cp_add(c, cp_mul(c, ref(c, nv), Co), ref(c, co0)), *pn = cp_mul(c, x->ext[0], Co);
+    nimble_ln_stmt *padded = dw_padded(c, &d, obase, pi, pn, &dw_pcond);
+    if (!padded && (!epi || epass)) padded = dw_padded_s2(c, &d, obase, pi, pn, &dw_pcond);
+    if (padded && epass && !d.clamp)
+      padded = nimble_ln_seq2(c->A, padded, dw_epilogue_pass(c, &d, root, ref(c, nv), ref(c, co0), clamp_only));
     if (padded) rows = nimble_ln_if(c->A, dw_pcond, padded, rows); /* whole planes: never banded */
     row = dw_bind(c, &d, wt, bias, ref(c, co0), rows);
-    /* The epilogue on the plane just written, while it is in cache. When
-     * it is only a Relu or Clip of the convolution (mobilenet_v2's ReLU6),
-     * it reads nothing but the plane: one vectorized pass over the plane's
-     * OH*OW contiguous floats as row 0 of a flat plane, instead of a short
-     * loop per row (on 14x14 planes a vector and six scalar clamps per row
-     * took more time than the taps). */
-    if (row && epi) {
-      float clo, chi;
-      bool flat = root && root != n && cp_clamp_operand(root, &clo, &chi) == n;
-      nimble_ln_var *ohe = cp_var(c, "oh", NIMBLE_LN_I64), *owe = cp_var(c, "ow", NIMBLE_LN_I64);
-      nimble_ln_expr *idx[4] = {ref(c, nv), ref(c, co0), flat ? cp_i(c, 0) : ref(c, ohe), ref(c, owe)};
-      nimble_ln_stmt *e = cp_epilogue_at(c, root, o, idx, NULL);
-      if (c->err) return NULL;
-      if (e) {
-        nimble_ln_loop_kind_t vk = vw ? NIMBLE_LN_VECTORIZED : NIMBLE_LN_SERIAL;
-        if (flat) e = nimble_ln_for(c->A, owe, cp_mul(c, d.oh_lo, g.OW), cp_mul(c, d.oh_hi, g.OW), vk, vw, e);
-        else e = nimble_ln_for(c->A, ohe, d.oh_lo, d.oh_hi, NIMBLE_LN_SERIAL, 0, cp_for(c, owe, g.OW, vk, vw, e));
-        row = nimble_ln_seq2(c->A, row, e);
-        *fused = true;
-      }
-    }
   } else {
     row = cp_for(c, oh, g.OH, NIMBLE_LN_SERIAL, 0, row_body);
   }

@@ -105,6 +105,18 @@ static const conv_case kConv[] = {
     {1, 4, 6, 9, 8, 5, 5, 1, 1, 2, 4, 2, 4, 1, 2, 1, 1, 2, 1},
     {1, 3, 2, 13, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0},
     {1, 3, 7, 12, 8, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0, 0},
+    /* depthwise stride 2 on small planes (dw_padded_s2: the padded plane's
+     * even and odd columns apart): mobilenet_v2's 14x14 -> 7x7 with bias
+     * and clip; odd sizes, batch 2 symbolic, relu; a 5x5 kernel with pads
+     * 2 and nothing after it; asymmetric pads (top 0, left 1); even left
+     * pads; and with a residual or an added bias (the pass after the plane) */
+    {1, 8, 14, 14, 8, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 8, 1, 2, 0},
+    {2, 4, 13, 11, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 4, 1, 1, 1},
+    {1, 3, 12, 12, 3, 5, 5, 2, 2, 2, 2, 2, 2, 1, 1, 3, 0, 0, 0},
+    {1, 3, 10, 9, 3, 3, 3, 2, 2, 0, 1, 1, 0, 1, 1, 3, 1, 2, 0},
+    {1, 2, 9, 9, 2, 3, 3, 2, 2, 2, 2, 0, 0, 1, 1, 2, 1, 2, 0},
+    {1, 4, 14, 14, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 4, 1, 2, 0, 1},
+    {1, 4, 14, 14, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 4, 2, 2, 0},
     /* A residual of the output's shape (mobilenet_v2's projections: 1x1,
      * bias, add), with relu over a 3x3 im2col, batch 2 */
     {1, 24, 14, 14, 32, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 1},
@@ -135,16 +147,23 @@ static void conv_ref(const conv_case *c, const float *x, const float *w, const f
         }
 }
 
-/* A depthwise conv on the padded plane (unit strides and dilations, at
- * most 400 padded pixels: conv.c's dw_padded), in float in its order: the
- * conv's bias, then each tap fused, acc = fma(w, x, acc), by kernel row and
- * column (x = 0 in the padding), then an added bias, a residual, Relu/Clip. Every pixel, border or
- * not, is summed this way, so the bits must agree. */
+/* Whether conv.c takes a depthwise path on the whole padded plane: unit
+ * strides (dw_padded) or strides 2 (dw_padded_s2), dilations 1, at most
+ * 400 padded pixels. */
+static bool dw_on_padded_plane(const conv_case *c) {
+  bool s1 = c->sh == 1 && c->sw == 1, s2 = c->sh == 2 && c->sw == 2;
+  return c->g == c->C && c->O == c->C && c->dh == 1 && c->dw == 1 && (s1 || s2) &&
+         (c->H + c->pt + c->pb) * (c->W + c->pl + c->pr) <= 400;
+}
+
+/* A depthwise conv on the padded plane (dw_on_padded_plane), in float in
+ * its order: the conv's bias, then each tap fused, acc = fma(w, x, acc),
+ * by kernel row and column (x = 0 in the padding), then an added bias, a
+ * residual, Relu/Clip. Every pixel, border or not, is summed this way, so
+ * the bits must agree. */
 static bool dw_float_ref(const conv_case *c, const float *x, const float *w, const float *b, const float *r, float *y,
                          int64_t OH, int64_t OW) {
-  if (c->g != c->C || c->O != c->C || c->dh != 1 || c->dw != 1 || c->sh != 1 || c->sw != 1 ||
-      (c->H + c->pt + c->pb) * (c->W + c->pl + c->pr) > 400)
-    return false;
+  if (!dw_on_padded_plane(c)) return false;
   for (int64_t n = 0; n < c->N; n++)
     for (int64_t o = 0; o < c->O; o++)
       for (int64_t oh = 0; oh < OH; oh++)
@@ -228,6 +247,13 @@ START_TEST(test_conv2d_cases_match_direct_loops_with_and_without_sgemm) {
                   want_sg ? "" : "not", pr);
     ck_assert_msg((strstr(pr, "scratch col") != NULL) == want_col, "case %zu: scratch %s expected:\n%s", ci,
                   want_col ? "" : "not", pr);
+    /* Stride 2 on a small padded plane: the plane's columns apart in a
+     * scratch buffer of its own (a 7-pixel row's tail: one masked step). */
+    bool want_s2 = dw_on_padded_plane(c) && c->sh == 2, has_s2 = strstr(pr, "scratch dw_s2") != NULL;
+    if (!c->symbolic) /* symbolic planes: under a run-time condition */
+      ck_assert_msg(has_s2 == want_s2, "case %zu: scratch dw_s2 %s expected", ci, want_s2 ? "" : "not");
+    if (c->g == c->C && c->O == c->C && c->H == 7 && c->W == 7 && c->sh == 1)
+      ck_assert_msg(strstr(pr, "masked") != NULL, "case %zu: a 7-pixel row without a masked tail", ci);
     free(pr);
     int64_t OH = (c->H + c->pt + c->pb - c->dh * (c->KH - 1) - 1) / c->sh + 1;
     int64_t OW = (c->W + c->pl + c->pr - c->dw * (c->KW - 1) - 1) / c->sw + 1;
@@ -283,6 +309,65 @@ START_TEST(test_conv2d_cases_match_direct_loops_with_and_without_sgemm) {
                         "%s: element %zu is %.9g, the float sum in order %.9g", what, i, ch_f(&y)[i], want[i]);
       free(want);
       ch_tensor_free(&x), ch_tensor_free(&w), ch_tensor_free(&b), ch_tensor_free(&r), ch_tensor_free(&y);
+    }
+    ch_kernel_free(&k);
+    nimble_arena_destroy(arena);
+  }
+}
+END_TEST
+
+/* Depthwise with a Relu or Clip in the stores (conv.c: padded planes
+ * whose output rows are shorter than a vector) keeps a NaN as NaN, as clip
+ * and relu do: inputs with a NaN in some windows, every output NaN exactly
+ * where its window reaches one, the others the loops' value. 7x7 (a masked
+ * row tail) and 14x14 at stride 2 (7x7 out) with the clamp in the stores,
+ * 20x20 (the row nest, then the pass), relu and clip, on 1 and 2 threads. */
+START_TEST(test_depthwise_clamp_in_the_stores_keeps_nan) {
+  static const conv_case kNan[] = {
+      {1, 3, 7, 7, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3, 1, 2, 0},
+      {1, 3, 14, 14, 3, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 3, 1, 1, 0},
+      {1, 3, 20, 20, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3, 1, 2, 0},
+  };
+  unsigned seed = 11;
+  for (size_t ci = 0; ci < sizeof kNan / sizeof kNan[0]; ci++) {
+    const conv_case *c = &kNan[ci];
+    char text[1200];
+    program(c, text, sizeof text);
+    nimble_arena *arena;
+    NIMBLE_ASSERT_OK(nimble_arena_create(&arena));
+    nimble_module *m = ch_compile_module(arena, text);
+    ch_kernel k;
+    ch_kernel_build(m, ch_find_primitive(m, "fused.conv2d"), false, NULL, &k);
+    int64_t OH = (c->H + c->pt + c->pb - c->KH) / c->sh + 1, OW = (c->W + c->pl + c->pr - c->KW) / c->sw + 1;
+    size_t ny = (size_t)(c->N * c->O * OH * OW);
+    for (int threads = 1; threads <= 2; threads++) {
+      ch_env env;
+      ch_env_init(&env, true);
+      if (threads > 1) ch_env_threads(&env, threads);
+      ch_tensor x, w, b, y;
+      ch_tensor_f32(&x, 4, (int64_t[]){c->N, c->C, c->H, c->W}, &seed, -1, 1);
+      ch_tensor_f32(&w, 4, (int64_t[]){c->O, 1, c->KH, c->KW}, &seed, -1, 1);
+      ch_tensor_f32(&b, 1, (int64_t[]){c->O}, &seed, -1, 1);
+      ch_tensor_f32(&y, 4, (int64_t[]){c->N, c->O, OH, OW}, &seed, 50, 60);
+      /* A NaN in a corner, on an edge and inside, in different planes. */
+      int64_t at[3][3] = {{0, 0, 0}, {1, 0, c->W / 2}, {2, c->H / 2, c->W / 2 + 1}};
+      for (int i = 0; i < 3; i++) ch_f(&x)[(at[i][0] * c->H + at[i][1]) * c->W + at[i][2]] = NAN;
+      ch_tensor *args[4] = {&x, &w, &b, &y};
+      int32_t rc = ch_call(&k, &env, args, 4);
+      ck_assert_msg(rc == 0, "case %zu: %s", ci, env.error);
+      float *want = malloc(ny * sizeof(float));
+      conv_ref(c, ch_f(&x), ch_f(&w), ch_f(&b), NULL, want, OH, OW);
+      size_t nans = 0;
+      for (size_t i = 0; i < ny; i++) {
+        float got = ch_f(&y)[i];
+        nans += isnan(want[i]);
+        if (isnan(want[i])) ck_assert_msg(isnan(got), "case %zu threads %d: element %zu is %.9g, want NaN", ci, threads, i, got);
+        else ck_assert_msg(fabsf(got - want[i]) <= 1e-5f + 1e-5f * fabsf(want[i]),
+                           "case %zu threads %d: element %zu is %.9g, want %.9g", ci, threads, i, got, want[i]);
+      }
+      ck_assert_msg(nans >= 3, "case %zu: the NaNs reached %zu outputs", ci, nans);
+      free(want);
+      ch_tensor_free(&x), ch_tensor_free(&w), ch_tensor_free(&b), ch_tensor_free(&y);
     }
     ch_kernel_free(&k);
     nimble_arena_destroy(arena);
@@ -398,6 +483,7 @@ static Suite *suite(void) {
   tcase_set_timeout(tc, 600);
   tcase_add_test(tc, test_conv2d_cases_match_direct_loops_with_and_without_sgemm);
   tcase_add_test(tc, test_pooling_cases_match_direct_loops);
+  tcase_add_test(tc, test_depthwise_clamp_in_the_stores_keeps_nan);
   suite_add_tcase(s, tc);
   return s;
 }
