@@ -552,6 +552,107 @@ static nimble_ln_stmt *dw_padded_s2(cp_ctx *c, dw_ctx *d, nimble_ln_expr *obase,
   return nimble_ln_let(c->A, base, cp_mul(c, pidx, PS), nimble_ln_seq(c->A, steps, 4));
 }
 
+/* Stride 2 on larger planes (mobilenet_v2's 112x112 -> 56x56 and 56x56 ->
+ * 28x28): the row nest's taps at 2ow - 1, 2ow and 2ow + 1 are no single
+ * interleaved group, and LLVM assembled the third lane by lane (the layer
+ * ran at half the L3's bandwidth). Per plane, the input rows of the
+ * task's band of output rows, zero-padded, go with their even and odd
+ * columns apart (dw_padded_s2's layout) into the task's own slot of a
+ * scratch buffer (slot: the band; one slot per thread), then the band's
+ * output rows are computed from it with contiguous loads, rows but the
+ * band's last run to whole vectors (the spill is the next row's, which
+ * the task writes after). The sum is dw_sum's: bias + taps in order. NULL
+ * where it does not apply; *cond: the run-time condition (one band per
+ * thread, rows of at least a vector). `S`: the bands (bound around the
+ * plane's statement). */
+static nimble_ln_stmt *dw_rows_s2(cp_ctx *c, dw_ctx *d, nimble_ln_expr *orow0, nimble_ln_expr *S,
+                                  nimble_ln_expr **cond) {
+  const cv_geom *g = d->g;
+  int KW = (int)g->kw_const, KH = (int)d->KH, vw = c->opt.vector_width > 1 ? c->opt.vector_width : 0;
+  if (!vw || KW <= 0 || g->s[0] != 2 || g->s[1] != 2 || g->d[0] != 1 || g->d[1] != 1 || g->flat) return NULL;
+  /* A kernel has one scratch buffer: only planes known to be past
+   * dw_padded_s2's (which a symbolic plane may be). */
+  int64_t hc, wc;
+  if (!cp_const_i(g->H, &hc) || !cp_const_i(g->W, &wc) ||
+      (hc + g->p[0] + g->p[2]) * (wc + g->p[1] + g->p[3]) <= DW_S2_MAX_FLOATS)
+    return NULL;
+  nimble_ln_expr *two = cp_i(c, 2), *one = cp_i(c, 1);
+  nimble_ln_expr *Wp = cp_add(c, g->W, cp_i(c, g->p[1] + g->p[3]));
+  nimble_ln_expr *We = cp_div(c, cp_add(c, Wp, one), two);
+  nimble_ln_expr *pitch = cp_mul(c, We, two);
+  /* A slot: the input rows of any band (at most 2*OH + KH), and a vector's
+   * slack for the rounded-up rows' reads. */
+  nimble_ln_expr *slot_size = cp_add(c, cp_mul(c, cp_add(c, cp_mul(c, g->OH, two), cp_i(c, KH)), pitch), cp_i(c, vw));
+  nimble_ln_expr *T0 = cp_max(c, nimble_ln_num_threads(c->A), one);
+  *cond = bin(c, NIMBLE_LN_AND, bin(c, NIMBLE_LN_EQ, S, T0),
+              bin(c, NIMBLE_LN_AND, bin(c, NIMBLE_LN_GE, g->OW, cp_i(c, vw)), bin(c, NIMBLE_LN_GT, g->W, cp_i(c, 0))));
+  nimble_ln_param *buf = nimble_ln_kernel_add_scratch(c->k, "dw_rows_s2", NIMBLE_LN_F32, cp_mul(c, T0, slot_size));
+  if (!buf) return NULL;
+  nimble_ln_expr *bh = cp_max(c, cp_div(c, cp_add(c, g->OH, cp_sub(c, S, one)), S), one);
+  nimble_ln_var *base = cp_var(c, "slot", NIMBLE_LN_I64);
+  nimble_ln_expr *b = ref(c, base);
+  /* Buffer row q is padded row 2*oh_lo + q, image row 2*oh_lo + q - pt. */
+  nimble_ln_expr *nrows = cp_add(c, cp_mul(c, cp_sub(c, d->oh_hi, d->oh_lo), two), cp_i(c, KH - 2));
+  nimble_ln_var *q = cp_var(c, "q", NIMBLE_LN_I64), *z = cp_var(c, "z", NIMBLE_LN_I64), *ih = cp_var(c, "ih", NIMBLE_LN_I64);
+  nimble_ln_expr *qrow = cp_add(c, b, cp_mul(c, ref(c, q), pitch));
+  nimble_ln_expr *xrow = cp_add(c, d->plane, cp_mul(c, ref(c, ih), g->W));
+  int64_t pl = g->p[1];
+  nimble_ln_expr *jlo = cp_i(c, (pl + 1) / 2);
+  nimble_ln_expr *jhi = cp_max(c, cp_div(c, cp_add(c, g->W, cp_i(c, pl)), two), jlo); /* 2j + 1 - pl <= W - 1 */
+  nimble_ln_stmt *fill[3];
+  for (int part = 0; part < 3; part++) {
+    nimble_ln_var *j = cp_var(c, "j", NIMBLE_LN_I64);
+    nimble_ln_expr *jr = ref(c, j);
+    nimble_ln_expr *iw[2] = {cp_sub(c, cp_mul(c, jr, two), cp_i(c, pl)), cp_add(c, cp_mul(c, jr, two), cp_i(c, 1 - pl))};
+    nimble_ln_stmt *st[2];
+    for (int par = 0; par < 2; par++) {
+      nimble_ln_expr *v = part == 1 ? cp_value_flat(c, d->x, cp_add(c, xrow, iw[par]))
+                                    : nimble_ln_select(c->A, inside(c, iw[par], g->W),
+                                                       cp_value_flat(c, d->x, cp_add(c, xrow, clamp(c, iw[par], g->W))),
+                                                       nimble_ln_f32(c->A, 0));
+      st[par] = nimble_ln_store(c->A, buf, cp_add(c, qrow, cp_add(c, jr, par ? We : cp_i(c, 0))), v);
+    }
+    nimble_ln_stmt *body = nimble_ln_seq(c->A, st, 2);
+    fill[part] = part == 0   ? nimble_ln_for(c->A, j, cp_i(c, 0), cp_min(c, jlo, We), NIMBLE_LN_SERIAL, 0, body)
+                 : part == 1 ? nimble_ln_for(c->A, j, jlo, cp_min(c, jhi, We), NIMBLE_LN_VECTORIZED, vw, body)
+                             : nimble_ln_for(c->A, j, cp_max(c, jhi, jlo), We, NIMBLE_LN_SERIAL, 0, body);
+  }
+  nimble_ln_stmt *zrow = cp_for(c, z, pitch, NIMBLE_LN_VECTORIZED, vw,
+                                nimble_ln_store(c->A, buf, cp_add(c, qrow, ref(c, z)), nimble_ln_f32(c->A, 0)));
+  nimble_ln_stmt *rowq = nimble_ln_if(c->A, inside(c, ref(c, ih), g->H), nimble_ln_seq(c->A, fill, 3), zrow);
+  rowq = nimble_ln_let(c->A, ih, cp_sub(c, cp_add(c, cp_mul(c, d->oh_lo, two), ref(c, q)), cp_i(c, g->p[0])), rowq);
+  nimble_ln_stmt *copy = nimble_ln_for(c->A, q, cp_i(c, 0), nrows, NIMBLE_LN_SERIAL, 0, rowq);
+  nimble_ln_var *z2 = cp_var(c, "z", NIMBLE_LN_I64);
+  nimble_ln_stmt *slack = nimble_ln_for(c->A, z2, cp_i(c, 0), cp_i(c, vw), NIMBLE_LN_SERIAL, 0,
+                                        nimble_ln_store(c->A, buf, cp_add(c, cp_add(c, b, cp_mul(c, nrows, pitch)), ref(c, z2)),
+                                                        nimble_ln_f32(c->A, 0)));
+  /* The band's output rows. */
+  nimble_ln_stmt *parts[2] = {NULL, NULL};
+  for (int part = 0; part < 2; part++) {
+    nimble_ln_var *oh = cp_var(c, "oh", NIMBLE_LN_I64), *ow = cp_var(c, "ow", NIMBLE_LN_I64);
+    nimble_ln_expr *ohv = part == 0 ? ref(c, oh) : cp_sub(c, d->oh_hi, one);
+    nimble_ln_expr *v = ref(c, d->bv);
+    for (int kh = 0; kh < KH; kh++)
+      for (int kw = 0; kw < KW; kw++) {
+        nimble_ln_expr *qr = cp_add(c, cp_mul(c, cp_sub(c, ohv, d->oh_lo), two), cp_i(c, kh));
+        nimble_ln_expr *at = cp_add(c, cp_add(c, cp_add(c, b, cp_mul(c, qr, pitch)), (kw & 1) ? We : cp_i(c, 0)),
+                                    cp_add(c, ref(c, ow), cp_i(c, kw / 2)));
+        v = nimble_ln_fma(c->A, ref(c, d->wv[kh * KW + kw]), nimble_ln_load(c->A, buf, at), v);
+      }
+    nimble_ln_stmt *st = nimble_ln_store(c->A, d->o, cp_add(c, cp_add(c, orow0, cp_mul(c, ohv, g->OW)), ref(c, ow)), v);
+    if (part == 0) {
+      nimble_ln_stmt *row = nimble_ln_for(c->A, ow, cp_i(c, 0), round_up(c, g->OW, vw), NIMBLE_LN_VECTORIZED, vw, st);
+      parts[0] = nimble_ln_for(c->A, oh, d->oh_lo, cp_sub(c, d->oh_hi, one), NIMBLE_LN_SERIAL, 0, row);
+    } else {
+      parts[1] = cp_for(c, ow, g->OW, NIMBLE_LN_VECTORIZED, vw, st);
+      parts[1] = nimble_ln_if(c->A, bin(c, NIMBLE_LN_GT, d->oh_hi, d->oh_lo), parts[1], NULL);
+    }
+  }
+  nimble_ln_stmt *steps[4] = {copy, slack, parts[0], parts[1]};
+  nimble_ln_expr *slot = cp_div(c, d->oh_lo, bh);
+  return nimble_ln_let(c->A, base, cp_mul(c, slot, slot_size), nimble_ln_seq(c->A, steps, 4));
+}
+
 /* The epilogue as a pass over the band of rows [oh_lo, oh_hi) of the
  * plane just written (n, co), while it is in cache; a fresh statement
  * each call. When it is only a Relu or Clip of the convolution
@@ -897,6 +998,9 @@ static nimble_ln_stmt *conv_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o, 
       nimble_ln_stmt *flat = nimble_ln_if(c->A, bin(c, NIMBLE_LN_EQ, g.OW, g.W), dw_plane(c, &d, obase), NULL);
       rows = nimble_ln_seq2(c->A, flat, rows);
     }
+    nimble_ln_expr *rs2_cond = NULL;
+    nimble_ln_stmt *rows_s2 = dw_rows_s2(c, &d, obase, ref(c, band_s), &rs2_cond);
+    if (rows_s2) rows = nimble_ln_if(c->A, rs2_cond, rows_s2, rows);
     /* The epilogue on the rows just written, while they are in cache
      * (dw_epilogue_pass). */
     nimble_ln_stmt *epass = NULL;
@@ -964,8 +1068,10 @@ static nimble_ln_stmt *conv_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o, 
     if (direct) direct = nimble_ln_let(c->A, band_s, bands, direct);
   } else {
     if (dw) {
+      /* One band; dw_rows_s2's condition (a band per thread) holds then. */
       row = nimble_ln_let(c->A, band_hi, g.OH, row);
       row = nimble_ln_let(c->A, band_lo, cp_i(c, 0), row);
+      row = nimble_ln_let(c->A, band_s, cp_max(c, nimble_ln_num_threads(c->A), cp_i(c, 1)), row);
     }
     direct = cp_for(c, t, planes, NIMBLE_LN_SERIAL, 0, row);
     if (c->opt.parallel && direct) direct = nimble_ln_chunk(c->A, direct, cp_rows_per_task(c, direct->end, work));

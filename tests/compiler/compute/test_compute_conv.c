@@ -117,6 +117,16 @@ static const conv_case kConv[] = {
     {1, 2, 9, 9, 2, 3, 3, 2, 2, 2, 2, 0, 0, 1, 1, 2, 1, 2, 0},
     {1, 4, 14, 14, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 4, 1, 2, 0, 1},
     {1, 4, 14, 14, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 4, 2, 2, 0},
+    /* depthwise stride 2 on larger planes (dw_rows_s2: each band's input
+     * rows, columns apart, in the task's slot): 30x30 with clip; batch 2,
+     * odd height, relu; asymmetric pads; 5x5 with pads 2, nothing after;
+     * a residual; 9 output columns (one vector and a tail) */
+    {1, 3, 30, 30, 3, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 3, 1, 2, 0},
+    {2, 4, 33, 40, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 4, 1, 1, 0},
+    {1, 3, 25, 34, 3, 3, 3, 2, 2, 0, 1, 1, 0, 1, 1, 3, 1, 2, 0},
+    {1, 2, 24, 24, 2, 5, 5, 2, 2, 2, 2, 2, 2, 1, 1, 2, 0, 0, 0},
+    {1, 4, 28, 28, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 4, 1, 2, 0, 1},
+    {1, 3, 40, 17, 3, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 3, 1, 2, 0},
     /* A residual of the output's shape (mobilenet_v2's projections: 1x1,
      * bias, add), with relu over a 3x3 im2col, batch 2 */
     {1, 24, 14, 14, 32, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 1},
@@ -156,14 +166,28 @@ static bool dw_on_padded_plane(const conv_case *c) {
          (c->H + c->pt + c->pb) * (c->W + c->pl + c->pr) <= 400;
 }
 
-/* A depthwise conv on the padded plane (dw_on_padded_plane), in float in
+/* Whether conv.c builds the band-row path for stride 2 (dw_rows_s2):
+ * depthwise, dilations 1, a plane known past 400 padded pixels. It runs
+ * when the output rows are a vector or more and there is a band per
+ * thread (OH >= 6: on 1 to 3 threads), every pixel then summed in order. */
+static bool dw_rows_s2_built(const conv_case *c) {
+  return c->g == c->C && c->O == c->C && c->dh == 1 && c->dw == 1 && c->sh == 2 && c->sw == 2 && !c->symbolic &&
+         (c->H + c->pt + c->pb) * (c->W + c->pl + c->pr) > 400;
+}
+
+static bool dw_rows_s2_runs(const conv_case *c, int64_t OH, int64_t OW) {
+  return dw_rows_s2_built(c) && OW >= 8 && OH >= 6;
+}
+
+/* A depthwise conv on the padded plane (dw_on_padded_plane) or through
+ * dw_rows_s2 (dw_rows_s2_runs), in float in
  * its order: the conv's bias, then each tap fused, acc = fma(w, x, acc),
  * by kernel row and column (x = 0 in the padding), then an added bias, a
  * residual, Relu/Clip. Every pixel, border or not, is summed this way, so
  * the bits must agree. */
 static bool dw_float_ref(const conv_case *c, const float *x, const float *w, const float *b, const float *r, float *y,
                          int64_t OH, int64_t OW) {
-  if (!dw_on_padded_plane(c)) return false;
+  if (!dw_on_padded_plane(c) && !dw_rows_s2_runs(c, OH, OW)) return false;
   for (int64_t n = 0; n < c->N; n++)
     for (int64_t o = 0; o < c->O; o++)
       for (int64_t oh = 0; oh < OH; oh++)
@@ -252,6 +276,8 @@ START_TEST(test_conv2d_cases_match_direct_loops_with_and_without_sgemm) {
     bool want_s2 = dw_on_padded_plane(c) && c->sh == 2, has_s2 = strstr(pr, "scratch dw_s2") != NULL;
     if (!c->symbolic) /* symbolic planes: under a run-time condition */
       ck_assert_msg(has_s2 == want_s2, "case %zu: scratch dw_s2 %s expected", ci, want_s2 ? "" : "not");
+    ck_assert_msg((strstr(pr, "scratch dw_rows_s2") != NULL) == dw_rows_s2_built(c), "case %zu: scratch dw_rows_s2 %s expected",
+                  ci, dw_rows_s2_built(c) ? "" : "not");
     if (c->g == c->C && c->O == c->C && c->H == 7 && c->W == 7 && c->sh == 1)
       ck_assert_msg(strstr(pr, "masked") != NULL, "case %zu: a 7-pixel row without a masked tail", ci);
     free(pr);
