@@ -101,6 +101,15 @@ static const nan_case kElementwise[] = {
     /* np.maximum(x, 0): NaN stays NaN (maxnum would give 0). */
     {"relu", "def @main(%x: Tensor[(8,), float32]) { relu(%x) }\n", 1, {1}, {{8}}, {X8}, 1, {8}, false,
      {NaN, INF, 0, 1, 0, 0, NaN, 3}},
+    /* The same and np.clip(x, 0, 6) over a run-time length (vectorized:
+     * against a constant bound, one compare and select, vmaxps(0, x) on
+     * x86; NaN in lanes 0 and 9 and in the tail, values at the bounds). */
+    {"relu (vector)", "def @main(%x: Tensor[(n,), float32]) { relu(%x) }\n", 1, {1}, {{19}},
+     {{NaN, INF, -INF, 1, -2, 0, 6, 7, -0.5f, NaN, 2, 3, -3, 4, 5, -5, 8, -8, NaN}}, 1, {19}, false,
+     {NaN, INF, 0, 1, 0, 0, 6, 7, 0, NaN, 2, 3, 0, 4, 5, 0, 8, 0, NaN}},
+    {"clip (vector)", "def @main(%x: Tensor[(n,), float32]) { clip(%x, min=0.0, max=6.0) }\n", 1, {1}, {{19}},
+     {{NaN, INF, -INF, 1, -2, 0, 6, 7, -0.5f, NaN, 2, 3, -3, 4, 5, -5, 8, -8, NaN}}, 1, {19}, false,
+     {NaN, 6, 0, 1, 0, 0, 6, 6, 0, NaN, 2, 3, 0, 4, 5, 0, 6, 0, NaN}},
     /* np.maximum / np.minimum: NaN on either side gives NaN. */
     {"maximum", "def @main(%x: Tensor[(8,), float32], %y: Tensor[(8,), float32]) { maximum(%x, %y) }\n", 2, {1, 1},
      {{8}, {8}}, {X8, {0, 0, 0, NaN, NaN, -INF, 5, INF}}, 1, {8}, false, {NaN, INF, 0, NaN, NaN, 0, NaN, INF}},
