@@ -427,6 +427,8 @@ static const pool_case kPool[] = {
     {0, 1, 2, 11, 40, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1},   /* pad 1, ceil_mode, even width */
     {0, 1, 2, 9, 26, 2, 3, 1, 2, 0, 2, 1, 0, 1, 1, 1},    /* asymmetric pads, 2 rows at stride 1 */
     {0, 1, 2, 13, 21, 3, 3, 3, 2, 2, 0, 2, 1, 2, 1, 0},   /* dilated rows at stride 3 */
+    {0, 1, 2, 9, 16, 3, 3, 2, 2, 1, 2, 1, 2, 1, 1, 0},    /* left pad 2 (an even pad: te, to, te) */
+    {0, 2, 1, 20, 15, 9, 3, 1, 2, 4, 1, 4, 1, 1, 1, 0},   /* 9 kernel rows (row by row), odd width */
     {0, 1, 3, 5, 3, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1},     /* narrow: border columns only */
     {0, 1, 2, 4, 2, 5, 3, 2, 2, 2, 1, 2, 1, 1, 1, 1},     /* window taller than the image, 2 columns */
     {0, 1, 2, 6, 1, 3, 3, 2, 2, 1, 1, 0, 1, 1, 1, 0},     /* one column */

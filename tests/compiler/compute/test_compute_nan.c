@@ -156,6 +156,14 @@ static const nan_case kReductions[] = {
      * {NaN, 1, 2, 3}, {4, INF, 0, 5}. */
     {"max_pool2d", "def @main(%x: Tensor[(1, 1, 2, 4), float32]) { max_pool2d(%x, kernel_shape=[2, 2], strides=[2, 2]) }\n",
      1, {4}, {{1, 1, 2, 4}}, {{NaN, 1, 4, INF, 2, 3, 0, 5}}, 4, {1, 1, 1, 2}, false, {NaN, INF}},
+    /* 3x3 windows at stride 2 (conv.c's max_pool_3s2, the row maxima
+     * with their even and odd columns apart: with sgemm, below) on
+     * [1, 1, 3, 7]: windows over columns 0-2, 2-4, 4-6; a NaN at column 3
+     * and +inf at column 6. */
+    {"max_pool2d 3x3/2",
+     "def @main(%x: Tensor[(1, 1, 3, 7), float32]) { max_pool2d(%x, kernel_shape=[3, 3], strides=[2, 2]) }\n", 1,
+     {4}, {{1, 1, 3, 7}}, {{1, 2, 3, 4, 5, 6, 7, 0, 0, 0, NaN, 0, -INF, 0, -1, -2, -3, -4, -5, -6, INF}}, 4,
+     {1, 1, 1, 3}, false, {3, NaN, INF}},
     /* The same through a fused epilogue (the pool is an anchor, + 1 after). */
     {"max_pool2d+1",
      "def @main(%x: Tensor[(1, 1, 2, 4), float32]) { add(max_pool2d(%x, kernel_shape=[2, 2], strides=[2, 2]), 1.0) }\n",
@@ -196,7 +204,10 @@ START_TEST(test_elementwise_operators_keep_nan_and_follow_infinities) {
 END_TEST
 
 START_TEST(test_reductions_pooling_and_softmax_propagate_nan) {
-  for (size_t i = 0; i < sizeof kReductions / sizeof kReductions[0]; i++) run_case(&kReductions[i], false);
+  for (size_t i = 0; i < sizeof kReductions / sizeof kReductions[0]; i++) {
+    run_case(&kReductions[i], false);
+    run_case(&kReductions[i], true); /* where CPU kernels branch on has_sgemm() (max_pool_3s2) */
+  }
 }
 END_TEST
 
