@@ -23,25 +23,32 @@
 #include "vm/sgemm_threads.h"
 #include "vm/thread_pool.h"
 
-/* nimble_sgemm_threads_plan cuts (m, n, k) over `threads` into `blocks`
- * blocks of `step` columns (by_columns 1) or rows (0). */
-static void check_plan(uint32_t threads, int64_t m, int64_t n, int64_t k, int64_t blocks, int by_columns,
-                       int64_t step) {
+/* nimble_sgemm_threads_plan cuts (m, n, k), both operands constants (or
+ * read in place), over `threads` into `blocks` blocks of `step` columns
+ * (by_columns 1) or rows (0); check_plan_packed with A, B or both packed
+ * on every call (pack: 1 A, 2 B, 3 both). */
+static void check_plan_packed(uint32_t threads, int64_t m, int64_t n, int64_t k, int pack, int64_t blocks,
+                              int by_columns, int64_t step) {
   int cols;
   int64_t got;
-  ck_assert_int_eq(nimble_sgemm_threads_plan(threads, m, n, k, &cols, &got), blocks);
+  ck_assert_int_eq(nimble_sgemm_threads_plan(threads, m, n, k, pack & 1, pack >> 1 & 1, &cols, &got), blocks);
   ck_assert_msg(cols == by_columns && got == step, "%u threads, %lldx%lldx%lld: by %s of %lld, want by %s of %lld",
                 threads, (long long)m, (long long)n, (long long)k, cols ? "columns" : "rows", (long long)got,
                 by_columns ? "columns" : "rows", (long long)step);
+}
+
+static void check_plan(uint32_t threads, int64_t m, int64_t n, int64_t k, int64_t blocks, int by_columns,
+                       int64_t step) {
+  check_plan_packed(threads, m, n, k, 0, blocks, by_columns, step);
 }
 
 START_TEST(test_plan_cuts_large_products_into_aligned_blocks) {
   int cols;
   int64_t step;
   /* One thread, or a product under 2^17 multiply-adds: one block. */
-  ck_assert_int_eq(nimble_sgemm_threads_plan(1, 512, 512, 512, &cols, &step), 1);
-  ck_assert_int_eq(nimble_sgemm_threads_plan(2, 32, 64, 63, &cols, &step), 1);
-  ck_assert_int_eq(nimble_sgemm_threads_plan(2, 0, 4096, 4096, &cols, &step), 1);
+  ck_assert_int_eq(nimble_sgemm_threads_plan(1, 512, 512, 512, 0, 0, &cols, &step), 1);
+  ck_assert_int_eq(nimble_sgemm_threads_plan(2, 32, 64, 63, 0, 0, &cols, &step), 1);
+  ck_assert_int_eq(nimble_sgemm_threads_plan(2, 0, 4096, 4096, 0, 0, &cols, &step), 1);
   /* mlp's 64 x 512 x 784 on 2 threads: two blocks of 256 columns. */
   check_plan(2, 64, 512, 784, 2, 1, 256);
   /* 3 threads over 1000 columns: 334 rounded up to 352, 3 blocks. */
@@ -64,8 +71,21 @@ START_TEST(test_plan_cuts_large_products_into_aligned_blocks) {
   check_plan(2, 1, 2048, 512, 2, 1, 1024);
   /* One column of C: rows, 8-aligned. */
   check_plan(2, 1000, 1, 512, 2, 0, 504);
+  /* bert's 128x128x512 (an activation times a constant weight): even
+   * either way, columns; with A packed on every call, rows (each column
+   * block packed all of A); mlp's 64x512x784 keeps its columns with A
+   * packed (256 of 512 columns against 32 of 64 rows plus half of A).
+   * Both packed and even: columns. 32x200x64: rows (16 + 16 against 128
+   * + 72 columns), but with B packed on every call columns (each row
+   * block would pack all 200 of its columns). */
+  check_plan(2, 128, 128, 512, 2, 1, 64);
+  check_plan_packed(2, 128, 128, 512, 1, 2, 0, 64);
+  check_plan_packed(2, 64, 512, 784, 1, 2, 1, 256);
+  check_plan_packed(2, 128, 128, 64, 3, 2, 1, 64);
+  check_plan(2, 32, 200, 64, 2, 0, 16);
+  check_plan_packed(2, 32, 200, 64, 2, 2, 1, 128);
   /* Too narrow and too short to cut. */
-  ck_assert_int_eq(nimble_sgemm_threads_plan(2, 31, 127, 100000, &cols, &step), 1);
+  ck_assert_int_eq(nimble_sgemm_threads_plan(2, 31, 127, 100000, 0, 0, &cols, &step), 1);
 }
 END_TEST
 

@@ -34,8 +34,8 @@ static int64_t cut(uint32_t threads, int64_t n, int64_t min, int64_t align, int6
   return ceil_div(n, *step);
 }
 
-int64_t nimble_sgemm_threads_plan(uint32_t threads, int64_t m, int64_t n, int64_t k, int *by_columns,
-                                  int64_t *step) {
+int64_t nimble_sgemm_threads_plan(uint32_t threads, int64_t m, int64_t n, int64_t k, int pack_a, int pack_b,
+                                  int *by_columns, int64_t *step) {
   *by_columns = 1;
   *step = n;
   if (threads < 2 || m <= 0 || n <= 0 || k <= 0) return 1;
@@ -52,6 +52,15 @@ int64_t nimble_sgemm_threads_plan(uint32_t threads, int64_t m, int64_t n, int64_
     /* In double: the products of two dimensions may not fit in 64 bits. */
     double ccost = (double)ceil_div(cstep, 16) * 16 * (double)(ceil_div(m, 8) * 8);
     double rcost = (double)ceil_div(rstep, 8) * 8 * (double)(ceil_div(n, 16) * 16);
+    /* An operand packed on every call is packed whole by each block that
+     * needs all of it: A by every column block, B by every row block.
+     * Packing a row of A (or a column of B) costs about 16 columns' (rows')
+     * multiply-adds per step of k (bench_sgemm_own: 128x512 of A, 11 us,
+     * against 44 us for its product with 64 columns): bert's 128x128x512
+     * products cut by columns packed their A twice over (1.34x at two
+     * threads). */
+    if (pack_a) ccost += (double)(ceil_div(m, 8) * 8) * 16, rcost += (double)(ceil_div(rstep, 8) * 8) * 16;
+    if (pack_b) ccost += (double)(ceil_div(cstep, 16) * 16) * 16, rcost += (double)(ceil_div(n, 16) * 16) * 16;
     if (rcost * 16 < ccost * 15) cblocks = 0; /* rows only when clearly better */
   }
   if (cblocks) {
@@ -125,9 +134,16 @@ static void threads_call(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n,
   nimble_thread_pool *pool = tls_pool;
   int by_columns = 1;
   int64_t step = n;
-  int64_t blocks = pool && !nimble_thread_pool_in_task()
-                       ? nimble_sgemm_threads_plan(nimble_thread_pool_size(pool), m, n, k, &by_columns, &step)
-                       : 1;
+  int64_t blocks = 1;
+  if (pool && !nimble_thread_pool_in_task() && nimble_thread_pool_size(pool) > 1) {
+    /* What the product packs on every call: the BLAS both operands, the
+     * own kernels A unless it is a registered constant and B only when
+     * stored transposed and not constant (else read in place). */
+    int own = fn == nimble_sgemm_own;
+    int pack_a = !own || !nimble_sgemm_own_is_constant(!trans_a, a, lda, k, m);
+    int pack_b = !own || (trans_b && !nimble_sgemm_own_is_constant(trans_b, b, ldb, k, n));
+    blocks = nimble_sgemm_threads_plan(nimble_thread_pool_size(pool), m, n, k, pack_a, pack_b, &by_columns, &step);
+  }
   split_call s = {fn, trans_a, trans_b, m, n, k, alpha, beta, a, b, c, lda, ldb, ldc, by_columns, step, epi};
   if (blocks <= 1) {
     if (m > 0 && n > 0) block_call(&s, m, n, a, b, c, 0, 0);

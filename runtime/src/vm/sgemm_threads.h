@@ -36,8 +36,11 @@ void nimble_sgemm_threads_epilogue(int32_t trans_a, int32_t trans_b, int64_t m, 
 
 /* How nimble_sgemm_threads would cut a product over `threads` threads:
  * the number of blocks (1: not cut), whether they are column blocks, and
- * the columns or rows per block (the last may be shorter). Tests use it. */
-int64_t nimble_sgemm_threads_plan(uint32_t threads, int64_t m, int64_t n, int64_t k, int *by_columns,
-                                  int64_t *step);
+ * the columns or rows per block (the last may be shorter). pack_a,
+ * pack_b: whether the product packs that operand on every call (a cut
+ * that makes each block pack all of it costs that much more). Tests use
+ * it. */
+int64_t nimble_sgemm_threads_plan(uint32_t threads, int64_t m, int64_t n, int64_t k, int pack_a, int pack_b,
+                                  int *by_columns, int64_t *step);
 
 #endif
