@@ -558,14 +558,14 @@ static nimble_ln_stmt *dw_padded_s2(cp_ctx *c, dw_ctx *d, nimble_ln_expr *obase,
  * ran at half the L3's bandwidth). Per plane, the input rows of the
  * task's band of output rows, zero-padded, go with their even and odd
  * columns apart (dw_padded_s2's layout) into the task's own slot of a
- * scratch buffer (slot: the band; one slot per thread), then the band's
+ * scratch buffer (one slot per thread), then the band's
  * output rows are computed from it with contiguous loads, rows but the
  * band's last run to whole vectors (the spill is the next row's, which
  * the task writes after). The sum is dw_sum's: bias + taps in order. NULL
- * where it does not apply; *cond: the run-time condition (one band per
- * thread, rows of at least a vector). `S`: the bands (bound around the
- * plane's statement). */
-static nimble_ln_stmt *dw_rows_s2(cp_ctx *c, dw_ctx *d, nimble_ln_expr *orow0, nimble_ln_expr *S,
+ * where it does not apply; *cond: the run-time condition (rows of at least
+ * a vector). `slot`: the task's index among at most T running at once
+ * (bound around the plane's statement). */
+static nimble_ln_stmt *dw_rows_s2(cp_ctx *c, dw_ctx *d, nimble_ln_expr *orow0, nimble_ln_expr *slot,
                                   nimble_ln_expr **cond) {
   const cv_geom *g = d->g;
   int KW = (int)g->kw_const, KH = (int)d->KH, vw = c->opt.vector_width > 1 ? c->opt.vector_width : 0;
@@ -584,11 +584,9 @@ static nimble_ln_stmt *dw_rows_s2(cp_ctx *c, dw_ctx *d, nimble_ln_expr *orow0, n
    * slack for the rounded-up rows' reads. */
   nimble_ln_expr *slot_size = cp_add(c, cp_mul(c, cp_add(c, cp_mul(c, g->OH, two), cp_i(c, KH)), pitch), cp_i(c, vw));
   nimble_ln_expr *T0 = cp_max(c, nimble_ln_num_threads(c->A), one);
-  *cond = bin(c, NIMBLE_LN_AND, bin(c, NIMBLE_LN_EQ, S, T0),
-              bin(c, NIMBLE_LN_AND, bin(c, NIMBLE_LN_GE, g->OW, cp_i(c, vw)), bin(c, NIMBLE_LN_GT, g->W, cp_i(c, 0))));
+  *cond = bin(c, NIMBLE_LN_AND, bin(c, NIMBLE_LN_GE, g->OW, cp_i(c, vw)), bin(c, NIMBLE_LN_GT, g->W, cp_i(c, 0)));
   nimble_ln_param *buf = nimble_ln_kernel_add_scratch(c->k, "dw_rows_s2", NIMBLE_LN_F32, cp_mul(c, T0, slot_size));
   if (!buf) return NULL;
-  nimble_ln_expr *bh = cp_max(c, cp_div(c, cp_add(c, g->OH, cp_sub(c, S, one)), S), one);
   nimble_ln_var *base = cp_var(c, "slot", NIMBLE_LN_I64);
   nimble_ln_expr *b = ref(c, base);
   /* Buffer row q is padded row 2*oh_lo + q, image row 2*oh_lo + q - pt. */
@@ -649,7 +647,6 @@ static nimble_ln_stmt *dw_rows_s2(cp_ctx *c, dw_ctx *d, nimble_ln_expr *orow0, n
     }
   }
   nimble_ln_stmt *steps[4] = {copy, slack, parts[0], parts[1]};
-  nimble_ln_expr *slot = cp_div(c, d->oh_lo, bh);
   return nimble_ln_let(c->A, base, cp_mul(c, slot, slot_size), nimble_ln_seq(c->A, steps, 4));
 }
 
@@ -884,9 +881,10 @@ static nimble_ln_stmt *conv_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o, 
                 *ci = cp_var(c, "ci", NIMBLE_LN_I64), *kh = cp_var(c, "kh", NIMBLE_LN_I64),
                 *ow = cp_var(c, "ow", NIMBLE_LN_I64), *nv = cp_var(c, "n", NIMBLE_LN_I64),
                 *co0 = cp_var(c, "co", NIMBLE_LN_I64);
-  /* Depthwise: the band of output rows a task writes, and the bands. */
+  /* Depthwise: the band of output rows a task writes, the bands, and the
+   * task's slot (its index among the tasks, at most T). */
   nimble_ln_var *band_lo = cp_var(c, "oh_lo", NIMBLE_LN_I64), *band_hi = cp_var(c, "oh_hi", NIMBLE_LN_I64),
-                *band_s = cp_var(c, "bands", NIMBLE_LN_I64);
+                *band_s = cp_var(c, "bands", NIMBLE_LN_I64), *slot_i = cp_var(c, "slot_i", NIMBLE_LN_I64);
   nimble_ln_expr *dw_pcond = NULL;
   nimble_ln_expr *tr = ref(c, t);
   nimble_ln_expr *plane = cp_mul(c, g.OH, g.OW), *iplane = cp_mul(c, g.H, g.W);
@@ -999,7 +997,7 @@ static nimble_ln_stmt *conv_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o, 
       rows = nimble_ln_seq2(c->A, flat, rows);
     }
     nimble_ln_expr *rs2_cond = NULL;
-    nimble_ln_stmt *rows_s2 = dw_rows_s2(c, &d, obase, ref(c, band_s), &rs2_cond);
+    nimble_ln_stmt *rows_s2 = dw_rows_s2(c, &d, obase, ref(c, slot_i), &rs2_cond);
     if (rows_s2) rows = nimble_ln_if(c->A, rs2_cond, rows_s2, rows);
     /* The epilogue on the rows just written, while they are in cache
      * (dw_epilogue_pass). */
@@ -1053,6 +1051,8 @@ static nimble_ln_stmt *conv_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o, 
     nimble_ln_var *u = cp_var(c, "u", NIMBLE_LN_I64);
     row = nimble_ln_let(c->A, band_hi, cp_min(c, cp_add(c, ref(c, band_lo), bh), g.OH), row);
     row = nimble_ln_let(c->A, band_lo, cp_min(c, cp_mul(c, cp_div(c, ref(c, u), planes1), bh), g.OH), row);
+    nimble_ln_var *perv = cp_var(c, "per", NIMBLE_LN_I64);
+    row = nimble_ln_let(c->A, slot_i, cp_div(c, ref(c, u), cp_max(c, ref(c, perv), cp_i(c, 1))), row);
     row = nimble_ln_let(c->A, t, cp_rem(c, ref(c, u), planes1), row);
     direct = cp_for(c, u, cp_mul(c, S, planes), NIMBLE_LN_SERIAL, 0, row);
     /* Whole planes: at most T tasks of consecutive planes, so that thread
@@ -1064,14 +1064,16 @@ static nimble_ln_stmt *conv_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o, 
     nimble_ln_expr *per_thread = cp_div(c, cp_add(c, planes1, cp_sub(c, T0, cp_i(c, 1))), cp_max(c, T0, cp_i(c, 1)));
     nimble_ln_expr *per = nimble_ln_select(c->A, bin(c, NIMBLE_LN_GT, S, cp_i(c, 1)), planes1,
                                            cp_max(c, cp_rows_per_task(c, planes, work), per_thread));
-    if (direct) direct = nimble_ln_chunk(c->A, direct, per);
+    /* A task is `per` consecutive u (a band, or planes): u / per is its
+     * slot, below T (per_thread). */
+    if (direct) direct = nimble_ln_chunk(c->A, direct, ref(c, perv));
+    if (direct) direct = nimble_ln_let(c->A, perv, cp_max(c, per, cp_i(c, 1)), direct);
     if (direct) direct = nimble_ln_let(c->A, band_s, bands, direct);
   } else {
     if (dw) {
-      /* One band; dw_rows_s2's condition (a band per thread) holds then. */
       row = nimble_ln_let(c->A, band_hi, g.OH, row);
       row = nimble_ln_let(c->A, band_lo, cp_i(c, 0), row);
-      row = nimble_ln_let(c->A, band_s, cp_max(c, nimble_ln_num_threads(c->A), cp_i(c, 1)), row);
+      row = nimble_ln_let(c->A, slot_i, cp_i(c, 0), row); /* one task at a time */
     }
     direct = cp_for(c, t, planes, NIMBLE_LN_SERIAL, 0, row);
     if (c->opt.parallel && direct) direct = nimble_ln_chunk(c->A, direct, cp_rows_per_task(c, direct->end, work));

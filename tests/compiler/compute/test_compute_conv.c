@@ -127,6 +127,9 @@ static const conv_case kConv[] = {
     {1, 2, 24, 24, 2, 5, 5, 2, 2, 2, 2, 2, 2, 1, 1, 2, 0, 0, 0},
     {1, 4, 28, 28, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 4, 1, 2, 0, 1},
     {1, 3, 40, 17, 3, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 3, 1, 2, 0},
+    /* ... 5 output rows: whole planes per task on 3 threads (5 < 2 * 3),
+     * each task in its own slot */
+    {1, 7, 10, 41, 7, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 7, 1, 2, 0},
     /* A residual of the output's shape (mobilenet_v2's projections: 1x1,
      * bias, add), with relu over a 3x3 im2col, batch 2 */
     {1, 24, 14, 14, 32, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 1},
@@ -168,15 +171,16 @@ static bool dw_on_padded_plane(const conv_case *c) {
 
 /* Whether conv.c builds the band-row path for stride 2 (dw_rows_s2):
  * depthwise, dilations 1, a plane known past 400 padded pixels. It runs
- * when the output rows are a vector or more and there is a band per
- * thread (OH >= 6: on 1 to 3 threads), every pixel then summed in order. */
+ * when the output rows are a vector or more (bands or whole planes per
+ * task), every pixel then summed in order. */
 static bool dw_rows_s2_built(const conv_case *c) {
   return c->g == c->C && c->O == c->C && c->dh == 1 && c->dw == 1 && c->sh == 2 && c->sw == 2 && !c->symbolic &&
          (c->H + c->pt + c->pb) * (c->W + c->pl + c->pr) > 400;
 }
 
 static bool dw_rows_s2_runs(const conv_case *c, int64_t OH, int64_t OW) {
-  return dw_rows_s2_built(c) && OW >= 8 && OH >= 6;
+  (void)OH;
+  return dw_rows_s2_built(c) && OW >= 8;
 }
 
 /* A depthwise conv on the padded plane (dw_on_padded_plane) or through
