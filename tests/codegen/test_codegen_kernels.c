@@ -251,6 +251,25 @@ static int loop_id_holds_both(const char *ir, const char *a, const char *b) {
   return 0;
 }
 
+/* Validates k, checks that its printed nest holds `word` exactly when
+ * `mark` (the kernel cache keys on the printed nest), builds it at -O2
+ * keeping the optimised IR, and loads the object. */
+static void build_marked(nimble_ln_kernel *k, const char *word, int mark, nimble_codegen_output_t *out,
+                         harness_lib *lib) {
+  NIMBLE_ASSERT_OK(nimble_ln_kernel_validate(k));
+  char *text = NULL;
+  NIMBLE_ASSERT_OK(nimble_ln_kernel_print(k, &text));
+  ck_assert_msg((strstr(text, word) != NULL) == mark, "%s", text);
+  free(text);
+  nimble_codegen_options_t o = nimble_codegen_default_options();
+  o.opt_level = 2;
+  o.keep_ir = 1;
+  const nimble_ln_kernel *kc = k;
+  NIMBLE_ASSERT_OK(nimble_codegen_build(&kc, 1, &o, out));
+  ck_assert_ptr_nonnull(out->llvm_ir);
+  harness_load_bytes(out->shared_object, out->shared_object_size, lib);
+}
+
 START_TEST(test_a_no_unroll_loop_carries_unroll_disable) {
   /* y[i] = x[i] + 1 over a constant 128 elements, vectorized by 8: with
    * nimble_ln_no_unroll the loop's ID carries llvm.loop.unroll.disable
@@ -271,25 +290,14 @@ START_TEST(test_a_no_unroll_loop_carries_unroll_disable) {
                                                        nimble_ln_f32(A, 1))));
     if (mark) ck_assert_ptr_eq(nimble_ln_no_unroll(loop), loop);
     nimble_ln_kernel_set_body(k, loop);
-    NIMBLE_ASSERT_OK(nimble_ln_kernel_validate(k));
-    char *text = NULL;
-    NIMBLE_ASSERT_OK(nimble_ln_kernel_print(k, &text));
-    ck_assert_msg((strstr(text, "nounroll") != NULL) == mark, "%s", text);
-    free(text);
-    nimble_codegen_options_t o = nimble_codegen_default_options();
-    o.opt_level = 2;
-    o.keep_ir = 1;
     nimble_codegen_output_t out;
-    const nimble_ln_kernel *kc = k;
-    NIMBLE_ASSERT_OK(nimble_codegen_build(&kc, 1, &o, &out));
-    ck_assert_ptr_nonnull(out.llvm_ir);
+    harness_lib lib;
+    build_marked(k, "nounroll", mark, &out, &lib);
     /* LLVM unrolls the unmarked loop's 16 vector iterations (the general
      * and the specialised variant's); the marked loop keeps one vector add
      * per variant. */
     ck_assert_msg(loop_id_holds_both(out.llvm_ir, "llvm.loop.vectorize.width", "llvm.loop.unroll.disable") == mark,
                   "%s: the vectorized loop's ID %s llvm.loop.unroll.disable", k->name, mark ? "lacks" : "has");
-    harness_lib lib;
-    harness_load_bytes(out.shared_object, out.shared_object_size, &lib);
     harness_env he;
     harness_env_init(&he, 0, 0);
     float xs[128], ys[128];
@@ -331,22 +339,11 @@ START_TEST(test_a_masked_tail_is_one_masked_vector_step) {
     nimble_ln_no_unroll(row);
     if (mark) ck_assert_ptr_eq(nimble_ln_masked_tail(row), row);
     nimble_ln_kernel_set_body(k, nimble_ln_for(A, r, nimble_ln_i64(A, 0), nimble_ln_shape(A, x, 0), NIMBLE_LN_SERIAL, 0, row));
-    NIMBLE_ASSERT_OK(nimble_ln_kernel_validate(k));
-    char *text = NULL;
-    NIMBLE_ASSERT_OK(nimble_ln_kernel_print(k, &text));
-    ck_assert_msg((strstr(text, "masked") != NULL) == mark, "%s", text);
-    free(text);
-    nimble_codegen_options_t o = nimble_codegen_default_options();
-    o.opt_level = 2;
-    o.keep_ir = 1;
     nimble_codegen_output_t out;
-    const nimble_ln_kernel *kc = k;
-    NIMBLE_ASSERT_OK(nimble_codegen_build(&kc, 1, &o, &out));
-    ck_assert_ptr_nonnull(out.llvm_ir);
+    harness_lib lib;
+    build_marked(k, "masked", mark, &out, &lib);
     ck_assert_msg((strstr(out.llvm_ir, "llvm.masked.store") != NULL) == mark, "%s: masked stores %s expected",
                   k->name, mark ? "" : "not");
-    harness_lib lib;
-    harness_load_bytes(out.shared_object, out.shared_object_size, &lib);
     harness_env he;
     harness_env_init(&he, 0, 0);
     float xs[22], ys[22];

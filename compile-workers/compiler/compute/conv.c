@@ -384,6 +384,45 @@ static nimble_ln_stmt *dw_plane(cp_ctx *c, dw_ctx *d, nimble_ln_expr *obase) {
                       NULL);
 }
 
+/* Output rows [lo, hi) of a depthwise plane from a padded copy at b:
+ * with We NULL, dw_padded's (output row oh's kernel row kh is buffer row
+ * oh - lo + kh, column ow + kw), else stride 2's (dw_s2_split_row: buffer row
+ * 2*(oh - lo) + kh, column kw/2 of E or O). bias + taps in dw_sum's order,
+ * rows but the last run to whole vectors where the extra pixels stay
+ * inside the next row (which is written after), the last one exactly. */
+static nimble_ln_stmt *dw_out_rows(cp_ctx *c, const dw_ctx *d, nimble_ln_param *buf, nimble_ln_expr *b,
+                                   nimble_ln_expr *pitch, nimble_ln_expr *We, nimble_ln_expr *obase,
+                                   nimble_ln_expr *lo, nimble_ln_expr *hi, int vw) {
+  const cv_geom *g = d->g;
+  int KW = (int)g->kw_const, KH = (int)d->KH;
+  nimble_ln_expr *one = cp_i(c, 1);
+  nimble_ln_stmt *parts[2];
+  for (int part = 0; part < 2; part++) {
+    nimble_ln_var *oh = cp_var(c, "oh", NIMBLE_LN_I64), *ow = cp_var(c, "ow", NIMBLE_LN_I64);
+    nimble_ln_expr *ohv = part == 0 ? ref(c, oh) : cp_sub(c, hi, one);
+    nimble_ln_expr *v = ref(c, d->bv);
+    for (int kh = 0; kh < KH; kh++)
+      for (int kw = 0; kw < KW; kw++) {
+        nimble_ln_expr *qr = cp_add(c, cp_mul(c, cp_sub(c, ohv, lo), cp_i(c, We ? 2 : 1)), cp_i(c, kh));
+        nimble_ln_expr *col = We ? cp_add(c, (kw & 1) ? We : cp_i(c, 0), cp_i(c, kw / 2)) : cp_i(c, kw);
+        nimble_ln_expr *at = cp_add(c, cp_add(c, b, cp_mul(c, qr, pitch)), cp_add(c, ref(c, ow), col));
+        v = nimble_ln_fma(c->A, ref(c, d->wv[kh * KW + kw]), nimble_ln_load(c->A, buf, at), v);
+      }
+    nimble_ln_stmt *st = nimble_ln_store(c->A, d->o, cp_add(c, obase, cp_add(c, cp_mul(c, ohv, g->OW), ref(c, ow))),
+                                         dw_clamp(c, d, v));
+    if (part == 0) {
+      nimble_ln_expr *up = round_up(c, g->OW, vw);
+      up = nimble_ln_select(c->A, bin(c, NIMBLE_LN_GE, g->OW, cp_i(c, vw - 1)), up, g->OW);
+      nimble_ln_stmt *row = short_row(nimble_ln_for(c->A, ow, cp_i(c, 0), up, NIMBLE_LN_VECTORIZED, vw, st), up, vw);
+      parts[0] = nimble_ln_for(c->A, oh, lo, cp_max(c, cp_sub(c, hi, one), lo), NIMBLE_LN_SERIAL, 0, row);
+    } else {
+      parts[1] = short_row(cp_for(c, ow, g->OW, NIMBLE_LN_VECTORIZED, vw, st), g->OW, vw);
+      parts[1] = nimble_ln_if(c->A, bin(c, NIMBLE_LN_GT, hi, lo), parts[1], NULL);
+    }
+  }
+  return nimble_ln_seq2(c->A, parts[0], parts[1]);
+}
+
 /* Small planes, unit strides (dw_padded): the plane copied once into a
  * zero-padded buffer of its own (Hp x Wp, in the kernel's scratch buffer
  * at the plane's index), then every output row in one vectorized pass
@@ -425,30 +464,43 @@ static nimble_ln_stmt *dw_padded(cp_ctx *c, dw_ctx *d, nimble_ln_expr *obase, ni
                                    g->W, vw);
   copy = cp_for(c, r, g->H, NIMBLE_LN_SERIAL, 0, copy);
   /* Output rows: bias + taps, read from the padded plane. */
-  nimble_ln_stmt *parts[2] = {NULL, NULL};
-  for (int part = 0; part < 2; part++) {
-    nimble_ln_var *oh = cp_var(c, "oh", NIMBLE_LN_I64), *ow = cp_var(c, "ow", NIMBLE_LN_I64);
-    nimble_ln_expr *ohv = part == 0 ? ref(c, oh) : cp_sub(c, g->OH, cp_i(c, 1));
-    nimble_ln_expr *v = ref(c, d->bv);
-    for (int kh = 0; kh < KH; kh++)
-      for (int kw = 0; kw < KW; kw++) {
-        nimble_ln_expr *at = cp_add(c, b, cp_add(c, cp_mul(c, cp_add(c, ohv, cp_i(c, kh)), Wp), cp_add(c, ref(c, ow), cp_i(c, kw))));
-        v = nimble_ln_fma(c->A, ref(c, d->wv[kh * KW + kw]), nimble_ln_load(c->A, pad, at), v);
-      }
-    nimble_ln_stmt *st = nimble_ln_store(c->A, d->o, cp_add(c, obase, cp_add(c, cp_mul(c, ohv, g->OW), ref(c, ow))),
-                                         dw_clamp(c, d, v));
-    if (part == 0) {
-      /* Whole vectors where the extra pixels stay inside the next row. */
-      nimble_ln_expr *up = round_up(c, g->OW, vw);
-      up = nimble_ln_select(c->A, bin(c, NIMBLE_LN_GE, g->OW, cp_i(c, vw - 1)), up, g->OW);
-      nimble_ln_stmt *row = short_row(nimble_ln_for(c->A, ow, cp_i(c, 0), up, NIMBLE_LN_VECTORIZED, vw, st), up, vw);
-      parts[0] = cp_for(c, oh, cp_sub(c, g->OH, cp_i(c, 1)), NIMBLE_LN_SERIAL, 0, row);
-    } else {
-      parts[1] = short_row(cp_for(c, ow, g->OW, NIMBLE_LN_VECTORIZED, vw, st), g->OW, vw);
+  nimble_ln_stmt *steps[3] = {zero, copy, dw_out_rows(c, d, pad, b, Wp, NULL, obase, cp_i(c, 0), g->OH, vw)};
+  return nimble_ln_let(c->A, base, cp_mul(c, pidx, PS), nimble_ln_seq(c->A, steps, 3));
+}
+
+/* Stride 2's layout (dw_padded_s2, dw_rows_s2): padded row r of a plane as
+ * E[j] = xp[r][2j] at row + j and O[j] = xp[r][2j + 1] at row + We + j.
+ * dw_s2_split_row fills one row from the image row at flat index xrow:
+ * both columns inside the row for j in [jlo, jhi) (one vectorized pass of
+ * interleaved loads), the j outside, at most one or two at each end, by
+ * selects. */
+static nimble_ln_stmt *dw_s2_split_row(cp_ctx *c, const dw_ctx *d, nimble_ln_param *buf, nimble_ln_expr *row,
+                                       nimble_ln_expr *xrow, nimble_ln_expr *We, int vw) {
+  const cv_geom *g = d->g;
+  nimble_ln_expr *two = cp_i(c, 2);
+  int64_t pl = g->p[1];
+  nimble_ln_expr *jlo = cp_i(c, (pl + 1) / 2);
+  nimble_ln_expr *jhi = cp_max(c, cp_div(c, cp_add(c, g->W, cp_i(c, pl)), two), jlo); /* 2j + 1 - pl <= W - 1 */
+  nimble_ln_stmt *fill[3];
+  for (int part = 0; part < 3; part++) {
+    nimble_ln_var *j = cp_var(c, "j", NIMBLE_LN_I64);
+    nimble_ln_expr *jr = ref(c, j);
+    nimble_ln_expr *iw[2] = {cp_sub(c, cp_mul(c, jr, two), cp_i(c, pl)), cp_add(c, cp_mul(c, jr, two), cp_i(c, 1 - pl))};
+    nimble_ln_stmt *st[2];
+    for (int par = 0; par < 2; par++) {
+      nimble_ln_expr *v = part == 1 ? cp_value_flat(c, d->x, cp_add(c, xrow, iw[par]))
+                                    : nimble_ln_select(c->A, inside(c, iw[par], g->W),
+                                                       cp_value_flat(c, d->x, cp_add(c, xrow, clamp(c, iw[par], g->W))),
+                                                       nimble_ln_f32(c->A, 0));
+      st[par] = nimble_ln_store(c->A, buf, cp_add(c, row, cp_add(c, jr, par ? We : cp_i(c, 0))), v);
     }
+    nimble_ln_stmt *body = nimble_ln_seq(c->A, st, 2);
+    fill[part] = part == 0   ? nimble_ln_for(c->A, j, cp_i(c, 0), cp_min(c, jlo, We), NIMBLE_LN_SERIAL, 0, body)
+                 : part == 1 ? short_row(nimble_ln_for(c->A, j, jlo, cp_min(c, jhi, We), NIMBLE_LN_VECTORIZED, vw, body),
+                                         cp_sub(c, jhi, jlo), vw)
+                             : nimble_ln_for(c->A, j, cp_max(c, jhi, jlo), We, NIMBLE_LN_SERIAL, 0, body);
   }
-  nimble_ln_stmt *steps[4] = {zero, copy, parts[0], parts[1]};
-  return nimble_ln_let(c->A, base, cp_mul(c, pidx, PS), nimble_ln_seq(c->A, steps, 4));
+  return nimble_ln_seq(c->A, fill, 3);
 }
 
 /* Small planes, stride 2 (mobilenet_v2's 14x14 -> 7x7 and 28x28 -> 14x14):
@@ -496,60 +548,12 @@ static nimble_ln_stmt *dw_padded_s2(cp_ctx *c, dw_ctx *d, nimble_ln_expr *obase,
   nimble_ln_var *q = cp_var(c, "q", NIMBLE_LN_I64), *r = cp_var(c, "r", NIMBLE_LN_I64);
   nimble_ln_stmt *zero = cp_for(c, q, PS, NIMBLE_LN_VECTORIZED, vw,
                                 nimble_ln_store(c->A, buf, cp_add(c, b, ref(c, q)), nimble_ln_f32(c->A, 0)));
-  /* Image row r is padded row r + pt: its E and O from x[r][2j - pl] and
-   * x[r][2j + 1 - pl], both inside the row for j in [jlo, jhi) (one
-   * vectorized pass of interleaved loads); the j outside, at most one or
-   * two at each end, by selects. */
-  int64_t pl = g->p[1];
+  /* Image row r is padded row r + pt. */
   nimble_ln_expr *erow = cp_add(c, b, cp_mul(c, cp_add(c, ref(c, r), cp_i(c, g->p[0])), pitch));
   nimble_ln_expr *xrow = cp_add(c, d->plane, cp_mul(c, ref(c, r), g->W));
-  nimble_ln_expr *jlo = cp_i(c, (pl + 1) / 2);
-  nimble_ln_expr *jhi = cp_max(c, cp_div(c, cp_add(c, g->W, cp_i(c, pl)), two), jlo); /* 2j + 1 - pl <= W - 1 */
-  nimble_ln_stmt *fill[3];
-  for (int part = 0; part < 3; part++) {
-    nimble_ln_var *j = cp_var(c, "j", NIMBLE_LN_I64);
-    nimble_ln_expr *jr = ref(c, j);
-    nimble_ln_expr *iw[2] = {cp_sub(c, cp_mul(c, jr, two), cp_i(c, pl)), cp_add(c, cp_mul(c, jr, two), cp_i(c, 1 - pl))};
-    nimble_ln_stmt *st[2];
-    for (int par = 0; par < 2; par++) {
-      nimble_ln_expr *v = part == 1 ? cp_value_flat(c, d->x, cp_add(c, xrow, iw[par]))
-                                    : nimble_ln_select(c->A, inside(c, iw[par], g->W),
-                                                       cp_value_flat(c, d->x, cp_add(c, xrow, clamp(c, iw[par], g->W))),
-                                                       nimble_ln_f32(c->A, 0));
-      st[par] = nimble_ln_store(c->A, buf, cp_add(c, erow, cp_add(c, jr, par ? We : cp_i(c, 0))), v);
-    }
-    nimble_ln_stmt *body = nimble_ln_seq(c->A, st, 2);
-    fill[part] = part == 0   ? nimble_ln_for(c->A, j, cp_i(c, 0), cp_min(c, jlo, We), NIMBLE_LN_SERIAL, 0, body)
-                 : part == 1 ? short_row(nimble_ln_for(c->A, j, jlo, cp_min(c, jhi, We), NIMBLE_LN_VECTORIZED, vw, body),
-                                         cp_sub(c, jhi, jlo), vw)
-                             : nimble_ln_for(c->A, j, cp_max(c, jhi, jlo), We, NIMBLE_LN_SERIAL, 0, body);
-  }
-  nimble_ln_stmt *copy = cp_for(c, r, g->H, NIMBLE_LN_SERIAL, 0, nimble_ln_seq(c->A, fill, 3));
-  /* Output rows. */
-  nimble_ln_stmt *parts[2] = {NULL, NULL};
-  for (int part = 0; part < 2; part++) {
-    nimble_ln_var *oh = cp_var(c, "oh", NIMBLE_LN_I64), *ow = cp_var(c, "ow", NIMBLE_LN_I64);
-    nimble_ln_expr *ohv = part == 0 ? ref(c, oh) : cp_sub(c, g->OH, one);
-    nimble_ln_expr *v = ref(c, d->bv);
-    for (int kh = 0; kh < KH; kh++)
-      for (int kw = 0; kw < KW; kw++) {
-        nimble_ln_expr *row0 = cp_add(c, b, cp_mul(c, cp_add(c, cp_mul(c, ohv, two), cp_i(c, kh)), pitch));
-        nimble_ln_expr *at = cp_add(c, cp_add(c, row0, (kw & 1) ? We : cp_i(c, 0)), cp_add(c, ref(c, ow), cp_i(c, kw / 2)));
-        v = nimble_ln_fma(c->A, ref(c, d->wv[kh * KW + kw]), nimble_ln_load(c->A, buf, at), v);
-      }
-    nimble_ln_stmt *st = nimble_ln_store(c->A, d->o, cp_add(c, obase, cp_add(c, cp_mul(c, ohv, g->OW), ref(c, ow))),
-                                         dw_clamp(c, d, v));
-    if (part == 0) {
-      nimble_ln_expr *up = round_up(c, g->OW, vw);
-      up = nimble_ln_select(c->A, bin(c, NIMBLE_LN_GE, g->OW, cp_i(c, vw - 1)), up, g->OW);
-      nimble_ln_stmt *row = short_row(nimble_ln_for(c->A, ow, cp_i(c, 0), up, NIMBLE_LN_VECTORIZED, vw, st), up, vw);
-      parts[0] = cp_for(c, oh, cp_sub(c, g->OH, one), NIMBLE_LN_SERIAL, 0, row);
-    } else {
-      parts[1] = short_row(cp_for(c, ow, g->OW, NIMBLE_LN_VECTORIZED, vw, st), g->OW, vw);
-    }
-  }
-  nimble_ln_stmt *steps[4] = {zero, copy, parts[0], parts[1]};
-  return nimble_ln_let(c->A, base, cp_mul(c, pidx, PS), nimble_ln_seq(c->A, steps, 4));
+  nimble_ln_stmt *copy = cp_for(c, r, g->H, NIMBLE_LN_SERIAL, 0, dw_s2_split_row(c, d, buf, erow, xrow, We, vw));
+  nimble_ln_stmt *steps[3] = {zero, copy, dw_out_rows(c, d, buf, b, pitch, We, obase, cp_i(c, 0), g->OH, vw)};
+  return nimble_ln_let(c->A, base, cp_mul(c, pidx, PS), nimble_ln_seq(c->A, steps, 3));
 }
 
 /* Stride 2 on larger planes (mobilenet_v2's 112x112 -> 56x56 and 56x56 ->
@@ -594,60 +598,17 @@ static nimble_ln_stmt *dw_rows_s2(cp_ctx *c, dw_ctx *d, nimble_ln_expr *orow0, n
   nimble_ln_var *q = cp_var(c, "q", NIMBLE_LN_I64), *z = cp_var(c, "z", NIMBLE_LN_I64), *ih = cp_var(c, "ih", NIMBLE_LN_I64);
   nimble_ln_expr *qrow = cp_add(c, b, cp_mul(c, ref(c, q), pitch));
   nimble_ln_expr *xrow = cp_add(c, d->plane, cp_mul(c, ref(c, ih), g->W));
-  int64_t pl = g->p[1];
-  nimble_ln_expr *jlo = cp_i(c, (pl + 1) / 2);
-  nimble_ln_expr *jhi = cp_max(c, cp_div(c, cp_add(c, g->W, cp_i(c, pl)), two), jlo); /* 2j + 1 - pl <= W - 1 */
-  nimble_ln_stmt *fill[3];
-  for (int part = 0; part < 3; part++) {
-    nimble_ln_var *j = cp_var(c, "j", NIMBLE_LN_I64);
-    nimble_ln_expr *jr = ref(c, j);
-    nimble_ln_expr *iw[2] = {cp_sub(c, cp_mul(c, jr, two), cp_i(c, pl)), cp_add(c, cp_mul(c, jr, two), cp_i(c, 1 - pl))};
-    nimble_ln_stmt *st[2];
-    for (int par = 0; par < 2; par++) {
-      nimble_ln_expr *v = part == 1 ? cp_value_flat(c, d->x, cp_add(c, xrow, iw[par]))
-                                    : nimble_ln_select(c->A, inside(c, iw[par], g->W),
-                                                       cp_value_flat(c, d->x, cp_add(c, xrow, clamp(c, iw[par], g->W))),
-                                                       nimble_ln_f32(c->A, 0));
-      st[par] = nimble_ln_store(c->A, buf, cp_add(c, qrow, cp_add(c, jr, par ? We : cp_i(c, 0))), v);
-    }
-    nimble_ln_stmt *body = nimble_ln_seq(c->A, st, 2);
-    fill[part] = part == 0   ? nimble_ln_for(c->A, j, cp_i(c, 0), cp_min(c, jlo, We), NIMBLE_LN_SERIAL, 0, body)
-                 : part == 1 ? nimble_ln_for(c->A, j, jlo, cp_min(c, jhi, We), NIMBLE_LN_VECTORIZED, vw, body)
-                             : nimble_ln_for(c->A, j, cp_max(c, jhi, jlo), We, NIMBLE_LN_SERIAL, 0, body);
-  }
   nimble_ln_stmt *zrow = cp_for(c, z, pitch, NIMBLE_LN_VECTORIZED, vw,
                                 nimble_ln_store(c->A, buf, cp_add(c, qrow, ref(c, z)), nimble_ln_f32(c->A, 0)));
-  nimble_ln_stmt *rowq = nimble_ln_if(c->A, inside(c, ref(c, ih), g->H), nimble_ln_seq(c->A, fill, 3), zrow);
+  nimble_ln_stmt *rowq = nimble_ln_if(c->A, inside(c, ref(c, ih), g->H), dw_s2_split_row(c, d, buf, qrow, xrow, We, vw), zrow);
   rowq = nimble_ln_let(c->A, ih, cp_sub(c, cp_add(c, cp_mul(c, d->oh_lo, two), ref(c, q)), cp_i(c, g->p[0])), rowq);
   nimble_ln_stmt *copy = nimble_ln_for(c->A, q, cp_i(c, 0), nrows, NIMBLE_LN_SERIAL, 0, rowq);
   nimble_ln_var *z2 = cp_var(c, "z", NIMBLE_LN_I64);
   nimble_ln_stmt *slack = nimble_ln_for(c->A, z2, cp_i(c, 0), cp_i(c, vw), NIMBLE_LN_SERIAL, 0,
                                         nimble_ln_store(c->A, buf, cp_add(c, cp_add(c, b, cp_mul(c, nrows, pitch)), ref(c, z2)),
                                                         nimble_ln_f32(c->A, 0)));
-  /* The band's output rows. */
-  nimble_ln_stmt *parts[2] = {NULL, NULL};
-  for (int part = 0; part < 2; part++) {
-    nimble_ln_var *oh = cp_var(c, "oh", NIMBLE_LN_I64), *ow = cp_var(c, "ow", NIMBLE_LN_I64);
-    nimble_ln_expr *ohv = part == 0 ? ref(c, oh) : cp_sub(c, d->oh_hi, one);
-    nimble_ln_expr *v = ref(c, d->bv);
-    for (int kh = 0; kh < KH; kh++)
-      for (int kw = 0; kw < KW; kw++) {
-        nimble_ln_expr *qr = cp_add(c, cp_mul(c, cp_sub(c, ohv, d->oh_lo), two), cp_i(c, kh));
-        nimble_ln_expr *at = cp_add(c, cp_add(c, cp_add(c, b, cp_mul(c, qr, pitch)), (kw & 1) ? We : cp_i(c, 0)),
-                                    cp_add(c, ref(c, ow), cp_i(c, kw / 2)));
-        v = nimble_ln_fma(c->A, ref(c, d->wv[kh * KW + kw]), nimble_ln_load(c->A, buf, at), v);
-      }
-    nimble_ln_stmt *st = nimble_ln_store(c->A, d->o, cp_add(c, cp_add(c, orow0, cp_mul(c, ohv, g->OW)), ref(c, ow)), v);
-    if (part == 0) {
-      nimble_ln_stmt *row = nimble_ln_for(c->A, ow, cp_i(c, 0), round_up(c, g->OW, vw), NIMBLE_LN_VECTORIZED, vw, st);
-      parts[0] = nimble_ln_for(c->A, oh, d->oh_lo, cp_sub(c, d->oh_hi, one), NIMBLE_LN_SERIAL, 0, row);
-    } else {
-      parts[1] = cp_for(c, ow, g->OW, NIMBLE_LN_VECTORIZED, vw, st);
-      parts[1] = nimble_ln_if(c->A, bin(c, NIMBLE_LN_GT, d->oh_hi, d->oh_lo), parts[1], NULL);
-    }
-  }
-  nimble_ln_stmt *steps[4] = {copy, slack, parts[0], parts[1]};
-  return nimble_ln_let(c->A, base, cp_mul(c, slot, slot_size), nimble_ln_seq(c->A, steps, 4));
+  nimble_ln_stmt *steps[3] = {copy, slack, dw_out_rows(c, d, buf, b, pitch, We, orow0, d->oh_lo, d->oh_hi, vw)};
+  return nimble_ln_let(c->A, base, cp_mul(c, slot, slot_size), nimble_ln_seq(c->A, steps, 3));
 }
 
 /* The epilogue as a pass over the band of rows [oh_lo, oh_hi) of the
