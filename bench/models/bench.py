@@ -15,7 +15,8 @@ Run through bench/models/run.sh (see there for the options). This driver
   4. starts one long-lived worker per peer and thread count (ort_capi
      --serve, ort_worker.js, torch_worker.py: one JSON line each way) and,
      when the build has a `nimble` that can compile, compiles each model
-     (timed) and runs it with nimble-run --threads N,
+     (timed) and runs it with nimble-run --threads N (a fresh process per
+     batch, with about WARMUP_MS of untimed runs first),
   5. measures in rounds, interleaved: every round runs every configuration
      at every thread count on every framework in turn (A B C D, B C D A,
      ...: the order rotates each round), so the machine's noise falls on all
@@ -435,13 +436,14 @@ class Nimble:
         return out, (secs, "%s of %s" % (m.group(1) if m else "?", re.search(r"tuned: (\d+)", summary[0]).group(1)
                                              if summary else "?"))
 
-    def run(self, exe, inputs, repeat, threads, outdir):
-        """Returns ((median_ms, min_ms), None) or (None, reason)."""
+    def run(self, exe, inputs, repeat, threads, outdir, warmup=0):
+        """Returns ((median_ms, min_ms), None) or (None, reason). `warmup`
+        untimed runs come first (nimble-run --warmup)."""
         os.makedirs(outdir, exist_ok=True)
         cmd = [self.runner, exe]
         for name, path in inputs.items():
             cmd += ["--input", "%s=%s" % (name, path)]
-        cmd += ["--repeat", str(repeat), "--threads", str(threads), "--output-dir", outdir]
+        cmd += ["--repeat", str(repeat), "--warmup", str(warmup), "--threads", str(threads), "--output-dir", outdir]
         try:
             r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=600)
         except subprocess.TimeoutExpired:
@@ -455,6 +457,22 @@ class Nimble:
 
 
 # --- measurement ---------------------------------------------------------------
+
+# Untimed runs before each nimble-run batch, about this many ms of them. The
+# peers run in long-lived workers whose threads have long settled on their
+# cores; a fresh nimble-run's pool worker can start on its caller's core and
+# is moved within 10-20 ms (cnn at 2 threads measured 0.12-0.13 or
+# 0.18-0.23 ms per batch with one warm-up run, 0.12-0.13 with 20 ms of them).
+WARMUP_MS = 25.0
+
+
+def warmup_runs(median_ms):
+    """nimble-run --warmup for a batch whose runs take about median_ms
+    (None before the first batch: 5)."""
+    if not median_ms:
+        return 5
+    return max(1, min(1000, int(math.ceil(WARMUP_MS / max(median_ms, 1e-3)))))
+
 
 class Cell:
     """One framework on one configuration: samples, or why there are none."""
@@ -708,7 +726,8 @@ def main():
                             n = max(3, min(n, int(2 * a.max_batch_s * 1000 / len(trees) / max(med, 1e-3))))
                         for i, tree_inputs in enumerate(trees):
                             res, why = nimble.run(cell.exe, tree_inputs, n, t,
-                                                  os.path.join(out_dir("nimble", t, label), "tree%02d" % i))
+                                                  os.path.join(out_dir("nimble", t, label), "tree%02d" % i),
+                                                  warmup_runs(med))
                             if why:
                                 cell.reason = "tree %d: %s" % (i, why)
                                 break
@@ -719,7 +738,7 @@ def main():
                         med = cell.median()
                         if med:  # nimble-run cannot stop on time; size the batch from earlier ones
                             n = max(3, min(runs, int(a.max_batch_s * 1000 / max(med, 1e-3))))
-                        res, why = nimble.run(cell.exe, inputs[label], n, t, out_dir(peer, t, label))
+                        res, why = nimble.run(cell.exe, inputs[label], n, t, out_dir(peer, t, label), warmup_runs(med))
                         if why:
                             cell.reason = why
                         else:
@@ -800,12 +819,15 @@ def main():
                      "docs/tuning.md), run like Nimble; its compile time (search included) and the kernels whose "
                      "schedule the search changed are in the tuning column" % (max(threads), a.tune_budget_s))
     lines.append("- method: %d rounds; in each, every configuration runs at every thread count on each framework in "
-                 "turn (order rotating per round), 1 untimed run then up to %d timed runs or %.1f s; "
+                 "turn (order rotating per round), 1 untimed run then up to %d timed runs or %.1f s (Nimble: "
+                 "a fresh nimble-run per turn, about %d ms of untimed runs first, for its pool's threads to "
+                 "settle as the peers' long-lived workers' have); "
                  "median and min over all timed runs (Nimble: median of nimble-run's per-round medians, "
                  "min of its minimums). Before each turn the harness waits until the CPUs are idle (at most "
                  "0.3 s; here median %.0f ms, max %.0f ms): ONNX Runtime's threads spin on after a Run, and the next "
                  "framework would share its cores with them. Latency in ms."
-                 % (a.rounds, per_round, a.max_batch_s, 1000 * (sorted(settle_s)[len(settle_s) // 2] if settle_s else 0),
+                 % (a.rounds, per_round, a.max_batch_s, WARMUP_MS,
+                    1000 * (sorted(settle_s)[len(settle_s) // 2] if settle_s else 0),
                     1000 * max(settle_s or [0])))
     core = t_info.get("openblas_core", "")
     if core.lower() in ("prescott", "generic", "core2", "katmai", "northwood", "banias"):

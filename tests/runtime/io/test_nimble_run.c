@@ -162,6 +162,17 @@ START_TEST(test_repeat_prints_the_median_and_minimum_latency) {
   const float *v = c.tensor.data; /* a + a */
   ck_assert(v[0] == 2.0f && v[1] == 4.0f && v[2] == 6.0f && v[3] == 9.0f);
   nimble_tensor_file_deinit(&c);
+  /* Untimed runs first: the timed count and the outputs are the same. */
+  for (int w = 0; w <= 3; w += 3) {
+    snprintf(args, sizeof(args), "'%s' --input=a='%s' --input b='%s' --output-dir='%s' --repeat 2 --warmup %d",
+             model_path, fixture("vadd_a.npy"), fixture("vadd_a.npy"), dir, w);
+    ck_assert_msg(run_tool(args, out, sizeof(out)) == 0, "output: %s", out);
+    ck_assert_msg(strstr(out, "\nlatency over 2 runs (1 thread): median ") != NULL, "output: %s", out);
+    NIMBLE_ASSERT_OK(nimble_tensor_io_read_npy(cpath, &c));
+    v = c.tensor.data;
+    ck_assert(v[0] == 2.0f && v[1] == 4.0f && v[2] == 6.0f && v[3] == 9.0f);
+    nimble_tensor_file_deinit(&c);
+  }
 }
 END_TEST
 
@@ -214,7 +225,8 @@ START_TEST(test_help_describes_the_options_and_exit_codes) {
   char out[8192];
   ck_assert_int_eq(run_tool("--help", out, sizeof(out)), 0);
   const char *want[] = {"usage: nimble-run MODEL.nimble --input NAME=FILE", "--output-dir DIR",
-                        "--repeat N", "median", "--threads N", "--output NAME=FILE", "--entry NAME", ".npy", ".pb",
+                        "--repeat N", "median", "--warmup N", "--threads N", "--output NAME=FILE", "--entry NAME",
+                        ".npy", ".pb",
                         "Exit status: 0 success; 1", "2 a usage error"};
   for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
     ck_assert_msg(strstr(out, want[i]) != NULL, "--help lacks '%s'", want[i]);
@@ -237,6 +249,8 @@ START_TEST(test_malformed_command_lines_exit_2_with_one_line) {
   expect_failure("m.nimble --repeat 0", 2, "--repeat '0': expected a whole number");
   expect_failure("m.nimble --repeat 3x", 2, "--repeat '3x'");
   expect_failure("m.nimble --repeat 99999999999999999999", 2, "--repeat '9999");
+  expect_failure("m.nimble --warmup -1", 2, "--warmup '-1': expected a whole number from 0");
+  expect_failure("m.nimble --warmup 1e3", 2, "--warmup '1e3'");
   expect_failure("m.nimble --threads -1", 2, "--threads '-1'");
   expect_failure("m.nimble --output-dir=", 2, "--output-dir is empty");
   expect_failure("m.nimble n.nimble", 2, "more than one model given ('m.nimble' and 'n.nimble')");
