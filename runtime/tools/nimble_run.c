@@ -166,12 +166,12 @@ static int fail_status(int code, nimble_status_t s, const char *context) {
 }
 
 /* A strict positive integer in [1, max]; 0 on success. */
-static int parse_count(const char *text, long max, long *out) {
+static int parse_count(const char *text, long min, long max, long *out) {
   if (!text || !*text) return -1;
   char *end;
   errno = 0;
   long v = strtol(text, &end, 10);
-  if (errno || *end || v < 1 || v > max || text[0] == '+' || text[0] == ' ') return -1;
+  if (errno || *end || v < min || v > max || text[0] == '+' || text[0] == ' ') return -1;
   *out = v;
   return 0;
 }
@@ -308,16 +308,15 @@ static int parse_args(int argc, char **argv, run_args *a) {
       if (!*value) return fail(EXIT_USAGE, "--output-dir is empty");
       a->output_dir = value;
     } else if (strcmp(opt, "--repeat") == 0) {
-      if (parse_count(value, MAX_REPEAT, &a->repeat) != 0)
+      if (parse_count(value, 1, MAX_REPEAT, &a->repeat) != 0)
         return fail(EXIT_USAGE, "--repeat '%s': expected a whole number from 1 to %ld", value,
                     MAX_REPEAT);
       a->repeat_given = 1;
     } else if (strcmp(opt, "--warmup") == 0) {
-      if (strcmp(value, "0") != 0 && parse_count(value, MAX_REPEAT, &a->warmup) != 0)
+      if (parse_count(value, 0, MAX_REPEAT, &a->warmup) != 0)
         return fail(EXIT_USAGE, "--warmup '%s': expected a whole number from 0 to %ld", value, MAX_REPEAT);
-      if (strcmp(value, "0") == 0) a->warmup = 0;
     } else if (strcmp(opt, "--threads") == 0) {
-      if (parse_count(value, MAX_THREADS, &a->threads) != 0)
+      if (parse_count(value, 1, MAX_THREADS, &a->threads) != 0)
         return fail(EXIT_USAGE, "--threads '%s': expected a whole number from 1 to %ld", value,
                     MAX_THREADS);
     } else if (strcmp(opt, "--trusted-keys") == 0) {
@@ -359,6 +358,16 @@ static void output_file_name(const char *name, uint32_t index, char *buf, size_t
     buf[n++] = ok ? c : '_';
   }
   buf[n] = '\0';
+}
+
+/* One run: the inputs set (an ADT value is checked each time), then the
+ * entry invoked. */
+static nimble_status_t run_once(const run_args *a, nimble_vm *vm, const nimble_entry_info_t *entry) {
+  nimble_status_t s = nimble_ok();
+  for (int k = 0; k < a->num_inputs && !s; k++)
+    s = a->inputs[k].value ? nimble_vm_set_input_value(vm, entry->name, a->inputs[k].index, a->inputs[k].value)
+                           : nimble_vm_set_input(vm, a->entry, a->inputs[k].index, &a->inputs[k].file.tensor);
+  return s ? s : nimble_vm_invoke(vm, a->entry);
 }
 
 static int run(run_args *a) {
@@ -509,22 +518,14 @@ static int run(run_args *a) {
   /* Untimed runs first (--warmup): what a long-lived process has done
    * before the runs that count: memory touched, constants checked on first
    * use, the pool's threads settled on their cores. */
-  for (long w = 0; w < a->warmup && !s; w++) {
-    for (int k = 0; k < a->num_inputs && !s; k++)
-      s = a->inputs[k].value ? nimble_vm_set_input_value(vm, entry->name, a->inputs[k].index, a->inputs[k].value)
-                             : nimble_vm_set_input(vm, a->entry, a->inputs[k].index, &a->inputs[k].file.tensor);
-    if (!s) s = nimble_vm_invoke(vm, a->entry);
-  }
+  for (long w = 0; w < a->warmup && !s; w++) s = run_once(a, vm, entry);
   if (s) {
     rc = fail_status(EXIT_RUN_ERROR, s, a->model);
     goto done;
   }
   for (long r = 0; r < a->repeat; r++) {
     double t0 = now_ms();
-    for (int k = 0; k < a->num_inputs && !s; k++)
-      s = a->inputs[k].value ? nimble_vm_set_input_value(vm, entry->name, a->inputs[k].index, a->inputs[k].value)
-                             : nimble_vm_set_input(vm, a->entry, a->inputs[k].index, &a->inputs[k].file.tensor);
-    if (!s) s = nimble_vm_invoke(vm, a->entry);
+    s = run_once(a, vm, entry);
     times[r] = now_ms() - t0;
     if (s) {
       rc = fail_status(EXIT_RUN_ERROR, s, a->model);

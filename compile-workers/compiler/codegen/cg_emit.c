@@ -768,40 +768,30 @@ static int expr_reads_has_sgemm(const nimble_ln_expr *e) {
   return expr_reads_has_sgemm(e->a) || expr_reads_has_sgemm(e->b) || expr_reads_has_sgemm(e->c);
 }
 
+/* A loop hint: !{!"name"} (value NULL) or !{!"name", value}. */
+static LLVMMetadataRef loop_hint(cg_mod *cm, const char *name, LLVMValueRef value) {
+  LLVMMetadataRef ops[2] = {LLVMMDStringInContext2(cm->ctx, name, strlen(name)),
+                            value ? LLVMValueAsMetadata(value) : NULL};
+  return LLVMMDNodeInContext2(cm->ctx, ops, value ? 2 : 1);
+}
+
 static void set_loop_metadata(cg_mod *cm, LLVMValueRef latch_br, const nimble_ln_stmt *s) {
   LLVMMetadataRef ops[5];
   unsigned n = 1;
   if (cm->plain) {
-    LLVMMetadataRef en[2] = {LLVMMDStringInContext2(cm->ctx, "llvm.loop.vectorize.enable", 26),
-                             LLVMValueAsMetadata(LLVMConstInt(cm->i1, 0, 0))};
-    LLVMMetadataRef un[1] = {LLVMMDStringInContext2(cm->ctx, "llvm.loop.unroll.disable", 24)};
-    ops[n++] = LLVMMDNodeInContext2(cm->ctx, en, 2);
-    ops[n++] = LLVMMDNodeInContext2(cm->ctx, un, 1);
+    ops[n++] = loop_hint(cm, "llvm.loop.vectorize.enable", LLVMConstInt(cm->i1, 0, 0));
+    ops[n++] = loop_hint(cm, "llvm.loop.unroll.disable", NULL);
   } else if (!s) {
     return;
   } else if (s->loop_kind == NIMBLE_LN_VECTORIZED) {
-    LLVMMetadataRef en[2] = {LLVMMDStringInContext2(cm->ctx, "llvm.loop.vectorize.enable", 26),
-                             LLVMValueAsMetadata(LLVMConstInt(cm->i1, 1, 0))};
-    LLVMMetadataRef w[2] = {LLVMMDStringInContext2(cm->ctx, "llvm.loop.vectorize.width", 25),
-                            LLVMValueAsMetadata(ci32(cm, s->factor))};
-    ops[n++] = LLVMMDNodeInContext2(cm->ctx, en, 2);
-    ops[n++] = LLVMMDNodeInContext2(cm->ctx, w, 2);
-    if (s->no_unroll) {
-      LLVMMetadataRef un[1] = {LLVMMDStringInContext2(cm->ctx, "llvm.loop.unroll.disable", 24)};
-      ops[n++] = LLVMMDNodeInContext2(cm->ctx, un, 1);
-    }
-    if (s->masked_tail) {
-      LLVMMetadataRef pr[2] = {LLVMMDStringInContext2(cm->ctx, "llvm.loop.vectorize.predicate.enable", 36),
-                               LLVMValueAsMetadata(LLVMConstInt(cm->i1, 1, 0))};
-      ops[n++] = LLVMMDNodeInContext2(cm->ctx, pr, 2);
-    }
+    ops[n++] = loop_hint(cm, "llvm.loop.vectorize.enable", LLVMConstInt(cm->i1, 1, 0));
+    ops[n++] = loop_hint(cm, "llvm.loop.vectorize.width", ci32(cm, s->factor));
+    if (s->no_unroll) ops[n++] = loop_hint(cm, "llvm.loop.unroll.disable", NULL);
+    if (s->masked_tail) ops[n++] = loop_hint(cm, "llvm.loop.vectorize.predicate.enable", LLVMConstInt(cm->i1, 1, 0));
   } else if (s->loop_kind == NIMBLE_LN_UNROLLED) {
-    LLVMMetadataRef c[2] = {LLVMMDStringInContext2(cm->ctx, "llvm.loop.unroll.count", 22),
-                            LLVMValueAsMetadata(ci32(cm, s->factor))};
-    ops[n++] = LLVMMDNodeInContext2(cm->ctx, c, 2);
+    ops[n++] = loop_hint(cm, "llvm.loop.unroll.count", ci32(cm, s->factor));
   } else if (s->no_unroll) {
-    LLVMMetadataRef un[1] = {LLVMMDStringInContext2(cm->ctx, "llvm.loop.unroll.disable", 24)};
-    ops[n++] = LLVMMDNodeInContext2(cm->ctx, un, 1);
+    ops[n++] = loop_hint(cm, "llvm.loop.unroll.disable", NULL);
   } else {
     return;
   }

@@ -291,9 +291,9 @@ static nimble_ln_expr *round_up(cp_ctx *c, nimble_ln_expr *n, int64_t m) {
   return cp_mul(c, cp_div(c, cp_add(c, n, cp_i(c, m - 1)), cp_i(c, m)), cp_i(c, m));
 }
 
-/* loop (vectorized over n iterations) with its remainder as a masked
- * vector step when n is a known constant under 4 vectors and not a whole
- * number of them: a 7x7 plane's rows were a vector and 7 scalar steps. */
+/* loop (vectorized over n iterations) run as one masked vector step when
+ * n is a known constant under one vector: a 7x7 plane's rows were 7 scalar
+ * steps (AVX2's masked stores lost to 6 scalar ones on 14-pixel rows). */
 static nimble_ln_stmt *short_row(nimble_ln_stmt *loop, nimble_ln_expr *n, int vw) {
   int64_t nc;
   if (loop && vw > 1 && cp_const_i(n, &nc) && nc > 0 && nc < vw)
@@ -503,7 +503,7 @@ static nimble_ln_stmt *dw_s2_split_row(cp_ctx *c, const dw_ctx *d, nimble_ln_par
   return nimble_ln_seq(c->A, fill, 3);
 }
 
-/* Small planes, stride 2 (mobilenet_v2's 14x14 -> 7x7 and 28x28 -> 14x14):
+/* Small planes, stride 2 (mobilenet_v2's 14x14 -> 7x7):
  * the plane, zero-padded, copied once with its even and odd columns apart
  * (row r of the padded plane as E[r][j] = xp[r][2j] and O[r][j] =
  * xp[r][2j+1], We = ceil(Wp/2) floats each), so that tap (kh, kw) of
@@ -516,15 +516,28 @@ static nimble_ln_stmt *dw_s2_split_row(cp_ctx *c, const dw_ctx *d, nimble_ln_par
  * condition (the padded plane at most DW_S2_MAX_FLOATS, the output the
  * size stride 2 gives). */
 #define DW_S2_MAX_FLOATS 400
+
+/* Whether stride 2's layout applies (strides 2, dilations 1, a constant
+ * kernel width, vectors); *small: 1 when the padded plane is known to fit
+ * DW_S2_MAX_FLOATS, 0 known not to, -1 not known (a symbolic plane). */
+static bool dw_s2_applies(const cp_ctx *c, const dw_ctx *d, int *small) {
+  const cv_geom *g = d->g;
+  if (c->opt.vector_width <= 1 || g->kw_const <= 0 || g->s[0] != 2 || g->s[1] != 2 || g->d[0] != 1 ||
+      g->d[1] != 1 || g->flat)
+    return false;
+  int64_t hc, wc;
+  *small = !cp_const_i(g->H, &hc) || !cp_const_i(g->W, &wc)
+               ? -1
+               : (hc + g->p[0] + g->p[2]) * (wc + g->p[1] + g->p[3]) <= DW_S2_MAX_FLOATS;
+  return true;
+}
+
 static nimble_ln_stmt *dw_padded_s2(cp_ctx *c, dw_ctx *d, nimble_ln_expr *obase, nimble_ln_expr *pidx,
                                     nimble_ln_expr *planes, nimble_ln_expr **cond) {
   const cv_geom *g = d->g;
-  int KW = (int)g->kw_const, KH = (int)d->KH, vw = c->opt.vector_width > 1 ? c->opt.vector_width : 0;
-  if (!vw || KW <= 0 || g->s[0] != 2 || g->s[1] != 2 || g->d[0] != 1 || g->d[1] != 1 || g->flat) return NULL;
-  int64_t hc, wc;
-  if (cp_const_i(g->H, &hc) && cp_const_i(g->W, &wc) &&
-      (hc + g->p[0] + g->p[2]) * (wc + g->p[1] + g->p[3]) > DW_S2_MAX_FLOATS)
-    return NULL; /* known too large: no scratch buffer for a dead branch */
+  int KW = (int)g->kw_const, KH = (int)d->KH, vw = c->opt.vector_width, small;
+  /* Known too large: no scratch buffer for a dead branch. */
+  if (!dw_s2_applies(c, d, &small) || small == 0) return NULL;
   nimble_ln_expr *two = cp_i(c, 2), *one = cp_i(c, 1);
   nimble_ln_expr *Hp = cp_add(c, g->H, cp_i(c, g->p[0] + g->p[2]));
   nimble_ln_expr *Wp = cp_add(c, g->W, cp_i(c, g->p[1] + g->p[3]));
@@ -572,14 +585,10 @@ static nimble_ln_stmt *dw_padded_s2(cp_ctx *c, dw_ctx *d, nimble_ln_expr *obase,
 static nimble_ln_stmt *dw_rows_s2(cp_ctx *c, dw_ctx *d, nimble_ln_expr *orow0, nimble_ln_expr *slot,
                                   nimble_ln_expr **cond) {
   const cv_geom *g = d->g;
-  int KW = (int)g->kw_const, KH = (int)d->KH, vw = c->opt.vector_width > 1 ? c->opt.vector_width : 0;
-  if (!vw || KW <= 0 || g->s[0] != 2 || g->s[1] != 2 || g->d[0] != 1 || g->d[1] != 1 || g->flat) return NULL;
+  int KH = (int)d->KH, vw = c->opt.vector_width, small;
   /* A kernel has one scratch buffer: only planes known to be past
    * dw_padded_s2's (which a symbolic plane may be). */
-  int64_t hc, wc;
-  if (!cp_const_i(g->H, &hc) || !cp_const_i(g->W, &wc) ||
-      (hc + g->p[0] + g->p[2]) * (wc + g->p[1] + g->p[3]) <= DW_S2_MAX_FLOATS)
-    return NULL;
+  if (!dw_s2_applies(c, d, &small) || small != 0) return NULL;
   nimble_ln_expr *two = cp_i(c, 2), *one = cp_i(c, 1);
   nimble_ln_expr *Wp = cp_add(c, g->W, cp_i(c, g->p[1] + g->p[3]));
   nimble_ln_expr *We = cp_div(c, cp_add(c, Wp, one), two);
@@ -968,7 +977,7 @@ static nimble_ln_stmt *conv_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o, 
       if (c->err) return NULL;
       if (epass) rows = nimble_ln_seq2(c->A, rows, epass);
     }
-    if (rows && epi && epass) *fused = true;
+    if (epass) *fused = true;
     /* Small planes (dw_padded, dw_padded_s2): a Relu or Clip in the stores
      * where an output row is shorter than a vector (a 7x7 plane: there the
      * pass after the plane was a fifth of the layer, on 14x14 to 56x56
