@@ -367,6 +367,78 @@ START_TEST(test_a_masked_tail_is_one_masked_vector_step) {
 }
 END_TEST
 
+/* y[i] = x[i] + 1 for i in [3, e) through nimble_ln_split_overlap. */
+static nimble_ln_kernel *overlap_kernel(nimble_ln_arena *A, const char *name, nimble_ln_expr *(*end)(nimble_ln_arena *, nimble_ln_param *)) {
+  nimble_ln_kernel *k = nimble_ln_kernel_create(A, name);
+  nimble_ln_param *x = nimble_ln_kernel_add_param(k, "x", NIMBLE_LN_F32, 1, 0);
+  nimble_ln_param *y = nimble_ln_kernel_add_param(k, "y", NIMBLE_LN_F32, 1, 1);
+  nimble_ln_var *i = nimble_ln_var_create(A, "i", NIMBLE_LN_I64);
+  nimble_ln_stmt *loop =
+      nimble_ln_for(A, i, nimble_ln_i64(A, 3), end(A, x), NIMBLE_LN_VECTORIZED, 8,
+                    nimble_ln_store(A, y, nimble_ln_ref(A, i),
+                                    nimble_ln_binary(A, NIMBLE_LN_ADD, nimble_ln_load(A, x, nimble_ln_ref(A, i)),
+                                                     nimble_ln_f32(A, 1))));
+  nimble_ln_kernel_set_body(k, nimble_ln_split_overlap(A, loop, 8));
+  return k;
+}
+static nimble_ln_expr *end_30(nimble_ln_arena *A, nimble_ln_param *x) {
+  (void)x;
+  return nimble_ln_i64(A, 30);
+}
+static nimble_ln_expr *end_shape(nimble_ln_arena *A, nimble_ln_param *x) { return nimble_ln_shape(A, x, 0); }
+
+START_TEST(test_split_overlap_writes_every_element_once_in_whole_vectors) {
+  /* Over [3, 30) (27 elements, a constant): three vectors and a fourth
+   * ending at 30 that overlaps the third, and no scalar step at all (the
+   * short-loop branch folds away). Over [3, n) for n from 0 to 24 at run
+   * time: the elements in range are x + 1 (n - 3 under 8: one by one), and
+   * nothing outside the range is written. */
+  nimble_ln_arena *A;
+  NIMBLE_ASSERT_OK(nimble_ln_arena_create(&A));
+  for (int dyn = 0; dyn <= 1; dyn++) {
+    nimble_ln_kernel *k = overlap_kernel(A, dyn ? "inc_overlap_n" : "inc_overlap_30", dyn ? end_shape : end_30);
+    nimble_codegen_output_t out;
+    harness_lib lib;
+    build_marked(k, "vectorized", 1, &out, &lib);
+    if (!dyn) {
+      /* The alias-free variant (the aliased one is never vectorized). */
+      const char *g = strstr(out.llvm_ir, "inc_overlap_30.general(");
+      ck_assert_ptr_nonnull(g);
+      const char *g_end = strstr(g, "\n}\n");
+      ck_assert_ptr_nonnull(g_end);
+      size_t len = (size_t)(g_end - g);
+      char *fn = strndup(g, len);
+      ck_assert_msg(strstr(fn, "fadd float") == NULL && strstr(fn, "fadd <8 x float>") != NULL,
+                    "inc_overlap_30: scalar adds left, or no vector add");
+      free(fn);
+    }
+    harness_env he;
+    harness_env_init(&he, 0, 0);
+    for (int64_t n = dyn ? 0 : 30; n <= (dyn ? 24 : 30); n++) {
+      float xs[32], ys[32];
+      for (int j = 0; j < 32; j++) xs[j] = (float)j * 0.5f, ys[j] = -1;
+      DLTensor tx = {.data = xs, .ndim = 1, .dtype = {kDLFloat, 32, 1}, .shape = &n};
+      DLTensor ty = {.data = ys, .ndim = 1, .dtype = {kDLFloat, 32, 1}, .shape = &n};
+      DLTensor *args[2] = {&tx, &ty};
+      ck_assert_int_eq(harness_sym(&lib, k->name)(args, 2, &he.env), 0);
+      for (int j = 0; j < 32; j++) {
+        float want = j >= 3 && j < n ? xs[j] + 1 : -1;
+        ck_assert_msg(ys[j] == want, "%s n=%lld: y[%d] = %g, want %g", k->name, (long long)n, j, (double)ys[j],
+                      (double)want);
+      }
+    }
+    harness_unload(&lib);
+    nimble_codegen_output_deinit(&out);
+  }
+  /* A factor under 2 has no vector to overlap. */
+  nimble_ln_var *v = nimble_ln_var_create(A, "v", NIMBLE_LN_I64);
+  nimble_ln_stmt *loop = nimble_ln_for(A, v, nimble_ln_i64(A, 0), nimble_ln_i64(A, 7), NIMBLE_LN_SERIAL, 0,
+                                       nimble_ln_seq(A, NULL, 0));
+  ck_assert_ptr_null(nimble_ln_split_overlap(A, loop, 1));
+  nimble_ln_arena_destroy(A);
+}
+END_TEST
+
 START_TEST(test_large_add_runs_parallel_tasks_on_threads) {
   const int64_t os[3] = {64, 3, 1001}, bs[2] = {3, 1001};
   unsigned seed = 9;
@@ -883,6 +955,7 @@ int main(void) {
   tcase_add_test(tc, test_only_in_place_kernels_get_an_optimised_aliased_variant);
   tcase_add_test(tc, test_a_no_unroll_loop_carries_unroll_disable);
   tcase_add_test(tc, test_a_masked_tail_is_one_masked_vector_step);
+  tcase_add_test(tc, test_split_overlap_writes_every_element_once_in_whole_vectors);
   tcase_add_test(tc, test_large_add_runs_parallel_tasks_on_threads);
   tcase_add_test(tc, test_unary_kernels_match_libm);
   tcase_add_test(tc, test_select_combine_matches_reference);

@@ -60,6 +60,40 @@ nimble_ln_stmt *nimble_ln_split(nimble_ln_arena *arena, const nimble_ln_stmt *lo
   return nimble_ln_seq2(arena, outer, tail);
 }
 
+nimble_ln_stmt *nimble_ln_split_overlap(nimble_ln_arena *arena, const nimble_ln_stmt *loop, int64_t factor) {
+  if (!is_loop(arena, loop, "split_overlap")) return NULL;
+  if (factor < 2 || factor > 4096) {
+    nimble_ln_arena_fail(arena, "split_overlap of '%s': factor %lld outside [2, 4096]", loop->var->name,
+                         (long long)factor);
+    return NULL;
+  }
+  nimble_ln_expr *f = nimble_ln_i64(arena, factor);
+  nimble_ln_expr *n = sub(arena, loop->end, loop->begin);
+  nimble_ln_expr *n_outer = nimble_ln_binary(arena, NIMBLE_LN_DIV, n, f);
+  nimble_ln_var *vo = derived_var(arena, loop->var, "o");
+  nimble_ln_var *vi = derived_var(arena, loop->var, "i");
+  nimble_ln_var *vl = derived_var(arena, loop->var, "l");
+  nimble_ln_expr *v_value = add(arena, add(arena, loop->begin, mul(arena, nimble_ln_ref(arena, vo), f)),
+                                nimble_ln_ref(arena, vi));
+  nimble_ln_stmt *inner = nimble_ln_for(arena, vi, nimble_ln_i64(arena, 0), f, NIMBLE_LN_VECTORIZED, (int)factor,
+                                        nimble_ln_let(arena, loop->var, v_value, loop->body));
+  nimble_ln_stmt *outer = nimble_ln_for(arena, vo, nimble_ln_i64(arena, 0), n_outer, NIMBLE_LN_SERIAL, 0, inner);
+  /* The last whole vector, ending at e; only when n is not a multiple of f. */
+  nimble_ln_expr *last_value = add(arena, sub(arena, loop->end, f), nimble_ln_ref(arena, vl));
+  nimble_ln_stmt *last = nimble_ln_for(arena, vl, nimble_ln_i64(arena, 0), f, NIMBLE_LN_VECTORIZED, (int)factor,
+                                       nimble_ln_let(arena, loop->var, last_value, loop->body));
+  nimble_ln_expr *ragged = nimble_ln_binary(arena, NIMBLE_LN_NE, nimble_ln_binary(arena, NIMBLE_LN_REM, n, f),
+                                            nimble_ln_i64(arena, 0));
+  nimble_ln_stmt *short_loop =
+      nimble_ln_for(arena, loop->var, loop->begin, loop->end, NIMBLE_LN_SERIAL, 0, loop->body);
+  if (!outer || !last || !short_loop || !ragged) return NULL;
+  /* Unrolled first, a constant 8-step loop is never vectorized. */
+  inner->no_unroll = last->no_unroll = true;
+  nimble_ln_stmt *tail = nimble_ln_if(arena, nimble_ln_binary(arena, NIMBLE_LN_GE, n, f),
+                                      nimble_ln_if(arena, ragged, last, NULL), short_loop);
+  return nimble_ln_seq2(arena, outer, tail);
+}
+
 nimble_ln_stmt *nimble_ln_chunk(nimble_ln_arena *arena, const nimble_ln_stmt *loop,
                                 nimble_ln_expr *chunk) {
   if (!is_loop(arena, loop, "chunk") || !chunk) return NULL;

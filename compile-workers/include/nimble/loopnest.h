@@ -356,6 +356,14 @@ nimble_ln_stmt *nimble_ln_sgemm(nimble_ln_arena *arena, const nimble_ln_sgemm_de
  * shape(p, a) % f == 0, for the specialised variant. */
 nimble_ln_stmt *nimble_ln_split(nimble_ln_arena *arena, const nimble_ln_stmt *loop, int64_t factor,
                                 nimble_ln_loop_kind_t inner_kind, int inner_factor);
+/* for v in [b,e) -> the whole vectors of nimble_ln_split (factor lanes),
+ * then, for a remainder, one more whole vector ending at e that overlaps
+ * the one before it: no scalar tail (a 27-wide row with 8 lanes was 3
+ * vectors and 3 scalar steps, now 4 vectors). A loop shorter than one
+ * vector runs serially. Valid only when the body's iterations are
+ * independent and running one twice stores the same values again: each
+ * stores a function of memory that no iteration of the loop writes. */
+nimble_ln_stmt *nimble_ln_split_overlap(nimble_ln_arena *arena, const nimble_ln_stmt *loop, int64_t factor);
 /* for v in [b,e) -> parallel for c in [0, ceil((e-b)/chunk)): for v in
  * [b+c*chunk, min(e, b+(c+1)*chunk)) (original kind): body. chunk is an
  * i64 expression evaluated once, and must be positive. */
