@@ -1295,20 +1295,47 @@ static nimble_ln_expr *count_in(cp_ctx *c, nimble_ln_expr *base, int64_t d, nimb
   return cp_max(c, cp_sub(c, end, first), cp_i(c, 0));
 }
 
+/* loop (vectorized with vw lanes) as whole vectors only, the last one
+ * overlapping the one before (nimble_ln_split_overlap): for loops that
+ * store a function of memory the loop does not write. The short rows of
+ * small planes (27 or 13 columns) spent more in their scalar remainders
+ * than in their vectors. */
+static nimble_ln_stmt *whole_vectors(cp_ctx *c, nimble_ln_stmt *loop, int vw) {
+  return loop && vw > 1 ? nimble_ln_split_overlap(c->A, loop, vw) : loop;
+}
+
+/* The max over rows ihv[0..n) of the plane at `plane` (row length W), at
+ * column col. */
+static nimble_ln_expr *pool_rows_max(cp_ctx *c, cp_node *x, nimble_ln_expr *plane, nimble_ln_expr *W,
+                                     nimble_ln_var *const *ihv, int n, nimble_ln_expr *col) {
+  nimble_ln_expr *v = NULL;
+  for (int r = 0; r < n; r++) {
+    nimble_ln_expr *xv = cp_value_flat(c, x, cp_add(c, cp_add(c, plane, cp_mul(c, ref(c, ihv[r]), W)), col));
+    v = v ? bin(c, NIMBLE_LN_MAX, v, xv) : xv;
+  }
+  return v;
+}
+
 /* Max pooling with 3 columns at stride 2 (squeezenet, resnet, googlenet)
  * by whole rows through a scratch row per plane, so that every vector
  * loop reads contiguous columns or an even/odd pair (which LLVM
  * vectorizes with two loads and a shuffle; a third column at stride 2
- * costs a scalar insert per lane):
- *   t[j] = max over the kernel rows inside the image of x[ih][j]
- *   the border columns (a window crossing the padding) from t directly,
+ * costs a scalar insert per lane). With t[j] the max over the kernel rows
+ * inside the image of x[ih][j]:
  *   u[j] = max(t[j], t[j+1])              for j in [0, W-1)
  *   out[ow] = max(u[2ow-p], u[2ow-p+1])   for the interior columns,
- * which is max(t[2ow-p], t[2ow-p+1], t[2ow-p+2]). max is exact, so the
- * order does not change the result (NaN still propagates). A row with no
- * kernel row inside the image is -inf, as in the general nest. The
- * scratch holds t and u for every plane (tasks write disjoint parts).
- * NULL when the scratch cannot be added. */
+ * which is max(t[2ow-p], t[2ow-p+1], t[2ow-p+2]); the border columns (a
+ * window crossing the padding) take t's columns inside. For a kernel of
+ * at most 8 rows and no left padding, t is never stored: u and the
+ * borders read x's rows (each row's loop read t[j+1] back from stores just
+ * made, and a load straddling two stores waits for them to reach the
+ * cache: squeezenet's 27x27 pool spent a third of its time there). Else
+ * t is stored first (with a left pad the interior's loads of u straddle
+ * its stores either way, and t's pass is the cheaper: 112x112 with pad 1
+ * 265 us against 317). max is exact, so the order does not change the result (NaN still
+ * propagates). A row with no kernel row inside the image is -inf, as in
+ * the general nest. The scratch holds t and u for every plane (tasks
+ * write disjoint parts). NULL when the scratch cannot be added. */
 static nimble_ln_stmt *max_pool_3s2(cp_ctx *c, const cv_geom *g, cp_node *x, nimble_ln_param *o, nimble_ln_expr *planes) {
   nimble_ln_expr *W = g->W, *two_w = cp_mul(c, cp_i(c, 2), W);
   nimble_ln_param *sc = nimble_ln_kernel_add_scratch(c->k, "pool_rows", NIMBLE_LN_F32, cp_max(c, cp_mul(c, planes, two_w), cp_i(c, 1)));
@@ -1330,74 +1357,65 @@ static nimble_ln_stmt *max_pool_3s2(cp_ctx *c, const cv_geom *g, cp_node *x, nim
                                                   cp_i(c, g->d[0])));
   nimble_ln_expr *xrow_kh = cp_add(c, plane, cp_mul(c, cp_add(c, ih0, cp_mul(c, ref(c, kh), cp_i(c, g->d[0]))), W));
   nimble_ln_expr *xrow_lo = cp_add(c, plane, cp_mul(c, cp_add(c, ih0, cp_mul(c, kh_lo, cp_i(c, g->d[0]))), W));
-  /* t = the max over the kernel rows in one pass, rows outside the image
-   * replaced by the nearest row inside the window (max is idempotent);
-   * for a tall kernel, the first row inside and then the others in turn. */
-  nimble_ln_stmt *first, *more = NULL;
+  /* t's column col: for a short kernel the max over its rows read from x,
+   * rows outside the image replaced by the nearest row inside the window
+   * (max is idempotent); else the stored t. */
   int64_t khc;
-  if (cp_const_i(g->KH, &khc) && khc >= 1 && khc <= 8) {
-    nimble_ln_expr *ih_first = cp_add(c, ih0, cp_mul(c, kh_lo, cp_i(c, g->d[0])));
-    nimble_ln_expr *ih_last = cp_add(c, ih0, cp_mul(c, cp_sub(c, kh_hi, cp_i(c, 1)), cp_i(c, g->d[0])));
-    nimble_ln_var *ihv[8];
-    nimble_ln_expr *v = NULL;
-    for (int r = 0; r < khc; r++) {
-      ihv[r] = cp_var(c, "ih", NIMBLE_LN_I64);
-      nimble_ln_expr *xv = cp_value_flat(c, x, cp_add(c, cp_add(c, plane, cp_mul(c, ref(c, ihv[r]), W)), ref(c, j)));
-      v = v ? bin(c, NIMBLE_LN_MAX, v, xv) : xv;
-    }
-    first = cp_for(c, j, W, vk, vw, nimble_ln_store(c->A, sc, cp_add(c, tb, ref(c, j)), v));
-    for (int r = (int)khc - 1; r >= 0; r--)
-      first = nimble_ln_let(c->A, ihv[r],
-                            cp_min(c, cp_max(c, cp_add(c, ih0, cp_i(c, r * g->d[0])), ih_first), ih_last), first);
+  bool direct = cp_const_i(g->KH, &khc) && khc >= 1 && khc <= 8 && g->p[1] == 0;
+  nimble_ln_var *ihv[8];
+#define TCOL(col) (direct ? pool_rows_max(c, x, plane, W, ihv, (int)khc, (col)) : nimble_ln_load(c->A, sc, cp_add(c, tb, (col))))
+  nimble_ln_stmt *steps[6];
+  size_t ns = 0;
+  if (direct) {
+    for (int r = 0; r < khc; r++) ihv[r] = cp_var(c, "ih", NIMBLE_LN_I64);
   } else {
-    first = cp_for(c, j, W, vk, vw,
-                   nimble_ln_store(c->A, sc, cp_add(c, tb, ref(c, j)), cp_value_flat(c, x, cp_add(c, xrow_lo, ref(c, j)))));
+    /* t stored: the first kernel row inside, then the others in turn. */
+    steps[ns++] = cp_for(c, j, W, vk, vw,
+                         nimble_ln_store(c->A, sc, cp_add(c, tb, ref(c, j)), cp_value_flat(c, x, cp_add(c, xrow_lo, ref(c, j)))));
     nimble_ln_expr *ti = cp_add(c, tb, ref(c, j2));
-    more = cp_for(c, j2, W, vk, vw,
-                  nimble_ln_store(c->A, sc, ti, bin(c, NIMBLE_LN_MAX, nimble_ln_load(c->A, sc, ti),
-                                                    cp_value_flat(c, x, cp_add(c, xrow_kh, ref(c, j2))))));
-    more = nimble_ln_for(c->A, kh, cp_add(c, kh_lo, cp_i(c, 1)), kh_hi, NIMBLE_LN_SERIAL, 0, more);
+    nimble_ln_stmt *more = cp_for(c, j2, W, vk, vw,
+                                  nimble_ln_store(c->A, sc, ti, bin(c, NIMBLE_LN_MAX, nimble_ln_load(c->A, sc, ti),
+                                                                    cp_value_flat(c, x, cp_add(c, xrow_kh, ref(c, j2))))));
+    steps[ns++] = nimble_ln_for(c->A, kh, cp_add(c, kh_lo, cp_i(c, 1)), kh_hi, NIMBLE_LN_SERIAL, 0, more);
   }
-  /* Border columns: max over the kernel columns inside, from t. */
+  /* Border columns: max over the kernel columns inside. */
   nimble_ln_expr *lo = col_lo(c, g, col_off(c, g, cp_i(c, 0)));
   nimble_ln_expr *hi = cp_max(c, col_hi(c, g, col_off(c, g, cp_i(c, 2))), lo);
-  nimble_ln_stmt *border[2];
   for (int side = 0; side < 2; side++) {
     nimble_ln_var *bw = cp_var(c, "ow", NIMBLE_LN_I64);
     nimble_ln_expr *v = NULL;
     for (int k = 0; k < 3; k++) {
       nimble_ln_expr *iw = cp_add(c, cp_mul(c, ref(c, bw), cp_i(c, 2)), col_off(c, g, cp_i(c, k)));
-      nimble_ln_expr *tv = nimble_ln_select(c->A, inside(c, iw, W), nimble_ln_load(c->A, sc, cp_add(c, tb, clamp(c, iw, W))),
-                                            nimble_ln_f32(c->A, -INFINITY));
+      nimble_ln_expr *tv = nimble_ln_select(c->A, inside(c, iw, W), TCOL(clamp(c, iw, W)), nimble_ln_f32(c->A, -INFINITY));
       v = v ? bin(c, NIMBLE_LN_MAX, v, tv) : tv;
     }
     nimble_ln_stmt *st = nimble_ln_store(c->A, o, cp_add(c, orow, ref(c, bw)), v);
-    border[side] = side == 0 ? nimble_ln_for(c->A, bw, cp_i(c, 0), lo, NIMBLE_LN_SERIAL, 0, st)
-                             : nimble_ln_for(c->A, bw, hi, g->OW, NIMBLE_LN_SERIAL, 0, st);
+    steps[ns++] = side == 0 ? nimble_ln_for(c->A, bw, cp_i(c, 0), lo, NIMBLE_LN_SERIAL, 0, st)
+                            : nimble_ln_for(c->A, bw, hi, g->OW, NIMBLE_LN_SERIAL, 0, st);
   }
   /* u = max of neighbouring columns of t. */
+  nimble_ln_expr *tj = ref(c, j3), *tj1 = cp_add(c, ref(c, j3), cp_i(c, 1));
   nimble_ln_stmt *pairs = cp_for(c, j3, cp_max(c, cp_sub(c, W, cp_i(c, 1)), cp_i(c, 0)), vk, vw,
-                                 nimble_ln_store(c->A, sc, cp_add(c, ub, ref(c, j3)),
-                                                 bin(c, NIMBLE_LN_MAX, nimble_ln_load(c->A, sc, cp_add(c, tb, ref(c, j3))),
-                                                     nimble_ln_load(c->A, sc, cp_add(c, cp_add(c, tb, ref(c, j3)), cp_i(c, 1))))));
+                                 nimble_ln_store(c->A, sc, cp_add(c, ub, ref(c, j3)), bin(c, NIMBLE_LN_MAX, TCOL(tj), TCOL(tj1))));
+#undef TCOL
   /* Interior columns: an even/odd pair of u. */
   nimble_ln_expr *ui = cp_add(c, ub, cp_sub(c, cp_mul(c, ref(c, ow), cp_i(c, 2)), cp_i(c, g->p[1])));
   nimble_ln_stmt *interior = nimble_ln_for(c->A, ow, lo, hi, vk, vw,
                                            nimble_ln_store(c->A, o, cp_add(c, orow, ref(c, ow)),
                                                            bin(c, NIMBLE_LN_MAX, nimble_ln_load(c->A, sc, ui),
                                                                nimble_ln_load(c->A, sc, cp_add(c, ui, cp_i(c, 1))))));
-  nimble_ln_stmt *steps[5];
-  size_t ns = 0;
-  steps[ns++] = first;
-  if (more) steps[ns++] = more;
-  steps[ns++] = border[0];
-  steps[ns++] = border[1];
-  steps[ns++] = nimble_ln_seq2(c->A, pairs, interior);
+  steps[ns++] = nimble_ln_seq2(c->A, whole_vectors(c, pairs, vw), whole_vectors(c, interior, vw));
   nimble_ln_stmt *rowc = nimble_ln_seq(c->A, steps, ns);
+  if (direct) {
+    nimble_ln_expr *ih_first = cp_add(c, ih0, cp_mul(c, kh_lo, cp_i(c, g->d[0])));
+    nimble_ln_expr *ih_last = cp_add(c, ih0, cp_mul(c, cp_sub(c, kh_hi, cp_i(c, 1)), cp_i(c, g->d[0])));
+    for (int r = (int)khc - 1; r >= 0; r--)
+      rowc = nimble_ln_let(c->A, ihv[r], cp_min(c, cp_max(c, cp_add(c, ih0, cp_i(c, r * g->d[0])), ih_first), ih_last), rowc);
+  }
   nimble_ln_var *ow2 = cp_var(c, "ow", NIMBLE_LN_I64);
   nimble_ln_stmt *empty = cp_for(c, ow2, g->OW, vk, vw,
                                  nimble_ln_store(c->A, o, cp_add(c, orow, ref(c, ow2)), nimble_ln_f32(c->A, -INFINITY)));
-  rowc = nimble_ln_if(c->A, bin(c, NIMBLE_LN_LT, kh_lo, kh_hi), rowc, empty);
+  rowc = nimble_ln_if(c->A, bin(c, NIMBLE_LN_LT, kh_lo, kh_hi), rowc, whole_vectors(c, empty, vw));
   nimble_ln_stmt *all = cp_for(c, t, planes, NIMBLE_LN_SERIAL, 0, cp_for(c, oh, g->OH, NIMBLE_LN_SERIAL, 0, rowc));
   if (c->opt.parallel && all) {
     nimble_ln_expr *work = cp_mul(c, g->OH, cp_mul(c, W, cp_i(c, 4)));

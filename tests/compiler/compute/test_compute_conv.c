@@ -409,6 +409,7 @@ typedef struct pool_case {
   int kind; /* 0 max, 1 avg, 2 avg counting the padding */
   int64_t N, C, H, W, KH, KW, sh, sw, pt, pl, pb, pr, dh, dw;
   int ceil_mode;
+  int fixed; /* the image's size known at compile time (else symbolic) */
 } pool_case;
 
 static const pool_case kPool[] = {
@@ -438,17 +439,30 @@ static const pool_case kPool[] = {
     {0, 1, 2, 6, 1, 3, 3, 2, 2, 1, 1, 0, 1, 1, 1, 0},     /* one column */
     {0, 1, 2, 6, 9, 2, 3, 2, 2, 0, 2, 0, 0, 1, 1, 0},     /* left pad 2 */
     {0, 1, 2, 12, 15, 9, 3, 1, 2, 4, 1, 4, 1, 1, 1, 0},   /* 9 rows: the max taken row by row */
+    /* No left pad: the row maxima read from x, whole vectors only (the
+     * last overlapping), at sizes known at compile time and not. */
+    {0, 1, 3, 13, 27, 3, 3, 2, 2, 0, 0, 0, 0, 1, 1, 1, 1}, /* squeezenet's last pool */
+    {0, 1, 2, 11, 54, 3, 3, 2, 2, 0, 0, 0, 0, 1, 1, 1, 1}, /* rows of 54, ceil_mode */
+    {0, 1, 2, 7, 17, 3, 3, 2, 2, 0, 0, 1, 1, 1, 1, 0, 1},  /* right and bottom pads, 16 pairs per row */
+    {0, 1, 2, 9, 25, 3, 3, 2, 2, 0, 0, 0, 0, 1, 1, 0, 1},  /* 24 pairs: no overlap */
+    {0, 1, 2, 9, 8, 3, 3, 2, 2, 0, 0, 0, 0, 1, 1, 1, 0},   /* 7 pairs: under one vector */
+    {0, 2, 2, 9, 27, 3, 3, 2, 2, 0, 0, 0, 0, 1, 1, 1, 0},  /* rows of 27, sizes at run time */
 };
 
 START_TEST(test_pooling_cases_match_direct_loops) {
   unsigned seed = 9;
   for (size_t pi = 0; pi < sizeof kPool / sizeof kPool[0]; pi++) {
     const pool_case *p = &kPool[pi];
-    char text[600];
+    char text[600], dims[3][24] = {"?", "h", "w"};
+    if (p->fixed) {
+      snprintf(dims[0], sizeof dims[0], "%lld", (long long)p->N);
+      snprintf(dims[1], sizeof dims[1], "%lld", (long long)p->H);
+      snprintf(dims[2], sizeof dims[2], "%lld", (long long)p->W);
+    }
     snprintf(text, sizeof text,
-             "def @main(%%x: Tensor[(?, %lld, h, w), float32]) { %s(%%x, kernel_shape=[%lld, %lld], "
+             "def @main(%%x: Tensor[(%s, %lld, %s, %s), float32]) { %s(%%x, kernel_shape=[%lld, %lld], "
              "strides=[%lld, %lld], pads=[%lld, %lld, %lld, %lld], dilations=[%lld, %lld], ceil_mode=%d%s) }\n",
-             (long long)p->C, p->kind == 0 ? "max_pool2d" : "avg_pool2d", (long long)p->KH, (long long)p->KW,
+             dims[0], (long long)p->C, dims[1], dims[2], p->kind == 0 ? "max_pool2d" : "avg_pool2d", (long long)p->KH, (long long)p->KW,
              (long long)p->sh, (long long)p->sw, (long long)p->pt, (long long)p->pl, (long long)p->pb,
              (long long)p->pr, (long long)p->dh, (long long)p->dw, p->ceil_mode,
              p->kind == 2 ? ", count_include_pad=1" : "");

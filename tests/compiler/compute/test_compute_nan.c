@@ -18,7 +18,7 @@
 #define NaN NAN
 #define INF INFINITY
 
-enum { MAXE = 36 };
+enum { MAXE = 96 };
 
 typedef struct nan_case {
   const char *what;
@@ -164,6 +164,19 @@ static const nan_case kReductions[] = {
      "def @main(%x: Tensor[(1, 1, 3, 7), float32]) { max_pool2d(%x, kernel_shape=[3, 3], strides=[2, 2]) }\n", 1,
      {4}, {{1, 1, 3, 7}}, {{1, 2, 3, 4, 5, 6, 7, 0, 0, 0, NaN, 0, -INF, 0, -1, -2, -3, -4, -5, -6, INF}}, 4,
      {1, 1, 1, 3}, false, {3, NaN, INF}},
+    /* Rows of 27 (squeezenet's last pool): the row maxima read straight
+     * from x in whole vectors, the last one overlapping the one before.
+     * Row 0 holds the column index (NaN at 25), row 1 a NaN at column 5,
+     * row 2 a NaN at column 20, in the overlapped vector: windows over
+     * columns 4-6, 18-20, 20-22 and 24-26 are NaN, the others the largest
+     * column index in them. */
+    {"max_pool2d 3x3/2 rows of 27",
+     "def @main(%x: Tensor[(1, 1, 3, 27), float32]) { max_pool2d(%x, kernel_shape=[3, 3], strides=[2, 2]) }\n", 1,
+     {4}, {{1, 1, 3, 27}},
+     {{0,  1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, NaN, 26,
+       0,  0, 0, 0, 0, NaN, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+       -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, NaN, -1, -1, -1, -1, -1, -1}},
+     4, {1, 1, 1, 13}, false, {2, 4, NaN, 8, 10, 12, 14, 16, 18, NaN, NaN, 24, NaN}},
     /* The same through a fused epilogue (the pool is an anchor, + 1 after). */
     {"max_pool2d+1",
      "def @main(%x: Tensor[(1, 1, 2, 4), float32]) { add(max_pool2d(%x, kernel_shape=[2, 2], strides=[2, 2]), 1.0) }\n",
