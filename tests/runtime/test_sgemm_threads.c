@@ -11,6 +11,8 @@
  * are held to the reference only. */
 #include <check.h>
 #include <math.h>
+#include <pthread.h>
+#include <time.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -277,7 +279,7 @@ END_TEST
  * back (a worker late for a loop must skip it, never run it stale). Under
  * ThreadSanitizer this is the join/close protocol's check. */
 typedef struct loop_case {
-  int hits[16];
+  int hits[48];
   int64_t fail_at;
 } loop_case;
 
@@ -295,7 +297,7 @@ START_TEST(test_many_short_loops_run_every_task_once) {
   for (int round = 0; round < 5000; round++) {
     loop_case l;
     memset(&l, 0, sizeof l);
-    int64_t n = 2 + round % 15;
+    int64_t n = 2 + round % 47; /* at most as many tasks as threads, and blocks of uneven length */
     l.fail_at = round % 7 == 0 ? round % n : -1;
     int32_t rc = nimble_thread_pool_run(pool, n, count_body, &l);
     ck_assert_int_eq(rc, l.fail_at >= 0 ? 7 : 0);
@@ -305,6 +307,65 @@ START_TEST(test_many_short_loops_run_every_task_once) {
     if (l.fail_at < 0)
       for (int64_t t = 0; t < n; t++) ck_assert_int_eq(l.hits[t], 1);
   }
+  nimble_thread_pool_destroy(pool);
+}
+END_TEST
+
+/* A loop of more tasks than threads is cut into one block of consecutive
+ * tasks per thread: once both threads are in the loop (each one's first
+ * task waits for the other's), the worker's first task is the first of
+ * the second block, which one shared counter would have given to
+ * whichever thread asked next. */
+typedef struct block_case {
+  pthread_t caller;
+  int id;                /* the round, so that a thread knows its first task of it */
+  int arrived;
+  int late;              /* a thread did not come within the wait: nothing to check */
+  int on_worker[32];
+} block_case;
+
+static int32_t block_body(int64_t task, int64_t n_tasks, void *closure) {
+  (void)n_tasks;
+  block_case *b = closure;
+  static _Thread_local int entered_round = -1;
+  int worker = !pthread_equal(pthread_self(), b->caller);
+  b->on_worker[task] = worker;
+  if (entered_round != b->id) {
+    entered_round = b->id;
+    __atomic_fetch_add(&b->arrived, 1, __ATOMIC_ACQ_REL);
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (__atomic_load_n(&b->arrived, __ATOMIC_ACQUIRE) < 2) {
+      clock_gettime(CLOCK_MONOTONIC, &t);
+      if ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) > 2000000000L) {
+        __atomic_store_n(&b->late, 1, __ATOMIC_RELEASE);
+        break;
+      }
+    }
+  }
+  return 0;
+}
+
+START_TEST(test_a_long_loop_gives_each_thread_its_own_block) {
+  nimble_thread_pool *pool = NULL;
+  ck_assert(!nimble_thread_pool_create(2, &pool));
+  int checked = 0;
+  for (int round = 0; round < 8; round++) {
+    block_case *b = calloc(1, sizeof *b);
+    b->caller = pthread_self();
+    b->id = round;
+    int64_t n = 9 + round; /* blocks of 5 and 4 tasks, 5 and 5, ... */
+    ck_assert_int_eq(nimble_thread_pool_run(pool, n, block_body, b), 0);
+    if (!b->late) {
+      int64_t first = (n + 1) / 2;
+      ck_assert_msg(!b->on_worker[0], "round %d: task 0 ran on the worker", round);
+      ck_assert_msg(b->on_worker[first], "round %d: task %lld, the second block's first, ran on the caller", round,
+                    (long long)first);
+      checked++;
+    }
+    free(b);
+  }
+  ck_assert_msg(checked > 0, "the worker never came within the wait");
   nimble_thread_pool_destroy(pool);
 }
 END_TEST
@@ -323,6 +384,7 @@ int main(void) {
   tcase_add_test(tc, test_products_on_three_threads_match_the_reference_and_one_thread);
   tcase_add_test(tc, test_a_product_inside_a_parallel_task_runs_inline);
   tcase_add_test(tc, test_many_short_loops_run_every_task_once);
+  tcase_add_test(tc, test_a_long_loop_gives_each_thread_its_own_block);
   suite_add_tcase(s, tc);
   return nimble_test_run(s);
 }
