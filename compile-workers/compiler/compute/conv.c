@@ -1304,13 +1304,23 @@ static nimble_ln_stmt *whole_vectors(cp_ctx *c, nimble_ln_stmt *loop, int vw) {
   return loop && vw > 1 ? nimble_ln_split_overlap(c->A, loop, vw) : loop;
 }
 
-/* The max over rows ihv[0..n) of the plane at `plane` (row length W), at
- * column col. */
-static nimble_ln_expr *pool_rows_max(cp_ctx *c, cp_node *x, nimble_ln_expr *plane, nimble_ln_expr *W,
-                                     nimble_ln_var *const *ihv, int n, nimble_ln_expr *col) {
+/* Where max_pool_3s2 finds t's columns: computed from the plane's rows
+ * ihv[0..rows) (rows > 0), or loaded from the scratch at tb. */
+typedef struct pool_t {
+  cp_node *x;
+  nimble_ln_expr *plane, *W;
+  int rows;
+  nimble_ln_var *ihv[8];
+  nimble_ln_param *sc;
+  nimble_ln_expr *tb;
+} pool_t;
+
+/* t[col] of the current output row. */
+static nimble_ln_expr *pool_t_at(cp_ctx *c, const pool_t *t, nimble_ln_expr *col) {
+  if (!t->rows) return nimble_ln_load(c->A, t->sc, cp_add(c, t->tb, col));
   nimble_ln_expr *v = NULL;
-  for (int r = 0; r < n; r++) {
-    nimble_ln_expr *xv = cp_value_flat(c, x, cp_add(c, cp_add(c, plane, cp_mul(c, ref(c, ihv[r]), W)), col));
+  for (int r = 0; r < t->rows; r++) {
+    nimble_ln_expr *xv = cp_value_flat(c, t->x, cp_add(c, cp_add(c, t->plane, cp_mul(c, ref(c, t->ihv[r]), t->W)), col));
     v = v ? bin(c, NIMBLE_LN_MAX, v, xv) : xv;
   }
   return v;
@@ -1332,10 +1342,11 @@ static nimble_ln_expr *pool_rows_max(cp_ctx *c, cp_node *x, nimble_ln_expr *plan
  * cache: squeezenet's 27x27 pool spent a third of its time there). Else
  * t is stored first (with a left pad the interior's loads of u straddle
  * its stores either way, and t's pass is the cheaper: 112x112 with pad 1
- * 265 us against 317). max is exact, so the order does not change the result (NaN still
- * propagates). A row with no kernel row inside the image is -inf, as in
- * the general nest. The scratch holds t and u for every plane (tasks
- * write disjoint parts). NULL when the scratch cannot be added. */
+ * 265 us against 317). max is exact, so the order does not change the
+ * result (NaN still propagates). A row with no kernel row inside the
+ * image is -inf, as in the general nest. The scratch holds t and u for
+ * every plane (tasks write disjoint parts). NULL when the scratch cannot
+ * be added. */
 static nimble_ln_stmt *max_pool_3s2(cp_ctx *c, const cv_geom *g, cp_node *x, nimble_ln_param *o, nimble_ln_expr *planes) {
   nimble_ln_expr *W = g->W, *two_w = cp_mul(c, cp_i(c, 2), W);
   nimble_ln_param *sc = nimble_ln_kernel_add_scratch(c->k, "pool_rows", NIMBLE_LN_F32, cp_max(c, cp_mul(c, planes, two_w), cp_i(c, 1)));
@@ -1362,12 +1373,11 @@ static nimble_ln_stmt *max_pool_3s2(cp_ctx *c, const cv_geom *g, cp_node *x, nim
    * (max is idempotent); else the stored t. */
   int64_t khc;
   bool direct = cp_const_i(g->KH, &khc) && khc >= 1 && khc <= 8 && g->p[1] == 0;
-  nimble_ln_var *ihv[8];
-#define TCOL(col) (direct ? pool_rows_max(c, x, plane, W, ihv, (int)khc, (col)) : nimble_ln_load(c->A, sc, cp_add(c, tb, (col))))
+  pool_t tt = {x, plane, W, direct ? (int)khc : 0, {NULL}, sc, tb};
   nimble_ln_stmt *steps[6];
   size_t ns = 0;
   if (direct) {
-    for (int r = 0; r < khc; r++) ihv[r] = cp_var(c, "ih", NIMBLE_LN_I64);
+    for (int r = 0; r < khc; r++) tt.ihv[r] = cp_var(c, "ih", NIMBLE_LN_I64);
   } else {
     /* t stored: the first kernel row inside, then the others in turn. */
     steps[ns++] = cp_for(c, j, W, vk, vw,
@@ -1386,7 +1396,8 @@ static nimble_ln_stmt *max_pool_3s2(cp_ctx *c, const cv_geom *g, cp_node *x, nim
     nimble_ln_expr *v = NULL;
     for (int k = 0; k < 3; k++) {
       nimble_ln_expr *iw = cp_add(c, cp_mul(c, ref(c, bw), cp_i(c, 2)), col_off(c, g, cp_i(c, k)));
-      nimble_ln_expr *tv = nimble_ln_select(c->A, inside(c, iw, W), TCOL(clamp(c, iw, W)), nimble_ln_f32(c->A, -INFINITY));
+      nimble_ln_expr *tv = nimble_ln_select(c->A, inside(c, iw, W), pool_t_at(c, &tt, clamp(c, iw, W)),
+                                            nimble_ln_f32(c->A, -INFINITY));
       v = v ? bin(c, NIMBLE_LN_MAX, v, tv) : tv;
     }
     nimble_ln_stmt *st = nimble_ln_store(c->A, o, cp_add(c, orow, ref(c, bw)), v);
@@ -1396,8 +1407,8 @@ static nimble_ln_stmt *max_pool_3s2(cp_ctx *c, const cv_geom *g, cp_node *x, nim
   /* u = max of neighbouring columns of t. */
   nimble_ln_expr *tj = ref(c, j3), *tj1 = cp_add(c, ref(c, j3), cp_i(c, 1));
   nimble_ln_stmt *pairs = cp_for(c, j3, cp_max(c, cp_sub(c, W, cp_i(c, 1)), cp_i(c, 0)), vk, vw,
-                                 nimble_ln_store(c->A, sc, cp_add(c, ub, ref(c, j3)), bin(c, NIMBLE_LN_MAX, TCOL(tj), TCOL(tj1))));
-#undef TCOL
+                                 nimble_ln_store(c->A, sc, cp_add(c, ub, ref(c, j3)),
+                                                 bin(c, NIMBLE_LN_MAX, pool_t_at(c, &tt, tj), pool_t_at(c, &tt, tj1))));
   /* Interior columns: an even/odd pair of u. */
   nimble_ln_expr *ui = cp_add(c, ub, cp_sub(c, cp_mul(c, ref(c, ow), cp_i(c, 2)), cp_i(c, g->p[1])));
   nimble_ln_stmt *interior = nimble_ln_for(c->A, ow, lo, hi, vk, vw,
@@ -1410,7 +1421,8 @@ static nimble_ln_stmt *max_pool_3s2(cp_ctx *c, const cv_geom *g, cp_node *x, nim
     nimble_ln_expr *ih_first = cp_add(c, ih0, cp_mul(c, kh_lo, cp_i(c, g->d[0])));
     nimble_ln_expr *ih_last = cp_add(c, ih0, cp_mul(c, cp_sub(c, kh_hi, cp_i(c, 1)), cp_i(c, g->d[0])));
     for (int r = (int)khc - 1; r >= 0; r--)
-      rowc = nimble_ln_let(c->A, ihv[r], cp_min(c, cp_max(c, cp_add(c, ih0, cp_i(c, r * g->d[0])), ih_first), ih_last), rowc);
+      rowc = nimble_ln_let(c->A, tt.ihv[r], cp_min(c, cp_max(c, cp_add(c, ih0, cp_i(c, r * g->d[0])), ih_first), ih_last),
+                           rowc);
   }
   nimble_ln_var *ow2 = cp_var(c, "ow", NIMBLE_LN_I64);
   nimble_ln_stmt *empty = cp_for(c, ow2, g->OW, vk, vw,
