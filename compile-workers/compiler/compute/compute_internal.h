@@ -114,7 +114,15 @@ struct cp_ctx {
   nimble_ln_stmt *checks[CP_MAX_CHECKS];
   int n_checks;
   nimble_status_t err; /* the first error (owned) */
-  cp_node *anchor;     /* the one anchor of the primitive, or NULL */
+  cp_node *anchor;     /* the one anchor of the primitive (or of the part in hand), or NULL */
+  /* Every anchor: more than one only in a concatenation of convolutions
+   * (one per part, see nimble_compute_primitive). */
+  cp_node *anchors[CP_MAX_IN];
+  int n_anchors;
+  /* The part's channels in the output: o's axis 1 index of its channel 0
+   * and o's axis-1 extent, while one part of such a concatenation is
+   * written; NULL otherwise. */
+  nimble_ln_expr *win_off, *win_total;
   nimble_ln_var *anchor_var;
   nimble_ln_expr *anchor_idx[CP_MAX_RANK];
   int anchor_used;
@@ -301,6 +309,9 @@ nimble_ln_stmt *cp_window_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o, cp
  * idx (plus addend, unless NULL) and stores root's value there; NULL when
  * the epilogue reads the anchor at another index (or cannot be computed:
  * c->err then says why). */
+/* The flat index of o at idx, the part's channel offset added to idx[1]
+ * while a part of a concatenation is written (c->win_off). */
+nimble_ln_expr *cp_out_flat(cp_ctx *c, nimble_ln_param *o, nimble_ln_expr *const *idx);
 nimble_ln_stmt *cp_epilogue_at(cp_ctx *c, cp_node *root, nimble_ln_param *o, nimble_ln_expr *const *idx,
                                nimble_ln_expr *addend);
 

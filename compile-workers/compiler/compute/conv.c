@@ -824,6 +824,9 @@ static nimble_ln_stmt *conv_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o, 
   cv_geom g;
   if (!geometry(c, n, x, wt->ext[2], wt->ext[3], true, &g)) return NULL;
   nimble_ln_expr *Co = wt->ext[0], *cg = wt->ext[1], *Ci = x->ext[1];
+  /* o's channels and this convolution's first among them: Co and 0, or
+   * the concatenation's and the part's offset (c->win_off). */
+  nimble_ln_expr *Cz = c->win_off ? c->win_total : Co, *cz0 = c->win_off ? c->win_off : cp_i(c, 0);
   nimble_ln_expr *og = cp_div(c, Co, cp_i(c, groups));
   int64_t ogv;
   int B = 1;
@@ -845,7 +848,8 @@ static nimble_ln_stmt *conv_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o, 
    * image get their own nest below, the register blocks are not built. */
   int64_t cg_c = 0, kh_c = 0;
   bool dw = !sg_path && B == 1 && cp_const_i(og, &ogv) && ogv == 1 && cp_const_i(cg, &cg_c) && cg_c == 1 &&
-            g.kw_const > 0 && cp_const_i(g.KH, &kh_c) && kh_c >= 1 && kh_c * g.kw_const <= 49 && !g.flat;
+            g.kw_const > 0 && cp_const_i(g.KH, &kh_c) && kh_c >= 1 && kh_c * g.kw_const <= 49 && !g.flat &&
+            !c->win_off; /* its paths write whole planes of o */
   nimble_ln_expr *blocks = cp_div(c, Co, cp_i(c, B)); /* blocks of B channels per image */
   nimble_ln_var *t = cp_var(c, "t", NIMBLE_LN_I64), *oh = cp_var(c, "oh", NIMBLE_LN_I64),
                 *ci = cp_var(c, "ci", NIMBLE_LN_I64), *kh = cp_var(c, "kh", NIMBLE_LN_I64),
@@ -860,7 +864,7 @@ static nimble_ln_stmt *conv_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o, 
   nimble_ln_expr *plane = cp_mul(c, g.OH, g.OW), *iplane = cp_mul(c, g.H, g.W);
   nimble_ln_expr *orow[CV_MAX_B];
   for (int b = 0; b < B; b++)
-    orow[b] = cp_mul(c, cp_add(c, cp_mul(c, cp_add(c, cp_mul(c, ref(c, nv), Co), cp_add(c, ref(c, co0), cp_i(c, b))), g.OH),
+    orow[b] = cp_mul(c, cp_add(c, cp_mul(c, cp_add(c, cp_mul(c, ref(c, nv), Cz), cp_add(c, cp_add(c, ref(c, co0), cz0), cp_i(c, b))), g.OH),
                                ref(c, oh)),
                      g.OW);
   /* Row init: the bias (or 0). */
@@ -1155,7 +1159,7 @@ static nimble_ln_stmt *conv_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o, 
   /* out[n, :, block] = bias (or 0; always 0 when the epilogue adds it) */
   nimble_ln_var *co = cp_var(c, "co", NIMBLE_LN_I64), *p = cp_var(c, "p", NIMBLE_LN_I64);
   nimble_ln_expr *bi[1] = {ref(c, co)};
-  nimble_ln_expr *oi = cp_add(c, cp_add(c, cp_mul(c, cp_add(c, cp_mul(c, nr, Co), ref(c, co)), P), p0), ref(c, p));
+  nimble_ln_expr *oi = cp_add(c, cp_add(c, cp_mul(c, cp_add(c, cp_mul(c, nr, Cz), cp_add(c, ref(c, co), cz0)), P), p0), ref(c, p));
   nimble_ln_stmt *fill = cp_for(c, p, cols, vw ? NIMBLE_LN_VECTORIZED : NIMBLE_LN_SERIAL, vw,
                                 nimble_ln_store(c->A, o, oi,
                                                 bias && !e ? cp_value(c, bias, bi) : nimble_ln_f32(c->A, 0)));
@@ -1171,7 +1175,7 @@ static nimble_ln_stmt *conv_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o, 
   d.a = wt->param;
   d.c = o;
   d.a_offset = cp_mul(c, cp_mul(c, gr_, og), K);
-  d.c_offset = cp_add(c, cp_mul(c, cp_add(c, cp_mul(c, nr, Co), cp_mul(c, gr_, og)), P), p0);
+  d.c_offset = cp_add(c, cp_mul(c, cp_add(c, cp_add(c, cp_mul(c, nr, Cz), cz0), cp_mul(c, gr_, og)), P), p0);
   d.lda = cp_max(c, K, one);
   d.ldc = cp_max(c, P, one);
   nimble_ln_stmt *per_group;
@@ -1213,7 +1217,7 @@ static nimble_ln_stmt *conv_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o, 
   if (mid && mid != n && mid->kind == CP_CALL && !strcmp(mid->op->name, "add") && mid->n_in == 2 &&
       mid->type == NIMBLE_LN_F32) {
     cp_node *other = mid->in[0] == n ? mid->in[1] : mid->in[1] == n ? mid->in[0] : NULL;
-    if (other != n && cp_is_residual(other, o)) {
+    if (other != n && !c->win_off && cp_is_residual(other, o)) {
       res = other;
       mid = n;
     }
@@ -1225,7 +1229,7 @@ static nimble_ln_stmt *conv_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o, 
     nimble_ln_sgemm_desc_t d2 = d;
     d2.beta = 0.0f;
     d2.a_offset = cp_mul(c, cp_mul(c, g2r, og), K);
-    d2.c_offset = cp_add(c, cp_mul(c, cp_add(c, cp_mul(c, nr, Co), cp_mul(c, g2r, og)), P), p0);
+    d2.c_offset = cp_add(c, cp_mul(c, cp_add(c, cp_add(c, cp_mul(c, nr, Cz), cz0), cp_mul(c, g2r, og)), P), p0);
     d2.epilogue = true;
     d2.row_bias = bias ? bias->param : NULL;
     d2.row_bias_offset = bias ? cp_mul(c, g2r, og) : NULL;

@@ -10,7 +10,9 @@
  * output indices whose body stores cp_value(root, idx): injective
  * operators are index arithmetic, and the one anchor (a reduction, dense,
  * conv...) is computed per output element around the store. Row anchors
- * (softmax, layer norm) emit the whole body themselves.
+ * (softmax, layer norm) emit the whole body themselves. A concatenation of
+ * convolutions has one anchor per part, each writing its channels of the
+ * output (emit_conv_parts).
  *
  * The shape function reuses the same graph with every parameter extent
  * read from a 1-D int64 shape argument instead of a DLTensor. */
@@ -174,10 +176,12 @@ static cp_node *build_call(cp_ctx *c, cp_graph *g, const nimble_expr *e, int dep
   if (n->rank > CP_MAX_RANK || n->rank > NIMBLE_LN_MAX_RANK)
     return cp_fail(c, NIMBLE_UNIMPLEMENTED, "%s: '%s' of rank %d", c->prim, op->name, n->rank);
   if (def->cls != CP_INJECTIVE) {
-    if (c->anchor)
-      return cp_fail(c, NIMBLE_UNIMPLEMENTED, "%s: two anchors in one primitive ('%s' and '%s')", c->prim,
-                     c->anchor->op->name, op->name);
-    c->anchor = n;
+    /* Two or more only in a concatenation of convolutions (checked once
+     * the root is known). */
+    if (c->n_anchors >= CP_MAX_IN)
+      return cp_fail(c, NIMBLE_UNIMPLEMENTED, "%s: more than %d anchors in one primitive", c->prim, CP_MAX_IN);
+    c->anchors[c->n_anchors++] = n;
+    if (!c->anchor) c->anchor = n;
   }
   return n;
 }
@@ -369,6 +373,13 @@ nimble_ln_stmt *cp_gemm_sgemm_epilogue(cp_ctx *c, cp_node *n, cp_node *root, nim
  * root is anything else. */
 nimble_ln_stmt *cp_gemm_sgemm_scaled(cp_ctx *c, cp_node *n, cp_node *root, nimble_ln_param *o);
 
+nimble_ln_expr *cp_out_flat(cp_ctx *c, nimble_ln_param *o, nimble_ln_expr *const *idx) {
+  if (!c->win_off || o->rank < 2) return nimble_ln_flat_index(c->A, o, idx);
+  nimble_ln_expr *at[CP_MAX_RANK];
+  for (int a = 0; a < o->rank; a++) at[a] = a == 1 ? cp_add(c, idx[1], c->win_off) : idx[a];
+  return nimble_ln_flat_index(c->A, o, at);
+}
+
 nimble_ln_stmt *cp_epilogue_at(cp_ctx *c, cp_node *root, nimble_ln_param *o, nimble_ln_expr *const *idx,
                                nimble_ln_expr *addend) {
   cp_node *anchor = c->anchor;
@@ -380,7 +391,7 @@ nimble_ln_stmt *cp_epilogue_at(cp_ctx *c, cp_node *root, nimble_ln_param *o, nim
   if (c->err || !value || !c->anchor_used) return NULL;
   for (int a = 0; a < root->rank; a++)
     if (c->anchor_idx[a] != idx[a]) return NULL;
-  nimble_ln_expr *fi = nimble_ln_flat_index(c->A, o, idx);
+  nimble_ln_expr *fi = cp_out_flat(c, o, idx);
   nimble_ln_expr *anchor_value = nimble_ln_load(c->A, o, fi);
   if (addend) anchor_value = nimble_ln_binary(c->A, NIMBLE_LN_ADD, anchor_value, addend);
   return nimble_ln_let(c->A, c->anchor_var, anchor_value, nimble_ln_store(c->A, o, fi, value));
@@ -435,7 +446,7 @@ static nimble_ln_stmt *emit_nest(cp_ctx *c, cp_node *root, nimble_ln_param *o, b
   nimble_ln_expr *value = cp_convert(c, cp_value(c, src, idx), root->type);
   if (c->err) return NULL;
   nimble_ln_expr *at = cp_i(c, 0);
-  if (src == root && R) at = nimble_ln_flat_index(c->A, o, idx);
+  if (src == root && R) at = cp_out_flat(c, o, idx);
   else
     for (int a = 0; a < R; a++) at = cp_add(c, cp_mul(c, at, ext[a]), idx[a]);
   nimble_ln_stmt *body = nimble_ln_store(c->A, o, at, value);
@@ -447,7 +458,7 @@ static nimble_ln_stmt *emit_nest(cp_ctx *c, cp_node *root, nimble_ln_param *o, b
       if (anchor->rank != R) return NULL;
       for (int a = 0; a < R; a++)
         if (c->anchor_idx[a] != idx[a]) return NULL;
-      body = nimble_ln_let(c->A, c->anchor_var, nimble_ln_load(c->A, o, nimble_ln_flat_index(c->A, o, idx)), body);
+      body = nimble_ln_let(c->A, c->anchor_var, nimble_ln_load(c->A, o, cp_out_flat(c, o, idx)), body);
       anchor = NULL; /* schedule as element-wise */
     } else if (R >= 2 && c->opt.vector_width > 1 && anchor_outside_last(c, anchor, idx, R)) {
       /* The anchor's value does not change along the last axis (a row's
@@ -544,6 +555,48 @@ static nimble_ln_stmt *emit_outputs(cp_ctx *c, cp_node *root) {
   return root->def->emit_outputs(c, root, outs, shapes);
 }
 
+/* A concatenation along the channels of convolutions (each part a conv2d,
+ * or a Relu or Clip of one; fuse_ops makes these for squeezenet's fire
+ * modules): each part's convolution writes straight into its channels of
+ * the output, o's axis-1 index offset by the channels before it
+ * (c->win_off), with its epilogue, so that no part is stored apart and
+ * copied: one conv_into_out per part in turn, the anchor set to the
+ * part's. NULL with c->err set when the primitive is any other with more
+ * than one anchor. */
+static nimble_ln_stmt *emit_conv_parts(cp_ctx *c, cp_node *root) {
+  int64_t axis = cp_attr_int(root, "axis");
+  if (strcmp(root->op->name, "concatenate") || root->rank != 4 || root->type != NIMBLE_LN_F32 ||
+      (axis != 1 && axis != -3) || root->n_in != c->n_anchors)
+    return cp_fail(c, NIMBLE_UNIMPLEMENTED, "%s: %d anchors in one primitive ('%s' and '%s')", c->prim, c->n_anchors,
+                   c->anchors[0]->op->name, c->anchors[1]->op->name);
+  nimble_ln_param *o = nimble_ln_kernel_add_param(c->k, "out", NIMBLE_LN_F32, 4, 1);
+  if (!o) return NULL;
+  for (int a = 0; a < 4; a++)
+    cp_check(c, cp_eq(c, root->ext[a], nimble_ln_shape(c->A, o, a)),
+             "output axis %d: extent differs from the computed shape", a);
+  nimble_ln_stmt *parts[CP_MAX_IN];
+  nimble_ln_expr *off = cp_i(c, 0);
+  c->win_total = root->ext[1];
+  for (int k = 0; k < root->n_in; k++) {
+    cp_node *part = root->in[k], *conv = part;
+    float lo, hi;
+    if (part->kind == CP_CALL && strcmp(part->op->name, "conv2d")) conv = cp_clamp_operand(part, &lo, &hi);
+    if (!conv || conv->kind != CP_CALL || strcmp(conv->op->name, "conv2d") || !cp_window_op(conv) || conv->uses != 1)
+      return cp_fail(c, NIMBLE_UNIMPLEMENTED, "%s: part %d of the concatenation is not a convolution", c->prim, k);
+    c->anchor = conv;
+    c->win_off = off;
+    nimble_ln_stmt *epi = part == conv ? NULL : emit_nest(c, part, o, true);
+    bool fused = false;
+    nimble_ln_stmt *win = part == conv || epi ? cp_window_into_out(c, conv, o, part, epi, &fused) : NULL;
+    if (c->err) return NULL;
+    if (!win) return cp_fail(c, NIMBLE_UNIMPLEMENTED, "%s: part %d's convolution cannot write its channels", c->prim, k);
+    parts[k] = epi && !fused ? nimble_ln_seq2(c->A, win, epi) : win;
+    off = cp_add(c, off, part->ext[1]);
+  }
+  c->win_off = c->win_total = NULL;
+  return nimble_ln_seq(c->A, parts, (size_t)root->n_in);
+}
+
 nimble_status_t nimble_compute_primitive(const nimble_module *m, const char *name,
                                          const nimble_compute_options_t *options, nimble_ln_arena *arena,
                                          nimble_ln_kernel **out) {
@@ -557,6 +610,11 @@ nimble_status_t nimble_compute_primitive(const nimble_module *m, const char *nam
   cp_node *root = build_graph(&c, m, name, g);
   free(g);
   nimble_ln_stmt *body = NULL;
+  if (root && c.n_anchors > 1) {
+    body = emit_conv_parts(&c, root);
+    if (!body && !c.err) c.err = nimble_ln_arena_status(arena);
+    root = NULL;
+  }
   if (root && root->def->emit_outputs) {
     body = emit_outputs(&c, root);
     if (!body && !c.err) c.err = nimble_ln_arena_status(arena);

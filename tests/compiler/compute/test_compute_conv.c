@@ -523,6 +523,129 @@ START_TEST(test_pooling_cases_match_direct_loops) {
 }
 END_TEST
 
+/* A concatenation along the channels of convolutions, each a part of
+ * one primitive (fuse_ops' conv_parts) written straight into its
+ * channels of the output: squeezenet's expand pair (a 1x1 and a 3x3 pad 1
+ * of the same input, Relu), three parts with a Clip and none, the 3x3
+ * first, at batch 2 (each image's parts are apart in the output) and at
+ * sizes known or not; with and without sgemm (and its epilogue), on 1 and 2
+ * threads, and with a thread pool that runs tasks last first. Against a
+ * direct conv per part, concatenated here; the output starts as garbage, so
+ * a channel a part does not write fails. */
+typedef struct concat_part {
+  int64_t O, K, s, p;
+  int epilogue; /* 0 none, 1 relu, 2 clip [0, 6] */
+} concat_part;
+
+typedef struct concat_case {
+  int64_t N, C, H, W;
+  int fixed;
+  int n;
+  concat_part part[3];
+} concat_case;
+
+static const concat_case kConcat[] = {
+    {2, 16, 9, 11, 0, 2, {{24, 1, 1, 0, 1}, {16, 3, 1, 1, 1}}},              /* squeezenet's fire module */
+    {1, 16, 13, 13, 1, 2, {{64, 1, 1, 0, 1}, {64, 3, 1, 1, 1}}},             /* its 13x13 one, sizes known */
+    {2, 8, 7, 10, 0, 3, {{8, 1, 1, 0, 2}, {12, 1, 1, 0, 0}, {16, 3, 1, 1, 1}}}, /* three parts, Clip and none */
+    {2, 6, 11, 9, 1, 2, {{10, 3, 1, 1, 1}, {7, 1, 1, 0, 1}}},                /* the 3x3 first, 7 channels */
+    {2, 1, 6, 7, 0, 2, {{1, 3, 1, 1, 1}, {3, 1, 1, 0, 0}}},                  /* one channel in and out: not depthwise here */
+};
+
+START_TEST(test_a_concatenation_of_convolutions_writes_each_part_in_place) {
+  unsigned seed = 21;
+  for (size_t ci = 0; ci < sizeof kConcat / sizeof kConcat[0]; ci++) {
+    const concat_case *q = &kConcat[ci];
+    char text[2048], dims[3][24] = {"?", "h", "w"};
+    if (q->fixed) {
+      snprintf(dims[0], sizeof dims[0], "%lld", (long long)q->N);
+      snprintf(dims[1], sizeof dims[1], "%lld", (long long)q->H);
+      snprintf(dims[2], sizeof dims[2], "%lld", (long long)q->W);
+    }
+    int len = snprintf(text, sizeof text, "def @main(%%x: Tensor[(%s, %lld, %s, %s), float32]", dims[0],
+                       (long long)q->C, dims[1], dims[2]);
+    for (int k = 0; k < q->n; k++)
+      len += snprintf(text + len, sizeof text - (size_t)len,
+                      ", %%w%d: Tensor[(%lld, %lld, %lld, %lld), float32], %%b%d: Tensor[(%lld,), float32]", k,
+                      (long long)q->part[k].O, (long long)q->C, (long long)q->part[k].K, (long long)q->part[k].K, k,
+                      (long long)q->part[k].O);
+    len += snprintf(text + len, sizeof text - (size_t)len, ") {\n  concatenate(");
+    for (int k = 0; k < q->n; k++) {
+      const concat_part *pt = &q->part[k];
+      char conv[256];
+      snprintf(conv, sizeof conv, "conv2d(%%x, %%w%d, %%b%d, strides=[%lld, %lld], pads=[%lld, %lld, %lld, %lld])", k, k,
+               (long long)pt->s, (long long)pt->s, (long long)pt->p, (long long)pt->p, (long long)pt->p,
+               (long long)pt->p);
+      len += snprintf(text + len, sizeof text - (size_t)len, "%s%s%s%s", k ? ", " : "",
+                      pt->epilogue == 1 ? "relu(" : pt->epilogue == 2 ? "clip(" : "", conv,
+                      pt->epilogue == 1 ? ")" : pt->epilogue == 2 ? ", min=0.0, max=6.0)" : "");
+    }
+    snprintf(text + len, sizeof text - (size_t)len, ", axis=1)\n}\n");
+    nimble_arena *arena;
+    NIMBLE_ASSERT_OK(nimble_arena_create(&arena));
+    nimble_module *m = ch_compile_module(arena, text);
+    /* One primitive: the parts are in it. */
+    const char *name = ch_find_primitive(m, "fused.");
+    ck_assert_msg(strstr(name, "concatenate") && strstr(name, "conv2d"), "case %zu: %s", ci, name);
+    for (size_t f = 0; f < nimble_module_num_funcs(m); f++) {
+      const char *other = nimble_module_func_at(m, f)->name;
+      ck_assert_msg(!nimble_passes_is_primitive(other) || !strcmp(other, name) || strstr(other, "storage_size"),
+                    "case %zu: %s beside %s", ci, other, name);
+    }
+    ch_kernel k;
+    ch_kernel_build(m, name, false, NULL, &k);
+    int64_t OH = (q->H + 2 * q->part[0].p - q->part[0].K) / q->part[0].s + 1;
+    int64_t OW = (q->W + 2 * q->part[0].p - q->part[0].K) / q->part[0].s + 1;
+    int64_t Ct = 0;
+    for (int p = 0; p < q->n; p++) Ct += q->part[p].O;
+    for (int variant = 0; variant < 6; variant++) {
+      ch_env env;
+      ch_env_init(&env, variant >= 2);
+      if (variant >= 4) ch_env_epilogue(&env);
+      if (variant == 1 || variant == 3) ch_env_threads(&env, 2);
+      if (variant == 5) ch_env_threads_reversed(&env, 2);
+      ch_tensor x, y, w[3], b[3];
+      ch_tensor_f32(&x, 4, (int64_t[]){q->N, q->C, q->H, q->W}, &seed, -1, 1);
+      ch_tensor *args[8];
+      int na = 0;
+      args[na++] = &x;
+      for (int p = 0; p < q->n; p++) {
+        ch_tensor_f32(&w[p], 4, (int64_t[]){q->part[p].O, q->C, q->part[p].K, q->part[p].K}, &seed, -0.5f, 0.5f);
+        ch_tensor_f32(&b[p], 1, (int64_t[]){q->part[p].O}, &seed, -1, 1);
+        args[na++] = &w[p];
+        args[na++] = &b[p];
+      }
+      ch_tensor_f32(&y, 4, (int64_t[]){q->N, Ct, OH, OW}, &seed, 50, 60);
+      args[na++] = &y;
+      int32_t rc = ch_call(&k, &env, args, na);
+      ck_assert_msg(rc == 0, "concat case %zu: %s", ci, env.error);
+      size_t ny = (size_t)(q->N * Ct * OH * OW);
+      float *want = malloc(ny * sizeof(float));
+      int64_t c0 = 0;
+      for (int p = 0; p < q->n; p++) {
+        const concat_part *pt = &q->part[p];
+        conv_case cc = {q->N, q->C, q->H, q->W, pt->O, pt->K, pt->K, pt->s, pt->s, pt->p, pt->p, pt->p, pt->p,
+                        1, 1, 1, 1, pt->epilogue, 0, 0};
+        float *part = malloc((size_t)(q->N * pt->O * OH * OW) * sizeof(float));
+        conv_ref(&cc, ch_f(&x), ch_f(&w[p]), ch_f(&b[p]), NULL, part, OH, OW);
+        for (int64_t n = 0; n < q->N; n++)
+          memcpy(want + ((n * Ct + c0) * OH * OW), part + n * pt->O * OH * OW, (size_t)(pt->O * OH * OW) * sizeof(float));
+        free(part);
+        c0 += pt->O;
+      }
+      char what[64];
+      snprintf(what, sizeof what, "concat case %zu variant %d", ci, variant);
+      ch_assert_close(what, ch_f(&y), want, ny, 1e-4f, 1e-4f);
+      free(want);
+      ch_tensor_free(&x), ch_tensor_free(&y);
+      for (int p = 0; p < q->n; p++) ch_tensor_free(&w[p]), ch_tensor_free(&b[p]);
+    }
+    ch_kernel_free(&k);
+    nimble_arena_destroy(arena);
+  }
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("compute_conv");
   TCase *tc = tcase_create("core");
@@ -530,6 +653,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_conv2d_cases_match_direct_loops_with_and_without_sgemm);
   tcase_add_test(tc, test_pooling_cases_match_direct_loops);
   tcase_add_test(tc, test_depthwise_clamp_in_the_stores_keeps_nan);
+  tcase_add_test(tc, test_a_concatenation_of_convolutions_writes_each_part_in_place);
   suite_add_tcase(s, tc);
   return s;
 }

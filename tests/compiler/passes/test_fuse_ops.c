@@ -58,6 +58,58 @@ START_TEST(test_an_empty_constant_is_passed_in_not_inlined) {
 }
 END_TEST
 
+START_TEST(test_a_concatenation_of_convolutions_takes_them_as_parts) {
+  /* squeezenet's fire module: the expand pair (a 1x1 and a 3x3 of the same
+   * input, each with its Relu) concatenated along the channels becomes one
+   * primitive, whose convolutions write their channels of the output in
+   * place (compute's emit_conv_parts). */
+  pt_expect(nimble_passes_fuse_ops,
+            "def @main(%x: Tensor[(1, 16, 5, 5), float32], %a: Tensor[(8, 16, 1, 1), float32],\n"
+            "          %b: Tensor[(4, 16, 3, 3), float32]) {\n"
+            "  concatenate(relu(conv2d(%x, %a)), relu(conv2d(%x, %b, pads=[1, 1, 1, 1])), axis=1)\n"
+            "}\n",
+            "def @main(%x: Tensor[(1, 16, 5, 5), float32], %a: Tensor[(8, 16, 1, 1), float32],\n"
+            "          %b: Tensor[(4, 16, 3, 3), float32]) {\n"
+            "  let %y = @\"fused.conv2d_relu_conv2d_relu_concatenate\"(%x, %a, %b);\n"
+            "  %y\n"
+            "}\n"
+            "def @\"fused.conv2d_relu_conv2d_relu_concatenate\"(%p0: Tensor[(1, 16, 5, 5), float32],\n"
+            "    %p1: Tensor[(8, 16, 1, 1), float32], %p2: Tensor[(4, 16, 3, 3), float32]) -> Tensor[(1, 12, 5, 5), float32] {\n"
+            "  concatenate(relu(conv2d(%p0, %p1)), relu(conv2d(%p0, %p2, pads=[1, 1, 1, 1])), axis=1)\n"
+            "}\n");
+}
+END_TEST
+
+START_TEST(test_a_concatenation_takes_convolutions_only_when_each_part_can_write_in_place) {
+  /* The concatenation stays a copy of its own when: two parts need an
+   * im2col copy (a kernel has one scratch buffer), a part is used again,
+   * a part is not a convolution (or a Relu or Clip of one), a convolution
+   * is grouped, or the axis is not the channels'. */
+  static const char *const kPrograms[] = {
+      "concatenate(relu(conv2d(%x, %c, pads=[1, 1, 1, 1])), relu(conv2d(%x, %c, pads=[1, 1, 1, 1])), axis=1)",
+      "let %u = relu(conv2d(%x, %a)); add(concatenate(%u, relu(conv2d(%x, %a)), axis=1), "
+      "concatenate(%u, %u, axis=1))",
+      "concatenate(relu(conv2d(%x, %a)), sigmoid(conv2d(%x, %a)), axis=1)",
+      "concatenate(relu(conv2d(%x, %a)), relu(conv2d(%x, %g, groups=4)), axis=1)",
+      "concatenate(relu(conv2d(%x, %a)), relu(conv2d(%x, %a)), axis=2)",
+  };
+  for (size_t i = 0; i < sizeof kPrograms / sizeof kPrograms[0]; i++) {
+    char text[1024];
+    snprintf(text, sizeof text,
+             "def @main(%%x: Tensor[(1, 16, 5, 5), float32], %%a: Tensor[(8, 16, 1, 1), float32],\n"
+             "          %%c: Tensor[(8, 16, 3, 3), float32], %%g: Tensor[(8, 4, 1, 1), float32]) {\n  %s\n}\n",
+             kPrograms[i]);
+    nimble_arena *a;
+    NIMBLE_ASSERT_OK(nimble_arena_create(&a));
+    pt_pass_fn passes[1] = {nimble_passes_fuse_ops};
+    nimble_module *m = pt_run(a, text, passes, 1);
+    ck_assert_msg(pt_count_global_calls(m, "fused.concatenate") >= 1, "program %zu: the concatenation was fused:\n%s",
+                  i, text);
+    nimble_arena_destroy(a);
+  }
+}
+END_TEST
+
 START_TEST(test_a_value_used_twice_is_not_fused_into_either_use) {
   pt_expect(nimble_passes_fuse_ops,
             "def @main(%x: Tensor[(3,), float32]) {\n"
@@ -214,6 +266,8 @@ int main(void) {
   tcase_add_test(tc, test_dense_bias_relu_becomes_one_primitive_called_once);
   tcase_add_test(tc, test_a_reduction_takes_its_input_chain_and_its_epilogue);
   tcase_add_test(tc, test_a_value_used_twice_is_not_fused_into_either_use);
+  tcase_add_test(tc, test_a_concatenation_of_convolutions_takes_them_as_parts);
+  tcase_add_test(tc, test_a_concatenation_takes_convolutions_only_when_each_part_can_write_in_place);
   tcase_add_test(tc, test_an_empty_constant_is_passed_in_not_inlined);
   tcase_add_test(tc, test_nothing_fuses_across_a_data_dependent_shape_function);
   tcase_add_test(tc, test_a_group_keeps_one_anchor_and_injective_ops_take_no_dense);
