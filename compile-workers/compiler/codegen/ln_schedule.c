@@ -28,6 +28,25 @@ static int is_loop(nimble_ln_arena *arena, const nimble_ln_stmt *loop, const cha
   return 0;
 }
 
+/* for v' in [0, f) kind: let v = base + v': body, one block of a split
+ * loop (v' named after v with `suffix`). */
+static nimble_ln_stmt *one_block(nimble_ln_arena *arena, const nimble_ln_stmt *loop, nimble_ln_expr *base,
+                                 nimble_ln_expr *f, nimble_ln_loop_kind_t kind, int factor, const char *suffix) {
+  nimble_ln_var *vi = derived_var(arena, loop->var, suffix);
+  return nimble_ln_for(arena, vi, nimble_ln_i64(arena, 0), f, kind, factor,
+                       nimble_ln_let(arena, loop->var, add(arena, base, nimble_ln_ref(arena, vi)), loop->body));
+}
+
+/* for vo in [0, (e-b)/f): the block at b + vo*f (one_block); the whole
+ * blocks of both splits. */
+static nimble_ln_stmt *whole_blocks(nimble_ln_arena *arena, const nimble_ln_stmt *loop, nimble_ln_expr *f,
+                                    nimble_ln_expr *n_outer, nimble_ln_loop_kind_t kind, int factor) {
+  nimble_ln_var *vo = derived_var(arena, loop->var, "o");
+  nimble_ln_expr *base = add(arena, loop->begin, mul(arena, nimble_ln_ref(arena, vo), f));
+  nimble_ln_stmt *inner = one_block(arena, loop, base, f, kind, factor, "i");
+  return nimble_ln_for(arena, vo, nimble_ln_i64(arena, 0), n_outer, NIMBLE_LN_SERIAL, 0, inner);
+}
+
 nimble_ln_stmt *nimble_ln_split(nimble_ln_arena *arena, const nimble_ln_stmt *loop, int64_t factor,
                                 nimble_ln_loop_kind_t inner_kind, int inner_factor) {
   if (!is_loop(arena, loop, "split")) return NULL;
@@ -37,16 +56,8 @@ nimble_ln_stmt *nimble_ln_split(nimble_ln_arena *arena, const nimble_ln_stmt *lo
     return NULL;
   }
   nimble_ln_expr *f = nimble_ln_i64(arena, factor);
-  nimble_ln_expr *n = sub(arena, loop->end, loop->begin);
-  nimble_ln_expr *n_outer = nimble_ln_binary(arena, NIMBLE_LN_DIV, n, f);
-  nimble_ln_var *vo = derived_var(arena, loop->var, "o");
-  nimble_ln_var *vi = derived_var(arena, loop->var, "i");
-  nimble_ln_expr *v_value = add(arena, add(arena, loop->begin, mul(arena, nimble_ln_ref(arena, vo), f)),
-                                nimble_ln_ref(arena, vi));
-  nimble_ln_stmt *inner = nimble_ln_for(arena, vi, nimble_ln_i64(arena, 0), f, inner_kind, inner_factor,
-                                        nimble_ln_let(arena, loop->var, v_value, loop->body));
-  nimble_ln_stmt *outer =
-      nimble_ln_for(arena, vo, nimble_ln_i64(arena, 0), n_outer, NIMBLE_LN_SERIAL, 0, inner);
+  nimble_ln_expr *n_outer = nimble_ln_binary(arena, NIMBLE_LN_DIV, sub(arena, loop->end, loop->begin), f);
+  nimble_ln_stmt *outer = whole_blocks(arena, loop, f, n_outer, inner_kind, inner_factor);
   nimble_ln_expr *tail_begin = add(arena, loop->begin, mul(arena, n_outer, f));
   nimble_ln_stmt *tail = nimble_ln_for(arena, loop->var, tail_begin, loop->end, loop->loop_kind,
                                        loop->factor, loop->body);
@@ -70,25 +81,16 @@ nimble_ln_stmt *nimble_ln_split_overlap(nimble_ln_arena *arena, const nimble_ln_
   nimble_ln_expr *f = nimble_ln_i64(arena, factor);
   nimble_ln_expr *n = sub(arena, loop->end, loop->begin);
   nimble_ln_expr *n_outer = nimble_ln_binary(arena, NIMBLE_LN_DIV, n, f);
-  nimble_ln_var *vo = derived_var(arena, loop->var, "o");
-  nimble_ln_var *vi = derived_var(arena, loop->var, "i");
-  nimble_ln_var *vl = derived_var(arena, loop->var, "l");
-  nimble_ln_expr *v_value = add(arena, add(arena, loop->begin, mul(arena, nimble_ln_ref(arena, vo), f)),
-                                nimble_ln_ref(arena, vi));
-  nimble_ln_stmt *inner = nimble_ln_for(arena, vi, nimble_ln_i64(arena, 0), f, NIMBLE_LN_VECTORIZED, (int)factor,
-                                        nimble_ln_let(arena, loop->var, v_value, loop->body));
-  nimble_ln_stmt *outer = nimble_ln_for(arena, vo, nimble_ln_i64(arena, 0), n_outer, NIMBLE_LN_SERIAL, 0, inner);
+  nimble_ln_stmt *outer = whole_blocks(arena, loop, f, n_outer, NIMBLE_LN_VECTORIZED, (int)factor);
   /* The last whole vector, ending at e; only when n is not a multiple of f. */
-  nimble_ln_expr *last_value = add(arena, sub(arena, loop->end, f), nimble_ln_ref(arena, vl));
-  nimble_ln_stmt *last = nimble_ln_for(arena, vl, nimble_ln_i64(arena, 0), f, NIMBLE_LN_VECTORIZED, (int)factor,
-                                       nimble_ln_let(arena, loop->var, last_value, loop->body));
+  nimble_ln_stmt *last = one_block(arena, loop, sub(arena, loop->end, f), f, NIMBLE_LN_VECTORIZED, (int)factor, "l");
   nimble_ln_expr *ragged = nimble_ln_binary(arena, NIMBLE_LN_NE, nimble_ln_binary(arena, NIMBLE_LN_REM, n, f),
                                             nimble_ln_i64(arena, 0));
   nimble_ln_stmt *short_loop =
       nimble_ln_for(arena, loop->var, loop->begin, loop->end, NIMBLE_LN_SERIAL, 0, loop->body);
-  if (!outer || !last || !short_loop || !ragged) return NULL;
+  if (!outer || !outer->body || !last || !short_loop || !ragged) return NULL;
   /* Unrolled first, a constant 8-step loop is never vectorized. */
-  inner->no_unroll = last->no_unroll = true;
+  outer->body->no_unroll = last->no_unroll = true;
   nimble_ln_stmt *tail = nimble_ln_if(arena, nimble_ln_binary(arena, NIMBLE_LN_GE, n, f),
                                       nimble_ln_if(arena, ragged, last, NULL), short_loop);
   return nimble_ln_seq2(arena, outer, tail);

@@ -1348,12 +1348,16 @@ static nimble_ln_expr *pool_t_at(cp_ctx *c, const pool_t *t, nimble_ln_expr *col
  * its stores either way, and t's pass is the cheaper: 112x112 with pad 1
  * 265 us against 317). max is exact, so the order does not change the
  * result (NaN still propagates). A row with no kernel row inside the
- * image is -inf, as in the general nest. The scratch holds t and u for
- * every plane (tasks write disjoint parts). NULL when the scratch cannot
- * be added. */
+ * image is -inf, as in the general nest. The scratch holds u (and t
+ * when stored) for every plane (tasks write disjoint parts). NULL when
+ * the scratch cannot be added. */
 static nimble_ln_stmt *max_pool_3s2(cp_ctx *c, const cv_geom *g, cp_node *x, nimble_ln_param *o, nimble_ln_expr *planes) {
-  nimble_ln_expr *W = g->W, *two_w = cp_mul(c, cp_i(c, 2), W);
-  nimble_ln_param *sc = nimble_ln_kernel_add_scratch(c->k, "pool_rows", NIMBLE_LN_F32, cp_max(c, cp_mul(c, planes, two_w), cp_i(c, 1)));
+  int64_t khc;
+  bool direct = cp_const_i(g->KH, &khc) && khc >= 1 && khc <= 8 && g->p[1] == 0;
+  /* A plane's rows in the scratch: t then u, or u alone when t is read
+   * from x. */
+  nimble_ln_expr *W = g->W, *rows_w = direct ? W : cp_mul(c, cp_i(c, 2), W);
+  nimble_ln_param *sc = nimble_ln_kernel_add_scratch(c->k, "pool_rows", NIMBLE_LN_F32, cp_max(c, cp_mul(c, planes, rows_w), cp_i(c, 1)));
   if (!sc) return NULL;
   int vw = c->opt.vector_width > 1 ? c->opt.vector_width : 0;
   nimble_ln_loop_kind_t vk = vw ? NIMBLE_LN_VECTORIZED : NIMBLE_LN_SERIAL;
@@ -1361,7 +1365,7 @@ static nimble_ln_stmt *max_pool_3s2(cp_ctx *c, const cv_geom *g, cp_node *x, nim
                 *kh = cp_var(c, "kh", NIMBLE_LN_I64), *j = cp_var(c, "j", NIMBLE_LN_I64),
                 *j2 = cp_var(c, "j", NIMBLE_LN_I64), *j3 = cp_var(c, "j", NIMBLE_LN_I64),
                 *ow = cp_var(c, "ow", NIMBLE_LN_I64);
-  nimble_ln_expr *tb = cp_mul(c, ref(c, t), two_w), *ub = cp_add(c, tb, W);
+  nimble_ln_expr *tb = cp_mul(c, ref(c, t), rows_w), *ub = direct ? tb : cp_add(c, tb, W);
   nimble_ln_expr *orow = cp_mul(c, cp_add(c, cp_mul(c, ref(c, t), g->OH), ref(c, oh)), g->OW);
   nimble_ln_expr *plane = cp_mul(c, ref(c, t), cp_mul(c, g->H, W));
   /* Kernel rows inside the image: [kh_lo, kh_hi). */
@@ -1375,8 +1379,6 @@ static nimble_ln_stmt *max_pool_3s2(cp_ctx *c, const cv_geom *g, cp_node *x, nim
   /* t's column col: for a short kernel the max over its rows read from x,
    * rows outside the image replaced by the nearest row inside the window
    * (max is idempotent); else the stored t. */
-  int64_t khc;
-  bool direct = cp_const_i(g->KH, &khc) && khc >= 1 && khc <= 8 && g->p[1] == 0;
   pool_t tt = {x, plane, W, direct ? (int)khc : 0, {NULL}, sc, tb};
   nimble_ln_stmt *steps[6];
   size_t ns = 0;
