@@ -555,6 +555,16 @@ static nimble_ln_stmt *emit_outputs(cp_ctx *c, cp_node *root) {
   return root->def->emit_outputs(c, root, outs, shapes);
 }
 
+/* The kernel's output parameter "out" for root's value, its extents
+ * checked at run time against the computed ones. */
+static nimble_ln_param *root_out(cp_ctx *c, cp_node *root) {
+  nimble_ln_param *o = nimble_ln_kernel_add_param(c->k, "out", cp_tensor_type(root->type), root->rank, 1);
+  for (int a = 0; a < root->rank && o; a++)
+    cp_check(c, cp_eq(c, root->ext[a], nimble_ln_shape(c->A, o, a)),
+             "output axis %d: extent differs from the computed shape", a);
+  return o;
+}
+
 /* A concatenation along the channels of convolutions (each part a conv2d,
  * or a Relu or Clip of one; fuse_ops makes these for squeezenet's fire
  * modules): each part's convolution writes straight into its channels of
@@ -569,11 +579,8 @@ static nimble_ln_stmt *emit_conv_parts(cp_ctx *c, cp_node *root) {
       (axis != 1 && axis != -3) || root->n_in != c->n_anchors)
     return cp_fail(c, NIMBLE_UNIMPLEMENTED, "%s: %d anchors in one primitive ('%s' and '%s')", c->prim, c->n_anchors,
                    c->anchors[0]->op->name, c->anchors[1]->op->name);
-  nimble_ln_param *o = nimble_ln_kernel_add_param(c->k, "out", NIMBLE_LN_F32, 4, 1);
+  nimble_ln_param *o = root_out(c, root);
   if (!o) return NULL;
-  for (int a = 0; a < 4; a++)
-    cp_check(c, cp_eq(c, root->ext[a], nimble_ln_shape(c->A, o, a)),
-             "output axis %d: extent differs from the computed shape", a);
   nimble_ln_stmt *parts[CP_MAX_IN];
   nimble_ln_expr *off = cp_i(c, 0);
   c->win_total = root->ext[1];
@@ -659,10 +666,7 @@ nimble_status_t nimble_compute_primitive(const nimble_module *m, const char *nam
     root = NULL;
   }
   if (root) {
-    nimble_ln_param *o = nimble_ln_kernel_add_param(c.k, "out", cp_tensor_type(root->type), root->rank, 1);
-    for (int a = 0; a < root->rank && o; a++)
-      cp_check(&c, cp_eq(&c, root->ext[a], nimble_ln_shape(arena, o, a)),
-               "output axis %d: extent differs from the computed shape", a);
+    nimble_ln_param *o = root_out(&c, root);
     if (c.anchor && c.anchor->def->cls == CP_ANCHOR_ROW) {
       if (c.anchor != root)
         cp_fail(&c, NIMBLE_UNIMPLEMENTED, "%s: '%s' must be the primitive's result to be computed", name,
