@@ -370,6 +370,62 @@ START_TEST(test_a_long_loop_gives_each_thread_its_own_block) {
 }
 END_TEST
 
+/* Sleeping and waking. After a pause longer than the pool's spin (0.1
+ * ms) the worker is asleep; a loop whose task 0 (the caller's) waits for
+ * task 1 to start on another thread then needs the worker woken: a lost
+ * wake-up would leave task 1 to the caller once its wait gave up, which
+ * is still correct but serial, so the test checks which thread ran it.
+ * Task 1 then runs longer than the spin, so the caller also sleeps
+ * waiting for the last one out and must be woken in turn. */
+typedef struct wake_case {
+  pthread_t caller;
+  int started; /* task 1 is running */
+  int on_worker;
+  int hits[2];
+} wake_case;
+
+static void sleep_us(long us) {
+  struct timespec t = {us / 1000000, (us % 1000000) * 1000};
+  nanosleep(&t, NULL);
+}
+
+static int32_t wake_body(int64_t task, int64_t n_tasks, void *closure) {
+  (void)n_tasks;
+  wake_case *w = closure;
+  __atomic_fetch_add(&w->hits[task], 1, __ATOMIC_RELAXED);
+  if (task == 1) {
+    w->on_worker = !pthread_equal(pthread_self(), w->caller);
+    __atomic_store_n(&w->started, 1, __ATOMIC_RELEASE);
+    sleep_us(300); /* past the caller's spin */
+    return 0;
+  }
+  struct timespec t0, t;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  while (!__atomic_load_n(&w->started, __ATOMIC_ACQUIRE)) {
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    if ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) > 2000000000L) break;
+    sleep_us(50);
+  }
+  return 0;
+}
+
+START_TEST(test_a_sleeping_worker_is_woken_for_the_next_loop) {
+  nimble_thread_pool *pool = NULL;
+  ck_assert(!nimble_thread_pool_create(2, &pool));
+  for (int round = 0; round < 20; round++) {
+    sleep_us(round % 2 ? 2000 : 150 + 20 * round); /* the worker asleep, or just about to be */
+    wake_case w;
+    memset(&w, 0, sizeof w);
+    w.caller = pthread_self();
+    ck_assert_int_eq(nimble_thread_pool_run(pool, 2, wake_body, &w), 0);
+    ck_assert_msg(w.hits[0] == 1 && w.hits[1] == 1, "round %d: tasks ran %d and %d times", round, w.hits[0],
+                  w.hits[1]);
+    ck_assert_msg(w.on_worker, "round %d: task 1 ran on the caller (the worker was not woken)", round);
+  }
+  nimble_thread_pool_destroy(pool);
+}
+END_TEST
+
 int main(void) {
   /* NIMBLE_SGEMM=blas where no BLAS loads: nothing to cut. */
   if (!nimble_blas_sgemm()) {
@@ -385,6 +441,7 @@ int main(void) {
   tcase_add_test(tc, test_a_product_inside_a_parallel_task_runs_inline);
   tcase_add_test(tc, test_many_short_loops_run_every_task_once);
   tcase_add_test(tc, test_a_long_loop_gives_each_thread_its_own_block);
+  tcase_add_test(tc, test_a_sleeping_worker_is_woken_for_the_next_loop);
   suite_add_tcase(s, tc);
   return nimble_test_run(s);
 }
