@@ -123,6 +123,10 @@ struct cp_ctx {
    * and o's axis-1 extent, while one part of such a concatenation is
    * written; NULL otherwise. */
   nimble_ln_expr *win_off, *win_total;
+  /* A tuple body (fuse_ops' side outputs): each field's node, in order;
+   * n_fields 0 otherwise. */
+  cp_node *fields[CP_MAX_OUTPUTS];
+  int n_fields;
   nimble_ln_var *anchor_var;
   nimble_ln_expr *anchor_idx[CP_MAX_RANK];
   int anchor_used;

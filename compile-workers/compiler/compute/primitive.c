@@ -211,6 +211,19 @@ static cp_node *build(cp_ctx *c, cp_graph *g, const nimble_expr *e, int depth) {
     }
     return build(c, g, cur, depth + 1);
   }
+  case NIMBLE_EXPR_TUPLE:
+    /* The result of a group with side outputs: one output per field. */
+    if (c->n_fields || e->u.tuple.count < 2 || e->u.tuple.count > CP_MAX_OUTPUTS)
+      return cp_fail(c, NIMBLE_UNIMPLEMENTED, "%s: a tuple of %zu fields (only the result, of 2 to %d)", c->prim,
+                     e->u.tuple.count, CP_MAX_OUTPUTS);
+    for (size_t i = 0; i < e->u.tuple.count; i++) {
+      cp_node *f = build(c, g, e->u.tuple.fields[i], depth + 1);
+      if (!f) return NULL;
+      if (f->kind != CP_CALL)
+        return cp_fail(c, NIMBLE_UNIMPLEMENTED, "%s: result field %zu computes nothing", c->prim, i);
+      c->fields[c->n_fields++] = f;
+    }
+    return c->fields[0];
   default:
     return cp_fail(c, NIMBLE_UNIMPLEMENTED, "%s: a primitive body may only hold operator calls, lets, "
                    "variables and constants", c->prim);
@@ -604,6 +617,43 @@ static nimble_ln_stmt *emit_conv_parts(cp_ctx *c, cp_node *root) {
   return nimble_ln_seq(c->A, parts, (size_t)root->n_in);
 }
 
+/* A tuple result (fuse_ops' side outputs: element-wise values needed
+ * both inside the group and after it): one output parameter per field,
+ * "out0", "out1", ... in order. A field that others read is stored
+ * first and then read back from its output like a parameter, so nothing
+ * is computed twice. */
+static nimble_ln_stmt *emit_fields(cp_ctx *c) {
+  if (c->anchor)
+    return cp_fail(c, NIMBLE_UNIMPLEMENTED, "%s: several results with '%s' in the group", c->prim,
+                   c->anchor->op->name);
+  nimble_ln_param *outs[CP_MAX_OUTPUTS];
+  for (int k = 0; k < c->n_fields; k++) {
+    cp_node *f = c->fields[k];
+    char pn[16];
+    snprintf(pn, sizeof pn, "out%d", k);
+    outs[k] = nimble_ln_kernel_add_param(c->k, pn, cp_tensor_type(f->type), f->rank, 1);
+    if (!outs[k]) return NULL;
+    for (int a = 0; a < f->rank; a++)
+      cp_check(c, cp_eq(c, f->ext[a], nimble_ln_shape(c->A, outs[k], a)),
+               "output %d axis %d: extent differs from the computed shape", k, a);
+  }
+  nimble_ln_stmt *nests[CP_MAX_OUTPUTS];
+  int n = 0;
+  bool done[CP_MAX_OUTPUTS] = {false};
+  for (int pass = 0; pass < 2; pass++)
+    for (int k = 0; k < c->n_fields; k++) {
+      cp_node *f = c->fields[k];
+      if (done[k] || (pass == 0 && f->uses == 0)) continue;
+      nests[n] = emit_nest(c, f, outs[k], false);
+      if (!nests[n++]) return NULL;
+      done[k] = true;
+      /* Read back from here on: the node becomes its output. */
+      f->kind = CP_PARAM;
+      f->param = outs[k];
+    }
+  return nimble_ln_seq(c->A, nests, (size_t)n);
+}
+
 nimble_status_t nimble_compute_primitive(const nimble_module *m, const char *name,
                                          const nimble_compute_options_t *options, nimble_ln_arena *arena,
                                          nimble_ln_kernel **out) {
@@ -617,6 +667,11 @@ nimble_status_t nimble_compute_primitive(const nimble_module *m, const char *nam
   cp_node *root = build_graph(&c, m, name, g);
   free(g);
   nimble_ln_stmt *body = NULL;
+  if (root && c.n_fields) {
+    body = emit_fields(&c);
+    if (!body && !c.err) c.err = nimble_ln_arena_status(arena);
+    root = NULL;
+  }
   if (root && c.n_anchors > 1) {
     body = emit_conv_parts(&c, root);
     if (!body && !c.err) c.err = nimble_ln_arena_status(arena);
@@ -740,7 +795,9 @@ nimble_status_t nimble_compute_shape_func(const nimble_module *m, const char *na
   if (root) {
     cp_node *outs[CP_MAX_OUTPUTS] = {root};
     int k = 1;
-    if (!strcmp(root->op->name, "split") && !cp_split_parts(&c, root, outs, &k)) k = 0;
+    for (int p = 0; p < c.n_fields; p++) outs[p] = c.fields[p];
+    if (c.n_fields) k = c.n_fields;
+    else if (!strcmp(root->op->name, "split") && !cp_split_parts(&c, root, outs, &k)) k = 0;
     if (!strcmp(root->op->name, "topk")) outs[k++] = root;
     /* Each output's rank and extents (for cp_def.outputs: the bounds of an
      * upper-bound result). */

@@ -1,7 +1,7 @@
 /* Building and asking about expressions in passes: a call like another
  * with new arguments, operator calls by name, which operator a call calls,
- * whether evaluating an expression may have effects, and static shapes as
- * constants (pass_internal.h). */
+ * whether evaluating an expression may have effects, how often a variable
+ * occurs, and static shapes as constants (pass_internal.h). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,6 +36,35 @@ bool pass_is_memory_op(const nimble_op *op) {
   for (size_t i = 0; i < sizeof kMemory / sizeof kMemory[0]; i++)
     if (strcmp(op->name, kMemory[i]) == 0) return true;
   return false;
+}
+
+typedef struct var_count {
+  const nimble_expr *var;
+  size_t n;
+} var_count;
+
+static nimble_status_t count_var(void *user, const nimble_expr *e, const nimble_expr **out) {
+  var_count *vc = user;
+  *out = e;
+  while (e->kind == NIMBLE_EXPR_LET) { /* chains iteratively: they can be long */
+    const nimble_expr *ignored;
+    NIMBLE_RETURN_IF_ERROR(count_var(user, e->u.let.value, &ignored));
+    e = e->u.let.body;
+  }
+  if (e->kind == NIMBLE_EXPR_VAR) {
+    vc->n += e == vc->var;
+    return nimble_ok();
+  }
+  const nimble_expr *same;
+  return pass_map_children(NULL, e, count_var, user, &same);
+}
+
+nimble_status_t pass_count_var(const nimble_expr *e, const nimble_expr *var, size_t *count) {
+  var_count vc = {var, 0};
+  const nimble_expr *ignored;
+  NIMBLE_RETURN_IF_ERROR(count_var(&vc, e, &ignored));
+  *count = vc.n;
+  return nimble_ok();
 }
 
 bool pass_has_effects(const nimble_expr *e) {

@@ -18,7 +18,10 @@
  *   - except a concatenation along the channels of convolutions (each a
  *     conv2d, or a Relu or Clip of one: conv_parts), which takes them all
  *     and then joins nothing: its kernel has each convolution write its
- *     channels of the output in place.
+ *     channels of the output in place;
+ *   - and except side outputs (side_outputs): an element-wise group used
+ *     by a later element-wise group and after it joins that group as a
+ *     second result, the primitive returning a tuple.
  * An operator whose shape function is data-dependent or upper-bound, or
  * that returns a tuple, counts as opaque: its output cannot be allocated
  * before its input is computed, so nothing fuses across it.
@@ -116,11 +119,16 @@ static int pattern_of(const nimble_op *op) {
 /* Operators that stay calls: VM instructions rather than kernels. */
 static bool stays_op(const nimble_op *op) { return pass_is_memory_op(op) || !strcmp(op->name, "shape_of"); }
 
+#define FUSE_MAX_SIDE 3
+
 typedef struct node {
   const nimble_op *op;  /* NULL: not a kernel call */
   size_t parent;        /* index + 1 of the group it joined (0: a root) */
   int gmax;             /* largest pattern in its group (roots) */
   size_t size;          /* calls in its group (roots) */
+  bool side;            /* joined as a side output (see side_outputs) */
+  size_t num_side;      /* roots: side outputs, chain indices in side[] */
+  size_t side_at[FUSE_MAX_SIDE];
 } node;
 
 static bool is_anchor(int p) { return p == NIMBLE_FUSE_REDUCTION || p == NIMBLE_FUSE_OUT_FUSABLE; }
@@ -202,6 +210,52 @@ static bool conv_parts(fuse_ctx *c, const pass_chain *chain, pass_map *index, co
   return im2col <= 1 && size <= FUSE_MAX_GROUP;
 }
 
+/* The root of the group chain entry i is in. */
+static size_t root_of(const node *nodes, size_t i) {
+  while (nodes[i].parent) i = nodes[i].parent - 1;
+  return i;
+}
+
+/* Side outputs: an element-wise group P whose value a later element-wise
+ * group R reads and that is needed after R as well (an LSTM step's new
+ * cell state c2, read by h2 = o * tanh(c2) and passed on to the next
+ * step) joins R's group as a second output instead of being a kernel of
+ * its own: one kernel computes both and writes both, and R reads P from
+ * what it wrote instead of a separate kernel's output. P moves to R's
+ * place in the chain, so no use of P may come between them outside R's
+ * group. Neither group may hold an anchor (a reduction or a product). */
+static nimble_status_t side_outputs(fuse_ctx *c, const pass_chain *chain, pass_map *index, node *nodes, size_t r) {
+  nimble_status_t st = nimble_ok();
+  for (size_t m = 0; m <= r && !st; m++) {
+    if (!nodes[m].op || root_of(nodes, m) != r) continue;
+    const nimble_expr *call = chain->values[m];
+    for (size_t k = 0; k < call->u.call.num_args && !st; k++) {
+      const nimble_expr *arg = call->u.call.args[k];
+      size_t j = (size_t)(uintptr_t)pass_map_get(index, arg);
+      if (arg->kind != NIMBLE_EXPR_VAR || !j || j - 1 >= r || !nodes[j - 1].op) continue;
+      size_t p = j - 1;
+      if (nodes[p].parent || nodes[p].num_side || nodes[r].num_side >= FUSE_MAX_SIDE) continue;
+      if (nodes[p].gmax > NIMBLE_FUSE_INJECTIVE || nodes[r].gmax > NIMBLE_FUSE_INJECTIVE) continue;
+      if (nodes[r].size + nodes[p].size > FUSE_MAX_GROUP) continue;
+      if (!can_join(pattern_of(nodes[m].op), &nodes[r], &nodes[p])) continue;
+      size_t uses = (size_t)(uintptr_t)pass_map_get(&c->uses, arg), inside = 0, between = 0;
+      if (uses < 2) continue;
+      for (size_t e = p + 1; e <= r && !st; e++) {
+        size_t n = 0;
+        st = pass_count_var(chain->values[e], arg, &n);
+        if (nodes[e].op && root_of(nodes, e) == r) inside += n;
+        else between += n;
+      }
+      if (st || between || inside >= uses) continue;
+      nodes[p].parent = m + 1;
+      nodes[p].side = true;
+      nodes[r].side_at[nodes[r].num_side++] = p;
+      nodes[r].size += nodes[p].size;
+    }
+  }
+  return st;
+}
+
 /* Scalars (one element) are inlined into the kernel; every other constant,
  * an empty one included (Concat with an empty shape piece, as exporters
  * write), is passed in as a tensor. */
@@ -218,6 +272,11 @@ typedef struct group_build {
   size_t num_params;
   size_t members[FUSE_MAX_GROUP];
   size_t num_members;
+  /* The side outputs' chain indices and the variables their values are
+   * bound to inside the primitive (NULL until bound). */
+  size_t side_at[FUSE_MAX_SIDE];
+  const nimble_expr *side_var[FUSE_MAX_SIDE];
+  size_t num_side;
 } group_build;
 
 /* The nested expression computing chain entry i inside the primitive. */
@@ -230,6 +289,13 @@ static nimble_status_t build_body(fuse_ctx *c, group_build *g, size_t i, const n
   for (size_t k = 0; k < n; k++) {
     const nimble_expr *arg = call->u.call.args[k];
     size_t j = (size_t)(uintptr_t)pass_map_get(g->index, arg);
+    /* A side output: its value, bound once. */
+    size_t q = 0;
+    while (j && q < g->num_side && (g->side_at[q] != j - 1 || !g->side_var[q])) q++;
+    if (j && q < g->num_side) {
+      args[k] = g->side_var[q];
+      continue;
+    }
     /* A producer joined exactly the consumer that took it. */
     if (arg->kind == NIMBLE_EXPR_VAR && j && g->nodes[j - 1].parent == i + 1) {
       NIMBLE_RETURN_IF_ERROR(build_body(c, g, j - 1, &args[k]));
@@ -267,7 +333,41 @@ static nimble_status_t make_primitive(fuse_ctx *c, group_build *g, const nimble_
   g->num_params = 0;
   g->num_members = 0;
   const nimble_expr *body;
+  /* Side outputs first (in chain order, so a later one may read an earlier
+   * one), each bound to a variable: let %s0 = P0; ... (R, %s0, ...). */
+  const node *rn = &g->nodes[g->root];
+  const nimble_expr *side_values[FUSE_MAX_SIDE];
+  g->num_side = rn->num_side;
+  for (size_t q = 0; q < rn->num_side; q++) {
+    g->side_at[q] = rn->side_at[q];
+    g->side_var[q] = NULL;
+  }
+  for (size_t a = 1; a < g->num_side; a++)
+    for (size_t b = a; b > 0 && g->side_at[b - 1] > g->side_at[b]; b--) {
+      size_t t = g->side_at[b];
+      g->side_at[b] = g->side_at[b - 1];
+      g->side_at[b - 1] = t;
+    }
+  for (size_t q = 0; q < g->num_side; q++) {
+    NIMBLE_RETURN_IF_ERROR(build_body(c, g, g->side_at[q], &side_values[q]));
+    const nimble_type *t = nimble_typing_type_of(c->types, g->chain->vars[g->side_at[q]]);
+    g->side_var[q] = nimble_ir_var(c->arena, nimble_arena_sprintf(c->arena, "s%zu", q), t, NULL);
+    if (!g->side_var[q]) return NIMBLE_OOM();
+  }
   NIMBLE_RETURN_IF_ERROR(build_body(c, g, g->root, &body));
+  const nimble_type *ret = nimble_typing_type_of(c->types, g->chain->vars[g->root]);
+  if (g->num_side) {
+    const nimble_expr *fields[FUSE_MAX_SIDE + 1] = {body};
+    const nimble_type *ftypes[FUSE_MAX_SIDE + 1] = {ret};
+    for (size_t q = 0; q < g->num_side; q++) {
+      fields[q + 1] = g->side_var[q];
+      ftypes[q + 1] = nimble_typing_type_of(c->types, g->chain->vars[g->side_at[q]]);
+    }
+    body = nimble_ir_tuple(c->arena, g->num_side + 1, fields, NULL);
+    for (size_t q = g->num_side; body && q-- > 0;) body = nimble_ir_let(c->arena, g->side_var[q], side_values[q], body, NULL);
+    ret = nimble_type_tuple(c->arena, g->num_side + 1, ftypes);
+    if (!body || !ret) return NIMBLE_OOM();
+  }
   /* fused.<op>_<op>... in program order, then a number if taken. */
   char base[80] = NIMBLE_PRIMITIVE_PREFIX;
   /* members in program order */
@@ -293,7 +393,6 @@ static nimble_status_t make_primitive(fuse_ctx *c, group_build *g, const nimble_
   }
   if (!name) return NIMBLE_OOM();
   ++*next;
-  const nimble_type *ret = nimble_typing_type_of(c->types, g->chain->vars[g->root]);
   const nimble_expr *f = nimble_ir_func(c->arena, 0, NULL, g->num_params, params, ret, body, NULL);
   if (!f) return NIMBLE_OOM();
   NIMBLE_RETURN_IF_ERROR(nimble_module_add_func(c->m, name, f));
@@ -346,6 +445,8 @@ static nimble_status_t fuse_chain(fuse_ctx *c, const nimble_expr *e, const nimbl
       if (nodes[j - 1].gmax > nodes[i].gmax) nodes[i].gmax = nodes[j - 1].gmax;
     }
   }
+  for (size_t r = 0; !st && c->allow_groups && r < chain.n; r++)
+    if (nodes[r].op && !nodes[r].parent) st = side_outputs(c, &chain, &index, nodes, r);
   /* Rebuild: members vanish, each root calls its primitive. */
   group_build g;
   memset(&g, 0, sizeof g);
@@ -358,6 +459,18 @@ static nimble_status_t fuse_chain(fuse_ctx *c, const nimble_expr *e, const nimbl
     if (nodes[i].op) {
       g.root = i;
       st = make_primitive(c, &g, &v);
+      if (!st && nodes[i].num_side) {
+        /* let %t = @fused(...); let %r = %t.0; let %p = %t.1; ... */
+        const nimble_expr *t = nimble_ir_var(
+            c->arena, nimble_arena_sprintf(c->arena, "%s_outs", chain.vars[i]->u.var.name), NULL, NULL);
+        st = t ? pass_chain_push(&res, t, v) : NIMBLE_OOM();
+        for (size_t q = 0; !st && q < g.num_side; q++) {
+          const nimble_expr *pj = nimble_ir_proj(c->arena, t, q + 1, NULL);
+          st = pj ? pass_chain_push(&res, chain.vars[g.side_at[q]], pj) : NIMBLE_OOM();
+        }
+        v = st ? NULL : nimble_ir_proj(c->arena, t, 0, NULL);
+        if (!st && !v) st = NIMBLE_OOM();
+      }
     } else {
       /* Nested blocks (branches, arms, closures), in program order so
        * that primitives are defined in the order they are called. */

@@ -369,11 +369,24 @@ static nimble_status_t manifest_chain(manifest_ctx *c, const nimble_expr *e, con
   pass_chain chain, res = {0};
   NIMBLE_RETURN_IF_ERROR(pass_chain_collect(e, &chain));
   nimble_status_t st = nimble_ok();
+  /* A kernel's tuple of outputs (let %t = (%o0, %o1)), where it is in res:
+   * its projections become the outputs themselves, and the tuple, if
+   * nothing else reads it, goes (a tuple object per call otherwise: an
+   * LSTM step's c2 and h2, fuse_ops' side outputs). */
+  pass_map tuple_at = {0}; /* tuple variable -> index in res + 1 */
   for (size_t i = 0; !st && i < chain.n; i++) {
     const nimble_expr *v = chain.values[i];
     if (v->kind == NIMBLE_EXPR_CALL && v->u.call.callee->kind == NIMBLE_EXPR_GLOBAL &&
         nimble_passes_is_primitive(v->u.call.callee->u.global.name)) {
       st = manifest_call(c, &res, chain.vars[i], v);
+      if (!st && res.n && res.vars[res.n - 1] == chain.vars[i] && res.values[res.n - 1]->kind == NIMBLE_EXPR_TUPLE &&
+          !pass_map_put(&tuple_at, chain.vars[i], (void *)(uintptr_t)res.n))
+        st = NIMBLE_OOM();
+      continue;
+    }
+    size_t at = v->kind == NIMBLE_EXPR_PROJ ? (size_t)(uintptr_t)pass_map_get(&tuple_at, v->u.proj.tuple) : 0;
+    if (at && v->u.proj.index < res.values[at - 1]->u.tuple.count) {
+      st = pass_chain_push(&res, chain.vars[i], res.values[at - 1]->u.tuple.fields[v->u.proj.index]);
       continue;
     }
     st = manifest_expr(c, v, &v);
@@ -381,6 +394,20 @@ static nimble_status_t manifest_chain(manifest_ctx *c, const nimble_expr *e, con
   }
   const nimble_expr *tail = NULL;
   if (!st) st = manifest_expr(c, chain.tail, &tail);
+  /* Tuples no one reads any more: dropped (res keeps its order). */
+  size_t kept = 0;
+  for (size_t i = 0; !st && i < res.n; i++) {
+    size_t n = 0;
+    if (pass_map_get(&tuple_at, res.vars[i]) == (void *)(uintptr_t)(i + 1)) {
+      for (size_t j = i + 1; !st && j < res.n && !n; j++) st = pass_count_var(res.values[j], res.vars[i], &n);
+      if (!st && !n) st = pass_count_var(tail, res.vars[i], &n);
+      if (!st && !n) continue;
+    }
+    res.vars[kept] = res.vars[i];
+    res.values[kept++] = res.values[i];
+  }
+  if (!st) res.n = kept;
+  pass_map_free(&tuple_at);
   if (!st) {
     *out = pass_chain_build(c->arena, &res, tail);
     if (!*out) st = NIMBLE_OOM();

@@ -67,6 +67,10 @@ bool pass_is_memory_op(const nimble_op *op);
  * pure (building a closure runs nothing). */
 bool pass_has_effects(const nimble_expr *e);
 
+/* How many times variable `var` occurs in e (its binding sites not
+ * counted). */
+nimble_status_t pass_count_var(const nimble_expr *e, const nimble_expr *var, size_t *count);
+
 /* A let chain unrolled: bindings in order and the final body. */
 typedef struct pass_chain {
   size_t n, cap;

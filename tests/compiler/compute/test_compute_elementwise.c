@@ -67,6 +67,57 @@ START_TEST(test_an_elementwise_chain_with_broadcasting_is_one_kernel_matching_c)
 }
 END_TEST
 
+/* fuse_ops' side outputs: an LSTM cell's new state c2 is read by h2 and
+ * also returned, so one kernel writes both (out0 = h2, out1 = c2), h2
+ * reading c2 back from out1. Hidden size 5 (no whole vector), the batch
+ * known only at run time, on one thread and on two (tasks reversed). */
+START_TEST(test_an_lstm_cell_is_one_kernel_writing_both_states) {
+  fixture f;
+  fx_open(&f,
+          "def @main(%g: Tensor[(n, 20), float32], %c: Tensor[(n, 5), float32]) {\n"
+          "  let %i = sigmoid(strided_slice(%g, begin=[0], end=[5], axes=[1]));\n"
+          "  let %f = sigmoid(strided_slice(%g, begin=[10], end=[15], axes=[1]));\n"
+          "  let %u = tanh(strided_slice(%g, begin=[15], end=[20], axes=[1]));\n"
+          "  let %c2 = add(multiply(%f, %c), multiply(%i, %u));\n"
+          "  let %o = sigmoid(strided_slice(%g, begin=[5], end=[10], axes=[1]));\n"
+          "  let %h2 = multiply(%o, tanh(%c2));\n"
+          "  (%h2, %c2)\n"
+          "}\n",
+          "fused.");
+  size_t kernels = 0; /* the cell's (besides the allocation helpers') */
+  for (size_t i = 0; i < nimble_module_num_funcs(f.m); i++)
+    kernels += !strncmp(nimble_module_func_at(f.m, i)->name, "fused.strided_slice", 19);
+  ck_assert_uint_eq(kernels, 1);
+  static const int64_t batches[] = {1, 3, 7, 0};
+  unsigned seed = 11;
+  for (int threads = 1; threads <= 2; threads++) {
+    if (threads == 2) ch_env_threads_reversed(&f.env, 2);
+    for (size_t s = 0; s < sizeof batches / sizeof batches[0]; s++) {
+      int64_t n = batches[s], gs[2] = {n, 20}, cs[2] = {n, 5};
+      ch_tensor g, c, h2, c2;
+      ch_tensor_f32(&g, 2, gs, &seed, -3, 3);
+      ch_tensor_f32(&c, 2, cs, &seed, -2, 2);
+      ch_tensor_f32(&h2, 2, cs, &seed, 0, 0);
+      ch_tensor_f32(&c2, 2, cs, &seed, 0, 0);
+      ch_tensor *args[] = {&g, &c, &h2, &c2};
+      ck_assert_int_eq(ch_call(&f.k, &f.env, args, 4), 0);
+      float want_h[7 * 5], want_c[7 * 5];
+      for (int64_t b = 0; b < n; b++)
+        for (int j = 0; j < 5; j++) {
+          const float *gb = ch_f(&g) + b * 20;
+          float cn = sigm(gb[10 + j]) * ch_f(&c)[b * 5 + j] + sigm(gb[j]) * tanhf(gb[15 + j]);
+          want_c[b * 5 + j] = cn;
+          want_h[b * 5 + j] = sigm(gb[5 + j]) * tanhf(cn);
+        }
+      ch_assert_close("c2", ch_f(&c2), want_c, (size_t)(n * 5), 2e-6f, 2e-6f);
+      ch_assert_close("h2", ch_f(&h2), want_h, (size_t)(n * 5), 2e-6f, 2e-6f);
+      ch_tensor_free(&g), ch_tensor_free(&c), ch_tensor_free(&h2), ch_tensor_free(&c2);
+    }
+  }
+  fx_close(&f);
+}
+END_TEST
+
 START_TEST(test_a_broadcast_mismatch_fails_the_kernel_with_a_message) {
   fixture f;
   fx_open(&f, "def @main(%x: Tensor[(n, m), float32], %y: Tensor[(?,), float32]) { exp(add(%x, %y)) }\n",
@@ -721,6 +772,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_gather_nd_and_expand_read_indices_and_shapes_from_tensors);
   tcase_add_test(tc, test_a_slice_with_bounds_from_tensors_follows_onnx_slice);
   tcase_add_test(tc, test_an_operator_without_a_compute_definition_is_unimplemented_and_named);
+  tcase_add_test(tc, test_an_lstm_cell_is_one_kernel_writing_both_states);
   suite_add_tcase(s, tc);
   return s;
 }

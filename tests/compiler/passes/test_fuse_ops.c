@@ -110,7 +110,10 @@ START_TEST(test_a_concatenation_takes_convolutions_only_when_each_part_can_write
 }
 END_TEST
 
-START_TEST(test_a_value_used_twice_is_not_fused_into_either_use) {
+START_TEST(test_a_value_used_twice_joins_its_first_reader_as_a_second_output) {
+  /* %a is read by negative and by tanh: it cannot be computed inside
+   * either alone, so it joins negative's group as a side output (one
+   * kernel writes both, nothing is computed twice), and tanh reads it. */
   pt_expect(nimble_passes_fuse_ops,
             "def @main(%x: Tensor[(3,), float32]) {\n"
             "  let %a = exp(%x);\n"
@@ -118,14 +121,85 @@ START_TEST(test_a_value_used_twice_is_not_fused_into_either_use) {
             "  (tanh(%a), %b)\n"
             "}\n",
             "def @main(%x: Tensor[(3,), float32]) {\n"
-            "  let %a = @\"fused.exp\"(%x);\n"
-            "  let %b = @\"fused.negative\"(%a);\n"
+            "  let %b_outs = @\"fused.exp_negative\"(%x);\n"
+            "  let %a = %b_outs.1;\n"
+            "  let %b = %b_outs.0;\n"
             "  let %t = @\"fused.tanh\"(%a);\n"
             "  (%t, %b)\n"
             "}\n"
-            "def @\"fused.exp\"(%p0: Tensor[(3,), float32]) -> Tensor[(3,), float32] { exp(%p0) }\n"
-            "def @\"fused.negative\"(%p0: Tensor[(3,), float32]) -> Tensor[(3,), float32] { negative(%p0) }\n"
+            "def @\"fused.exp_negative\"(%p0: Tensor[(3,), float32]) -> (Tensor[(3,), float32], Tensor[(3,), float32]) {\n"
+            "  let %s0: Tensor[(3,), float32] = exp(%p0);\n"
+            "  (negative(%s0), %s0)\n"
+            "}\n"
             "def @\"fused.tanh\"(%p0: Tensor[(3,), float32]) -> Tensor[(3,), float32] { tanh(%p0) }\n");
+}
+END_TEST
+
+START_TEST(test_an_lstm_state_read_again_later_is_a_side_output_of_the_next_state) {
+  /* c is read twice by h's group and returned: one primitive returns (h, c). */
+  pt_expect(nimble_passes_fuse_ops,
+            "def @main(%x: Tensor[(3,), float32], %y: Tensor[(3,), float32]) {\n"
+            "  let %c = add(exp(%x), %y);\n"
+            "  let %h = multiply(tanh(%c), sigmoid(%c));\n"
+            "  (%h, %c)\n"
+            "}\n",
+            "def @main(%x: Tensor[(3,), float32], %y: Tensor[(3,), float32]) {\n"
+            "  let %h_outs = @\"fused.exp_add_tanh_sigmoid_multiply\"(%x, %y);\n"
+            "  let %c = %h_outs.1;\n"
+            "  let %h = %h_outs.0;\n"
+            "  (%h, %c)\n"
+            "}\n"
+            "def @\"fused.exp_add_tanh_sigmoid_multiply\"(%p0: Tensor[(3,), float32], %p1: Tensor[(3,), float32])\n"
+            "    -> (Tensor[(3,), float32], Tensor[(3,), float32]) {\n"
+            "  let %s0: Tensor[(3,), float32] = add(exp(%p0), %p1);\n"
+            "  (multiply(tanh(%s0), sigmoid(%s0)), %s0)\n"
+            "}\n");
+}
+END_TEST
+
+START_TEST(test_no_side_output_across_a_use_in_between_or_with_an_anchor) {
+  /* A call between the two groups reads %c: %c cannot move to %h's place. */
+  pt_expect(nimble_passes_fuse_ops,
+            "def @id(%a: Tensor[(3,), float32]) -> Tensor[(3,), float32] { %a }\n"
+            "def @main(%x: Tensor[(3,), float32], %y: Tensor[(3,), float32]) {\n"
+            "  let %c = add(exp(%x), %y);\n"
+            "  let %k = @id(%c);\n"
+            "  let %h = multiply(tanh(%c), %k);\n"
+            "  (%h, %c)\n"
+            "}\n",
+            "def @id(%a: Tensor[(3,), float32]) -> Tensor[(3,), float32] { %a }\n"
+            "def @main(%x: Tensor[(3,), float32], %y: Tensor[(3,), float32]) {\n"
+            "  let %c = @\"fused.exp_add\"(%x, %y);\n"
+            "  let %k = @id(%c);\n"
+            "  let %h = @\"fused.tanh_multiply\"(%c, %k);\n"
+            "  (%h, %c)\n"
+            "}\n"
+            "def @\"fused.exp_add\"(%p0: Tensor[(3,), float32], %p1: Tensor[(3,), float32]) -> Tensor[(3,), float32] {\n"
+            "  add(exp(%p0), %p1)\n"
+            "}\n"
+            "def @\"fused.tanh_multiply\"(%p0: Tensor[(3,), float32], %p1: Tensor[(3,), float32]) -> Tensor[(3,), float32] {\n"
+            "  multiply(tanh(%p0), %p1)\n"
+            "}\n");
+  /* A reduction on either side: no second output next to an anchor. */
+  pt_expect(nimble_passes_fuse_ops,
+            "def @main(%x: Tensor[(2, 3), float32]) {\n"
+            "  let %s = sum(exp(%x), axes=[1]);\n"
+            "  let %h = tanh(%s);\n"
+            "  let %m = sum(multiply(%x, %x), axes=[1]);\n"
+            "  let %r = add(%m, %h);\n"
+            "  (%r, %s, %h)\n"
+            "}\n",
+            "def @main(%x: Tensor[(2, 3), float32]) {\n"
+            "  let %s = @\"fused.exp_sum\"(%x);\n"
+            "  let %h = @\"fused.tanh\"(%s);\n"
+            "  let %r = @\"fused.multiply_sum_add\"(%x, %h);\n"
+            "  (%r, %s, %h)\n"
+            "}\n"
+            "def @\"fused.exp_sum\"(%p0: Tensor[(2, 3), float32]) -> Tensor[(2,), float32] { sum(exp(%p0), axes=[1]) }\n"
+            "def @\"fused.tanh\"(%p0: Tensor[(2,), float32]) -> Tensor[(2,), float32] { tanh(%p0) }\n"
+            "def @\"fused.multiply_sum_add\"(%p0: Tensor[(2, 3), float32], %p1: Tensor[(2,), float32]) -> Tensor[(2,), float32] {\n"
+            "  add(sum(multiply(%p0, %p0), axes=[1]), %p1)\n"
+            "}\n");
 }
 END_TEST
 
@@ -265,7 +339,9 @@ int main(void) {
   TCase *tc = tcase_create("core");
   tcase_add_test(tc, test_dense_bias_relu_becomes_one_primitive_called_once);
   tcase_add_test(tc, test_a_reduction_takes_its_input_chain_and_its_epilogue);
-  tcase_add_test(tc, test_a_value_used_twice_is_not_fused_into_either_use);
+  tcase_add_test(tc, test_a_value_used_twice_joins_its_first_reader_as_a_second_output);
+  tcase_add_test(tc, test_an_lstm_state_read_again_later_is_a_side_output_of_the_next_state);
+  tcase_add_test(tc, test_no_side_output_across_a_use_in_between_or_with_an_anchor);
   tcase_add_test(tc, test_a_concatenation_of_convolutions_takes_them_as_parts);
   tcase_add_test(tc, test_a_concatenation_takes_convolutions_only_when_each_part_can_write_in_place);
   tcase_add_test(tc, test_an_empty_constant_is_passed_in_not_inlined);
