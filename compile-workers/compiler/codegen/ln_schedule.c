@@ -47,14 +47,18 @@ static nimble_ln_stmt *whole_blocks(nimble_ln_arena *arena, const nimble_ln_stmt
   return nimble_ln_for(arena, vo, nimble_ln_i64(arena, 0), n_outer, NIMBLE_LN_SERIAL, 0, inner);
 }
 
+/* Whether a split's factor is in [lo, 4096]; records the error if not. */
+static bool factor_in(nimble_ln_arena *arena, const nimble_ln_stmt *loop, const char *what, int64_t factor,
+                      int64_t lo) {
+  if (factor >= lo && factor <= 4096) return true;
+  nimble_ln_arena_fail(arena, "%s of '%s': factor %lld outside [%lld, 4096]", what, loop->var->name,
+                       (long long)factor, (long long)lo);
+  return false;
+}
+
 nimble_ln_stmt *nimble_ln_split(nimble_ln_arena *arena, const nimble_ln_stmt *loop, int64_t factor,
                                 nimble_ln_loop_kind_t inner_kind, int inner_factor) {
-  if (!is_loop(arena, loop, "split")) return NULL;
-  if (factor < 1 || factor > 4096) {
-    nimble_ln_arena_fail(arena, "split of '%s': factor %lld outside [1, 4096]", loop->var->name,
-                         (long long)factor);
-    return NULL;
-  }
+  if (!is_loop(arena, loop, "split") || !factor_in(arena, loop, "split", factor, 1)) return NULL;
   nimble_ln_expr *f = nimble_ln_i64(arena, factor);
   nimble_ln_expr *n_outer = nimble_ln_binary(arena, NIMBLE_LN_DIV, sub(arena, loop->end, loop->begin), f);
   nimble_ln_stmt *outer = whole_blocks(arena, loop, f, n_outer, inner_kind, inner_factor);
@@ -72,12 +76,7 @@ nimble_ln_stmt *nimble_ln_split(nimble_ln_arena *arena, const nimble_ln_stmt *lo
 }
 
 nimble_ln_stmt *nimble_ln_split_overlap(nimble_ln_arena *arena, const nimble_ln_stmt *loop, int64_t factor) {
-  if (!is_loop(arena, loop, "split_overlap")) return NULL;
-  if (factor < 2 || factor > 4096) {
-    nimble_ln_arena_fail(arena, "split_overlap of '%s': factor %lld outside [2, 4096]", loop->var->name,
-                         (long long)factor);
-    return NULL;
-  }
+  if (!is_loop(arena, loop, "split_overlap") || !factor_in(arena, loop, "split_overlap", factor, 2)) return NULL;
   nimble_ln_expr *f = nimble_ln_i64(arena, factor);
   nimble_ln_expr *n = sub(arena, loop->end, loop->begin);
   nimble_ln_expr *n_outer = nimble_ln_binary(arena, NIMBLE_LN_DIV, n, f);

@@ -637,17 +637,16 @@ static nimble_ln_stmt *emit_fields(cp_ctx *c) {
       cp_check(c, cp_eq(c, f->ext[a], nimble_ln_shape(c->A, outs[k], a)),
                "output %d axis %d: extent differs from the computed shape", k, a);
   }
+  /* The fields others read first, then the rest; a field once stored is
+   * read back from its output: the node becomes a parameter. */
   nimble_ln_stmt *nests[CP_MAX_OUTPUTS];
   int n = 0;
-  bool done[CP_MAX_OUTPUTS] = {false};
   for (int pass = 0; pass < 2; pass++)
     for (int k = 0; k < c->n_fields; k++) {
       cp_node *f = c->fields[k];
-      if (done[k] || (pass == 0 && f->uses == 0)) continue;
+      if (f->kind == CP_PARAM || (pass == 0 && f->uses == 0)) continue;
       nests[n] = emit_nest(c, f, outs[k], false);
       if (!nests[n++]) return NULL;
-      done[k] = true;
-      /* Read back from here on: the node becomes its output. */
       f->kind = CP_PARAM;
       f->param = outs[k];
     }

@@ -126,9 +126,8 @@ typedef struct node {
   size_t parent;        /* index + 1 of the group it joined (0: a root) */
   int gmax;             /* largest pattern in its group (roots) */
   size_t size;          /* calls in its group (roots) */
-  bool side;            /* joined as a side output (see side_outputs) */
-  size_t num_side;      /* roots: side outputs, chain indices in side[] */
-  size_t side_at[FUSE_MAX_SIDE];
+  size_t num_side;      /* roots: side outputs (side_outputs), their chain */
+  size_t side_at[FUSE_MAX_SIDE]; /* indices in ascending order */
 } node;
 
 static bool is_anchor(int p) { return p == NIMBLE_FUSE_REDUCTION || p == NIMBLE_FUSE_OUT_FUSABLE; }
@@ -210,10 +209,14 @@ static bool conv_parts(fuse_ctx *c, const pass_chain *chain, pass_map *index, co
   return im2col <= 1 && size <= FUSE_MAX_GROUP;
 }
 
-/* The root of the group chain entry i is in. */
-static size_t root_of(const node *nodes, size_t i) {
-  while (nodes[i].parent) i = nodes[i].parent - 1;
-  return i;
+/* Sorts v[0..n) ascending (a handful of chain indices). */
+static void sort_indices(size_t *v, size_t n) {
+  for (size_t a = 1; a < n; a++)
+    for (size_t b = a; b > 0 && v[b - 1] > v[b]; b--) {
+      size_t t = v[b];
+      v[b] = v[b - 1];
+      v[b - 1] = t;
+    }
 }
 
 /* Side outputs: an element-wise group P whose value a later element-wise
@@ -223,37 +226,39 @@ static size_t root_of(const node *nodes, size_t i) {
  * its own: one kernel computes both and writes both, and R reads P from
  * what it wrote instead of a separate kernel's output. P moves to R's
  * place in the chain, so no use of P may come between them outside R's
- * group. Neither group may hold an anchor (a reduction or a product). */
-static nimble_status_t side_outputs(fuse_ctx *c, const pass_chain *chain, pass_map *index, node *nodes, size_t r) {
-  nimble_status_t st = nimble_ok();
-  for (size_t m = 0; m <= r && !st; m++) {
-    if (!nodes[m].op || root_of(nodes, m) != r) continue;
-    const nimble_expr *call = chain->values[m];
-    for (size_t k = 0; k < call->u.call.num_args && !st; k++) {
-      const nimble_expr *arg = call->u.call.args[k];
-      size_t j = (size_t)(uintptr_t)pass_map_get(index, arg);
-      if (arg->kind != NIMBLE_EXPR_VAR || !j || j - 1 >= r || !nodes[j - 1].op) continue;
-      size_t p = j - 1;
-      if (nodes[p].parent || nodes[p].num_side || nodes[r].num_side >= FUSE_MAX_SIDE) continue;
-      if (nodes[p].gmax > NIMBLE_FUSE_INJECTIVE || nodes[r].gmax > NIMBLE_FUSE_INJECTIVE) continue;
-      if (nodes[r].size + nodes[p].size > FUSE_MAX_GROUP) continue;
-      if (!can_join(pattern_of(nodes[m].op), &nodes[r], &nodes[p])) continue;
-      size_t uses = (size_t)(uintptr_t)pass_map_get(&c->uses, arg), inside = 0, between = 0;
-      if (uses < 2) continue;
-      for (size_t e = p + 1; e <= r && !st; e++) {
-        size_t n = 0;
-        st = pass_count_var(chain->values[e], arg, &n);
-        if (nodes[e].op && root_of(nodes, e) == r) inside += n;
-        else between += n;
-      }
-      if (st || between || inside >= uses) continue;
-      nodes[p].parent = m + 1;
-      nodes[p].side = true;
-      nodes[r].side_at[nodes[r].num_side++] = p;
-      nodes[r].size += nodes[p].size;
+ * group. Neither group may hold an anchor (a reduction or a product).
+ * Looks at the arguments of chain entry m, a member of the group rooted
+ * at root[m]; root[] (each entry's group root) follows the joins. */
+static nimble_status_t side_outputs(fuse_ctx *c, const pass_chain *chain, pass_map *index, node *nodes,
+                                    size_t *root, size_t m) {
+  size_t r = root[m];
+  const nimble_expr *call = chain->values[m];
+  for (size_t k = 0; k < call->u.call.num_args; k++) {
+    const nimble_expr *arg = call->u.call.args[k];
+    size_t j = (size_t)(uintptr_t)pass_map_get(index, arg);
+    if (arg->kind != NIMBLE_EXPR_VAR || !j || j - 1 >= r || !nodes[j - 1].op) continue;
+    size_t p = j - 1;
+    if (nodes[p].parent || nodes[p].num_side || nodes[r].num_side >= FUSE_MAX_SIDE) continue;
+    if (nodes[p].gmax > NIMBLE_FUSE_INJECTIVE || nodes[r].gmax > NIMBLE_FUSE_INJECTIVE) continue;
+    if (nodes[r].size + nodes[p].size > FUSE_MAX_GROUP) continue;
+    if (!can_join(pattern_of(nodes[m].op), &nodes[r], &nodes[p])) continue;
+    size_t uses = (size_t)(uintptr_t)pass_map_get(&c->uses, arg), inside = 0, between = 0;
+    if (uses < 2) continue;
+    for (size_t e = p + 1; e <= r; e++) {
+      size_t n = 0;
+      NIMBLE_RETURN_IF_ERROR(pass_count_var(chain->values[e], arg, &n));
+      if (nodes[e].op && root[e] == r) inside += n;
+      else between += n;
     }
+    if (between || inside >= uses) continue;
+    nodes[p].parent = m + 1;
+    nodes[r].side_at[nodes[r].num_side++] = p;
+    sort_indices(nodes[r].side_at, nodes[r].num_side); /* chain order: a later one may read an earlier one */
+    nodes[r].size += nodes[p].size;
+    for (size_t e = 0; e <= p; e++) /* P's group is R's now */
+      if (root[e] == p) root[e] = r;
   }
-  return st;
+  return nimble_ok();
 }
 
 /* Scalars (one element) are inlined into the kernel; every other constant,
@@ -272,9 +277,10 @@ typedef struct group_build {
   size_t num_params;
   size_t members[FUSE_MAX_GROUP];
   size_t num_members;
-  /* The side outputs' chain indices and the variables their values are
-   * bound to inside the primitive (NULL until bound). */
-  size_t side_at[FUSE_MAX_SIDE];
+  /* The root's side outputs (chain indices, node.side_at) and the
+   * variables their values are bound to inside the primitive (NULL until
+   * bound). */
+  const size_t *side_at;
   const nimble_expr *side_var[FUSE_MAX_SIDE];
   size_t num_side;
 } group_build;
@@ -337,17 +343,9 @@ static nimble_status_t make_primitive(fuse_ctx *c, group_build *g, const nimble_
    * one), each bound to a variable: let %s0 = P0; ... (R, %s0, ...). */
   const node *rn = &g->nodes[g->root];
   const nimble_expr *side_values[FUSE_MAX_SIDE];
+  g->side_at = rn->side_at;
   g->num_side = rn->num_side;
-  for (size_t q = 0; q < rn->num_side; q++) {
-    g->side_at[q] = rn->side_at[q];
-    g->side_var[q] = NULL;
-  }
-  for (size_t a = 1; a < g->num_side; a++)
-    for (size_t b = a; b > 0 && g->side_at[b - 1] > g->side_at[b]; b--) {
-      size_t t = g->side_at[b];
-      g->side_at[b] = g->side_at[b - 1];
-      g->side_at[b - 1] = t;
-    }
+  for (size_t q = 0; q < g->num_side; q++) g->side_var[q] = NULL;
   for (size_t q = 0; q < g->num_side; q++) {
     NIMBLE_RETURN_IF_ERROR(build_body(c, g, g->side_at[q], &side_values[q]));
     const nimble_type *t = nimble_typing_type_of(c->types, g->chain->vars[g->side_at[q]]);
@@ -370,13 +368,7 @@ static nimble_status_t make_primitive(fuse_ctx *c, group_build *g, const nimble_
   }
   /* fused.<op>_<op>... in program order, then a number if taken. */
   char base[80] = NIMBLE_PRIMITIVE_PREFIX;
-  /* members in program order */
-  for (size_t a = 1; a < g->num_members; a++)
-    for (size_t b = a; b > 0 && g->members[b - 1] > g->members[b]; b--) {
-      size_t t = g->members[b];
-      g->members[b] = g->members[b - 1];
-      g->members[b - 1] = t;
-    }
+  sort_indices(g->members, g->num_members); /* program order */
   for (size_t k = 0; k < g->num_members; k++) {
     const char *opname = g->nodes[g->members[k]].op->name;
     size_t len = strlen(base);
@@ -445,8 +437,15 @@ static nimble_status_t fuse_chain(fuse_ctx *c, const nimble_expr *e, const nimbl
       if (nodes[j - 1].gmax > nodes[i].gmax) nodes[i].gmax = nodes[j - 1].gmax;
     }
   }
-  for (size_t r = 0; !st && c->allow_groups && r < chain.n; r++)
-    if (nodes[r].op && !nodes[r].parent) st = side_outputs(c, &chain, &index, nodes, r);
+  if (!st && c->allow_groups && chain.n) {
+    /* Each entry's group root (consumers come later: from the end back). */
+    size_t *root = malloc(chain.n * sizeof *root);
+    if (!root) st = NIMBLE_OOM();
+    for (size_t i = chain.n; !st && i-- > 0;) root[i] = nodes[i].parent ? root[nodes[i].parent - 1] : i;
+    for (size_t m = 0; !st && m < chain.n; m++)
+      if (nodes[m].op) st = side_outputs(c, &chain, &index, nodes, root, m);
+    free(root);
+  }
   /* Rebuild: members vanish, each root calls its primitive. */
   group_build g;
   memset(&g, 0, sizeof g);

@@ -405,6 +405,14 @@ START_TEST(test_depthwise_clamp_in_the_stores_keeps_nan) {
 }
 END_TEST
 
+/* The batch, height and width of an image's type written as numbers
+ * (sizes known at compile time) in place of "?", "h", "w". */
+static void image_dims(char dims[3][24], int64_t n, int64_t h, int64_t w) {
+  snprintf(dims[0], 24, "%lld", (long long)n);
+  snprintf(dims[1], 24, "%lld", (long long)h);
+  snprintf(dims[2], 24, "%lld", (long long)w);
+}
+
 typedef struct pool_case {
   int kind; /* 0 max, 1 avg, 2 avg counting the padding */
   int64_t N, C, H, W, KH, KW, sh, sw, pt, pl, pb, pr, dh, dw;
@@ -454,11 +462,7 @@ START_TEST(test_pooling_cases_match_direct_loops) {
   for (size_t pi = 0; pi < sizeof kPool / sizeof kPool[0]; pi++) {
     const pool_case *p = &kPool[pi];
     char text[600], dims[3][24] = {"?", "h", "w"};
-    if (p->fixed) {
-      snprintf(dims[0], sizeof dims[0], "%lld", (long long)p->N);
-      snprintf(dims[1], sizeof dims[1], "%lld", (long long)p->H);
-      snprintf(dims[2], sizeof dims[2], "%lld", (long long)p->W);
-    }
+    if (p->fixed) image_dims(dims, p->N, p->H, p->W);
     snprintf(text, sizeof text,
              "def @main(%%x: Tensor[(%s, %lld, %s, %s), float32]) { %s(%%x, kernel_shape=[%lld, %lld], "
              "strides=[%lld, %lld], pads=[%lld, %lld, %lld, %lld], dilations=[%lld, %lld], ceil_mode=%d%s) }\n",
@@ -557,11 +561,7 @@ START_TEST(test_a_concatenation_of_convolutions_writes_each_part_in_place) {
   for (size_t ci = 0; ci < sizeof kConcat / sizeof kConcat[0]; ci++) {
     const concat_case *q = &kConcat[ci];
     char text[2048], dims[3][24] = {"?", "h", "w"};
-    if (q->fixed) {
-      snprintf(dims[0], sizeof dims[0], "%lld", (long long)q->N);
-      snprintf(dims[1], sizeof dims[1], "%lld", (long long)q->H);
-      snprintf(dims[2], sizeof dims[2], "%lld", (long long)q->W);
-    }
+    if (q->fixed) image_dims(dims, q->N, q->H, q->W);
     int len = snprintf(text, sizeof text, "def @main(%%x: Tensor[(%s, %lld, %s, %s), float32]", dims[0],
                        (long long)q->C, dims[1], dims[2]);
     for (int k = 0; k < q->n; k++)
