@@ -255,7 +255,8 @@ static nimble_status_t search(const char *path, const nimble_compile_options_t *
   nimble_compile_options_t po = *o;
   po.progress = NULL;
   po.codegen_progress = NULL;
-  for (size_t k = 0; k + 1 < TUNE_NPOINTS && nimble_compile_now() - t0 < budget / 2; k++) {
+  size_t k = 0;
+  for (; k + 1 < TUNE_NPOINTS && nimble_compile_now() - t0 < budget / 2; k++) {
     po.schedule_override = &kPoints[k];
     tune_point *p = &pts[*npts];
     p->schedule = kPoints[k];
@@ -276,9 +277,19 @@ static nimble_status_t search(const char *path, const nimble_compile_options_t *
     }
     progress(o, t, (int)(40 * (k + 1) / (TUNE_NPOINTS - 1)));
   }
+  /* A budget that ran out before every point compiled says nothing about
+   * the points left: kernels none of the compiled points changed get no
+   * record then, so that a later compile with more time searches them. */
+  bool all_points = k + 1 == TUNE_NPOINTS;
   size_t round = 0;
   if (*npts == 1) {
-    snprintf(rep->skipped, sizeof rep->skipped, "no schedule point changes a kernel without a record");
+    if (all_points)
+      snprintf(rep->skipped, sizeof rep->skipped, "no schedule point changes a kernel without a record");
+    else
+      snprintf(rep->skipped, sizeof rep->skipped,
+               "the budget (%g s) ran out with %zu of %zu schedule points compiled: nothing measured, no "
+               "records",
+               budget, k, (size_t)TUNE_NPOINTS - 1);
   } else {
     /* An entry tuning cannot make inputs for (ADT values, an unusual
      * dtype) is compiled untuned, saying why. */
@@ -300,9 +311,15 @@ static nimble_status_t search(const char *path, const nimble_compile_options_t *
     progress(o, t, 40 + (int)(59 * (spent < 1 ? spent : 1)));
   }
   rep->rounds = round;
+  if (!all_points && *npts > 1)
+    snprintf(rep->skipped, sizeof rep->skipped,
+             "the budget (%g s) ran out with %zu of %zu schedule points compiled: kernels none of them "
+             "changes get no record",
+             budget, k, (size_t)TUNE_NPOINTS - 1);
   /* Each kernel without a record: the fastest point whose code differs.
    * A kernel no point changes, or that did not run on these inputs, gets
-   * the default schedule, so the next compile does not search again. */
+   * the default schedule, so the next compile does not search again
+   * (when every point was compiled; see all_points). */
   rep->records = calloc(nw ? nw : 1, sizeof *rep->records);
   if (!rep->records) return NIMBLE_OOM_IN("tuning");
   for (size_t w = 0; w < nw; w++) {
@@ -310,16 +327,18 @@ static nimble_status_t search(const char *path, const nimble_compile_options_t *
     if (wl->from_record) continue;
     double def = *npts > 1 ? median(&pts[0].us[w * TUNE_MAX_ROUNDS], round) : 0;
     double best = def;
-    size_t bi = 0;
+    size_t bi = 0, alternatives = 0;
     for (size_t i = 1; i < *npts && def > 0; i++) {
       if (!strcmp(pts[i].r->workloads[w].variant, wl->variant)) continue;
       rep->measured++;
+      alternatives++;
       double m = median(&pts[i].us[w * TUNE_MAX_ROUNDS], round);
       if (m < best) {
         best = m;
         bi = i;
       }
     }
+    if (!all_points && alternatives == 0) continue;
     if (best > def * TUNE_MIN_GAIN || def - best < TUNE_MIN_GAIN_US) {
       best = def;
       bi = 0;

@@ -154,7 +154,7 @@ typedef struct nimble_tune_report {
   size_t measured;         /* (kernel, point) pairs timed against the default */
   size_t rounds;           /* interleaved measurement rounds run */
   double seconds;          /* the whole search */
-  char skipped[256];       /* why nothing was measured, or "" */
+  char skipped[256];       /* why nothing, or not every kernel, was measured, or "" */
 } nimble_tune_report_t;
 
 nimble_status_t nimble_compile_tune(const char *path, const nimble_compile_options_t *options,

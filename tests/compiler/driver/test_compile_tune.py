@@ -13,6 +13,8 @@ this machine, both run by nimble-run.
     not applied;
   * a second model with the same kernels (bert_tiny_emb after bert_tiny)
     measures only its own;
+  * a budget that runs out before the schedule points are compiled
+    records only the kernels it measured, and says so;
   * misuse is refused by name: records without tune=true, a malformed
     records file (the record and field named), and a target this machine
     cannot run is compiled without measuring, saying why.
@@ -20,11 +22,13 @@ this machine, both run by nimble-run.
     test_compile_tune.py BUILD_DIR MODELS_DIR
 """
 import json
+import math
 import os
 import re
 import subprocess
 import sys
 import tempfile
+import time
 
 import numpy as np
 
@@ -68,11 +72,18 @@ def read(p):
 
 def main():
     tmp = tempfile.mkdtemp(prefix="nimble-tune-")
-    tune = ["--option", "tune=true", "--option", "tune_threads=2", "--option", "tune_budget_s=8",
-            "--option", "tune_inputs=x=1x3x32x32"]
     plain, tuned = os.path.join(tmp, "plain.nimble"), os.path.join(tmp, "tuned.nimble")
     rec = os.path.join(tmp, "records.json")
+    t0 = time.monotonic()
     compile_(plain)
+    # The budgets scale with this machine's speed now (a sanitized build, a
+    # loaded machine): half a budget compiles the schedule points, and one
+    # point costs about this plain compile. 8 s fits a few points where a
+    # plain compile takes 0.5 s.
+    scale = max(1.0, (time.monotonic() - t0) / 0.5)
+    budget = lambda s: "tune_budget_s=%d" % math.ceil(s * scale)
+    tune = ["--option", "tune=true", "--option", "tune_threads=2", "--option", budget(8),
+            "--option", "tune_inputs=x=1x3x32x32"]
     err = compile_(tuned, *tune, "--tune-records-out", rec)
     check("tuned: 9 kernels, 0 with records given, 9 new records" in err, "the tune summary is printed: " + err.strip().splitlines()[-1])
 
@@ -128,11 +139,12 @@ def main():
     # embedding) without measuring those kernels again.
     brec_out = os.path.join(tmp, "bert.json")
     sh(NIMBLE, "compile", os.path.join(MODELS, "bert_tiny.onnx"), "-o", os.path.join(tmp, "bert.nimble"),
-       "--no-kernel-cache", "--option", "tune=true", "--option", "tune_budget_s=4", "--option", "tune_threads=2",
+       "--no-kernel-cache", "--option", "tune=true", "--option", budget(4), "--option", "tune_threads=2",
        "--option", "tune_inputs=x=1x16x128", "--tune-records-out", brec_out)
     nbert = len(json.load(open(brec_out))["records"])
+    check(nbert > 0, "bert_tiny's kernels measured: %d records" % nbert)
     err = sh(NIMBLE, "compile", os.path.join(MODELS, "bert_tiny_emb.onnx"), "-o", os.path.join(tmp, "emb.nimble"),
-             "--no-kernel-cache", "--option", "tune=true", "--option", "tune_budget_s=4", "--option",
+             "--no-kernel-cache", "--option", "tune=true", "--option", budget(4), "--option",
              "tune_threads=2", "--option", "tune_inputs=ids=1x16", "--tune-records", brec_out)
     m = re.search(r"tuned: (\d+) kernels, (\d+) with records given", err)
     check(m and int(m.group(2)) >= nbert - 2 and int(m.group(2)) < int(m.group(1)),
@@ -150,6 +162,15 @@ def main():
     err = sh(NIMBLE, "compile", os.path.join(MODELS, "cnn.onnx"), "--target", "aarch64", "-o",
              os.path.join(tmp, "a64.nimble"), "--no-kernel-cache", *tune)
     check("does not run on this machine" in err, "aarch64 on this machine: " + err.strip().splitlines()[-1])
+    # A budget spent before every schedule point compiled (here before the
+    # first, on most machines) records only kernels it measured: a
+    # default-schedule record would stop the search of a later compile with
+    # time to do it. It says so.
+    short = os.path.join(tmp, "short.json")
+    err = compile_(os.path.join(tmp, "short.nimble"), "--option", "tune=true", "--option", "tune_budget_s=1",
+                   "--option", "tune_inputs=x=1x3x32x32", "--tune-records-out", short)
+    check("ran out with" in err and all(r["default_us"] > 0 for r in json.load(open(short))["records"]),
+          "a budget that runs out first records only what it measured: " + err.strip().splitlines()[-1])
     err = compile_(os.path.join(tmp, "x.nimble"), "--option", "tune_budget_s=0", expect=2)
     check("tune_budget_s='0'" in err, "a zero budget is a usage error")
 
