@@ -24,7 +24,7 @@
 extern const nimble_cli_command nimble_cmd_compile;
 
 typedef struct compile_args {
-  const char *model, *target, *out, *emit_parts, *dump_ir, *format;
+  const char *model, *target, *out, *emit_parts, *dump_ir, *dump_ir_passes, *format;
   const char *sign_key; /* --sign KEYFILE */
   const char *kernel_cache; /* --kernel-cache DIR; NULL: the default folder */
   int opt_level;
@@ -200,7 +200,7 @@ static int parse_args(int argc, char **argv, compile_args *a, bool *help) {
   a->opt_level = 2;
   a->progress_fd = -1;
   bool operands_only = false;
-  static const char *const kValued[] = {"--target", "-o", "--output", "--opt-level", "--dump-ir",
+  static const char *const kValued[] = {"--target", "-o", "--output", "--opt-level", "--dump-ir", "--dump-ir-passes",
                                         "--emit-parts", "--progress-fd", "--option", "--format",
                                         "--jobs", "-j", "--sign", "--kernel-cache",
                                         "--tune-records-out", "--tune-records"};
@@ -262,6 +262,9 @@ static int parse_args(int argc, char **argv, compile_args *a, bool *help) {
     } else if (strcmp(opt, "--dump-ir") == 0) {
       if (!*v) return nimble_cli_usage_error(&nimble_cmd_compile, "--dump-ir needs a folder");
       a->dump_ir = v;
+    } else if (strcmp(opt, "--dump-ir-passes") == 0) {
+      if (!*v) return nimble_cli_usage_error(&nimble_cmd_compile, "--dump-ir-passes needs pass names");
+      a->dump_ir_passes = v;
     } else if (strcmp(opt, "--emit-parts") == 0) {
       if (!*v) return nimble_cli_usage_error(&nimble_cmd_compile, "--emit-parts needs a folder");
       a->emit_parts = v;
@@ -305,6 +308,8 @@ static int parse_args(int argc, char **argv, compile_args *a, bool *help) {
   if (!a->model) return nimble_cli_usage_error(&nimble_cmd_compile, "no model file given");
   if (!a->out && !a->emit_parts)
     return nimble_cli_usage_error(&nimble_cmd_compile, "no output: give -o FILE.nimble or --emit-parts DIR");
+  if (a->dump_ir_passes && !a->dump_ir)
+    return nimble_cli_usage_error(&nimble_cmd_compile, "--dump-ir-passes needs --dump-ir DIR");
   if (a->kernel_cache && a->no_kernel_cache)
     return nimble_cli_usage_error(&nimble_cmd_compile, "--kernel-cache and --no-kernel-cache exclude each other");
   if ((a->tune_records_out || a->tune_records) && !a->tune)
@@ -447,6 +452,7 @@ static int run_compile(nimble_cli_ctx *ctx, int argc, char **argv) {
   o.format = a.format;
   o.opt_level = a.opt_level;
   o.dump_ir_dir = a.dump_ir;
+  o.dump_ir_passes = a.dump_ir_passes;
   o.progress = on_progress;
   o.progress_user = &sink;
   o.codegen_progress = on_codegen_progress;
@@ -523,8 +529,8 @@ static int run_compile(nimble_cli_ctx *ctx, int argc, char **argv) {
 const nimble_cli_command nimble_cmd_compile = {
     "compile",
     "Compile a model (.onnx) or program (.nir) into an executable, locally.",
-    "compile MODEL --target=SPEC -o OUT.nimble [--opt-level N] [--dump-ir DIR] [-v]\n"
-    "       [--time-passes] [-j N] [--kernel-cache DIR | --no-kernel-cache]\n"
+    "compile MODEL --target=SPEC -o OUT.nimble [--opt-level N] [-v] [--time-passes]\n"
+    "       [--dump-ir DIR [--dump-ir-passes NAMES]] [-j N] [--kernel-cache DIR | --no-kernel-cache]\n"
     "       [--emit-parts DIR] [--progress-fd N] [--format onnx|nir] [--option KEY=VALUE]\n"
     "       [--sign KEYFILE] [--tune-records F] [--tune-records-out F]",
     "Runs the whole compiler on this machine: import, type inference, the\n"
@@ -547,6 +553,9 @@ const nimble_cli_command nimble_cmd_compile = {
     "                     plans memory; LLVM optimises at the same level\n"
     "  --dump-ir DIR      write the IR after import and after each pass to\n"
     "                     DIR/NN-PASS.nir\n"
+    "  --dump-ir-passes NAMES  only these (comma-separated: import, fuse_ops,\n"
+    "                     ...; NN as in a full dump). Constants print in full:\n"
+    "                     on a big model, one pass is much faster than all\n"
     "  -v, --verbose      print the time spent in each phase, and code\n"
     "                     generation's threads, kernel cache hits and misses and\n"
     "                     seconds per LLVM phase\n"

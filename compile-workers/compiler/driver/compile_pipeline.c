@@ -64,6 +64,7 @@ typedef struct pipeline {
   nimble_compile_result *r;
   nimble_compile_phase_clock clock;
   int dump_seq;
+  char dumped[1024]; /* the names dump_module saw, for an error naming them */
 } pipeline;
 
 static void phase_begin(pipeline *p, const char *phase) { nimble_compile_phase_begin(&p->clock, phase); }
@@ -141,13 +142,36 @@ static nimble_status_t pick_format(const char *path, const char *format, const c
   return nimble_ok();
 }
 
-/* The passes' dump hook: one file per pass, numbered in pipeline order. */
+/* Whether NAME is one of LIST's comma-separated names. */
+static bool in_list(const char *list, const char *name) {
+  size_t n = strlen(name);
+  for (const char *c = list; c;) {
+    const char *end = strchr(c, ',');
+    size_t len = end ? (size_t)(end - c) : strlen(c);
+    if (len == n && strncmp(c, name, n) == 0) return true;
+    c = end ? end + 1 : NULL;
+  }
+  return false;
+}
+
+static bool dump_all(const nimble_compile_options_t *o) { return !o->dump_ir_passes || !*o->dump_ir_passes; }
+
+/* The passes' dump hook: one file per pass, numbered in pipeline order
+ * (the numbers of a full dump, whatever dump_ir_passes leaves out). Big
+ * models print millions of constants a pass: a filter is much faster. */
 static nimble_status_t dump_module(pipeline *p, const char *name, const nimble_module *m) {
   if (!p->o->dump_ir_dir) return nimble_ok();
+  int seq = p->dump_seq++;
+  if (!dump_all(p->o)) {
+    size_t used = strlen(p->dumped);
+    if (!in_list(p->dumped, name))
+      snprintf(p->dumped + used, sizeof p->dumped - used, "%s%s", used ? "," : "", name);
+    if (!in_list(p->o->dump_ir_passes, name)) return nimble_ok();
+  }
   char *text = NULL;
   NIMBLE_RETURN_IF_ERROR_CTX(nimble_ir_print_module(m, &text), "printing the IR after %s", name);
   char path[4096];
-  int len = snprintf(path, sizeof path, "%s/%02d-%s.nir", p->o->dump_ir_dir, p->dump_seq++, name);
+  int len = snprintf(path, sizeof path, "%s/%02d-%s.nir", p->o->dump_ir_dir, seq, name);
   if (len < 0 || (size_t)len >= sizeof path) {
     free(text);
     return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "--dump-ir folder name is too long");
@@ -240,6 +264,17 @@ static nimble_status_t run(pipeline *p, nimble_arena *arena) {
   NIMBLE_RETURN_IF_ERROR(nimble_passes_run_for_target(m, o->opt_level, false, r->target.kind == NIMBLE_TARGET_CUDA,
                                                       o->dump_ir_dir ? dump_hook : NULL, p));
   phase_end(p);
+  /* A name to dump that no pass has is a typo: say which names there are. */
+  for (const char *c = o->dump_ir_dir && !dump_all(o) ? o->dump_ir_passes : NULL; c;) {
+    const char *end = strchr(c, ',');
+    int len = (int)(end ? (size_t)(end - c) : strlen(c));
+    char name[128];
+    snprintf(name, sizeof name, "%.*s", len, c);
+    if (!in_list(p->dumped, name))
+      return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "--dump-ir: no pass is named '%s' (the names: %s)",
+                                name, p->dumped);
+    c = end ? end + 1 : NULL;
+  }
 
   phase_begin(p, "lower");
   /* The executable's target: the host triple, plus "+<device triple>" for

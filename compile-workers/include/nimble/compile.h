@@ -58,6 +58,9 @@ typedef struct nimble_compile_options {
   int opt_level;           /* 0..3 (default 2): passes and LLVM */
   const char *dump_ir_dir; /* when set, the IR after import and after every pass
                               is written there as NN-NAME.nir (the folder must exist) */
+  const char *dump_ir_passes; /* with dump_ir_dir: the names to write, comma-separated
+                                 ("import", "fuse_ops", ...; NN as in a full dump); a
+                                 name no pass has is an error; NULL or "": every one */
   const char *lld;         /* the linker; NULL: codegen's default (ld.lld-16) */
   const char *compiler_version; /* for config.json; NULL: this build's version */
   nimble_compile_progress_fn progress; /* may be NULL */

@@ -138,6 +138,7 @@ static void check_model(const char *name, const char *target, const char *const 
   nimble_compile_options_init(&o);
   o.target = target;
   o.dump_ir_dir = dump;
+  o.dump_ir_passes = "place_devices"; /* all of them: minutes of printed weights */
   nimble_compile_result *r = NULL;
   nimble_status_t s = nimble_compile_file(path, &o, &r);
   free(path);

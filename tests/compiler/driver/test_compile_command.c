@@ -564,8 +564,8 @@ START_TEST(test_help_tells_the_options_and_the_native_rule) {
   ck_assert_int_ge(asprintf(&cmd, "'%s' compile --help > '%s'", argv[0], help_path), 0);
   ck_assert_int_eq(system(cmd), 0);
   char *help = read_text(help_path, NULL);
-  const char *must[] = {"--target", "-o FILE", "--opt-level", "--dump-ir", "-v", "--emit-parts", "--progress-fd",
-                        "--option", "cpu=native", "x86-64-v3"};
+  const char *must[] = {"--target", "-o FILE", "--opt-level", "--dump-ir", "--dump-ir-passes", "-v", "--emit-parts",
+                        "--progress-fd", "--option", "cpu=native", "x86-64-v3"};
   for (size_t i = 0; i < sizeof must / sizeof must[0]; i++)
     ck_assert_msg(strstr(help, must[i]) != NULL, "help lacks '%s'", must[i]);
   free(help);
@@ -599,6 +599,44 @@ START_TEST(test_dump_ir_writes_the_module_after_import_and_each_pass) {
 }
 END_TEST
 
+/* --dump-ir-passes writes only the passes named, numbered as in a full
+ * dump; a name no pass has fails naming the names there are. */
+START_TEST(test_dump_ir_passes_writes_only_those_named) {
+  char *src = source_path("tests/compiler/driver/programs/dense_bias_relu.nir");
+  char *out = path_in(g_tmp, "x.nimble");
+  char *all = path_in(g_tmp, "all"), *some = path_in(g_tmp, "some");
+  free(nimble_expect(0, NULL, "compile", src, "-o", out, "--dump-ir", all, NULL));
+  free(nimble_expect(0, NULL, "compile", src, "-o", out, "--dump-ir", some, "--dump-ir-passes", "import,fuse_ops",
+                     NULL));
+  char *cmd = NULL, listing[4096] = "";
+  ck_assert_int_ge(asprintf(&cmd, "cd '%s' && ls | tr '\\n' ' '", some), 0);
+  FILE *p = popen(cmd, "r");
+  ck_assert_ptr_nonnull(p);
+  size_t n = fread(listing, 1, sizeof listing - 1, p);
+  listing[n] = '\0';
+  pclose(p);
+  free(cmd);
+  ck_assert_msg(strncmp(listing, "00-import.nir ", 14) == 0 && strstr(listing, "-fuse_ops.nir ") &&
+                    strlen(listing) == strlen("00-import.nir NN-fuse_ops.nir "),
+                "files: '%s'", listing);
+  /* The full dump's number and text. */
+  ck_assert_int_ge(asprintf(&cmd, "cd '%s' && for f in *.nir; do cmp -s \"$f\" '%s'/\"$f\" || exit 1; done", some, all),
+                   0);
+  ck_assert_int_eq(system(cmd), 0);
+  free(cmd);
+  char *err = nimble_expect(1, NULL, "compile", src, "-o", out, "--dump-ir", some, "--dump-ir-passes", "fuse_op", NULL);
+  ck_assert_msg(strstr(err, "no pass is named 'fuse_op'") && strstr(err, "fuse_ops"), "stderr: %s", err);
+  free(err);
+  err = nimble_expect(2, NULL, "compile", src, "-o", out, "--dump-ir-passes", "fuse_ops", NULL);
+  ck_assert_msg(strstr(err, "--dump-ir-passes needs --dump-ir"), "stderr: %s", err);
+  free(err);
+  free(all);
+  free(some);
+  free(out);
+  free(src);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("compile_command");
   TCase *tc = tcase_create("command");
@@ -618,6 +656,7 @@ int main(void) {
   tcase_add_test(tc, test_usage_errors_exit_2);
   tcase_add_test(tc, test_help_tells_the_options_and_the_native_rule);
   tcase_add_test(tc, test_dump_ir_writes_the_module_after_import_and_each_pass);
+  tcase_add_test(tc, test_dump_ir_passes_writes_only_those_named);
   suite_add_tcase(s, tc);
   return nimble_test_run(s);
 }
