@@ -14,6 +14,10 @@ PACKAGES=(
   libcurl4-openssl-dev libjansson-dev libzmq3-dev libsodium-dev
   libhiredis-dev libopenblas-dev check libprotobuf-c-dev protobuf-c-compiler
   libonnx-dev libdlpack-dev libmicrohttpd-dev llvm-16-dev lld-16 clang-16 libclang-rt-16-dev
+  # what LLVM's static libraries call (nimble-compile links them)
+  libzstd-dev zlib1g-dev
+  # the linkers of the kernels' shared objects, one per target (GNU ld)
+  binutils-x86-64-linux-gnu binutils-aarch64-linux-gnu
   # services the tests start on loopback
   redis-server docker-registry skopeo docker-compose
   # cross target: aarch64 runtime under qemu
@@ -41,7 +45,8 @@ BUILD_PACKAGES=(
   build-essential cmake pkg-config ca-certificates
   libcurl4-openssl-dev libjansson-dev libzmq3-dev libsodium-dev
   libhiredis-dev libprotobuf-c-dev protobuf-c-compiler
-  libonnx-dev libdlpack-dev libmicrohttpd-dev llvm-16-dev lld-16
+  libonnx-dev libdlpack-dev libmicrohttpd-dev llvm-16-dev lld-16 libzstd-dev zlib1g-dev
+  binutils-x86-64-linux-gnu binutils-aarch64-linux-gnu
 )
 if [ "${1:-}" = "--build" ]; then
   PACKAGES=("${BUILD_PACKAGES[@]}")
