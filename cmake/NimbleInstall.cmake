@@ -134,8 +134,9 @@ set(CPACK_COMPONENT_RUNTIME_DESCRIPTION
     "Nimble runtime: libnimble_runtime (shared and static), headers, pkg-config and CMake files, nimble-run")
 set(CPACK_DEBIAN_CLIENT_PACKAGE_NAME nimble-client)
 set(CPACK_COMPONENT_CLIENT_DESCRIPTION "Nimble client: the nimble command (compile, run, inspect, submit, fetch)")
-# nimble compile links kernels with ld.lld-16, run as a child process.
-set(CPACK_DEBIAN_CLIENT_PACKAGE_DEPENDS "lld-16")
+# nimble compile links kernels with the target's GNU ld, run as a child
+# process (ld.lld-16 where that is missing).
+set(CPACK_DEBIAN_CLIENT_PACKAGE_DEPENDS "binutils-x86-64-linux-gnu, binutils-aarch64-linux-gnu")
 set(CPACK_DEBIAN_FARM_PACKAGE_NAME nimble-farm)
 set(CPACK_COMPONENT_FARM_DESCRIPTION "Nimble compile farm: nimble-store, nimble-scheduler, nimble-worker")
 # A worker runs `nimble compile` (the nimble next to it); the scheduler keeps

@@ -24,12 +24,13 @@ RUN bash scripts/setup.sh --build \
  && cmake --build /build -j"$(nproc)" --target nimble-store nimble-scheduler nimble-worker nimble nimble-compile nimble-run \
  && bash docker/bundle.sh /opt/nimble /build/artifact-store/server/nimble-store \
       /build/scheduler/nimble-scheduler /build/compile-workers/worker/nimble-worker \
-      /build/client/nimble /build/client/nimble-compile /build/runtime/tools/nimble-run /usr/bin/ld.lld-16 \
+      /build/client/nimble /build/client/nimble-compile /build/runtime/tools/nimble-run \
+      /usr/bin/x86_64-linux-gnu-ld.bfd /usr/bin/aarch64-linux-gnu-ld.bfd \
  && strip --strip-debug /opt/nimble/bin/nimble*
 
 FROM ${RUNTIME_BASE} AS runtime
 COPY --from=build /opt/nimble /opt/nimble
-# nimble compile links kernels with ld.lld-16 (bundled): found on PATH.
+# nimble compile links kernels with GNU ld, one per target (bundled): found on PATH.
 ENV PATH=/opt/nimble/bin:$PATH LD_LIBRARY_PATH=/opt/nimble/lib
 # /var/lib/nimble-keys: the compose file's CurveZMQ keys volume (a new
 # volume takes this directory's owner).

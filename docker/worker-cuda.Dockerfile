@@ -17,7 +17,8 @@ RUN bash scripts/setup.sh --build \
  && cmake --build /build -j"$(nproc)" --target nimble-store nimble-scheduler nimble-worker nimble nimble-compile nimble-run \
  && bash docker/bundle.sh /opt/nimble /build/artifact-store/server/nimble-store \
       /build/scheduler/nimble-scheduler /build/compile-workers/worker/nimble-worker \
-      /build/client/nimble /build/client/nimble-compile /build/runtime/tools/nimble-run /usr/bin/ld.lld-16 \
+      /build/client/nimble /build/client/nimble-compile /build/runtime/tools/nimble-run \
+      /usr/bin/x86_64-linux-gnu-ld.bfd /usr/bin/aarch64-linux-gnu-ld.bfd \
  && strip --strip-debug /opt/nimble/bin/nimble*
 
 FROM ${CUDA_BASE}

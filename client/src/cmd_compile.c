@@ -535,8 +535,10 @@ const nimble_cli_command nimble_cmd_compile = {
     "       [--sign KEYFILE] [--tune-records F] [--tune-records-out F]",
     "Runs the whole compiler on this machine: import, type inference, the\n"
     "optimisation passes, lowering to VM bytecode, one kernel per fused\n"
-    "primitive, code generation with LLVM and linking with ld.lld-16, then\n"
-    "writes one .nimble file that nimble-run and the runtime load.\n"
+    "primitive, code generation with LLVM and linking with the target's GNU\n"
+    "ld (x86_64-linux-gnu-ld.bfd, aarch64-linux-gnu-ld.bfd; ld.lld-16 where\n"
+    "that is missing), then writes one .nimble file that nimble-run and the\n"
+    "runtime load.\n"
     "\n"
     "Options:\n"
     "  --target SPEC      what to compile for (default x86): x86[:cpu=C,features=F],\n"

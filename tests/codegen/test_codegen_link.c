@@ -1,6 +1,7 @@
 /* The linked kernel object names what it needs: a kernel calling libm
  * (logf) is a shared object with DT_NEEDED libm.so.6, for x86_64 and for
- * aarch64, so that it loads in processes that do not link libm themselves
+ * aarch64, linked by the target's GNU ld (the default) or by ld.lld-16,
+ * so that it loads in processes that do not link libm themselves
  * (nimble-run). The dynamic section is read here by a small ELF64 reader
  * of its own (section headers, SHT_DYNAMIC and its string table, the
  * dynamic symbol table), not by the linker that wrote it. */
@@ -79,8 +80,9 @@ static int has(char list[][64], int n, const char *name) {
   return 0;
 }
 
-/* log over a 1-D f32 tensor, linked for `triple`. */
-static void build_log_kernel(const char *triple, nimble_codegen_output_t *out) {
+/* log over a 1-D f32 tensor, linked for `triple` by `linker` (NULL: the
+ * default, the target's GNU ld on this machine). */
+static void build_log_kernel(const char *triple, const char *linker, nimble_codegen_output_t *out) {
   nimble_ln_arena *A;
   NIMBLE_ASSERT_OK(nimble_ln_arena_create(&A));
   nimble_ln_kernel *k;
@@ -90,13 +92,14 @@ static void build_log_kernel(const char *triple, nimble_codegen_output_t *out) {
   const nimble_ln_kernel *ks[] = {k};
   nimble_codegen_options_t o = nimble_codegen_default_options();
   o.triple = triple;
+  o.lld = linker;
   NIMBLE_ASSERT_OK(nimble_codegen_build(ks, 1, &o, out));
   nimble_ln_arena_destroy(A);
 }
 
-static void check_names_libm(const char *triple, unsigned machine) {
+static void check_names_libm(const char *triple, unsigned machine, const char *linker) {
   nimble_codegen_output_t out;
-  build_log_kernel(triple, &out);
+  build_log_kernel(triple, linker, &out);
   elf_view e;
   elf_read(out.shared_object, out.shared_object_size, &e);
   ck_assert_uint_eq(e.machine, machine);
@@ -110,17 +113,41 @@ static void check_names_libm(const char *triple, unsigned machine) {
   nimble_codegen_output_deinit(&out);
 }
 
-START_TEST(test_an_x86_64_kernel_calling_logf_needs_libm_so_6) { check_names_libm("x86_64-linux-gnu", 62); }
+/* With either linker: the target's GNU ld (the default) and ld.lld-16. */
+static const char *const kLinkers[] = {NULL, "ld.lld-16"};
+
+START_TEST(test_an_x86_64_kernel_calling_logf_needs_libm_so_6) {
+  check_names_libm("x86_64-linux-gnu", 62, kLinkers[_i]);
+}
 END_TEST
 
-START_TEST(test_an_aarch64_kernel_calling_logf_needs_libm_so_6) { check_names_libm("aarch64-linux-gnu", 183); }
+START_TEST(test_an_aarch64_kernel_calling_logf_needs_libm_so_6) {
+  check_names_libm("aarch64-linux-gnu", 183, kLinkers[_i]);
+}
+END_TEST
+
+/* The default linker is the machine's GNU ld where $PATH has it (setup.sh
+ * installs both), and ld.lld-16 where it does not. */
+START_TEST(test_the_default_linker_is_the_targets_gnu_ld_else_lld) {
+  uint8_t x86[20] = {0x7f, 'E', 'L', 'F', 2, 1}, a64[20] = {0x7f, 'E', 'L', 'F', 2, 1};
+  x86[18] = 62;
+  a64[18] = 183;
+  ck_assert_str_eq(nimble_codegen_default_linker(x86, sizeof x86), "x86_64-linux-gnu-ld.bfd");
+  ck_assert_str_eq(nimble_codegen_default_linker(a64, sizeof a64), "aarch64-linux-gnu-ld.bfd");
+  char *path = strdup(getenv("PATH"));
+  setenv("PATH", "/nonexistent", 1);
+  ck_assert_str_eq(nimble_codegen_default_linker(x86, sizeof x86), "ld.lld-16");
+  ck_assert_str_eq(nimble_codegen_default_linker(a64, sizeof a64), "ld.lld-16");
+  setenv("PATH", path, 1);
+  free(path);
+}
 END_TEST
 
 /* The object loads and computes in this process through the harness
  * (dlopen of a memfd, as the runtime does), the libm entry resolved. */
 START_TEST(test_the_x86_64_kernel_with_libm_needed_loads_and_computes_log) {
   nimble_codegen_output_t out;
-  build_log_kernel("x86_64-linux-gnu", &out);
+  build_log_kernel("x86_64-linux-gnu", kLinkers[_i], &out);
   harness_lib lib;
   harness_load_bytes(out.shared_object, out.shared_object_size, &lib);
   nimble_codegen_output_deinit(&out);
@@ -138,7 +165,7 @@ START_TEST(test_the_x86_64_kernel_with_libm_needed_loads_and_computes_log) {
 }
 END_TEST
 
-/* Not an object of either target: refused before lld runs. */
+/* Not an object of either target: refused before a linker runs. */
 START_TEST(test_linking_something_that_is_not_an_x86_64_or_aarch64_object_is_refused) {
   uint8_t junk[64] = {0x7f, 'E', 'L', 'F', 2, 1};
   junk[18] = 40; /* EM_ARM */
@@ -154,9 +181,10 @@ static Suite *suite(void) {
   Suite *s = suite_create("codegen_link");
   TCase *tc = tcase_create("link");
   tcase_set_timeout(tc, 120);
-  tcase_add_test(tc, test_an_x86_64_kernel_calling_logf_needs_libm_so_6);
-  tcase_add_test(tc, test_an_aarch64_kernel_calling_logf_needs_libm_so_6);
-  tcase_add_test(tc, test_the_x86_64_kernel_with_libm_needed_loads_and_computes_log);
+  tcase_add_loop_test(tc, test_an_x86_64_kernel_calling_logf_needs_libm_so_6, 0, 2);
+  tcase_add_loop_test(tc, test_an_aarch64_kernel_calling_logf_needs_libm_so_6, 0, 2);
+  tcase_add_test(tc, test_the_default_linker_is_the_targets_gnu_ld_else_lld);
+  tcase_add_loop_test(tc, test_the_x86_64_kernel_with_libm_needed_loads_and_computes_log, 0, 2);
   tcase_add_test(tc, test_linking_something_that_is_not_an_x86_64_or_aarch64_object_is_refused);
   suite_add_tcase(s, tc);
   return s;

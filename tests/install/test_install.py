@@ -402,7 +402,8 @@ def cmd_deb(build, prefix):
         check("nimble-client" in depends, "nimble-farm depends on nimble-client (a worker runs "
               "nimble compile): %s" % depends.strip())
         depends = run(["dpkg-deb", "-f", debs["nimble-client"], "Depends"]).stdout
-        check("lld-16" in depends, "nimble-client depends on lld-16: %s" % depends.strip())
+        check("binutils-x86-64-linux-gnu" in depends and "binutils-aarch64-linux-gnu" in depends,
+              "nimble-client depends on the targets' GNU ld: %s" % depends.strip())
         x = os.path.join(tmp, "x")
         run(["dpkg-deb", "-x", debs["nimble-runtime"], x])
         with open(x + lib_prefix + "/pkgconfig/nimble-runtime.pc") as f:

@@ -646,10 +646,10 @@ static nimble_status_t build_cpu(const target_info *t, const nimble_ln_kernel *c
   if (!s) {
     double l0 = now_s();
     /* The linked object is cached too, under a key over the linker and
-     * every kernel's key in order: a warm compile then runs no ld.lld. */
+     * every kernel's key in order: a warm compile then runs no linker. */
     char link_key[NIMBLE_KERNEL_KEY_LEN + 1] = "";
-    if (p.cache && !o->keep_ir) {
-      const char *lld = o->lld ? o->lld : "ld.lld-16";
+    const char *lld = o->lld ? o->lld : n ? nimble_codegen_default_linker(p.objs[0], p.sizes[0]) : NULL;
+    if (p.cache && !o->keep_ir && lld) {
       nimble_digest_ctx_t ctx;
       nimble_digest_ctx_init(&ctx);
       char head[128];
@@ -674,7 +674,7 @@ static nimble_status_t build_cpu(const target_info *t, const nimble_ln_kernel *c
       }
     }
     if (!st->link_cached) {
-      s = nimble_codegen_link_objects((const uint8_t *const *)p.objs, p.sizes, n, o->lld, &out->shared_object,
+      s = nimble_codegen_link_objects((const uint8_t *const *)p.objs, p.sizes, n, lld, &out->shared_object,
                                       &out->shared_object_size);
       if (!s && link_key[0]) {
         nimble_status_t ps = p.cache->put(p.cache, link_key, out->shared_object, out->shared_object_size);

@@ -1,6 +1,10 @@
-/* Linking an object file into a shared object with ld.lld, run as a child
- * process on files in a private temporary directory that is removed on
- * every path.
+/* Linking an object file into a shared object with the target's GNU ld
+ * (x86_64-linux-gnu-ld.bfd, aarch64-linux-gnu-ld.bfd; ld.lld-16 where that
+ * is not installed), run as a child process on files in a private
+ * temporary directory that is removed on every path. GNU ld starts in
+ * ~2 ms; ld.lld-16 spent ~60 ms of every compile loading the shared
+ * libLLVM (ld.so binding its ~400,000 relocations), more than code
+ * generation itself for a small model.
  *
  * Kernels call libm (log, expf, pow, ...), and the shared object must say
  * so itself: a process that dlopens it (nimble-run links libc, libdl and
@@ -20,6 +24,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <spawn.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,7 +117,7 @@ static void put_shdr(uint8_t *p, uint32_t name, uint32_t type, uint64_t flags, u
  * linker reads a shared library: an ELF64 little-endian ET_DYN file whose
  * sections are .dynsym (the null symbol only), .dynstr, .dynamic
  * (DT_SONAME libm.so.6, DT_STRTAB, DT_SYMTAB, DT_STRSZ, DT_SYMENT) and
- * .shstrtab. lld takes the soname from .dynamic through .dynsym's string
+ * .shstrtab. ld.lld takes the soname from .dynamic through .dynsym's string
  * table, so .dynsym must be there even with no symbols. Fills buf (at
  * least NAME_ONLY_LIBM_SIZE bytes); returns the size. */
 #define NAME_ONLY_LIBM_SIZE 560
@@ -166,7 +171,29 @@ static unsigned machine_of(const uint8_t *object, size_t size) {
   return machine == 62 /* EM_X86_64 */ || machine == 183 /* EM_AARCH64 */ ? machine : 0;
 }
 
-static nimble_status_t run_lld(const char *lld, char *const *argv, const char *log) {
+/* Whether PROGRAM (no slash) is an executable on $PATH. */
+static bool on_path(const char *program) {
+  const char *path = getenv("PATH");
+  if (!path || !*path) path = "/usr/bin:/bin";
+  for (const char *c = path; c;) {
+    const char *end = strchr(c, ':');
+    size_t len = end ? (size_t)(end - c) : strlen(c);
+    char full[4096];
+    if (snprintf(full, sizeof full, "%.*s/%s", (int)len, len ? c : ".", program) < (int)sizeof full &&
+        access(full, X_OK) == 0)
+      return true;
+    c = end ? end + 1 : NULL;
+  }
+  return false;
+}
+
+const char *nimble_codegen_default_linker(const uint8_t *object, size_t size) {
+  unsigned machine = machine_of(object, size);
+  const char *bfd = machine == 62 ? "x86_64-linux-gnu-ld.bfd" : machine == 183 ? "aarch64-linux-gnu-ld.bfd" : NULL;
+  return bfd && on_path(bfd) ? bfd : "ld.lld-16";
+}
+
+static nimble_status_t run_linker(const char *lld, char *const *argv, const char *log) {
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
@@ -202,7 +229,6 @@ nimble_status_t nimble_codegen_link_objects(const uint8_t *const *objects, const
                                             const char *lld, uint8_t **so_out, size_t *so_size) {
   *so_out = NULL;
   *so_size = 0;
-  if (!lld) lld = "ld.lld-16";
   if (n == 0) return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "linking kernels: no objects");
   if (n > 1000000) return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "linking kernels: %zu objects", n);
   const char *tmp = getenv("TMPDIR");
@@ -214,12 +240,13 @@ nimble_status_t nimble_codegen_link_objects(const uint8_t *const *objects, const
                                 "linking kernels: object %zu is not a 64-bit little-endian x86_64 or "
                                 "aarch64 ELF file of the same machine as the others", i);
   }
+  if (!lld) lld = nimble_codegen_default_linker(objects[0], sizes[0]);
   char dir[4096], so[4200], log[4200], libm[4200];
   if (snprintf(dir, sizeof dir, "%s/nimble-codegen-XXXXXX", tmp) >= (int)sizeof dir)
     return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "TMPDIR is too long");
   if (!mkdtemp(dir)) return nimble_status_make(NIMBLE_IO_ERROR, "mkdtemp %s: %s", dir, strerror(errno));
   snprintf(so, sizeof so, "%s/kernels.so", dir);
-  snprintf(log, sizeof log, "%s/lld.log", dir);
+  snprintf(log, sizeof log, "%s/link.log", dir);
   snprintf(libm, sizeof libm, "%s/libm.so.6", dir);
   /* The objects as k0.o, k1.o, ... in order; the link reads them in that
    * order, so the output depends on their contents and order only. */
@@ -252,7 +279,7 @@ nimble_status_t nimble_codegen_link_objects(const uint8_t *const *objects, const
   }
   uint8_t libm_image[NAME_ONLY_LIBM_SIZE];
   if (!s) s = write_file(libm, libm_image, name_only_libm(machine, libm_image));
-  if (!s) s = run_lld(lld, argv, log);
+  if (!s) s = run_linker(lld, argv, log);
   if (!s) s = read_file(so, (size_t)1 << 31, so_out, so_size);
   for (size_t i = 0; objs && i < n; i++) {
     if (objs[i]) unlink(objs[i]);

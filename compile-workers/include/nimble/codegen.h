@@ -56,7 +56,7 @@ typedef struct nimble_codegen_options {
   const char *cpu;      /* NULL: x86-64-v3, generic (aarch64), sm_80 (nvptx64) */
   const char *features; /* NULL: "" (aarch64: "+neon") */
   int opt_level;        /* 0..3 */
-  const char *lld;      /* linker program; NULL: "ld.lld-16" */
+  const char *lld;      /* linker program; NULL: nimble_codegen_default_linker's */
   int keep_ir;          /* also return the optimised modules as text (no cache lookups then) */
   int jobs;             /* CPU kernels: threads; 0: the CPUs this process may run on */
   nimble_kernel_cache_t *cache; /* CPU kernels: borrowed; NULL: none */
@@ -123,9 +123,15 @@ void nimble_codegen_output_deinit(nimble_codegen_output_t *out);
  * bytes, NUL-terminated, truncated to fit). */
 void nimble_codegen_host_cpu_key(char *buf, size_t size);
 
-/* Links an ELF relocatable object into a shared object by running `lld`
- * -shared in a private temporary directory, removed on every path. The
- * bytes are borrowed; *so_out is caller-owned (free()). */
+/* The linker for an ELF relocatable object's machine: the target's GNU ld
+ * (x86_64-linux-gnu-ld.bfd, aarch64-linux-gnu-ld.bfd) when it is on $PATH,
+ * else "ld.lld-16" (which links both). */
+const char *nimble_codegen_default_linker(const uint8_t *object, size_t size);
+
+/* Links an ELF relocatable object into a shared object by running the
+ * linker `lld` (NULL: nimble_codegen_default_linker) with -shared in a
+ * private temporary directory, removed on every path. The bytes are
+ * borrowed; *so_out is caller-owned (free()). */
 nimble_status_t nimble_codegen_link_shared(const uint8_t *object, size_t object_size,
                                            const char *lld, uint8_t **so_out, size_t *so_size);
 /* The same for n objects, linked in that order (all of one machine). */
