@@ -142,15 +142,20 @@ static nimble_status_t pick_format(const char *path, const char *format, const c
   return nimble_ok();
 }
 
-/* Whether NAME is one of LIST's comma-separated names. */
-static bool in_list(const char *list, const char *name) {
-  size_t n = strlen(name);
-  for (const char *c = list; c;) {
-    const char *end = strchr(c, ',');
-    size_t len = end ? (size_t)(end - c) : strlen(c);
-    if (len == n && strncmp(c, name, n) == 0) return true;
-    c = end ? end + 1 : NULL;
-  }
+/* The comma-separated name at *c: its length; *c moves past it (NULL after
+ * the last). */
+static size_t next_name(const char **c, const char **name) {
+  const char *end = strchr(*c, ',');
+  size_t len = end ? (size_t)(end - *c) : strlen(*c);
+  *name = *c;
+  *c = end ? end + 1 : NULL;
+  return len;
+}
+
+/* Whether the first n bytes of NAME are one of LIST's comma-separated names. */
+static bool in_list(const char *list, const char *name, size_t n) {
+  for (const char *c = list, *item; c;)
+    if (next_name(&c, &item) == n && strncmp(item, name, n) == 0) return true;
   return false;
 }
 
@@ -164,9 +169,9 @@ static nimble_status_t dump_module(pipeline *p, const char *name, const nimble_m
   int seq = p->dump_seq++;
   if (!dump_all(p->o)) {
     size_t used = strlen(p->dumped);
-    if (!in_list(p->dumped, name))
+    if (!in_list(p->dumped, name, strlen(name)))
       snprintf(p->dumped + used, sizeof p->dumped - used, "%s%s", used ? "," : "", name);
-    if (!in_list(p->o->dump_ir_passes, name)) return nimble_ok();
+    if (!in_list(p->o->dump_ir_passes, name, strlen(name))) return nimble_ok();
   }
   char *text = NULL;
   NIMBLE_RETURN_IF_ERROR_CTX(nimble_ir_print_module(m, &text), "printing the IR after %s", name);
@@ -265,15 +270,11 @@ static nimble_status_t run(pipeline *p, nimble_arena *arena) {
                                                       o->dump_ir_dir ? dump_hook : NULL, p));
   phase_end(p);
   /* A name to dump that no pass has is a typo: say which names there are. */
-  for (const char *c = o->dump_ir_dir && !dump_all(o) ? o->dump_ir_passes : NULL; c;) {
-    const char *end = strchr(c, ',');
-    int len = (int)(end ? (size_t)(end - c) : strlen(c));
-    char name[128];
-    snprintf(name, sizeof name, "%.*s", len, c);
-    if (!in_list(p->dumped, name))
-      return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "--dump-ir: no pass is named '%s' (the names: %s)",
-                                name, p->dumped);
-    c = end ? end + 1 : NULL;
+  for (const char *c = o->dump_ir_dir && !dump_all(o) ? o->dump_ir_passes : NULL, *name; c;) {
+    size_t len = next_name(&c, &name);
+    if (!in_list(p->dumped, name, len))
+      return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "--dump-ir: no pass is named '%.*s' (the names: %s)",
+                                (int)len, name, p->dumped);
   }
 
   phase_begin(p, "lower");

@@ -282,14 +282,14 @@ static nimble_status_t search(const char *path, const nimble_compile_options_t *
    * record then, so that a later compile with more time searches them. */
   bool all_points = k + 1 == TUNE_NPOINTS;
   size_t round = 0;
+  if (!all_points)
+    snprintf(rep->skipped, sizeof rep->skipped,
+             "the budget (%g s) ran out with %zu of %zu schedule points compiled: %s", budget, k,
+             (size_t)TUNE_NPOINTS - 1,
+             *npts == 1 ? "nothing measured, no records" : "kernels none of them changes get no record");
   if (*npts == 1) {
     if (all_points)
       snprintf(rep->skipped, sizeof rep->skipped, "no schedule point changes a kernel without a record");
-    else
-      snprintf(rep->skipped, sizeof rep->skipped,
-               "the budget (%g s) ran out with %zu of %zu schedule points compiled: nothing measured, no "
-               "records",
-               budget, k, (size_t)TUNE_NPOINTS - 1);
   } else {
     /* An entry tuning cannot make inputs for (ADT values, an unusual
      * dtype) is compiled untuned, saying why. */
@@ -311,11 +311,6 @@ static nimble_status_t search(const char *path, const nimble_compile_options_t *
     progress(o, t, 40 + (int)(59 * (spent < 1 ? spent : 1)));
   }
   rep->rounds = round;
-  if (!all_points && *npts > 1)
-    snprintf(rep->skipped, sizeof rep->skipped,
-             "the budget (%g s) ran out with %zu of %zu schedule points compiled: kernels none of them "
-             "changes get no record",
-             budget, k, (size_t)TUNE_NPOINTS - 1);
   /* Each kernel without a record: the fastest point whose code differs.
    * A kernel no point changes, or that did not run on these inputs, gets
    * the default schedule, so the next compile does not search again
