@@ -24,7 +24,10 @@
 # downloads (debootstrap, the build stage's packages) and the image's
 # compile overlap the other stages; the fleet stage's own build is then
 # answered from podman's layer cache (the context leaves out docs, tests and
-# build trees, so the other stages do not invalidate it).
+# build trees, so the other stages do not invalidate it). Its containers
+# build at the lowest CPU weight (podman build --cpu-shares=2): they run in
+# a cgroup of their own, where the caller's nice does not reach, and would
+# otherwise take half the cores from the stages beside them.
 #
 # Exit 77 with "fleet: skipped: REASON" where podman cannot run containers
 # (not root, not installed, no base image can be made). The debootstrapped
@@ -93,6 +96,7 @@ lap "base image"
 WORK=$(mktemp -d /tmp/nimble-fleet.XXXXXX)
 PROJECT=nimblefleet$$
 COMPOSE=(podman-compose -f "$ROOT/docker/compose.yaml" -p "$PROJECT")
+[ $BUILD_ONLY = 1 ] && COMPOSE+=(--podman-build-args=--cpu-shares=2)
 SERVICES=(redis store scheduler worker-x86 worker-aarch64)
 cleanup() {
   local rc=$?
