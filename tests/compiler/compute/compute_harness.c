@@ -15,6 +15,7 @@
 #include "nimble/nir.h"
 #include "nimble/passes.h"
 #include "nimble_test.h"
+#include "nimble_test_kernel_cache.h"
 
 nimble_module *ch_compile_module(nimble_arena *arena, const char *text) {
   nimble_module *m = NULL;
@@ -34,6 +35,12 @@ const char *ch_find_primitive(const nimble_module *m, const char *prefix) {
   return NULL;
 }
 
+nimble_codegen_options_t ch_codegen_options(void) {
+  nimble_codegen_options_t o = nimble_codegen_default_options();
+  o.cache = nimble_test_kernel_cache();
+  return o;
+}
+
 void ch_kernel_build(const nimble_module *m, const char *name, bool shape_func, const nimble_compute_options_t *o,
                      ch_kernel *k) {
   memset(k, 0, sizeof *k);
@@ -43,7 +50,8 @@ void ch_kernel_build(const nimble_module *m, const char *name, bool shape_func, 
   else NIMBLE_ASSERT_OK(nimble_compute_primitive(m, name, o, k->arena, &k->kernel));
   nimble_codegen_output_t out;
   const nimble_ln_kernel *ks[1] = {k->kernel};
-  NIMBLE_ASSERT_OK(nimble_codegen_build(ks, 1, NULL, &out));
+  nimble_codegen_options_t co = ch_codegen_options();
+  NIMBLE_ASSERT_OK(nimble_codegen_build(ks, 1, &co, &out));
   k->fd = memfd_create("nimble-compute", MFD_CLOEXEC);
   ck_assert_int_ge(k->fd, 0);
   size_t done = 0;

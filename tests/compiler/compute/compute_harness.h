@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "nimble/codegen.h"
 #include "nimble/compute.h"
 #include "nimble/ir.h"
 #include "nimble/kernel_abi.h"
@@ -30,6 +31,12 @@ typedef struct ch_kernel {
   int fd;
   nimble_kernel_fn fn;
 } ch_kernel;
+
+/* The code generator's options for the compute suites: the defaults, with
+ * the suite's kernel cache (tests/support/nimble_test_kernel_cache.h).
+ * These suites test the loop nests and what the kernels compute; the code
+ * generator's own suites (tests/codegen) compile without a cache. */
+nimble_codegen_options_t ch_codegen_options(void);
 
 /* Builds, compiles and loads primitive `name` (shape_func: its shape
  * function). Fails the test on error. */

@@ -514,7 +514,8 @@ static void build_all(const char *rel) {
                     "%s: %s builds now: remove it from kMayBeUnimplemented", rel, name);
       nimble_codegen_output_t out;
       const nimble_ln_kernel *ks[1] = {k};
-      NIMBLE_ASSERT_OK(nimble_codegen_build(ks, 1, NULL, &out));
+      nimble_codegen_options_t co = ch_codegen_options();
+      NIMBLE_ASSERT_OK(nimble_codegen_build(ks, 1, &co, &out));
       nimble_codegen_output_deinit(&out);
       built++;
     }

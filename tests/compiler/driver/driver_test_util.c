@@ -8,12 +8,14 @@
 
 #include "nimble/tensor_io.h"
 #include "nimble_test.h"
+#include "nimble_test_kernel_cache.h"
 
 nimble_status_t dt_compile_and_load(const char *path, const char *target, nimble_executable **exe) {
   *exe = NULL;
   nimble_compile_options_t o;
   nimble_compile_options_init(&o);
   o.target = target;
+  o.kernel_cache = nimble_test_kernel_cache();
   nimble_compile_result *r = NULL;
   NIMBLE_RETURN_IF_ERROR(nimble_compile_file(path, &o, &r));
   void *image = NULL;

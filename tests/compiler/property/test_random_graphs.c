@@ -33,6 +33,7 @@
 #include "nimble/compile.h"
 #include "nimble/runtime.h"
 #include "nimble_test.h"
+#include "nimble_test_kernel_cache.h"
 
 enum { kDefaultCases = 100 };
 static const uint64_t kDefaultSeed = 20261202;
@@ -709,6 +710,7 @@ static char *run_case(uint64_t seed, const char *tmpdir, summary_t *sum, int *op
   nimble_compile_options_init(&co);
   co.target = "x86";
   co.opt_level = g->opt_level;
+  co.kernel_cache = nimble_test_kernel_cache();
   nimble_compile_result *cr = NULL;
   double t0 = now_s();
   nimble_status_t s = nimble_compile_file(path, &co, &cr);
