@@ -100,13 +100,14 @@ for stage in $STAGES; do
       run_stage release "$ROOT/build" -DNIMBLE_AARCH64_NIMBLE_RUN="$A64_RUN" ;;
     asan)
       aarch64_nimble_run
-      # The suites that run `nimble compile` keep their kernels in
-      # BUILD/test-kernel-cache. Seeded from the release stage's (the key is
-      # the kernel's loop nest, the target and the code generator's source
-      # digest, the same in both builds), they skip LLVM for kernels the
-      # release stage compiled; the sanitized code (import, passes,
-      # lowering, the runtime) runs all the same, and the code generator's
-      # own suites compile without a cache.
+      # The suites that compile (`nimble compile`, the farm's workers, and
+      # in-process: tests/support/nimble_test_kernel_cache.h) keep their
+      # kernels in BUILD/test-kernel-cache. Seeded from the release stage's
+      # (the key is the kernel's loop nest, the target and the code
+      # generator's source digest, the same in both builds), they skip LLVM
+      # for kernels the release stage compiled; the sanitized code (import,
+      # passes, lowering, the runtime) runs all the same, and the code
+      # generator's own suites compile without a cache.
       if [ -d "$ROOT/build/test-kernel-cache" ] && [ ! -e "$ROOT/build-asan/test-kernel-cache" ]; then
         mkdir -p "$ROOT/build-asan" && cp -a "$ROOT/build/test-kernel-cache" "$ROOT/build-asan/test-kernel-cache"
       fi
