@@ -128,6 +128,9 @@ set(CPACK_COMPONENTS_ALL runtime client farm)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION devel)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+# Stripped, as Debian ships programs: a RelWithDebInfo build's debug info
+# is a fifth of nimble-compile and most of the libraries.
+set(CPACK_STRIP_FILES ON)
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_NAME nimble-runtime)
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_SECTION libs)
 set(CPACK_COMPONENT_RUNTIME_DESCRIPTION

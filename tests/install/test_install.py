@@ -409,6 +409,15 @@ def cmd_deb(build, prefix):
         with open(x + lib_prefix + "/pkgconfig/nimble-runtime.pc") as f:
             pc = f.read()
         check("prefix=/usr\n" in pc, "the packaged nimble-runtime.pc has prefix=/usr")
+        # Programs and shared libraries ship stripped, as Debian's do
+        # (CPACK_STRIP_FILES): no DWARF left in them.
+        run(["dpkg-deb", "-x", debs["nimble-farm"], x])
+        stripped = [x + lib_prefix + "/libnimble_runtime.so." + VERSION, x + "/usr/bin/nimble-run",
+                    x + "/usr/bin/nimble-scheduler"]
+        for path in stripped:
+            sections = run(["readelf", "-S", "-W", path]).stdout
+            check(".debug_info" not in sections, "the packaged %s is stripped (no .debug_info)"
+                  % path[len(x):])
 
 
 def main():
