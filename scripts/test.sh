@@ -27,8 +27,9 @@ bash scripts/setup.sh
 # The fleet's images build in the background from the start (their
 # downloads and compile overlap the other stages); the fleet stage waits
 # for them. Stopped with its process group if this script stops first.
-# At the lowest priority: the image build's compile (~300 CPU seconds)
-# takes the cores the tests leave idle instead of slowing every stage.
+# At the lowest priority: the image build (~400 CPU seconds: packages,
+# compile, podman's layer commits) takes the cores the tests leave idle
+# instead of slowing every stage.
 # setsid gives it a scheduler autogroup of its own, which weighs as much as
 # this script's whole session whatever its nice: the group's own nice goes
 # to 19 (/proc/self/autogroup). Its containers get a low cgroup weight

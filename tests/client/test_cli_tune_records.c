@@ -579,8 +579,9 @@ START_TEST(test_a_real_tuned_compile_shares_its_records_and_the_next_one_reuses_
   cli_result_free(&r);
   char budget_a[64], budget_b[64];
   int budget = (int)(16 * (now_s() - t0)) + 1;
-  snprintf(budget_a, sizeof budget_a, "tune_budget_s=%d", budget < 8 ? 8 : budget);
-  snprintf(budget_b, sizeof budget_b, "tune_budget_s=%d", (budget < 8 ? 8 : budget) + 1);
+  if (budget < 8) budget = 8;
+  snprintf(budget_a, sizeof budget_a, "tune_budget_s=%d", budget);
+  snprintf(budget_b, sizeof budget_b, "tune_budget_s=%d", budget + 1);
   t0 = now_s();
   r = cli_run_on_farm(&f, "test-token",
                       ARGS("submit", model, "--targets=x86", "--name", "team/cnn-a", "--option", "tune=true",

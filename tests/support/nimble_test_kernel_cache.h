@@ -9,10 +9,10 @@
  * without it.
  *
  * Header-only (the compiler's test programs have no common library):
- * opened on first use, once per source file that includes it (two handles
- * on one folder are safe: entries are written whole and renamed into
- * place); NULL without the variable or
- * when the folder cannot be opened (said on stderr: the suite compiles
+ * opened on first use, once per source file that includes it (a suite's
+ * files share it through their helpers: compute_harness.c's
+ * ch_codegen_options, driver_test_util.c's dt_compile_options); NULL
+ * without the variable or when the folder cannot be opened (said on stderr: the suite compiles
  * without a cache, only slower). */
 #ifndef NIMBLE_TEST_KERNEL_CACHE_H_
 #define NIMBLE_TEST_KERNEL_CACHE_H_

@@ -168,10 +168,10 @@ static nimble_status_t dump_module(pipeline *p, const char *name, const nimble_m
   if (!p->o->dump_ir_dir) return nimble_ok();
   int seq = p->dump_seq++;
   if (!dump_all(p->o)) {
-    size_t used = strlen(p->dumped);
-    if (!in_list(p->dumped, name, strlen(name)))
+    size_t used = strlen(p->dumped), n = strlen(name);
+    if (!in_list(p->dumped, name, n))
       snprintf(p->dumped + used, sizeof p->dumped - used, "%s%s", used ? "," : "", name);
-    if (!in_list(p->o->dump_ir_passes, name, strlen(name))) return nimble_ok();
+    if (!in_list(p->o->dump_ir_passes, name, n)) return nimble_ok();
   }
   char *text = NULL;
   NIMBLE_RETURN_IF_ERROR_CTX(nimble_ir_print_module(m, &text), "printing the IR after %s", name);

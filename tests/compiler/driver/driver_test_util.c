@@ -10,12 +10,17 @@
 #include "nimble_test.h"
 #include "nimble_test_kernel_cache.h"
 
-nimble_status_t dt_compile_and_load(const char *path, const char *target, nimble_executable **exe) {
-  *exe = NULL;
+nimble_compile_options_t dt_compile_options(const char *target) {
   nimble_compile_options_t o;
   nimble_compile_options_init(&o);
   o.target = target;
   o.kernel_cache = nimble_test_kernel_cache();
+  return o;
+}
+
+nimble_status_t dt_compile_and_load(const char *path, const char *target, nimble_executable **exe) {
+  *exe = NULL;
+  nimble_compile_options_t o = dt_compile_options(target);
   nimble_compile_result *r = NULL;
   NIMBLE_RETURN_IF_ERROR(nimble_compile_file(path, &o, &r));
   void *image = NULL;

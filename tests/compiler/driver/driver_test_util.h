@@ -10,6 +10,10 @@
 #include "nimble/compile.h"
 #include "nimble/runtime.h"
 
+/* The compile options the suites use: the defaults for `target`, with the
+ * suite's kernel cache (tests/support/nimble_test_kernel_cache.h). */
+nimble_compile_options_t dt_compile_options(const char *target);
+
 /* Compiles `path` for `target` (opt level 2) into a loaded executable;
  * returns the status of the compile (the caller owns it); on success
  * *exe is the caller's. */

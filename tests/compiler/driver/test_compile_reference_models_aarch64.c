@@ -29,7 +29,6 @@
 #include "driver_test_util.h"
 #include "nimble/tensor_io.h"
 #include "nimble_test.h"
-#include "nimble_test_kernel_cache.h"
 
 #define QEMU "qemu-aarch64"
 #define AARCH64_SYSROOT "/usr/aarch64-linux-gnu"
@@ -187,10 +186,7 @@ static void check_model(const char *name, size_t max_cases) {
   char rel[128];
   snprintf(rel, sizeof rel, "%s.onnx", name);
   char *src = dt_models_path(rel);
-  nimble_compile_options_t o;
-  nimble_compile_options_init(&o);
-  o.target = "aarch64";
-  o.kernel_cache = nimble_test_kernel_cache();
+  nimble_compile_options_t o = dt_compile_options("aarch64");
   nimble_compile_result *r = NULL;
   nimble_status_t s = nimble_compile_file(src, &o, &r);
   free(src);
@@ -289,10 +285,7 @@ START_TEST(test_treelstm_compiled_for_aarch64_matches_pytorch_under_qemu) {
   const char *src_dir = getenv("NIMBLE_SOURCE_DIR");
   ck_assert_msg(src_dir && *src_dir, "NIMBLE_SOURCE_DIR is not set");
   char *nir = path_in(src_dir, "examples/treelstm.nir");
-  nimble_compile_options_t o;
-  nimble_compile_options_init(&o);
-  o.target = "aarch64";
-  o.kernel_cache = nimble_test_kernel_cache();
+  nimble_compile_options_t o = dt_compile_options("aarch64");
   nimble_compile_result *r = NULL;
   nimble_status_t s = nimble_compile_file(nir, &o, &r);
   ck_assert_msg(s == NULL, "treelstm (aarch64): %s", s ? nimble_status_message(s) : "");
