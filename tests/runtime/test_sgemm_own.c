@@ -384,6 +384,54 @@ START_TEST(test_constant_b_packed_once_gives_the_same_products_and_goes_with_its
 }
 END_TEST
 
+/* A matrix-vector product's constant B (an LSTM's recurrent weights) is
+ * packed once into its own layout (column blocks whose rows follow one
+ * another), either transposition, across the block widths (16 to 256
+ * columns by variant, a last block narrower and not a whole vector) and
+ * an LSTM step's shape. The copy is what later calls read: B changed
+ * inside its range (which a constant never is) still gives the first
+ * product, so a call that read B in place fails here; after the range is
+ * removed, the new B is seen. */
+START_TEST(test_matrix_vector_products_pack_a_constant_b_once) {
+  static const int64_t shapes[][2] = {{16, 1},  {17, 40},  {63, 5},   {100, 33},  {255, 7}, {256, 64},
+                                      {257, 9}, {300, 40}, {513, 20}, {512, 128}, {1100, 3}};
+  char msg[512];
+  uint32_t seed = 1200;
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+    for (int tb = 0; tb < 2; tb++) {
+      int64_t n = shapes[i][0], k = shapes[i][1], pad = (int64_t)(i % 3);
+      float alpha = tb ? -0.5f : 1.0f, beta = tb ? 1.0f : 0.0f;
+      gemm_case g, h;
+      case_make(&g, (int)(i & 1), tb, 1, n, k, pad, alpha, beta, seed++);
+      case_make(&h, g.ta, tb, 1, n, k, pad, alpha, beta, seed++);
+      size_t bbytes = sizeof(float) * (size_t)((tb ? n : k) * g.ldb);
+      nimble_sgemm_own_constants_add(g.b, bbytes);
+      for (int round = 0; round < 2; round++) {
+        /* Round 1: h's B under g's range; g's product all the same. */
+        if (round == 1) memcpy(g.b, h.b, bbytes);
+        for (int isa = NIMBLE_SGEMM_ISA_PORTABLE; isa <= NIMBLE_SGEMM_ISA_AVX512; isa++) {
+          if (!nimble_sgemm_isa_available((nimble_sgemm_isa)isa)) continue;
+          int bad = case_run(&g, (nimble_sgemm_isa)isa, msg, sizeof msg);
+          ck_assert_msg(!bad, "%s: %s", round ? "the packed copy was not what was read" : "packing", msg);
+        }
+      }
+      nimble_sgemm_own_constants_remove(g.b, bbytes);
+      /* g becomes h (its B is h's already): read in place, h's product. */
+      memcpy(g.a, h.a, sizeof(float) * (size_t)((g.ta ? k : 1) * g.lda));
+      memcpy(g.c0, h.c0, sizeof(float) * (size_t)g.ldc);
+      memcpy(g.want, h.want, sizeof(double) * (size_t)n);
+      memcpy(g.bound, h.bound, sizeof(double) * (size_t)n);
+      for (int isa = NIMBLE_SGEMM_ISA_PORTABLE; isa <= NIMBLE_SGEMM_ISA_AVX512; isa++) {
+        if (!nimble_sgemm_isa_available((nimble_sgemm_isa)isa)) continue;
+        int bad = case_run(&g, (nimble_sgemm_isa)isa, msg, sizeof msg);
+        ck_assert_msg(!bad, "after removal: %s", msg);
+      }
+      case_free(&g);
+      case_free(&h);
+    }
+}
+END_TEST
+
 /* A constant A (a convolution's weights) is packed once as well, either
  * transposition, beside a constant B or not. */
 START_TEST(test_constant_a_packed_once_gives_the_same_products) {
@@ -454,6 +502,7 @@ int main(void) {
   tcase_add_test(tc, test_empty_products_only_scale_c);
   tcase_add_test(tc, test_constant_b_packed_once_gives_the_same_products_and_goes_with_its_range);
   tcase_add_test(tc, test_constant_a_packed_once_gives_the_same_products);
+  tcase_add_test(tc, test_matrix_vector_products_pack_a_constant_b_once);
   tcase_add_test(tc, test_threads_at_once_each_get_the_right_product);
   tcase_add_test(tc, test_epilogue_adds_the_row_bias_and_clamps_keeping_nan);
   suite_add_tcase(s, tc);

@@ -168,7 +168,7 @@ typedef struct const_range {
 } const_range;
 
 typedef struct packed_entry {
-  int side; /* 'A' or 'B' */
+  int side; /* 'A', 'B' or 'V' (a matrix-vector product's B) */
   const float *b;
   int64_t ldb, k, n; /* for A: lda, k, m */
   int32_t tb;        /* for A: trans_a */
@@ -247,7 +247,8 @@ int nimble_sgemm_own_is_constant(int32_t trans_b, const float *b, int64_t ldb, i
  * use; NULL when it is not a registered constant or memory is short.
  * side 'B': op(B), k x n, stored transposed when t. side 'A': op(A), m x
  * k, passed as (t = trans_a, x = a, ld = lda, k, n = m); op(A)^T lies in
- * memory as a B of the same transposition would, so one range test serves. */
+ * memory as a B of the same transposition would, so one range test serves.
+ * side 'V': op(B) as side 'B', for products of one row (pack_gemv). */
 static const float *packed_constant(nimble_sgemm_isa isa, int side, int32_t t, const float *x, int64_t ld,
                                     int64_t k, int64_t n) {
   const float *out = NULL;
@@ -268,6 +269,7 @@ static const float *packed_constant(nimble_sgemm_isa isa, int side, int32_t t, c
 #endif
   default: floats = side == 'A' ? packed_size_a_portable(n, k) : packed_size_portable(n, k); break;
   }
+  if (side == 'V') floats = (size_t)(k * n);
   if (floats > PACKED_CAP_BYTES / sizeof(float) || packed_bytes + floats * sizeof(float) > PACKED_CAP_BYTES)
     goto done;
   if (num_entries == cap_entries) {
@@ -284,15 +286,18 @@ static const float *packed_constant(nimble_sgemm_isa isa, int side, int32_t t, c
 #if SG_HAVE_X86
   case NIMBLE_SGEMM_ISA_AVX512:
     if (side == 'A') pack_all_a_avx512(t, x, ld, n, k, panels);
+    else if (side == 'V') pack_gemv_avx512(t, x, ld, k, n, panels);
     else pack_all_b_avx512(t, x, ld, k, n, panels);
     break;
   case NIMBLE_SGEMM_ISA_AVX2:
     if (side == 'A') pack_all_a_avx2(t, x, ld, n, k, panels);
+    else if (side == 'V') pack_gemv_avx2(t, x, ld, k, n, panels);
     else pack_all_b_avx2(t, x, ld, k, n, panels);
     break;
 #endif
   default:
     if (side == 'A') pack_all_a_portable(t, x, ld, n, k, panels);
+    else if (side == 'V') pack_gemv_portable(t, x, ld, k, n, panels);
     else pack_all_b_portable(t, x, ld, k, n, panels);
     break;
   }
@@ -353,6 +358,10 @@ int nimble_sgemm_own_isa_epi(nimble_sgemm_isa isa, int32_t trans_a, int32_t tran
    * in place. Matrix-vector shapes and narrow products never pack it. */
   const float *bpk = NULL, *apk = NULL;
   if (trans_b && m > 1 && n >= 16) bpk = packed_constant(isa, 'B', trans_b, b, ldb, k, n);
+  /* A matrix-vector product's constant matrix is, in its own layout
+   * (pack_gemv): read in place, either way it is stored, the product walks
+   * it in pieces a row apart. */
+  if (m == 1 && n >= 16) bpk = packed_constant(isa, 'V', trans_b, b, ldb, k, n);
   /* A constant A (a convolution's weights) is worth keeping packed too:
    * it is repacked for every block of columns, and its first read misses
    * the cache (on mobilenet_v2 that copy was a quarter of the sgemm time). */
