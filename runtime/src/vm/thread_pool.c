@@ -14,7 +14,16 @@
  * report back) cost more than the second thread gained (mobilenet_v2 was
  * slower at 2 threads than at 1). Spinning keeps the worker hot between
  * the loops of one invoke; after SPIN_NS without work it sleeps, and only
- * then does the caller take the mutex to wake it. */
+ * then does the caller take the mutex to wake it.
+ *
+ * SPIN_NS is 1 ms, not less, for models whose loops come far apart: an
+ * LSTM runs its input projection over both threads and then 128 steps of
+ * one-thread kernels (about 0.3 ms). A worker asleep by then joined the
+ * next run's projection too late to take its half (on the build
+ * machine's VM a sleeping thread's wake-up takes tens of microseconds):
+ * that 128x512x128 product took 88 us at two threads after a 0.3 ms gap
+ * against 42 back to back and 80 at one thread (lstm seq 128 at 2 threads:
+ * 0.47 -> 0.43 ms with the longer spin). */
 #include "vm/thread_pool.h"
 
 #include <pthread.h>
@@ -23,7 +32,7 @@
 #include <string.h>
 #include <time.h>
 
-#define SPIN_NS 100000 /* 0.1 ms */
+#define SPIN_NS 1000000 /* 1 ms */
 
 static void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
