@@ -48,6 +48,7 @@ enum {
   E_SGEMM = offsetof(nimble_kernel_env_t, sgemm),
   E_SGEMM_EPILOGUE = offsetof(nimble_kernel_env_t, sgemm_epilogue),
   E_NUM_THREADS = offsetof(nimble_kernel_env_t, num_threads),
+  E_CONV3X3 = offsetof(nimble_kernel_env_t, conv3x3),
   E_WS_ALLOC = offsetof(nimble_kernel_env_t, workspace_alloc),
   E_WS_FREE = offsetof(nimble_kernel_env_t, workspace_free),
 };
@@ -62,7 +63,7 @@ typedef struct cg_mod {
   LLVMContextRef ctx;
   LLVMBuilderRef b;
   LLVMTypeRef i1, i8, i16, i32, i64, f32, f64, ptr, vd;
-  LLVMTypeRef variant_ty, body_ty, pf_ty, set_error_ty, sgemm_ty, sgemm_epi_ty, epi_struct_ty, kernel_ty;
+  LLVMTypeRef variant_ty, body_ty, pf_ty, set_error_ty, sgemm_ty, sgemm_epi_ty, epi_struct_ty, kernel_ty, conv3x3_ty;
   unsigned md_loop, md_scope, md_noalias;
   /* Per parameter of the current kernel: !alias.scope and !noalias lists. */
   LLVMMetadataRef scope_list[NIMBLE_LN_MAX_PARAMS], noalias_list[NIMBLE_LN_MAX_PARAMS];
@@ -682,6 +683,7 @@ static LLVMValueRef emit_expr(cg_fn *f, const nimble_ln_expr *e) {
   case NIMBLE_LN_E_HAS_SGEMM_EPILOGUE:
     return cm->gpu ? LLVMConstInt(cm->i1, 0, 0) : emit_has_env_fn(f, E_SGEMM_EPILOGUE);
   case NIMBLE_LN_E_NUM_THREADS: return cm->gpu ? ci64(cm, 1) : emit_num_threads(f);
+  case NIMBLE_LN_E_HAS_CONV3X3: return cm->gpu ? LLVMConstInt(cm->i1, 0, 0) : emit_has_env_fn(f, E_CONV3X3);
   }
   fail(cm, NIMBLE_INTERNAL, "expression kind %d not lowered", (int)e->kind);
   return NULL;
@@ -747,6 +749,15 @@ static void free_in_stmt(const nimble_ln_stmt *s, var_set *bound, var_set *out) 
     free_in_stmt(s->else_, bound, out);
     break;
   case NIMBLE_LN_S_CHECK: free_in_expr(s->value, bound, out); break;
+  case NIMBLE_LN_S_CONV3X3: {
+    const nimble_ln_conv3x3_desc_t *d = &s->conv3x3;
+    const nimble_ln_expr *es[] = {d->x_offset, d->w_offset, d->y_offset, d->c, d->h, d->width, d->k, d->pad_t,
+                                  d->pad_l, d->oh, d->ow, d->row_bias ? d->row_bias_offset : NULL,
+                                  d->residual ? d->residual_offset : NULL, d->residual ? d->ldr : NULL};
+    for (size_t i = 0; i < sizeof es / sizeof es[0]; i++)
+      if (es[i]) free_in_expr(es[i], bound, out);
+    break;
+  }
   case NIMBLE_LN_S_SGEMM: {
     const nimble_ln_sgemm_desc_t *d = &s->sgemm;
     const nimble_ln_expr *es[] = {d->m, d->n, d->k, d->a_offset, d->b_offset, d->c_offset, d->lda, d->ldb, d->ldc};
@@ -766,10 +777,15 @@ static void free_in_stmt(const nimble_ln_stmt *s, var_set *bound, var_set *out) 
 /* ---- statements ---- */
 
 static void emit_stmt(cg_fn *f, const nimble_ln_stmt *s);
+static LLVMValueRef emit_epilogue_struct(cg_fn *f, const nimble_ln_param *const ps[3],
+                                         const nimble_ln_expr *const os[3], const nimble_ln_expr *ldr, float lo,
+                                         float hi);
 
 /* Whether `e` reads has_sgemm() (an sgemm guard's condition). */
 static int expr_reads_has_sgemm(const nimble_ln_expr *e) {
   if (!e) return 0;
+  /* Not has_conv3x3(): its else is the sgemm path, which runtimes
+   * without conv3x3 (older ones, NIMBLE_WINOGRAD=0) run in full. */
   if (e->kind == NIMBLE_LN_E_HAS_SGEMM || e->kind == NIMBLE_LN_E_HAS_SGEMM_EPILOGUE) return 1;
   return expr_reads_has_sgemm(e->a) || expr_reads_has_sgemm(e->b) || expr_reads_has_sgemm(e->c);
 }
@@ -1033,30 +1049,61 @@ static void emit_sgemm(cg_fn *f, const nimble_ln_sgemm_desc_t *d) {
     LLVMBuildCall2(cm->b, cm->sgemm_ty, fnp, args, 13, "");
     return;
   }
-  /* The nimble_sgemm_epilogue_t the call points to, in the entry block's
-   * frame, filled here. */
-  LLVMValueRef epi = alloca_in_entry(f, cm->epi_struct_ty, "epi");
+  /* The nimble_sgemm_epilogue_t the call points to. */
   const nimble_ln_param *ps[3] = {d->row_bias, d->col_bias, d->residual};
   const nimble_ln_expr *os[3] = {d->row_bias_offset, d->col_bias_offset, d->residual_offset};
+  LLVMValueRef epi = emit_epilogue_struct(f, ps, os, d->ldr, d->lo, d->hi);
+  if (!epi) return;
+  LLVMValueRef eargs[14];
+  memcpy(eargs, args, sizeof args);
+  eargs[13] = epi;
+  LLVMBuildCall2(cm->b, cm->sgemm_epi_ty, fnp, eargs, 14, "");
+}
+
+/* The nimble_sgemm_epilogue_t in the entry block's frame, filled here:
+ * params and offsets of the row bias, column bias and residual (NULL:
+ * none), the residual's leading dimension, the clamp. NULL on failure. */
+static LLVMValueRef emit_epilogue_struct(cg_fn *f, const nimble_ln_param *const ps[3],
+                                         const nimble_ln_expr *const os[3], const nimble_ln_expr *ldr, float lo,
+                                         float hi) {
+  cg_mod *cm = f->cm;
+  LLVMValueRef epi = alloca_in_entry(f, cm->epi_struct_ty, "epi");
   LLVMValueRef fields[6];
   for (int i = 0; i < 3; i++) {
     fields[i] = LLVMConstNull(cm->ptr);
     if (ps[i]) {
       LLVMValueRef off = emit_expr(f, os[i]);
-      if (cm->err) return;
+      if (cm->err) return NULL;
       fields[i] = element_ptr(f, ps[i], off);
     }
   }
-  fields[3] = d->residual ? emit_expr(f, d->ldr) : LLVMConstInt(cm->i64, 0, 0);
-  if (cm->err) return;
-  fields[4] = LLVMConstReal(cm->f32, d->lo);
-  fields[5] = LLVMConstReal(cm->f32, d->hi);
+  fields[3] = ps[2] ? emit_expr(f, ldr) : LLVMConstInt(cm->i64, 0, 0);
+  if (cm->err) return NULL;
+  fields[4] = LLVMConstReal(cm->f32, lo);
+  fields[5] = LLVMConstReal(cm->f32, hi);
   for (unsigned i = 0; i < 6; i++)
     LLVMBuildStore(cm->b, fields[i], LLVMBuildStructGEP2(cm->b, cm->epi_struct_ty, epi, i, ""));
-  LLVMValueRef eargs[14];
-  memcpy(eargs, args, sizeof args);
-  eargs[13] = epi;
-  LLVMBuildCall2(cm->b, cm->sgemm_epi_ty, fnp, eargs, 14, "");
+  return epi;
+}
+
+static void emit_conv3x3(cg_fn *f, const nimble_ln_conv3x3_desc_t *d) {
+  cg_mod *cm = f->cm;
+  LLVMValueRef has = emit_has_env_fn(f, E_CONV3X3);
+  emit_require(f, has, "the runtime provides no conv3x3");
+  LLVMValueRef fnp = load_at(cm, f->env, E_CONV3X3, cm->ptr);
+  const nimble_ln_expr *dims[8] = {d->c, d->h, d->width, d->k, d->pad_t, d->pad_l, d->oh, d->ow};
+  LLVMValueRef args[12];
+  for (int i = 0; i < 8; i++) args[i] = emit_expr(f, dims[i]);
+  LLVMValueRef xo = emit_expr(f, d->x_offset), wo = emit_expr(f, d->w_offset), yo = emit_expr(f, d->y_offset);
+  if (cm->err) return;
+  args[8] = element_ptr(f, d->x, xo);
+  args[9] = element_ptr(f, d->w, wo);
+  args[10] = element_ptr(f, d->y, yo);
+  const nimble_ln_param *ps[3] = {d->row_bias, NULL, d->residual};
+  const nimble_ln_expr *os[3] = {d->row_bias_offset, NULL, d->residual_offset};
+  args[11] = emit_epilogue_struct(f, ps, os, d->ldr, d->lo, d->hi);
+  if (!args[11]) return;
+  LLVMBuildCall2(cm->b, cm->conv3x3_ty, fnp, args, 12, "");
 }
 
 static void emit_stmt(cg_fn *f, const nimble_ln_stmt *s) {
@@ -1164,6 +1211,10 @@ static void emit_stmt(cg_fn *f, const nimble_ln_stmt *s) {
   case NIMBLE_LN_S_SGEMM:
     if (cm->gpu) fail(cm, NIMBLE_UNIMPLEMENTED, "sgemm calls are not available on nvptx64");
     else emit_sgemm(f, &s->sgemm);
+    return;
+  case NIMBLE_LN_S_CONV3X3:
+    if (cm->gpu) fail(cm, NIMBLE_UNIMPLEMENTED, "conv3x3 calls are not available on nvptx64");
+    else emit_conv3x3(f, &s->conv3x3);
     return;
   }
   fail(cm, NIMBLE_INTERNAL, "statement kind %d not lowered", (int)s->kind);
@@ -1527,6 +1578,10 @@ static void cg_mod_init(cg_mod *cm, LLVMModuleRef m, int gpu) {
   LLVMTypeRef ep[14] = {cm->i32, cm->i32, cm->i64, cm->i64, cm->i64, cm->f32, cm->ptr,
                         cm->i64, cm->ptr, cm->i64, cm->f32, cm->ptr, cm->i64, cm->ptr};
   cm->sgemm_epi_ty = LLVMFunctionType(cm->vd, ep, 14, 0);
+  /* nimble_conv3x3_fn: eight sizes, x, w, y, the epilogue. */
+  LLVMTypeRef cp[12] = {cm->i64, cm->i64, cm->i64, cm->i64, cm->i64, cm->i64,
+                        cm->i64, cm->i64, cm->ptr, cm->ptr, cm->ptr, cm->ptr};
+  cm->conv3x3_ty = LLVMFunctionType(cm->vd, cp, 12, 0);
   /* nimble_sgemm_epilogue_t: three pointers, ldr, lo, hi. */
   LLVMTypeRef ef[6] = {cm->ptr, cm->ptr, cm->ptr, cm->i64, cm->f32, cm->f32};
   cm->epi_struct_ty = LLVMStructTypeInContext(cm->ctx, ef, 6, 0);

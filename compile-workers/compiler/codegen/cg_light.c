@@ -9,7 +9,7 @@
  *
  * The estimate is static and conservative: the statements a run executes,
  * each loop counting its constant trip count; a loop whose bounds are not
- * constants (a dimension known only at run time) or an sgemm makes the
+ * constants (a dimension known only at run time), an sgemm or a conv3x3 makes the
  * kernel heavy whatever else it does, and so does being called in place. */
 #include <stdint.h>
 
@@ -48,6 +48,7 @@ static int64_t statements_run(const nimble_ln_stmt *s) {
       break;
     }
     case NIMBLE_LN_S_SGEMM:
+    case NIMBLE_LN_S_CONV3X3:
       return heavy;
     case NIMBLE_LN_S_ASSIGN:
     case NIMBLE_LN_S_STORE:

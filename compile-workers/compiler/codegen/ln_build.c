@@ -425,6 +425,10 @@ nimble_ln_expr *nimble_ln_has_sgemm(nimble_ln_arena *arena) {
   return new_expr(arena, NIMBLE_LN_E_HAS_SGEMM, NIMBLE_LN_BOOL);
 }
 
+nimble_ln_expr *nimble_ln_has_conv3x3(nimble_ln_arena *arena) {
+  return new_expr(arena, NIMBLE_LN_E_HAS_CONV3X3, NIMBLE_LN_BOOL);
+}
+
 nimble_ln_expr *nimble_ln_has_sgemm_epilogue(nimble_ln_arena *arena) {
   return new_expr(arena, NIMBLE_LN_E_HAS_SGEMM_EPILOGUE, NIMBLE_LN_BOOL);
 }
@@ -629,6 +633,38 @@ nimble_ln_stmt *nimble_ln_sgemm(nimble_ln_arena *arena, const nimble_ln_sgemm_de
   }
   nimble_ln_stmt *s = new_stmt(arena, NIMBLE_LN_S_SGEMM);
   if (s) s->sgemm = *d;
+  return s;
+}
+
+nimble_ln_stmt *nimble_ln_conv3x3(nimble_ln_arena *arena, const nimble_ln_conv3x3_desc_t *d) {
+  const nimble_ln_expr *ints[] = {d->x_offset, d->w_offset, d->y_offset, d->c, d->h,     d->width,
+                                  d->k,        d->pad_t,    d->pad_l,    d->oh, d->ow};
+  for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+    if (!ints[i]) return NULL;
+    if (ints[i]->type != NIMBLE_LN_I64) {
+      nimble_ln_arena_fail(arena, "conv3x3: size and offset expressions must be i64");
+      return NULL;
+    }
+  }
+  if (!d->x || !d->w || !d->y) return NULL;
+  if (d->x->dtype != NIMBLE_LN_F32 || d->w->dtype != NIMBLE_LN_F32 || d->y->dtype != NIMBLE_LN_F32 ||
+      !d->y->is_output) {
+    nimble_ln_arena_fail(arena, "conv3x3: x, w and y must be f32 and y an output");
+    return NULL;
+  }
+  const nimble_ln_param *ps[2] = {d->row_bias, d->residual};
+  const nimble_ln_expr *os[2] = {d->row_bias_offset, d->residual_offset};
+  for (int i = 0; i < 2; i++)
+    if (ps[i] && (ps[i]->dtype != NIMBLE_LN_F32 || !os[i] || os[i]->type != NIMBLE_LN_I64)) {
+      nimble_ln_arena_fail(arena, "conv3x3: the bias and residual must be f32 with i64 offsets");
+      return NULL;
+    }
+  if (d->residual && (!d->ldr || d->ldr->type != NIMBLE_LN_I64)) {
+    nimble_ln_arena_fail(arena, "conv3x3: the residual needs an i64 leading dimension");
+    return NULL;
+  }
+  nimble_ln_stmt *s = new_stmt(arena, NIMBLE_LN_S_CONV3X3);
+  if (s) s->conv3x3 = *d;
   return s;
 }
 

@@ -102,6 +102,7 @@ static void print_expr(buf *b, const nimble_ln_expr *e) {
       break;
     case NIMBLE_LN_E_HAS_SGEMM:
     case NIMBLE_LN_E_HAS_SGEMM_EPILOGUE:
+    case NIMBLE_LN_E_HAS_CONV3X3:
     case NIMBLE_LN_E_NUM_THREADS: break;
     }
     put(b, ")");
@@ -164,6 +165,7 @@ static void print_expr(buf *b, const nimble_ln_expr *e) {
   case NIMBLE_LN_E_HAS_SGEMM: put(b, "has_sgemm()"); break;
   case NIMBLE_LN_E_HAS_SGEMM_EPILOGUE: put(b, "has_sgemm_epilogue()"); break;
   case NIMBLE_LN_E_NUM_THREADS: put(b, "num_threads()"); break;
+  case NIMBLE_LN_E_HAS_CONV3X3: put(b, "has_conv3x3()"); break;
   }
 }
 
@@ -308,6 +310,34 @@ static void print_stmt(buf *b, const nimble_ln_stmt *s, int level) {
       }
       put(b, "\n");
     }
+    break;
+  }
+  case NIMBLE_LN_S_CONV3X3: {
+    /* Every field, in both forms: the canonical text keys the kernel cache. */
+    const nimble_ln_conv3x3_desc_t *d = &s->conv3x3;
+    static const char *const names[] = {"x_at", "w_at", "y_at", "c", "h", "w", "k", "pad_t", "pad_l", "oh", "ow"};
+    nimble_ln_expr *const es[] = {d->x_offset, d->w_offset, d->y_offset, d->c,  d->h, d->width,
+                                  d->k,        d->pad_t,    d->pad_l,    d->oh, d->ow};
+    indent(b, level);
+    put(b, "conv3x3(p%d %s, p%d %s -> p%d %s", d->x->index, d->x->name, d->w->index, d->w->name, d->y->index,
+        d->y->name);
+    for (size_t i = 0; i < sizeof es / sizeof es[0]; i++) {
+      put(b, ", %s=", names[i]);
+      print_expr(b, es[i]);
+    }
+    if (d->row_bias) {
+      put(b, ", + p%d %s[", d->row_bias->index, d->row_bias->name);
+      print_expr(b, d->row_bias_offset);
+      put(b, " + channel]");
+    }
+    if (d->residual) {
+      put(b, ", + p%d %s[", d->residual->index, d->residual->name);
+      print_expr(b, d->residual_offset);
+      put(b, " + channel * ");
+      print_expr(b, d->ldr);
+      put(b, " + pixel]");
+    }
+    put(b, ", clamp [%a, %a])\n", (double)d->lo, (double)d->hi);
     break;
   }
   }

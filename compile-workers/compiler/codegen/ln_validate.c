@@ -129,6 +129,25 @@ static nimble_status_t check_stmt(scope *s, const nimble_ln_stmt *st) {
     for (size_t i = 0; i < sizeof es / sizeof es[0]; i++) NIMBLE_RETURN_IF_ERROR(check_expr(s, es[i]));
     return nimble_ok();
   }
+  case NIMBLE_LN_S_CONV3X3: {
+    const nimble_ln_conv3x3_desc_t *d = &st->conv3x3;
+    NIMBLE_RETURN_IF_ERROR(check_param(s, d->x));
+    NIMBLE_RETURN_IF_ERROR(check_param(s, d->w));
+    NIMBLE_RETURN_IF_ERROR(check_param(s, d->y));
+    if (d->row_bias) {
+      NIMBLE_RETURN_IF_ERROR(check_param(s, d->row_bias));
+      NIMBLE_RETURN_IF_ERROR(check_expr(s, d->row_bias_offset));
+    }
+    if (d->residual) {
+      NIMBLE_RETURN_IF_ERROR(check_param(s, d->residual));
+      NIMBLE_RETURN_IF_ERROR(check_expr(s, d->residual_offset));
+      NIMBLE_RETURN_IF_ERROR(check_expr(s, d->ldr));
+    }
+    const nimble_ln_expr *es[] = {d->x_offset, d->w_offset, d->y_offset, d->c,  d->h, d->width,
+                                  d->k,        d->pad_t,    d->pad_l,    d->oh, d->ow};
+    for (size_t i = 0; i < sizeof es / sizeof es[0]; i++) NIMBLE_RETURN_IF_ERROR(check_expr(s, es[i]));
+    return nimble_ok();
+  }
   }
   return nimble_status_make(NIMBLE_INTERNAL, "kernel '%s': unknown statement kind %d", s->k->name, (int)st->kind);
 }

@@ -815,6 +815,57 @@ static nimble_ln_stmt *deinterleave_rows(cp_ctx *c, cp_node *x, nimble_ln_param 
   return all;
 }
 
+/* Winograd's 3x3 convolution (env->conv3x3) per image, or NULL where it
+ * does not apply: 3x3 weights as an f32 parameter, unit strides and
+ * dilations, one group, an f32 input parameter, at least 16 output and 8
+ * input channels (known), and when the image size is known, at least 64
+ * output pixels (on the build machine cnn's 8x8 layer, 64 -> 128 channels,
+ * took 45 us against 60 by the im2col product; below that the tiles'
+ * transforms weigh more). gr: the unflattened geometry; res: a residual
+ * laid out as the output, or NULL; the clamp [lo, hi]. */
+static nimble_ln_stmt *winograd(cp_ctx *c, cp_node *n, cp_node *x, cp_node *wt, cp_node *bias, cp_node *res,
+                                nimble_ln_param *o, const cv_geom *gr, float lo, float hi) {
+  int64_t kh, kw, co, ci, oh, ow;
+  if (cp_attr_int(n, "groups") != 1 || !cp_const_i(wt->ext[2], &kh) || kh != 3 || !cp_const_i(wt->ext[3], &kw) ||
+      kw != 3 || gr->s[0] != 1 || gr->s[1] != 1 || gr->d[0] != 1 || gr->d[1] != 1)
+    return NULL;
+  if (x->kind != CP_PARAM || !x->param || x->type != NIMBLE_LN_F32 || x->rank != 4) return NULL;
+  if (!cp_const_i(wt->ext[0], &co) || co < 16 || !cp_const_i(wt->ext[1], &ci) || ci < 8) return NULL;
+  if (cp_const_i(gr->OH, &oh) && cp_const_i(gr->OW, &ow) && oh * ow < 64) return NULL;
+  nimble_ln_expr *Cz = c->win_off ? c->win_total : wt->ext[0], *cz0 = c->win_off ? c->win_off : cp_i(c, 0);
+  nimble_ln_expr *P = cp_mul(c, gr->OH, gr->OW);
+  nimble_ln_var *ni = cp_var(c, "n", NIMBLE_LN_I64);
+  nimble_ln_expr *nr = ref(c, ni);
+  nimble_ln_conv3x3_desc_t d;
+  memset(&d, 0, sizeof d);
+  d.x = x->param;
+  d.w = wt->param;
+  d.y = o;
+  d.x_offset = cp_mul(c, nr, cp_mul(c, x->ext[1], cp_mul(c, gr->H, gr->W)));
+  d.w_offset = cp_i(c, 0);
+  d.y_offset = cp_mul(c, cp_add(c, cp_mul(c, nr, Cz), cz0), P);
+  d.c = x->ext[1];
+  d.h = gr->H;
+  d.width = gr->W;
+  d.k = wt->ext[0];
+  d.pad_t = cp_i(c, gr->p[0]);
+  d.pad_l = cp_i(c, gr->p[1]);
+  d.oh = gr->OH;
+  d.ow = gr->OW;
+  if (bias) {
+    d.row_bias = bias->param;
+    d.row_bias_offset = cp_i(c, 0);
+  }
+  if (res) { /* laid out as the output */
+    d.residual = res->param;
+    d.residual_offset = d.y_offset;
+    d.ldr = P;
+  }
+  d.lo = lo;
+  d.hi = hi;
+  return cp_for(c, ni, x->ext[0], NIMBLE_LN_SERIAL, 0, nimble_ln_conv3x3(c->A, &d));
+}
+
 static nimble_ln_stmt *conv_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o, cp_node *root, nimble_ln_stmt *epi,
                                      bool *fused) {
   cp_node *x = n->in[0], *wt = n->in[1], *bias = n->n_in == 3 ? n->in[2] : NULL;
@@ -1283,6 +1334,18 @@ static nimble_ln_stmt *conv_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o, 
     gemm = nimble_ln_let(c->A, Sv, S_bound, gemm);
     gemm = nimble_ln_let(c->A, Rv, R_bound, gemm);
     gemm = nimble_ln_let(c->A, Tv, nimble_ln_num_threads(c->A), gemm);
+  }
+  /* A 3x3 convolution with unit strides, one group and enough channels
+   * goes through the runtime's Winograd convolution (env->conv3x3), with
+   * the epilogue above (bias, residual, clamp) in its output pass: about
+   * half the multiply-adds of the product (docs/compute.md). The product
+   * above stays for runtimes without it (NIMBLE_WINOGRAD=0). */
+  nimble_ln_stmt *wino = use_epi ? winograd(c, n, x, wt, bias, res, o, &gr, ep_lo, ep_hi) : NULL;
+  if (c->err) return NULL;
+  if (wino) {
+    nimble_ln_expr *cond = nimble_ln_has_conv3x3(c->A);
+    if (res) cond = cp_same_shape(c, cond, res->param, o, 4);
+    gemm = nimble_ln_if(c->A, cond, wino, gemm);
   }
   /* has_sgemm() alone is the condition, so nvptx64 folds the branch away. */
   return nimble_ln_if(c->A, nimble_ln_has_sgemm(c->A), gemm, direct);

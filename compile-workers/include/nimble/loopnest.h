@@ -148,6 +148,7 @@ typedef enum nimble_ln_expr_kind {
   NIMBLE_LN_E_HAS_SGEMM_EPILOGUE, /* bool: the runtime provides env->sgemm_epilogue */
   NIMBLE_LN_E_FMA, /* floats: a * b + c rounded once (llvm.fma): the same bits on every target */
   NIMBLE_LN_E_NUM_THREADS, /* i64: env->num_threads (1 when the runtime has none, and on GPUs) */
+  NIMBLE_LN_E_HAS_CONV3X3, /* bool: the runtime provides env->conv3x3 (false on GPUs) */
 } nimble_ln_expr_kind_t;
 
 typedef struct nimble_ln_expr nimble_ln_expr;
@@ -173,6 +174,7 @@ typedef enum nimble_ln_stmt_kind {
   NIMBLE_LN_S_IF,
   NIMBLE_LN_S_CHECK,
   NIMBLE_LN_S_SGEMM,
+  NIMBLE_LN_S_CONV3X3,
 } nimble_ln_stmt_kind_t;
 
 /* C[m,n] = alpha * op(A) * op(B) + beta * C, row-major, through env->sgemm.
@@ -194,6 +196,23 @@ typedef struct nimble_ln_sgemm_desc {
   nimble_ln_expr *row_bias_offset, *col_bias_offset, *residual_offset, *ldr;
   float lo, hi;
 } nimble_ln_sgemm_desc_t;
+
+/* One image of a 3x3 convolution with unit strides and dilations, one
+ * group, through env->conv3x3 (nimble/kernel_abi.h: the runtime's
+ * Winograd convolution): x at x_offset ([c][h][w]), w at w_offset
+ * ([k][c][3][3]), y at y_offset ([k][oh][ow]), element offsets. Each
+ * output then gets + row_bias[row_bias_offset + channel], + residual[
+ * residual_offset + channel * ldr + pixel] (each only when its parameter
+ * is not NULL) and the clamp to [lo, hi] keeping NaN, as sgemm's
+ * epilogue on C[channel, pixel]. Only under has_conv3x3(). */
+typedef struct nimble_ln_conv3x3_desc {
+  nimble_ln_param *x, *w, *y;
+  nimble_ln_expr *x_offset, *w_offset, *y_offset;
+  nimble_ln_expr *c, *h, *width, *k, *pad_t, *pad_l, *oh, *ow;
+  nimble_ln_param *row_bias, *residual;
+  nimble_ln_expr *row_bias_offset, *residual_offset, *ldr;
+  float lo, hi;
+} nimble_ln_conv3x3_desc_t;
 
 typedef struct nimble_ln_stmt nimble_ln_stmt;
 struct nimble_ln_stmt {
@@ -222,6 +241,7 @@ struct nimble_ln_stmt {
   size_t n_stmts;
   const char *message;    /* CHECK */
   nimble_ln_sgemm_desc_t sgemm;
+  nimble_ln_conv3x3_desc_t conv3x3;
 };
 
 #define NIMBLE_LN_TYPE_COUNT (NIMBLE_LN_U64 + 1)
@@ -320,6 +340,7 @@ nimble_ln_expr *nimble_ln_cast(nimble_ln_arena *arena, nimble_ln_type_t type, ni
 nimble_ln_expr *nimble_ln_has_sgemm(nimble_ln_arena *arena);
 nimble_ln_expr *nimble_ln_has_sgemm_epilogue(nimble_ln_arena *arena);
 nimble_ln_expr *nimble_ln_num_threads(nimble_ln_arena *arena);
+nimble_ln_expr *nimble_ln_has_conv3x3(nimble_ln_arena *arena);
 /* Row-major flat index of param at idx[0..rank): ((i0*s1 + i1)*s2 + i2)... */
 nimble_ln_expr *nimble_ln_flat_index(nimble_ln_arena *arena, nimble_ln_param *param,
                                      nimble_ln_expr *const *idx);
@@ -346,6 +367,7 @@ nimble_ln_stmt *nimble_ln_check(nimble_ln_arena *arena, nimble_ln_expr *cond, co
 nimble_ln_stmt *nimble_ln_seq(nimble_ln_arena *arena, nimble_ln_stmt *const *stmts, size_t n);
 nimble_ln_stmt *nimble_ln_seq2(nimble_ln_arena *arena, nimble_ln_stmt *a, nimble_ln_stmt *b);
 nimble_ln_stmt *nimble_ln_sgemm(nimble_ln_arena *arena, const nimble_ln_sgemm_desc_t *desc);
+nimble_ln_stmt *nimble_ln_conv3x3(nimble_ln_arena *arena, const nimble_ln_conv3x3_desc_t *desc);
 
 /* Schedules. Each takes a FOR statement and returns the statement that
  * replaces it; the original is left as it was (its body is shared). */

@@ -65,6 +65,16 @@ typedef void (*nimble_sgemm_epilogue_fn)(int32_t trans_a, int32_t trans_b, int64
                                          float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
                                          float beta, float *c, int64_t ldc, const nimble_sgemm_epilogue_t *epi);
 
+/* nimble_kernel_env_t.conv3x3: one image of a 3x3 convolution with unit
+ * strides and dilations, one group: y[k][oh][ow] = sum over c and the
+ * window of wt[k][c][u][v] * x[c][i - pad_t + u][j - pad_l + v] (0 outside
+ * the h x w image), then `epi` (NULL: none) on each output as on C[k, i*ow
+ * + j] of a product with ldc = oh*ow (col_bias must be NULL). x, wt and y
+ * are contiguous ([c][h][w], [k][c][3][3], [k][oh][ow]). It cannot fail. */
+typedef void (*nimble_conv3x3_fn)(int64_t c, int64_t h, int64_t w, int64_t k, int64_t pad_t, int64_t pad_l,
+                                  int64_t oh, int64_t ow, const float *x, const float *wt, float *y,
+                                  const nimble_sgemm_epilogue_t *epi);
+
 struct nimble_kernel_env {
   uint32_t struct_size; /* sizeof(nimble_kernel_env_t) of the runtime */
   uint32_t abi_version; /* NIMBLE_KERNEL_ABI_VERSION */
@@ -104,6 +114,12 @@ struct nimble_kernel_env {
    * (with a buffer each) reads it, and takes 1 when struct_size does not
    * cover it. */
   uint32_t num_threads;
+
+  /* Appended: a 3x3 convolution (nimble_conv3x3_fn) by a faster
+   * algorithm than the kernel's own product (Winograd's, in the
+   * runtime), over the VM's threads; NULL when the runtime has none. A
+   * kernel reads it only when struct_size covers it. */
+  nimble_conv3x3_fn conv3x3;
 };
 
 #ifdef __cplusplus

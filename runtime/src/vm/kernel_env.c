@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "vm/blas_loader.h"
+#include "vm/conv_winograd.h"
 #include "vm/sgemm_threads.h"
 #include "vm/vm.h"
 
@@ -63,6 +64,11 @@ static void env_set_error(const nimble_kernel_env_t *env, const char *message) {
   pthread_mutex_unlock(&vm->error_mu);
 }
 
+static int winograd_enabled(void) {
+  const char *v = getenv("NIMBLE_WINOGRAD");
+  return !(v && strcmp(v, "0") == 0);
+}
+
 void nimble_kernel_env_init(nimble_vm *vm) {
   memset(&vm->env, 0, sizeof vm->env);
   vm->env.struct_size = sizeof vm->env;
@@ -77,4 +83,8 @@ void nimble_kernel_env_init(nimble_vm *vm) {
   vm->env.sgemm_epilogue = vm->env.sgemm ? nimble_sgemm_threads_epilogue : NULL;
   vm->env.runtime_ctx = vm;
   vm->env.num_threads = 1; /* the pool's size once it exists */
+  /* Winograd's 3x3 convolutions run on the own sgemm: offered wherever
+   * sgemm is, unless NIMBLE_WINOGRAD=0 (kernels then take their im2col
+   * products; docs/vm.md). */
+  vm->env.conv3x3 = vm->env.sgemm && winograd_enabled() ? nimble_conv3x3_winograd : NULL;
 }

@@ -3,6 +3,8 @@
  * buffers. See sgemm_own.h. */
 #include "vm/sgemm_own.h"
 
+#include "vm/conv_winograd.h"
+
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -206,6 +208,7 @@ void nimble_sgemm_own_constants_add(const void *base, size_t bytes) {
 
 void nimble_sgemm_own_constants_remove(const void *base, size_t bytes) {
   if (!base || !bytes) return;
+  nimble_conv_winograd_forget(base, bytes); /* its transformed weights go with the range */
   const char *lo = base, *hi = lo + bytes;
   pthread_mutex_lock(&const_mu);
   for (size_t i = 0; i < num_ranges; i++)
@@ -336,9 +339,16 @@ int nimble_sgemm_own_isa(nimble_sgemm_isa isa, int32_t trans_a, int32_t trans_b,
   return nimble_sgemm_own_isa_epi(isa, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, NULL);
 }
 
-int nimble_sgemm_own_isa_epi(nimble_sgemm_isa isa, int32_t trans_a, int32_t trans_b, int64_t m, int64_t n,
-                             int64_t k, float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
-                             float beta, float *c, int64_t ldc, const nimble_sgemm_epi *epi) {
+/* Every own product: `given_a` is op(A)'s panels made by the caller
+ * (nimble_sgemm_own_pack_a), or NULL. One function calls the variants'
+ * gemm, with nothing constant to propagate: a second caller passing
+ * constants had GCC clone the micro-kernels (the runtime library 318 ->
+ * 404 KB, past its limit, test_runtime_library_size). */
+static __attribute__((noinline, noclone)) int own_product(nimble_sgemm_isa isa, int32_t trans_a, int32_t trans_b,
+                                                          int64_t m, int64_t n, int64_t k, float alpha,
+                                                          const float *a, int64_t lda, const float *b, int64_t ldb,
+                                                          float beta, float *c, int64_t ldc,
+                                                          const nimble_sgemm_epi *epi, const float *given_a) {
   if (!nimble_sgemm_isa_available(isa)) return 0;
   if (m <= 0 || n <= 0) return 1;
   if (k <= 0 || alpha == 0.0f) {
@@ -365,7 +375,8 @@ int nimble_sgemm_own_isa_epi(nimble_sgemm_isa isa, int32_t trans_a, int32_t tran
   /* A constant A (a convolution's weights) is worth keeping packed too:
    * it is repacked for every block of columns, and its first read misses
    * the cache (on mobilenet_v2 that copy was a quarter of the sgemm time). */
-  if (m > 1 && n > 1 && !(trans_b && !trans_a && n < 16)) apk = packed_constant(isa, 'A', trans_a, a, lda, k, m);
+  if (given_a) apk = given_a;
+  else if (m > 1 && n > 1 && !(trans_b && !trans_a && n < 16)) apk = packed_constant(isa, 'A', trans_a, a, lda, k, m);
   float *ws = ws_get(need);
   if (!ws) {
     plain_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
@@ -384,6 +395,38 @@ int nimble_sgemm_own_isa_epi(nimble_sgemm_isa isa, int32_t trans_a, int32_t tran
   default: gemm_portable(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, ws, apk, bpk, epi); break;
   }
   return 1;
+}
+
+size_t nimble_sgemm_own_packed_a_size(nimble_sgemm_isa isa, int64_t m, int64_t k) {
+  switch (isa) {
+#if SG_HAVE_X86
+  case NIMBLE_SGEMM_ISA_AVX512: return packed_size_a_avx512(m, k);
+  case NIMBLE_SGEMM_ISA_AVX2: return packed_size_a_avx2(m, k);
+#endif
+  default: return packed_size_a_portable(m, k);
+  }
+}
+
+void nimble_sgemm_own_pack_a(nimble_sgemm_isa isa, const float *a, int64_t lda, int64_t m, int64_t k, float *dst) {
+  switch (isa) {
+#if SG_HAVE_X86
+  case NIMBLE_SGEMM_ISA_AVX512: pack_all_a_avx512(0, a, lda, m, k, dst); return;
+  case NIMBLE_SGEMM_ISA_AVX2: pack_all_a_avx2(0, a, lda, m, k, dst); return;
+#endif
+  default: pack_all_a_portable(0, a, lda, m, k, dst); return;
+  }
+}
+
+int nimble_sgemm_own_isa_epi(nimble_sgemm_isa isa, int32_t trans_a, int32_t trans_b, int64_t m, int64_t n,
+                             int64_t k, float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
+                             float beta, float *c, int64_t ldc, const nimble_sgemm_epi *epi) {
+  return own_product(isa, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, epi, NULL);
+}
+
+int nimble_sgemm_own_isa_packed_a(nimble_sgemm_isa isa, int64_t m, int64_t n, int64_t k, const float *a,
+                                  int64_t lda, const float *apk, const float *b, int64_t ldb, float beta, float *c,
+                                  int64_t ldc) {
+  return own_product(isa, 0, 0, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc, NULL, apk);
 }
 
 void nimble_sgemm_own_epi(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k, float alpha,

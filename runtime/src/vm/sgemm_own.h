@@ -68,6 +68,21 @@ int nimble_sgemm_own_isa_epi(nimble_sgemm_isa isa, int32_t trans_a, int32_t tran
                              int64_t k, float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
                              float beta, float *c, int64_t ldc, const nimble_sgemm_epi *epi);
 
+/* A's panels made once by their owner (the Winograd convolution's
+ * transformed weights, vm/conv_winograd.h) rather than by the constants
+ * cache below: op(A) = A (m x k, stored [m, k], lda apart) packed for
+ * `isa` into _packed_a_size floats at dst (64-byte aligned). */
+size_t nimble_sgemm_own_packed_a_size(nimble_sgemm_isa isa, int64_t m, int64_t k);
+void nimble_sgemm_own_pack_a(nimble_sgemm_isa isa, const float *a, int64_t lda, int64_t m, int64_t k, float *dst);
+
+/* C = A * B + beta * C (no transposes) with A's panels from
+ * nimble_sgemm_own_pack_a for the same isa; `a` is A itself, read when a
+ * product of one row or column takes the matrix-vector path. Returns 0
+ * having done nothing when the isa is unavailable, else 1. */
+int nimble_sgemm_own_isa_packed_a(nimble_sgemm_isa isa, int64_t m, int64_t n, int64_t k, const float *a,
+                                  int64_t lda, const float *apk, const float *b, int64_t ldb, float beta, float *c,
+                                  int64_t ldc);
+
 /* Memory that stays unchanged from now until the matching _remove (an
  * executable's constants): a transposed B operand wholly inside it is
  * packed once and its panels reused by every later call (per variant, up

@@ -23,6 +23,8 @@ nimble_thread_pool *nimble_sgemm_threads_swap(nimble_thread_pool *pool) {
   return old;
 }
 
+nimble_thread_pool *nimble_sgemm_threads_pool(void) { return tls_pool; }
+
 static int64_t ceil_div(int64_t x, int64_t y) { return (x + y - 1) / y; }
 
 /* The cut of n (columns or rows) into at most `threads` blocks of at

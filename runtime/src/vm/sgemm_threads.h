@@ -21,6 +21,11 @@
  * the one it replaces, for the caller to put back. */
 nimble_thread_pool *nimble_sgemm_threads_swap(nimble_thread_pool *pool);
 
+/* The pool set by nimble_sgemm_threads_swap on this thread (NULL: none):
+ * other runtime services a kernel calls (vm/conv_winograd.h) cut their
+ * work over it too. */
+nimble_thread_pool *nimble_sgemm_threads_pool(void);
+
 /* The kernel ABI's sgemm (nimble_sgemm_fn) over the thread's pool. Only
  * for a runtime whose nimble_blas_sgemm() is not NULL. */
 void nimble_sgemm_threads(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k, float alpha,

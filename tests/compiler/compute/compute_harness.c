@@ -227,6 +227,34 @@ static void blas_sgemm_epilogue(int32_t ta, int32_t tb, int64_t m, int64_t n, in
 
 void ch_env_epilogue(ch_env *e) { e->env.sgemm_epilogue = blas_sgemm_epilogue; }
 
+long ch_conv3x3_calls;
+
+static void ref_conv3x3(int64_t c, int64_t h, int64_t w, int64_t k, int64_t pad_t, int64_t pad_l, int64_t oh,
+                        int64_t ow, const float *x, const float *wt, float *y, const nimble_sgemm_epilogue_t *e) {
+  __atomic_fetch_add(&ch_conv3x3_calls, 1, __ATOMIC_RELAXED);
+  for (int64_t kk = 0; kk < k; kk++)
+    for (int64_t i = 0; i < oh; i++)
+      for (int64_t j = 0; j < ow; j++) {
+        double acc = 0;
+        for (int64_t cc = 0; cc < c; cc++)
+          for (int64_t u = 0; u < 3; u++)
+            for (int64_t v = 0; v < 3; v++) {
+              int64_t r = i - pad_t + u, q = j - pad_l + v;
+              if (r >= 0 && r < h && q >= 0 && q < w)
+                acc += (double)wt[((kk * c + cc) * 3 + u) * 3 + v] * x[(cc * h + r) * w + q];
+            }
+        float f = (float)acc;
+        if (e) {
+          if (e->row_bias) f += e->row_bias[kk];
+          if (e->residual) f += e->residual[kk * e->ldr + i * ow + j];
+          f = isnan(f) ? f : fminf(fmaxf(f, e->lo), e->hi);
+        }
+        y[(kk * oh + i) * ow + j] = f;
+      }
+}
+
+void ch_env_conv3x3(ch_env *e) { e->env.conv3x3 = ref_conv3x3; }
+
 void ch_env_init(ch_env *e, bool with_sgemm) {
   memset(e, 0, sizeof *e);
   e->env.struct_size = sizeof e->env;

@@ -75,6 +75,12 @@ void ch_env_init(ch_env *e, bool with_sgemm);
  * ch_epilogue_calls. */
 void ch_env_epilogue(ch_env *e);
 extern long ch_epilogue_calls;
+/* Gives the environment a conv3x3 (nimble/kernel_abi.h): the definition
+ * as direct loops in double, then the epilogue, counting its calls in
+ * ch_conv3x3_calls (the runtime's Winograd convolution is tested on its
+ * own, tests/runtime/test_conv_winograd.c). */
+void ch_env_conv3x3(ch_env *e);
+extern long ch_conv3x3_calls;
 /* Runs parallel loops' tasks on `threads` pthreads at once (plus counting). */
 void ch_env_threads(ch_env *e, int threads);
 /* Says num_threads = threads but runs each loop's tasks on the caller, last

@@ -41,6 +41,16 @@ static const conv_case kConv[] = {
     {1, 3, 13, 15, 8, 7, 7, 2, 2, 3, 3, 3, 3, 1, 1, 1, 1, 1, 0},
     /* dilation 2, asymmetric pads, strides (2, 1), 3x5 kernel, 2 groups of 3 outputs */
     {1, 4, 11, 12, 6, 3, 5, 2, 1, 0, 1, 2, 0, 2, 2, 2, 1, 0, 0},
+    /* 3x3, unit strides, one group, 8+ inputs and 16+ outputs on 64+
+     * pixels: the runtime's conv3x3 (Winograd), the epilogue with it:
+     * odd sizes with bias and relu; batch 2 without padding, clip and a
+     * residual; batch 2 symbolic, clip; asymmetric pads, nothing after
+     * it; 36 pixels (the product instead) */
+    {1, 8, 9, 11, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0},
+    {2, 12, 10, 10, 24, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 2, 0, 1},
+    {2, 12, 12, 11, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 1, 0},
+    {1, 16, 7, 13, 32, 3, 3, 1, 1, 2, 1, 0, 1, 1, 1, 1, 0, 0, 0},
+    {1, 8, 6, 6, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0},
     /* a tall kernel on a one-column image (all border columns) */
     {1, 2, 4, 1, 3, 5, 1, 1, 1, 2, 0, 2, 0, 1, 1, 1, 0, 1, 0},
     /* 3x3 pad 1 on a 1x1 image */
@@ -295,9 +305,20 @@ START_TEST(test_conv2d_cases_match_direct_loops_with_and_without_sgemm) {
      * past an older runtime's struct_size (one task per block's parts);
      * last, 3 threads' tasks run last first (a task writing into a later
      * one's rows, say a depthwise band's vector loop running on, shows). */
-    for (int variant = 0; variant < 6; variant++) {
+    /* Variant 6: the runtime's conv3x3 beside sgemm_epilogue on 2
+     * threads, taken exactly where winograd() in conv.c applies. */
+    int64_t oh_w = c->H + c->pt + c->pb - 2, ow_w = c->W + c->pl + c->pr - 2;
+    bool want_wino = c->KH == 3 && c->KW == 3 && c->sh == 1 && c->sw == 1 && c->dh == 1 && c->dw == 1 &&
+                     c->g == 1 && c->C >= 8 && c->O >= 16 && c->bias != 2 && (c->symbolic || oh_w * ow_w >= 64);
+    for (int variant = 0; variant < 7; variant++) {
       ch_env env;
       ch_env_init(&env, variant != 0);
+      if (variant == 6) {
+        ch_env_threads(&env, 2);
+        ch_env_epilogue(&env);
+        ch_env_conv3x3(&env);
+      }
+      long wino_before = ch_conv3x3_calls;
       if (variant >= 2 && variant < 5) ch_env_threads(&env, variant == 3 ? 3 : 2);
       if (variant == 5) ch_env_threads_reversed(&env, 3);
       if (variant >= 3) ch_env_epilogue(&env);
@@ -328,6 +349,10 @@ START_TEST(test_conv2d_cases_match_direct_loops_with_and_without_sgemm) {
                       "case %zu: sgemm_epilogue %s expected", ci, want_sg && c->bias != 2 ? "" : "not");
       if (variant == 4)
         ck_assert_msg(ch_epilogue_calls == epi_before, "case %zu: sgemm_epilogue read past struct_size", ci);
+      if (variant == 6 && ny)
+        ck_assert_msg((ch_conv3x3_calls - wino_before == c->N) == want_wino && (want_wino || ch_conv3x3_calls == wino_before),
+                      "case %zu: %lld conv3x3 calls, %s expected", ci, (long long)(ch_conv3x3_calls - wino_before),
+                      want_wino ? "one per image" : "none");
       float *want = malloc((ny ? ny : 1) * sizeof(float));
       conv_ref(c, ch_f(&x), ch_f(&w), c->bias ? ch_f(&b) : NULL, c->residual ? ch_f(&r) : NULL, want, OH, OW);
       char what[64];
