@@ -284,15 +284,16 @@ static void input_transform(const wino_call *q, int64_t ty0, int64_t ty1, float 
           for (int64_t t = 0; t < tw; t++) r0[t] = r1[t] = r2[t] = r3[t] = 0.0f;
           continue;
         }
-        const float *xr = xc + r * q->w - q->pad_l;
-        gather_row(tx_hi - tx_lo, xr + 2 * tx_lo, r0 + tx_lo, r1 + tx_lo, r2 + tx_lo, r3 + tx_lo);
+        const float *xr = xc + r * q->w; /* tile t's columns start at 2t - pad_l */
+        if (tx_hi > tx_lo)
+          gather_row(tx_hi - tx_lo, xr + 2 * tx_lo - q->pad_l, r0 + tx_lo, r1 + tx_lo, r2 + tx_lo, r3 + tx_lo);
         for (int64_t t = 0; t < tw; t++) {
           if (t == tx_lo) t = tx_hi;
           if (t >= tw) break;
           float *rr[4] = {r0, r1, r2, r3};
           for (int j = 0; j < 4; j++) {
             int64_t col = 2 * t - q->pad_l + j;
-            rr[j][t] = col >= 0 && col < q->w ? xr[2 * t + j] : 0.0f;
+            rr[j][t] = col >= 0 && col < q->w ? xr[col] : 0.0f;
           }
         }
       }
