@@ -191,7 +191,11 @@ typedef struct wino_call {
 /* The transforms' loops run along a tile row with unit strides; GCC
  * widens them for the best instruction set the CPU has (the runtime is
  * built for the baseline: SSE2 on x86_64). */
-#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__) && !defined(__clang__)
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(__SANITIZE_THREAD__)
+/* Not under ThreadSanitizer: the clones' ifunc resolvers run while the
+ * dynamic linker relocates, before TSan's runtime is up, and every program
+ * linking the runtime crashed at start. */
 #define WINO_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define WINO_CLONES
