@@ -1338,7 +1338,7 @@ static nimble_ln_stmt *conv_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o, 
   /* A 3x3 convolution with unit strides, one group and enough channels
    * goes through the runtime's Winograd convolution (env->conv3x3), with
    * the epilogue above (bias, residual, clamp) in its output pass: about
-   * half the multiply-adds of the product (docs/compute.md). The product
+   * half the multiply-adds of the product (docs/codegen.md). The product
    * above stays for runtimes without it (NIMBLE_WINOGRAD=0). */
   nimble_ln_stmt *wino = use_epi ? winograd(c, n, x, wt, bias, res, o, &gr, ep_lo, ep_hi) : NULL;
   if (c->err) return NULL;
