@@ -163,9 +163,12 @@ START_TEST(test_constant_weights_are_transformed_once_and_go_with_their_range) {
 END_TEST
 
 /* On a pool of 2 and 3 threads (the calling VM's, as the interpreter sets
- * it around a kernel call): bands of tile rows, one per thread. */
+ * it around a kernel call): bands of tile rows, one per thread, and
+ * images of too few tiles for a band each (cnn's 16x16 and 8x8 layers,
+ * 23x9, 6x6) on the calling thread alone. */
 START_TEST(test_bands_on_a_thread_pool_match_the_definition) {
-  static const wcase q[] = {{16, 55, 55, 32, 1, 1, 1, 1}, {8, 27, 30, 16, 1, 1, 1, 1}, {4, 23, 9, 16, 0, 1, 2, 1}};
+  static const wcase q[] = {{16, 55, 55, 32, 1, 1, 1, 1}, {8, 27, 30, 16, 1, 1, 1, 1}, {4, 23, 9, 16, 0, 1, 2, 1},
+                            {32, 16, 16, 64, 1, 1, 1, 1},  {64, 8, 8, 128, 1, 1, 1, 1}, {3, 6, 6, 2, 1, 1, 1, 1}};
   for (uint32_t threads = 2; threads <= 3; threads++) {
     nimble_thread_pool *pool = NULL;
     NIMBLE_ASSERT_OK(nimble_thread_pool_create(threads, &pool));
