@@ -29,8 +29,9 @@ START_TEST(test_scheduler_killed_mid_job_and_restarted_completes_the_job) {
   farm f;
   /* A lease longer than a restart takes on a loaded 2-core machine: the
    * test is about the lease surviving the restart, not about its length
-   * (a 2 s lease lapsed once while the machine ran two builds). */
-  farm_config cfg = {.lease_ms = 8000};
+   * (a 2 s lease lapsed once while the machine ran two builds, an 8 s one
+   * once under ASan beside the background image build). */
+  farm_config cfg = {.lease_ms = 20000};
   farm_start(&f, &cfg);
   farm_start_worker(&f, "w1", "x86", NULL);
   char model[72], queued_model[72];
