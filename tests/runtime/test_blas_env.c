@@ -47,11 +47,6 @@ static nimble_vm *identity_vm(uint32_t threads) {
   return vm;
 }
 
-static float next_value(uint32_t *seed) {
-  *seed = *seed * 1664525u + 1013904223u;
-  return (float)((*seed >> 8) & 0xffff) / 32768.0f - 1.0f; /* [-1, 1) */
-}
-
 /* The reference: C = alpha * op(A) * op(B) + beta * C, row-major, in
  * double. bound[i*ldc+j] gets the sum of the terms' magnitudes, which sets
  * the tolerance. */
@@ -107,12 +102,12 @@ static void check_case(const gemm_target *t, int ta, int tb, int64_t m, int64_t 
         *c0 = malloc(nc * sizeof *c0);
   double *want = calloc(nc, sizeof *want), *bound = calloc(nc, sizeof *bound);
   ck_assert(a && b && c && c0 && want && bound);
-  for (size_t i = 0; i < na; i++) a[i] = next_value(&seed);
-  for (size_t i = 0; i < nb; i++) b[i] = next_value(&seed);
+  for (size_t i = 0; i < na; i++) a[i] = nimble_test_uniform(&seed);
+  for (size_t i = 0; i < nb; i++) b[i] = nimble_test_uniform(&seed);
   const float sentinel = 12345.0f;
   for (size_t i = 0; i < nc; i++) c[i] = sentinel;
   for (int64_t i = 0; i < m; i++)
-    for (int64_t j = 0; j < n; j++) c[i * ldc + j] = beta == 0.0f ? NAN : next_value(&seed);
+    for (int64_t j = 0; j < n; j++) c[i * ldc + j] = beta == 0.0f ? NAN : nimble_test_uniform(&seed);
   memcpy(c0, c, nc * sizeof *c);
   ref_sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c0, ldc, want, bound);
   run_target(t, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
@@ -473,8 +468,8 @@ static void *thread_body(void *p) {
   tc->seen = vm->env.sgemm;
   enum { M = 24, N = 40, K = 33 };
   float a[M * K], b[K * N], c[M * N];
-  for (int i = 0; i < M * K; i++) a[i] = next_value(&tc->seed);
-  for (int i = 0; i < K * N; i++) b[i] = next_value(&tc->seed);
+  for (int i = 0; i < M * K; i++) a[i] = nimble_test_uniform(&tc->seed);
+  for (int i = 0; i < K * N; i++) b[i] = nimble_test_uniform(&tc->seed);
   for (int rep = 0; rep < 20 && tc->seen && !tc->failed; rep++) {
     tc->seen(0, 0, M, N, K, 1.0f, a, K, b, N, 0.0f, c, N);
     for (int i = 0; i < M && !tc->failed; i++)

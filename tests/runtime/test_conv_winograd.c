@@ -19,11 +19,6 @@
 #include "vm/sgemm_threads.h"
 #include "vm/thread_pool.h"
 
-static float next_value(uint32_t *seed) {
-  *seed = *seed * 1664525u + 1013904223u;
-  return (float)((*seed >> 8) & 0xffff) / 32768.0f - 1.0f; /* [-1, 1) */
-}
-
 typedef struct wcase {
   int64_t c, h, w, k, pt, pl, pb, pr;
 } wcase;
@@ -84,10 +79,10 @@ static void make(const wcase *q, uint32_t seed, tensors *t) {
   t->bias = malloc((size_t)(q->k + 1) * sizeof(float));
   t->res = malloc((ny + 1) * sizeof(float));
   ck_assert(t->x && t->wt && t->y && t->bias && t->res);
-  for (size_t i = 0; i < nx; i++) t->x[i] = next_value(&seed);
-  for (size_t i = 0; i < nw; i++) t->wt[i] = next_value(&seed) * 0.5f;
-  for (size_t i = 0; i < ny; i++) t->y[i] = 1e30f, t->res[i] = next_value(&seed);
-  for (int64_t i = 0; i < q->k; i++) t->bias[i] = next_value(&seed);
+  for (size_t i = 0; i < nx; i++) t->x[i] = nimble_test_uniform(&seed);
+  for (size_t i = 0; i < nw; i++) t->wt[i] = nimble_test_uniform(&seed) * 0.5f;
+  for (size_t i = 0; i < ny; i++) t->y[i] = 1e30f, t->res[i] = nimble_test_uniform(&seed);
+  for (int64_t i = 0; i < q->k; i++) t->bias[i] = nimble_test_uniform(&seed);
 }
 
 static void release(tensors *t) {

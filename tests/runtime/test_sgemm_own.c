@@ -18,11 +18,6 @@
 #include "nimble_test.h"
 #include "vm/sgemm_own.h"
 
-static float next_value(uint32_t *seed) {
-  *seed = *seed * 1664525u + 1013904223u;
-  return (float)((*seed >> 8) & 0xffff) / 32768.0f - 1.0f; /* [-1, 1) */
-}
-
 /* A product with its operands, C's initial value and the expected result,
  * every matrix padded to its leading dimension. */
 typedef struct gemm_case {
@@ -56,11 +51,11 @@ static void case_make(gemm_case *g, int ta, int tb, int64_t m, int64_t n, int64_
   g->want = malloc(sizeof(double) * (size_t)(m * n + 1));
   g->bound = malloc(sizeof(double) * (size_t)(m * n + 1));
   ck_assert(g->a && g->b && g->c0 && g->c && g->want && g->bound);
-  for (int64_t i = 0; i < ar * g->lda; i++) g->a[i] = next_value(&seed);
-  for (int64_t i = 0; i < br * g->ldb; i++) g->b[i] = next_value(&seed);
+  for (int64_t i = 0; i < ar * g->lda; i++) g->a[i] = nimble_test_uniform(&seed);
+  for (int64_t i = 0; i < br * g->ldb; i++) g->b[i] = nimble_test_uniform(&seed);
   for (int64_t i = 0; i < m; i++)
     for (int64_t j = 0; j < g->ldc; j++)
-      g->c0[i * g->ldc + j] = j < n ? (beta == 0.0f ? NAN : next_value(&seed)) : PAD;
+      g->c0[i * g->ldc + j] = j < n ? (beta == 0.0f ? NAN : nimble_test_uniform(&seed)) : PAD;
   /* The reference: the definition, in double; bound = the sum of the
    * terms' magnitudes, which sets the tolerance. */
   for (int64_t i = 0; i < m; i++)
@@ -123,17 +118,33 @@ static int case_run(gemm_case *g, nimble_sgemm_isa isa, char *msg, size_t size) 
   return 0;
 }
 
+/* Runs g on every variant this CPU has; a mismatch fails the test with
+ * `what` before the mismatch's description. */
+static void run_every_variant(gemm_case *g, const char *what) {
+  char msg[512];
+  for (int isa = NIMBLE_SGEMM_ISA_PORTABLE; isa <= NIMBLE_SGEMM_ISA_AVX512; isa++) {
+    if (!nimble_sgemm_isa_available((nimble_sgemm_isa)isa)) continue;
+    int bad = case_run(g, (nimble_sgemm_isa)isa, msg, sizeof msg);
+    ck_assert_msg(!bad, "%s%s%s", what, *what ? ": " : "", msg);
+  }
+}
+
+/* g takes h's A, C and expected result (g and h of one shape): with h's B
+ * in g's place, g is h. */
+static void case_take(gemm_case *g, const gemm_case *h) {
+  int64_t arows = g->ta ? g->k : g->m;
+  memcpy(g->a, h->a, sizeof(float) * (size_t)(arows * g->lda));
+  memcpy(g->c0, h->c0, sizeof(float) * (size_t)(g->m * g->ldc));
+  memcpy(g->want, h->want, sizeof(double) * (size_t)(g->m * g->n));
+  memcpy(g->bound, h->bound, sizeof(double) * (size_t)(g->m * g->n));
+}
+
 /* Runs one case on every variant this CPU has. */
 static void check_case(int ta, int tb, int64_t m, int64_t n, int64_t k, int64_t pad, float alpha, float beta,
                        uint32_t seed) {
   gemm_case g;
   case_make(&g, ta, tb, m, n, k, pad, alpha, beta, seed);
-  char msg[512];
-  for (int isa = NIMBLE_SGEMM_ISA_PORTABLE; isa <= NIMBLE_SGEMM_ISA_AVX512; isa++) {
-    if (!nimble_sgemm_isa_available((nimble_sgemm_isa)isa)) continue;
-    int bad = case_run(&g, (nimble_sgemm_isa)isa, msg, sizeof msg);
-    ck_assert_msg(!bad, "%s", msg);
-  }
+  run_every_variant(&g, "");
   case_free(&g);
 }
 
@@ -151,9 +162,9 @@ static void check_epi_case(int ta, int tb, int64_t m, int64_t n, int64_t k, floa
   float *bias = malloc(sizeof(float) * (size_t)m), *cbias = malloc(sizeof(float) * (size_t)n);
   float *res = malloc(sizeof(float) * (size_t)(m * ldr));
   ck_assert(bias && cbias && res);
-  for (int64_t i = 0; i < m; i++) bias[i] = next_value(&seed) * 4.0f;
-  for (int64_t j = 0; j < n; j++) cbias[j] = next_value(&seed) * 2.0f;
-  for (int64_t i = 0; i < m * ldr; i++) res[i] = next_value(&seed) * 3.0f;
+  for (int64_t i = 0; i < m; i++) bias[i] = nimble_test_uniform(&seed) * 4.0f;
+  for (int64_t j = 0; j < n; j++) cbias[j] = nimble_test_uniform(&seed) * 2.0f;
+  for (int64_t i = 0; i < m * ldr; i++) res[i] = nimble_test_uniform(&seed) * 3.0f;
   if (m > 1 && k > 0) g.a[ta ? 1 : g.lda] = NAN; /* op(A)[1, 0] */
   int with_bias = parts & 1;
   nimble_sgemm_epi epi = {with_bias ? bias : NULL, parts & 2 ? cbias : NULL, parts & 4 ? res : NULL, ldr, lo, hi};
@@ -357,13 +368,7 @@ START_TEST(test_constant_b_packed_once_gives_the_same_products_and_goes_with_its
    * by two, the operand ends past the range. */
   ck_assert(nimble_sgemm_own_is_constant(1, g.b + 1, g.ldb, g.k, g.n));
   ck_assert(!nimble_sgemm_own_is_constant(1, g.b + 2, g.ldb, g.k, g.n));
-  char msg[512];
-  for (int round = 0; round < 3; round++)
-    for (int isa = NIMBLE_SGEMM_ISA_PORTABLE; isa <= NIMBLE_SGEMM_ISA_AVX512; isa++) {
-      if (!nimble_sgemm_isa_available((nimble_sgemm_isa)isa)) continue;
-      int bad = case_run(&g, (nimble_sgemm_isa)isa, msg, sizeof msg);
-      ck_assert_msg(!bad, "round %d: %s", round, msg);
-    }
+  for (int round = 0; round < 3; round++) run_every_variant(&g, round == 0 ? "round 0" : "a later round");
   nimble_sgemm_own_constants_remove(g.b, bbytes);
   ck_assert(!nimble_sgemm_own_is_constant(1, g.b, g.ldb, g.k, g.n));
   /* New values in the same place: the reference is recomputed, and stale
@@ -371,14 +376,8 @@ START_TEST(test_constant_b_packed_once_gives_the_same_products_and_goes_with_its
   gemm_case h;
   case_make(&h, 0, 1, 20, 70, 300, 1, 1.0f, 0.0f, 32);
   memcpy(g.b, h.b, bbytes);
-  memcpy(g.want, h.want, sizeof(double) * (size_t)(g.m * g.n));
-  memcpy(g.bound, h.bound, sizeof(double) * (size_t)(g.m * g.n));
-  memcpy(g.a, h.a, sizeof(float) * (size_t)(g.m * g.lda));
-  for (int isa = NIMBLE_SGEMM_ISA_PORTABLE; isa <= NIMBLE_SGEMM_ISA_AVX512; isa++) {
-    if (!nimble_sgemm_isa_available((nimble_sgemm_isa)isa)) continue;
-    int bad = case_run(&g, (nimble_sgemm_isa)isa, msg, sizeof msg);
-    ck_assert_msg(!bad, "after removal: %s", msg);
-  }
+  case_take(&g, &h);
+  run_every_variant(&g, "after removal");
   case_free(&g);
   case_free(&h);
 }
@@ -395,7 +394,6 @@ END_TEST
 START_TEST(test_matrix_vector_products_pack_a_constant_b_once) {
   static const int64_t shapes[][2] = {{16, 1},  {17, 40},  {63, 5},   {100, 33},  {255, 7}, {256, 64},
                                       {257, 9}, {300, 40}, {513, 20}, {512, 128}, {1100, 3}};
-  char msg[512];
   uint32_t seed = 1200;
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
     for (int tb = 0; tb < 2; tb++) {
@@ -409,23 +407,12 @@ START_TEST(test_matrix_vector_products_pack_a_constant_b_once) {
       for (int round = 0; round < 2; round++) {
         /* Round 1: h's B under g's range; g's product all the same. */
         if (round == 1) memcpy(g.b, h.b, bbytes);
-        for (int isa = NIMBLE_SGEMM_ISA_PORTABLE; isa <= NIMBLE_SGEMM_ISA_AVX512; isa++) {
-          if (!nimble_sgemm_isa_available((nimble_sgemm_isa)isa)) continue;
-          int bad = case_run(&g, (nimble_sgemm_isa)isa, msg, sizeof msg);
-          ck_assert_msg(!bad, "%s: %s", round ? "the packed copy was not what was read" : "packing", msg);
-        }
+        run_every_variant(&g, round ? "the packed copy was not what was read" : "packing");
       }
       nimble_sgemm_own_constants_remove(g.b, bbytes);
       /* g becomes h (its B is h's already): read in place, h's product. */
-      memcpy(g.a, h.a, sizeof(float) * (size_t)((g.ta ? k : 1) * g.lda));
-      memcpy(g.c0, h.c0, sizeof(float) * (size_t)g.ldc);
-      memcpy(g.want, h.want, sizeof(double) * (size_t)n);
-      memcpy(g.bound, h.bound, sizeof(double) * (size_t)n);
-      for (int isa = NIMBLE_SGEMM_ISA_PORTABLE; isa <= NIMBLE_SGEMM_ISA_AVX512; isa++) {
-        if (!nimble_sgemm_isa_available((nimble_sgemm_isa)isa)) continue;
-        int bad = case_run(&g, (nimble_sgemm_isa)isa, msg, sizeof msg);
-        ck_assert_msg(!bad, "after removal: %s", msg);
-      }
+      case_take(&g, &h);
+      run_every_variant(&g, "after removal");
       case_free(&g);
       case_free(&h);
     }

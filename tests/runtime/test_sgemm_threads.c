@@ -91,11 +91,6 @@ START_TEST(test_plan_cuts_large_products_into_aligned_blocks) {
 }
 END_TEST
 
-static float next_value(uint32_t *seed) {
-  *seed = *seed * 1664525u + 1013904223u;
-  return (float)((*seed >> 8) & 0xffff) / 32768.0f - 1.0f;
-}
-
 static const float PAD = 12345.0f;
 
 /* Computes one product through nimble_sgemm_threads on `pool` and checks
@@ -108,10 +103,10 @@ static void check_product(nimble_thread_pool *pool, int ta, int tb, int64_t m, i
   float *c0 = malloc(sizeof(float) * (size_t)(m * ldc)), *c = malloc(sizeof(float) * (size_t)(m * ldc));
   float *c1 = malloc(sizeof(float) * (size_t)(m * ldc));
   ck_assert(a && b && c0 && c && c1);
-  for (int64_t i = 0; i < ar * lda; i++) a[i] = next_value(&seed);
-  for (int64_t i = 0; i < br * ldb; i++) b[i] = next_value(&seed);
+  for (int64_t i = 0; i < ar * lda; i++) a[i] = nimble_test_uniform(&seed);
+  for (int64_t i = 0; i < br * ldb; i++) b[i] = nimble_test_uniform(&seed);
   for (int64_t i = 0; i < m; i++)
-    for (int64_t j = 0; j < ldc; j++) c0[i * ldc + j] = j < n ? (beta == 0.0f ? NAN : next_value(&seed)) : PAD;
+    for (int64_t j = 0; j < ldc; j++) c0[i * ldc + j] = j < n ? (beta == 0.0f ? NAN : nimble_test_uniform(&seed)) : PAD;
   /* alpha 1, as every product the code generator emits but a Gemm's with
    * an alpha attribute: with another alpha, a full tile (alpha * acc, then
    * + beta * C) and an edge tile may fuse a different multiply with the add,
@@ -166,11 +161,11 @@ static void check_epilogue(nimble_thread_pool *pool, int ta, int tb, int64_t m, 
   float *c = malloc(sizeof(float) * (size_t)(m * n)), *bias = malloc(sizeof(float) * (size_t)m);
   float *cb = malloc(sizeof(float) * (size_t)n), *res = malloc(sizeof(float) * (size_t)(m * (n + 5)));
   ck_assert(a && b && c && bias && cb && res);
-  for (int64_t j = 0; j < n; j++) cb[j] = next_value(&seed);
-  for (int64_t i = 0; i < m * (n + 5); i++) res[i] = next_value(&seed);
-  for (int64_t i = 0; i < ar * ac; i++) a[i] = next_value(&seed);
-  for (int64_t i = 0; i < br * bc; i++) b[i] = next_value(&seed);
-  for (int64_t i = 0; i < m; i++) bias[i] = 4.0f * next_value(&seed);
+  for (int64_t j = 0; j < n; j++) cb[j] = nimble_test_uniform(&seed);
+  for (int64_t i = 0; i < m * (n + 5); i++) res[i] = nimble_test_uniform(&seed);
+  for (int64_t i = 0; i < ar * ac; i++) a[i] = nimble_test_uniform(&seed);
+  for (int64_t i = 0; i < br * bc; i++) b[i] = nimble_test_uniform(&seed);
+  for (int64_t i = 0; i < m; i++) bias[i] = 4.0f * nimble_test_uniform(&seed);
   for (int64_t i = 0; i < m * n; i++) c[i] = NAN;
   int nan_row = m > 2 ? 2 : -1;
   if (nan_row >= 0) a[ta ? 2 : 2 * ac] = NAN; /* op(A)[2, 0]: row 2 of C is NaN */
@@ -259,8 +254,8 @@ START_TEST(test_a_product_inside_a_parallel_task_runs_inline) {
   static task_case t;
   ck_assert(!nimble_thread_pool_create(2, &t.pool));
   uint32_t seed = 7;
-  for (size_t i = 0; i < sizeof t.a / sizeof t.a[0]; i++) t.a[i] = next_value(&seed);
-  for (size_t i = 0; i < sizeof t.b / sizeof t.b[0]; i++) t.b[i] = next_value(&seed);
+  for (size_t i = 0; i < sizeof t.a / sizeof t.a[0]; i++) t.a[i] = nimble_test_uniform(&seed);
+  for (size_t i = 0; i < sizeof t.b / sizeof t.b[0]; i++) t.b[i] = nimble_test_uniform(&seed);
   ck_assert_int_eq(nimble_thread_pool_run(t.pool, 2, task_body, &t), 0);
   for (int i = 0; i < 64; i += 21)
     for (int j = 0; j < 512; j += 37) {

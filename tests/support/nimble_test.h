@@ -3,6 +3,7 @@
 #define NIMBLE_TEST_H
 
 #include <check.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +46,14 @@ static inline int nimble_test_run(Suite *suite) {
     return EXIT_FAILURE;
   }
   return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
+
+/* The next of a reproducible sequence of floats in [-1, 1) (a linear
+ * congruential step on *seed; 16 bits of it, so every value is exact in
+ * f32): the operands of the numeric suites. */
+static inline float nimble_test_uniform(uint32_t *seed) {
+  *seed = *seed * 1664525u + 1013904223u;
+  return (float)((*seed >> 8) & 0xffff) / 32768.0f - 1.0f;
 }
 
 /* Asserts success, showing the status message on failure. */

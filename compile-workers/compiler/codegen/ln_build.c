@@ -602,35 +602,56 @@ nimble_ln_stmt *nimble_ln_seq2(nimble_ln_arena *arena, nimble_ln_stmt *a, nimble
   return nimble_ln_seq(arena, both, 2);
 }
 
+/* The checks the runtime calls (sgemm, conv3x3) share, failing the arena
+ * with `what`'s name: every size and offset present and i64 (a missing
+ * one is an earlier failure, already recorded); two f32 inputs and an f32
+ * output; the epilogue's parameters f32 with i64 offsets, and a residual's
+ * i64 leading dimension. */
+static bool call_sizes_ok(nimble_ln_arena *arena, const char *what, const nimble_ln_expr *const *ints, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    if (!ints[i]) return false;
+    if (ints[i]->type != NIMBLE_LN_I64) {
+      nimble_ln_arena_fail(arena, "%s: size and offset expressions must be i64", what);
+      return false;
+    }
+  }
+  return true;
+}
+
+static bool call_operands_ok(nimble_ln_arena *arena, const char *what, const nimble_ln_param *in0,
+                             const nimble_ln_param *in1, const nimble_ln_param *out, const char *names) {
+  if (!in0 || !in1 || !out) return false;
+  if (in0->dtype != NIMBLE_LN_F32 || in1->dtype != NIMBLE_LN_F32 || out->dtype != NIMBLE_LN_F32 || !out->is_output) {
+    nimble_ln_arena_fail(arena, "%s: %s", what, names);
+    return false;
+  }
+  return true;
+}
+
+static bool call_epilogue_ok(nimble_ln_arena *arena, const char *what, const nimble_ln_param *const *ps,
+                             const nimble_ln_expr *const *os, int n, const nimble_ln_param *residual,
+                             const nimble_ln_expr *ldr) {
+  for (int i = 0; i < n; i++)
+    if (ps[i] && (ps[i]->dtype != NIMBLE_LN_F32 || !os[i] || os[i]->type != NIMBLE_LN_I64)) {
+      nimble_ln_arena_fail(arena, "%s: the epilogue's biases and residual must be f32 with i64 offsets", what);
+      return false;
+    }
+  if (residual && (!ldr || ldr->type != NIMBLE_LN_I64)) {
+    nimble_ln_arena_fail(arena, "%s: the epilogue's residual needs an i64 leading dimension", what);
+    return false;
+  }
+  return true;
+}
+
 nimble_ln_stmt *nimble_ln_sgemm(nimble_ln_arena *arena, const nimble_ln_sgemm_desc_t *d) {
   const nimble_ln_expr *ints[] = {d->m, d->n, d->k, d->a_offset, d->b_offset, d->c_offset,
                                   d->lda, d->ldb, d->ldc};
-  for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
-    if (!ints[i]) return NULL;
-    if (ints[i]->type != NIMBLE_LN_I64) {
-      nimble_ln_arena_fail(arena, "sgemm: size and offset expressions must be i64");
-      return NULL;
-    }
-  }
-  if (!d->a || !d->b || !d->c) return NULL;
-  if (d->a->dtype != NIMBLE_LN_F32 || d->b->dtype != NIMBLE_LN_F32 || d->c->dtype != NIMBLE_LN_F32 ||
-      !d->c->is_output) {
-    nimble_ln_arena_fail(arena, "sgemm: A, B and C must be f32 and C an output");
+  if (!call_sizes_ok(arena, "sgemm", ints, sizeof ints / sizeof ints[0]) ||
+      !call_operands_ok(arena, "sgemm", d->a, d->b, d->c, "A, B and C must be f32 and C an output"))
     return NULL;
-  }
-  if (d->epilogue) {
-    const nimble_ln_param *ps[3] = {d->row_bias, d->col_bias, d->residual};
-    const nimble_ln_expr *os[3] = {d->row_bias_offset, d->col_bias_offset, d->residual_offset};
-    for (int i = 0; i < 3; i++)
-      if (ps[i] && (ps[i]->dtype != NIMBLE_LN_F32 || !os[i] || os[i]->type != NIMBLE_LN_I64)) {
-        nimble_ln_arena_fail(arena, "sgemm: the epilogue's biases and residual must be f32 with i64 offsets");
-        return NULL;
-      }
-    if (d->residual && (!d->ldr || d->ldr->type != NIMBLE_LN_I64)) {
-      nimble_ln_arena_fail(arena, "sgemm: the epilogue's residual needs an i64 leading dimension");
-      return NULL;
-    }
-  }
+  const nimble_ln_param *ps[3] = {d->row_bias, d->col_bias, d->residual};
+  const nimble_ln_expr *os[3] = {d->row_bias_offset, d->col_bias_offset, d->residual_offset};
+  if (d->epilogue && !call_epilogue_ok(arena, "sgemm", ps, os, 3, d->residual, d->ldr)) return NULL;
   nimble_ln_stmt *s = new_stmt(arena, NIMBLE_LN_S_SGEMM);
   if (s) s->sgemm = *d;
   return s;
@@ -639,30 +660,12 @@ nimble_ln_stmt *nimble_ln_sgemm(nimble_ln_arena *arena, const nimble_ln_sgemm_de
 nimble_ln_stmt *nimble_ln_conv3x3(nimble_ln_arena *arena, const nimble_ln_conv3x3_desc_t *d) {
   const nimble_ln_expr *ints[] = {d->x_offset, d->w_offset, d->y_offset, d->c, d->h,     d->width,
                                   d->k,        d->pad_t,    d->pad_l,    d->oh, d->ow};
-  for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
-    if (!ints[i]) return NULL;
-    if (ints[i]->type != NIMBLE_LN_I64) {
-      nimble_ln_arena_fail(arena, "conv3x3: size and offset expressions must be i64");
-      return NULL;
-    }
-  }
-  if (!d->x || !d->w || !d->y) return NULL;
-  if (d->x->dtype != NIMBLE_LN_F32 || d->w->dtype != NIMBLE_LN_F32 || d->y->dtype != NIMBLE_LN_F32 ||
-      !d->y->is_output) {
-    nimble_ln_arena_fail(arena, "conv3x3: x, w and y must be f32 and y an output");
-    return NULL;
-  }
   const nimble_ln_param *ps[2] = {d->row_bias, d->residual};
   const nimble_ln_expr *os[2] = {d->row_bias_offset, d->residual_offset};
-  for (int i = 0; i < 2; i++)
-    if (ps[i] && (ps[i]->dtype != NIMBLE_LN_F32 || !os[i] || os[i]->type != NIMBLE_LN_I64)) {
-      nimble_ln_arena_fail(arena, "conv3x3: the bias and residual must be f32 with i64 offsets");
-      return NULL;
-    }
-  if (d->residual && (!d->ldr || d->ldr->type != NIMBLE_LN_I64)) {
-    nimble_ln_arena_fail(arena, "conv3x3: the residual needs an i64 leading dimension");
+  if (!call_sizes_ok(arena, "conv3x3", ints, sizeof ints / sizeof ints[0]) ||
+      !call_operands_ok(arena, "conv3x3", d->x, d->w, d->y, "x, w and y must be f32 and y an output") ||
+      !call_epilogue_ok(arena, "conv3x3", ps, os, 2, d->residual, d->ldr))
     return NULL;
-  }
   nimble_ln_stmt *s = new_stmt(arena, NIMBLE_LN_S_CONV3X3);
   if (s) s->conv3x3 = *d;
   return s;

@@ -26,6 +26,7 @@
 
 #include "vm/sgemm_own.h"
 #include "vm/sgemm_threads.h"
+#include "vm/thread_buffer.h"
 #include "vm/thread_pool.h"
 
 enum { XI = 16 };                    /* positions of a 4x4 block */
@@ -373,30 +374,6 @@ static int32_t band_task(int64_t s, int64_t n_tasks, void *closure) {
   return 0;
 }
 
-/* ---- Per-thread buffers -------------------------------------------------------- */
-
-/* The calling thread's buffer for every task's blocks, grown once and kept
- * (a fresh one per call cost its pages' first touches on every run). */
-static pthread_key_t buf_key;
-static pthread_once_t buf_once = PTHREAD_ONCE_INIT;
-static _Thread_local float *buf_ptr;
-static _Thread_local size_t buf_floats;
-
-static void buf_free(void *p) { free(p); }
-static void buf_key_create(void) { (void)pthread_key_create(&buf_key, buf_free); }
-
-static float *buf_get(size_t floats) {
-  if (floats <= buf_floats) return buf_ptr;
-  pthread_once(&buf_once, buf_key_create);
-  float *p = aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64);
-  if (!p) return NULL;
-  free(buf_ptr);
-  buf_ptr = p;
-  buf_floats = floats;
-  (void)pthread_setspecific(buf_key, p);
-  return p;
-}
-
 /* ---- The entry point ----------------------------------------------------------- */
 
 void nimble_conv3x3_winograd(int64_t c, int64_t h, int64_t w, int64_t k, int64_t pad_t, int64_t pad_l, int64_t oh,
@@ -444,7 +421,7 @@ void nimble_conv3x3_winograd(int64_t c, int64_t h, int64_t w, int64_t k, int64_t
   q.ms = k * q.ldt + 16;
   q.slot_floats = (size_t)(XI * (q.vs + q.ms) + 16 * q.ldt);
   q.slot_floats = (q.slot_floats + 15) / 16 * 16;
-  q.buf = buf_get(q.slot_floats * (size_t)slots);
+  q.buf = nimble_thread_buffer(NIMBLE_THREAD_BUFFER_WINOGRAD, q.slot_floats * (size_t)slots);
   if (!q.buf) {
     direct_conv(c, h, w, k, pad_t, pad_l, oh, ow, x, wt, y, epi);
   } else if (slots > 1) {

@@ -4,6 +4,7 @@
 #include "vm/sgemm_own.h"
 
 #include "vm/conv_winograd.h"
+#include "vm/thread_buffer.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -122,36 +123,6 @@ const char *nimble_sgemm_isa_name(nimble_sgemm_isa isa) {
   case NIMBLE_SGEMM_ISA_AVX2: return "avx2";
   default: return "portable";
   }
-}
-
-/* ---- Per-thread workspace -------------------------------------------------- */
-
-/* One buffer per thread, grown to the largest product it has seen and freed
- * when the thread ends (a pthread key's destructor; the process's main
- * thread keeps its buffer until exit). */
-static pthread_key_t ws_key;
-static pthread_once_t ws_once = PTHREAD_ONCE_INIT;
-static _Thread_local float *ws_ptr;
-static _Thread_local size_t ws_floats;
-
-static void ws_free(void *p) { free(p); }
-static void ws_key_create(void) { (void)pthread_key_create(&ws_key, ws_free); }
-
-/* NULL when memory runs out (the caller then computes without panels). */
-static float *ws_get(size_t floats) {
-  if (floats <= ws_floats) return ws_ptr;
-  pthread_once(&ws_once, ws_key_create);
-  /* Room to grow: a buffer sized exactly would be replaced on every
-   * slightly larger product. */
-  size_t want = floats + floats / 4;
-  size_t bytes = (want * sizeof(float) + 63) / 64 * 64;
-  float *p = aligned_alloc(64, bytes);
-  if (!p) return NULL;
-  free(ws_ptr);
-  ws_ptr = p;
-  ws_floats = want;
-  (void)pthread_setspecific(ws_key, p);
-  return p;
 }
 
 /* ---- Constant operands, packed once ---------------------------------------- */
@@ -377,7 +348,7 @@ static __attribute__((noinline, noclone)) int own_product(nimble_sgemm_isa isa, 
    * the cache (on mobilenet_v2 that copy was a quarter of the sgemm time). */
   if (given_a) apk = given_a;
   else if (m > 1 && n > 1 && !(trans_b && !trans_a && n < 16)) apk = packed_constant(isa, 'A', trans_a, a, lda, k, m);
-  float *ws = ws_get(need);
+  float *ws = nimble_thread_buffer(NIMBLE_THREAD_BUFFER_SGEMM, need);
   if (!ws) {
     plain_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     if (epi) nimble_sgemm_apply_epi(m, n, c, ldc, epi);
