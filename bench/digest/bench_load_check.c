@@ -11,13 +11,17 @@
  *   - reading every page of the mapped file (the memory-read floor that any
  *     check pays, and that an unchecked load defers to the first run);
  *   - what a default load hashes, replayed alone with the same calls: every
- *     part whole but the constants, and of those, with chunk digests, the
- *     table alone (a list with the table's digest) or the chunks up to the
- *     table's end (a list without), and the share of the default load that
- *     is; the default load minus it estimates the unchecked rest;
- *   - a fresh load, then the first invoke of entry 0 (inputs of its
- *     declared shape, symbolic dims 8, all zeros) and a second one, both
- *     ways: the first invoke of a default load pays for the weights' check.
+ *     part whole but the CPU kernels and the constants, and of those, with
+ *     chunk digests, the table alone (a list with the table's digest) or
+ *     the chunks up to the table's end (a list without), and the share of
+ *     the default load that is; the default load minus it estimates the
+ *     unchecked rest;
+ *   - what the first VM of a default load hashes: the CPU kernel part;
+ *   - a fresh load, the first VM's creation (a default load's maps the
+ *     kernels after checking them), then the first invoke of entry 0
+ *     (inputs of its declared shape, symbolic dims 8, all zeros) and a
+ *     second one, both ways: the first invoke of a default load pays for
+ *     the weights' check.
  * The load without any check is about the verify-all load minus the digest. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -60,10 +64,10 @@ static int set_zero_inputs(nimble_executable *exe, nimble_vm *vm, void **bufs) {
   return 1;
 }
 
-/* A fresh load with `flags`, then two invokes: the time of each (seconds);
- * 0 on failure. */
-static int load_and_invoke(const char *path, uint32_t flags, void **bufs, double *load, double *first,
-                           double *second);
+/* A fresh load with `flags`, a VM, then two invokes: the time of each
+ * (seconds); 0 on failure. */
+static int load_and_invoke(const char *path, uint32_t flags, void **bufs, double *load, double *create,
+                           double *first, double *second);
 
 static double now(void) {
   struct timespec ts;
@@ -126,18 +130,19 @@ int main(int argc, char **argv) {
   /* Load and first invokes, both ways, alternating so that a noisy
    * neighbour hits both alike. */
   void *bufs[16] = {0};
-  double *tl[2], *tf[2], *ts[2];
+  double *tl[2], *tc[2], *tf[2], *ts[2];
   int invoked = 1;
   for (int mode = 0; mode < 2; mode++) {
     tl[mode] = malloc(sizeof(double) * (size_t)runs);
+    tc[mode] = malloc(sizeof(double) * (size_t)runs);
     tf[mode] = malloc(sizeof(double) * (size_t)runs);
     ts[mode] = malloc(sizeof(double) * (size_t)runs);
-    if (!tl[mode] || !tf[mode] || !ts[mode]) return 1;
+    if (!tl[mode] || !tc[mode] || !tf[mode] || !ts[mode]) return 1;
   }
   for (int i = 0; i < runs && invoked; i++)
     for (int mode = 0; mode < 2 && invoked; mode++)
-      invoked = load_and_invoke(argv[1], mode ? NIMBLE_LOAD_VERIFY_ALL : 0, bufs, &tl[mode][i], &tf[mode][i],
-                                &ts[mode][i]);
+      invoked = load_and_invoke(argv[1], mode ? NIMBLE_LOAD_VERIFY_ALL : 0, bufs, &tl[mode][i], &tc[mode][i],
+                                &tf[mode][i], &ts[mode][i]);
 
   for (int i = 0; i < runs; i++) {
     double t0 = now();
@@ -158,8 +163,8 @@ int main(int argc, char **argv) {
    * (a list with the table's digest) or the chunks up to the end of the
    * table (chunk 0 at least; a list without it). Read from the documented
    * layout. */
-  const uint8_t *eager[16];
-  size_t eager_size[16], ne = 0, eager_bytes = 0;
+  const uint8_t *eager[16], *kernels = NULL;
+  size_t eager_size[16], ne = 0, eager_bytes = 0, kernels_size = 0;
   uint32_t count = *(const uint32_t *)(map + 12);
   int has_list = 0, has_table = 0;
   for (uint32_t i = 0; i < count && i < 16; i++)
@@ -179,6 +184,11 @@ int main(int argc, char **argv) {
       if (len == 0) len = NIMBLE_PART_CHUNK_SIZE;
       if (len > *(const uint64_t *)(e + 16) - 32) len = *(const uint64_t *)(e + 16) - 32;
     }
+    if (kind == NIMBLE_PART_KERNELS_CPU) {
+      kernels = map + off;
+      kernels_size = (size_t)len - 32;
+      continue;
+    }
     eager[ne] = map + off;
     eager_size[ne++] = (size_t)len;
     eager_bytes += (size_t)len;
@@ -189,6 +199,12 @@ int main(int argc, char **argv) {
     t[i] = now() - t0;
   }
   double eager_hash = median(t, runs);
+  for (int i = 0; i < runs; i++) {
+    double t0 = now();
+    if (kernels) nimble_part_digest(kernels, kernels_size, digest);
+    t[i] = now() - t0;
+  }
+  double kernels_hash = median(t, runs);
 
   cpu_set_t mine, one;
   sched_getaffinity(0, sizeof mine, &mine);
@@ -213,20 +229,27 @@ int main(int argc, char **argv) {
   printf("  part digest, %d threads     %8.2f ms (%.0f%% of the verify-all load)\n", cpus < 8 ? cpus : 8, all,
          100.0 * all / load);
   printf("  load, no check (estimate)  %8.2f ms (verify-all load minus the digest)\n", load - all);
-  printf("  hashed by a default load   %8.2f ms (%.1f MB; %.0f%% of the default load: every part but the "
-         "constants, %s)\n",
+  printf("  hashed by a default load   %8.2f ms (%.2f MB; %.0f%% of the default load: every part but the "
+         "cpu kernels and the constants, %s)\n",
          eager_hash, (double)eager_bytes / 1e6, 100.0 * eager_hash / load_mode[0],
          !has_list    ? "and the constants whole"
          : has_table ? "and the constants' table alone"
                      : "and the constants' chunks to their table's end");
   printf("  load, no check (estimate)  %8.2f ms (default load minus what it hashes)\n", load_mode[0] - eager_hash);
+  printf("  hashed by the first VM     %8.2f ms (%.2f MB: the cpu kernels, checked before they are mapped)\n",
+         kernels_hash, (double)kernels_size / 1e6);
   printf("  part digest, 1 thread      %8.2f ms\n", single);
   printf("  reading every page         %8.2f ms\n", touch);
   if (invoked)
     for (int mode = 1; mode >= 0; mode--) {
-      double l = median(tl[mode], runs), f = median(tf[mode], runs), s2 = median(ts[mode], runs);
-      printf("  %s: load %.2f + first invoke %.2f ms (second invoke %.2f ms)\n",
-             mode ? "verify all" : "default   ", l, f, s2);
+      double l = median(tl[mode], runs), c = median(tc[mode], runs), f = median(tf[mode], runs),
+             s2 = median(ts[mode], runs);
+      printf("  %s: load %.2f + first VM %.2f + first invoke %.2f ms (second invoke %.2f ms)\n",
+             mode ? "verify all" : "default   ", l, c, f, s2);
+      if (!mode)
+        printf("  default hashing before the first output: %.2f of %.2f ms (%.1f%%; %.0f%% of load + first VM)\n",
+               eager_hash + kernels_hash, l + c + f, 100.0 * (eager_hash + kernels_hash) / (l + c + f),
+               100.0 * (eager_hash + kernels_hash) / (l + c));
     }
   else
     printf("  (entry 0 could not be invoked on zero inputs: no invoke times)\n");
@@ -235,14 +258,16 @@ int main(int argc, char **argv) {
   return 0;
 }
 
-static int load_and_invoke(const char *path, uint32_t flags, void **bufs, double *load, double *first,
-                           double *second) {
+static int load_and_invoke(const char *path, uint32_t flags, void **bufs, double *load, double *create,
+                           double *first, double *second) {
   nimble_executable *exe = NULL;
   nimble_vm *vm = NULL;
   double t0 = now();
   nimble_status_t s = nimble_executable_load_file_flags(path, flags, &exe);
   *load = now() - t0;
+  t0 = now();
   if (!s) s = nimble_vm_create(exe, NULL, &vm);
+  *create = now() - t0;
   const nimble_entry_info_t *e = s ? NULL : nimble_executable_entry_at(exe, 0);
   int ok = !s && e && set_zero_inputs(exe, vm, bufs);
   if (ok) {

@@ -410,12 +410,11 @@ START_TEST(test_nimble_run_exits_1_naming_the_section_for_a_flipped_weight_byte)
 }
 END_TEST
 
-START_TEST(test_a_flipped_byte_in_the_chunk_list_metadata_or_kernels_is_refused_at_load) {
-  size_t size, lsize, msize, ksize;
+START_TEST(test_a_flipped_byte_in_the_chunk_list_or_metadata_is_refused_at_load) {
+  size_t size, lsize, msize;
   uint8_t *img = read_all(path_of("big.nimble"), &size);
   size_t loff = section_of(img, NIMBLE_PART_CHUNK_DIGESTS, &lsize);
   size_t moff = section_of(img, NIMBLE_PART_METADATA, &msize);
-  size_t koff = section_of(img, NIMBLE_PART_KERNELS_CPU, &ksize);
   struct {
     size_t pos;
     const char *name;
@@ -423,8 +422,7 @@ START_TEST(test_a_flipped_byte_in_the_chunk_list_metadata_or_kernels_is_refused_
   } cases[] = {{loff + 32 + 32 * 3 + 5, "chunk digests", loff, lsize}, /* chunk 3's digest */
                {loff + lsize - 1, "chunk digests", loff, lsize},        /* its own digest */
                {loff + 24, "chunk digests", loff, lsize},               /* the count */
-               {moff + msize / 2, "metadata", moff, msize},
-               {koff + ksize / 2, "cpu kernels", koff, ksize}};
+               {moff + msize / 2, "metadata", moff, msize}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     img[cases[i].pos] ^= 0x08;
     char want[200];
@@ -459,6 +457,65 @@ START_TEST(test_a_flipped_byte_in_the_chunk_list_metadata_or_kernels_is_refused_
   NIMBLE_ASSERT_OK(nimble_vm_set_input(vm, "main", 0, &tx));
   NIMBLE_ASSERT_OK(nimble_vm_invoke(vm, "main"));
   nimble_vm_destroy(vm);
+  nimble_executable_release(exe);
+  free(img);
+}
+END_TEST
+
+/* The CPU kernels of a default (borrowed or mapped) load are checked and
+ * mapped for the first VM: a flipped kernel byte loads, and every VM
+ * creation is refused naming the section, before any kernel byte is
+ * mapped; --verify-all (NIMBLE_LOAD_VERIFY_ALL) refuses the load. */
+START_TEST(test_a_flipped_kernel_byte_is_refused_before_the_first_vm_maps_the_kernels) {
+  size_t size, ksize;
+  uint8_t *img = read_all(path_of("big.nimble"), &size);
+  size_t koff = section_of(img, NIMBLE_PART_KERNELS_CPU, &ksize);
+  ck_assert_uint_gt(koff, 0);
+  size_t at[] = {koff + 64 + 3, koff + ksize / 2, koff + ksize - 33, koff + ksize - 1};
+  for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
+    img[at[i]] ^= 0x20;
+    char want[200];
+    snprintf(want, sizeof want, "cpu kernels section (offset %zu, %zu bytes): digest mismatch", koff, ksize);
+    nimble_executable *exe = NULL;
+    NIMBLE_ASSERT_OK(nimble_executable_load_memory(img, size, NIMBLE_LOAD_BORROW, &exe));
+    nimble_vm *vm = NULL;
+    for (int again = 0; again < 2; again++) /* refused every time, not once */
+      NIMBLE_ASSERT_ERROR(nimble_vm_create(exe, NULL, &vm), NIMBLE_DATA_LOSS, want);
+    ck_assert_ptr_null(vm);
+    nimble_executable_release(exe);
+    NIMBLE_ASSERT_ERROR(nimble_executable_load_memory(img, size, NIMBLE_LOAD_BORROW | NIMBLE_LOAD_VERIFY_ALL, &exe),
+                        NIMBLE_DATA_LOSS, want);
+    /* A copied load (no BORROW) checks everything at load. */
+    NIMBLE_ASSERT_ERROR(nimble_executable_load_memory(img, size, 0, &exe), NIMBLE_DATA_LOSS, want);
+    img[at[i]] ^= 0x20;
+  }
+  /* Restored, the same borrowed load runs and computes the values. */
+  nimble_executable *exe = NULL;
+  NIMBLE_ASSERT_OK(nimble_executable_load_memory(img, size, NIMBLE_LOAD_BORROW, &exe));
+  NIMBLE_ASSERT_OK(invoke_checked(exe));
+  NIMBLE_ASSERT_OK(invoke_checked(exe)); /* the second VM finds them mapped */
+  nimble_executable_release(exe);
+  /* nimble-run: exit 1 naming the file and the section, no output, with
+   * and without --verify-all. */
+  img[koff + ksize / 3] ^= 0x01;
+  write_all(path_of("badk.nimble"), img, size);
+  char out[4096], want[300];
+  snprintf(want, sizeof want, "cpu kernels section (offset %zu, %zu bytes): digest mismatch", koff, ksize);
+  for (int verify_all = 0; verify_all < 2; verify_all++) {
+    unlink(path_of("y.npy"));
+    int rc = sh(out, sizeof out, "'" NIMBLE_RUN_PATH "' '%s' --input x='%s' --output output0='%s' %s",
+                path_of("badk.nimble"), path_of("x.npy"), path_of("y.npy"), verify_all ? "--verify-all" : "");
+    ck_assert_msg(rc == 1, "exit %d (want 1): %s", rc, out);
+    ck_assert_msg(strstr(out, want) != NULL, "'%s' lacks '%s'", out, want);
+    ck_assert_msg(strstr(out, path_of("badk.nimble")) != NULL, "'%s' does not name the file", out);
+    ck_assert_msg(access(path_of("y.npy"), F_OK) != 0, "an output was written");
+  }
+  /* The file loads through the C API (its kernels wait) and its first VM
+   * is refused. */
+  NIMBLE_ASSERT_OK(nimble_executable_load_file(path_of("badk.nimble"), &exe));
+  nimble_vm *vm = NULL;
+  NIMBLE_ASSERT_ERROR(nimble_vm_create(exe, NULL, &vm), NIMBLE_DATA_LOSS, "its kernels, checked for the first VM: " 
+                      "cpu kernels section");
   nimble_executable_release(exe);
   free(img);
 }
@@ -613,7 +670,8 @@ int main(void) {
   tcase_add_test(tc, test_the_deferred_load_computes_the_hand_computed_values);
   tcase_add_test(tc, test_a_flipped_weight_byte_fails_the_invoke_naming_the_chunk_and_verify_all_refuses_the_load);
   tcase_add_test(tc, test_nimble_run_exits_1_naming_the_section_for_a_flipped_weight_byte);
-  tcase_add_test(tc, test_a_flipped_byte_in_the_chunk_list_metadata_or_kernels_is_refused_at_load);
+  tcase_add_test(tc, test_a_flipped_byte_in_the_chunk_list_or_metadata_is_refused_at_load);
+  tcase_add_test(tc, test_a_flipped_kernel_byte_is_refused_before_the_first_vm_maps_the_kernels);
   tcase_add_test(tc, test_a_flipped_byte_in_the_constants_table_is_refused_at_load);
   tcase_add_test(tc, test_a_table_changed_with_its_digest_fails_before_any_constant_is_used);
   tcase_add_test(tc, test_a_list_without_the_table_digest_still_loads_and_verifies_chunk_0_at_load);

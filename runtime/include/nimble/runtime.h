@@ -69,14 +69,17 @@ enum {
    * inspected (signature, metadata) but not run; nimble_vm_create refuses
    * it. For tools that only read, and for fuzzing the loader. */
   NIMBLE_LOAD_NO_KERNELS = 1u << 1,
-  /* Verify every byte at load, the constants' data area included. Without
-   * it, an executable whose constants come with their chunk digests (the
-   * compiler writes them for constants of 1 MiB and more) and stay in
-   * place (a mapped file, or BORROW) has its weights verified on first use,
+  /* Verify every byte and map the kernels at load. Without it, an
+   * executable whose bytes stay in place (a mapped file, or BORROW) has
+   * its weights, when they come with their chunk digests (the compiler
+   * writes them for constants of 1 MiB and more), verified on first use,
    * 1 MiB chunk by chunk: a corrupted weight then fails the invoke that
-   * first loads it with NIMBLE_DATA_LOSS instead of the load. Everything
-   * else (headers, metadata, bytecode, kernels, the constants' table) is
-   * verified at load either way (docs/executable.md, "Chunk digests"). */
+   * first loads it with NIMBLE_DATA_LOSS instead of the load; and its CPU
+   * kernel library verified and mapped by the first nimble_vm_create, which
+   * then fails with NIMBLE_DATA_LOSS for a corrupted one. Everything else
+   * (headers, metadata, bytecode, the constants' table, the signature) is
+   * verified at load either way (docs/executable.md, "Chunk digests" and
+   * "Kernels on first VM"). */
   NIMBLE_LOAD_VERIFY_ALL = 1u << 2,
 };
 
@@ -86,10 +89,12 @@ enum {
  * corrupted or modified file is NIMBLE_DATA_LOSS naming the section, its
  * offset and size: docs/executable.md "Integrity"), then field by field; a
  * bad file gives an error naming the problem and its offset. The loads
- * below check the same, parts included. The one exception is the weights
- * of a file with chunk digests, verified on their first use unless
- * NIMBLE_LOAD_VERIFY_ALL is given (above): a corrupted weight there loads,
- * and the first invoke that uses it fails with NIMBLE_DATA_LOSS. */
+ * below check the same, parts included. The exceptions, unless
+ * NIMBLE_LOAD_VERIFY_ALL is given (above): the weights of a file with
+ * chunk digests, verified on their first use (a corrupted weight loads,
+ * and the first invoke that uses it fails with NIMBLE_DATA_LOSS), and the
+ * CPU kernels, verified and mapped by the first nimble_vm_create (which
+ * fails for a corrupted library). Nothing runs on an unverified byte. */
 NIMBLE_API nimble_status_t nimble_executable_load_file(const char *path, nimble_executable **out);
 
 /* The same with load flags (NIMBLE_LOAD_NO_KERNELS, NIMBLE_LOAD_VERIFY_ALL;
@@ -199,7 +204,10 @@ typedef struct nimble_vm_options_t {
 NIMBLE_API void nimble_vm_options_init(nimble_vm_options_t *options);
 
 /* Creates a VM over `exe` (retained by the VM). `options` may be NULL for
- * defaults. Caller destroys *out. */
+ * defaults. Caller destroys *out. The first VM of an executable loaded in
+ * place without NIMBLE_LOAD_VERIFY_ALL verifies and maps its CPU kernels
+ * (once; concurrent creations wait for it): a corrupted kernel library
+ * fails every creation with NIMBLE_DATA_LOSS naming the section. */
 NIMBLE_API nimble_status_t nimble_vm_create(nimble_executable *exe, const nimble_vm_options_t *options,
                                             nimble_vm **out);
 

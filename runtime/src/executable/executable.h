@@ -3,6 +3,7 @@
 #ifndef NIMBLE_RUNTIME_EXECUTABLE_H
 #define NIMBLE_RUNTIME_EXECUTABLE_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -86,6 +87,20 @@ typedef struct nimble_kernel_library_t {
   void *handle; /* dlopen handle; NULL when absent */
 } nimble_kernel_library_t;
 
+/* The CPU kernel part of a default load from bytes that stay put (a
+ * mapped file, BORROW): its digest is checked and the library mapped when
+ * the first VM is created, not at load (docs/executable.md, "Kernels on
+ * first VM"). Until `ready` is set, under `mu`, no kernel pointer is
+ * resolved; once it is, `part` is no longer read. */
+typedef struct nimble_kernels_lazy_t {
+  const uint8_t *part; /* the borrowed part, its digest included */
+  size_t size;
+  size_t base;         /* offset in its file, for messages */
+  int in_file;         /* "section" or "part" in messages */
+  pthread_mutex_t mu;
+  atomic_int ready;    /* 1 once checked, mapped and resolved */
+} nimble_kernels_lazy_t;
+
 /* The kernels of a device other than the CPU, loaded by the device. */
 typedef struct nimble_device_kernels_t {
   const struct nimble_device_t *dev; /* NULL when absent */
@@ -100,6 +115,7 @@ struct nimble_executable {
   nimble_bytecode_t code;
   nimble_constants_t consts;
   nimble_kernel_library_t cpu_kernels;
+  nimble_kernels_lazy_t *lazy_kernels; /* NULL: mapped at load (or none) */
   nimble_device_kernels_t device_kernels; /* empty without kernels on another device */
   int kernels_loaded; /* 0 under NIMBLE_LOAD_NO_KERNELS */
   void *mapping; /* the mapped file, when loaded from one */
@@ -157,6 +173,16 @@ nimble_status_t nimble_kernel_library_load_cpu(const uint8_t *data, size_t size,
                                                nimble_kernel_library_t *lib,
                                                nimble_bytecode_t *code);
 void nimble_kernel_library_unload(nimble_kernel_library_t *lib);
+
+/* The CPU kernels ready to run: for an executable whose kernels wait for
+ * their first VM, checks the part's digest, maps the library and resolves
+ * every kernel, once (the first caller does it under the lock; a failure
+ * is returned to every caller until one succeeds). Otherwise nothing. */
+nimble_status_t nimble_executable_kernels_ready(nimble_executable *exe);
+
+static inline int nimble_executable_kernels_pending(const nimble_executable *exe) {
+  return exe->lazy_kernels && !atomic_load_explicit(&exe->lazy_kernels->ready, memory_order_acquire);
+}
 
 /* Loads the kernel part of device `type` (a CUDA part: PTX, or a cubin)
  * through that device's table and resolves every kernel of `code` on it.

@@ -36,6 +36,10 @@ typedef struct load_check {
 } load_check;
 
 static void executable_free(nimble_executable *exe) {
+  if (exe->lazy_kernels) {
+    pthread_mutex_destroy(&exe->lazy_kernels->mu);
+    free(exe->lazy_kernels);
+  }
   nimble_constants_deinit(&exe->consts);
   nimble_bytecode_deinit(&exe->code);
   nimble_metadata_deinit(&exe->meta);
@@ -224,9 +228,12 @@ static nimble_status_t check_chunk_digests(part_view *parts, int defer, nimble_c
  * part's structure and runs the caller's verifier. Nothing of a part is
  * parsed before its digest has checked out, except the constants' data
  * area when `defer` and the chunk digests allow: *lazy (owned by the
- * caller) then verifies it on first use. */
+ * caller) then verifies it on first use; and the CPU kernels when
+ * `defer_kernels`: their part is left whole and unread for the first VM
+ * (nimble_executable_kernels_ready). */
 static nimble_status_t check_integrity(part_view *parts, const load_check *check, int defer,
-                                       nimble_constants_lazy_t **lazy, uint8_t digest[32]) {
+                                       int defer_kernels, nimble_constants_lazy_t **lazy,
+                                       uint8_t digest[32]) {
   nimble_part_kind_t kinds[NUM_KINDS];
   const uint8_t *datas[NUM_KINDS];
   size_t sizes[NUM_KINDS], n = 0;
@@ -240,6 +247,16 @@ static nimble_status_t check_integrity(part_view *parts, const load_check *check
     if (!p->present || k == NIMBLE_PART_CHUNK_DIGESTS) continue;
     char what[48];
     part_what(p, (nimble_part_kind_t)k, what, sizeof what);
+    if (k == NIMBLE_PART_KERNELS_CPU && defer_kernels) {
+      /* Its digest still names it in the executable digest below; the
+       * bytes are hashed before the library is mapped. */
+      if (p->size < NIMBLE_PART_HEADER_SIZE + NIMBLE_PART_DIGEST_SIZE)
+        return nimble_part_digest_check(p->data, p->size, p->base, what); /* its "truncated" */
+      kinds[n] = (nimble_part_kind_t)k;
+      datas[n] = p->data;
+      sizes[n++] = p->size;
+      continue;
+    }
     if (!(k == NIMBLE_PART_CONSTANTS && *lazy)) {
       NIMBLE_RETURN_IF_ERROR(nimble_part_digest_check(p->data, p->size, p->base, what));
     }
@@ -297,8 +314,10 @@ static nimble_status_t load_from_views(part_view *parts, uint32_t flags, void *m
   /* The constants' data area may wait for first use only where the bytes
    * stay put (a mapping, a borrowed buffer) and the caller allows it. */
   int defer = (flags & NIMBLE_LOAD_BORROW) && !(flags & NIMBLE_LOAD_VERIFY_ALL);
+  /* So may the CPU kernels, to the first VM, when there will be one. */
+  int defer_kernels = defer && !(flags & NIMBLE_LOAD_NO_KERNELS) && parts[NIMBLE_PART_KERNELS_CPU].present;
   nimble_constants_lazy_t *lazy = NULL;
-  nimble_status_t is = check_integrity(parts, check, defer, &lazy, digest);
+  nimble_status_t is = check_integrity(parts, check, defer, defer_kernels, &lazy, digest);
   if (is) {
     nimble_constants_lazy_free(lazy);
     if (mapping) munmap(mapping, mapping_size);
@@ -338,16 +357,31 @@ static nimble_status_t load_from_views(part_view *parts, uint32_t flags, void *m
   }
   nimble_constants_lazy_free(lazy);
   if (!s) s = cross_check(exe, parts);
-  /* Kernel parts are checked even when not loaded. */
+  /* Kernel parts are checked even when not loaded (deferred CPU kernels
+   * when the first VM maps them). */
   for (int k = NIMBLE_PART_KERNELS_CPU; !s && k <= NIMBLE_PART_KERNELS_CUDA; k++) {
     const uint8_t *blob;
     size_t blob_size;
-    if (parts[k].present)
+    if (parts[k].present && !(k == NIMBLE_PART_KERNELS_CPU && defer_kernels))
       s = nimble_kernel_part_parse(parts[k].data, parts[k].size, parts[k].base, (nimble_part_kind_t)k,
                                    &blob, &blob_size);
   }
   exe->kernels_loaded = !(flags & NIMBLE_LOAD_NO_KERNELS);
-  if (!s && parts[NIMBLE_PART_KERNELS_CPU].present && exe->kernels_loaded) {
+  if (!s && defer_kernels) {
+    nimble_kernels_lazy_t *l = calloc(1, sizeof *l);
+    if (!l) {
+      s = NIMBLE_OOM();
+    } else {
+      p = &parts[NIMBLE_PART_KERNELS_CPU];
+      l->part = p->data;
+      l->size = p->size;
+      l->base = p->base;
+      l->in_file = p->in_file;
+      pthread_mutex_init(&l->mu, NULL);
+      atomic_init(&l->ready, 0);
+      exe->lazy_kernels = l;
+    }
+  } else if (!s && parts[NIMBLE_PART_KERNELS_CPU].present && exe->kernels_loaded) {
     p = &parts[NIMBLE_PART_KERNELS_CPU];
     s = nimble_kernel_library_load_cpu(p->data, p->size, p->base, &exe->cpu_kernels, &exe->code);
   }
@@ -372,6 +406,30 @@ static nimble_status_t load_from_views(part_view *parts, uint32_t flags, void *m
   }
   *out = exe;
   return nimble_ok();
+}
+
+nimble_status_t nimble_executable_kernels_ready(nimble_executable *exe) {
+  nimble_kernels_lazy_t *l = exe->lazy_kernels;
+  if (!nimble_executable_kernels_pending(exe)) return nimble_ok();
+  pthread_mutex_lock(&l->mu);
+  nimble_status_t s = nimble_ok();
+  if (!atomic_load_explicit(&l->ready, memory_order_relaxed)) {
+    char what[48];
+    snprintf(what, sizeof what, "%s %s", nimble_part_name(NIMBLE_PART_KERNELS_CPU),
+             l->in_file ? "section" : "part");
+    s = nimble_part_digest_check(l->part, l->size, l->base, what);
+    if (!s)
+      s = nimble_kernel_library_load_cpu(l->part, l->size - NIMBLE_PART_DIGEST_SIZE, l->base, &exe->cpu_kernels,
+                                         &exe->code);
+    if (s) {
+      nimble_kernel_library_unload(&exe->cpu_kernels);
+      s = nimble_status_annotate(s, "its kernels, checked for the first VM");
+    } else {
+      atomic_store_explicit(&l->ready, 1, memory_order_release);
+    }
+  }
+  pthread_mutex_unlock(&l->mu);
+  return s;
 }
 
 /* Parses the container of a `.nimble` image into part views. */

@@ -27,6 +27,9 @@ nimble_status_t nimble_vm_create(nimble_executable *exe, const nimble_vm_options
     return nimble_status_make(NIMBLE_FAILED_PRECONDITION,
                               "vm_create: the executable was loaded without its kernels "
                               "(NIMBLE_LOAD_NO_KERNELS) and cannot run");
+  /* A default load from a mapped file leaves the kernels' check and
+   * mapping to the first VM. */
+  NIMBLE_RETURN_IF_ERROR(nimble_executable_kernels_ready(exe));
   nimble_vm *vm = calloc(1, sizeof *vm);
   if (!vm) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory creating a VM");
   nimble_vm_options_init(&vm->opts);
