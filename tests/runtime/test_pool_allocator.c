@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "device/device_registry.h"
 #include "rt_test_util.h"
@@ -119,13 +120,23 @@ START_TEST(test_large_cpu_blocks_are_aligned_and_marked_for_huge_pages) {
   ck_assert_uint_eq((uintptr_t)big % (2u << 20), 0);
   ck_assert_uint_eq((uintptr_t)small % 64, 0);
   memset(big, 1, (3u << 20) + 100); /* every byte is the caller's */
+  /* A control: a mapping of our own, advised the same way, shows whether
+   * this environment reports the advice at all (qemu-user, which runs the
+   * aarch64 suites, accepts madvise and ignores it). */
   char mode = thp_mode();
+  size_t csize = 4u << 20;
+  void *control = mmap(NULL, csize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ck_assert(control != MAP_FAILED);
+  void *aligned = (void *)(((uintptr_t)control + (2u << 20) - 1) & ~(uintptr_t)((2u << 20) - 1));
+  int reported = madvise(aligned, 2u << 20, MADV_HUGEPAGE) == 0 && thp_eligible(aligned) == 1;
   int eligible = thp_eligible(big);
-  if (mode == 'm' || mode == 'a') {
+  if ((mode == 'm' || mode == 'a') && reported) {
     ck_assert_msg(eligible == 1, "THP '%c': a 3 MiB block's mapping has THPeligible %d", mode, eligible);
   } else {
-    fprintf(stderr, "THP mode '%c' here: the huge-page advice is not checked\n", mode ? mode : '?');
+    fprintf(stderr, "THP mode '%c', advice %s here: the huge-page advice is not checked\n", mode ? mode : '?',
+            reported ? "reported" : "not reported");
   }
+  munmap(control, csize);
   cpu->free(cpu, big);
   cpu->free(cpu, small);
 }
