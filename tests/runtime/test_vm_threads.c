@@ -11,6 +11,17 @@ enum { THREADS = 8, ROUNDS = 150, N = 8192 };
 
 static float weights[N];
 
+/* b serialized into 64-byte aligned memory (*size bytes, the caller frees
+ * it), so that a borrowed load uses its constants in place. */
+static void *serialize_aligned(nimble_executable_builder *b, size_t *size) {
+  void *data;
+  NIMBLE_ASSERT_OK(nimble_builder_serialize(b, &data, size));
+  void *aligned = aligned_alloc(64, (*size + 63) / 64 * 64);
+  memcpy(aligned, data, *size);
+  free(data);
+  return aligned;
+}
+
 /* Entries: fact(n) (recursion) and addw(x: f32[8192]) = x + w, w a constant
  * shared by all VMs, added by a kernel that uses parallel_for. With `image`
  * the executable is loaded borrowed from *image (64-byte aligned, freed by
@@ -50,12 +61,8 @@ static nimble_executable *build_shared_from(void **image) {
   rt_info_free(&out);
   nimble_executable *exe = NULL;
   if (image) {
-    void *data;
     size_t size;
-    NIMBLE_ASSERT_OK(nimble_builder_serialize(b, &data, &size));
-    *image = aligned_alloc(64, (size + 63) / 64 * 64);
-    memcpy(*image, data, size);
-    free(data);
+    *image = serialize_aligned(b, &size);
     NIMBLE_ASSERT_OK(nimble_executable_load_memory(*image, size, NIMBLE_LOAD_BORROW, &exe));
   } else {
     exe = rt_load(b);
@@ -246,12 +253,8 @@ static void *big_image(size_t *size) {
   nimble_tensor_info_t out = rt_info("y", RT_F32, 1, sn, NULL);
   NIMBLE_ASSERT_OK(nimble_builder_add_entry(b, "big", g, NULL, 0, &out, 1));
   rt_info_free(&out);
-  void *data;
-  NIMBLE_ASSERT_OK(nimble_builder_serialize(b, &data, size));
+  void *aligned = serialize_aligned(b, size); /* used in place */
   nimble_builder_destroy(b);
-  void *aligned = aligned_alloc(64, (*size + 63) / 64 * 64); /* used in place */
-  memcpy(aligned, data, *size);
-  free(data);
   return aligned;
 }
 

@@ -26,6 +26,9 @@
 
 enum { ROWS = 2, K = 1024, M = 1024, MIB = 1 << 20 };
 
+/* nimble-run MODEL with x from X, output 0 to Y, and one more option. */
+#define RUN_CMD "'" NIMBLE_RUN_PATH "' '%s' --input x='%s' --output output0='%s' %s"
+
 static char g_dir[256];
 static float g_x[ROWS * K], g_want[ROWS * M];
 
@@ -383,10 +386,9 @@ START_TEST(test_nimble_run_exits_1_naming_the_section_for_a_flipped_weight_byte)
   uint8_t *img = read_all(path_of("big.nimble"), &size);
   weight_positions(img, pos);
   char out[8192];
-  const char *run = "'" NIMBLE_RUN_PATH "' '%s' --input x='%s' --output output0='%s' %s";
   unlink(path_of("y.npy"));
-  ck_assert_msg(sh(out, sizeof out, run, path_of("big.nimble"), path_of("x.npy"), path_of("y.npy"), "") == 0, "%s",
-                out);
+  ck_assert_msg(sh(out, sizeof out, RUN_CMD, path_of("big.nimble"), path_of("x.npy"), path_of("y.npy"), "") == 0,
+                "%s", out);
   size_t ny;
   uint8_t *y = read_all(path_of("y.npy"), &ny);
   ck_assert_uint_ge(ny, sizeof g_want);
@@ -398,7 +400,7 @@ START_TEST(test_nimble_run_exits_1_naming_the_section_for_a_flipped_weight_byte)
   chunk_message(img, pos[2], want, sizeof want);
   for (int verify_all = 0; verify_all < 2; verify_all++) {
     unlink(path_of("y.npy"));
-    int rc = sh(out, sizeof out, run, path_of("bad.nimble"), path_of("x.npy"), path_of("y.npy"),
+    int rc = sh(out, sizeof out, RUN_CMD, path_of("bad.nimble"), path_of("x.npy"), path_of("y.npy"),
                 verify_all ? "--verify-all" : "");
     ck_assert_msg(rc == 1, "exit %d (want 1): %s", rc, out);
     ck_assert_msg(strstr(out, verify_all ? "constants section (offset" : want) != NULL, "'%s' lacks '%s'", out,
@@ -503,8 +505,8 @@ START_TEST(test_a_flipped_kernel_byte_is_refused_before_the_first_vm_maps_the_ke
   snprintf(want, sizeof want, "cpu kernels section (offset %zu, %zu bytes): digest mismatch", koff, ksize);
   for (int verify_all = 0; verify_all < 2; verify_all++) {
     unlink(path_of("y.npy"));
-    int rc = sh(out, sizeof out, "'" NIMBLE_RUN_PATH "' '%s' --input x='%s' --output output0='%s' %s",
-                path_of("badk.nimble"), path_of("x.npy"), path_of("y.npy"), verify_all ? "--verify-all" : "");
+    int rc = sh(out, sizeof out, RUN_CMD, path_of("badk.nimble"), path_of("x.npy"), path_of("y.npy"),
+                verify_all ? "--verify-all" : "");
     ck_assert_msg(rc == 1, "exit %d (want 1): %s", rc, out);
     ck_assert_msg(strstr(out, want) != NULL, "'%s' lacks '%s'", out, want);
     ck_assert_msg(strstr(out, path_of("badk.nimble")) != NULL, "'%s' does not name the file", out);

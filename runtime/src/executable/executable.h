@@ -180,10 +180,6 @@ void nimble_kernel_library_unload(nimble_kernel_library_t *lib);
  * is returned to every caller until one succeeds). Otherwise nothing. */
 nimble_status_t nimble_executable_kernels_ready(nimble_executable *exe);
 
-static inline int nimble_executable_kernels_pending(const nimble_executable *exe) {
-  return exe->lazy_kernels && !atomic_load_explicit(&exe->lazy_kernels->ready, memory_order_acquire);
-}
-
 /* Loads the kernel part of device `type` (a CUDA part: PTX, or a cubin)
  * through that device's table and resolves every kernel of `code` on it.
  * A device that is not available fails with its error, e.g. without a CUDA

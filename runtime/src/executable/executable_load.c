@@ -101,8 +101,9 @@ static nimble_status_t cross_check(nimble_executable *exe, const part_view *part
   return nimble_ok();
 }
 
-static void part_what(const part_view *p, nimble_part_kind_t k, char *what, size_t n) {
-  snprintf(what, n, "%s %s", nimble_part_name(k), p->in_file ? "section" : "part");
+/* "constants section" (of a file) or "constants part" (alone), for messages. */
+static void part_what(int in_file, nimble_part_kind_t k, char *what, size_t n) {
+  snprintf(what, n, "%s %s", nimble_part_name(k), in_file ? "section" : "part");
 }
 
 /* Checks the chunk digests part (its own digest first) against the
@@ -117,7 +118,7 @@ static void part_what(const part_view *p, nimble_part_kind_t k, char *what, size
 static nimble_status_t check_chunk_digests(part_view *parts, int defer, nimble_constants_lazy_t **lazy) {
   part_view *p = &parts[NIMBLE_PART_CHUNK_DIGESTS], *c = &parts[NIMBLE_PART_CONSTANTS];
   char what[48];
-  part_what(p, NIMBLE_PART_CHUNK_DIGESTS, what, sizeof what);
+  part_what(p->in_file, NIMBLE_PART_CHUNK_DIGESTS, what, sizeof what);
   NIMBLE_RETURN_IF_ERROR(nimble_part_digest_check(p->data, p->size, p->base, what));
   nimble_reader_t r;
   nimble_reader_init(&r, p->data, p->size - NIMBLE_PART_DIGEST_SIZE, "chunk digests");
@@ -246,7 +247,7 @@ static nimble_status_t check_integrity(part_view *parts, const load_check *check
     part_view *p = &parts[k];
     if (!p->present || k == NIMBLE_PART_CHUNK_DIGESTS) continue;
     char what[48];
-    part_what(p, (nimble_part_kind_t)k, what, sizeof what);
+    part_what(p->in_file, (nimble_part_kind_t)k, what, sizeof what);
     if (k == NIMBLE_PART_KERNELS_CPU && defer_kernels) {
       /* Its digest still names it in the executable digest below; the
        * bytes are hashed before the library is mapped. */
@@ -410,13 +411,12 @@ static nimble_status_t load_from_views(part_view *parts, uint32_t flags, void *m
 
 nimble_status_t nimble_executable_kernels_ready(nimble_executable *exe) {
   nimble_kernels_lazy_t *l = exe->lazy_kernels;
-  if (!nimble_executable_kernels_pending(exe)) return nimble_ok();
+  if (!l || atomic_load_explicit(&l->ready, memory_order_acquire)) return nimble_ok();
   pthread_mutex_lock(&l->mu);
   nimble_status_t s = nimble_ok();
   if (!atomic_load_explicit(&l->ready, memory_order_relaxed)) {
     char what[48];
-    snprintf(what, sizeof what, "%s %s", nimble_part_name(NIMBLE_PART_KERNELS_CPU),
-             l->in_file ? "section" : "part");
+    part_what(l->in_file, NIMBLE_PART_KERNELS_CPU, what, sizeof what);
     s = nimble_part_digest_check(l->part, l->size, l->base, what);
     if (!s)
       s = nimble_kernel_library_load_cpu(l->part, l->size - NIMBLE_PART_DIGEST_SIZE, l->base, &exe->cpu_kernels,
