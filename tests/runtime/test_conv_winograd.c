@@ -4,8 +4,8 @@
  * pads 0 to 2 on each side (output sizes from them), 1 to 70 channels,
  * the epilogue (bias, a residual with its own leading dimension, a clamp
  * that keeps NaN), weights transformed once inside registered constants
- * (and again after their range goes), and bands of tiles on a thread
- * pool. */
+ * (and again after their range goes), and bands of tiles or parts of the
+ * output channels on a thread pool. */
 #include <check.h>
 #include <math.h>
 #include <stdint.h>
@@ -186,6 +186,38 @@ START_TEST(test_bands_on_a_thread_pool_match_the_definition) {
 }
 END_TEST
 
+/* Too few tiles for a band a thread but many output channels (squeezenet's
+ * 64 -> 256 on 13x13, 49 tiles; 250 channels on 16 tiles): tasks by
+ * output channels on pools of 2 and 3 threads, each its rows of the
+ * transformed weights' panels, with the bias, a residual and a clamp
+ * (which index by channel). */
+START_TEST(test_channel_parts_on_a_thread_pool_match_the_definition) {
+  static const wcase q[] = {{16, 13, 13, 256, 1, 1, 1, 1}, {8, 9, 7, 250, 0, 1, 1, 1}, {5, 6, 6, 300, 1, 1, 1, 1}};
+  for (uint32_t threads = 2; threads <= 3; threads++) {
+    nimble_thread_pool *pool = NULL;
+    NIMBLE_ASSERT_OK(nimble_thread_pool_create(threads, &pool));
+    nimble_thread_pool *outer = nimble_sgemm_threads_swap(pool);
+    for (size_t i = 0; i < sizeof q / sizeof q[0]; i++) {
+      tensors t;
+      make(&q[i], 400 + (uint32_t)i, &t);
+      size_t wbytes = (size_t)(q[i].k * q[i].c * 9) * sizeof(float);
+      nimble_sgemm_epilogue_t all = {t.bias, NULL, t.res, out_h(&q[i]) * out_w(&q[i]), -0.5f, 6.0f};
+      run(&q[i], &t, &all); /* weights transformed for this call */
+      check_against_definition(&q[i], t.x, t.wt, t.y, &all, "channel parts");
+      nimble_sgemm_own_constants_add(t.wt, wbytes);
+      for (int round = 0; round < 2; round++) { /* cached weights */
+        run(&q[i], &t, &all);
+        check_against_definition(&q[i], t.x, t.wt, t.y, &all, "channel parts, constant weights");
+      }
+      nimble_sgemm_own_constants_remove(t.wt, wbytes);
+      release(&t);
+    }
+    nimble_sgemm_threads_swap(outer);
+    nimble_thread_pool_destroy(pool);
+  }
+}
+END_TEST
+
 /* No input channels: the epilogue on zeros. */
 START_TEST(test_no_input_channels_give_the_epilogue_of_zero) {
   float y[2 * 3 * 3], bias[2] = {1.5f, -2.0f};
@@ -204,6 +236,7 @@ int main(void) {
   tcase_add_test(tc, test_cases_match_the_definition_with_each_epilogue);
   tcase_add_test(tc, test_constant_weights_are_transformed_once_and_go_with_their_range);
   tcase_add_test(tc, test_bands_on_a_thread_pool_match_the_definition);
+  tcase_add_test(tc, test_channel_parts_on_a_thread_pool_match_the_definition);
   tcase_add_test(tc, test_no_input_channels_give_the_epilogue_of_zero);
   suite_add_tcase(s, tc);
   return nimble_test_run(s);

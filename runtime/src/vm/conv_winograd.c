@@ -30,6 +30,7 @@
 #include "vm/thread_pool.h"
 
 enum { XI = 16 };                    /* positions of a 4x4 block */
+enum { WINO_MAX_PARTS = 8 };         /* tasks by output channels, at most */
 #define BLOCK_FLOATS ((int64_t)393216) /* a block's V and M: 1.5 MB */
 
 /* ---- Transformed weights ----------------------------------------------------- */
@@ -185,6 +186,11 @@ typedef struct wino_call {
   int64_t vs, ms;     /* V[xi] and M[xi] apart: c * ldt, k * ldt and a line */
   int64_t blocks;     /* ceil(th / rows) */
   int64_t per_slot;   /* blocks per task */
+  /* Tasks by output channels instead (few tiles, many channels): task s
+   * computes channels [bounds[s], bounds[s + 1]) of every block; 0 parts:
+   * tasks by blocks. */
+  int64_t parts;
+  int64_t bounds[WINO_MAX_PARTS + 1];
   size_t slot_floats; /* one task's buffers */
   float *buf;         /* slot s at buf + s * slot_floats */
 } wino_call;
@@ -336,13 +342,14 @@ WINO_CLONES static void output_tiles(int64_t tiles, const float *m, int64_t ks, 
   }
 }
 
-/* y's rows [2*ty0, 2*ty1) from M, with the epilogue. yt: room for 4 *
- * ldt floats (output_tiles). */
-static void output_transform(const wino_call *q, int64_t ty0, int64_t ty1, const float *M, float *yt) {
+/* y's rows [2*ty0, 2*ty1) of channels [k0, k1) from M, with the
+ * epilogue. yt: room for 4 * ldt floats (output_tiles). */
+static void output_transform(const wino_call *q, int64_t ty0, int64_t ty1, int64_t k0, int64_t k1, const float *M,
+                             float *yt) {
   const int64_t tw = q->tw, ldt = q->ldt, ks = q->ms, plane = q->oh * q->ow, tiles = (ty1 - ty0) * tw;
   const nimble_sgemm_epilogue_t *epi = q->epi;
   float lo = epi ? epi->lo : -INFINITY, hi = epi ? epi->hi : INFINITY;
-  for (int64_t kk = 0; kk < q->k; kk++) {
+  for (int64_t kk = k0; kk < k1; kk++) {
     float bias = epi && epi->row_bias ? epi->row_bias[kk] : 0.0f;
     const float *res = epi && epi->residual ? epi->residual + kk * epi->ldr : NULL;
     output_tiles(tiles, M + kk * ldt, ks, bias, yt, ldt);
@@ -357,26 +364,53 @@ static void output_transform(const wino_call *q, int64_t ty0, int64_t ty1, const
   }
 }
 
-static void run_block(const wino_call *q, int64_t b, float *slot) {
+/* Output channels [k0, k1) of block b: rows k0.. of U's panels are a
+ * product of their own (nimble_sgemm_own_packed_a_part). */
+static void run_block(const wino_call *q, int64_t b, int64_t k0, int64_t k1, float *slot) {
   int64_t ty0 = b * q->rows, ty1 = ty0 + q->rows < q->th ? ty0 + q->rows : q->th;
   int64_t tiles = (ty1 - ty0) * q->tw;
   const wino_weights *ww = q->ww;
   float *V = slot, *M = V + XI * q->vs, *scratch = M + XI * q->ms;
   input_transform(q, ty0, ty1, V, scratch);
-  size_t kc = (size_t)(q->k * q->c);
+  size_t kc = (size_t)(q->k * q->c), at = (size_t)(k0 * q->c);
   for (int xi = 0; xi < XI; xi++)
-    (void)nimble_sgemm_own_isa_packed_a(ww->isa, q->k, tiles, q->c, ww->u + xi * kc, q->c,
-                                        ww->panels + xi * ww->psize, V + xi * q->vs, q->ldt, 0.0f,
-                                        M + xi * q->ms, q->ldt);
-  output_transform(q, ty0, ty1, M, scratch);
+    (void)nimble_sgemm_own_isa_packed_a(ww->isa, k1 - k0, tiles, q->c, ww->u + xi * kc + at, q->c,
+                                        ww->panels + xi * ww->psize + at, V + xi * q->vs, q->ldt, 0.0f,
+                                        M + xi * q->ms + k0 * q->ldt, q->ldt);
+  output_transform(q, ty0, ty1, k0, k1, M, scratch);
 }
 
 static int32_t band_task(int64_t s, int64_t n_tasks, void *closure) {
   (void)n_tasks;
   const wino_call *q = closure;
   float *slot = q->buf + s * q->slot_floats;
-  for (int64_t b = s * q->per_slot; b < (s + 1) * q->per_slot && b < q->blocks; b++) run_block(q, b, slot);
+  if (q->parts) {
+    for (int64_t b = 0; b < q->blocks; b++) run_block(q, b, q->bounds[s], q->bounds[s + 1], slot);
+    return 0;
+  }
+  for (int64_t b = s * q->per_slot; b < (s + 1) * q->per_slot && b < q->blocks; b++) run_block(q, b, 0, q->k, slot);
   return 0;
+}
+
+/* Output channels cut for T tasks at row blocks of U's panels nearest k /
+ * T apart, into q->bounds; the parts, or 0 where they would be too uneven
+ * (the largest over 0.7 k: every task transforms the whole input, and a
+ * part of 112 of 128 channels gained nothing) or the panels do not split. */
+static int64_t channel_parts(wino_call *q, int64_t T) {
+  const int64_t k = q->k, mc = nimble_sgemm_own_row_block(q->ww->isa);
+  if (T > WINO_MAX_PARTS) T = WINO_MAX_PARTS;
+  int64_t p = 0, most = 0;
+  q->bounds[0] = 0;
+  for (int64_t s = 1; s < T; s++) {
+    int64_t b = (k * s / T + mc / 2) / mc * mc;
+    if (b > q->bounds[p] && b < k) q->bounds[++p] = b;
+  }
+  q->bounds[++p] = k;
+  for (int64_t i = 0; i < p; i++) {
+    if (!nimble_sgemm_own_packed_a_part(q->ww->isa, k, q->bounds[i], q->bounds[i + 1])) return 0;
+    if (q->bounds[i + 1] - q->bounds[i] > most) most = q->bounds[i + 1] - q->bounds[i];
+  }
+  return p >= 2 && most * 10 <= k * 7 ? p : 0;
 }
 
 /* ---- The entry point ----------------------------------------------------------- */
@@ -396,15 +430,21 @@ void nimble_conv3x3_winograd(int64_t c, int64_t h, int64_t w, int64_t k, int64_t
     direct_conv(c, h, w, k, pad_t, pad_l, oh, ow, x, wt, y, epi);
     return;
   }
-  wino_call q = {c, h, w, k, pad_t, pad_l, oh, ow, x, y, epi, ww, (ow + 1) / 2, (oh + 1) / 2, 1, 0, 0, 0, 0, 0, 0, NULL};
+  wino_call q = {c, h, w, k, pad_t, pad_l, oh, ow, x, y, epi, ww, (ow + 1) / 2, (oh + 1) / 2, 1, 0, 0, 0, 0, 0};
   int64_t most = BLOCK_FLOATS / (XI * (c + k));
   q.rows = most / q.tw > 1 ? most / q.tw : 1;
   if (q.rows > q.th) q.rows = q.th;
   nimble_thread_pool *pool = nimble_sgemm_threads_pool();
   int64_t threads = pool && !nimble_thread_pool_in_task() ? (int64_t)nimble_thread_pool_size(pool) : 1;
+  int64_t pool_threads = threads;
   /* At least 64 tiles a thread: cnn's 16x16 layer (64 tiles) took 35 us
    * on one thread and 43 on two. */
   if (threads > q.th * q.tw / 64) threads = q.th * q.tw / 64 > 1 ? q.th * q.tw / 64 : 1;
+  /* Too few tiles for two threads, but channels enough: tasks by output
+   * channels, each transforming the whole input (a few microseconds) and
+   * computing its part of the products. squeezenet1_0's last expansion
+   * (64 -> 256 channels on 13x13, 49 tiles) had run on one thread. */
+  if (threads == 1 && pool_threads > 1) q.parts = channel_parts(&q, pool_threads);
   /* As many blocks as a multiple of the threads, of as even a height as
    * the tile rows allow: with 3 blocks for 2 threads, one thread had twice
    * the other's work and the second core waited most of the call. */
@@ -418,6 +458,7 @@ void nimble_conv3x3_winograd(int64_t c, int64_t h, int64_t w, int64_t k, int64_t
   int64_t slots = threads < q.blocks ? threads : q.blocks;
   q.per_slot = (q.blocks + slots - 1) / slots;
   slots = (q.blocks + q.per_slot - 1) / q.per_slot;
+  if (q.parts) slots = q.parts;
   /* One cache line between the 16 planes of V and of M: at c * ldt
    * floats apart (a multiple of 4 KB on squeezenet's layers) a tile's 16
    * values fell into one L1 set, and the transforms took longer than the
@@ -432,7 +473,7 @@ void nimble_conv3x3_winograd(int64_t c, int64_t h, int64_t w, int64_t k, int64_t
   } else if (slots > 1) {
     (void)nimble_thread_pool_run(pool, slots, band_task, &q);
   } else {
-    for (int64_t b = 0; b < q.blocks; b++) run_block(&q, b, q.buf);
+    for (int64_t b = 0; b < q.blocks; b++) run_block(&q, b, 0, k, q.buf);
   }
   weights_free(own);
 }
