@@ -419,6 +419,42 @@ START_TEST(test_matrix_vector_products_pack_a_constant_b_once) {
 }
 END_TEST
 
+/* Products of few columns against many rows, which the x86 variants
+ * compute as C^T = op(B)^T op(A)^T where that leaves less of the tiles
+ * empty, and write back transposed (a 7x7 image's 49 pixels by 320 output
+ * channels; AVX-512: 17 to 81 columns, AVX2: 9, 17, 33), every
+ * transposition, rows and columns not multiples of 8, the epilogue after
+ * the transposition, a constant A packed as a transposed B; with beta != 0
+ * they keep the direct product. */
+START_TEST(test_few_columns_computed_transposed_match_the_reference) {
+  static const int64_t shapes[][3] = {{320, 49, 96}, {45, 49, 30}, {1280, 17, 20}, {64, 33, 200},
+                                      {200, 81, 7},  {19, 9, 40},  {22, 33, 300}};
+  uint32_t seed = 900;
+  for (int t = 0; t < 4; t++)
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+      int64_t m = shapes[i][0], n = shapes[i][1], k = shapes[i][2];
+      check_case(t >> 1, t & 1, m, n, k, 3, 1.0f, 0.0f, seed++);
+      check_case(t >> 1, t & 1, m, n, k, 0, -0.5f, 0.0f, seed++);
+      check_case(t >> 1, t & 1, m, n, k, 1, 1.0f, 0.75f, seed++);
+      check_epi_case(t >> 1, t & 1, m, n, k, 1.0f, 0.0f, 0.0f, 6.0f, 7, seed++);
+      check_epi_case(t >> 1, t & 1, m, n, k, 1.0f, 0.0f, -INFINITY, INFINITY, 1, seed++);
+    }
+  char msg[512];
+  gemm_case g;
+  case_make(&g, 0, 0, 320, 49, 96, 2, 1.0f, 0.0f, seed++);
+  size_t abytes = sizeof(float) * (size_t)(g.m * g.lda);
+  nimble_sgemm_own_constants_add(g.a, abytes);
+  for (int round = 0; round < 2; round++)
+    for (int isa = NIMBLE_SGEMM_ISA_PORTABLE; isa <= NIMBLE_SGEMM_ISA_AVX512; isa++) {
+      if (!nimble_sgemm_isa_available((nimble_sgemm_isa)isa)) continue;
+      int bad = case_run(&g, (nimble_sgemm_isa)isa, msg, sizeof msg);
+      ck_assert_msg(!bad, "constant A, round %d: %s", round, msg);
+    }
+  nimble_sgemm_own_constants_remove(g.a, abytes);
+  case_free(&g);
+}
+END_TEST
+
 /* A constant A (a convolution's weights) is packed once as well, either
  * transposition, beside a constant B or not. */
 START_TEST(test_constant_a_packed_once_gives_the_same_products) {
@@ -489,6 +525,7 @@ int main(void) {
   tcase_add_test(tc, test_empty_products_only_scale_c);
   tcase_add_test(tc, test_constant_b_packed_once_gives_the_same_products_and_goes_with_its_range);
   tcase_add_test(tc, test_constant_a_packed_once_gives_the_same_products);
+  tcase_add_test(tc, test_few_columns_computed_transposed_match_the_reference);
   tcase_add_test(tc, test_matrix_vector_products_pack_a_constant_b_once);
   tcase_add_test(tc, test_threads_at_once_each_get_the_right_product);
   tcase_add_test(tc, test_epilogue_adds_the_row_bias_and_clamps_keeping_nan);

@@ -318,18 +318,11 @@ int nimble_sgemm_own_isa(nimble_sgemm_isa isa, int32_t trans_a, int32_t trans_b,
  * gemm, with nothing constant to propagate: a second caller passing
  * constants had GCC clone the micro-kernels (the runtime library 318 ->
  * 404 KB, past its limit, test_runtime_library_size). */
-static __attribute__((noinline, noclone)) int own_product(nimble_sgemm_isa isa, int32_t trans_a, int32_t trans_b,
-                                                          int64_t m, int64_t n, int64_t k, float alpha,
-                                                          const float *a, int64_t lda, const float *b, int64_t ldb,
-                                                          float beta, float *c, int64_t ldc,
-                                                          const nimble_sgemm_epi *epi, const float *given_a) {
-  if (!nimble_sgemm_isa_available(isa)) return 0;
-  if (m <= 0 || n <= 0) return 1;
-  if (k <= 0 || alpha == 0.0f) {
-    scale_c(m, n, beta, c, ldc);
-    if (epi) nimble_sgemm_apply_epi(m, n, c, ldc, epi);
-    return 1;
-  }
+static __attribute__((noinline, noclone)) void direct_product(nimble_sgemm_isa isa, int32_t trans_a, int32_t trans_b,
+                                                              int64_t m, int64_t n, int64_t k, float alpha,
+                                                              const float *a, int64_t lda, const float *b, int64_t ldb,
+                                                              float beta, float *c, int64_t ldc,
+                                                              const nimble_sgemm_epi *epi, const float *given_a) {
   size_t need;
   switch (isa) {
 #if SG_HAVE_X86
@@ -355,7 +348,7 @@ static __attribute__((noinline, noclone)) int own_product(nimble_sgemm_isa isa, 
   if (!ws) {
     plain_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     if (epi) nimble_sgemm_apply_epi(m, n, c, ldc, epi);
-    return 1;
+    return;
   }
   switch (isa) {
 #if SG_HAVE_X86
@@ -368,6 +361,54 @@ static __attribute__((noinline, noclone)) int own_product(nimble_sgemm_isa isa, 
 #endif
   default: gemm_portable(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, ws, apk, bpk, epi); break;
   }
+}
+
+/* Whether C^T = op(B)^T op(A)^T computes clearly less padding than C
+ * (10 %): few columns that leave the last column panel half empty (a 7x7
+ * image's 49 pixels: 64 computed by 32-column tiles, 50 by 14-row ones)
+ * against many rows (the output channels). Columns up to 96, so the
+ * transposed result stays small; x86 only, where the 8x8 transposes that
+ * write C back are (mobilenet_v2's 960->320 product on 7x7: 190 -> 152
+ * us before the transpose). */
+#define TRANSPOSED_MAX_FLOATS ((int64_t)1 << 20) /* C^T's buffer: 4 MB a thread at most */
+
+static int transposed_pays(nimble_sgemm_isa isa, int64_t m, int64_t n) {
+  if (n < 8 || n > 96 || m < 16) return 0;
+  switch (isa) {
+#if SG_HAVE_X86
+  case NIMBLE_SGEMM_ISA_AVX512: return tile_share_avx512(n, m) > 1.1 * tile_share_avx512(m, n);
+  case NIMBLE_SGEMM_ISA_AVX2: return tile_share_avx2(n, m) > 1.1 * tile_share_avx2(m, n);
+#endif
+  default: return 0;
+  }
+}
+
+static int own_product(nimble_sgemm_isa isa, int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k,
+                       float alpha, const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+                       int64_t ldc, const nimble_sgemm_epi *epi, const float *given_a) {
+  if (!nimble_sgemm_isa_available(isa)) return 0;
+  if (m <= 0 || n <= 0) return 1;
+  if (k <= 0 || alpha == 0.0f) {
+    scale_c(m, n, beta, c, ldc);
+    if (epi) nimble_sgemm_apply_epi(m, n, c, ldc, epi);
+    return 1;
+  }
+  /* C^T into a per-thread buffer (op(B)^T is op(B) read the other way,
+   * op(A)^T a constant A packed once as a transposed B), then written
+   * back transposed and the epilogue as a pass over C, now in cache. */
+  float *t = NULL;
+  int64_t ldt = (m + 15) / 16 * 16;
+  if (!given_a && beta == 0.0f && n * ldt <= TRANSPOSED_MAX_FLOATS && transposed_pays(isa, m, n))
+    t = nimble_thread_buffer(NIMBLE_THREAD_BUFFER_TRANSPOSED, (size_t)(n * ldt));
+  if (!t) {
+    direct_product(isa, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, epi, given_a);
+    return 1;
+  }
+  direct_product(isa, !trans_b, !trans_a, n, m, k, alpha, b, ldb, a, lda, 0.0f, t, ldt, NULL, NULL);
+#if SG_HAVE_X86
+  store_transposed_avx2(m, n, t, ldt, c, ldc); /* transposed_pays is 0 on other CPUs */
+#endif
+  if (epi) nimble_sgemm_apply_epi(m, n, c, ldc, epi);
   return 1;
 }
 

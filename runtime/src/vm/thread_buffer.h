@@ -14,6 +14,7 @@
 typedef enum nimble_thread_buffer_id {
   NIMBLE_THREAD_BUFFER_SGEMM = 0, /* the own sgemm's packing workspace */
   NIMBLE_THREAD_BUFFER_WINOGRAD,  /* a Winograd convolution's blocks */
+  NIMBLE_THREAD_BUFFER_TRANSPOSED, /* the own sgemm's product computed as C^T */
   NIMBLE_THREAD_BUFFER_COUNT,
 } nimble_thread_buffer_id;
 
