@@ -789,15 +789,24 @@ static nimble_ln_stmt *im2col_block(cp_ctx *c, const im2col_ctx *q) {
 }
 
 /* The rows of image n with their even and odd columns apart: xd[at +
- * (ci*H + ih)*2*Wh + par*Wh + j] = x[n, ci, ih, 2*j + par], Wh = ceil(W/2), rows
- * in parallel tasks. The even/odd pair of loads is one interleaved group
- * that LLVM vectorizes with two loads and shuffles. */
+ * (ci*H + ih)*2*Wh + par*Wh + j] = x[n, ci, ih, 2*j + par], Wh = ceil(W/2):
+ * every row in parallel tasks (ih_lo NULL), or rows [ih_lo, ih_lo +
+ * nrows) of every channel on the calling task (a slot's own rows). The
+ * even/odd pair of loads is one interleaved group that LLVM vectorizes
+ * with two loads and shuffles. */
 static nimble_ln_stmt *deinterleave_rows(cp_ctx *c, cp_node *x, nimble_ln_param *xd, nimble_ln_expr *at,
-                                         nimble_ln_expr *nr, nimble_ln_expr *Wh, int vw) {
+                                         nimble_ln_expr *nr, nimble_ln_expr *Wh, int vw, nimble_ln_expr *ih_lo,
+                                         nimble_ln_expr *nrows) {
   nimble_ln_expr *Ci = x->ext[1], *H = x->ext[2], *W = x->ext[3];
   nimble_ln_var *q = cp_var(c, "q", NIMBLE_LN_I64), *j = cp_var(c, "j", NIMBLE_LN_I64), *j2 = cp_var(c, "j", NIMBLE_LN_I64);
-  nimble_ln_expr *src = cp_mul(c, cp_add(c, cp_mul(c, nr, cp_mul(c, Ci, H)), ref(c, q)), W);
-  nimble_ln_expr *dst = cp_add(c, at, cp_mul(c, ref(c, q), cp_mul(c, cp_i(c, 2), Wh)));
+  /* The row q of the loop as ci*H + ih. */
+  nimble_ln_expr *row = ref(c, q);
+  if (ih_lo) {
+    nimble_ln_expr *n1 = cp_max(c, nrows, cp_i(c, 1));
+    row = cp_add(c, cp_mul(c, cp_div(c, ref(c, q), n1), H), cp_add(c, ih_lo, cp_rem(c, ref(c, q), n1)));
+  }
+  nimble_ln_expr *src = cp_mul(c, cp_add(c, cp_mul(c, nr, cp_mul(c, Ci, H)), row), W);
+  nimble_ln_expr *dst = cp_add(c, at, cp_mul(c, row, cp_mul(c, cp_i(c, 2), Wh)));
   nimble_ln_expr *two_j = cp_mul(c, ref(c, j), cp_i(c, 2));
   nimble_ln_stmt *st[2] = {
       nimble_ln_store(c->A, xd, cp_add(c, dst, ref(c, j)), cp_value_flat(c, x, cp_add(c, src, two_j))),
@@ -810,8 +819,9 @@ static nimble_ln_stmt *deinterleave_rows(cp_ctx *c, cp_node *x, nimble_ln_param 
   nimble_ln_stmt *last = nimble_ln_for(c->A, j2, cp_div(c, W, cp_i(c, 2)), Wh, NIMBLE_LN_SERIAL, 0,
                                        nimble_ln_store(c->A, xd, cp_add(c, dst, ref(c, j2)),
                                                        cp_value_flat(c, x, cp_add(c, src, cp_mul(c, ref(c, j2), cp_i(c, 2))))));
-  nimble_ln_stmt *all = cp_for(c, q, cp_mul(c, Ci, H), NIMBLE_LN_SERIAL, 0, nimble_ln_seq2(c->A, pairs, last));
-  if (c->opt.parallel && all) all = nimble_ln_chunk(c->A, all, cp_rows_per_task(c, all->end, W));
+  nimble_ln_stmt *all = cp_for(c, q, cp_mul(c, Ci, ih_lo ? nrows : H), NIMBLE_LN_SERIAL, 0,
+                               nimble_ln_seq2(c->A, pairs, last));
+  if (!ih_lo && c->opt.parallel && all) all = nimble_ln_chunk(c->A, all, cp_rows_per_task(c, all->end, W));
   return all;
 }
 
@@ -1164,7 +1174,7 @@ static nimble_ln_stmt *conv_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o, 
   nimble_ln_var *slot = cp_var(c, "slot", NIMBLE_LN_I64);
   nimble_ln_expr *col_at = cp_i(c, 0);
   nimble_ln_param *col = NULL, *xd = NULL;
-  nimble_ln_expr *Wh = NULL, *xd_at = NULL;
+  nimble_ln_expr *Wh = NULL, *xd_at = NULL, *xd_planes = NULL;
   im2col_ctx iq;
   if (!direct_b) {
     /* Stride 2 in columns (resnet's and squeezenet's first layers): the
@@ -1174,9 +1184,16 @@ static nimble_ln_stmt *conv_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o, 
     nimble_ln_expr *size = cp_mul(c, S_at_entry, cp_mul(c, K, round_up(c, cp_max(c, cp_mul(c, R_at_entry, OWr), one), 16)));
     if (slotted) col_at = cp_mul(c, ref(c, slot), cp_mul(c, K, ldcol));
     if (gr.s[1] == 2) {
+      /* Slotted, each task deinterleaves the rows its blocks read into
+       * its own copy of the planes (xd_at + slot * planes): deinterleaved
+       * once by rows in parallel tasks, the image's rows were written by
+       * one core and read by the other's im2col (mobilenet_v2's first
+       * layer at 2 threads: the copies 32 -> 82 us, no faster than at
+       * one thread). */
       Wh = cp_div(c, cp_add(c, gr.W, cp_i(c, 1)), cp_i(c, 2));
+      xd_planes = cp_mul(c, cp_mul(c, Ci, gr.H), cp_mul(c, cp_i(c, 2), Wh));
       xd_at = cp_mul(c, S, cp_mul(c, K, ldcol)); /* size, in the bound variables */
-      size = cp_add(c, size, cp_mul(c, cp_mul(c, Ci, gr.H), cp_mul(c, cp_i(c, 2), Wh)));
+      size = cp_add(c, size, cp_mul(c, slotted ? S_at_entry : one, xd_planes));
     }
     col = nimble_ln_kernel_add_scratch(c->k, "col", NIMBLE_LN_F32, size);
     if (!col) return direct;
@@ -1243,7 +1260,7 @@ static nimble_ln_stmt *conv_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o, 
     d.b_offset = col_at;
     d.ldb = ldcol;
     iq = (im2col_ctx){&gr, x, col, ldcol, K, KK, OWr, cols, nr, gr_, cg, Ci, oh0, rows, one, col_at, vw, NULL, NULL, NULL};
-    if (xd) iq.xd = xd, iq.Wh = Wh, iq.xd_at = xd_at;
+    if (xd) iq.xd = xd, iq.Wh = Wh, iq.xd_at = slotted ? cp_add(c, xd_at, cp_mul(c, ref(c, slot), xd_planes)) : xd_at;
     nimble_ln_stmt *im2col = im2col_block(c, &iq);
     per_group = nimble_ln_seq2(c->A, im2col, nimble_ln_sgemm(c->A, &d));
   }
@@ -1323,12 +1340,23 @@ static nimble_ln_stmt *conv_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o, 
     nimble_ln_stmt *one_slot = nimble_ln_let(c->A, bk, cp_add(c, first, ref(c, jv)), block);
     nimble_ln_expr *count = cp_max(c, cp_min(c, per, cp_sub(c, nblk, first)), cp_i(c, 0));
     one_slot = cp_for(c, jv, count, NIMBLE_LN_SERIAL, 0, one_slot);
+    if (xd && one_slot) {
+      /* The input rows of output rows [first*R, min((first+count)*R, OH)). */
+      nimble_ln_expr *oh_lo = cp_mul(c, first, R), *oh_hi = cp_min(c, cp_mul(c, cp_add(c, first, count), R), OHr);
+      nimble_ln_expr *ih_lo = cp_max(c, cp_sub(c, cp_mul(c, oh_lo, cp_i(c, gr.s[0])), cp_i(c, gr.p[0])), cp_i(c, 0));
+      nimble_ln_expr *ih_hi = cp_min(c, gr.H, cp_add(c, cp_sub(c, cp_mul(c, cp_sub(c, oh_hi, one), cp_i(c, gr.s[0])), cp_i(c, gr.p[0])),
+                                                     cp_add(c, cp_mul(c, cp_sub(c, gr.KH, one), cp_i(c, gr.d[0])), one)));
+      nimble_ln_expr *nrows = cp_max(c, cp_sub(c, ih_hi, ih_lo), cp_i(c, 0));
+      nimble_ln_expr *at = cp_add(c, xd_at, cp_mul(c, ref(c, slot), xd_planes));
+      one_slot = nimble_ln_seq2(c->A, deinterleave_rows(c, x, xd, at, nr, Wh, vw, ih_lo, nrows), one_slot);
+    }
     per_image = cp_for(c, slot, S, NIMBLE_LN_SERIAL, 0, one_slot);
     if (per_image) per_image = nimble_ln_chunk(c->A, per_image, one);
   } else {
     per_image = cp_for(c, bk, nblk, NIMBLE_LN_SERIAL, 0, block);
   }
-  if (xd && per_image) per_image = nimble_ln_seq2(c->A, deinterleave_rows(c, x, xd, xd_at, nr, Wh, vw), per_image);
+  if (xd && per_image && !slotted)
+    per_image = nimble_ln_seq2(c->A, deinterleave_rows(c, x, xd, xd_at, nr, Wh, vw, NULL, NULL), per_image);
   nimble_ln_stmt *gemm = cp_for(c, ni, x->ext[0], NIMBLE_LN_SERIAL, 0, per_image);
   if (slotted && gemm) {
     gemm = nimble_ln_let(c->A, Sv, S_bound, gemm);
