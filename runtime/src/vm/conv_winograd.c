@@ -394,8 +394,9 @@ static int32_t band_task(int64_t s, int64_t n_tasks, void *closure) {
 
 /* Output channels cut for T tasks at row blocks of U's panels nearest k /
  * T apart, into q->bounds; the parts, or 0 where they would be too uneven
- * (the largest over 0.7 k: every task transforms the whole input, and a
- * part of 112 of 128 channels gained nothing) or the panels do not split. */
+ * (the largest over 0.7 k: every task transforms the whole input, which
+ * an uneven cut does not repay; cnn's 64- and 128-channel layers, cut in
+ * even slices, gained nothing) or the panels do not split. */
 static int64_t channel_parts(wino_call *q, int64_t T) {
   const int64_t k = q->k, mc = nimble_sgemm_own_row_block(q->ww->isa);
   if (T > WINO_MAX_PARTS) T = WINO_MAX_PARTS;
