@@ -157,64 +157,68 @@ START_TEST(test_constant_weights_are_transformed_once_and_go_with_their_range) {
 }
 END_TEST
 
-/* On a pool of 2 and 3 threads (the calling VM's, as the interpreter sets
- * it around a kernel call): bands of tile rows, one per thread, and
- * images of too few tiles for a band each (cnn's 16x16 and 8x8 layers,
- * 23x9, 6x6) on the calling thread alone. */
-START_TEST(test_bands_on_a_thread_pool_match_the_definition) {
-  static const wcase q[] = {{16, 55, 55, 32, 1, 1, 1, 1}, {8, 27, 30, 16, 1, 1, 1, 1}, {4, 23, 9, 16, 0, 1, 2, 1},
-                            {32, 16, 16, 64, 1, 1, 1, 1},  {64, 8, 8, 128, 1, 1, 1, 1}, {3, 6, 6, 2, 1, 1, 1, 1}};
+/* Every case of q on a pool of 2 and of 3 threads (the calling VM's, as
+ * the interpreter sets it around a kernel call), with tensors made from
+ * seed + the case's index: `per_case` runs and checks it. */
+static void on_thread_pools(const wcase *q, size_t n, uint32_t seed, void (*per_case)(const wcase *, tensors *)) {
   for (uint32_t threads = 2; threads <= 3; threads++) {
     nimble_thread_pool *pool = NULL;
     NIMBLE_ASSERT_OK(nimble_thread_pool_create(threads, &pool));
     nimble_thread_pool *outer = nimble_sgemm_threads_swap(pool);
-    for (size_t i = 0; i < sizeof q / sizeof q[0]; i++) {
+    for (size_t i = 0; i < n; i++) {
       tensors t;
-      make(&q[i], 300 + (uint32_t)i, &t);
-      nimble_sgemm_own_constants_add(t.wt, (size_t)(q[i].k * q[i].c * 9) * sizeof(float));
-      nimble_sgemm_epilogue_t bias = {t.bias, NULL, NULL, 0, 0.0f, INFINITY};
-      for (int round = 0; round < 2; round++) {
-        run(&q[i], &t, &bias);
-        check_against_definition(&q[i], t.x, t.wt, t.y, &bias, "threads");
-      }
-      nimble_sgemm_own_constants_remove(t.wt, (size_t)(q[i].k * q[i].c * 9) * sizeof(float));
+      make(&q[i], seed + (uint32_t)i, &t);
+      per_case(&q[i], &t);
       release(&t);
     }
     nimble_sgemm_threads_swap(outer);
     nimble_thread_pool_destroy(pool);
   }
 }
+
+/* Constant weights, the bias and a Relu, twice. */
+static void bands_case(const wcase *q, tensors *t) {
+  size_t wbytes = (size_t)(q->k * q->c * 9) * sizeof(float);
+  nimble_sgemm_own_constants_add(t->wt, wbytes);
+  nimble_sgemm_epilogue_t bias = {t->bias, NULL, NULL, 0, 0.0f, INFINITY};
+  for (int round = 0; round < 2; round++) {
+    run(q, t, &bias);
+    check_against_definition(q, t->x, t->wt, t->y, &bias, "threads");
+  }
+  nimble_sgemm_own_constants_remove(t->wt, wbytes);
+}
+
+/* Bands of tile rows, one per thread, and images of too few tiles for a
+ * band each (cnn's 16x16 and 8x8 layers, 23x9, 6x6) on the calling
+ * thread alone. */
+START_TEST(test_bands_on_a_thread_pool_match_the_definition) {
+  static const wcase q[] = {{16, 55, 55, 32, 1, 1, 1, 1}, {8, 27, 30, 16, 1, 1, 1, 1}, {4, 23, 9, 16, 0, 1, 2, 1},
+                            {32, 16, 16, 64, 1, 1, 1, 1},  {64, 8, 8, 128, 1, 1, 1, 1}, {3, 6, 6, 2, 1, 1, 1, 1}};
+  on_thread_pools(q, sizeof q / sizeof q[0], 300, bands_case);
+}
 END_TEST
+
+/* The bias, a residual and a clamp (which index by channel), with weights
+ * transformed for the call, then constant ones twice. */
+static void channel_parts_case(const wcase *q, tensors *t) {
+  size_t wbytes = (size_t)(q->k * q->c * 9) * sizeof(float);
+  nimble_sgemm_epilogue_t all = {t->bias, NULL, t->res, out_h(q) * out_w(q), -0.5f, 6.0f};
+  run(q, t, &all);
+  check_against_definition(q, t->x, t->wt, t->y, &all, "channel parts");
+  nimble_sgemm_own_constants_add(t->wt, wbytes);
+  for (int round = 0; round < 2; round++) {
+    run(q, t, &all);
+    check_against_definition(q, t->x, t->wt, t->y, &all, "channel parts, constant weights");
+  }
+  nimble_sgemm_own_constants_remove(t->wt, wbytes);
+}
 
 /* Too few tiles for a band a thread but many output channels (squeezenet's
  * 64 -> 256 on 13x13, 49 tiles; 250 channels on 16 tiles): tasks by
- * output channels on pools of 2 and 3 threads, each its rows of the
- * transformed weights' panels, with the bias, a residual and a clamp
- * (which index by channel). */
+ * output channels, each its rows of the transformed weights' panels. */
 START_TEST(test_channel_parts_on_a_thread_pool_match_the_definition) {
   static const wcase q[] = {{16, 13, 13, 256, 1, 1, 1, 1}, {8, 9, 7, 250, 0, 1, 1, 1}, {5, 6, 6, 300, 1, 1, 1, 1}};
-  for (uint32_t threads = 2; threads <= 3; threads++) {
-    nimble_thread_pool *pool = NULL;
-    NIMBLE_ASSERT_OK(nimble_thread_pool_create(threads, &pool));
-    nimble_thread_pool *outer = nimble_sgemm_threads_swap(pool);
-    for (size_t i = 0; i < sizeof q / sizeof q[0]; i++) {
-      tensors t;
-      make(&q[i], 400 + (uint32_t)i, &t);
-      size_t wbytes = (size_t)(q[i].k * q[i].c * 9) * sizeof(float);
-      nimble_sgemm_epilogue_t all = {t.bias, NULL, t.res, out_h(&q[i]) * out_w(&q[i]), -0.5f, 6.0f};
-      run(&q[i], &t, &all); /* weights transformed for this call */
-      check_against_definition(&q[i], t.x, t.wt, t.y, &all, "channel parts");
-      nimble_sgemm_own_constants_add(t.wt, wbytes);
-      for (int round = 0; round < 2; round++) { /* cached weights */
-        run(&q[i], &t, &all);
-        check_against_definition(&q[i], t.x, t.wt, t.y, &all, "channel parts, constant weights");
-      }
-      nimble_sgemm_own_constants_remove(t.wt, wbytes);
-      release(&t);
-    }
-    nimble_sgemm_threads_swap(outer);
-    nimble_thread_pool_destroy(pool);
-  }
+  on_thread_pools(q, sizeof q / sizeof q[0], 400, channel_parts_case);
 }
 END_TEST
 
