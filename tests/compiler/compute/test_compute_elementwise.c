@@ -118,6 +118,85 @@ START_TEST(test_an_lstm_cell_is_one_kernel_writing_both_states) {
 }
 END_TEST
 
+/* Loops evaluating exp, tanh, sigmoid or erf run four (or two) vectors
+ * side by side where the last axis is a known multiple of that many
+ * lanes, one vector otherwise (no wider scalar tail): an LSTM cell of
+ * hidden size 64 at 32 lanes, a GELU over 48 columns at 16 and over 24
+ * at 8; each against C, with batches of 1 and 3 on one and two threads. */
+static float gelu(float v) { return 0.5f * v * (1.0f + erff(v / 1.41421354f)); }
+
+START_TEST(test_transcendental_loops_run_several_vectors_side_by_side) {
+  fixture f;
+  fx_open(&f,
+          "def @main(%g: Tensor[(n, 256), float32], %c: Tensor[(n, 64), float32]) {\n"
+          "  let %i = sigmoid(strided_slice(%g, begin=[0], end=[64], axes=[1]));\n"
+          "  let %f = sigmoid(strided_slice(%g, begin=[128], end=[192], axes=[1]));\n"
+          "  let %u = tanh(strided_slice(%g, begin=[192], end=[256], axes=[1]));\n"
+          "  let %c2 = add(multiply(%f, %c), multiply(%i, %u));\n"
+          "  let %o = sigmoid(strided_slice(%g, begin=[64], end=[128], axes=[1]));\n"
+          "  (multiply(%o, tanh(%c2)), %c2)\n"
+          "}\n",
+          "fused.");
+  char *text = NULL;
+  NIMBLE_ASSERT_OK(nimble_ln_kernel_print(f.k.kernel, &text));
+  ck_assert_msg(strstr(text, "vectorized(32)") != NULL && strstr(text, "vectorized(8)") == NULL, "%s", text);
+  free(text);
+  unsigned seed = 29;
+  for (int threads = 1; threads <= 2; threads++) {
+    if (threads == 2) ch_env_threads_reversed(&f.env, 2);
+    for (int64_t n = 1; n <= 3; n += 2) {
+      int64_t gs[2] = {n, 256}, cs[2] = {n, 64};
+      ch_tensor g, c, h2, c2;
+      ch_tensor_f32(&g, 2, gs, &seed, -4, 4);
+      ch_tensor_f32(&c, 2, cs, &seed, -2, 2);
+      ch_tensor_f32(&h2, 2, cs, &seed, 0, 0);
+      ch_tensor_f32(&c2, 2, cs, &seed, 0, 0);
+      ch_tensor *args[] = {&g, &c, &h2, &c2};
+      ck_assert_int_eq(ch_call(&f.k, &f.env, args, 4), 0);
+      float want_h[3 * 64], want_c[3 * 64];
+      for (int64_t b = 0; b < n; b++)
+        for (int j = 0; j < 64; j++) {
+          const float *gb = ch_f(&g) + b * 256;
+          float cn = sigm(gb[128 + j]) * ch_f(&c)[b * 64 + j] + sigm(gb[j]) * tanhf(gb[192 + j]);
+          want_c[b * 64 + j] = cn;
+          want_h[b * 64 + j] = sigm(gb[64 + j]) * tanhf(cn);
+        }
+      ch_assert_close("c2", ch_f(&c2), want_c, (size_t)(n * 64), 2e-6f, 2e-6f);
+      ch_assert_close("h2", ch_f(&h2), want_h, (size_t)(n * 64), 2e-6f, 2e-6f);
+      ch_tensor_free(&g), ch_tensor_free(&c), ch_tensor_free(&h2), ch_tensor_free(&c2);
+    }
+  }
+  fx_close(&f);
+  static const struct {
+    int64_t m;
+    const char *lanes;
+  } gelus[] = {{48, "vectorized(16)"}, {24, "vectorized(8)"}};
+  for (size_t s = 0; s < sizeof gelus / sizeof gelus[0]; s++) {
+    char prog[256];
+    snprintf(prog, sizeof prog,
+             "def @main(%%x: Tensor[(n, %lld), float32]) {\n"
+             "  multiply(multiply(%%x, const[(), float32]{0.5}), add(erf(divide(%%x, const[(), float32]{1.41421354})), const[(), float32]{1.0}))\n"
+             "}\n",
+             (long long)gelus[s].m);
+    fx_open(&f, prog, "fused.");
+    NIMBLE_ASSERT_OK(nimble_ln_kernel_print(f.k.kernel, &text));
+    ck_assert_msg(strstr(text, gelus[s].lanes) != NULL, "%lld columns: %s", (long long)gelus[s].m, text);
+    free(text);
+    int64_t xs[2] = {3, gelus[s].m};
+    ch_tensor x, out;
+    ch_tensor_f32(&x, 2, xs, &seed, -5, 5);
+    ch_tensor_f32(&out, 2, xs, &seed, 0, 0);
+    ch_tensor *args[] = {&x, &out};
+    ck_assert_int_eq(ch_call(&f.k, &f.env, args, 2), 0);
+    float want[3 * 48];
+    for (int64_t i = 0; i < 3 * gelus[s].m; i++) want[i] = gelu(ch_f(&x)[i]);
+    ch_assert_close("gelu", ch_f(&out), want, (size_t)(3 * gelus[s].m), 2e-6f, 2e-6f);
+    ch_tensor_free(&x), ch_tensor_free(&out);
+    fx_close(&f);
+  }
+}
+END_TEST
+
 START_TEST(test_a_broadcast_mismatch_fails_the_kernel_with_a_message) {
   fixture f;
   fx_open(&f, "def @main(%x: Tensor[(n, m), float32], %y: Tensor[(?,), float32]) { exp(add(%x, %y)) }\n",
@@ -758,6 +837,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_a_concatenate_of_parameters_copies_each_input_into_its_slice);
   tcase_add_test(tc, test_a_broadcast_mismatch_fails_the_kernel_with_a_message);
   tcase_add_test(tc, test_where_over_a_comparison_computes_leaky_relu);
+  tcase_add_test(tc, test_transcendental_loops_run_several_vectors_side_by_side);
   tcase_add_test(tc, test_a_reduction_takes_its_input_chain_and_epilogue);
   tcase_add_test(tc, test_mean_over_two_axes_with_keepdims_and_max_and_argmax);
   tcase_add_test(tc, test_an_epilogue_that_broadcasts_its_reduction_recomputes_it_correctly);
