@@ -447,7 +447,7 @@ static bool has_transcendental(const nimble_ln_expr *e) {
  * erf are long chains of dependent multiply-adds (cg_math.c): one vector
  * at a time, the core waits on them (bert_tiny's GELU, 128x512, spent
  * 34 cycles a vector of 8 on 68 instructions). Four vectors side by side
- * (LLVM splits the wide vector into independent halves) keep it busy:
+ * (LLVM splits the wide vector into independent ones) keep it busy:
  * that GELU 70 -> 59 us on AVX2, 16 registers and spills included; two
  * vectors gained 63. Only where the extent is a known multiple, so that
  * no wider scalar tail appears (an element-wise tail runs one lane at a
