@@ -454,7 +454,9 @@ static bool has_transcendental(const nimble_ln_expr *e) {
  * time). */
 static int transcendental_lanes(const nimble_ln_expr *value, nimble_ln_expr *ext, int w) {
   int64_t e;
-  if (w <= 1 || !cp_const_i(ext, &e) || !has_transcendental(value)) return w;
+  /* f32 values only (what was measured): f64 lanes take twice the
+   * registers, and four vectors of them would spill more than they hide. */
+  if (w <= 1 || value->type != NIMBLE_LN_F32 || !cp_const_i(ext, &e) || !has_transcendental(value)) return w;
   for (int k = 4; k > 1; k /= 2)
     if (e % (k * w) == 0) return k * w;
   return w;
