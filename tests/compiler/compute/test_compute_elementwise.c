@@ -4,6 +4,7 @@
  * inputs of several shapes (symbolic dims at different sizes, odd
  * extents, size-1 broadcast dims) against a plain C reference. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -67,53 +68,72 @@ START_TEST(test_an_elementwise_chain_with_broadcasting_is_one_kernel_matching_c)
 }
 END_TEST
 
+/* An LSTM cell of hidden size H over gates [n, 4H] laid out i, o, f, u,
+ * returning (h2, c2). */
+static void lstm_cell_program(char *buf, size_t size, int64_t H) {
+  long long h = (long long)H;
+  snprintf(buf, size,
+           "def @main(%%g: Tensor[(n, %lld), float32], %%c: Tensor[(n, %lld), float32]) {\n"
+           "  let %%i = sigmoid(strided_slice(%%g, begin=[0], end=[%lld], axes=[1]));\n"
+           "  let %%f = sigmoid(strided_slice(%%g, begin=[%lld], end=[%lld], axes=[1]));\n"
+           "  let %%u = tanh(strided_slice(%%g, begin=[%lld], end=[%lld], axes=[1]));\n"
+           "  let %%c2 = add(multiply(%%f, %%c), multiply(%%i, %%u));\n"
+           "  let %%o = sigmoid(strided_slice(%%g, begin=[%lld], end=[%lld], axes=[1]));\n"
+           "  let %%h2 = multiply(%%o, tanh(%%c2));\n"
+           "  (%%h2, %%c2)\n"
+           "}\n",
+           4 * h, h, h, 2 * h, 3 * h, 3 * h, 4 * h, h, 2 * h);
+}
+
+/* f's cell kernel (lstm_cell_program(H)) on each batch size, on one
+ * thread and then on two (tasks reversed), gates drawn from [-g, g],
+ * against C. */
+static void check_lstm_cell(fixture *f, int64_t H, const int64_t *batches, size_t nb, unsigned *seed, float g_range) {
+  for (int threads = 1; threads <= 2; threads++) {
+    if (threads == 2) ch_env_threads_reversed(&f->env, 2);
+    for (size_t s = 0; s < nb; s++) {
+      int64_t n = batches[s], gs[2] = {n, 4 * H}, cs[2] = {n, H};
+      ch_tensor g, c, h2, c2;
+      ch_tensor_f32(&g, 2, gs, seed, -g_range, g_range);
+      ch_tensor_f32(&c, 2, cs, seed, -2, 2);
+      ch_tensor_f32(&h2, 2, cs, seed, 0, 0);
+      ch_tensor_f32(&c2, 2, cs, seed, 0, 0);
+      ch_tensor *args[] = {&g, &c, &h2, &c2};
+      ck_assert_int_eq(ch_call(&f->k, &f->env, args, 4), 0);
+      float *want_h = malloc((size_t)(n * H + 1) * sizeof(float));
+      float *want_c = malloc((size_t)(n * H + 1) * sizeof(float));
+      ck_assert(want_h && want_c);
+      for (int64_t b = 0; b < n; b++)
+        for (int64_t j = 0; j < H; j++) {
+          const float *gb = ch_f(&g) + b * 4 * H;
+          float cn = sigm(gb[2 * H + j]) * ch_f(&c)[b * H + j] + sigm(gb[j]) * tanhf(gb[3 * H + j]);
+          want_c[b * H + j] = cn;
+          want_h[b * H + j] = sigm(gb[H + j]) * tanhf(cn);
+        }
+      ch_assert_close("c2", ch_f(&c2), want_c, (size_t)(n * H), 2e-6f, 2e-6f);
+      ch_assert_close("h2", ch_f(&h2), want_h, (size_t)(n * H), 2e-6f, 2e-6f);
+      free(want_h), free(want_c);
+      ch_tensor_free(&g), ch_tensor_free(&c), ch_tensor_free(&h2), ch_tensor_free(&c2);
+    }
+  }
+}
+
 /* fuse_ops' side outputs: an LSTM cell's new state c2 is read by h2 and
  * also returned, so one kernel writes both (out0 = h2, out1 = c2), h2
  * reading c2 back from out1. Hidden size 5 (no whole vector), the batch
  * known only at run time, on one thread and on two (tasks reversed). */
 START_TEST(test_an_lstm_cell_is_one_kernel_writing_both_states) {
   fixture f;
-  fx_open(&f,
-          "def @main(%g: Tensor[(n, 20), float32], %c: Tensor[(n, 5), float32]) {\n"
-          "  let %i = sigmoid(strided_slice(%g, begin=[0], end=[5], axes=[1]));\n"
-          "  let %f = sigmoid(strided_slice(%g, begin=[10], end=[15], axes=[1]));\n"
-          "  let %u = tanh(strided_slice(%g, begin=[15], end=[20], axes=[1]));\n"
-          "  let %c2 = add(multiply(%f, %c), multiply(%i, %u));\n"
-          "  let %o = sigmoid(strided_slice(%g, begin=[5], end=[10], axes=[1]));\n"
-          "  let %h2 = multiply(%o, tanh(%c2));\n"
-          "  (%h2, %c2)\n"
-          "}\n",
-          "fused.");
+  char prog[1024];
+  lstm_cell_program(prog, sizeof prog, 5);
+  fx_open(&f, prog, "fused.");
   size_t kernels = 0; /* the cell's (besides the allocation helpers') */
   for (size_t i = 0; i < nimble_module_num_funcs(f.m); i++)
     kernels += !strncmp(nimble_module_func_at(f.m, i)->name, "fused.strided_slice", 19);
   ck_assert_uint_eq(kernels, 1);
   static const int64_t batches[] = {1, 3, 7, 0};
   unsigned seed = 11;
-  for (int threads = 1; threads <= 2; threads++) {
-    if (threads == 2) ch_env_threads_reversed(&f.env, 2);
-    for (size_t s = 0; s < sizeof batches / sizeof batches[0]; s++) {
-      int64_t n = batches[s], gs[2] = {n, 20}, cs[2] = {n, 5};
-      ch_tensor g, c, h2, c2;
-      ch_tensor_f32(&g, 2, gs, &seed, -3, 3);
-      ch_tensor_f32(&c, 2, cs, &seed, -2, 2);
-      ch_tensor_f32(&h2, 2, cs, &seed, 0, 0);
-      ch_tensor_f32(&c2, 2, cs, &seed, 0, 0);
-      ch_tensor *args[] = {&g, &c, &h2, &c2};
-      ck_assert_int_eq(ch_call(&f.k, &f.env, args, 4), 0);
-      float want_h[7 * 5], want_c[7 * 5];
-      for (int64_t b = 0; b < n; b++)
-        for (int j = 0; j < 5; j++) {
-          const float *gb = ch_f(&g) + b * 20;
-          float cn = sigm(gb[10 + j]) * ch_f(&c)[b * 5 + j] + sigm(gb[j]) * tanhf(gb[15 + j]);
-          want_c[b * 5 + j] = cn;
-          want_h[b * 5 + j] = sigm(gb[5 + j]) * tanhf(cn);
-        }
-      ch_assert_close("c2", ch_f(&c2), want_c, (size_t)(n * 5), 2e-6f, 2e-6f);
-      ch_assert_close("h2", ch_f(&h2), want_h, (size_t)(n * 5), 2e-6f, 2e-6f);
-      ch_tensor_free(&g), ch_tensor_free(&c), ch_tensor_free(&h2), ch_tensor_free(&c2);
-    }
-  }
+  check_lstm_cell(&f, 5, batches, sizeof batches / sizeof batches[0], &seed, 3.0f);
   fx_close(&f);
 }
 END_TEST
@@ -127,45 +147,16 @@ static float gelu(float v) { return 0.5f * v * (1.0f + erff(v / 1.41421354f)); }
 
 START_TEST(test_transcendental_loops_run_several_vectors_side_by_side) {
   fixture f;
-  fx_open(&f,
-          "def @main(%g: Tensor[(n, 256), float32], %c: Tensor[(n, 64), float32]) {\n"
-          "  let %i = sigmoid(strided_slice(%g, begin=[0], end=[64], axes=[1]));\n"
-          "  let %f = sigmoid(strided_slice(%g, begin=[128], end=[192], axes=[1]));\n"
-          "  let %u = tanh(strided_slice(%g, begin=[192], end=[256], axes=[1]));\n"
-          "  let %c2 = add(multiply(%f, %c), multiply(%i, %u));\n"
-          "  let %o = sigmoid(strided_slice(%g, begin=[64], end=[128], axes=[1]));\n"
-          "  (multiply(%o, tanh(%c2)), %c2)\n"
-          "}\n",
-          "fused.");
+  char cell[1024];
+  lstm_cell_program(cell, sizeof cell, 64);
+  fx_open(&f, cell, "fused.");
   char *text = NULL;
   NIMBLE_ASSERT_OK(nimble_ln_kernel_print(f.k.kernel, &text));
   ck_assert_msg(strstr(text, "vectorized(32)") != NULL && strstr(text, "vectorized(8)") == NULL, "%s", text);
   free(text);
+  static const int64_t batches[] = {1, 3};
   unsigned seed = 29;
-  for (int threads = 1; threads <= 2; threads++) {
-    if (threads == 2) ch_env_threads_reversed(&f.env, 2);
-    for (int64_t n = 1; n <= 3; n += 2) {
-      int64_t gs[2] = {n, 256}, cs[2] = {n, 64};
-      ch_tensor g, c, h2, c2;
-      ch_tensor_f32(&g, 2, gs, &seed, -4, 4);
-      ch_tensor_f32(&c, 2, cs, &seed, -2, 2);
-      ch_tensor_f32(&h2, 2, cs, &seed, 0, 0);
-      ch_tensor_f32(&c2, 2, cs, &seed, 0, 0);
-      ch_tensor *args[] = {&g, &c, &h2, &c2};
-      ck_assert_int_eq(ch_call(&f.k, &f.env, args, 4), 0);
-      float want_h[3 * 64], want_c[3 * 64];
-      for (int64_t b = 0; b < n; b++)
-        for (int j = 0; j < 64; j++) {
-          const float *gb = ch_f(&g) + b * 256;
-          float cn = sigm(gb[128 + j]) * ch_f(&c)[b * 64 + j] + sigm(gb[j]) * tanhf(gb[192 + j]);
-          want_c[b * 64 + j] = cn;
-          want_h[b * 64 + j] = sigm(gb[64 + j]) * tanhf(cn);
-        }
-      ch_assert_close("c2", ch_f(&c2), want_c, (size_t)(n * 64), 2e-6f, 2e-6f);
-      ch_assert_close("h2", ch_f(&h2), want_h, (size_t)(n * 64), 2e-6f, 2e-6f);
-      ch_tensor_free(&g), ch_tensor_free(&c), ch_tensor_free(&h2), ch_tensor_free(&c2);
-    }
-  }
+  check_lstm_cell(&f, 64, batches, 2, &seed, 4.0f);
   fx_close(&f);
   static const struct {
     int64_t m;
