@@ -434,11 +434,30 @@ static nimble_ln_stmt *dw_out_rows(cp_ctx *c, const dw_ctx *d, nimble_ln_param *
  * NULL where it does not apply; *cond: the run-time condition (the plane
  * small enough, the output the padded size). */
 #define DW_PAD_MAX_FLOATS 400
+
+/* Whether a padded copy serves unit strides (dilations 1, a constant
+ * kernel width, vectors); *small: 1 when the padded plane is known to fit
+ * DW_PAD_MAX_FLOATS (dw_padded), 0 known not to (dw_rows_copied), -1 not
+ * known (a symbolic plane: dw_padded's run-time test). */
+static bool dw_s1_applies(const cp_ctx *c, const dw_ctx *d, int *small) {
+  const cv_geom *g = d->g;
+  if (c->opt.vector_width <= 1 || g->kw_const <= 0 || g->s[0] != 1 || g->s[1] != 1 || g->d[0] != 1 ||
+      g->d[1] != 1 || g->flat)
+    return false;
+  int64_t hc, wc;
+  *small = !cp_const_i(g->H, &hc) || !cp_const_i(g->W, &wc)
+               ? -1
+               : (hc + g->p[0] + g->p[2]) * (wc + g->p[1] + g->p[3]) <= DW_PAD_MAX_FLOATS;
+  return true;
+}
+
 static nimble_ln_stmt *dw_padded(cp_ctx *c, dw_ctx *d, nimble_ln_expr *obase, nimble_ln_expr *pidx,
                                  nimble_ln_expr *planes, nimble_ln_expr **cond) {
   const cv_geom *g = d->g;
   int KW = (int)g->kw_const, KH = (int)d->KH, vw = c->opt.vector_width > 1 ? c->opt.vector_width : 0;
-  if (!vw || KW <= 0 || g->s[0] != 1 || g->s[1] != 1 || g->d[0] != 1 || g->d[1] != 1 || g->flat) return NULL;
+  int small;
+  /* Known too large: no scratch buffer for a dead branch (dw_rows_copied's). */
+  if (!dw_s1_applies(c, d, &small) || small == 0) return NULL;
   nimble_ln_expr *Hp = cp_add(c, g->H, cp_i(c, g->p[0] + g->p[2]));
   nimble_ln_expr *Wp = cp_add(c, g->W, cp_i(c, g->p[1] + g->p[3]));
   nimble_ln_expr *area = cp_mul(c, Hp, Wp);
@@ -468,7 +487,7 @@ static nimble_ln_stmt *dw_padded(cp_ctx *c, dw_ctx *d, nimble_ln_expr *obase, ni
   return nimble_ln_let(c->A, base, cp_mul(c, pidx, PS), nimble_ln_seq(c->A, steps, 3));
 }
 
-/* Stride 2's layout (dw_padded_s2, dw_rows_s2): padded row r of a plane as
+/* Stride 2's layout (dw_padded_s2, dw_rows_copied): padded row r of a plane as
  * E[j] = xp[r][2j] at row + j and O[j] = xp[r][2j + 1] at row + We + j.
  * dw_s2_split_row fills one row from the image row at flat index xrow:
  * both columns inside the row for j in [jlo, jhi) (one vectorized pass of
@@ -569,55 +588,108 @@ static nimble_ln_stmt *dw_padded_s2(cp_ctx *c, dw_ctx *d, nimble_ln_expr *obase,
   return nimble_ln_let(c->A, base, cp_mul(c, pidx, PS), nimble_ln_seq(c->A, steps, 3));
 }
 
-/* Stride 2 on larger planes (mobilenet_v2's 112x112 -> 56x56 and 56x56 ->
- * 28x28): the row nest's taps at 2ow - 1, 2ow and 2ow + 1 are no single
- * interleaved group, and LLVM assembled the third lane by lane (the layer
- * ran at half the L3's bandwidth). Per plane, the input rows of the
- * task's band of output rows, zero-padded, go with their even and odd
- * columns apart (dw_padded_s2's layout) into the task's own slot of a
- * scratch buffer (one slot per thread), then the band's
- * output rows are computed from it with contiguous loads, rows but the
- * band's last run to whole vectors (the spill is the next row's, which
- * the task writes after). The sum is dw_sum's: bias + taps in order. NULL
- * where it does not apply; *cond: the run-time condition (rows of at least
- * a vector). `slot`: the task's index among at most T running at once
- * (bound around the plane's statement). */
-static nimble_ln_stmt *dw_rows_s2(cp_ctx *c, dw_ctx *d, nimble_ln_expr *orow0, nimble_ln_expr *slot,
-                                  nimble_ln_expr **cond) {
+/* Depthwise rows from a copy of their input (dw_rows_copied), per plane:
+ * the input rows of a sub-band of the task's output rows, zero-padded, go
+ * into the task's own slot of a scratch buffer (one slot per thread), then
+ * those output rows are computed from it with contiguous loads and no
+ * border cases (dw_out_rows: rows but the sub-band's last run to whole
+ * vectors, the spill being the next row's, which the task writes after);
+ * with one thread sub-band after sub-band, so that the copy is still in
+ * L1 when read. The
+ * sum is dw_sum's: bias + taps in order (outside taps add w * 0).
+ * - Stride 2 on larger planes (mobilenet_v2's 112x112 -> 56x56 and 56x56
+ *   -> 28x28): the row nest's taps at 2ow - 1, 2ow and 2ow + 1 are no
+ *   single interleaved group, and LLVM assembled the third lane by lane
+ *   (the layer ran at half the L3's bandwidth); the copy has each row's
+ *   even and odd columns apart (dw_padded_s2's layout).
+ * - Unit strides on mid-sized planes (56x56, 28x28): the flattened
+ *   plane's vector loop left the columns whose window crosses the padding
+ *   to scalar loops with a select per tap, on 28x28 planes most of the
+ *   instructions; the copy is dw_padded's layout. Not on rows wider than
+ *   DW_S1_MAX_WIDTH.
+ * NULL where it does not apply; *cond: the run-time condition (rows of at
+ * least a vector, for unit strides the output the size they give).
+ * `slot`: the task's index among at most T running at once (bound around
+ * the plane's statement). */
+#define DW_SLOT_FLOATS 4096 /* a sub-band's copy: 16 KB, in L1 */
+/* Padded rows up to this wide for unit strides: on 112-pixel rows the
+ * border columns are 2 in 112 and the copy cost more than they did (32
+ * planes of 112x112: 0.125 -> 0.133 ms a call; 144 of 56x56 0.164 ->
+ * 0.149, 192 of 28x28 0.080 -> 0.060). */
+#define DW_S1_MAX_WIDTH 64
+static nimble_ln_stmt *dw_rows_copied(cp_ctx *c, dw_ctx *d, nimble_ln_expr *orow0, nimble_ln_expr *slot,
+                                      nimble_ln_expr **cond) {
   const cv_geom *g = d->g;
-  int KH = (int)d->KH, vw = c->opt.vector_width, small;
+  int KW = (int)g->kw_const, KH = (int)d->KH, vw = c->opt.vector_width, small, s = (int)g->s[0];
   /* A kernel has one scratch buffer: only planes known to be past
-   * dw_padded_s2's (which a symbolic plane may be). */
-  if (!dw_s2_applies(c, d, &small) || small != 0) return NULL;
-  nimble_ln_expr *two = cp_i(c, 2), *one = cp_i(c, 1);
-  nimble_ln_expr *Wp = cp_add(c, g->W, cp_i(c, g->p[1] + g->p[3]));
-  nimble_ln_expr *We = cp_div(c, cp_add(c, Wp, one), two);
-  nimble_ln_expr *pitch = cp_mul(c, We, two);
-  /* A slot: the input rows of any band (at most 2*OH + KH), and a vector's
-   * slack for the rounded-up rows' reads. */
-  nimble_ln_expr *slot_size = cp_add(c, cp_mul(c, cp_add(c, cp_mul(c, g->OH, two), cp_i(c, KH)), pitch), cp_i(c, vw));
+   * dw_padded's and dw_padded_s2's (which a symbolic plane may be). */
+  if (!(s == 1 ? dw_s1_applies(c, d, &small) : dw_s2_applies(c, d, &small)) || small != 0) return NULL;
+  int64_t wc;
+  if (!cp_const_i(g->W, &wc)) return NULL;
+  int64_t wp = wc + g->p[1] + g->p[3], pitch_c = s == 1 ? wp : (wp + 1) / 2 * 2;
+  if (s == 1 && wp > DW_S1_MAX_WIDTH) return NULL;
+  nimble_ln_expr *one = cp_i(c, 1), *S = cp_i(c, s);
+  nimble_ln_expr *We = s == 2 ? cp_i(c, pitch_c / 2) : NULL, *pitch = cp_i(c, pitch_c);
+  /* With one thread, sub-bands of R output rows, whose s*R + KH - s input
+   * rows fit in DW_SLOT_FLOATS; with more, the whole band (measured: 96
+   * planes of 112x112 at stride 2 in mobilenet_v2 at one thread 271 ->
+   * 234 us a call with sub-bands; at two threads 134 us with whole bands,
+   * 147 with sub-bands, and alone 0.11 against 0.17 ms: why, not found).
+   * A slot holds one and a vector's slack for the rounded-up rows' reads. */
   nimble_ln_expr *T0 = cp_max(c, nimble_ln_num_threads(c->A), one);
+  int64_t R = (DW_SLOT_FLOATS / pitch_c - KH + s) / s;
+  nimble_ln_expr *OH1 = cp_max(c, g->OH, one);
+  nimble_ln_expr *Rx = nimble_ln_select(c->A, bin(c, NIMBLE_LN_GT, T0, one), OH1, cp_min(c, cp_i(c, R < 1 ? 1 : R), OH1));
+  nimble_ln_expr *slot_size = cp_add(c, cp_mul(c, cp_add(c, cp_mul(c, Rx, S), cp_i(c, KH - s)), pitch), cp_i(c, vw));
   *cond = bin(c, NIMBLE_LN_AND, bin(c, NIMBLE_LN_GE, g->OW, cp_i(c, vw)), bin(c, NIMBLE_LN_GT, g->W, cp_i(c, 0)));
-  nimble_ln_param *buf = nimble_ln_kernel_add_scratch(c->k, "dw_rows_s2", NIMBLE_LN_F32, cp_mul(c, T0, slot_size));
+  if (s == 1)
+    *cond = bin(c, NIMBLE_LN_AND, *cond,
+                bin(c, NIMBLE_LN_AND, bin(c, NIMBLE_LN_EQ, g->OW, cp_i(c, wp - (KW - 1))),
+                    bin(c, NIMBLE_LN_EQ, g->OH, cp_sub(c, cp_add(c, g->H, cp_i(c, g->p[0] + g->p[2])), cp_i(c, KH - 1)))));
+  nimble_ln_param *buf = nimble_ln_kernel_add_scratch(c->k, s == 1 ? "dw_rows_s1" : "dw_rows_s2", NIMBLE_LN_F32,
+                                                      cp_mul(c, T0, slot_size));
   if (!buf) return NULL;
   nimble_ln_var *base = cp_var(c, "slot", NIMBLE_LN_I64);
   nimble_ln_expr *b = ref(c, base);
-  /* Buffer row q is padded row 2*oh_lo + q, image row 2*oh_lo + q - pt. */
-  nimble_ln_expr *nrows = cp_add(c, cp_mul(c, cp_sub(c, d->oh_hi, d->oh_lo), two), cp_i(c, KH - 2));
+  nimble_ln_var *sb = cp_var(c, "sb", NIMBLE_LN_I64), *lo = cp_var(c, "lo", NIMBLE_LN_I64), *hi = cp_var(c, "hi", NIMBLE_LN_I64);
+  /* Buffer row q is padded row s*lo + q, image row s*lo + q - pt. */
+  nimble_ln_expr *nrows = cp_add(c, cp_mul(c, cp_sub(c, ref(c, hi), ref(c, lo)), S), cp_i(c, KH - s));
   nimble_ln_var *q = cp_var(c, "q", NIMBLE_LN_I64), *z = cp_var(c, "z", NIMBLE_LN_I64), *ih = cp_var(c, "ih", NIMBLE_LN_I64);
   nimble_ln_expr *qrow = cp_add(c, b, cp_mul(c, ref(c, q), pitch));
   nimble_ln_expr *xrow = cp_add(c, d->plane, cp_mul(c, ref(c, ih), g->W));
   nimble_ln_stmt *zrow = cp_for(c, z, pitch, NIMBLE_LN_VECTORIZED, vw,
                                 nimble_ln_store(c->A, buf, cp_add(c, qrow, ref(c, z)), nimble_ln_f32(c->A, 0)));
-  nimble_ln_stmt *rowq = nimble_ln_if(c->A, inside(c, ref(c, ih), g->H), dw_s2_split_row(c, d, buf, qrow, xrow, We, vw), zrow);
-  rowq = nimble_ln_let(c->A, ih, cp_sub(c, cp_add(c, cp_mul(c, d->oh_lo, two), ref(c, q)), cp_i(c, g->p[0])), rowq);
+  nimble_ln_stmt *fill;
+  if (s == 2) {
+    fill = dw_s2_split_row(c, d, buf, qrow, xrow, We, vw);
+  } else {
+    /* pl zeros, the image row, pr zeros. */
+    nimble_ln_stmt *part[3];
+    for (int k = 0; k < 3; k++) {
+      nimble_ln_var *j = cp_var(c, "j", NIMBLE_LN_I64);
+      nimble_ln_expr *at = cp_add(c, qrow, cp_add(c, ref(c, j), cp_i(c, k == 0 ? 0 : k == 1 ? g->p[1] : wc + g->p[1])));
+      part[k] = k == 1 ? short_row(cp_for(c, j, g->W, NIMBLE_LN_VECTORIZED, vw,
+                                          nimble_ln_store(c->A, buf, at, cp_value_flat(c, d->x, cp_add(c, xrow, ref(c, j))))),
+                                   g->W, vw)
+                       : nimble_ln_for(c->A, j, cp_i(c, 0), cp_i(c, k == 0 ? g->p[1] : g->p[3]), NIMBLE_LN_SERIAL, 0,
+                                       nimble_ln_store(c->A, buf, at, nimble_ln_f32(c->A, 0)));
+    }
+    fill = nimble_ln_seq(c->A, part, 3);
+  }
+  nimble_ln_stmt *rowq = nimble_ln_if(c->A, inside(c, ref(c, ih), g->H), fill, zrow);
+  rowq = nimble_ln_let(c->A, ih, cp_sub(c, cp_add(c, cp_mul(c, ref(c, lo), S), ref(c, q)), cp_i(c, g->p[0])), rowq);
   nimble_ln_stmt *copy = nimble_ln_for(c->A, q, cp_i(c, 0), nrows, NIMBLE_LN_SERIAL, 0, rowq);
   nimble_ln_var *z2 = cp_var(c, "z", NIMBLE_LN_I64);
   nimble_ln_stmt *slack = nimble_ln_for(c->A, z2, cp_i(c, 0), cp_i(c, vw), NIMBLE_LN_SERIAL, 0,
                                         nimble_ln_store(c->A, buf, cp_add(c, cp_add(c, b, cp_mul(c, nrows, pitch)), ref(c, z2)),
                                                         nimble_ln_f32(c->A, 0)));
-  nimble_ln_stmt *steps[3] = {copy, slack, dw_out_rows(c, d, buf, b, pitch, We, orow0, d->oh_lo, d->oh_hi, vw)};
-  return nimble_ln_let(c->A, base, cp_mul(c, slot, slot_size), nimble_ln_seq(c->A, steps, 3));
+  nimble_ln_stmt *steps[3] = {copy, slack, dw_out_rows(c, d, buf, b, pitch, We, orow0, ref(c, lo), ref(c, hi), vw)};
+  nimble_ln_stmt *sub = nimble_ln_seq(c->A, steps, 3);
+  sub = nimble_ln_let(c->A, hi, cp_min(c, cp_add(c, ref(c, lo), Rx), d->oh_hi), sub);
+  sub = nimble_ln_let(c->A, lo, cp_add(c, d->oh_lo, cp_mul(c, ref(c, sb), Rx)), sub);
+  nimble_ln_expr *nsub = cp_div(c, cp_add(c, cp_sub(c, d->oh_hi, d->oh_lo), cp_sub(c, Rx, one)), Rx);
+  sub = nimble_ln_for(c->A, sb, cp_i(c, 0), cp_max(c, nsub, cp_i(c, 0)), NIMBLE_LN_SERIAL, 0, sub);
+  return nimble_ln_let(c->A, base, cp_mul(c, slot, slot_size), sub);
 }
 
 /* The epilogue as a pass over the band of rows [oh_lo, oh_hi) of the
@@ -1031,9 +1103,9 @@ static nimble_ln_stmt *conv_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o, 
       nimble_ln_stmt *flat = nimble_ln_if(c->A, bin(c, NIMBLE_LN_EQ, g.OW, g.W), dw_plane(c, &d, obase), NULL);
       rows = nimble_ln_seq2(c->A, flat, rows);
     }
-    nimble_ln_expr *rs2_cond = NULL;
-    nimble_ln_stmt *rows_s2 = dw_rows_s2(c, &d, obase, ref(c, slot_i), &rs2_cond);
-    if (rows_s2) rows = nimble_ln_if(c->A, rs2_cond, rows_s2, rows);
+    nimble_ln_expr *rc_cond = NULL;
+    nimble_ln_stmt *rows_c = dw_rows_copied(c, &d, obase, ref(c, slot_i), &rc_cond);
+    if (rows_c) rows = nimble_ln_if(c->A, rc_cond, rows_c, rows);
     /* The epilogue on the rows just written, while they are in cache
      * (dw_epilogue_pass). */
     nimble_ln_stmt *epass = NULL;

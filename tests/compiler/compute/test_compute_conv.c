@@ -69,8 +69,10 @@ static const conv_case kConv[] = {
     {1, 4, 7, 7, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 4, 1, 1, 0},
     /* ... 14x14 and 7x7 above and 5x5 / 4x4 here through the padded plane
      * (rows shorter than a vector: no whole-vector rows); 40x37 above and
-     * 22x16 here past its limit (the flattened plane and border loops) */
+     * 22x16 here past its limit (dw_rows_s1); 6x70, rows past
+     * dw_rows_s1's (the flattened plane and border loops) */
     {1, 2, 22, 16, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2, 1, 2, 0},
+    {1, 2, 6, 70, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2, 1, 2, 0},
     {1, 3, 5, 5, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3, 1, 1, 0},
     {2, 3, 4, 4, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3, 1, 2, 1},
     /* ... and the clip as one pass over the plane (14x14 batch 2, 6x6,
@@ -140,6 +142,16 @@ static const conv_case kConv[] = {
     /* ... 5 output rows: whole planes per task on 3 threads (5 < 2 * 3),
      * each task in its own slot */
     {1, 7, 10, 41, 7, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 7, 1, 2, 0},
+    /* ... 38 output rows in sub-bands of 21 on one thread (the copy of a
+     * sub-band's input rows in L1) */
+    {1, 2, 75, 90, 2, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 2, 1, 2, 0},
+    /* depthwise, unit strides, rows of at most 64 padded pixels on planes
+     * past 400 (dw_rows_s1: each band's input rows, zero-padded, in the
+     * task's slot): 100 rows in sub-bands of 62 on one thread, relu, a
+     * residual; asymmetric pads, nothing after it; a 5x5 kernel, batch 2 */
+    {1, 2, 100, 62, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2, 1, 1, 0, 1},
+    {1, 3, 21, 30, 3, 3, 3, 1, 1, 0, 2, 2, 0, 1, 1, 3, 0, 0, 0},
+    {2, 3, 26, 23, 3, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, 3, 1, 2, 0},
     /* A residual of the output's shape (mobilenet_v2's projections: 1x1,
      * bias, add), with relu over a 3x3 im2col, batch 2 */
     {1, 24, 14, 14, 32, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 1},
@@ -179,29 +191,29 @@ static bool dw_on_padded_plane(const conv_case *c) {
          (c->H + c->pt + c->pb) * (c->W + c->pl + c->pr) <= 400;
 }
 
-/* Whether conv.c builds the band-row path for stride 2 (dw_rows_s2):
- * depthwise, dilations 1, a plane known past 400 padded pixels. It runs
- * when the output rows are a vector or more (bands or whole planes per
- * task), every pixel then summed in order. */
-static bool dw_rows_s2_built(const conv_case *c) {
-  return c->g == c->C && c->O == c->C && c->dh == 1 && c->dw == 1 && c->sh == 2 && c->sw == 2 && !c->symbolic &&
-         (c->H + c->pt + c->pb) * (c->W + c->pl + c->pr) > 400;
+/* Whether conv.c builds the band-row path (dw_rows_copied) for stride 2
+ * (s = 2: scratch dw_rows_s2) or unit strides (s = 1: dw_rows_s1, rows of
+ * at most 64 padded pixels): depthwise, dilations 1, a plane known past
+ * 400 padded pixels. It runs when the output rows are a vector or more
+ * (bands or whole planes per task), every pixel then summed in order. */
+static bool dw_rows_built(const conv_case *c, int64_t s) {
+  return c->g == c->C && c->O == c->C && c->dh == 1 && c->dw == 1 && c->sh == s && c->sw == s && !c->symbolic &&
+         (c->H + c->pt + c->pb) * (c->W + c->pl + c->pr) > 400 && (s == 2 || c->W + c->pl + c->pr <= 64);
 }
 
-static bool dw_rows_s2_runs(const conv_case *c, int64_t OH, int64_t OW) {
-  (void)OH;
-  return dw_rows_s2_built(c) && OW >= 8;
+static bool dw_rows_runs(const conv_case *c, int64_t OW) {
+  return (dw_rows_built(c, 1) || dw_rows_built(c, 2)) && OW >= 8;
 }
 
 /* A depthwise conv on the padded plane (dw_on_padded_plane) or through
- * dw_rows_s2 (dw_rows_s2_runs), in float in
+ * dw_rows_copied (dw_rows_runs), in float in
  * its order: the conv's bias, then each tap fused, acc = fma(w, x, acc),
  * by kernel row and column (x = 0 in the padding), then an added bias, a
  * residual, Relu/Clip. Every pixel, border or not, is summed this way, so
  * the bits must agree. */
 static bool dw_float_ref(const conv_case *c, const float *x, const float *w, const float *b, const float *r, float *y,
                          int64_t OH, int64_t OW) {
-  if (!dw_on_padded_plane(c) && !dw_rows_s2_runs(c, OH, OW)) return false;
+  if (!dw_on_padded_plane(c) && !dw_rows_runs(c, OW)) return false;
   for (int64_t n = 0; n < c->N; n++)
     for (int64_t o = 0; o < c->O; o++)
       for (int64_t oh = 0; oh < OH; oh++)
@@ -290,8 +302,9 @@ START_TEST(test_conv2d_cases_match_direct_loops_with_and_without_sgemm) {
     bool want_s2 = dw_on_padded_plane(c) && c->sh == 2, has_s2 = strstr(pr, "scratch dw_s2") != NULL;
     if (!c->symbolic) /* symbolic planes: under a run-time condition */
       ck_assert_msg(has_s2 == want_s2, "case %zu: scratch dw_s2 %s expected", ci, want_s2 ? "" : "not");
-    ck_assert_msg((strstr(pr, "scratch dw_rows_s2") != NULL) == dw_rows_s2_built(c), "case %zu: scratch dw_rows_s2 %s expected",
-                  ci, dw_rows_s2_built(c) ? "" : "not");
+    for (int s = 1; s <= 2; s++)
+      ck_assert_msg((strstr(pr, s == 1 ? "scratch dw_rows_s1" : "scratch dw_rows_s2") != NULL) == dw_rows_built(c, s),
+                    "case %zu: scratch dw_rows_s%d %s expected", ci, s, dw_rows_built(c, s) ? "" : "not");
     if (c->g == c->C && c->O == c->C && c->H == 7 && c->W == 7 && c->sh == 1)
       ck_assert_msg(strstr(pr, "masked") != NULL, "case %zu: a 7-pixel row without a masked tail", ci);
     free(pr);
@@ -376,7 +389,8 @@ END_TEST
  * and relu do: inputs with a NaN in some windows, every output NaN exactly
  * where its window reaches one, the others the loops' value. 7x7 (a masked
  * row tail) and 14x14 at stride 2 (7x7 out) with the clamp in the stores,
- * 20x20 (the row nest, then the pass), relu and clip, on 1 and 2 threads. */
+ * 20x20 (rows from the band's padded copy, dw_rows_s1, then the pass),
+ * relu and clip, on 1 and 2 threads. */
 START_TEST(test_depthwise_clamp_in_the_stores_keeps_nan) {
   static const conv_case kNan[] = {
       {1, 3, 7, 7, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3, 1, 2, 0},
