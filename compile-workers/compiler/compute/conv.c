@@ -301,6 +301,29 @@ static nimble_ln_stmt *short_row(nimble_ln_stmt *loop, nimble_ln_expr *n, int vw
   return loop;
 }
 
+/* loop (vectorized with vw lanes) as whole vectors only, the last one
+ * overlapping the one before (nimble_ln_split_overlap): for loops that
+ * store a function of memory the loop does not write. The short rows of
+ * small planes (27 or 13 columns) spent more in their scalar remainders
+ * than in their vectors. */
+static nimble_ln_stmt *whole_vectors(cp_ctx *c, nimble_ln_stmt *loop, int vw) {
+  return loop && vw > 1 ? nimble_ln_split_overlap(c->A, loop, vw) : loop;
+}
+
+/* A row's vectorized loop over n pixels, for loops that store a function
+ * of memory the loop does not write: as one masked step when n is a known
+ * constant under a vector (short_row), else as whole vectors, the last
+ * overlapping the one before (whole_vectors): the depthwise rows' copies
+ * and last rows (28 pixels: 3 vectors and 4 scalar steps, 55 pairs of a
+ * stride-2 row: 6 and 7) spent more in the scalar steps than in the
+ * vectors. */
+static nimble_ln_stmt *row_vectors(cp_ctx *c, nimble_ln_stmt *loop, nimble_ln_expr *n, int vw) {
+  int64_t nc;
+  if (vw <= 1 || !cp_const_i(n, &nc)) return whole_vectors(c, loop, vw);
+  if (nc < vw) return short_row(loop, n, vw);
+  return nc % vw ? whole_vectors(c, loop, vw) : loop; /* no remainder: as it is */
+}
+
 /* The end of a vector loop over [lo, hi) rounded up to whole vectors,
  * when that stays at most `cap` and the input the last extra pixel reads
  * (flat index in its plane: last_read(end - 1)) is inside the plane: the
@@ -416,7 +439,7 @@ static nimble_ln_stmt *dw_out_rows(cp_ctx *c, const dw_ctx *d, nimble_ln_param *
       nimble_ln_stmt *row = short_row(nimble_ln_for(c->A, ow, cp_i(c, 0), up, NIMBLE_LN_VECTORIZED, vw, st), up, vw);
       parts[0] = nimble_ln_for(c->A, oh, lo, cp_max(c, cp_sub(c, hi, one), lo), NIMBLE_LN_SERIAL, 0, row);
     } else {
-      parts[1] = short_row(cp_for(c, ow, g->OW, NIMBLE_LN_VECTORIZED, vw, st), g->OW, vw);
+      parts[1] = row_vectors(c, cp_for(c, ow, g->OW, NIMBLE_LN_VECTORIZED, vw, st), g->OW, vw);
       parts[1] = nimble_ln_if(c->A, bin(c, NIMBLE_LN_GT, hi, lo), parts[1], NULL);
     }
   }
@@ -478,9 +501,9 @@ static nimble_ln_stmt *dw_padded(cp_ctx *c, dw_ctx *d, nimble_ln_expr *obase, ni
   nimble_ln_expr *dst = cp_add(c, b, cp_add(c, cp_mul(c, cp_add(c, ref(c, r), cp_i(c, g->p[0])), Wp),
                                             cp_add(c, ref(c, w), cp_i(c, g->p[1]))));
   nimble_ln_expr *src = cp_add(c, d->plane, cp_add(c, cp_mul(c, ref(c, r), g->W), ref(c, w)));
-  nimble_ln_stmt *copy = short_row(cp_for(c, w, g->W, NIMBLE_LN_VECTORIZED, vw,
-                                          nimble_ln_store(c->A, pad, dst, cp_value_flat(c, d->x, src))),
-                                   g->W, vw);
+  nimble_ln_stmt *copy = row_vectors(c, cp_for(c, w, g->W, NIMBLE_LN_VECTORIZED, vw,
+                                               nimble_ln_store(c->A, pad, dst, cp_value_flat(c, d->x, src))),
+                                     g->W, vw);
   copy = cp_for(c, r, g->H, NIMBLE_LN_SERIAL, 0, copy);
   /* Output rows: bias + taps, read from the padded plane. */
   nimble_ln_stmt *steps[3] = {zero, copy, dw_out_rows(c, d, pad, b, Wp, NULL, obase, cp_i(c, 0), g->OH, vw)};
@@ -515,8 +538,8 @@ static nimble_ln_stmt *dw_s2_split_row(cp_ctx *c, const dw_ctx *d, nimble_ln_par
     }
     nimble_ln_stmt *body = nimble_ln_seq(c->A, st, 2);
     fill[part] = part == 0   ? nimble_ln_for(c->A, j, cp_i(c, 0), cp_min(c, jlo, We), NIMBLE_LN_SERIAL, 0, body)
-                 : part == 1 ? short_row(nimble_ln_for(c->A, j, jlo, cp_min(c, jhi, We), NIMBLE_LN_VECTORIZED, vw, body),
-                                         cp_sub(c, jhi, jlo), vw)
+                 : part == 1 ? row_vectors(c, nimble_ln_for(c->A, j, jlo, cp_min(c, jhi, We), NIMBLE_LN_VECTORIZED, vw, body),
+                                           cp_sub(c, jhi, jlo), vw)
                              : nimble_ln_for(c->A, j, cp_max(c, jhi, jlo), We, NIMBLE_LN_SERIAL, 0, body);
   }
   return nimble_ln_seq(c->A, fill, 3);
@@ -668,9 +691,9 @@ static nimble_ln_stmt *dw_rows_copied(cp_ctx *c, dw_ctx *d, nimble_ln_expr *orow
     for (int k = 0; k < 3; k++) {
       nimble_ln_var *j = cp_var(c, "j", NIMBLE_LN_I64);
       nimble_ln_expr *at = cp_add(c, qrow, cp_add(c, ref(c, j), cp_i(c, k == 0 ? 0 : k == 1 ? g->p[1] : wc + g->p[1])));
-      part[k] = k == 1 ? short_row(cp_for(c, j, g->W, NIMBLE_LN_VECTORIZED, vw,
-                                          nimble_ln_store(c->A, buf, at, cp_value_flat(c, d->x, cp_add(c, xrow, ref(c, j))))),
-                                   g->W, vw)
+      part[k] = k == 1 ? row_vectors(c, cp_for(c, j, g->W, NIMBLE_LN_VECTORIZED, vw,
+                                               nimble_ln_store(c->A, buf, at, cp_value_flat(c, d->x, cp_add(c, xrow, ref(c, j))))),
+                                     g->W, vw)
                        : nimble_ln_for(c->A, j, cp_i(c, 0), cp_i(c, k == 0 ? g->p[1] : g->p[3]), NIMBLE_LN_SERIAL, 0,
                                        nimble_ln_store(c->A, buf, at, nimble_ln_f32(c->A, 0)));
     }
@@ -1460,15 +1483,6 @@ static nimble_ln_expr *count_in(cp_ctx *c, nimble_ln_expr *base, int64_t d, nimb
   nimble_ln_expr *b = cp_max(c, cp_sub(c, hi, base), cp_i(c, 0));
   nimble_ln_expr *end = cp_min(c, K, cp_div(c, cp_add(c, b, cp_i(c, d - 1)), cp_i(c, d)));
   return cp_max(c, cp_sub(c, end, first), cp_i(c, 0));
-}
-
-/* loop (vectorized with vw lanes) as whole vectors only, the last one
- * overlapping the one before (nimble_ln_split_overlap): for loops that
- * store a function of memory the loop does not write. The short rows of
- * small planes (27 or 13 columns) spent more in their scalar remainders
- * than in their vectors. */
-static nimble_ln_stmt *whole_vectors(cp_ctx *c, nimble_ln_stmt *loop, int vw) {
-  return loop && vw > 1 ? nimble_ln_split_overlap(c->A, loop, vw) : loop;
 }
 
 /* Where max_pool_3s2 finds t's columns: computed from the plane's rows
