@@ -385,12 +385,12 @@ START_TEST(test_conv2d_cases_match_direct_loops_with_and_without_sgemm) {
 END_TEST
 
 /* Depthwise with a Relu or Clip in the stores (conv.c: padded planes
- * whose output rows are shorter than a vector) keeps a NaN as NaN, as clip
- * and relu do: inputs with a NaN in some windows, every output NaN exactly
- * where its window reaches one, the others the loops' value. 7x7 (a masked
- * row tail) and 14x14 at stride 2 (7x7 out) with the clamp in the stores,
- * 20x20 (rows from the band's padded copy, dw_rows_s1, then the pass),
- * relu and clip, on 1 and 2 threads. */
+ * whose output rows are shorter than a vector, rows from a band's copy)
+ * keeps a NaN as NaN, as clip and relu do: inputs with a NaN in some
+ * windows, every output NaN exactly where its window reaches one, the
+ * others the loops' value. 7x7 (a masked row tail), 14x14 at stride 2
+ * (7x7 out) and 20x20 (dw_rows_copied), relu and clip, on 1 and 2
+ * threads. */
 START_TEST(test_depthwise_clamp_in_the_stores_keeps_nan) {
   static const conv_case kNan[] = {
       {1, 3, 7, 7, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3, 1, 2, 0},
