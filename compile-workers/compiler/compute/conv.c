@@ -458,13 +458,14 @@ static nimble_ln_stmt *dw_out_rows(cp_ctx *c, const dw_ctx *d, nimble_ln_param *
  * small enough, the output the padded size). */
 #define DW_PAD_MAX_FLOATS 400
 
-/* Whether a padded copy serves unit strides (dilations 1, a constant
- * kernel width, vectors); *small: 1 when the padded plane is known to fit
- * DW_PAD_MAX_FLOATS (dw_padded), 0 known not to (dw_rows_copied), -1 not
- * known (a symbolic plane: dw_padded's run-time test). */
-static bool dw_s1_applies(const cp_ctx *c, const dw_ctx *d, int *small) {
+/* Whether a padded copy serves strides s (1: dw_padded's layout, 2:
+ * dw_padded_s2's; dilations 1, a constant kernel width, vectors); *small:
+ * 1 when the padded plane is known to fit DW_PAD_MAX_FLOATS (the whole
+ * plane's copy), 0 known not to (dw_rows_copied), -1 not known (a
+ * symbolic plane: the whole plane's run-time test). */
+static bool dw_copy_applies(const cp_ctx *c, const dw_ctx *d, int64_t s, int *small) {
   const cv_geom *g = d->g;
-  if (c->opt.vector_width <= 1 || g->kw_const <= 0 || g->s[0] != 1 || g->s[1] != 1 || g->d[0] != 1 ||
+  if (c->opt.vector_width <= 1 || g->kw_const <= 0 || g->s[0] != s || g->s[1] != s || g->d[0] != 1 ||
       g->d[1] != 1 || g->flat)
     return false;
   int64_t hc, wc;
@@ -480,7 +481,7 @@ static nimble_ln_stmt *dw_padded(cp_ctx *c, dw_ctx *d, nimble_ln_expr *obase, ni
   int KW = (int)g->kw_const, KH = (int)d->KH, vw = c->opt.vector_width > 1 ? c->opt.vector_width : 0;
   int small;
   /* Known too large: no scratch buffer for a dead branch (dw_rows_copied's). */
-  if (!dw_s1_applies(c, d, &small) || small == 0) return NULL;
+  if (!dw_copy_applies(c, d, 1, &small) || small == 0) return NULL;
   nimble_ln_expr *Hp = cp_add(c, g->H, cp_i(c, g->p[0] + g->p[2]));
   nimble_ln_expr *Wp = cp_add(c, g->W, cp_i(c, g->p[1] + g->p[3]));
   nimble_ln_expr *area = cp_mul(c, Hp, Wp);
@@ -555,31 +556,14 @@ static nimble_ln_stmt *dw_s2_split_row(cp_ctx *c, const dw_ctx *d, nimble_ln_par
  * run to whole vectors as in dw_padded; the sum is bias + taps in dw_sum's
  * order; a Relu or Clip goes into the stores when d->clamp is set. NULL
  * where it does not apply; *cond: the run-time
- * condition (the padded plane at most DW_S2_MAX_FLOATS, the output the
+ * condition (the padded plane at most DW_PAD_MAX_FLOATS, the output the
  * size stride 2 gives). */
-#define DW_S2_MAX_FLOATS 400
-
-/* Whether stride 2's layout applies (strides 2, dilations 1, a constant
- * kernel width, vectors); *small: 1 when the padded plane is known to fit
- * DW_S2_MAX_FLOATS, 0 known not to, -1 not known (a symbolic plane). */
-static bool dw_s2_applies(const cp_ctx *c, const dw_ctx *d, int *small) {
-  const cv_geom *g = d->g;
-  if (c->opt.vector_width <= 1 || g->kw_const <= 0 || g->s[0] != 2 || g->s[1] != 2 || g->d[0] != 1 ||
-      g->d[1] != 1 || g->flat)
-    return false;
-  int64_t hc, wc;
-  *small = !cp_const_i(g->H, &hc) || !cp_const_i(g->W, &wc)
-               ? -1
-               : (hc + g->p[0] + g->p[2]) * (wc + g->p[1] + g->p[3]) <= DW_S2_MAX_FLOATS;
-  return true;
-}
-
 static nimble_ln_stmt *dw_padded_s2(cp_ctx *c, dw_ctx *d, nimble_ln_expr *obase, nimble_ln_expr *pidx,
                                     nimble_ln_expr *planes, nimble_ln_expr **cond) {
   const cv_geom *g = d->g;
   int KW = (int)g->kw_const, KH = (int)d->KH, vw = c->opt.vector_width, small;
   /* Known too large: no scratch buffer for a dead branch. */
-  if (!dw_s2_applies(c, d, &small) || small == 0) return NULL;
+  if (!dw_copy_applies(c, d, 2, &small) || small == 0) return NULL;
   nimble_ln_expr *two = cp_i(c, 2), *one = cp_i(c, 1);
   nimble_ln_expr *Hp = cp_add(c, g->H, cp_i(c, g->p[0] + g->p[2]));
   nimble_ln_expr *Wp = cp_add(c, g->W, cp_i(c, g->p[1] + g->p[3]));
@@ -587,7 +571,7 @@ static nimble_ln_stmt *dw_padded_s2(cp_ctx *c, dw_ctx *d, nimble_ln_expr *obase,
   nimble_ln_expr *pitch = cp_mul(c, We, two); /* one padded row: E then O */
   /* Rounded-up rows read up to vw - 1 columns past a row's end. */
   nimble_ln_expr *PS = cp_add(c, cp_mul(c, Hp, pitch), cp_i(c, vw));
-  *cond = bin(c, NIMBLE_LN_AND, bin(c, NIMBLE_LN_LE, cp_mul(c, Hp, Wp), cp_i(c, DW_S2_MAX_FLOATS)),
+  *cond = bin(c, NIMBLE_LN_AND, bin(c, NIMBLE_LN_LE, cp_mul(c, Hp, Wp), cp_i(c, DW_PAD_MAX_FLOATS)),
               bin(c, NIMBLE_LN_AND,
                   bin(c, NIMBLE_LN_EQ, g->OH, cp_add(c, cp_div(c, cp_sub(c, Hp, cp_i(c, KH)), two), one)),
                   bin(c, NIMBLE_LN_AND,
@@ -646,7 +630,7 @@ static nimble_ln_stmt *dw_rows_copied(cp_ctx *c, dw_ctx *d, nimble_ln_expr *orow
   int KW = (int)g->kw_const, KH = (int)d->KH, vw = c->opt.vector_width, small, s = (int)g->s[0];
   /* A kernel has one scratch buffer: only planes known to be past
    * dw_padded's and dw_padded_s2's (which a symbolic plane may be). */
-  if (!(s == 1 ? dw_s1_applies(c, d, &small) : dw_s2_applies(c, d, &small)) || small != 0) return NULL;
+  if (!dw_copy_applies(c, d, s, &small) || small != 0) return NULL;
   int64_t wc;
   if (!cp_const_i(g->W, &wc)) return NULL;
   int64_t wp = wc + g->p[1] + g->p[3], pitch_c = s == 1 ? wp : (wp + 1) / 2 * 2;
