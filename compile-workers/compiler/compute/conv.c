@@ -546,6 +546,26 @@ static nimble_ln_stmt *dw_s2_split_row(cp_ctx *c, const dw_ctx *d, nimble_ln_par
   return nimble_ln_seq(c->A, fill, 3);
 }
 
+/* Unit strides' layout (dw_rows_copied): padded row `row` of a plane as
+ * pl zeros, the image row at flat index xrow, pr zeros (pitch W + pl + pr). */
+static nimble_ln_stmt *dw_s1_pad_row(cp_ctx *c, const dw_ctx *d, nimble_ln_param *buf, nimble_ln_expr *row,
+                                     nimble_ln_expr *xrow, int vw) {
+  const cv_geom *g = d->g;
+  nimble_ln_var *jl = cp_var(c, "j", NIMBLE_LN_I64), *j = cp_var(c, "j", NIMBLE_LN_I64), *jr = cp_var(c, "j", NIMBLE_LN_I64);
+  nimble_ln_stmt *part[3] = {
+      nimble_ln_for(c->A, jl, cp_i(c, 0), cp_i(c, g->p[1]), NIMBLE_LN_SERIAL, 0,
+                    nimble_ln_store(c->A, buf, cp_add(c, row, ref(c, jl)), nimble_ln_f32(c->A, 0))),
+      row_vectors(c, cp_for(c, j, g->W, NIMBLE_LN_VECTORIZED, vw,
+                            nimble_ln_store(c->A, buf, cp_add(c, row, cp_add(c, ref(c, j), cp_i(c, g->p[1]))),
+                                            cp_value_flat(c, d->x, cp_add(c, xrow, ref(c, j))))),
+                  g->W, vw),
+      nimble_ln_for(c->A, jr, cp_i(c, 0), cp_i(c, g->p[3]), NIMBLE_LN_SERIAL, 0,
+                    nimble_ln_store(c->A, buf, cp_add(c, row, cp_add(c, ref(c, jr), cp_add(c, g->W, cp_i(c, g->p[1])))),
+                                    nimble_ln_f32(c->A, 0))),
+  };
+  return nimble_ln_seq(c->A, part, 3);
+}
+
 /* Small planes, stride 2 (mobilenet_v2's 14x14 -> 7x7):
  * the plane, zero-padded, copied once with its even and odd columns apart
  * (row r of the padded plane as E[r][j] = xp[r][2j] and O[r][j] =
@@ -666,23 +686,7 @@ static nimble_ln_stmt *dw_rows_copied(cp_ctx *c, dw_ctx *d, nimble_ln_expr *orow
   nimble_ln_expr *xrow = cp_add(c, d->plane, cp_mul(c, ref(c, ih), g->W));
   nimble_ln_stmt *zrow = cp_for(c, z, pitch, NIMBLE_LN_VECTORIZED, vw,
                                 nimble_ln_store(c->A, buf, cp_add(c, qrow, ref(c, z)), nimble_ln_f32(c->A, 0)));
-  nimble_ln_stmt *fill;
-  if (s == 2) {
-    fill = dw_s2_split_row(c, d, buf, qrow, xrow, We, vw);
-  } else {
-    /* pl zeros, the image row, pr zeros. */
-    nimble_ln_stmt *part[3];
-    for (int k = 0; k < 3; k++) {
-      nimble_ln_var *j = cp_var(c, "j", NIMBLE_LN_I64);
-      nimble_ln_expr *at = cp_add(c, qrow, cp_add(c, ref(c, j), cp_i(c, k == 0 ? 0 : k == 1 ? g->p[1] : wc + g->p[1])));
-      part[k] = k == 1 ? row_vectors(c, cp_for(c, j, g->W, NIMBLE_LN_VECTORIZED, vw,
-                                               nimble_ln_store(c->A, buf, at, cp_value_flat(c, d->x, cp_add(c, xrow, ref(c, j))))),
-                                     g->W, vw)
-                       : nimble_ln_for(c->A, j, cp_i(c, 0), cp_i(c, k == 0 ? g->p[1] : g->p[3]), NIMBLE_LN_SERIAL, 0,
-                                       nimble_ln_store(c->A, buf, at, nimble_ln_f32(c->A, 0)));
-    }
-    fill = nimble_ln_seq(c->A, part, 3);
-  }
+  nimble_ln_stmt *fill = s == 2 ? dw_s2_split_row(c, d, buf, qrow, xrow, We, vw) : dw_s1_pad_row(c, d, buf, qrow, xrow, vw);
   nimble_ln_stmt *rowq = nimble_ln_if(c->A, inside(c, ref(c, ih), g->H), fill, zrow);
   rowq = nimble_ln_let(c->A, ih, cp_sub(c, cp_add(c, cp_mul(c, ref(c, lo), S), ref(c, q)), cp_i(c, g->p[0])), rowq);
   nimble_ln_stmt *copy = nimble_ln_for(c->A, q, cp_i(c, 0), nrows, NIMBLE_LN_SERIAL, 0, rowq);
