@@ -152,6 +152,11 @@ static const conv_case kConv[] = {
     {1, 2, 100, 62, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2, 1, 1, 0, 1},
     {1, 3, 21, 30, 3, 3, 3, 1, 1, 0, 2, 2, 0, 1, 1, 3, 0, 0, 0},
     {2, 3, 26, 23, 3, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, 3, 1, 2, 0},
+    /* depthwise bands start on a cache line (28-pixel rows: multiples of
+     * 4 rows), which on 3 threads leaves the last band empty: 15 rows as
+     * 8 + 7 + 0 from the copy, 10 rows of 70 as 8 + 2 + 0 flattened */
+    {1, 3, 15, 28, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3, 1, 2, 0},
+    {1, 2, 10, 70, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2, 1, 2, 0},
     /* A residual of the output's shape (mobilenet_v2's projections: 1x1,
      * bias, add), with relu over a 3x3 im2col, batch 2 */
     {1, 24, 14, 14, 32, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 1},
