@@ -100,6 +100,9 @@ static const conv_case kConv[] = {
      * im2col 3x3 symbolic, 2 groups of 128 */
     {2, 4, 30, 30, 256, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 2, 2, 0},
     {1, 3, 25, 27, 256, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1},
+    /* blocks on cache lines (28-pixel rows: multiples of 4 rows): 16 + 12
+     * on 2 threads, 12 + 12 + 4 on 3, with a residual and clip */
+    {1, 4, 28, 28, 192, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 2, 0, 1},
     /* three blocks of 19 rows: four of 12 on 2 threads, three of 15 on 3 */
     {1, 3, 45, 27, 256, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0},
     {1, 4, 20, 26, 256, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2, 1, 2, 0},
@@ -152,11 +155,12 @@ static const conv_case kConv[] = {
     {1, 2, 100, 62, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2, 1, 1, 0, 1},
     {1, 3, 21, 30, 3, 3, 3, 1, 1, 0, 2, 2, 0, 1, 1, 3, 0, 0, 0},
     {2, 3, 26, 23, 3, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, 3, 1, 2, 0},
-    /* depthwise bands start on a cache line (28-pixel rows: multiples of
-     * 4 rows), which on 3 threads leaves the last band empty: 15 rows as
-     * 8 + 7 + 0 from the copy, 10 rows of 70 as 8 + 2 + 0 flattened */
+    /* depthwise bands start on a cache line (28- and 68-pixel rows:
+     * multiples of 4 rows), which on 3 threads leaves the last band empty:
+     * 15 rows as 8 + 7 + 0 from the copy, 7 rows of 68 as 4 + 3 + 0
+     * flattened */
     {1, 3, 15, 28, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3, 1, 2, 0},
-    {1, 2, 10, 70, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2, 1, 2, 0},
+    {1, 2, 7, 68, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2, 1, 2, 0},
     /* A residual of the output's shape (mobilenet_v2's projections: 1x1,
      * bias, add), with relu over a 3x3 im2col, batch 2 */
     {1, 24, 14, 14, 32, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 1},
