@@ -383,6 +383,21 @@ static int transposed_pays(nimble_sgemm_isa isa, int64_t m, int64_t n) {
   }
 }
 
+/* Whether gemm's dots_rows computes the product: B stored [n, k] with
+ * fewer rows than the variant's vector lanes. That reads A in place, where
+ * C^T packed A transposed on every call (mlp's 64x10x512: 14 us against
+ * 5; 256x12x1024 116 against 51). */
+static int few_dots(nimble_sgemm_isa isa, int32_t trans_a, int32_t trans_b, int64_t n) {
+  if (!trans_b || trans_a) return 0;
+  switch (isa) {
+#if SG_HAVE_X86
+  case NIMBLE_SGEMM_ISA_AVX512: return n < 16;
+  case NIMBLE_SGEMM_ISA_AVX2: return n < 8;
+#endif
+  default: return n < 4;
+  }
+}
+
 static int own_product(nimble_sgemm_isa isa, int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k,
                        float alpha, const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
                        int64_t ldc, const nimble_sgemm_epi *epi, const float *given_a) {
@@ -398,7 +413,8 @@ static int own_product(nimble_sgemm_isa isa, int32_t trans_a, int32_t trans_b, i
    * back transposed and the epilogue as a pass over C, now in cache. */
   float *t = NULL;
   int64_t ldt = (m + 15) / 16 * 16;
-  if (!given_a && beta == 0.0f && n * ldt <= TRANSPOSED_MAX_FLOATS && transposed_pays(isa, m, n))
+  if (!given_a && beta == 0.0f && n * ldt <= TRANSPOSED_MAX_FLOATS && !few_dots(isa, trans_a, trans_b, n) &&
+      transposed_pays(isa, m, n))
     t = nimble_thread_buffer(NIMBLE_THREAD_BUFFER_TRANSPOSED, (size_t)(n * ldt));
   if (!t) {
     direct_product(isa, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, epi, given_a);
