@@ -737,7 +737,6 @@ static nimble_ln_stmt *dw_bind(cp_ctx *c, dw_ctx *d, cp_node *wt, cp_node *bias,
   return nimble_ln_let(c->A, d->bv, bias ? cp_value(c, bias, bi) : nimble_ln_f32(c->A, 0), s);
 }
 
-/* conv2d into o (raw conv plus its bias input, before any epilogue). */
 /* The rows whose multiples start a plane's row on a 64-byte line (16 /
  * gcd(OW, 16), planes aligned): threads whose bands of rows meet inside a
  * line both write it, and it moved between the cores for every plane or
@@ -750,6 +749,7 @@ static int64_t line_rows(cp_ctx *c, nimble_ln_expr *OW) {
   return q <= 4 ? q : 1;
 }
 
+/* conv2d into o (raw conv plus its bias input, before any epilogue). */
 /* The sgemm path's rows per block with T threads: R (the cache-sized
  * rows) when that makes one block of fewer than 128 columns per thread,
  * else fewer so that the block count is a multiple of T and the T tasks
