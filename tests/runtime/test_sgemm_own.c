@@ -425,9 +425,10 @@ END_TEST
  * compute as C^T = op(B)^T op(A)^T where that leaves less of the tiles
  * empty, and write back transposed (a 7x7 image's 49 pixels by 320 output
  * channels; AVX-512: 17 to 81 columns, AVX2: 9, 17, 33), every
- * transposition, rows and columns not multiples of 8, the epilogue after
- * the transposition, a constant A packed as a transposed B; with beta != 0
- * they keep the direct product. */
+ * transposition (on AVX-512 a transposed B of 9 rows goes by the
+ * few-column dot products instead), rows and columns not multiples of 8,
+ * the epilogue after the transposition, a constant A packed as a
+ * transposed B; with beta != 0 they keep the direct product. */
 START_TEST(test_few_columns_computed_transposed_match_the_reference) {
   static const int64_t shapes[][3] = {{320, 49, 96}, {45, 49, 30}, {1280, 17, 20}, {64, 33, 200},
                                       {200, 81, 7},  {19, 9, 40},  {22, 33, 300}};

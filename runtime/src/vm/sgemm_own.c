@@ -383,18 +383,17 @@ static int transposed_pays(nimble_sgemm_isa isa, int64_t m, int64_t n) {
   }
 }
 
-/* Whether gemm's dots_rows computes the product: B stored [n, k] with
- * fewer rows than the variant's vector lanes. That reads A in place, where
- * C^T packed A transposed on every call (mlp's 64x10x512: 14 us against
- * 5; 256x12x1024 116 against 51). */
+/* Whether the variant's gemm computes the product by dots_rows (a
+ * transposed B of fewer rows than its vector lanes). That reads A in
+ * place, where C^T packed A transposed on every call (mlp's 64x10x512: 14
+ * us against 5; 256x12x1024 116 against 51). */
 static int few_dots(nimble_sgemm_isa isa, int32_t trans_a, int32_t trans_b, int64_t n) {
-  if (!trans_b || trans_a) return 0;
   switch (isa) {
 #if SG_HAVE_X86
-  case NIMBLE_SGEMM_ISA_AVX512: return n < 16;
-  case NIMBLE_SGEMM_ISA_AVX2: return n < 8;
+  case NIMBLE_SGEMM_ISA_AVX512: return dots_take_avx512(trans_a, trans_b, n);
+  case NIMBLE_SGEMM_ISA_AVX2: return dots_take_avx2(trans_a, trans_b, n);
 #endif
-  default: return n < 4;
+  default: return dots_take_portable(trans_a, trans_b, n);
   }
 }
 
