@@ -243,12 +243,13 @@ END_TEST
 /* Shapes around every variant's tiles (MR 4, 6, 8, 14; NR 8, 16, 32), the
  * one-vector and 8-row edge kernels (AVX-512: 17 and 22 are a 14-row panel
  * and one of 8, 16 two of 8, 40 three of 14), the matrix-vector paths, the
- * depth blocks (192, 256) and, with B transposed, the few-column dot
+ * depth blocks (192, 256), a last panel one vector wide read in place (48
+ * columns on AVX-512, 16 on AVX2) and, with B transposed, the few-column dot
  * products (n 3 and 11: blocks of 4 rows by 2 columns, rows and an odd
  * column left over, depths with a tail). */
 START_TEST(test_every_transpose_and_shape_matches_the_reference) {
   static const int64_t ms[] = {1, 2, 5, 8, 13, 16, 17, 22, 40};
-  static const int64_t ns[] = {1, 3, 11, 16, 17, 33, 65, 100};
+  static const int64_t ns[] = {1, 3, 11, 16, 17, 33, 48, 65, 100};
   static const int64_t ks[] = {1, 7, 64, 300};
   uint32_t seed = 1;
   for (int t = 0; t < 4; t++)
@@ -261,7 +262,7 @@ END_TEST
 
 START_TEST(test_alpha_beta_and_padded_leading_dimensions_match_the_reference) {
   static const float ab[][2] = {{1.0f, 1.0f}, {-0.5f, 2.0f}, {2.0f, 0.0f}, {0.25f, -1.0f}};
-  static const int64_t shapes[][3] = {{1, 33, 20}, {7, 1, 20}, {9, 35, 19}, {24, 64, 260}, {3, 5, 2}, {9, 11, 37}};
+  static const int64_t shapes[][3] = {{1, 33, 20}, {7, 1, 20}, {9, 35, 19}, {24, 64, 260}, {3, 5, 2}, {9, 11, 37}, {5, 48, 19}};
   uint32_t seed = 100;
   for (int t = 0; t < 4; t++)
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
