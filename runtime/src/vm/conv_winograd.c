@@ -241,8 +241,8 @@ WINO_CLONES static void input_tiles(int64_t tiles, const float *d, int64_t ps, i
   }
 }
 
-/* Columns 2t + j (j < 4) of an input row into r0..r3 for the tiles t < n
- * whose columns all lie inside it (xr at tile 0's first column). */
+/* Columns 2t + j (j < 4) of a padded input row xr into r0..r3 for the
+ * tiles t < n. */
 WINO_CLONES static void gather_row(int64_t n, const float *xr, float *r0, float *r1, float *r2, float *r3) {
 #pragma GCC ivdep
   for (int64_t t = 0; t < n; t++) {
@@ -283,15 +283,18 @@ WINO_CLONES static void finish_row(int64_t n, const float *ya, const float *yb, 
  * the 16 block elements runs contiguously over all the block's tiles
  * (input_tiles). The gather per tile row and block row it replaced read
  * each padded row twice (cnn's 16x16 layer: 13 of its 43 us). d: room for
- * 16 * ldt floats, at least 8 * (rows + 1) * tw. */
-static void input_transform(const wino_call *q, int64_t ty0, int64_t ty1, float *V, float *d) {
+ * 16 * ldt floats, at least 8 * (rows + 1) * tw. A row goes through xp,
+ * the 2 * tw + 2 columns of a padded row whose zeros (the columns outside
+ * the image) are written once per call, so every tile gathers the same
+ * way: the tiles at the image's edges, gathered a column at a time with
+ * bounds tests, had taken more time than the rest (cnn's 8x8 layer, 2 of
+ * 4 tiles a row). */
+static void input_transform(const wino_call *q, int64_t ty0, int64_t ty1, float *V, float *d, float *xp) {
   const int64_t tw = q->tw, ldt = q->ldt, cs = q->vs, tiles = (ty1 - ty0) * tw;
   const int64_t ps = (ty1 - ty0 + 1) * tw, nrows = 2 * (ty1 - ty0) + 2;
-  /* Tiles whose four columns all lie inside the image: [tx_lo, tx_hi). */
-  int64_t tx_lo = (q->pad_l + 1) / 2, tx_hi = (q->w + q->pad_l - 4) / 2 + 1;
-  if (q->w + q->pad_l < 4) tx_hi = 0;
-  if (tx_hi > tw) tx_hi = tw;
-  if (tx_lo > tx_hi) tx_lo = tx_hi;
+  /* The image's columns [0, n_in) land at xp[pad_l, pad_l + n_in). */
+  const int64_t wp = 2 * tw + 2, n_in = q->w < wp - q->pad_l ? q->w : wp - q->pad_l;
+  memset(xp, 0, sizeof(float) * (size_t)wp);
   for (int64_t cc = 0; cc < q->c; cc++) {
     const float *xc = q->x + cc * q->h * q->w;
     for (int64_t pr = 0; pr < nrows; pr++) {
@@ -301,18 +304,8 @@ static void input_transform(const wino_call *q, int64_t ty0, int64_t ty1, float 
         for (int64_t t = 0; t < tw; t++) r0[t] = r1[t] = r2[t] = r3[t] = 0.0f;
         continue;
       }
-      const float *xr = xc + r * q->w; /* tile t's columns start at 2t - pad_l */
-      if (tx_hi > tx_lo)
-        gather_row(tx_hi - tx_lo, xr + 2 * tx_lo - q->pad_l, r0 + tx_lo, r1 + tx_lo, r2 + tx_lo, r3 + tx_lo);
-      for (int64_t t = 0; t < tw; t++) {
-        if (t == tx_lo) t = tx_hi;
-        if (t >= tw) break;
-        float *rr[4] = {r0, r1, r2, r3};
-        for (int j = 0; j < 4; j++) {
-          int64_t col = 2 * t - q->pad_l + j;
-          rr[j][t] = col >= 0 && col < q->w ? xr[col] : 0.0f;
-        }
-      }
+      if (n_in > 0) memcpy(xp + q->pad_l, xc + r * q->w, sizeof(float) * (size_t)n_in);
+      gather_row(tw, xp, r0, r1, r2, r3);
     }
     input_tiles(tiles, d, ps, tw, V + cc * ldt, cs);
   }
@@ -371,7 +364,7 @@ static void run_block(const wino_call *q, int64_t b, int64_t k0, int64_t k1, flo
   int64_t tiles = (ty1 - ty0) * q->tw;
   const wino_weights *ww = q->ww;
   float *V = slot, *M = V + XI * q->vs, *scratch = M + XI * q->ms;
-  input_transform(q, ty0, ty1, V, scratch);
+  input_transform(q, ty0, ty1, V, scratch, scratch + 16 * q->ldt);
   size_t kc = (size_t)(q->k * q->c), at = (size_t)(k0 * q->c);
   for (int xi = 0; xi < XI; xi++)
     (void)nimble_sgemm_own_isa_packed_a(ww->isa, k1 - k0, tiles, q->c, ww->u + xi * kc + at, q->c,
@@ -466,7 +459,7 @@ void nimble_conv3x3_winograd(int64_t c, int64_t h, int64_t w, int64_t k, int64_t
    * products. */
   q.vs = c * q.ldt + 16;
   q.ms = k * q.ldt + 16;
-  q.slot_floats = (size_t)(XI * (q.vs + q.ms) + 16 * q.ldt);
+  q.slot_floats = (size_t)(XI * (q.vs + q.ms) + 16 * q.ldt + 2 * q.tw + 2);
   q.slot_floats = (q.slot_floats + 15) / 16 * 16;
   q.buf = nimble_thread_buffer(NIMBLE_THREAD_BUFFER_WINOGRAD, q.slot_floats * (size_t)slots);
   if (!q.buf) {
