@@ -214,10 +214,11 @@ static void channel_parts_case(const wcase *q, tensors *t) {
 }
 
 /* Too few tiles for a band a thread but many output channels (squeezenet's
- * 64 -> 256 on 13x13, 49 tiles; 250 channels on 16 tiles): tasks by
- * output channels, each its rows of the transformed weights' panels. */
+ * 64 -> 256 on 13x13, 49 tiles; 392 channels on 16 tiles, three parts of
+ * 128, 136 and 128 at three threads): tasks by output channels, each with
+ * its part of the transformed weights packed as a product of its own. */
 START_TEST(test_channel_parts_on_a_thread_pool_match_the_definition) {
-  static const wcase q[] = {{16, 13, 13, 256, 1, 1, 1, 1}, {8, 9, 7, 250, 0, 1, 1, 1}, {5, 6, 6, 300, 1, 1, 1, 1}};
+  static const wcase q[] = {{16, 13, 13, 256, 1, 1, 1, 1}, {8, 9, 7, 392, 0, 1, 1, 1}, {5, 6, 6, 300, 1, 1, 1, 1}};
   on_thread_pools(q, sizeof q / sizeof q[0], 400, channel_parts_case);
 }
 END_TEST

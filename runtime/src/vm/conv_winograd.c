@@ -36,11 +36,14 @@ enum { WINO_MAX_PARTS = 8 };         /* tasks by output channels, at most */
 /* ---- Transformed weights ----------------------------------------------------- */
 
 typedef struct wino_weights {
-  const float *wt; /* the key: the weights as the kernel passed them */
+  const float *wt; /* the key: the weights, as the kernel passed them, and the parts */
   int64_t k, c;
   nimble_sgemm_isa isa;
+  int64_t parts;                           /* output channels cut in parts */
+  int64_t bounds[WINO_MAX_PARTS + 1];      /* part p: rows [bounds[p], bounds[p + 1]) */
+  size_t poff[WINO_MAX_PARTS];             /* its panels from panels + xi * psize */
   float *u;      /* U[xi] at u + xi * k * c, k x c row-major */
-  float *panels; /* U[xi]'s sgemm panels at panels + xi * psize */
+  float *panels; /* U[xi]'s sgemm panels at panels + xi * psize, part by part */
   size_t psize;
 } wino_weights;
 
@@ -74,15 +77,22 @@ static void weights_free(wino_weights *ww) {
   free(ww);
 }
 
-/* The transform and its panels; NULL when memory runs out. */
-static wino_weights *weights_make(const float *wt, int64_t k, int64_t c, nimble_sgemm_isa isa) {
+/* The transform and its panels, each part's rows (cut evenly, at multiples
+ * of 8 rows) packed as a product of their own; NULL when memory runs out. */
+static wino_weights *weights_make(const float *wt, int64_t k, int64_t c, nimble_sgemm_isa isa, int64_t parts) {
   wino_weights *ww = calloc(1, sizeof *ww);
   if (!ww) return NULL;
   ww->wt = wt;
   ww->k = k;
   ww->c = c;
   ww->isa = isa;
-  ww->psize = (nimble_sgemm_own_packed_a_size(isa, k, c) + 15) / 16 * 16;
+  ww->parts = parts;
+  for (int64_t p = 0; p < parts; p++) ww->bounds[p] = p ? (k * p / parts + 4) / 8 * 8 : 0;
+  ww->bounds[parts] = k;
+  for (int64_t p = 0; p < parts; p++) {
+    ww->poff[p] = ww->psize;
+    ww->psize += (nimble_sgemm_own_packed_a_size(isa, ww->bounds[p + 1] - ww->bounds[p], c) + 15) / 16 * 16;
+  }
   size_t ubytes = (size_t)XI * (size_t)(k * c) * sizeof(float);
   ww->u = aligned_alloc(64, (ubytes + 63) / 64 * 64);
   ww->panels = aligned_alloc(64, (size_t)XI * ww->psize * sizeof(float));
@@ -92,7 +102,9 @@ static wino_weights *weights_make(const float *wt, int64_t k, int64_t c, nimble_
   }
   transform_weights(wt, k, c, ww->u);
   for (int xi = 0; xi < XI; xi++)
-    nimble_sgemm_own_pack_a(isa, ww->u + (size_t)xi * (size_t)(k * c), c, k, c, ww->panels + xi * ww->psize);
+    for (int64_t p = 0; p < parts; p++)
+      nimble_sgemm_own_pack_a(isa, ww->u + (size_t)xi * (size_t)(k * c) + (size_t)(ww->bounds[p] * c), c,
+                              ww->bounds[p + 1] - ww->bounds[p], c, ww->panels + xi * ww->psize + ww->poff[p]);
   return ww;
 }
 
@@ -102,11 +114,12 @@ static pthread_mutex_t cache_mu = PTHREAD_MUTEX_INITIALIZER;
 static wino_weights **cache;
 static size_t cache_len, cache_cap;
 
-static wino_weights *cached_weights(const float *wt, int64_t k, int64_t c, nimble_sgemm_isa isa) {
+static wino_weights *cached_weights(const float *wt, int64_t k, int64_t c, nimble_sgemm_isa isa, int64_t parts) {
   wino_weights *ww = NULL;
   pthread_mutex_lock(&cache_mu);
   for (size_t i = 0; i < cache_len; i++)
-    if (cache[i]->wt == wt && cache[i]->k == k && cache[i]->c == c && cache[i]->isa == isa) {
+    if (cache[i]->wt == wt && cache[i]->k == k && cache[i]->c == c && cache[i]->isa == isa &&
+        cache[i]->parts == parts) {
       ww = cache[i];
       goto done;
     }
@@ -118,7 +131,7 @@ static wino_weights *cached_weights(const float *wt, int64_t k, int64_t c, nimbl
     cache_cap = cap;
   }
   /* Made under the lock: once per weight tensor and process. */
-  ww = weights_make(wt, k, c, isa);
+  ww = weights_make(wt, k, c, isa, parts);
   if (ww) cache[cache_len++] = ww;
 done:
   pthread_mutex_unlock(&cache_mu);
@@ -186,11 +199,6 @@ typedef struct wino_call {
   int64_t vs, ms;     /* V[xi] and M[xi] apart: c * ldt, k * ldt and a line */
   int64_t blocks;     /* ceil(th / rows) */
   int64_t per_slot;   /* blocks per task */
-  /* Tasks by output channels instead (few tiles, many channels): task s
-   * computes channels [bounds[s], bounds[s + 1]) of every block; 0 parts:
-   * tasks by blocks. */
-  int64_t parts;
-  int64_t bounds[WINO_MAX_PARTS + 1];
   size_t slot_floats; /* one task's buffers */
   float *buf;         /* slot s at buf + s * slot_floats */
 } wino_call;
@@ -357,18 +365,18 @@ static void output_transform(const wino_call *q, int64_t ty0, int64_t ty1, int64
   }
 }
 
-/* Output channels [k0, k1) of block b: rows k0.. of U's panels are a
- * product of their own (nimble_sgemm_own_packed_a_part). */
-static void run_block(const wino_call *q, int64_t b, int64_t k0, int64_t k1, float *slot) {
+/* Part p's output channels of block b (ww->parts of them). */
+static void run_block(const wino_call *q, int64_t b, int64_t p, float *slot) {
   int64_t ty0 = b * q->rows, ty1 = ty0 + q->rows < q->th ? ty0 + q->rows : q->th;
   int64_t tiles = (ty1 - ty0) * q->tw;
   const wino_weights *ww = q->ww;
+  const int64_t k0 = ww->bounds[p], k1 = ww->bounds[p + 1];
   float *V = slot, *M = V + XI * q->vs, *scratch = M + XI * q->ms;
   input_transform(q, ty0, ty1, V, scratch, scratch + 16 * q->ldt);
   size_t kc = (size_t)(q->k * q->c), at = (size_t)(k0 * q->c);
   for (int xi = 0; xi < XI; xi++)
     (void)nimble_sgemm_own_isa_packed_a(ww->isa, k1 - k0, tiles, q->c, ww->u + xi * kc + at, q->c,
-                                        ww->panels + xi * ww->psize + at, V + xi * q->vs, q->ldt, 0.0f,
+                                        ww->panels + xi * ww->psize + ww->poff[p], V + xi * q->vs, q->ldt, 0.0f,
                                         M + xi * q->ms + k0 * q->ldt, q->ldt);
   output_transform(q, ty0, ty1, k0, k1, M, scratch);
 }
@@ -377,34 +385,12 @@ static int32_t band_task(int64_t s, int64_t n_tasks, void *closure) {
   (void)n_tasks;
   const wino_call *q = closure;
   float *slot = q->buf + s * q->slot_floats;
-  if (q->parts) {
-    for (int64_t b = 0; b < q->blocks; b++) run_block(q, b, q->bounds[s], q->bounds[s + 1], slot);
+  if (q->ww->parts > 1) {
+    for (int64_t b = 0; b < q->blocks; b++) run_block(q, b, s, slot);
     return 0;
   }
-  for (int64_t b = s * q->per_slot; b < (s + 1) * q->per_slot && b < q->blocks; b++) run_block(q, b, 0, q->k, slot);
+  for (int64_t b = s * q->per_slot; b < (s + 1) * q->per_slot && b < q->blocks; b++) run_block(q, b, 0, slot);
   return 0;
-}
-
-/* Output channels cut for T tasks at row blocks of U's panels nearest k /
- * T apart, into q->bounds; the parts, or 0 where they would be too uneven
- * (the largest over 0.7 k: every task transforms the whole input, which
- * an uneven cut does not repay; cnn's 64- and 128-channel layers, cut in
- * even slices, gained nothing) or the panels do not split. */
-static int64_t channel_parts(wino_call *q, int64_t T) {
-  const int64_t k = q->k, mc = nimble_sgemm_own_row_block(q->ww->isa);
-  if (T > WINO_MAX_PARTS) T = WINO_MAX_PARTS;
-  int64_t p = 0, most = 0;
-  q->bounds[0] = 0;
-  for (int64_t s = 1; s < T; s++) {
-    int64_t b = (k * s / T + mc / 2) / mc * mc;
-    if (b > q->bounds[p] && b < k) q->bounds[++p] = b;
-  }
-  q->bounds[++p] = k;
-  for (int64_t i = 0; i < p; i++) {
-    if (!nimble_sgemm_own_packed_a_part(q->ww->isa, k, q->bounds[i], q->bounds[i + 1])) return 0;
-    if (q->bounds[i + 1] - q->bounds[i] > most) most = q->bounds[i + 1] - q->bounds[i];
-  }
-  return p >= 2 && most * 10 <= k * 7 ? p : 0;
 }
 
 /* ---- The entry point ----------------------------------------------------------- */
@@ -416,29 +402,37 @@ void nimble_conv3x3_winograd(int64_t c, int64_t h, int64_t w, int64_t k, int64_t
     direct_conv(c, h, w, k, pad_t, pad_l, oh, ow, x, wt, y, epi); /* the epilogue on zeros */
     return;
   }
+  const int64_t tw = (ow + 1) / 2, th = (oh + 1) / 2;
+  int64_t rows = BLOCK_FLOATS / (XI * (c + k)) / tw;
+  if (rows < 1) rows = 1;
+  if (rows > th) rows = th;
+  nimble_thread_pool *pool = nimble_sgemm_threads_pool();
+  int64_t threads = pool && !nimble_thread_pool_in_task() ? (int64_t)nimble_thread_pool_size(pool) : 1;
+  /* At least 64 tiles a thread: cnn's 16x16 layer (64 tiles) took 35 us
+   * on one thread and 43 on two. */
+  int64_t by_tiles = th * tw / 64 > 1 ? th * tw / 64 : 1, parts = 1;
+  /* Too few tiles for two threads, but channels enough (128 a part):
+   * tasks by output channels, each transforming the whole input (a few
+   * microseconds) and computing its part's products from U's panels
+   * packed part by part. squeezenet1_0's last expansion (64 -> 256
+   * channels on 13x13, 49 tiles) had run on one thread. cnn's 64- and
+   * 128-channel layers in halves: 32->64 on 16x16 alone 34.5 -> 24 us at
+   * two threads, but in the model the next max pool read the half the
+   * other core wrote (2.9 -> 13-17 us) and the model gained nothing. */
+  if (by_tiles == 1 && threads > 1 && k >= 256) {
+    parts = threads < WINO_MAX_PARTS ? threads : WINO_MAX_PARTS;
+    if (parts > k / 128) parts = k / 128;
+  }
+  if (threads > by_tiles) threads = by_tiles;
   nimble_sgemm_isa isa = nimble_sgemm_own_best_isa();
   wino_weights *own = NULL, *ww = NULL;
-  if (nimble_sgemm_own_is_constant(0, wt, c * 9, k, c * 9)) ww = cached_weights(wt, k, c, isa);
-  else ww = own = weights_make(wt, k, c, isa);
+  if (nimble_sgemm_own_is_constant(0, wt, c * 9, k, c * 9)) ww = cached_weights(wt, k, c, isa, parts);
+  else ww = own = weights_make(wt, k, c, isa, parts);
   if (!ww) {
     direct_conv(c, h, w, k, pad_t, pad_l, oh, ow, x, wt, y, epi);
     return;
   }
-  wino_call q = {c, h, w, k, pad_t, pad_l, oh, ow, x, y, epi, ww, (ow + 1) / 2, (oh + 1) / 2, 1, 0, 0, 0, 0, 0};
-  int64_t most = BLOCK_FLOATS / (XI * (c + k));
-  q.rows = most / q.tw > 1 ? most / q.tw : 1;
-  if (q.rows > q.th) q.rows = q.th;
-  nimble_thread_pool *pool = nimble_sgemm_threads_pool();
-  int64_t threads = pool && !nimble_thread_pool_in_task() ? (int64_t)nimble_thread_pool_size(pool) : 1;
-  int64_t pool_threads = threads;
-  /* At least 64 tiles a thread: cnn's 16x16 layer (64 tiles) took 35 us
-   * on one thread and 43 on two. */
-  if (threads > q.th * q.tw / 64) threads = q.th * q.tw / 64 > 1 ? q.th * q.tw / 64 : 1;
-  /* Too few tiles for two threads, but channels enough: tasks by output
-   * channels, each transforming the whole input (a few microseconds) and
-   * computing its part of the products. squeezenet1_0's last expansion
-   * (64 -> 256 channels on 13x13, 49 tiles) had run on one thread. */
-  if (threads == 1 && pool_threads > 1) q.parts = channel_parts(&q, pool_threads);
+  wino_call q = {c, h, w, k, pad_t, pad_l, oh, ow, x, y, epi, ww, tw, th, rows, 0, 0, 0, 0, 0};
   /* As many blocks as a multiple of the threads, of as even a height as
    * the tile rows allow: with 3 blocks for 2 threads, one thread had twice
    * the other's work and the second core waited most of the call. */
@@ -452,7 +446,7 @@ void nimble_conv3x3_winograd(int64_t c, int64_t h, int64_t w, int64_t k, int64_t
   int64_t slots = threads < q.blocks ? threads : q.blocks;
   q.per_slot = (q.blocks + slots - 1) / slots;
   slots = (q.blocks + q.per_slot - 1) / q.per_slot;
-  if (q.parts) slots = q.parts;
+  if (parts > 1) slots = parts;
   /* One cache line between the 16 planes of V and of M: at c * ldt
    * floats apart (a multiple of 4 KB on squeezenet's layers) a tile's 16
    * values fell into one L1 set, and the transforms took longer than the
@@ -467,7 +461,7 @@ void nimble_conv3x3_winograd(int64_t c, int64_t h, int64_t w, int64_t k, int64_t
   } else if (slots > 1) {
     (void)nimble_thread_pool_run(pool, slots, band_task, &q);
   } else {
-    for (int64_t b = 0; b < q.blocks; b++) run_block(&q, b, 0, k, q.buf);
+    for (int64_t b = 0; b < q.blocks; b++) run_block(&q, b, 0, q.buf);
   }
   weights_free(own);
 }

@@ -38,8 +38,7 @@
 #define SG_NV 2
 #endif
 #define SG_KC 256
-#define SG_MC_PORTABLE 128 /* SG_MC, kept past the include */
-#define SG_MC SG_MC_PORTABLE
+#define SG_MC 128
 #define SG_NC 3072
 #if defined(__aarch64__)
 #define SG_GB 16
@@ -56,8 +55,7 @@
 #define SG_MR 6
 #define SG_NV 2
 #define SG_KC 256
-#define SG_MC_AVX2 120
-#define SG_MC SG_MC_AVX2
+#define SG_MC 120
 #define SG_NC 3072
 #define SG_GB 8
 #include "vm/sgemm_own_kernel.inc" /* which #undefs the SG_ parameters */
@@ -74,8 +72,7 @@
 #define SG_NV 2
 #define SG_MR_EDGE 8
 #define SG_KC 192
-#define SG_MC_AVX512 112
-#define SG_MC SG_MC_AVX512
+#define SG_MC 112
 #define SG_NC 3072
 #define SG_GB 16
 #include "vm/sgemm_own_kernel.inc" /* which #undefs the SG_ parameters */
@@ -444,26 +441,6 @@ void nimble_sgemm_own_pack_a(nimble_sgemm_isa isa, const float *a, int64_t lda, 
   case NIMBLE_SGEMM_ISA_AVX2: pack_all_a_avx2(0, a, lda, m, k, dst); return;
 #endif
   default: pack_all_a_portable(0, a, lda, m, k, dst); return;
-  }
-}
-
-int64_t nimble_sgemm_own_row_block(nimble_sgemm_isa isa) {
-  switch (isa) {
-#if SG_HAVE_X86
-  case NIMBLE_SGEMM_ISA_AVX512: return SG_MC_AVX512;
-  case NIMBLE_SGEMM_ISA_AVX2: return SG_MC_AVX2;
-#endif
-  default: return SG_MC_PORTABLE;
-  }
-}
-
-int nimble_sgemm_own_packed_a_part(nimble_sgemm_isa isa, int64_t m, int64_t lo, int64_t hi) {
-  switch (isa) {
-#if SG_HAVE_X86
-  case NIMBLE_SGEMM_ISA_AVX512: return a_part_ok_avx512(m, lo, hi);
-  case NIMBLE_SGEMM_ISA_AVX2: return a_part_ok_avx2(m, lo, hi);
-#endif
-  default: return a_part_ok_portable(m, lo, hi);
   }
 }
 

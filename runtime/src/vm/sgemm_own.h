@@ -83,14 +83,6 @@ int nimble_sgemm_own_isa_packed_a(nimble_sgemm_isa isa, int64_t m, int64_t n, in
                                   int64_t lda, const float *apk, const float *b, int64_t ldb, float beta, float *c,
                                   int64_t ldc);
 
-/* A's panels split by rows among tasks (the Winograd convolution's output
- * channels): the variant's block of rows (SG_MC), and whether rows
- * [lo, hi) of panels packed for m rows are a product of their own, of
- * hi - lo rows at apk + lo * k (lo and hi block starts, or hi == m, with
- * the whole's panel height). */
-int64_t nimble_sgemm_own_row_block(nimble_sgemm_isa isa);
-int nimble_sgemm_own_packed_a_part(nimble_sgemm_isa isa, int64_t m, int64_t lo, int64_t hi);
-
 /* Memory that stays unchanged from now until the matching _remove (an
  * executable's constants): a transposed B operand wholly inside it is
  * packed once and its panels reused by every later call (per variant, up
