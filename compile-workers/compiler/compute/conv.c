@@ -446,9 +446,9 @@ static nimble_ln_stmt *dw_out_rows(cp_ctx *c, const dw_ctx *d, nimble_ln_param *
   return nimble_ln_seq2(c->A, parts[0], parts[1]);
 }
 
-/* Small planes, unit strides (dw_padded): the plane copied once into a
- * zero-padded buffer of its own (Hp x Wp, in the kernel's scratch buffer
- * at the plane's index), then every output row in one vectorized pass
+/* Small planes, unit strides (dw_padded): the plane copied into a
+ * zero-padded buffer (Hp x Wp, in the kernel's scratch buffer at slot
+ * pidx of `planes`, the task's: see the call), then every output row in one vectorized pass
  * over it with no border cases: on 14x14 and 7x7 planes the border
  * columns and rows are most of the pixels, and the scalar border loops
  * most of the time. Rows but the last run to a whole number of vectors
@@ -485,7 +485,8 @@ static nimble_ln_stmt *dw_padded(cp_ctx *c, dw_ctx *d, nimble_ln_expr *obase, ni
   nimble_ln_expr *Hp = cp_add(c, g->H, cp_i(c, g->p[0] + g->p[2]));
   nimble_ln_expr *Wp = cp_add(c, g->W, cp_i(c, g->p[1] + g->p[3]));
   nimble_ln_expr *area = cp_mul(c, Hp, Wp);
-  nimble_ln_expr *PS = cp_add(c, area, cp_i(c, vw)); /* the rounded-up rows read up to vw - 1 past */
+  /* The rounded-up rows read up to vw - 1 past; a slot is whole cache lines. */
+  nimble_ln_expr *PS = round_up(c, cp_add(c, area, cp_i(c, vw)), 16);
   *cond = bin(c, NIMBLE_LN_AND, bin(c, NIMBLE_LN_LE, area, cp_i(c, DW_PAD_MAX_FLOATS)),
               bin(c, NIMBLE_LN_AND, bin(c, NIMBLE_LN_EQ, g->OH, cp_sub(c, Hp, cp_i(c, KH - 1))),
                   bin(c, NIMBLE_LN_AND, bin(c, NIMBLE_LN_EQ, g->OW, cp_sub(c, Wp, cp_i(c, KW - 1))),
@@ -590,7 +591,7 @@ static nimble_ln_stmt *dw_padded_s2(cp_ctx *c, dw_ctx *d, nimble_ln_expr *obase,
   nimble_ln_expr *We = cp_div(c, cp_add(c, Wp, one), two);
   nimble_ln_expr *pitch = cp_mul(c, We, two); /* one padded row: E then O */
   /* Rounded-up rows read up to vw - 1 columns past a row's end. */
-  nimble_ln_expr *PS = cp_add(c, cp_mul(c, Hp, pitch), cp_i(c, vw));
+  nimble_ln_expr *PS = round_up(c, cp_add(c, cp_mul(c, Hp, pitch), cp_i(c, vw)), 16);
   *cond = bin(c, NIMBLE_LN_AND, bin(c, NIMBLE_LN_LE, cp_mul(c, Hp, Wp), cp_i(c, DW_PAD_MAX_FLOATS)),
               bin(c, NIMBLE_LN_AND,
                   bin(c, NIMBLE_LN_EQ, g->OH, cp_add(c, cp_div(c, cp_sub(c, Hp, cp_i(c, KH)), two), one)),
@@ -1174,7 +1175,10 @@ static nimble_ln_stmt *conv_into_out(cp_ctx *c, cp_node *n, nimble_ln_param *o, 
      * epilogue, or longer rows, as the pass after the plane. */
     int64_t ow_c;
     d.clamp = clamp_only && epass && vw > 1 && cp_const_i(g.OW, &ow_c) && ow_c < vw;
-    nimble_ln_expr *pi = cp_add(c, cp_mul(c, ref(c, nv), Co), ref(c, co0)), *pn = cp_mul(c, x->ext[0], Co);
+    /* The padded copy in the task's slot (slot_i < T), reused plane after
+     * plane, each slot on cache lines of its own (docs/codegen.md): a
+     * buffer per plane made the scratch as large as the input. */
+    nimble_ln_expr *pi = ref(c, slot_i), *pn = cp_max(c, nimble_ln_num_threads(c->A), cp_i(c, 1));
     nimble_ln_stmt *padded = dw_padded(c, &d, obase, pi, pn, &dw_pcond);
     if (!padded && (!epi || epass)) padded = dw_padded_s2(c, &d, obase, pi, pn, &dw_pcond);
     if (padded && epass && !d.clamp)

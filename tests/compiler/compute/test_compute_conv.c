@@ -75,6 +75,10 @@ static const conv_case kConv[] = {
     {1, 2, 6, 70, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2, 1, 2, 0},
     {1, 3, 5, 5, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3, 1, 1, 0},
     {2, 3, 4, 4, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3, 1, 2, 1},
+    /* ... many planes a task (each task's padded copy in its own slot, on
+     * its own cache lines): 256 of 7x7, and 64 of 14x14 at stride 2 */
+    {1, 256, 7, 7, 256, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 256, 1, 2, 0},
+    {1, 64, 14, 14, 64, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 64, 1, 2, 0},
     /* ... and the clip as one pass over the plane (14x14 batch 2, 6x6,
      * 9x9), no epilogue (15x15) */
     {2, 4, 14, 14, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 4, 1, 2, 0},
