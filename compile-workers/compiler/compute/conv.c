@@ -447,15 +447,16 @@ static nimble_ln_stmt *dw_out_rows(cp_ctx *c, const dw_ctx *d, nimble_ln_param *
 }
 
 /* Small planes, unit strides (dw_padded): the plane copied into a
- * zero-padded buffer (Hp x Wp, in the kernel's scratch buffer at slot
- * pidx of `planes`, the task's: see the call), then every output row in one vectorized pass
- * over it with no border cases: on 14x14 and 7x7 planes the border
- * columns and rows are most of the pixels, and the scalar border loops
- * most of the time. Rows but the last run to a whole number of vectors
- * (the extra pixels are the next row's, rewritten by it); the sum is the
- * same bias + taps in the same order as dw_sum (outside taps add w * 0).
- * NULL where it does not apply; *cond: the run-time condition (the plane
- * small enough, the output the padded size). */
+ * zero-padded buffer (Hp x Wp, slot pidx of the `planes` slots in the
+ * kernel's scratch buffer: the task's, see the call), then every output
+ * row in one vectorized pass over it with no border cases: on 14x14 and
+ * 7x7 planes the border columns and rows are most of the pixels, and the
+ * scalar border loops most of the time. Rows but the last run to a whole
+ * number of vectors (the extra pixels are the next row's, rewritten by
+ * it); the sum is the same bias + taps in the same order as dw_sum
+ * (outside taps add w * 0). NULL where it does not apply; *cond: the
+ * run-time condition (the plane small enough, the output the padded
+ * size). */
 #define DW_PAD_MAX_FLOATS 400
 
 /* Whether a padded copy serves strides s (1: dw_padded's layout, 2:
