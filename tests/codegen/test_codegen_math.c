@@ -2,29 +2,45 @@
  * libm (evaluated in double, then rounded), over a sweep of the whole float
  * range (every 4099th bit pattern, both signs, subnormals, infinities and
  * NaNs) plus special values. The bounds asserted here are the ones written
- * in docs/codegen.md; the suite prints what it measured. */
+ * in docs/codegen.md; the suite prints what it measured. Each kernel is
+ * also built for x86-64-v4 (the AVX-512 clone nimble compile adds for
+ * x86), which must give the very same bits where the CPU runs it. */
 #include <float.h>
 #include <stdint.h>
 
 #include "codegen_harness.h"
+#include "nimble/kernel_abi.h"
 
 static harness_lib lib = {.fd = -1};
 static nimble_ln_arena *arena;
 
 static const nimble_ln_op_t ops[] = {NIMBLE_LN_EXP, NIMBLE_LN_TANH, NIMBLE_LN_SIGMOID, NIMBLE_LN_ERF};
 static const char *const names[] = {"m_exp", "m_tanh", "m_sigmoid", "m_erf"};
+static const char *const wide_names[] = {"m_exp" NIMBLE_KERNEL_AVX512_SUFFIX, "m_tanh" NIMBLE_KERNEL_AVX512_SUFFIX,
+                                         "m_sigmoid" NIMBLE_KERNEL_AVX512_SUFFIX, "m_erf" NIMBLE_KERNEL_AVX512_SUFFIX};
 
 static void build(void) {
   NIMBLE_ASSERT_OK(nimble_ln_arena_create(&arena));
-  const nimble_ln_kernel *ks[4];
+  const nimble_ln_kernel *ks[8];
   int r = 1;
   for (int i = 0; i < 4; i++) {
-    nimble_ln_kernel *k;
+    nimble_ln_kernel *k, *w;
     NIMBLE_ASSERT_OK(nimble_codegen_build_elementwise(arena, names[i], 1, &r, 1, nimble_codegen_combine_unary,
                                                       (void *)&ops[i], &k));
+    NIMBLE_ASSERT_OK(nimble_codegen_build_elementwise(arena, wide_names[i], 1, &r, 1, nimble_codegen_combine_unary,
+                                                      (void *)&ops[i], &w));
+    ck_assert(nimble_ln_kernel_vector_transcendental(k));
+    w->isa = NIMBLE_LN_ISA_X86_64_V4;
     ks[i] = k;
+    ks[4 + i] = w;
   }
-  harness_build_and_load(ks, 4, &lib);
+  harness_build_and_load(ks, 8, &lib);
+}
+
+/* Whether this CPU runs the x86-64-v4 kernels. */
+static int cpu_has_v4(void) {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("x86-64-v4");
 }
 
 static void unbuild(void) {
@@ -75,6 +91,16 @@ static stats run(int f, const float *in, size_t n) {
   harness_env_init(&he, 1, 0);
   DLTensor *args[2] = {&x.t, &y.t};
   ck_assert_int_eq(harness_sym(&lib, names[f])(args, 2, &he.env), 0);
+  if (cpu_has_v4()) {
+    harness_tensor yw;
+    harness_tensor_init(&yw, 1, &shape, &seed, 0, 0);
+    DLTensor *wargs[2] = {&x.t, &yw.t};
+    ck_assert_int_eq(harness_sym(&lib, wide_names[f])(wargs, 2, &he.env), 0);
+    for (size_t i = 0; i < n; i++)
+      ck_assert_msg(memcmp(&y.f[i], &yw.f[i], sizeof(float)) == 0, "%s(%a): %a, its x86-64-v4 clone %a", names[f],
+                    (double)x.f[i], (double)y.f[i], (double)yw.f[i]);
+    harness_tensor_deinit(&yw);
+  }
   stats s = {0};
   for (size_t i = 0; i < n; i++) {
     double want = ref(f, x.f[i]);
@@ -170,6 +196,7 @@ START_TEST(test_special_values_follow_libm) {
 END_TEST
 
 int main(void) {
+  if (!cpu_has_v4()) printf("skipped: the x86-64-v4 clones' runs (this CPU has no x86-64-v4)\n");
   Suite *s = suite_create("codegen_math");
   TCase *tc = tcase_create("accuracy");
   tcase_add_unchecked_fixture(tc, build, unbuild);

@@ -201,8 +201,13 @@ nimble_status_t nimble_codegen_kernel_key(const nimble_ln_kernel *k, const nimbl
   nimble_codegen_options_t defaults = nimble_codegen_default_options();
   if (!options) options = &defaults;
   pthread_once(&llvm_once, init_llvm);
+  nimble_codegen_options_t wo = *options;
+  if (k->isa == NIMBLE_LN_ISA_X86_64_V4) { /* as build_cpu builds it */
+    wo.cpu = "x86-64-v4";
+    wo.features = "";
+  }
   target_info t;
-  NIMBLE_RETURN_IF_ERROR(target_info_init(options, &t));
+  NIMBLE_RETURN_IF_ERROR(target_info_init(&wo, &t));
   nimble_status_t s = key_of(k, &t, options->opt_level, "", key);
   target_info_deinit(&t);
   return s;
@@ -350,6 +355,7 @@ typedef struct cpu_pool {
   const nimble_ln_kernel *const *kernels;
   size_t n;
   const target_info *t;
+  const target_info *wide; /* x86-64-v4, for the kernels with isa set; or NULL */
   int opt_level;
   int keep_ir;
   nimble_kernel_cache_t *cache;
@@ -381,9 +387,11 @@ static void note_failure(cpu_pool *p, size_t i) {
 }
 
 /* tms[0]: the target machine at the options' level; tms[1]: at CodeGen
- * level None, for light kernels. Each made on first use. */
-static nimble_status_t cpu_one(cpu_pool *p, LLVMTargetMachineRef tms[2], size_t i) {
+ * level None, for light kernels; tms[2] and [3] the same for x86-64-v4
+ * (kernels with isa set). Each made on first use. */
+static nimble_status_t cpu_one(cpu_pool *p, LLVMTargetMachineRef tms[4], size_t i) {
   const nimble_ln_kernel *k = p->kernels[i];
+  const target_info *t = k->isa ? p->wide : p->t;
   nimble_codegen_kernel_time_t *time = &p->times[i];
   snprintf(time->name, sizeof time->name, "%s", k->name ? k->name : "");
   const char *impl = p->share ? p->share[i] : NULL;
@@ -395,7 +403,7 @@ static nimble_status_t cpu_one(cpu_pool *p, LLVMTargetMachineRef tms[2], size_t 
     double c0 = thread_cpu_s();
     char role[400] = "";
     if (impl) snprintf(role, sizeof role, "%s %s", forwarder ? "forwarder" : "impl", impl);
-    NIMBLE_RETURN_IF_ERROR(key_of(k, p->t, p->opt_level, role, key));
+    NIMBLE_RETURN_IF_ERROR(key_of(k, t, p->opt_level, role, key));
     memcpy(p->keys[i], key, sizeof key);
     memcpy(time->key, key, sizeof key);
     if (!p->keep_ir) {
@@ -421,15 +429,15 @@ static nimble_status_t cpu_one(cpu_pool *p, LLVMTargetMachineRef tms[2], size_t 
   }
   /* A forwarder is one call: built like a light kernel. */
   bool light = time->light || forwarder;
-  LLVMTargetMachineRef *tm = &tms[light];
+  LLVMTargetMachineRef *tm = &tms[(k->isa ? 2 : 0) + light];
   if (!*tm) {
-    *tm = make_tm(p->t, light ? 0 : p->opt_level);
+    *tm = make_tm(t, light ? 0 : p->opt_level);
     if (!*tm)
-      return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "codegen: no target machine for %s/%s", p->t->triple,
-                                p->t->cpu);
+      return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "codegen: no target machine for %s/%s", t->triple,
+                                t->cpu);
   }
   build b = {0};
-  nimble_status_t s = build_module(&b, *tm, p->t, &p->kernels[i], 1, p->opt_level, light, impl, forwarder,
+  nimble_status_t s = build_module(&b, *tm, t, &p->kernels[i], 1, p->opt_level, light, impl, forwarder,
                                    p->keep_ir ? &p->irs[i] : NULL, time);
   if (!s) {
     size_t size = LLVMGetBufferSize(b.obj);
@@ -454,7 +462,7 @@ static nimble_status_t cpu_one(cpu_pool *p, LLVMTargetMachineRef tms[2], size_t 
 
 static void *cpu_worker(void *arg) {
   cpu_pool *p = arg;
-  LLVMTargetMachineRef tms[2] = {NULL, NULL};
+  LLVMTargetMachineRef tms[4] = {NULL, NULL, NULL, NULL};
   for (;;) {
     size_t i = atomic_fetch_add(&p->next, 1);
     if (i >= p->n) break;
@@ -471,7 +479,7 @@ static void *cpu_worker(void *arg) {
       pthread_mutex_unlock(&p->done_lock);
     }
   }
-  for (int j = 0; j < 2; j++)
+  for (int j = 0; j < 4; j++)
     if (tms[j]) LLVMDisposeTargetMachine(tms[j]);
   return NULL;
 }
@@ -564,6 +572,7 @@ static nimble_status_t share_plan(cpu_pool *p) {
     const char *from = strchr(text, '(');
     nimble_digest_ctx_t ctx;
     nimble_digest_ctx_init(&ctx);
+    if (k->isa) nimble_digest_ctx_update(&ctx, "x86-64-v4 ", 10); /* built for another CPU: not shared */
     if (from) nimble_digest_ctx_update(&ctx, from, strlen(from));
     nimble_digest_ctx_final(&ctx, &body[i]);
     free(text);
@@ -640,7 +649,19 @@ static nimble_status_t build_cpu(const target_info *t, const nimble_ln_kernel *c
   nimble_codegen_stats_t *st = &out->stats;
   cpu_pool p = {.kernels = kernels, .n = n, .t = t, .opt_level = o->opt_level, .keep_ir = o->keep_ir,
                 .cache = o->cache};
-  nimble_status_t s = share_plan(&p);
+  /* AVX-512 clones: the same triple, CPU x86-64-v4 and no other feature. */
+  target_info wide = {0};
+  bool any_wide = false;
+  for (size_t i = 0; i < n; i++) any_wide |= kernels[i]->isa != NIMBLE_LN_ISA_TARGET;
+  nimble_status_t s = nimble_ok();
+  if (any_wide) {
+    nimble_codegen_options_t wo = *o;
+    wo.cpu = "x86-64-v4";
+    wo.features = "";
+    s = target_info_init(&wo, &wide);
+    p.wide = &wide;
+  }
+  if (!s) s = share_plan(&p);
   if (!s) s = run_pool(&p, o, st);
   if (!s && o->keep_ir) s = join_irs(&p, &out->llvm_ir);
   if (!s) {
@@ -685,6 +706,7 @@ static nimble_status_t build_cpu(const target_info *t, const nimble_ln_kernel *c
     st->link_s = now_s() - l0;
   }
   pool_dispose(&p);
+  if (any_wide) target_info_deinit(&wide);
   return s;
 }
 
@@ -778,6 +800,10 @@ nimble_status_t nimble_codegen_build(const nimble_ln_kernel *const *kernels, siz
   for (size_t i = 0; i < n_kernels && !s; i++)
     s = nimble_status_annotate(nimble_ln_kernel_validate(kernels[i]), "codegen: kernel %zu", i);
   if (!s && !t.is_ptx) s = check_names(kernels, n_kernels);
+  for (size_t i = 0; i < n_kernels && !s; i++)
+    if (kernels[i]->isa != NIMBLE_LN_ISA_TARGET && (kernels[i]->isa != NIMBLE_LN_ISA_X86_64_V4 || !t.is_x86))
+      s = nimble_status_make(NIMBLE_INVALID_ARGUMENT, "codegen: kernel '%s': isa %d on target %s", kernels[i]->name,
+                             kernels[i]->isa, t.triple);
   if (!s) s = t.is_ptx ? build_ptx(&t, kernels, n_kernels, options, out) : build_cpu(&t, kernels, n_kernels, options, out);
   target_info_deinit(&t);
   if (s) nimble_codegen_output_deinit(out);

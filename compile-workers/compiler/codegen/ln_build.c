@@ -686,3 +686,26 @@ nimble_ln_stmt *nimble_ln_no_unroll(nimble_ln_stmt *s) {
   }
   return s;
 }
+
+static bool expr_transcendental(const nimble_ln_expr *e) {
+  if (!e) return false;
+  if (e->kind == NIMBLE_LN_E_UNARY && (e->op == NIMBLE_LN_EXP || e->op == NIMBLE_LN_TANH ||
+                                       e->op == NIMBLE_LN_SIGMOID || e->op == NIMBLE_LN_ERF))
+    return true;
+  return expr_transcendental(e->a) || expr_transcendental(e->b) || expr_transcendental(e->c);
+}
+
+/* Whether s, inside a vectorized loop when `vec`, evaluates one there. */
+static bool stmt_vector_transcendental(const nimble_ln_stmt *s, bool vec) {
+  if (!s) return false;
+  if (s->kind == NIMBLE_LN_S_FOR && s->loop_kind == NIMBLE_LN_VECTORIZED) vec = true;
+  if (vec && (expr_transcendental(s->value) || expr_transcendental(s->index))) return true;
+  if (stmt_vector_transcendental(s->body, vec) || stmt_vector_transcendental(s->else_, vec)) return true;
+  for (size_t i = 0; i < s->n_stmts; i++)
+    if (stmt_vector_transcendental(s->stmts[i], vec)) return true;
+  return false;
+}
+
+bool nimble_ln_kernel_vector_transcendental(const nimble_ln_kernel *k) {
+  return k && stmt_vector_transcendental(k->body, false);
+}

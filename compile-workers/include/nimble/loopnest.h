@@ -268,8 +268,18 @@ typedef struct nimble_ln_kernel {
    * into their data tensor): its aliased variant is optimised like the
    * others; a kernel without it gets an unoptimised one (docs/codegen.md). */
   int in_place;
+  /* NIMBLE_LN_ISA_X86_64_V4: built for x86-64-v4 whatever the target's
+   * CPU (an x86 kernel's AVX-512 clone, NIMBLE_KERNEL_AVX512_SUFFIX). */
+  int isa;
   nimble_ln_arena *arena;
 } nimble_ln_kernel;
+
+enum { NIMBLE_LN_ISA_TARGET = 0, NIMBLE_LN_ISA_X86_64_V4 = 1 };
+
+/* Whether a vectorized loop of k evaluates exp, tanh, sigmoid or erf:
+ * the kernels whose time is arithmetic on vectors, which twice the lanes
+ * speed up (an LSTM's gates, a GELU, a softmax's exponentials). */
+bool nimble_ln_kernel_vector_transcendental(const nimble_ln_kernel *k);
 
 /* Arena. */
 nimble_status_t nimble_ln_arena_create(nimble_ln_arena **out);

@@ -32,6 +32,12 @@ extern "C" {
 
 #define NIMBLE_KERNEL_ABI_VERSION 1u
 
+/* An x86_64 kernel library may also export NAME + this suffix: the same
+ * kernel built for x86-64-v4 (AVX-512, 16 float32 lanes), which the
+ * runtime calls instead of NAME on a CPU with x86-64-v4's AVX-512
+ * (docs/targets.md, "x86"). Same arguments, same results. */
+#define NIMBLE_KERNEL_AVX512_SUFFIX "__avx512"
+
 typedef struct nimble_kernel_env nimble_kernel_env_t;
 
 typedef int32_t (*nimble_kernel_fn)(DLTensor *const *args, int32_t num_args,

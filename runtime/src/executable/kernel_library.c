@@ -21,6 +21,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -29,6 +30,7 @@
 #include "format/byte_reader.h"
 #include "executable/executable.h"
 #include "format/layout.h"
+#include "nimble/kernel_abi.h"
 
 #define MAX_FD_TRIES 64
 
@@ -131,6 +133,20 @@ nimble_status_t nimble_kernel_part_parse(const uint8_t *data, size_t size, size_
   return nimble_ok();
 }
 
+/* Whether to call kernels' x86-64-v4 clones (NIMBLE_KERNEL_AVX512_SUFFIX):
+ * on a CPU with all of x86-64-v4's AVX-512, unless NIMBLE_AVX512=0 (which
+ * the own sgemm's kernels follow too). */
+static int avx512_clones(void) {
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+  const char *v = getenv("NIMBLE_AVX512");
+  if (v && strcmp(v, "0") == 0) return 0;
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("x86-64-v4");
+#else
+  return 0;
+#endif
+}
+
 nimble_status_t nimble_kernel_library_load_cpu(const uint8_t *data, size_t size, size_t base,
                                                nimble_kernel_library_t *lib,
                                                nimble_bytecode_t *code) {
@@ -146,11 +162,16 @@ nimble_status_t nimble_kernel_library_load_cpu(const uint8_t *data, size_t size,
   close(fd);
   NIMBLE_RETURN_IF_ERROR(s);
 
+  int wide = avx512_clones();
+  char name[512];
   for (uint32_t i = 0; i < code->num_kernels; i++) {
     nimble_kernel_ref_t *k = &code->kernels[i];
     if (k->device != kDLCPU) continue;
     dlerror();
-    void *sym = dlsym(lib->handle, k->symbol);
+    void *sym = NULL;
+    if (wide && snprintf(name, sizeof name, "%s" NIMBLE_KERNEL_AVX512_SUFFIX, k->symbol) < (int)sizeof name)
+      sym = dlsym(lib->handle, name);
+    if (!sym) sym = dlsym(lib->handle, k->symbol);
     if (!sym)
       return nimble_status_make(NIMBLE_NOT_FOUND,
                                 "kernel '%s' (kernel %u) is not exported by the cpu kernel library",

@@ -100,8 +100,10 @@ static void probe_cpu(void) {
 #if SG_HAVE_X86
   __builtin_cpu_init();
   int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  const char *v = getenv("NIMBLE_AVX512"); /* "0": AVX2 at most, as on a CPU without AVX-512 */
   if (avx2) isa_mask |= 1 << NIMBLE_SGEMM_ISA_AVX2;
-  if (avx2 && __builtin_cpu_supports("avx512f")) isa_mask |= 1 << NIMBLE_SGEMM_ISA_AVX512;
+  if (avx2 && __builtin_cpu_supports("avx512f") && !(v && strcmp(v, "0") == 0))
+    isa_mask |= 1 << NIMBLE_SGEMM_ISA_AVX512;
 #endif
   for (int i = NIMBLE_SGEMM_ISA_PORTABLE; i <= NIMBLE_SGEMM_ISA_AVX512; i++)
     if (isa_mask & (1 << i)) best_isa = (nimble_sgemm_isa)i;

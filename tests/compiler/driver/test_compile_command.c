@@ -1,6 +1,7 @@
 /* `nimble compile` end to end: the binary run as a user and as the compile
  * worker would run it, its outputs loaded by the runtime and checked
  * against references computed here by hand, and its errors. */
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -16,6 +17,7 @@
 #include "driver_test_util.h"
 #include "nimble/artifact_config.h"
 #include "nimble/digest.h"
+#include "nimble/kernel_abi.h"
 #include "nimble/tensor_io.h"
 #include "nimble_test.h"
 
@@ -409,6 +411,115 @@ START_TEST(test_mlp_compiled_for_aarch64_has_an_aarch64_kernel_library) {
 END_TEST
 
 
+/* The CPU kernels of `dir` (--emit-parts) written out as an ELF file and
+ * opened; the kernels' symbols of `exe` (from `nimble inspect`) in
+ * names[0..*n). */
+static void *open_kernels(const char *dir, const char *exe, char names[][160], int *n) {
+  size_t size = 0;
+  unsigned char *part = load_part_file(dir, "kernels", &size);
+  const unsigned char *elf = memmem(part, 64, "\x7f" "ELF", 4);
+  ck_assert_ptr_nonnull(elf);
+  char *so = path_in(dir, "kernels.so");
+  FILE *f = fopen(so, "wb");
+  ck_assert_ptr_nonnull(f);
+  ck_assert_uint_eq(fwrite(elf, 1, size - (size_t)(elf - part), f), size - (size_t)(elf - part));
+  fclose(f);
+  void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+  ck_assert_msg(h != NULL, "dlopen %s: %s", so, dlerror());
+  /* `nimble inspect` lists them on stdout. */
+  char *cmd = NULL, *out = path_in(dir, "inspect.txt"), *bin = nimble_bin();
+  ck_assert_int_ge(asprintf(&cmd, "'%s' inspect '%s' > '%s'", bin, exe, out), 0);
+  free(bin);
+  ck_assert_int_eq(system(cmd), 0);
+  FILE *in = fopen(out, "r");
+  ck_assert_ptr_nonnull(in);
+  char line[512];
+  *n = 0;
+  while (fgets(line, sizeof line, in) && *n < 64)
+    if (sscanf(line, "kernel #%*d cpu %159s", names[*n]) == 1) ++*n;
+  fclose(in);
+  free(cmd);
+  free(out);
+  free(so);
+  free(part);
+  return h;
+}
+
+/* On x86 (default CPU) a kernel whose vector loops evaluate exp, tanh,
+ * sigmoid or erf is also exported for x86-64-v4 (NAME__avx512), which the
+ * runtime calls where the CPU has AVX-512; an explicit CPU gets no clone.
+ * The lstm's gates are the one such kernel; its outputs match PyTorch
+ * with the clone (on an AVX-512 machine) and with NIMBLE_AVX512=0. */
+START_TEST(test_x86_kernels_with_transcendentals_get_avx512_clones_that_match) {
+  char *src = dt_models_path("lstm.onnx");
+  char *exe = path_in(g_tmp, "lstm.nimble"), *dir = path_in(g_tmp, "lstm-parts");
+  free(nimble_expect(0, NULL, "compile", src, "--target=x86", "-o", exe, "--emit-parts", dir, NULL));
+  char names[64][160];
+  int n = 0, clones = 0;
+  void *h = open_kernels(dir, exe, names, &n);
+  ck_assert_int_gt(n, 4);
+  for (int i = 0; i < n; i++) {
+    char wide[200];
+    snprintf(wide, sizeof wide, "%.159s%s", names[i], NIMBLE_KERNEL_AVX512_SUFFIX);
+    ck_assert_msg(dlsym(h, names[i]) != NULL, "%s is not exported", names[i]);
+    bool gates = strstr(names[i], "sigmoid") && strstr(names[i], "tanh");
+    ck_assert_msg((dlsym(h, wide) != NULL) == gates, "%s: clone %s", names[i], gates ? "missing" : "unexpected");
+    clones += gates;
+  }
+  ck_assert_int_eq(clones, 1);
+  dlclose(h);
+  /* An explicit CPU: that CPU's code only. */
+  char *exe2 = path_in(g_tmp, "lstm-haswell.nimble"), *dir2 = path_in(g_tmp, "lstm-haswell-parts");
+  free(nimble_expect(0, NULL, "compile", src, "--target=x86:cpu=haswell", "-o", exe2, "--emit-parts", dir2, NULL));
+  h = open_kernels(dir2, exe2, names, &n);
+  for (int i = 0; i < n; i++) {
+    char wide[200];
+    snprintf(wide, sizeof wide, "%.159s%s", names[i], NIMBLE_KERNEL_AVX512_SUFFIX);
+    ck_assert_msg(dlsym(h, wide) == NULL, "%s has a clone under cpu=haswell", names[i]);
+  }
+  dlclose(h);
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("x86-64-v4"))
+    printf("skipped: the AVX-512 clone's run (this CPU has no x86-64-v4); the AVX2 kernels' run follows\n");
+  char *outdir = path_in(g_tmp, "lstm-out");
+  mkdir(outdir, 0755);
+  for (int pass = 0; pass < 2; pass++) {
+    if (pass) setenv("NIMBLE_AVX512", "0", 1);
+    for (int c = 0; c < 2; c++) {
+      char rel[64], *x, *input = NULL;
+      snprintf(rel, sizeof rel, "lstm.ref/%d/x.npy", c);
+      x = dt_models_path(rel);
+      ck_assert_int_ge(asprintf(&input, "x=%s", x), 0);
+      free(nimble_expect(0, NULL, "run", exe, "--input", input, "--output-dir", outdir, NULL));
+      const char *outs[3] = {"y", "h", "c"};
+      for (int o = 0; o < 3; o++) {
+        char file[16];
+        snprintf(file, sizeof file, "%s.npy", outs[o]);
+        snprintf(rel, sizeof rel, "lstm.ref/%d/%s", c, file);
+        char *want_path = dt_models_path(rel), *got_path = path_in(outdir, file);
+        nimble_tensor_file_t got, want;
+        NIMBLE_ASSERT_OK(nimble_tensor_io_read_npy(got_path, &got));
+        NIMBLE_ASSERT_OK(nimble_tensor_io_read_npy(want_path, &want));
+        dt_compare(pass ? "lstm (NIMBLE_AVX512=0)" : "lstm", c, outs[o], &got.tensor, &want.tensor, 1e-4, 1e-5);
+        nimble_tensor_file_deinit(&got);
+        nimble_tensor_file_deinit(&want);
+        free(want_path);
+        free(got_path);
+      }
+      free(input);
+      free(x);
+    }
+  }
+  unsetenv("NIMBLE_AVX512");
+  free(outdir);
+  free(exe2);
+  free(dir2);
+  free(exe);
+  free(dir);
+  free(src);
+}
+END_TEST
+
 /* Running aarch64 artifacts under qemu is test_compile_reference_models_aarch64's
  * (every reference model; ctest reports it skipped without qemu). */
 
@@ -648,6 +759,7 @@ int main(void) {
   tcase_add_test(tc, test_emit_parts_writes_the_worker_contract_files_and_the_parts_load);
   tcase_add_test(tc, test_mlp_compiled_for_aarch64_has_an_aarch64_kernel_library);
   tcase_add_test(tc, test_nimble_run_runs_the_compiled_mlp_and_matches_pytorch);
+  tcase_add_test(tc, test_x86_kernels_with_transcendentals_get_avx512_clones_that_match);
   tcase_add_test(tc, test_a_missing_model_is_an_input_error_naming_the_file);
   tcase_add_test(tc, test_a_syntax_error_is_an_input_error_with_its_place);
   tcase_add_test(tc, test_an_unknown_extension_is_an_input_error);
