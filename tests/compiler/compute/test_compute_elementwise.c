@@ -370,7 +370,9 @@ START_TEST(test_row_reductions_broadcast_over_the_row_match_the_reference) {
     fx_open(&f, kCases[ci].text, kCases[ci].prefix);
     for (size_t wi = 0; wi < sizeof widths / sizeof widths[0]; wi++)
       for (int threads = 1; threads <= 3; threads++) {
-        int64_t B = 2, S = 5, M = widths[wi], shape[3] = {B, S, M}, n = B * S * M;
+        /* 64 rows a batch: rows of 128 then make 4 tasks (a row's work is
+         * 4 evaluations an element, tasks at least 16384). */
+        int64_t B = 2, S = 64, M = widths[wi], shape[3] = {B, S, M}, n = B * S * M;
         ch_tensor x, g, e, out;
         ch_tensor_f32(&x, 3, shape, &seed, -3, 3);
         ch_tensor_f32(&g, 1, &M, &seed, 0.5f, 1.5f);
