@@ -46,6 +46,7 @@ static bool has_matmul(const nimble_expr *e) {
 typedef struct kernel_set {
   DLDeviceType device;
   nimble_ln_arena *arena;
+  nimble_ln_arena *clone_arena; /* the AVX-512 clones', apart: one that fails cannot fail the others */
   const nimble_ln_kernel **kernels;
   size_t n;
 } kernel_set;
@@ -53,6 +54,7 @@ typedef struct kernel_set {
 static void kernel_set_deinit(kernel_set *ks) {
   free(ks->kernels);
   nimble_ln_arena_destroy(ks->arena);
+  if (ks->clone_arena) nimble_ln_arena_destroy(ks->clone_arena);
   memset(ks, 0, sizeof *ks);
 }
 
@@ -164,6 +166,7 @@ static nimble_status_t compute_set(const nimble_module *m, const nimble_lower_re
   bool gpu = ks->device == kDLCUDA;
   bool clones = !gpu && wants_avx512_clones(&r->target);
   NIMBLE_RETURN_IF_ERROR(nimble_ln_arena_create(&ks->arena));
+  if (clones) NIMBLE_RETURN_IF_ERROR(nimble_ln_arena_create(&ks->clone_arena));
   ks->kernels = calloc(clones ? 2 * n : n, sizeof *ks->kernels);
   if (!ks->kernels) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory for %zu kernels", n);
   nimble_compute_options_t co = nimble_compute_default_options();
@@ -224,10 +227,12 @@ static nimble_status_t compute_set(const nimble_module *m, const nimble_lower_re
     }
     ks->kernels[ks->n++] = k;
     if (clones && prim->kind == NIMBLE_LOWER_KERNEL_COMPUTE && nimble_ln_kernel_vector_transcendental(k)) {
-      /* A clone is only speed: one that does not build leaves the kernel
-       * as it is (the runtime then calls the AVX2 one everywhere). */
-      nimble_status_t cs = avx512_clone(m, prim, used, ks->arena, &ks->kernels[ks->n]);
+      /* A clone is only speed: one that does not build leaves its kernel
+       * and the rest without one (the runtime then calls the AVX2 kernels;
+       * its arena may hold the failure). */
+      nimble_status_t cs = avx512_clone(m, prim, used, ks->clone_arena, &ks->kernels[ks->n]);
       if (!cs) ks->n++;
+      else clones = false;
       nimble_status_free(cs);
     }
     ++*done;
