@@ -195,17 +195,24 @@ static nimble_status_t key_of(const nimble_ln_kernel *k, const target_info *t, i
   return nimble_ok();
 }
 
+/* The options a kernel of `isa` is built with: the target's, or for an
+ * x86-64-v4 clone the same triple with CPU x86-64-v4 and no other feature. */
+static nimble_codegen_options_t isa_options(const nimble_codegen_options_t *o, int isa) {
+  nimble_codegen_options_t io = *o;
+  if (isa == NIMBLE_LN_ISA_X86_64_V4) {
+    io.cpu = "x86-64-v4";
+    io.features = "";
+  }
+  return io;
+}
+
 nimble_status_t nimble_codegen_kernel_key(const nimble_ln_kernel *k, const nimble_codegen_options_t *options,
                                           char key[NIMBLE_KERNEL_KEY_LEN + 1]) {
   key[0] = 0;
   nimble_codegen_options_t defaults = nimble_codegen_default_options();
   if (!options) options = &defaults;
   pthread_once(&llvm_once, init_llvm);
-  nimble_codegen_options_t wo = *options;
-  if (k->isa == NIMBLE_LN_ISA_X86_64_V4) { /* as build_cpu builds it */
-    wo.cpu = "x86-64-v4";
-    wo.features = "";
-  }
+  nimble_codegen_options_t wo = isa_options(options, k->isa); /* as build_cpu builds it */
   target_info t;
   NIMBLE_RETURN_IF_ERROR(target_info_init(&wo, &t));
   nimble_status_t s = key_of(k, &t, options->opt_level, "", key);
@@ -649,15 +656,13 @@ static nimble_status_t build_cpu(const target_info *t, const nimble_ln_kernel *c
   nimble_codegen_stats_t *st = &out->stats;
   cpu_pool p = {.kernels = kernels, .n = n, .t = t, .opt_level = o->opt_level, .keep_ir = o->keep_ir,
                 .cache = o->cache};
-  /* AVX-512 clones: the same triple, CPU x86-64-v4 and no other feature. */
+  /* The AVX-512 clones' target (nimble_codegen_build let only x86-64-v4 through). */
   target_info wide = {0};
   bool any_wide = false;
   for (size_t i = 0; i < n; i++) any_wide |= kernels[i]->isa != NIMBLE_LN_ISA_TARGET;
   nimble_status_t s = nimble_ok();
   if (any_wide) {
-    nimble_codegen_options_t wo = *o;
-    wo.cpu = "x86-64-v4";
-    wo.features = "";
+    nimble_codegen_options_t wo = isa_options(o, NIMBLE_LN_ISA_X86_64_V4);
     s = target_info_init(&wo, &wide);
     p.wide = &wide;
   }
