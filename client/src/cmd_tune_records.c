@@ -89,17 +89,19 @@ static nimble_status_t fetch_all(nimble_farm_conn *conn, const char *kind, nimbl
 }
 
 static void print_table(const nimble_tune_record_t *r, size_t n) {
-  printf("%-8s %-28s %-12s %-32s %-24s %12s %12s %8s\n", "TARGET", "CPU", "SIGNATURE", "KERNEL", "SCHEDULE",
+  printf("%-8s %-28s %-12s %-32s %-28s %12s %12s %8s\n", "TARGET", "CPU", "SIGNATURE", "KERNEL", "SCHEDULE",
          "DEFAULT_US", "TUNED_US", "SPEEDUP");
   for (size_t i = 0; i < n; i++) {
     char schedule[64], speedup[32];
-    snprintf(schedule, sizeof schedule, "%s/%lld/%lld", r[i].schedule.parallel ? "parallel" : "serial",
-             (long long)r[i].schedule.min_task_work, (long long)r[i].schedule.conv_block);
+    int32_t clone = r[i].schedule.avx512_clone;
+    snprintf(schedule, sizeof schedule, "%s/%lld/%lld%s", r[i].schedule.parallel ? "parallel" : "serial",
+             (long long)r[i].schedule.min_task_work, (long long)r[i].schedule.conv_block,
+             clone == NIMBLE_TUNE_CLONE_YES ? "/avx512" : clone == NIMBLE_TUNE_CLONE_NO ? "/no-avx512" : "");
     if (r[i].tuned_us > 0)
       snprintf(speedup, sizeof speedup, "%.2fx", r[i].default_us / r[i].tuned_us);
     else
       snprintf(speedup, sizeof speedup, "-");
-    printf("%-8s %-28s %-12.12s %-32s %-24s %12.2f %12.2f %8s\n", r[i].target, r[i].cpu, r[i].signature,
+    printf("%-8s %-28s %-12.12s %-32s %-28s %12.2f %12.2f %8s\n", r[i].target, r[i].cpu, r[i].signature,
            r[i].kernel[0] ? r[i].kernel : "-", schedule, r[i].default_us, r[i].tuned_us, speedup);
   }
 }
@@ -262,8 +264,10 @@ const nimble_cli_command nimble_cmd_tune_records = {
     "\n"
     "  list      print the farm's records, one per line: target, cpu, the\n"
     "            first 12 digits of the signature, kernel, schedule\n"
-    "            (parallel|serial/MIN_TASK_WORK/CONV_BLOCK), default_us,\n"
-    "            tuned_us and speedup (default_us / tuned_us)\n"
+    "            (parallel|serial/MIN_TASK_WORK/CONV_BLOCK, then /avx512\n"
+    "            or /no-avx512 where the record chose the kernel's AVX-512\n"
+    "            clone or none), default_us, tuned_us and speedup\n"
+    "            (default_us / tuned_us)\n"
     "  export    write the farm's records to FILE, a records file\n"
     "            ({\"format\": \"nimble.tune-records.v1\", \"records\": [...]})\n"
     "  import    add FILE's records to the farm; a record for a cpu and\n"

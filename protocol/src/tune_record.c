@@ -18,8 +18,11 @@ nimble_tune_schedule_t nimble_tune_schedule_default(void) {
 }
 
 bool nimble_tune_schedule_equal(const nimble_tune_schedule_t *a, const nimble_tune_schedule_t *b) {
-  return a->parallel == b->parallel && a->min_task_work == b->min_task_work && a->conv_block == b->conv_block;
+  return a->parallel == b->parallel && a->min_task_work == b->min_task_work && a->conv_block == b->conv_block &&
+         a->avx512_clone == b->avx512_clone;
 }
+
+static const char *const kCloneNames[] = {"auto", "yes", "no"};
 
 static bool hex_ok(const char *s, size_t n) {
   if (strlen(s) != n) return false;
@@ -98,8 +101,11 @@ nimble_status_t nimble_tune_record_from_json(const json_t *j, const char *where,
   const char *key;
   json_t *v;
   json_object_foreach((json_t *)s, key, v) {
-    if (strcmp(key, "parallel") && strcmp(key, "min_task_work") && strcmp(key, "conv_block"))
-      return BAD("%stune record: schedule knob '%s' is unknown (known: parallel, min_task_work, conv_block)", w, key);
+    if (strcmp(key, "parallel") && strcmp(key, "min_task_work") && strcmp(key, "conv_block") &&
+        strcmp(key, "avx512_clone"))
+      return BAD("%stune record: schedule knob '%s' is unknown (known: parallel, min_task_work, conv_block, "
+                 "avx512_clone)",
+                 w, key);
   }
   const json_t *par = json_object_get(s, "parallel");
   if (!json_is_boolean(par)) return BAD("%stune record: 'schedule.parallel' must be true or false", w);
@@ -108,6 +114,14 @@ nimble_status_t nimble_tune_record_from_json(const json_t *j, const char *where,
                                  &out->schedule.min_task_work));
   NIMBLE_RETURN_IF_ERROR(
       get_int(s, "conv_block", w, NIMBLE_TUNE_CONV_BLOCK_MIN, NIMBLE_TUNE_CONV_BLOCK_MAX, &out->schedule.conv_block));
+  const json_t *clone = json_object_get(s, "avx512_clone"); /* absent in records before it: auto */
+  if (clone) {
+    const char *name = json_is_string(clone) ? json_string_value(clone) : "";
+    int i = 0;
+    while (i < 3 && strcmp(name, kCloneNames[i])) i++;
+    if (i == 3) return BAD("%stune record: 'schedule.avx512_clone' must be \"auto\", \"yes\" or \"no\"", w);
+    out->schedule.avx512_clone = i;
+  }
   NIMBLE_RETURN_IF_ERROR(get_us(j, "default_us", w, &out->default_us));
   NIMBLE_RETURN_IF_ERROR(get_us(j, "tuned_us", w, &out->tuned_us));
   int64_t threads;
@@ -120,6 +134,14 @@ json_t *nimble_tune_record_to_json(const nimble_tune_record_t *r) {
   json_t *s = json_pack("{s:b, s:I, s:I}", "parallel", (int)r->schedule.parallel, "min_task_work",
                         (json_int_t)r->schedule.min_task_work, "conv_block", (json_int_t)r->schedule.conv_block);
   if (!s) return NULL;
+  /* Written only when not auto, so records that do not use it read as
+   * before (older readers refuse knobs they do not know). */
+  int32_t clone = r->schedule.avx512_clone;
+  if (clone > NIMBLE_TUNE_CLONE_AUTO && clone <= NIMBLE_TUNE_CLONE_NO &&
+      json_object_set_new(s, "avx512_clone", json_string(kCloneNames[clone])) != 0) {
+    json_decref(s);
+    return NULL;
+  }
   json_t *j = json_pack("{s:s, s:s, s:s, s:o, s:f, s:f, s:i}", "signature", r->signature, "target", r->target, "cpu",
                         r->cpu, "schedule", s, "default_us", r->default_us, "tuned_us", r->tuned_us, "threads",
                         (int)r->threads);

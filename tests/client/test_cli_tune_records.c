@@ -37,8 +37,8 @@
   "\"default_us\":120.5,\"tuned_us\":98.25,\"threads\":2,\"kernel\":\"fused__conv2d_add__3\"}"
 #define REC_B                                                                                   \
   "{\"signature\":\"" SIG_B "\",\"target\":\"x86\",\"cpu\":\"" CPU_B "\","                      \
-  "\"schedule\":{\"parallel\":true,\"min_task_work\":65536,\"conv_block\":1024},"             \
-  "\"default_us\":33.1,\"tuned_us\":31.75,\"threads\":4}"
+  "\"schedule\":{\"parallel\":true,\"min_task_work\":65536,\"conv_block\":1024,"              \
+  "\"avx512_clone\":\"yes\"},\"default_us\":33.1,\"tuned_us\":31.75,\"threads\":4}"
 #define DOC(...) "{\"format\":\"nimble.tune-records.v1\",\"records\":[" __VA_ARGS__ "]}"
 
 /* The values REC_A and REC_B hold, written out again for comparison. */
@@ -48,9 +48,11 @@ typedef struct expect {
   long long min_task_work, conv_block;
   double default_us, tuned_us;
   int threads;
+  int clone;
 } expect;
-static const expect kA = {SIG_A, CPU_A, "fused__conv2d_add__3", 0, 4096, 262144, 120.5, 98.25, 2};
-static const expect kB = {SIG_B, CPU_B, "", 1, 65536, 1024, 33.1, 31.75, 4};
+static const expect kA = {SIG_A, CPU_A, "fused__conv2d_add__3", 0, 4096, 262144, 120.5, 98.25, 2,
+                          NIMBLE_TUNE_CLONE_AUTO};
+static const expect kB = {SIG_B, CPU_B, "", 1, 65536, 1024, 33.1, 31.75, 4, NIMBLE_TUNE_CLONE_YES};
 
 static void check_record(const nimble_tune_record_t *r, const expect *e) {
   ck_assert_str_eq(r->signature, e->sig);
@@ -63,6 +65,7 @@ static void check_record(const nimble_tune_record_t *r, const expect *e) {
   ck_assert_msg(r->default_us == e->default_us, "default_us %.17g, wrote %.17g", r->default_us, e->default_us);
   ck_assert_msg(r->tuned_us == e->tuned_us, "tuned_us %.17g, wrote %.17g", r->tuned_us, e->tuned_us);
   ck_assert_int_eq(r->threads, e->threads);
+  ck_assert_int_eq(r->schedule.avx512_clone, e->clone);
 }
 
 /* Exactly the records in `want` (any order). */
@@ -169,13 +172,13 @@ START_TEST(test_imported_records_list_export_and_sit_in_redis_as_written) {
   ASSERT_CONTAINS(r.out, CPU_A);
   ASSERT_CONTAINS(r.out, "0123456789ab ");
   ASSERT_CONTAINS(r.out, "serial/4096/262144");
-  ASSERT_CONTAINS(r.out, "parallel/65536/1024");
+  ASSERT_CONTAINS(r.out, "parallel/65536/1024/avx512");
   ASSERT_CONTAINS(r.out, "1.23x");
   ASSERT_CONTAINS(r.out, "1.04x");
   ASSERT_CONTAINS(r.out, "\nx86      skylake-avx512/1a2b3c4d      0123456789ab fused__conv2d_add__3             "
-                         "serial/4096/262144             120.50        98.25    1.23x\n");
+                         "serial/4096/262144                 120.50        98.25    1.23x\n");
   ASSERT_CONTAINS(r.out, "\nx86      znver4/0badf00d              fedcba987654 -                                "
-                         "parallel/65536/1024             33.10        31.75    1.04x\n");
+                         "parallel/65536/1024/avx512          33.10        31.75    1.04x\n");
   ck_assert_ptr_null(strstr(r.out, "0123456789abc")); /* the signature is cut to 12 digits */
   cli_result_free(&r);
 
@@ -392,6 +395,7 @@ static void generated(int i, const char *kind, nimble_tune_record_t *r) {
   r->schedule.parallel = i % 2;
   r->schedule.min_task_work = 256 + i;
   r->schedule.conv_block = 1024 + 8 * i;
+  r->schedule.avx512_clone = i % 3; /* auto, yes, no */
   r->default_us = 100 + i * 0.25;
   r->tuned_us = 50 + i * 0.125;
   r->threads = 1 + i % 8;
@@ -416,6 +420,7 @@ static void check_generated(const nimble_tune_record_t *r, size_t n, const char 
     ck_assert_int_eq(r[k].schedule.parallel, want.schedule.parallel);
     ck_assert_int_eq(r[k].schedule.min_task_work, want.schedule.min_task_work);
     ck_assert_int_eq(r[k].schedule.conv_block, want.schedule.conv_block);
+    ck_assert_int_eq(r[k].schedule.avx512_clone, want.schedule.avx512_clone);
     ck_assert(r[k].default_us == want.default_us && r[k].tuned_us == want.tuned_us);
     ck_assert_int_eq(r[k].threads, want.threads);
   }

@@ -36,7 +36,38 @@ START_TEST(test_a_written_record_reads_as_written) {
   ck_assert_int_eq(r.schedule.conv_block, 262144);
   ck_assert(r.default_us == 120.5 && r.tuned_us == 98.25);
   ck_assert_int_eq(r.threads, 2);
+  ck_assert_int_eq(r.schedule.avx512_clone, NIMBLE_TUNE_CLONE_AUTO); /* absent: auto */
   json_decref(j);
+}
+END_TEST
+
+/* The AVX-512 clone choice: "yes" and "no" read and write back; "auto" is
+ * the default and is not written (readers before the knob refuse knobs
+ * they do not know); a choice differs from the default schedule. */
+START_TEST(test_the_clone_choice_reads_and_writes) {
+  const char *names[] = {"auto", "yes", "no"};
+  const int32_t want[] = {NIMBLE_TUNE_CLONE_AUTO, NIMBLE_TUNE_CLONE_YES, NIMBLE_TUNE_CLONE_NO};
+  for (int i = 0; i < 3; i++) {
+    char text[2048], knob[64];
+    snprintf(knob, sizeof knob, "\"conv_block\":262144,\"avx512_clone\":\"%s\"", names[i]);
+    const char *at = strstr(GOOD, "\"conv_block\":262144");
+    snprintf(text, sizeof text, "%.*s%s%s", (int)(at - GOOD), GOOD, knob, at + strlen("\"conv_block\":262144"));
+    json_t *j = parse(text);
+    nimble_tune_record_t r;
+    NIMBLE_ASSERT_OK(nimble_tune_record_from_json(j, NULL, &r));
+    json_decref(j);
+    ck_assert_int_eq(r.schedule.avx512_clone, want[i]);
+    char *back = nimble_tune_record_to_text(&r);
+    ck_assert_ptr_nonnull(back);
+    ck_assert_msg((strstr(back, "avx512_clone") != NULL) == (i != 0), "%s written as %s", names[i], back);
+    nimble_tune_record_t again;
+    NIMBLE_ASSERT_OK(nimble_tune_record_from_text(back, "back", &again));
+    ck_assert(nimble_tune_schedule_equal(&again.schedule, &r.schedule));
+    free(back);
+    nimble_tune_schedule_t d = nimble_tune_schedule_default(), c = d;
+    c.avx512_clone = want[i];
+    ck_assert(nimble_tune_schedule_equal(&c, &d) == (i == 0));
+  }
 }
 END_TEST
 
@@ -95,6 +126,9 @@ START_TEST(test_bad_fields_are_refused_by_name) {
   refused("\"min_task_work\":4096", "\"min_task_work\":0", "'min_task_work' = 0 is outside");
   refused("\"conv_block\":262144", "\"conv_block\":99999999999", "'conv_block' = 99999999999 is outside");
   refused("\"conv_block\":262144", "\"conv_block\":4096,\"unroll\":4", "schedule knob 'unroll' is unknown");
+  refused("\"conv_block\":262144", "\"conv_block\":4096,\"avx512_clone\":\"always\"",
+          "'schedule.avx512_clone' must be \"auto\", \"yes\" or \"no\"");
+  refused("\"conv_block\":262144", "\"conv_block\":4096,\"avx512_clone\":true", "'schedule.avx512_clone' must be");
   refused("\"tuned_us\":98.25", "\"tuned_us\":-1", "'tuned_us' = -1 is not a time");
   refused("\"threads\":2", "\"threads\":0", "'threads' = 0 is outside");
   refused("\"threads\":2", "\"threads\":2.5", "record 7: tune record: 'threads' must be an integer");
@@ -122,6 +156,7 @@ int main(void) {
   Suite *s = suite_create("tune_record");
   TCase *tc = tcase_create("core");
   tcase_add_test(tc, test_a_written_record_reads_as_written);
+  tcase_add_test(tc, test_the_clone_choice_reads_and_writes);
   tcase_add_test(tc, test_a_file_round_trips);
   tcase_add_test(tc, test_bad_fields_are_refused_by_name);
   tcase_add_test(tc, test_bad_documents_are_refused);

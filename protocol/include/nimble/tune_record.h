@@ -15,7 +15,9 @@
  *    "cpu": "skylake-avx512/1a2b3c4d", the measuring CPU: LLVM's name for
  *                                    it and 8 hex digits of its features
  *    "schedule": {"parallel": true, "min_task_work": 16384,
- *                 "conv_block": 65536},
+ *                 "conv_block": 65536, "avx512_clone": "yes"},
+ *                                    (avx512_clone: optional, "auto" when
+ *                                    absent, and written only when not)
  *    "default_us": 120.5, "tuned_us": 98.2,   medians, microseconds
  *    "threads": 2,                   the VM threads they were measured at
  *    "kernel": "fused__conv2d_add_clip__3"}   informational
@@ -51,7 +53,14 @@ typedef struct nimble_tune_schedule_t {
   bool parallel;         /* split the outer loops into tasks of the VM's pool */
   int64_t min_task_work; /* loop-body evaluations one task gets at least */
   int64_t conv_block;    /* floats per block of an sgemm-path convolution's im2col/product/epilogue */
+  /* An x86 kernel's AVX-512 clone (docs/targets.md "x86"): NIMBLE_TUNE_CLONE_AUTO
+   * builds one for kernels whose vector loops evaluate exp, tanh, sigmoid
+   * or erf, _YES for any kernel with a vector loop, _NO for none. The
+   * clone computes each element as the AVX2 kernel does. */
+  int32_t avx512_clone;
 } nimble_tune_schedule_t;
+
+enum { NIMBLE_TUNE_CLONE_AUTO = 0, NIMBLE_TUNE_CLONE_YES = 1, NIMBLE_TUNE_CLONE_NO = 2 };
 
 /* The ranges a record's knobs must lie in. */
 #define NIMBLE_TUNE_MIN_TASK_WORK_MIN 256
