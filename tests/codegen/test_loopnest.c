@@ -164,6 +164,62 @@ START_TEST(test_validate_rejects_accumulator_shared_by_parallel_tasks) {
 }
 END_TEST
 
+/* Which kernels an AVX-512 clone (16 lanes where the kernel has 8) leaves
+ * bit for bit alike: those whose vectorized loops carry no reduction. A
+ * sum vectorized over its own axis adds lane by lane and the lanes at the
+ * end (16 partial sums are not 8); an accumulator declared inside the
+ * vectorized loop is one per lane, and an element-wise loop has none. */
+START_TEST(test_lane_exact_tells_vectorized_reductions_from_per_lane_sums) {
+  nimble_ln_arena *A;
+  NIMBLE_ASSERT_OK(nimble_ln_arena_create(&A));
+  /* Element-wise: y[i] = x[i] * 2, vectorized. */
+  nimble_ln_stmt *loop;
+  nimble_ln_kernel *ew = scale_kernel(A, &loop);
+  ck_assert(!nimble_ln_kernel_vectorized(ew));
+  loop->loop_kind = NIMBLE_LN_VECTORIZED;
+  loop->factor = 8;
+  nimble_ln_kernel_set_body(ew, loop);
+  ck_assert(nimble_ln_kernel_vectorized(ew));
+  ck_assert(nimble_ln_kernel_lane_exact(ew));
+  /* y[0] = sum_i x[i], the sum's loop vectorized: not lane exact. */
+  nimble_ln_kernel *sum = nimble_ln_kernel_create(A, "sum");
+  nimble_ln_param *x = nimble_ln_kernel_add_param(sum, "x", NIMBLE_LN_F32, 1, 0);
+  nimble_ln_param *y = nimble_ln_kernel_add_param(sum, "y", NIMBLE_LN_F32, 0, 1);
+  nimble_ln_var *acc = nimble_ln_var_create(A, "acc", NIMBLE_LN_F32), *i = nimble_ln_var_create(A, "i", NIMBLE_LN_I64);
+  nimble_ln_stmt *add = nimble_ln_assign(
+      A, acc, nimble_ln_binary(A, NIMBLE_LN_ADD, nimble_ln_ref(A, acc), nimble_ln_load(A, x, nimble_ln_ref(A, i))));
+  nimble_ln_kernel_set_body(
+      sum, nimble_ln_decl(A, acc, nimble_ln_f32(A, 0),
+                          nimble_ln_seq2(A, nimble_ln_for(A, i, nimble_ln_i64(A, 0), nimble_ln_shape(A, x, 0),
+                                                          NIMBLE_LN_VECTORIZED, 8, add),
+                                         nimble_ln_store(A, y, nimble_ln_i64(A, 0), nimble_ln_ref(A, acc)))));
+  NIMBLE_ASSERT_OK(nimble_ln_kernel_validate(sum));
+  ck_assert(nimble_ln_kernel_vectorized(sum));
+  ck_assert(!nimble_ln_kernel_lane_exact(sum));
+  /* z[j] = sum_i w[j, i] with j vectorized and each lane's accumulator
+   * declared inside it: lane exact. */
+  nimble_ln_kernel *rows = nimble_ln_kernel_create(A, "rows");
+  nimble_ln_param *w = nimble_ln_kernel_add_param(rows, "w", NIMBLE_LN_F32, 2, 0);
+  nimble_ln_param *z = nimble_ln_kernel_add_param(rows, "z", NIMBLE_LN_F32, 1, 1);
+  nimble_ln_var *a2 = nimble_ln_var_create(A, "a2", NIMBLE_LN_F32), *j = nimble_ln_var_create(A, "j", NIMBLE_LN_I64),
+                *p = nimble_ln_var_create(A, "p", NIMBLE_LN_I64);
+  nimble_ln_expr *wi = nimble_ln_binary(A, NIMBLE_LN_ADD,
+                                        nimble_ln_binary(A, NIMBLE_LN_MUL, nimble_ln_ref(A, j), nimble_ln_shape(A, w, 1)),
+                                        nimble_ln_ref(A, p));
+  nimble_ln_stmt *inner = nimble_ln_for(
+      A, p, nimble_ln_i64(A, 0), nimble_ln_shape(A, w, 1), NIMBLE_LN_SERIAL, 0,
+      nimble_ln_assign(A, a2, nimble_ln_binary(A, NIMBLE_LN_ADD, nimble_ln_ref(A, a2), nimble_ln_load(A, w, wi))));
+  nimble_ln_stmt *lane = nimble_ln_decl(A, a2, nimble_ln_f32(A, 0),
+                                        nimble_ln_seq2(A, inner, nimble_ln_store(A, z, nimble_ln_ref(A, j),
+                                                                                 nimble_ln_ref(A, a2))));
+  nimble_ln_kernel_set_body(rows, nimble_ln_for(A, j, nimble_ln_i64(A, 0), nimble_ln_shape(A, z, 0),
+                                                NIMBLE_LN_VECTORIZED, 8, lane));
+  NIMBLE_ASSERT_OK(nimble_ln_kernel_validate(rows));
+  ck_assert(nimble_ln_kernel_lane_exact(rows));
+  nimble_ln_arena_destroy(A);
+}
+END_TEST
+
 START_TEST(test_builders_reject_bad_arguments_with_the_kernel_name) {
   nimble_ln_arena *A;
   NIMBLE_ASSERT_OK(nimble_ln_arena_create(&A));
@@ -310,6 +366,7 @@ int main(void) {
   TCase *tc = tcase_create("core");
   tcase_add_test(tc, test_split_prints_vector_loop_and_tail_marked_for_the_variant);
   tcase_add_test(tc, test_chunk_prints_parallel_loop_over_clamped_chunks);
+  tcase_add_test(tc, test_lane_exact_tells_vectorized_reductions_from_per_lane_sums);
   tcase_add_test(tc, test_constructors_record_the_first_type_error);
   tcase_add_test(tc, test_validate_rejects_unbound_variables_and_immutable_assignment);
   tcase_add_test(tc, test_validate_rejects_accumulator_shared_by_parallel_tasks);

@@ -709,3 +709,43 @@ static bool stmt_vector_transcendental(const nimble_ln_stmt *s, bool vec) {
 bool nimble_ln_kernel_vector_transcendental(const nimble_ln_kernel *k) {
   return k && stmt_vector_transcendental(k->body, false);
 }
+
+static bool stmt_vectorized(const nimble_ln_stmt *s) {
+  if (!s) return false;
+  if (s->kind == NIMBLE_LN_S_FOR && s->loop_kind == NIMBLE_LN_VECTORIZED) return true;
+  if (stmt_vectorized(s->body) || stmt_vectorized(s->else_)) return true;
+  for (size_t i = 0; i < s->n_stmts; i++)
+    if (stmt_vectorized(s->stmts[i])) return true;
+  return false;
+}
+
+bool nimble_ln_kernel_vectorized(const nimble_ln_kernel *k) { return k && stmt_vectorized(k->body); }
+
+/* The variables declared inside the vectorized loop being walked: one
+ * per lane, so assigning them is no reduction. */
+typedef struct lane_decl {
+  const nimble_ln_var *var;
+  const struct lane_decl *up;
+} lane_decl;
+
+/* Whether s, inside a vectorized loop when `vec`, assigns a variable
+ * declared outside that loop: an accumulator carried across iterations,
+ * whose lanes' partial results are combined at the loop's end (the
+ * vectorizer reorders a forced loop's reduction). */
+static bool stmt_vector_reduction(const nimble_ln_stmt *s, bool vec, const lane_decl *decls) {
+  if (!s) return false;
+  if (s->kind == NIMBLE_LN_S_FOR && s->loop_kind == NIMBLE_LN_VECTORIZED) vec = true;
+  if (vec && s->kind == NIMBLE_LN_S_ASSIGN) {
+    const lane_decl *d = decls;
+    while (d && d->var != s->var) d = d->up;
+    if (!d) return true;
+  }
+  lane_decl here = {s->var, decls};
+  const lane_decl *inner = vec && s->kind == NIMBLE_LN_S_DECL ? &here : decls;
+  if (stmt_vector_reduction(s->body, vec, inner) || stmt_vector_reduction(s->else_, vec, decls)) return true;
+  for (size_t i = 0; i < s->n_stmts; i++)
+    if (stmt_vector_reduction(s->stmts[i], vec, decls)) return true;
+  return false;
+}
+
+bool nimble_ln_kernel_lane_exact(const nimble_ln_kernel *k) { return k && !stmt_vector_reduction(k->body, false, NULL); }

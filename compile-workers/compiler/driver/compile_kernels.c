@@ -74,15 +74,33 @@ static void nest_digest(const char *text, const char *prefix, char out[NIMBLE_TU
 }
 
 
+/* Whether a kernel gets an AVX-512 clone under the schedule's choice
+ * (nimble/tune_record.h): by default the kernels whose vector loops
+ * evaluate exp, tanh, sigmoid or erf (see avx512_clone). A choice of
+ * tuning's applies only where the clone gives the AVX2 kernel's bits
+ * (records never change results): a sum's 16 lanes would add in another
+ * order than its 8. */
+static bool wants_clone(const nimble_ln_kernel *k, int32_t choice) {
+  if (!nimble_ln_kernel_lane_exact(k)) choice = NIMBLE_TUNE_CLONE_AUTO;
+  switch (choice) {
+  case NIMBLE_TUNE_CLONE_YES: return nimble_ln_kernel_vectorized(k);
+  case NIMBLE_TUNE_CLONE_NO: return false;
+  default: return nimble_ln_kernel_vector_transcendental(k);
+  }
+}
+
 /* A CPU compute kernel under tuning (docs/tuning.md): built with the
  * default schedule for its workload signature (the loop nest says
  * everything the kernel computes, with symbolic dims left symbolic), then
  * again with the record's schedule for (target kind, this CPU, signature)
- * or the override, when that differs. Lists the workload in r. */
+ * or the override, when that differs. Lists the workload in r; *clone
+ * says whether the kernel gets an AVX-512 clone (`clones`: the target
+ * allows them), which its variant includes. */
 static nimble_status_t compute_scheduled(const nimble_module *m, const nimble_lower_primitive_t *prim,
                                          const nimble_compute_options_t *base, const nimble_compile_options_t *o,
-                                         nimble_compile_result *r, const char *cpu_key, nimble_ln_arena *arena,
-                                         nimble_ln_kernel **out, nimble_compute_options_t *used) {
+                                         nimble_compile_result *r, const char *cpu_key, bool clones,
+                                         nimble_ln_arena *arena, nimble_ln_kernel **out,
+                                         nimble_compute_options_t *used, bool *clone) {
   nimble_compute_options_t co = *base;
   nimble_tune_schedule_t def = nimble_tune_schedule_default();
   co.parallel = def.parallel && base->parallel;
@@ -97,8 +115,6 @@ static nimble_status_t compute_scheduled(const nimble_module *m, const nimble_lo
   char *text = NULL;
   NIMBLE_RETURN_IF_ERROR(nimble_ln_kernel_print_canonical(*out, &text));
   nest_digest(text, "nimble workload v1\n", w->signature);
-  nest_digest(text, "", w->variant);
-  free(text);
   const char *kind = nimble_target_kind_name(r->target.kind);
   const nimble_tune_schedule_t *pick = NULL;
   for (size_t j = 0; j < o->num_tune_records && !pick; j++) {
@@ -110,14 +126,22 @@ static nimble_status_t compute_scheduled(const nimble_module *m, const nimble_lo
   if (!pick) pick = o->schedule_override;
   if (pick && !nimble_tune_schedule_equal(pick, &def)) {
     w->schedule = *pick;
-    co.parallel = pick->parallel && base->parallel;
-    co.min_task_work = pick->min_task_work;
-    co.conv_block = pick->conv_block;
-    NIMBLE_RETURN_IF_ERROR(nimble_compute_primitive(m, prim->name, &co, arena, out));
-    NIMBLE_RETURN_IF_ERROR(nimble_ln_kernel_print_canonical(*out, &text));
-    nest_digest(text, "", w->variant);
-    free(text);
+    /* The nest again unless only the clone choice differs. */
+    if (pick->parallel != def.parallel || pick->min_task_work != def.min_task_work ||
+        pick->conv_block != def.conv_block) {
+      co.parallel = pick->parallel && base->parallel;
+      co.min_task_work = pick->min_task_work;
+      co.conv_block = pick->conv_block;
+      free(text);
+      text = NULL;
+      nimble_status_t s = nimble_compute_primitive(m, prim->name, &co, arena, out);
+      if (!s) s = nimble_ln_kernel_print_canonical(*out, &text);
+      NIMBLE_RETURN_IF_ERROR(s);
+    }
   }
+  *clone = clones && wants_clone(*out, w->schedule.avx512_clone);
+  nest_digest(text, *clone ? "with an x86-64-v4 clone\n" : "", w->variant);
+  free(text);
   r->num_workloads++;
   *used = co;
   return nimble_ok();
@@ -130,8 +154,9 @@ static bool wants_avx512_clones(const nimble_target_t *t) {
 }
 
 /* The primitive's kernel again, as `co` built it but 16 lanes wide,
- * named sym + NIMBLE_KERNEL_AVX512_SUFFIX and built for x86-64-v4. Only
- * for the kernels whose vector loops evaluate exp, tanh, sigmoid or erf:
+ * named sym + NIMBLE_KERNEL_AVX512_SUFFIX and built for x86-64-v4. By
+ * default only for the kernels whose vector loops evaluate exp, tanh,
+ * sigmoid or erf (tuning may choose otherwise per kernel, wants_clone):
  * against the AVX2 kernel, bert_tiny's GELU 55 -> 27 us and its softmax
  * 21.5 -> 17, an LSTM step's gates 0.47 -> 0.29 us (the same nest for
  * x86-64-v4 at 8 lanes: 29, 21.5 and 0.30); max pools on 8- and 16-pixel
@@ -193,10 +218,12 @@ static nimble_status_t compute_set(const nimble_module *m, const nimble_lower_re
     nimble_ln_kernel *k = NULL;
     co.kernel_name = prim->symbol;
     nimble_compute_options_t used = co;
+    bool clone = false;
     if (prim->kind == NIMBLE_LOWER_KERNEL_COMPUTE && tuned) {
-      NIMBLE_RETURN_IF_ERROR(compute_scheduled(m, prim, &co, o, r, cpu_key, ks->arena, &k, &used));
+      NIMBLE_RETURN_IF_ERROR(compute_scheduled(m, prim, &co, o, r, cpu_key, clones, ks->arena, &k, &used, &clone));
     } else if (prim->kind == NIMBLE_LOWER_KERNEL_COMPUTE) {
       NIMBLE_RETURN_IF_ERROR(nimble_compute_primitive(m, prim->name, &co, ks->arena, &k));
+      clone = clones && wants_clone(k, NIMBLE_TUNE_CLONE_AUTO);
     } else if (gpu) {
       return nimble_status_make(NIMBLE_INTERNAL, "the shape function of '%s' was placed on the GPU", prim->name);
     } else if (prim->shape_mode &&
@@ -226,7 +253,7 @@ static nimble_status_t compute_set(const nimble_module *m, const nimble_lower_re
                                  prim->name);
     }
     ks->kernels[ks->n++] = k;
-    if (clones && prim->kind == NIMBLE_LOWER_KERNEL_COMPUTE && nimble_ln_kernel_vector_transcendental(k)) {
+    if (clones && clone) {
       /* A clone is only speed: one that does not build leaves its kernel
        * and the rest without one (the runtime then calls the AVX2 kernels;
        * its arena may hold the failure). */

@@ -29,6 +29,12 @@ static const nimble_tune_schedule_t kPoints[] = {
     {.parallel = true, .min_task_work = 16384, .conv_block = 262144},
     {.parallel = true, .min_task_work = 4096, .conv_block = 16384},
     {.parallel = true, .min_task_work = 65536, .conv_block = 262144},
+    /* AVX-512 clones (x86 only, measured only where the CPU runs them):
+     * for any kernel with a vector loop, and for none. Mixed when a rule
+     * chose (docs/benchmarks.md): mobilenet_v2's 28x28 depthwise layers
+     * 20 % faster, its 7x7 ones 2.4-3.7x slower. */
+    {.parallel = true, .min_task_work = 16384, .conv_block = 65536, .avx512_clone = NIMBLE_TUNE_CLONE_YES},
+    {.parallel = true, .min_task_work = 16384, .conv_block = 65536, .avx512_clone = NIMBLE_TUNE_CLONE_NO},
 };
 #define TUNE_NPOINTS (1 + sizeof kPoints / sizeof kPoints[0])
 #define TUNE_MIN_GAIN 0.97
@@ -228,6 +234,33 @@ static double median(const double *v, size_t n) {
   return n ? (n % 2 ? tmp[n / 2] : 0.5 * (tmp[n / 2 - 1] + tmp[n / 2])) : 0;
 }
 
+/* The median over rounds of p's time in the kernels of workload w's
+ * signature (w the first of them): kernels that compute the same nest
+ * (mobilenet_v2's repeated blocks) share one record, so they are timed as
+ * one, where each alone picked a schedule of its own by noise and the
+ * compile applied the first. */
+static double signature_median(const tune_point *p, const nimble_compile_result *r0, size_t w, size_t rounds) {
+  double sum[TUNE_MAX_ROUNDS] = {0};
+  for (size_t v = w; v < r0->num_workloads; v++) {
+    if (strcmp(r0->workloads[v].signature, r0->workloads[w].signature)) continue;
+    for (size_t i = 0; i < rounds; i++) sum[i] += p->us[v * TUNE_MAX_ROUNDS + i];
+  }
+  return median(sum, rounds);
+}
+
+/* Whether this process would run a kernel's AVX-512 clone (the runtime's
+ * kernel_library.c): a point choosing clones is measured only then, since
+ * elsewhere it would time the AVX2 kernel under another name. */
+static bool host_runs_clones(void) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  __builtin_cpu_init();
+  const char *v = getenv("NIMBLE_AVX512");
+  return __builtin_cpu_supports("x86-64-v4") && !(v && strcmp(v, "0") == 0);
+#else
+  return false;
+#endif
+}
+
 static uint32_t cpus_available(void) {
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return (uint32_t)CPU_COUNT(&set);
@@ -256,7 +289,9 @@ static nimble_status_t search(const char *path, const nimble_compile_options_t *
   po.progress = NULL;
   po.codegen_progress = NULL;
   size_t k = 0;
+  bool clones_run = host_runs_clones();
   for (; k + 1 < TUNE_NPOINTS && nimble_compile_now() - t0 < budget / 2; k++) {
+    if (kPoints[k].avx512_clone != NIMBLE_TUNE_CLONE_AUTO && !clones_run) continue;
     po.schedule_override = &kPoints[k];
     tune_point *p = &pts[*npts];
     p->schedule = kPoints[k];
@@ -311,8 +346,9 @@ static nimble_status_t search(const char *path, const nimble_compile_options_t *
     progress(o, t, 40 + (int)(59 * (spent < 1 ? spent : 1)));
   }
   rep->rounds = round;
-  /* Each kernel without a record: the fastest point whose code differs.
-   * A kernel no point changes, or that did not run on these inputs, gets
+  /* Each signature without a record (its kernels timed together): the
+   * fastest point whose code differs. One no point changes, or whose
+   * kernels did not run on these inputs, gets
    * the default schedule, so the next compile does not search again
    * (when every point was compiled; see all_points). */
   rep->records = calloc(nw ? nw : 1, sizeof *rep->records);
@@ -320,14 +356,17 @@ static nimble_status_t search(const char *path, const nimble_compile_options_t *
   for (size_t w = 0; w < nw; w++) {
     const nimble_compile_workload_t *wl = &r0->workloads[w];
     if (wl->from_record) continue;
-    double def = *npts > 1 ? median(&pts[0].us[w * TUNE_MAX_ROUNDS], round) : 0;
+    bool seen = false; /* its signature's record made at an earlier kernel */
+    for (size_t v = 0; v < w && !seen; v++) seen = !strcmp(r0->workloads[v].signature, wl->signature);
+    if (seen) continue;
+    double def = *npts > 1 ? signature_median(&pts[0], r0, w, round) : 0;
     double best = def;
     size_t bi = 0, alternatives = 0;
     for (size_t i = 1; i < *npts && def > 0; i++) {
       if (!strcmp(pts[i].r->workloads[w].variant, wl->variant)) continue;
       rep->measured++;
       alternatives++;
-      double m = median(&pts[i].us[w * TUNE_MAX_ROUNDS], round);
+      double m = signature_median(&pts[i], r0, w, round);
       if (m < best) {
         best = m;
         bi = i;

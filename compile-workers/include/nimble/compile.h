@@ -130,8 +130,8 @@ void nimble_compile_host_cpu_key(char *buf, size_t size);
  * for each CPU kernel without a record in options->tune_records measures
  * the points of the schedule space on this machine (every point compiled
  * once, the kernels whose code a point changes timed in interleaved runs
- * of all points on random inputs), keeps each kernel's fastest point as a
- * new record, and compiles the model once more with all records. The
+ * of all points on random inputs), keeps each signature's fastest point
+ * (its kernels' times summed) as a new record, and compiles the model once more with all records. The
  * target must run on this machine (x86 here on x86_64; aarch64 on
  * aarch64); otherwise, or for an entry taking ADT values, nothing is
  * measured and the report says why. */
@@ -146,9 +146,10 @@ typedef struct nimble_tune_options {
 } nimble_tune_options_t;
 
 typedef struct nimble_tune_report {
-  /* New records, one per CPU kernel without a record given (caller frees
-   * with free()): its fastest point, or the default schedule where no
-   * point changes its code or it did not run (then timed 0). */
+  /* New records, one per workload signature of the CPU kernels without a
+   * record given (caller frees with free()): its fastest point for all of
+   * its kernels together, or the default schedule where no point changes
+   * its code or they did not run (then timed 0). */
   nimble_tune_record_t *records;
   size_t num_records;
   size_t kernels;          /* CPU kernels listed */

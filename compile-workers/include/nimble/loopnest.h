@@ -280,6 +280,12 @@ enum { NIMBLE_LN_ISA_TARGET = 0, NIMBLE_LN_ISA_X86_64_V4 = 1 };
  * the kernels whose time is arithmetic on vectors, which twice the lanes
  * speed up (an LSTM's gates, a GELU, a softmax's exponentials). */
 bool nimble_ln_kernel_vector_transcendental(const nimble_ln_kernel *k);
+/* Whether k has a vectorized loop at all. */
+bool nimble_ln_kernel_vectorized(const nimble_ln_kernel *k);
+/* Whether k's results are the same bits at any vector width: no
+ * vectorized loop of it carries a reduction (a sum's lanes are added in
+ * an order that depends on their number). */
+bool nimble_ln_kernel_lane_exact(const nimble_ln_kernel *k);
 
 /* Arena. */
 nimble_status_t nimble_ln_arena_create(nimble_ln_arena **out);

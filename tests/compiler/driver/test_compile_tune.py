@@ -15,6 +15,9 @@ this machine, both run by nimble-run.
     measures only its own;
   * a budget that runs out before the schedule points are compiled
     records only the kernels it measured, and says so;
+  * the AVX-512 clone choice (x86): records saying "yes" clone every
+    kernel whose vector loops carry no reduction, records saying "no"
+    take the lstm's gates' clone away; neither changes an output bit;
   * misuse is refused by name: records without tune=true, a malformed
     records file (the record and field named), and a target this machine
     cannot run is compiled without measuring, saying why.
@@ -63,6 +66,15 @@ def run(exe, tmp, case):
     x = os.path.join(MODELS, "cnn.ref", str(case), "x.npy")
     sh(RUN, exe, "--input", "x=" + x, "--output-dir", od)
     return np.load(os.path.join(od, "y.npy"))
+
+
+def host_v4():
+    """Whether this CPU runs x86-64-v4 code (the runtime's clone choice)."""
+    try:
+        flags = open("/proc/cpuinfo").read()
+    except OSError:
+        return False
+    return all(f in flags.split() for f in ("avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"))
 
 
 def read(p):
@@ -123,6 +135,54 @@ def main():
     for case in (0, 1):
         check(run(fexe, tmp, case).tobytes() == run(plain, tmp, case).tobytes(),
               "case %d: forced schedules give the untuned outputs bit for bit" % case)
+
+    # The AVX-512 clone choice: "yes" clones the CNN's kernels with vector
+    # loops (none has exp, tanh, sigmoid or erf, so the plain build has no
+    # clone); where this CPU runs them, the outputs are still the plain
+    # build's bits.
+    clone_re = re.compile(rb"nimble_k_[a-z0-9_]+__avx512")
+    check(not clone_re.search(read(plain)), "the plain CNN has no AVX-512 clone")
+    yes = dict(doc)
+    yes["records"] = [dict(r, schedule=dict(r["schedule"], avx512_clone="yes")) for r in records]
+    yrec, yexe = os.path.join(tmp, "yes.json"), os.path.join(tmp, "yes.nimble")
+    json.dump(yes, open(yrec, "w"))
+    compile_(yexe, *tune, "--tune-records", yrec)
+    cloned = sorted(set(m.decode() for m in clone_re.findall(read(yexe))))
+    check(len(cloned) >= 3 and any("max_pool" in c for c in cloned),
+          "records saying avx512_clone=yes clone the CNN's vectorized kernels: %s" % cloned)
+    if not host_v4():
+        print("skipped: running the clones (this CPU has no x86-64-v4); the AVX2 kernels ran")
+    for case in (0, 1):
+        check(run(yexe, tmp, case).tobytes() == run(plain, tmp, case).tobytes(),
+              "case %d: the clones give the untuned outputs bit for bit" % case)
+    # "no" on the lstm: its gates' clone (built by default: sigmoid, tanh)
+    # goes, and the outputs are the AVX2 kernels' bits (NIMBLE_AVX512=0).
+    lplain, lrec = os.path.join(tmp, "lstm.nimble"), os.path.join(tmp, "lstm.json")
+    sh(NIMBLE, "compile", os.path.join(MODELS, "lstm.onnx"), "-o", lplain, "--no-kernel-cache")
+    check(clone_re.search(read(lplain)) is not None, "the plain lstm clones its gates")
+    sh(NIMBLE, "compile", os.path.join(MODELS, "lstm.onnx"), "-o", os.path.join(tmp, "lstm-t.nimble"),
+       "--no-kernel-cache", "--option", "tune=true", "--option", budget(4), "--option", "tune_threads=2",
+       "--option", "tune_inputs=x=8x1x128", "--tune-records-out", lrec)
+    ldoc = json.load(open(lrec))
+    ldoc["records"] = [dict(r, schedule=dict(r["schedule"], avx512_clone="no")) for r in ldoc["records"]]
+    json.dump(ldoc, open(lrec, "w"))
+    lno = os.path.join(tmp, "lstm-no.nimble")
+    sh(NIMBLE, "compile", os.path.join(MODELS, "lstm.onnx"), "-o", lno, "--no-kernel-cache", "--option",
+       "tune=true", "--option", budget(4), "--option", "tune_inputs=x=8x1x128", "--tune-records", lrec)
+    check(ldoc["records"] and clone_re.search(read(lno)) is None, "records saying avx512_clone=no: no clone")
+    for case in (0, 1):
+        x = os.path.join(MODELS, "lstm.ref", str(case), "x.npy")
+        outs = []
+        for exe, env in ((lno, {}), (lplain, {"NIMBLE_AVX512": "0"})):
+            od = os.path.join(tmp, "lout-%s-%d" % (os.path.basename(exe), case))
+            os.makedirs(od, exist_ok=True)
+            p = subprocess.run([RUN, exe, "--input", "x=" + x, "--output-dir", od], capture_output=True, text=True,
+                               timeout=600, env=dict(os.environ, **env))
+            check(p.returncode == 0, "nimble-run %s: %s" % (os.path.basename(exe), p.stderr.strip()))
+            outs.append(np.load(os.path.join(od, "y.npy")))
+        want = np.load(os.path.join(MODELS, "lstm.ref", str(case), "y.npy"))
+        check(outs[0].tobytes() == outs[1].tobytes() and np.allclose(outs[0], want, rtol=1e-4, atol=1e-5),
+              "case %d: the lstm without its clone gives the AVX2 kernels' bits, and PyTorch's values" % case)
 
     # Another CPU's records are not applied.
     other = dict(forced)
