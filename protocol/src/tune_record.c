@@ -19,7 +19,7 @@ nimble_tune_schedule_t nimble_tune_schedule_default(void) {
 
 bool nimble_tune_schedule_equal(const nimble_tune_schedule_t *a, const nimble_tune_schedule_t *b) {
   return a->parallel == b->parallel && a->min_task_work == b->min_task_work && a->conv_block == b->conv_block &&
-         a->avx512_clone == b->avx512_clone;
+         a->avx512_clone == b->avx512_clone && a->vector_width == b->vector_width;
 }
 
 static const char *const kCloneNames[] = {"auto", "yes", "no"};
@@ -102,9 +102,9 @@ nimble_status_t nimble_tune_record_from_json(const json_t *j, const char *where,
   json_t *v;
   json_object_foreach((json_t *)s, key, v) {
     if (strcmp(key, "parallel") && strcmp(key, "min_task_work") && strcmp(key, "conv_block") &&
-        strcmp(key, "avx512_clone"))
+        strcmp(key, "avx512_clone") && strcmp(key, "vector_width"))
       return BAD("%stune record: schedule knob '%s' is unknown (known: parallel, min_task_work, conv_block, "
-                 "avx512_clone)",
+                 "avx512_clone, vector_width)",
                  w, key);
   }
   const json_t *par = json_object_get(s, "parallel");
@@ -121,6 +121,12 @@ nimble_status_t nimble_tune_record_from_json(const json_t *j, const char *where,
     while (i < 3 && strcmp(name, kCloneNames[i])) i++;
     if (i == 3) return BAD("%stune record: 'schedule.avx512_clone' must be \"auto\", \"yes\" or \"no\"", w);
     out->schedule.avx512_clone = i;
+  }
+  if (json_object_get(s, "vector_width")) { /* absent: the target's */
+    int64_t vw;
+    NIMBLE_RETURN_IF_ERROR(get_int(s, "vector_width", w, 4, 16, &vw));
+    if (vw != 4 && vw != 8 && vw != 16) return BAD("%stune record: 'schedule.vector_width' must be 4, 8 or 16", w);
+    out->schedule.vector_width = (int32_t)vw;
   }
   NIMBLE_RETURN_IF_ERROR(get_us(j, "default_us", w, &out->default_us));
   NIMBLE_RETURN_IF_ERROR(get_us(j, "tuned_us", w, &out->tuned_us));
@@ -139,6 +145,11 @@ json_t *nimble_tune_record_to_json(const nimble_tune_record_t *r) {
   int32_t clone = r->schedule.avx512_clone;
   if (clone > NIMBLE_TUNE_CLONE_AUTO && clone <= NIMBLE_TUNE_CLONE_NO &&
       json_object_set_new(s, "avx512_clone", json_string(kCloneNames[clone])) != 0) {
+    json_decref(s);
+    return NULL;
+  }
+  if (r->schedule.vector_width &&
+      json_object_set_new(s, "vector_width", json_integer(r->schedule.vector_width)) != 0) {
     json_decref(s);
     return NULL;
   }

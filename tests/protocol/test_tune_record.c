@@ -71,6 +71,34 @@ START_TEST(test_the_clone_choice_reads_and_writes) {
 }
 END_TEST
 
+/* The vector width: 4, 8 or 16 read and write back; absent is 0 (the
+ * target's), which is not written. */
+START_TEST(test_the_vector_width_reads_and_writes) {
+  const int widths[] = {0, 4, 8, 16};
+  for (int i = 0; i < 4; i++) {
+    char text[2048], knob[64] = "\"conv_block\":262144";
+    if (widths[i]) snprintf(knob, sizeof knob, "\"conv_block\":262144,\"vector_width\":%d", widths[i]);
+    const char *at = strstr(GOOD, "\"conv_block\":262144");
+    snprintf(text, sizeof text, "%.*s%s%s", (int)(at - GOOD), GOOD, knob, at + strlen("\"conv_block\":262144"));
+    json_t *j = parse(text);
+    nimble_tune_record_t r;
+    NIMBLE_ASSERT_OK(nimble_tune_record_from_json(j, NULL, &r));
+    json_decref(j);
+    ck_assert_int_eq(r.schedule.vector_width, widths[i]);
+    char *back = nimble_tune_record_to_text(&r);
+    ck_assert_ptr_nonnull(back);
+    ck_assert_msg((strstr(back, "vector_width") != NULL) == (widths[i] != 0), "%d written as %s", widths[i], back);
+    nimble_tune_record_t again;
+    NIMBLE_ASSERT_OK(nimble_tune_record_from_text(back, "back", &again));
+    ck_assert_int_eq(again.schedule.vector_width, widths[i]);
+    free(back);
+    nimble_tune_schedule_t d = nimble_tune_schedule_default(), c = d;
+    c.vector_width = widths[i];
+    ck_assert(nimble_tune_schedule_equal(&c, &d) == (widths[i] == 0));
+  }
+}
+END_TEST
+
 START_TEST(test_a_file_round_trips) {
   json_t *j = parse(GOOD);
   nimble_tune_record_t r[2];
@@ -129,6 +157,9 @@ START_TEST(test_bad_fields_are_refused_by_name) {
   refused("\"conv_block\":262144", "\"conv_block\":4096,\"avx512_clone\":\"always\"",
           "'schedule.avx512_clone' must be \"auto\", \"yes\" or \"no\"");
   refused("\"conv_block\":262144", "\"conv_block\":4096,\"avx512_clone\":true", "'schedule.avx512_clone' must be");
+  refused("\"conv_block\":262144", "\"conv_block\":4096,\"vector_width\":12",
+          "'schedule.vector_width' must be 4, 8 or 16");
+  refused("\"conv_block\":262144", "\"conv_block\":4096,\"vector_width\":64", "'vector_width' = 64 is outside");
   refused("\"tuned_us\":98.25", "\"tuned_us\":-1", "'tuned_us' = -1 is not a time");
   refused("\"threads\":2", "\"threads\":0", "'threads' = 0 is outside");
   refused("\"threads\":2", "\"threads\":2.5", "record 7: tune record: 'threads' must be an integer");
@@ -157,6 +188,7 @@ int main(void) {
   TCase *tc = tcase_create("core");
   tcase_add_test(tc, test_a_written_record_reads_as_written);
   tcase_add_test(tc, test_the_clone_choice_reads_and_writes);
+  tcase_add_test(tc, test_the_vector_width_reads_and_writes);
   tcase_add_test(tc, test_a_file_round_trips);
   tcase_add_test(tc, test_bad_fields_are_refused_by_name);
   tcase_add_test(tc, test_bad_documents_are_refused);

@@ -126,12 +126,16 @@ static nimble_status_t compute_scheduled(const nimble_module *m, const nimble_lo
   if (!pick) pick = o->schedule_override;
   if (pick && !nimble_tune_schedule_equal(pick, &def)) {
     w->schedule = *pick;
+    /* Another vector width only where the bits do not depend on it (no
+     * vectorized reduction in the default nest). */
+    int vw = pick->vector_width && nimble_ln_kernel_lane_exact(*out) ? pick->vector_width : base->vector_width;
     /* The nest again unless only the clone choice differs. */
     if (pick->parallel != def.parallel || pick->min_task_work != def.min_task_work ||
-        pick->conv_block != def.conv_block) {
+        pick->conv_block != def.conv_block || vw != base->vector_width) {
       co.parallel = pick->parallel && base->parallel;
       co.min_task_work = pick->min_task_work;
       co.conv_block = pick->conv_block;
+      co.vector_width = vw;
       free(text);
       text = NULL;
       nimble_status_t s = nimble_compute_primitive(m, prim->name, &co, arena, out);

@@ -27,14 +27,20 @@ static const nimble_tune_schedule_t kPoints[] = {
     {.parallel = true, .min_task_work = 65536, .conv_block = 65536},
     {.parallel = true, .min_task_work = 16384, .conv_block = 16384},
     {.parallel = true, .min_task_work = 16384, .conv_block = 262144},
+    /* Vector loops twice the target's width (x86: 16 lanes as two AVX2
+     * registers an operation): squeezenet1_0's first max pool 277 -> 234
+     * us. */
+    {.parallel = true, .min_task_work = 16384, .conv_block = 65536, .vector_width = 16},
+    /* AVX-512 clones (x86 only, measured only where the CPU runs them)
+     * for any kernel with a vector loop: mixed as a rule (docs/
+     * benchmarks.md): mobilenet_v2's 28x28 depthwise layers 20 % faster,
+     * its 7x7 ones 2.4-3.7x slower. */
+    {.parallel = true, .min_task_work = 16384, .conv_block = 65536, .avx512_clone = NIMBLE_TUNE_CLONE_YES},
     {.parallel = true, .min_task_work = 4096, .conv_block = 16384},
     {.parallel = true, .min_task_work = 65536, .conv_block = 262144},
-    /* AVX-512 clones (x86 only, measured only where the CPU runs them):
-     * for any kernel with a vector loop, and for none. Mixed when a rule
-     * chose (docs/benchmarks.md): mobilenet_v2's 28x28 depthwise layers
-     * 20 % faster, its 7x7 ones 2.4-3.7x slower. */
-    {.parallel = true, .min_task_work = 16384, .conv_block = 65536, .avx512_clone = NIMBLE_TUNE_CLONE_YES},
+    /* No clone for the kernels the rule clones, and half the width. */
     {.parallel = true, .min_task_work = 16384, .conv_block = 65536, .avx512_clone = NIMBLE_TUNE_CLONE_NO},
+    {.parallel = true, .min_task_work = 16384, .conv_block = 65536, .vector_width = 4},
 };
 #define TUNE_NPOINTS (1 + sizeof kPoints / sizeof kPoints[0])
 #define TUNE_MIN_GAIN 0.97

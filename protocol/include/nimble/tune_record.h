@@ -15,9 +15,11 @@
  *    "cpu": "skylake-avx512/1a2b3c4d", the measuring CPU: LLVM's name for
  *                                    it and 8 hex digits of its features
  *    "schedule": {"parallel": true, "min_task_work": 16384,
- *                 "conv_block": 65536, "avx512_clone": "yes"},
- *                                    (avx512_clone: optional, "auto" when
- *                                    absent, and written only when not)
+ *                 "conv_block": 65536, "avx512_clone": "yes",
+ *                 "vector_width": 16},
+ *                                    (avx512_clone and vector_width:
+ *                                    optional, the default when absent,
+ *                                    written only when not)
  *    "default_us": 120.5, "tuned_us": 98.2,   medians, microseconds
  *    "threads": 2,                   the VM threads they were measured at
  *    "kernel": "fused__conv2d_add_clip__3"}   informational
@@ -58,6 +60,11 @@ typedef struct nimble_tune_schedule_t {
    * or erf, _YES for any kernel with a vector loop, _NO for none. The
    * clone computes each element as the AVX2 kernel does. */
   int32_t avx512_clone;
+  /* f32 lanes of the kernel's vectorized loops: 0 for the target's (8 on
+   * x86, 4 on aarch64), else 4, 8 or 16 (16 on AVX2: two registers an
+   * operation). Like the clone, only for kernels whose bits do not depend
+   * on it (nimble_ln_kernel_lane_exact). */
+  int32_t vector_width;
 } nimble_tune_schedule_t;
 
 enum { NIMBLE_TUNE_CLONE_AUTO = 0, NIMBLE_TUNE_CLONE_YES = 1, NIMBLE_TUNE_CLONE_NO = 2 };
