@@ -26,7 +26,7 @@
 #               the measured frameworks; default: the environment as it is
 #   --tune-budget-s S
 #               seconds of `nimble compile --option tune=true` per
-#               configuration for the "Nimble tuned" column (default 20; 0:
+#               configuration for the "Nimble tuned" column (default 30; 0:
 #               no tuned column); docs/tuning.md
 #   --build     Nimble build folder (default build/): Nimble's column needs
 #               BUILD/client/nimble (with `compile`) and
