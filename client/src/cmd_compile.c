@@ -116,10 +116,12 @@ static void print_tune_report(const nimble_tune_report_t *t, bool verbose) {
   size_t picked = 0;
   nimble_tune_schedule_t d = nimble_tune_schedule_default();
   for (size_t i = 0; i < t->num_records; i++) picked += !nimble_tune_schedule_equal(&t->records[i].schedule, &d);
+  char sizes[48] = "";
+  if (t->sizes > 1) snprintf(sizes, sizeof sizes, " at %zu input sizes", t->sizes);
   fprintf(stderr, "tuned: %zu kernels, %zu with records given, %zu new records (%zu points compiled, %zu kernel "
-                  "variants timed over %zu rounds, %.1f s), %zu took a schedule of their own%s%s\n",
-          t->kernels, t->kernels_recorded, t->num_records, t->points, t->measured, t->rounds, t->seconds, picked,
-          t->skipped[0] ? "; " : "", t->skipped);
+                  "variants timed over %zu rounds%s, %.1f s), %zu took a schedule of their own%s%s\n",
+          t->kernels, t->kernels_recorded, t->num_records, t->points, t->measured, t->rounds, sizes, t->seconds,
+          picked, t->skipped[0] ? "; " : "", t->skipped);
   for (size_t i = 0; verbose && i < t->num_records; i++) {
     const nimble_tune_record_t *r = &t->records[i];
     int32_t clone = r->schedule.avx512_clone;
@@ -596,7 +598,9 @@ const nimble_cli_command nimble_cmd_compile = {
     "                     are the same, only speed changes); tune_budget_s=N\n"
     "                     (default 60), tune_threads=N (default: the CPUs this\n"
     "                     process may use), tune_inputs=NAME=DIMS[;NAME=DIMS]\n"
-    "                     (the shapes measured at; symbolic dims not given: 1)\n"
+    "                     (the shapes measured at; symbolic dims not given: 1;\n"
+    "                     up to 4 sizes separated by '|', each kernel's\n"
+    "                     schedule the best over all of them)\n"
     "  --tune-records F   with tune=true: records to reuse (kernels with one for\n"
     "                     this target and CPU are not measured again)\n"
     "  --tune-records-out F  with tune=true: write the records this compile\n"

@@ -12,6 +12,7 @@
  * rounds; it is taken only when, on the odd rounds, it beats the default
  * by TUNE_MIN_GAIN and TUNE_MIN_GAIN_US, so noise does not flip
  * schedules. */
+#include <math.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,6 +51,7 @@ static const nimble_tune_schedule_t kPoints[] = {
 #define TUNE_MIN_ROUNDS 4 /* two to choose, two to judge */
 #define TUNE_MAX_ROUNDS 40
 #define TUNE_MAX_INPUTS 64
+#define TUNE_MAX_SIZES 4 /* input sizes measured at: tune_inputs' '|'-separated sets */
 
 typedef struct tune_input {
   char name[128];
@@ -64,34 +66,39 @@ typedef struct tune_point {
   nimble_executable *exe;
   nimble_vm *vm;
   const nimble_entry_info_t *entry;
-  DLTensor tensors[TUNE_MAX_INPUTS];
-  void *data[TUNE_MAX_INPUTS];
-  int64_t shapes[TUNE_MAX_INPUTS][16];
+  /* Per input size (tune_inputs' sets): the inputs and each workload's
+   * time per round, us[size][workload * TUNE_MAX_ROUNDS + round]. */
+  int sizes;
+  DLTensor tensors[TUNE_MAX_SIZES][TUNE_MAX_INPUTS];
+  void *data[TUNE_MAX_SIZES][TUNE_MAX_INPUTS];
+  int64_t shapes[TUNE_MAX_SIZES][TUNE_MAX_INPUTS][16];
+  double *us[TUNE_MAX_SIZES];
   nimble_kernel_time_t *kt;
   uint32_t nk;
   int *workload_of; /* [nk]: the workload index of each bytecode kernel, or -1 */
-  double *us;       /* [num_workloads * TUNE_MAX_ROUNDS] */
 } tune_point;
 
 static void point_deinit(tune_point *p) {
-  for (int i = 0; i < TUNE_MAX_INPUTS; i++) free(p->data[i]);
+  for (int z = 0; z < TUNE_MAX_SIZES; z++) {
+    for (int i = 0; i < TUNE_MAX_INPUTS; i++) free(p->data[z][i]);
+    free(p->us[z]);
+  }
   nimble_vm_destroy(p->vm);
   nimble_executable_release(p->exe);
   nimble_compile_result_destroy(p->r);
   free(p->kt);
   free(p->workload_of);
-  free(p->us);
   memset(p, 0, sizeof *p);
 }
 
-/* "x=1x3x224x224;mask=1x128" into in[0 .. *n). */
-static nimble_status_t parse_inputs(const char *spec, tune_input *in, int *n) {
+/* "x=1x3x224x224;mask=1x128" (up to `stop`) into in[0 .. *n). */
+static nimble_status_t parse_inputs(const char *spec, const char *stop_at, tune_input *in, int *n) {
   *n = 0;
   if (!spec) return nimble_ok();
   const char *p = spec;
-  while (*p) {
-    const char *end = strchr(p, ';');
-    size_t len = end ? (size_t)(end - p) : strlen(p);
+  while (p < stop_at) {
+    const char *end = memchr(p, ';', (size_t)(stop_at - p));
+    size_t len = end ? (size_t)(end - p) : (size_t)(stop_at - p);
     const char *eq = memchr(p, '=', len);
     if (!eq || eq == p || (size_t)(eq - p) >= sizeof in->name)
       return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "tune inputs '%s': expected NAME=DIMS[;NAME=DIMS...]", spec);
@@ -115,10 +122,33 @@ static nimble_status_t parse_inputs(const char *spec, tune_input *in, int *n) {
   return nimble_ok();
 }
 
+/* "x=1x16x128|x=1x128x128": the input sizes to measure at, each parsed as
+ * above into in[size][0 .. n[size]); *sizes of them (1 without a spec). */
+static nimble_status_t parse_sizes(const char *spec, tune_input in[][TUNE_MAX_INPUTS], int *n, int *sizes) {
+  *sizes = 1;
+  n[0] = 0;
+  if (!spec) return nimble_ok();
+  *sizes = 0;
+  const char *p = spec;
+  for (;;) {
+    const char *bar = strchr(p, '|');
+    const char *stop = bar ? bar : p + strlen(p);
+    if (*sizes == TUNE_MAX_SIZES)
+      return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "tune inputs: more than %d sizes ('|'-separated)",
+                                TUNE_MAX_SIZES);
+    if (stop == p)
+      return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "tune inputs '%s': an empty size between '|'", spec);
+    NIMBLE_RETURN_IF_ERROR(parse_inputs(p, stop, in[*sizes], &n[*sizes]));
+    ++*sizes;
+    if (!bar) return nimble_ok();
+    p = bar + 1;
+  }
+}
+
 /* The entry's inputs: random values as `nimble profile` makes them
  * (nimble_tensor_io_fill_random) of the shapes given, a symbolic dim not
  * given measured at 1. */
-static nimble_status_t make_inputs(tune_point *p, const tune_input *given, int ngiven) {
+static nimble_status_t make_inputs(tune_point *p, int z, const tune_input *given, int ngiven) {
   const nimble_entry_info_t *e = p->entry;
   if (e->num_inputs > TUNE_MAX_INPUTS)
     return nimble_status_make(NIMBLE_UNIMPLEMENTED, "entry '%s' has %u inputs; tuning takes at most %d", e->name,
@@ -151,29 +181,29 @@ static nimble_status_t make_inputs(tune_point *p, const tune_input *given, int n
       if (info->dims[d].value >= 0 && v != info->dims[d].value)
         return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "tune inputs: input '%s' dim %d is %lld, declared %lld",
                                   info->name, d, (long long)v, (long long)info->dims[d].value);
-      p->shapes[i][d] = v;
+      p->shapes[z][i][d] = v;
       if (v && n > ((uint64_t)1 << 30) / (uint64_t)v)
         return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "tune inputs: input '%s' is too large", info->name);
       n *= (uint64_t)v;
     }
     DLDataType dt = info->dtype;
     size_t elem = (size_t)((dt.bits + 7) / 8) * (dt.lanes ? dt.lanes : 1);
-    if (!(p->data[i] = aligned_alloc(64, ((n * elem + 63) / 64) * 64 + 64))) return NIMBLE_OOM_IN("tune inputs");
-    NIMBLE_RETURN_IF_ERROR(nimble_tensor_io_fill_random(p->data[i], n, dt, &seed, info->name));
-    DLTensor *t = &p->tensors[i];
+    if (!(p->data[z][i] = aligned_alloc(64, ((n * elem + 63) / 64) * 64 + 64))) return NIMBLE_OOM_IN("tune inputs");
+    NIMBLE_RETURN_IF_ERROR(nimble_tensor_io_fill_random(p->data[z][i], n, dt, &seed, info->name));
+    DLTensor *t = &p->tensors[z][i];
     memset(t, 0, sizeof *t);
-    t->data = p->data[i];
+    t->data = p->data[z][i];
     t->device = (DLDevice){kDLCPU, 0};
     t->ndim = info->ndim;
     t->dtype = dt;
-    t->shape = p->shapes[i];
+    t->shape = p->shapes[z][i];
   }
   return nimble_ok();
 }
 
-static nimble_status_t run_once(tune_point *p) {
+static nimble_status_t run_once(tune_point *p, int z) {
   for (uint32_t i = 0; i < p->entry->num_inputs; i++)
-    NIMBLE_RETURN_IF_ERROR(nimble_vm_set_input(p->vm, p->entry->name, i, &p->tensors[i]));
+    NIMBLE_RETURN_IF_ERROR(nimble_vm_set_input(p->vm, p->entry->name, i, &p->tensors[z][i]));
   NIMBLE_RETURN_IF_ERROR(nimble_vm_invoke(p->vm, p->entry->name));
   for (uint32_t i = 0; i < nimble_vm_num_outputs(p->vm); i++) {
     DLManagedTensor *out;
@@ -184,7 +214,8 @@ static nimble_status_t run_once(tune_point *p) {
 }
 
 /* Loads p->r and prepares its runs. */
-static nimble_status_t point_load(tune_point *p, uint32_t threads, const tune_input *in, int nin) {
+static nimble_status_t point_load(tune_point *p, uint32_t threads, const tune_input in[][TUNE_MAX_INPUTS],
+                                  const int *nin, int sizes) {
   void *image = NULL;
   size_t size = 0;
   NIMBLE_RETURN_IF_ERROR(nimble_compile_result_serialize(p->r, &image, &size));
@@ -202,16 +233,20 @@ static nimble_status_t point_load(tune_point *p, uint32_t threads, const tune_in
   nimble_vm_options_init(&vo);
   vo.num_threads = threads;
   NIMBLE_RETURN_IF_ERROR(nimble_vm_create(p->exe, &vo, &p->vm));
-  NIMBLE_RETURN_IF_ERROR(make_inputs(p, in, nin));
-  NIMBLE_RETURN_IF_ERROR(run_once(p)); /* warm-up: the memory pool fills, pages fault in */
-  NIMBLE_RETURN_IF_ERROR(nimble_vm_kernel_times(p->vm, 1, NULL, 0, &p->nk));
+  p->sizes = sizes;
   size_t nw = p->r->num_workloads;
+  for (int z = 0; z < sizes; z++) {
+    if (sizes > 1) NIMBLE_RETURN_IF_ERROR_CTX(make_inputs(p, z, in[z], nin[z]), "size %d of %d", z + 1, sizes);
+    else NIMBLE_RETURN_IF_ERROR(make_inputs(p, z, in[z], nin[z]));
+    NIMBLE_RETURN_IF_ERROR(run_once(p, z)); /* warm-up: the memory pool fills, pages fault in */
+    if (!(p->us[z] = calloc((nw ? nw : 1) * TUNE_MAX_ROUNDS, sizeof *p->us[z]))) return NIMBLE_OOM_IN("tuning");
+  }
+  NIMBLE_RETURN_IF_ERROR(nimble_vm_kernel_times(p->vm, 1, NULL, 0, &p->nk));
   p->kt = calloc(p->nk ? p->nk : 1, sizeof *p->kt);
   p->workload_of = calloc(p->nk ? p->nk : 1, sizeof *p->workload_of);
-  p->us = calloc((nw ? nw : 1) * TUNE_MAX_ROUNDS, sizeof *p->us);
-  if (!p->kt || !p->workload_of || !p->us) return NIMBLE_OOM_IN("tuning");
+  if (!p->kt || !p->workload_of) return NIMBLE_OOM_IN("tuning");
   /* Read once to learn the symbols (and drop the warm-up's times). */
-  NIMBLE_RETURN_IF_ERROR(run_once(p));
+  NIMBLE_RETURN_IF_ERROR(run_once(p, 0));
   NIMBLE_RETURN_IF_ERROR(nimble_vm_kernel_times(p->vm, 1, p->kt, p->nk, NULL));
   for (uint32_t k = 0; k < p->nk; k++) {
     p->workload_of[k] = -1;
@@ -221,12 +256,16 @@ static nimble_status_t point_load(tune_point *p, uint32_t threads, const tune_in
   return nimble_ok();
 }
 
-/* One timed run of p; each workload's time in this run into us[round]. */
+/* One timed run of p at each input size; each workload's time in it into
+ * us[size][... + round]. */
 static nimble_status_t point_round(tune_point *p, size_t round) {
-  NIMBLE_RETURN_IF_ERROR(run_once(p));
-  NIMBLE_RETURN_IF_ERROR(nimble_vm_kernel_times(p->vm, 1, p->kt, p->nk, NULL));
-  for (uint32_t k = 0; k < p->nk; k++)
-    if (p->workload_of[k] >= 0) p->us[(size_t)p->workload_of[k] * TUNE_MAX_ROUNDS + round] += p->kt[k].total_ns * 1e-3;
+  for (int z = 0; z < p->sizes; z++) {
+    NIMBLE_RETURN_IF_ERROR(run_once(p, z));
+    NIMBLE_RETURN_IF_ERROR(nimble_vm_kernel_times(p->vm, 1, p->kt, p->nk, NULL));
+    for (uint32_t k = 0; k < p->nk; k++)
+      if (p->workload_of[k] >= 0)
+        p->us[z][(size_t)p->workload_of[k] * TUNE_MAX_ROUNDS + round] += p->kt[k].total_ns * 1e-3;
+  }
   return nimble_ok();
 }
 
@@ -247,12 +286,12 @@ static double median(const double *v, size_t n) {
  * (mobilenet_v2's repeated blocks) share one record, so they are timed as
  * one, where each alone picked a schedule of its own by noise and the
  * compile applied the first. */
-static void signature_times(const tune_point *p, const nimble_compile_result *r0, size_t w, size_t rounds,
+static void signature_times(const tune_point *p, int z, const nimble_compile_result *r0, size_t w, size_t rounds,
                             double *sum) {
   for (size_t i = 0; i < rounds; i++) sum[i] = 0;
   for (size_t v = w; v < r0->num_workloads; v++) {
     if (strcmp(r0->workloads[v].signature, r0->workloads[w].signature)) continue;
-    for (size_t i = 0; i < rounds; i++) sum[i] += p->us[v * TUNE_MAX_ROUNDS + i];
+    for (size_t i = 0; i < rounds; i++) sum[i] += p->us[z][v * TUNE_MAX_ROUNDS + i];
   }
 }
 
@@ -292,13 +331,14 @@ static void progress(const nimble_compile_options_t *o, const nimble_tune_option
 }
 
 /* The points compiled and measured; the new records into the report. */
-static nimble_status_t search(const char *path, const nimble_compile_options_t *o, const nimble_tune_options_t *t,
-                              tune_point *pts, size_t *npts, nimble_tune_report_t *rep, double t0) {
+static nimble_status_t search_sizes(const char *path, const nimble_compile_options_t *o,
+                                    const nimble_tune_options_t *t, tune_point *pts, size_t *npts,
+                                    nimble_tune_report_t *rep, double t0, tune_input in[][TUNE_MAX_INPUTS]) {
   double budget = t->budget_s > 0 ? t->budget_s : 60;
   uint32_t threads = t->threads ? t->threads : cpus_available();
-  tune_input in[TUNE_MAX_INPUTS];
-  int nin = 0;
-  NIMBLE_RETURN_IF_ERROR(parse_inputs(t->inputs, in, &nin));
+  int nin[TUNE_MAX_SIZES] = {0}, sizes = 1;
+  NIMBLE_RETURN_IF_ERROR(parse_sizes(t->inputs, in, nin, &sizes));
+  rep->sizes = (size_t)sizes;
   const nimble_compile_result *r0 = pts[0].r;
   size_t nw = r0->num_workloads;
   char cpu[NIMBLE_TUNE_CPU_MAX + 1];
@@ -348,7 +388,7 @@ static nimble_status_t search(const char *path, const nimble_compile_options_t *
   } else {
     /* An entry tuning cannot make inputs for (ADT values, an unusual
      * dtype) is compiled untuned, saying why. */
-    nimble_status_t s = point_load(&pts[0], threads, in, nin);
+    nimble_status_t s = point_load(&pts[0], threads, in, nin, sizes);
     if (s && nimble_status_code(s) == NIMBLE_UNIMPLEMENTED) {
       snprintf(rep->skipped, sizeof rep->skipped, "nothing measured: %s", nimble_status_message(s));
       nimble_status_free(s);
@@ -356,7 +396,7 @@ static nimble_status_t search(const char *path, const nimble_compile_options_t *
     }
     NIMBLE_RETURN_IF_ERROR_CTX(s, "tuning: running the default schedule");
     for (size_t i = 1; i < *npts; i++)
-      NIMBLE_RETURN_IF_ERROR_CTX(point_load(&pts[i], threads, in, nin), "tuning: running point %zu", i);
+      NIMBLE_RETURN_IF_ERROR_CTX(point_load(&pts[i], threads, in, nin, sizes), "tuning: running point %zu", i);
   }
   /* Interleaved rounds until the budget is spent (TUNE_MIN_ROUNDS at least). */
   while (*npts > 1 && round < TUNE_MAX_ROUNDS && (round < TUNE_MIN_ROUNDS || nimble_compile_now() - t0 < budget)) {
@@ -384,19 +424,28 @@ static nimble_status_t search(const char *path, const nimble_compile_options_t *
      * the fastest of eleven medians judged on the rounds that chose it
      * beat the default by its noise alone (at 2 threads here, 25 of
      * mobilenet_v2's 33 signatures "gained" 5-20 % and the model none). */
-    double dt[TUNE_MAX_ROUNDS], ct[TUNE_MAX_ROUNDS];
     double def = 0, best = 0, best_sel = 1;
     size_t bi = 0, alternatives = 0;
-    if (*npts > 1) {
-      signature_times(&pts[0], r0, w, round, dt);
-      def = median(dt, round);
+    int sizes = *npts > 1 ? pts[0].sizes : 0;
+    double dt[TUNE_MAX_SIZES][TUNE_MAX_ROUNDS], ct[TUNE_MAX_ROUNDS], def_z[TUNE_MAX_SIZES] = {0};
+    for (int z = 0; z < sizes; z++) {
+      signature_times(&pts[0], z, r0, w, round, dt[z]);
+      def_z[z] = median(dt[z], round);
+      def += def_z[z];
     }
+    /* With several input sizes, a point's ratio is the geometric mean of
+     * its ratios at each (each size counts alike). */
     for (size_t i = 1; i < *npts && def > 0; i++) {
       if (!strcmp(pts[i].r->workloads[w].variant, wl->variant)) continue;
       rep->measured++;
       alternatives++;
-      signature_times(&pts[i], r0, w, round, ct);
-      double sel = half_median(ct, dt, round, 0);
+      double sel = 0;
+      for (int z = 0; z < sizes; z++) {
+        signature_times(&pts[i], z, r0, w, round, ct);
+        double q = half_median(ct, dt[z], round, 0);
+        sel += q > 0 ? log(q) : -INFINITY;
+      }
+      sel = exp(sel / sizes);
       if (sel > 0 && sel < best_sel) {
         best_sel = sel;
         bi = i;
@@ -404,10 +453,16 @@ static nimble_status_t search(const char *path, const nimble_compile_options_t *
     }
     double ratio = 1; /* the chosen one's, on the odd rounds */
     if (bi) {
-      signature_times(&pts[bi], r0, w, round, ct);
-      ratio = half_median(ct, dt, round, 1);
+      double lr = 0;
+      best = 0;
+      for (int z = 0; z < sizes; z++) {
+        signature_times(&pts[bi], z, r0, w, round, ct);
+        double q = half_median(ct, dt[z], round, 1);
+        lr += q > 0 ? log(q) : -INFINITY;
+        best += def_z[z] * q;
+      }
+      ratio = exp(lr / sizes);
     }
-    best = def * ratio;
     if (!all_points && alternatives == 0) continue;
     if (!bi || !(ratio > 0) || ratio > TUNE_MIN_GAIN || def - best < TUNE_MIN_GAIN_US) {
       best = def;
@@ -424,6 +479,16 @@ static nimble_status_t search(const char *path, const nimble_compile_options_t *
     rec->threads = (int32_t)threads;
   }
   return nimble_ok();
+}
+
+/* search_sizes with its parsed inputs on the heap (66 KB). */
+static nimble_status_t search(const char *path, const nimble_compile_options_t *o, const nimble_tune_options_t *t,
+                              tune_point *pts, size_t *npts, nimble_tune_report_t *rep, double t0) {
+  tune_input(*in)[TUNE_MAX_INPUTS] = calloc(TUNE_MAX_SIZES, sizeof *in);
+  if (!in) return NIMBLE_OOM_IN("tuning");
+  nimble_status_t s = search_sizes(path, o, t, pts, npts, rep, t0, in);
+  free(in);
+  return s;
 }
 
 nimble_status_t nimble_compile_tune(const char *path, const nimble_compile_options_t *options,

@@ -139,7 +139,10 @@ typedef struct nimble_tune_options {
   double budget_s;  /* wall-clock seconds the search may take (compiles and runs); 0: 60 */
   uint32_t threads; /* VM threads the kernels run on; 0: the CPUs this process may use */
   /* Input shapes, "x=1x3x224x224;mask=1x128": every symbolic dim of an
-   * input not listed is measured at 1. NULL: none listed. */
+   * input not listed is measured at 1. NULL: none listed. Up to 4 sizes
+   * separated by '|' ("x=1x16x128|x=1x128x128"): every point runs at each,
+   * and a kernel's schedule is the one whose speed-ups over the default,
+   * geometric mean over the sizes, is best. */
   const char *inputs;
   /* Progress 0..100 of the search; may be NULL. Gets options->progress_user. */
   void (*progress)(void *user, int percent);
@@ -156,7 +159,8 @@ typedef struct nimble_tune_report {
   size_t kernels_recorded; /* of them, with a record given */
   size_t points;           /* schedule points compiled (the default included) */
   size_t measured;         /* (kernel, point) pairs timed against the default */
-  size_t rounds;           /* interleaved measurement rounds run */
+  size_t rounds;           /* interleaved measurement rounds run (each runs every input size) */
+  size_t sizes;            /* input sizes measured at (tune_inputs' '|'-separated sets) */
   double seconds;          /* the whole search */
   char skipped[256];       /* why nothing, or not every kernel, was measured, or "" */
 } nimble_tune_report_t;

@@ -11,8 +11,9 @@ this machine, both run by nimble-run.
     same bytes; records forcing another schedule change the kernels' code
     (different bytes) but not one output bit; records of another CPU are
     not applied;
-  * a second model with the same kernels (bert_tiny_emb after bert_tiny)
-    measures only its own;
+  * a model tuned at two input sizes (bert_tiny, seq 16 and 64) gives the
+    untuned bits at other sizes, and a second model with the same kernels
+    (bert_tiny_emb after bert_tiny) measures only its own;
   * a budget that runs out before the schedule points are compiled
     records only the kernels it measured, and says so;
   * the AVX-512 clone choice (x86): records saying "yes" clone every
@@ -210,12 +211,35 @@ def main():
     # A second model with the same kernels reuses the records: bert_tiny's
     # encoder, tuned, serves bert_tiny_emb (the same encoder after an
     # embedding) without measuring those kernels again.
+    # bert_tiny is tuned at two sequence lengths at once (one schedule per
+    # kernel, the best over both); its outputs at other lengths are the
+    # untuned build's bits.
     brec_out = os.path.join(tmp, "bert.json")
-    sh(NIMBLE, "compile", os.path.join(MODELS, "bert_tiny.onnx"), "-o", os.path.join(tmp, "bert.nimble"),
-       "--no-kernel-cache", "--option", "tune=true", "--option", budget(4), "--option", "tune_threads=2",
-       "--option", "tune_inputs=x=1x16x128", "--tune-records-out", brec_out)
+    bplain, btuned = os.path.join(tmp, "bert-plain.nimble"), os.path.join(tmp, "bert.nimble")
+    sh(NIMBLE, "compile", os.path.join(MODELS, "bert_tiny.onnx"), "-o", bplain, "--no-kernel-cache")
+    err = sh(NIMBLE, "compile", os.path.join(MODELS, "bert_tiny.onnx"), "-o", btuned, "--no-kernel-cache", "--option",
+             "tune=true", "--option", budget(8), "--option", "tune_threads=2", "--option",
+             "tune_inputs=x=1x16x128|x=1x64x128", "--tune-records-out", brec_out)
+    check("rounds at 2 input sizes" in err, "two sizes measured: " + err.strip().splitlines()[-1])
     nbert = len(json.load(open(brec_out))["records"])
     check(nbert > 0, "bert_tiny's kernels measured: %d records" % nbert)
+    for case in (0, 1, 2):  # sequence lengths 1, 5, 16
+        x = os.path.join(MODELS, "bert_tiny.ref", str(case), "x.npy")
+        got = []
+        for exe in (bplain, btuned):
+            od = os.path.join(tmp, "bout-%s-%d" % (os.path.basename(exe), case))
+            os.makedirs(od, exist_ok=True)
+            sh(RUN, exe, "--input", "x=" + x, "--output-dir", od)
+            got.append(np.load(os.path.join(od, "y.npy")))
+        want = np.load(os.path.join(MODELS, "bert_tiny.ref", str(case), "y.npy"))
+        check(got[0].tobytes() == got[1].tobytes() and np.allclose(got[1], want, rtol=1e-4, atol=1e-5),
+              "bert_tiny case %d: tuned at two sizes, the untuned bits and PyTorch's values" % case)
+    err = sh(NIMBLE, "compile", os.path.join(MODELS, "bert_tiny.onnx"), "-o", os.path.join(tmp, "x.nimble"),
+             "--option", "tune=true", "--option", "tune_inputs=x=1x16x128||x=1x64x128", expect=1)
+    check("an empty size between '|'" in err, "an empty size is named: " + err.strip())
+    err = sh(NIMBLE, "compile", os.path.join(MODELS, "bert_tiny.onnx"), "-o", os.path.join(tmp, "x.nimble"),
+             "--option", "tune=true", "--option", "tune_inputs=x=1x16x128|x=1x64x64", expect=1)
+    check("size 2 of 2" in err and "dim 2 is 64, declared 128" in err, "a bad size is named: " + err.strip())
     err = sh(NIMBLE, "compile", os.path.join(MODELS, "bert_tiny_emb.onnx"), "-o", os.path.join(tmp, "emb.nimble"),
              "--no-kernel-cache", "--option", "tune=true", "--option", budget(4), "--option",
              "tune_threads=2", "--option", "tune_inputs=ids=1x16", "--tune-records", brec_out)
