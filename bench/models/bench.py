@@ -403,11 +403,13 @@ class Nimble:
         self.compiled[model] = res
         return res
 
-    def compile_tuned(self, label, model, source, shapes, threads, budget_s):
-        """`nimble compile --option tune=true` for one configuration, measured
-        at its own input shapes and `threads` threads (docs/tuning.md), with
-        the model's warm kernel cache. Returns (path, (seconds, summary)) or
-        (None, reason)."""
+    def compile_tuned(self, label, model, source, sizes, threads, budget_s):
+        """`nimble compile --option tune=true` for one model, measured at
+        every configuration's input shapes at once (`sizes`: a list of
+        [(name, shape), ...], at most 4; tune_inputs' '|'-separated sizes)
+        and `threads` threads (docs/tuning.md), with the model's warm kernel
+        cache: one artifact serves all of the model's configurations, as
+        for a user. Returns (path, (seconds, summary)) or (None, reason)."""
         if self.reason:
             return None, self.reason
         tdir = os.path.join(self.dir, "tuned")
@@ -416,7 +418,8 @@ class Nimble:
         out = os.path.join(tdir, safe + ".nimble")
         if os.path.exists(out):
             os.unlink(out)
-        dims = ";".join("%s=%s" % (n, "x".join(str(d) for d in shape)) for n, shape in shapes)
+        dims = "|".join(";".join("%s=%s" % (n, "x".join(str(d) for d in shape)) for n, shape in shapes)
+                        for shapes in sizes[:4])
         cmd = [self.cli, "compile", source, "--target=x86", "-o", out, "--option", "tune=true",
                "--option", "tune_threads=%d" % threads, "--option", "tune_budget_s=%d" % budget_s,
                "--option", "tune_inputs=" + dims, "--tune-records-out", os.path.join(tdir, safe + ".records.json")]
@@ -572,7 +575,7 @@ def main():
     ap.add_argument("--openblas-coretype", default=None, metavar="NAME",
                     help="set OPENBLAS_CORETYPE for the measured frameworks (default: leave the environment as is)")
     ap.add_argument("--tune-budget-s", type=int, default=30,
-                    help="seconds of `nimble compile --option tune=true` per configuration for the tuned column; "
+                    help="seconds of `nimble compile --option tune=true` per model for the tuned column; "
                          "0: no tuned column (default 30: half of it compiles the 12 schedule points of mobilenet_v2)")
     ap.add_argument("--command", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -639,7 +642,7 @@ def main():
     # Load every configuration on every framework at every thread count;
     # record why one cannot run.
     cells = {}
-    tuned = {}  # label -> (path, (seconds, "k of n kernels")) or (None, reason)
+    tuned = {}  # model -> (path, (seconds, "k of n kernels")) or (None, reason)
     safe = lambda label: re.sub(r"[^A-Za-z0-9_.-]+", "_", label)  # noqa: E731
     out_file = lambda peer, t, label: os.path.join(outputs, peer, "t%d" % t, safe(label) + ".npy")  # noqa: E731
     out_dir = lambda peer, t, label: os.path.join(outputs, peer, "t%d" % t, safe(label))  # noqa: E731
@@ -675,11 +678,14 @@ def main():
             if "nimbletuned" in PEERS and model == "treelstm":
                 row["nimbletuned"] = Cell("tree inputs: tuning makes random tensors only")
             elif "nimbletuned" in PEERS:
-                if label not in tuned:
-                    # A value (loop_if's n) is a 0-d tensor: no dims.
-                    shapes = [(name, shape if isinstance(shape, tuple) else ()) for name, _, shape in spec]
-                    tuned[label] = nimble.compile_tuned(label, model, source, shapes, max(threads), a.tune_budget_s)
-                texe, tinfo = tuned[label]
+                if model not in tuned:
+                    # Every configuration of the model (its sizes), tuned in
+                    # one compile. A value (loop_if's n) is a 0-d tensor: no
+                    # dims.
+                    sizes = [[(name, shape if isinstance(shape, tuple) else ()) for name, _, shape in spec2]
+                             for _, model2, spec2 in configs if model2 == model]
+                    tuned[model] = nimble.compile_tuned(model, model, source, sizes, max(threads), a.tune_budget_s)
+                texe, tinfo = tuned[model]
                 row["nimbletuned"] = Cell(None if texe else tinfo)
                 row["nimbletuned"].exe = texe
                 row["nimbletuned"].compile_s = tinfo if texe else None
@@ -814,10 +820,12 @@ def main():
                  "kernels, all graph optimizations (ORT_ENABLE_ALL)." % (version("ortc"), version("ortnode")))
     lines.append("- PyTorch %s eager (Debian)" % version("torch"))
     if tuning:
-        lines.append("- **Nimble tuned**: `nimble compile --option tune=true` per configuration on this machine "
-                     "(tune_inputs = the configuration's shapes, tune_threads = %d, tune_budget_s = %d; "
-                     "docs/tuning.md), run like Nimble; its compile time (search included) and the kernels whose "
-                     "schedule the search changed are in the tuning column" % (max(threads), a.tune_budget_s))
+        lines.append("- **Nimble tuned**: `nimble compile --option tune=true` once per model on this machine, "
+                     "measured at all of the model's configurations at once (tune_inputs = their shapes, "
+                     "'|'-separated; tune_threads = %d, tune_budget_s = %d; docs/tuning.md), so one artifact serves "
+                     "every size of a model, as for a user; run like Nimble; its compile time (search included) and "
+                     "the kernels whose schedule the search changed are in the tuning column" %
+                     (max(threads), a.tune_budget_s))
     lines.append("- method: %d rounds; in each, every configuration runs at every thread count on each framework in "
                  "turn (order rotating per round), 1 untimed run then up to %d timed runs or %.1f s (Nimble: "
                  "a fresh nimble-run per turn, about %d ms of untimed runs first, for its pool's threads to "

@@ -25,9 +25,10 @@
 #               set OPENBLAS_CORETYPE (Haswell: AVX2, SkylakeX: AVX-512) for
 #               the measured frameworks; default: the environment as it is
 #   --tune-budget-s S
-#               seconds of `nimble compile --option tune=true` per
-#               configuration for the "Nimble tuned" column (default 30; 0:
-#               no tuned column); docs/tuning.md
+#               seconds of `nimble compile --option tune=true` per model
+#               (measured at all its configurations' shapes at once) for
+#               the "Nimble tuned" column (default 30; 0: no tuned
+#               column); docs/tuning.md
 #   --build     Nimble build folder (default build/): Nimble's column needs
 #               BUILD/client/nimble (with `compile`) and
 #               BUILD/runtime/tools/nimble-run; otherwise it says n/a (why)
