@@ -574,9 +574,9 @@ def main():
     ap.add_argument("--cache", default=os.environ.get("NIMBLE_BENCH_CACHE", os.path.join(HERE, ".cache")))
     ap.add_argument("--openblas-coretype", default=None, metavar="NAME",
                     help="set OPENBLAS_CORETYPE for the measured frameworks (default: leave the environment as is)")
-    ap.add_argument("--tune-budget-s", type=int, default=30,
+    ap.add_argument("--tune-budget-s", type=int, default=40,
                     help="seconds of `nimble compile --option tune=true` per model for the tuned column; "
-                         "0: no tuned column (default 30: half of it compiles the 12 schedule points of mobilenet_v2)")
+                         "0: no tuned column (default 40: half of it compiles the 14 schedule points of mobilenet_v2)")
     ap.add_argument("--command", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.repeat < 3 or a.repeat > 100000:

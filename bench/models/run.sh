@@ -27,7 +27,7 @@
 #   --tune-budget-s S
 #               seconds of `nimble compile --option tune=true` per model
 #               (measured at all its configurations' shapes at once) for
-#               the "Nimble tuned" column (default 30; 0: no tuned
+#               the "Nimble tuned" column (default 40; 0: no tuned
 #               column); docs/tuning.md
 #   --build     Nimble build folder (default build/): Nimble's column needs
 #               BUILD/client/nimble (with `compile`) and

@@ -125,15 +125,16 @@ static void print_tune_report(const nimble_tune_report_t *t, bool verbose) {
   for (size_t i = 0; verbose && i < t->num_records; i++) {
     const nimble_tune_record_t *r = &t->records[i];
     int32_t clone = r->schedule.avx512_clone;
-    char vw[16] = "target";
+    char vw[16] = "target", il[16] = "llvm";
     if (r->schedule.vector_width) snprintf(vw, sizeof vw, "%d", (int)r->schedule.vector_width);
+    if (r->schedule.interleave) snprintf(il, sizeof il, "%d", (int)r->schedule.interleave);
     fprintf(stderr,
-            "  %-40s parallel=%d min_task_work=%-6lld conv_block=%-7lld avx512_clone=%-4s vector_width=%-6s %9.1f -> "
-            "%9.1f us\n",
+            "  %-40s parallel=%d min_task_work=%-6lld conv_block=%-7lld avx512_clone=%-4s vector_width=%-6s "
+            "interleave=%-4s %9.1f -> %9.1f us\n",
             r->kernel, (int)r->schedule.parallel, (long long)r->schedule.min_task_work,
             (long long)r->schedule.conv_block,
-            clone == NIMBLE_TUNE_CLONE_YES ? "yes" : clone == NIMBLE_TUNE_CLONE_NO ? "no" : "auto", vw, r->default_us,
-            r->tuned_us);
+            clone == NIMBLE_TUNE_CLONE_YES ? "yes" : clone == NIMBLE_TUNE_CLONE_NO ? "no" : "auto", vw, il,
+            r->default_us, r->tuned_us);
   }
 }
 

@@ -94,11 +94,12 @@ static void print_table(const nimble_tune_record_t *r, size_t n) {
   for (size_t i = 0; i < n; i++) {
     char schedule[64], speedup[32];
     int32_t clone = r[i].schedule.avx512_clone;
-    char vw[16] = "";
+    char vw[16] = "", il[16] = "";
     if (r[i].schedule.vector_width) snprintf(vw, sizeof vw, "/vw%d", (int)r[i].schedule.vector_width);
-    snprintf(schedule, sizeof schedule, "%s/%lld/%lld%s%s", r[i].schedule.parallel ? "parallel" : "serial",
+    if (r[i].schedule.interleave) snprintf(il, sizeof il, "/il%d", (int)r[i].schedule.interleave);
+    snprintf(schedule, sizeof schedule, "%s/%lld/%lld%s%s%s", r[i].schedule.parallel ? "parallel" : "serial",
              (long long)r[i].schedule.min_task_work, (long long)r[i].schedule.conv_block,
-             clone == NIMBLE_TUNE_CLONE_YES ? "/avx512" : clone == NIMBLE_TUNE_CLONE_NO ? "/no-avx512" : "", vw);
+             clone == NIMBLE_TUNE_CLONE_YES ? "/avx512" : clone == NIMBLE_TUNE_CLONE_NO ? "/no-avx512" : "", vw, il);
     if (r[i].tuned_us > 0)
       snprintf(speedup, sizeof speedup, "%.2fx", r[i].default_us / r[i].tuned_us);
     else
@@ -268,7 +269,8 @@ const nimble_cli_command nimble_cmd_tune_records = {
     "            first 12 digits of the signature, kernel, schedule\n"
     "            (parallel|serial/MIN_TASK_WORK/CONV_BLOCK, then /avx512\n"
     "            or /no-avx512 where the record chose the kernel's AVX-512\n"
-    "            clone or none, and /vwN where it chose N vector lanes),\n"
+    "            clone or none, /vwN where it chose N vector lanes and\n"
+    "            /ilN where it chose LLVM's interleave count N),\n"
     "            default_us, tuned_us and speedup (default_us / tuned_us)\n"
     "  export    write the farm's records to FILE, a records file\n"
     "            ({\"format\": \"nimble.tune-records.v1\", \"records\": [...]})\n"

@@ -19,7 +19,7 @@ nimble_tune_schedule_t nimble_tune_schedule_default(void) {
 
 bool nimble_tune_schedule_equal(const nimble_tune_schedule_t *a, const nimble_tune_schedule_t *b) {
   return a->parallel == b->parallel && a->min_task_work == b->min_task_work && a->conv_block == b->conv_block &&
-         a->avx512_clone == b->avx512_clone && a->vector_width == b->vector_width;
+         a->avx512_clone == b->avx512_clone && a->vector_width == b->vector_width && a->interleave == b->interleave;
 }
 
 static const char *const kCloneNames[] = {"auto", "yes", "no"};
@@ -102,9 +102,9 @@ nimble_status_t nimble_tune_record_from_json(const json_t *j, const char *where,
   json_t *v;
   json_object_foreach((json_t *)s, key, v) {
     if (strcmp(key, "parallel") && strcmp(key, "min_task_work") && strcmp(key, "conv_block") &&
-        strcmp(key, "avx512_clone") && strcmp(key, "vector_width"))
+        strcmp(key, "avx512_clone") && strcmp(key, "vector_width") && strcmp(key, "interleave"))
       return BAD("%stune record: schedule knob '%s' is unknown (known: parallel, min_task_work, conv_block, "
-                 "avx512_clone, vector_width)",
+                 "avx512_clone, vector_width, interleave)",
                  w, key);
   }
   const json_t *par = json_object_get(s, "parallel");
@@ -128,6 +128,12 @@ nimble_status_t nimble_tune_record_from_json(const json_t *j, const char *where,
     if (vw != 4 && vw != 8 && vw != 16) return BAD("%stune record: 'schedule.vector_width' must be 4, 8 or 16", w);
     out->schedule.vector_width = (int32_t)vw;
   }
+  if (json_object_get(s, "interleave")) { /* absent: LLVM's choice */
+    int64_t il;
+    NIMBLE_RETURN_IF_ERROR(get_int(s, "interleave", w, 1, 4, &il));
+    if (il == 3) return BAD("%stune record: 'schedule.interleave' must be 1, 2 or 4", w);
+    out->schedule.interleave = (int32_t)il;
+  }
   NIMBLE_RETURN_IF_ERROR(get_us(j, "default_us", w, &out->default_us));
   NIMBLE_RETURN_IF_ERROR(get_us(j, "tuned_us", w, &out->tuned_us));
   int64_t threads;
@@ -148,8 +154,9 @@ json_t *nimble_tune_record_to_json(const nimble_tune_record_t *r) {
     json_decref(s);
     return NULL;
   }
-  if (r->schedule.vector_width &&
-      json_object_set_new(s, "vector_width", json_integer(r->schedule.vector_width)) != 0) {
+  if ((r->schedule.vector_width &&
+       json_object_set_new(s, "vector_width", json_integer(r->schedule.vector_width)) != 0) ||
+      (r->schedule.interleave && json_object_set_new(s, "interleave", json_integer(r->schedule.interleave)) != 0)) {
     json_decref(s);
     return NULL;
   }

@@ -169,7 +169,7 @@ END_TEST
  * sum vectorized over its own axis adds lane by lane and the lanes at the
  * end (16 partial sums are not 8); an accumulator declared inside the
  * vectorized loop is one per lane, and an element-wise loop has none. */
-START_TEST(test_lane_exact_tells_vectorized_reductions_from_per_lane_sums) {
+START_TEST(test_lane_exact_tells_vectorized_reductions_from_per_lane_sums) { /* and where interleaving may go */
   nimble_ln_arena *A;
   NIMBLE_ASSERT_OK(nimble_ln_arena_create(&A));
   /* Element-wise: y[i] = x[i] * 2, vectorized. */
@@ -216,6 +216,17 @@ START_TEST(test_lane_exact_tells_vectorized_reductions_from_per_lane_sums) {
                                                 NIMBLE_LN_VECTORIZED, 8, lane));
   NIMBLE_ASSERT_OK(nimble_ln_kernel_validate(rows));
   ck_assert(nimble_ln_kernel_lane_exact(rows));
+  /* An interleave count goes on the loops without a reduction only, and
+   * shows in the print (the variant, the cache key). */
+  ck_assert_int_eq(nimble_ln_kernel_set_interleave(sum, 4), 0);
+  ck_assert_int_eq(nimble_ln_kernel_set_interleave(rows, 4), 1);
+  ck_assert_int_eq(nimble_ln_kernel_set_interleave(ew, 2), 1);
+  char *text = print(rows);
+  ck_assert_ptr_nonnull(strstr(text, "interleave(4)"));
+  free(text);
+  text = print(sum);
+  ck_assert_ptr_null(strstr(text, "interleave"));
+  free(text);
   nimble_ln_arena_destroy(A);
 }
 END_TEST

@@ -99,6 +99,34 @@ START_TEST(test_the_vector_width_reads_and_writes) {
 }
 END_TEST
 
+/* The interleave count: 1, 2 or 4 read and write back; absent is 0
+ * (LLVM's choice), which is not written. */
+START_TEST(test_the_interleave_count_reads_and_writes) {
+  const int counts[] = {0, 1, 2, 4};
+  for (int i = 0; i < 4; i++) {
+    char text[2048], knob[64] = "\"conv_block\":262144";
+    if (counts[i]) snprintf(knob, sizeof knob, "\"conv_block\":262144,\"interleave\":%d", counts[i]);
+    const char *at = strstr(GOOD, "\"conv_block\":262144");
+    snprintf(text, sizeof text, "%.*s%s%s", (int)(at - GOOD), GOOD, knob, at + strlen("\"conv_block\":262144"));
+    json_t *j = parse(text);
+    nimble_tune_record_t r;
+    NIMBLE_ASSERT_OK(nimble_tune_record_from_json(j, NULL, &r));
+    json_decref(j);
+    ck_assert_int_eq(r.schedule.interleave, counts[i]);
+    char *back = nimble_tune_record_to_text(&r);
+    ck_assert_ptr_nonnull(back);
+    ck_assert_msg((strstr(back, "interleave") != NULL) == (counts[i] != 0), "%d written as %s", counts[i], back);
+    nimble_tune_record_t again;
+    NIMBLE_ASSERT_OK(nimble_tune_record_from_text(back, "back", &again));
+    ck_assert_int_eq(again.schedule.interleave, counts[i]);
+    free(back);
+    nimble_tune_schedule_t d = nimble_tune_schedule_default(), c = d;
+    c.interleave = counts[i];
+    ck_assert(nimble_tune_schedule_equal(&c, &d) == (counts[i] == 0));
+  }
+}
+END_TEST
+
 START_TEST(test_a_file_round_trips) {
   json_t *j = parse(GOOD);
   nimble_tune_record_t r[2];
@@ -160,6 +188,8 @@ START_TEST(test_bad_fields_are_refused_by_name) {
   refused("\"conv_block\":262144", "\"conv_block\":4096,\"vector_width\":12",
           "'schedule.vector_width' must be 4, 8 or 16");
   refused("\"conv_block\":262144", "\"conv_block\":4096,\"vector_width\":64", "'vector_width' = 64 is outside");
+  refused("\"conv_block\":262144", "\"conv_block\":4096,\"interleave\":3", "'schedule.interleave' must be 1, 2 or 4");
+  refused("\"conv_block\":262144", "\"conv_block\":4096,\"interleave\":0", "'interleave' = 0 is outside");
   refused("\"tuned_us\":98.25", "\"tuned_us\":-1", "'tuned_us' = -1 is not a time");
   refused("\"threads\":2", "\"threads\":0", "'threads' = 0 is outside");
   refused("\"threads\":2", "\"threads\":2.5", "record 7: tune record: 'threads' must be an integer");
@@ -189,6 +219,7 @@ int main(void) {
   tcase_add_test(tc, test_a_written_record_reads_as_written);
   tcase_add_test(tc, test_the_clone_choice_reads_and_writes);
   tcase_add_test(tc, test_the_vector_width_reads_and_writes);
+  tcase_add_test(tc, test_the_interleave_count_reads_and_writes);
   tcase_add_test(tc, test_a_file_round_trips);
   tcase_add_test(tc, test_bad_fields_are_refused_by_name);
   tcase_add_test(tc, test_bad_documents_are_refused);

@@ -798,7 +798,7 @@ static LLVMMetadataRef loop_hint(cg_mod *cm, const char *name, LLVMValueRef valu
 }
 
 static void set_loop_metadata(cg_mod *cm, LLVMValueRef latch_br, const nimble_ln_stmt *s) {
-  LLVMMetadataRef ops[5];
+  LLVMMetadataRef ops[6];
   unsigned n = 1;
   if (cm->plain) {
     ops[n++] = loop_hint(cm, "llvm.loop.vectorize.enable", LLVMConstInt(cm->i1, 0, 0));
@@ -810,6 +810,7 @@ static void set_loop_metadata(cg_mod *cm, LLVMValueRef latch_br, const nimble_ln
     ops[n++] = loop_hint(cm, "llvm.loop.vectorize.width", ci32(cm, s->factor));
     if (s->no_unroll) ops[n++] = loop_hint(cm, "llvm.loop.unroll.disable", NULL);
     if (s->masked_tail) ops[n++] = loop_hint(cm, "llvm.loop.vectorize.predicate.enable", LLVMConstInt(cm->i1, 1, 0));
+    if (s->interleave) ops[n++] = loop_hint(cm, "llvm.loop.interleave.count", ci32(cm, s->interleave));
   } else if (s->loop_kind == NIMBLE_LN_UNROLLED) {
     ops[n++] = loop_hint(cm, "llvm.loop.unroll.count", ci32(cm, s->factor));
   } else if (s->no_unroll) {

@@ -749,3 +749,17 @@ static bool stmt_vector_reduction(const nimble_ln_stmt *s, bool vec, const lane_
 }
 
 bool nimble_ln_kernel_lane_exact(const nimble_ln_kernel *k) { return k && !stmt_vector_reduction(k->body, false, NULL); }
+
+static int stmt_set_interleave(nimble_ln_stmt *s, int n) {
+  if (!s) return 0;
+  if (s->kind == NIMBLE_LN_S_FOR && s->loop_kind == NIMBLE_LN_VECTORIZED) {
+    if (stmt_vector_reduction(s, false, NULL)) return 0;
+    s->interleave = n;
+    return 1;
+  }
+  int set = stmt_set_interleave(s->body, n) + stmt_set_interleave(s->else_, n);
+  for (size_t i = 0; i < s->n_stmts; i++) set += stmt_set_interleave(s->stmts[i], n);
+  return set;
+}
+
+int nimble_ln_kernel_set_interleave(nimble_ln_kernel *k, int n) { return k ? stmt_set_interleave(k->body, n) : 0; }

@@ -191,6 +191,7 @@ static void print_stmt(buf *b, const nimble_ln_stmt *s, int level) {
     }
     if (s->no_unroll) put(b, "nounroll ");
     if (s->masked_tail) put(b, "masked ");
+    if (s->interleave) put(b, "interleave(%d) ", s->interleave);
     put(b, "for ");
     put_var(b, s->var);
     put(b, " in [");

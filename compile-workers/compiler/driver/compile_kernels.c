@@ -100,7 +100,7 @@ static nimble_status_t compute_scheduled(const nimble_module *m, const nimble_lo
                                          const nimble_compute_options_t *base, const nimble_compile_options_t *o,
                                          nimble_compile_result *r, const char *cpu_key, bool clones,
                                          nimble_ln_arena *arena, nimble_ln_kernel **out,
-                                         nimble_compute_options_t *used, bool *clone) {
+                                         nimble_compute_options_t *used, bool *clone, int *interleave) {
   nimble_compute_options_t co = *base;
   nimble_tune_schedule_t def = nimble_tune_schedule_default();
   co.parallel = def.parallel && base->parallel;
@@ -143,6 +143,14 @@ static nimble_status_t compute_scheduled(const nimble_module *m, const nimble_lo
       NIMBLE_RETURN_IF_ERROR(s);
     }
   }
+  /* The interleave count on the loops it may change; the print again if
+   * it did (the nest's print is its variant and its cache key). */
+  *interleave = w->schedule.interleave;
+  if (*interleave && nimble_ln_kernel_set_interleave(*out, *interleave)) {
+    free(text);
+    text = NULL;
+    NIMBLE_RETURN_IF_ERROR(nimble_ln_kernel_print_canonical(*out, &text));
+  }
   *clone = clones && wants_clone(*out, w->schedule.avx512_clone);
   nest_digest(text, *clone ? "with an x86-64-v4 clone\n" : "", w->variant);
   free(text);
@@ -167,11 +175,12 @@ static bool wants_avx512_clones(const nimble_target_t *t) {
  * rows were slower (cnn's 3.0 -> 6.4 us), products and convolutions are
  * the runtime's and unchanged. */
 static nimble_status_t avx512_clone(const nimble_module *m, const nimble_lower_primitive_t *prim,
-                                    nimble_compute_options_t co, nimble_ln_arena *arena,
+                                    nimble_compute_options_t co, int interleave, nimble_ln_arena *arena,
                                     const nimble_ln_kernel **out) {
   co.vector_width = 16;
   nimble_ln_kernel *w = NULL;
   NIMBLE_RETURN_IF_ERROR(nimble_compute_primitive(m, prim->name, &co, arena, &w));
+  if (interleave) nimble_ln_kernel_set_interleave(w, interleave);
   size_t len = strlen(prim->symbol) + sizeof NIMBLE_KERNEL_AVX512_SUFFIX;
   char *name = nimble_ln_arena_alloc(arena, len);
   if (!name) {
@@ -223,8 +232,10 @@ static nimble_status_t compute_set(const nimble_module *m, const nimble_lower_re
     co.kernel_name = prim->symbol;
     nimble_compute_options_t used = co;
     bool clone = false;
+    int interleave = 0;
     if (prim->kind == NIMBLE_LOWER_KERNEL_COMPUTE && tuned) {
-      NIMBLE_RETURN_IF_ERROR(compute_scheduled(m, prim, &co, o, r, cpu_key, clones, ks->arena, &k, &used, &clone));
+      NIMBLE_RETURN_IF_ERROR(
+          compute_scheduled(m, prim, &co, o, r, cpu_key, clones, ks->arena, &k, &used, &clone, &interleave));
     } else if (prim->kind == NIMBLE_LOWER_KERNEL_COMPUTE) {
       NIMBLE_RETURN_IF_ERROR(nimble_compute_primitive(m, prim->name, &co, ks->arena, &k));
       clone = clones && wants_clone(k, NIMBLE_TUNE_CLONE_AUTO);
@@ -261,7 +272,7 @@ static nimble_status_t compute_set(const nimble_module *m, const nimble_lower_re
       /* A clone is only speed: one that does not build leaves its kernel
        * and the rest without one (the runtime then calls the AVX2 kernels;
        * its arena may hold the failure). */
-      nimble_status_t cs = avx512_clone(m, prim, used, ks->clone_arena, &ks->kernels[ks->n]);
+      nimble_status_t cs = avx512_clone(m, prim, used, interleave, ks->clone_arena, &ks->kernels[ks->n]);
       if (!cs) ks->n++;
       else clones = false;
       nimble_status_free(cs);

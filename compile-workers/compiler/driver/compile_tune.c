@@ -44,6 +44,11 @@ static const nimble_tune_schedule_t kPoints[] = {
     /* No clone for the kernels the rule clones, and half the width. */
     {.parallel = true, .min_task_work = 16384, .conv_block = 65536, .avx512_clone = NIMBLE_TUNE_CLONE_NO},
     {.parallel = true, .min_task_work = 16384, .conv_block = 65536, .vector_width = 4},
+    /* LLVM's interleave count pinned to 1 and 4 (unpinned it picks per
+     * loop; pinned, depthwise kernels ran 5-10 % faster or slower by
+     * shape, docs/benchmarks.md, eighth session). */
+    {.parallel = true, .min_task_work = 16384, .conv_block = 65536, .interleave = 1},
+    {.parallel = true, .min_task_work = 16384, .conv_block = 65536, .interleave = 4},
 };
 #define TUNE_NPOINTS (1 + sizeof kPoints / sizeof kPoints[0])
 #define TUNE_MIN_GAIN 0.97

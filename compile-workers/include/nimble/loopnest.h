@@ -227,6 +227,9 @@ struct nimble_ln_stmt {
   /* FOR, vectorized: the iterations past the last whole vector run as one
    * masked vector step, not one scalar step each (nimble_ln_masked_tail). */
   bool masked_tail;
+  /* FOR, vectorized: LLVM's interleave count (vectors of iterations side
+   * by side); 0: LLVM's choice (nimble_ln_kernel_set_interleave). */
+  int interleave;
   /* A split's tail loop runs no iteration when shape(tail_param, tail_axis)
    * is divisible by tail_factor; a specialised variant drops it. */
   nimble_ln_param *tail_param;
@@ -282,6 +285,10 @@ enum { NIMBLE_LN_ISA_TARGET = 0, NIMBLE_LN_ISA_X86_64_V4 = 1 };
 bool nimble_ln_kernel_vector_transcendental(const nimble_ln_kernel *k);
 /* Whether k has a vectorized loop at all. */
 bool nimble_ln_kernel_vectorized(const nimble_ln_kernel *k);
+/* Sets the interleave count n (1, 2 or 4) on every vectorized loop of k
+ * that carries no reduction (interleaving one would add its partial sums
+ * in another order); returns how many loops it set. */
+int nimble_ln_kernel_set_interleave(nimble_ln_kernel *k, int n);
 /* Whether k's results are the same bits at any vector width: no
  * vectorized loop of it carries a reduction (a sum's lanes are added in
  * an order that depends on their number). */

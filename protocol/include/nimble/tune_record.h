@@ -16,10 +16,10 @@
  *                                    it and 8 hex digits of its features
  *    "schedule": {"parallel": true, "min_task_work": 16384,
  *                 "conv_block": 65536, "avx512_clone": "yes",
- *                 "vector_width": 16},
- *                                    (avx512_clone and vector_width:
- *                                    optional, the default when absent,
- *                                    written only when not)
+ *                 "vector_width": 16, "interleave": 2},
+ *                                    (avx512_clone, vector_width and
+ *                                    interleave: optional, the default
+ *                                    when absent, written only when not)
  *    "default_us": 120.5, "tuned_us": 98.2,   medians, microseconds
  *    "threads": 2,                   the VM threads they were measured at
  *    "kernel": "fused__conv2d_add_clip__3"}   informational
@@ -65,6 +65,9 @@ typedef struct nimble_tune_schedule_t {
    * operation). Like the clone, only for kernels whose bits do not depend
    * on it (nimble_ln_kernel_lane_exact). */
   int32_t vector_width;
+  /* LLVM's interleave count on the kernel's vectorized loops that carry
+   * no reduction: 0 for LLVM's choice, else 1, 2 or 4. */
+  int32_t interleave;
 } nimble_tune_schedule_t;
 
 enum { NIMBLE_TUNE_CLONE_AUTO = 0, NIMBLE_TUNE_CLONE_YES = 1, NIMBLE_TUNE_CLONE_NO = 2 };

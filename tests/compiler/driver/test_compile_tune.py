@@ -19,7 +19,7 @@ this machine, both run by nimble-run.
   * the AVX-512 clone choice (x86): records saying "yes" clone every
     kernel whose vector loops carry no reduction, records saying "no"
     take the lstm's gates' clone away; neither changes an output bit; nor
-    do records choosing 4 or 16 vector lanes;
+    do records choosing 4 or 16 vector lanes or an interleave count;
   * misuse is refused by name: records without tune=true, a malformed
     records file (the record and field named), and a target this machine
     cannot run is compiled without measuring, saying why.
@@ -92,7 +92,7 @@ def main():
     compile_(plain)
     # The budgets scale with this machine's speed now (a sanitized build, a
     # loaded machine): half a budget compiles the schedule points, and one
-    # point costs about this plain compile. 16 s fits the 11 points where a
+    # point costs about this plain compile. 16 s fits the 13 points where a
     # plain compile takes 0.5 s.
     scale = max(1.0, (time.monotonic() - t0) / 0.5)
     budget = lambda s: "tune_budget_s=%d" % math.ceil(s * scale)
@@ -159,16 +159,17 @@ def main():
               "case %d: the clones give the untuned outputs bit for bit" % case)
     # Another vector width (4 lanes, 16 lanes as two AVX2 registers): other
     # code, the same bits (the CNN's kernels have no vectorized reduction).
-    for vw in (4, 16):
+    # So do LLVM's interleave counts pinned to 1 or 4.
+    for knob, value in (("vector_width", 4), ("vector_width", 16), ("interleave", 1), ("interleave", 4)):
         wdoc = dict(doc)
-        wdoc["records"] = [dict(r, schedule=dict(r["schedule"], vector_width=vw)) for r in records]
-        wrec, wexe = os.path.join(tmp, "vw%d.json" % vw), os.path.join(tmp, "vw%d.nimble" % vw)
+        wdoc["records"] = [dict(r, schedule=dict(r["schedule"], **{knob: value})) for r in records]
+        wrec, wexe = os.path.join(tmp, "%s%d.json" % (knob, value)), os.path.join(tmp, "%s%d.nimble" % (knob, value))
         json.dump(wdoc, open(wrec, "w"))
         compile_(wexe, *tune, "--tune-records", wrec)
-        check(read(wexe) != read(plain), "records saying vector_width=%d change the kernels' code" % vw)
+        check(read(wexe) != read(plain), "records saying %s=%d change the kernels' code" % (knob, value))
         for case in (0, 1):
             check(run(wexe, tmp, case).tobytes() == run(plain, tmp, case).tobytes(),
-                  "case %d: %d lanes give the untuned outputs bit for bit" % (case, vw))
+                  "case %d: %s=%d gives the untuned outputs bit for bit" % (case, knob, value))
     # "no" on the lstm: its gates' clone (built by default: sigmoid, tanh)
     # goes, and the outputs are the AVX2 kernels' bits (NIMBLE_AVX512=0).
     lplain, lrec = os.path.join(tmp, "lstm.nimble"), os.path.join(tmp, "lstm.json")
