@@ -413,9 +413,9 @@ static nimble_status_t search_sizes(const char *path, const nimble_compile_optio
   rep->rounds = round;
   /* Each signature without a record (its kernels timed together): the
    * fastest point whose code differs. One no point changes, or whose
-   * kernels did not run on these inputs, gets
-   * the default schedule, so the next compile does not search again
-   * (when every point was compiled; see all_points). */
+   * kernels did not run on these inputs, gets the default schedule, so
+   * the next compile does not search again (when every point was
+   * compiled; see all_points). */
   rep->records = calloc(nw ? nw : 1, sizeof *rep->records);
   if (!rep->records) return NIMBLE_OOM_IN("tuning");
   for (size_t w = 0; w < nw; w++) {
@@ -426,7 +426,7 @@ static nimble_status_t search_sizes(const char *path, const nimble_compile_optio
     if (seen) continue;
     /* The candidate is chosen on the even rounds and judged on the odd
      * ones, each round's time against the default's in the same round:
-     * the fastest of eleven medians judged on the rounds that chose it
+     * the fastest of thirteen medians judged on the rounds that chose it
      * beat the default by its noise alone (at 2 threads here, 25 of
      * mobilenet_v2's 33 signatures "gained" 5-20 % and the model none). */
     double def = 0, best = 0, best_sel = 1;
@@ -439,18 +439,21 @@ static nimble_status_t search_sizes(const char *path, const nimble_compile_optio
       def += def_z[z];
     }
     /* With several input sizes, a point's ratio is the geometric mean of
-     * its ratios at each (each size counts alike). */
+     * its ratios at each size the kernels ran at (each counts alike). */
+    int ran = 0;
+    for (int z = 0; z < sizes; z++) ran += def_z[z] > 0;
     for (size_t i = 1; i < *npts && def > 0; i++) {
       if (!strcmp(pts[i].r->workloads[w].variant, wl->variant)) continue;
       rep->measured++;
       alternatives++;
       double sel = 0;
       for (int z = 0; z < sizes; z++) {
+        if (!(def_z[z] > 0)) continue;
         signature_times(&pts[i], z, r0, w, round, ct);
         double q = half_median(ct, dt[z], round, 0);
         sel += q > 0 ? log(q) : -INFINITY;
       }
-      sel = exp(sel / sizes);
+      sel = exp(sel / ran);
       if (sel > 0 && sel < best_sel) {
         best_sel = sel;
         bi = i;
@@ -461,12 +464,13 @@ static nimble_status_t search_sizes(const char *path, const nimble_compile_optio
       double lr = 0;
       best = 0;
       for (int z = 0; z < sizes; z++) {
+        if (!(def_z[z] > 0)) continue;
         signature_times(&pts[bi], z, r0, w, round, ct);
         double q = half_median(ct, dt[z], round, 1);
         lr += q > 0 ? log(q) : -INFINITY;
         best += def_z[z] * q;
       }
-      ratio = exp(lr / sizes);
+      ratio = exp(lr / ran);
     }
     if (!all_points && alternatives == 0) continue;
     if (!bi || !(ratio > 0) || ratio > TUNE_MIN_GAIN || def - best < TUNE_MIN_GAIN_US) {
