@@ -403,7 +403,7 @@ class Nimble:
         self.compiled[model] = res
         return res
 
-    def compile_tuned(self, label, model, source, sizes, threads, budget_s):
+    def compile_tuned(self, model, source, sizes, threads, budget_s):
         """`nimble compile --option tune=true` for one model, measured at
         every configuration's input shapes at once (`sizes`: a list of
         [(name, shape), ...], at most 4; tune_inputs' '|'-separated sizes)
@@ -414,7 +414,7 @@ class Nimble:
             return None, self.reason
         tdir = os.path.join(self.dir, "tuned")
         os.makedirs(tdir, exist_ok=True)
-        safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", label)
+        safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", model)
         out = os.path.join(tdir, safe + ".nimble")
         if os.path.exists(out):
             os.unlink(out)
@@ -684,7 +684,7 @@ def main():
                     # dims.
                     sizes = [[(name, shape if isinstance(shape, tuple) else ()) for name, _, shape in spec2]
                              for _, model2, spec2 in configs if model2 == model]
-                    tuned[model] = nimble.compile_tuned(model, model, source, sizes, max(threads), a.tune_budget_s)
+                    tuned[model] = nimble.compile_tuned(model, source, sizes, max(threads), a.tune_budget_s)
                 texe, tinfo = tuned[model]
                 row["nimbletuned"] = Cell(None if texe else tinfo)
                 row["nimbletuned"].exe = texe

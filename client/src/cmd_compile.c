@@ -124,7 +124,6 @@ static void print_tune_report(const nimble_tune_report_t *t, bool verbose) {
           picked, t->skipped[0] ? "; " : "", t->skipped);
   for (size_t i = 0; verbose && i < t->num_records; i++) {
     const nimble_tune_record_t *r = &t->records[i];
-    int32_t clone = r->schedule.avx512_clone;
     char vw[16] = "target", il[16] = "llvm";
     if (r->schedule.vector_width) snprintf(vw, sizeof vw, "%d", (int)r->schedule.vector_width);
     if (r->schedule.interleave) snprintf(il, sizeof il, "%d", (int)r->schedule.interleave);
@@ -133,7 +132,7 @@ static void print_tune_report(const nimble_tune_report_t *t, bool verbose) {
             "interleave=%-4s %9.1f -> %9.1f us\n",
             r->kernel, (int)r->schedule.parallel, (long long)r->schedule.min_task_work,
             (long long)r->schedule.conv_block,
-            clone == NIMBLE_TUNE_CLONE_YES ? "yes" : clone == NIMBLE_TUNE_CLONE_NO ? "no" : "auto", vw, il,
+            nimble_tune_clone_name(r->schedule.avx512_clone), vw, il,
             r->default_us, r->tuned_us);
   }
 }

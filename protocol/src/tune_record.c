@@ -23,6 +23,16 @@ bool nimble_tune_schedule_equal(const nimble_tune_schedule_t *a, const nimble_tu
 }
 
 static const char *const kCloneNames[] = {"auto", "yes", "no"};
+#define NUM_CLONE_NAMES ((int)(sizeof kCloneNames / sizeof *kCloneNames))
+
+const char *nimble_tune_clone_name(int32_t clone) {
+  return clone >= 0 && clone < NUM_CLONE_NAMES ? kCloneNames[clone] : kCloneNames[0];
+}
+
+/* The knobs a record's schedule may name, as the error for another lists them. */
+static const char *const kKnobs[] = {"parallel",     "min_task_work", "conv_block",
+                                     "avx512_clone", "vector_width",  "interleave"};
+#define NUM_KNOBS (sizeof kKnobs / sizeof *kKnobs)
 
 static bool hex_ok(const char *s, size_t n) {
   if (strlen(s) != n) return false;
@@ -101,11 +111,13 @@ nimble_status_t nimble_tune_record_from_json(const json_t *j, const char *where,
   const char *key;
   json_t *v;
   json_object_foreach((json_t *)s, key, v) {
-    if (strcmp(key, "parallel") && strcmp(key, "min_task_work") && strcmp(key, "conv_block") &&
-        strcmp(key, "avx512_clone") && strcmp(key, "vector_width") && strcmp(key, "interleave"))
-      return BAD("%stune record: schedule knob '%s' is unknown (known: parallel, min_task_work, conv_block, "
-                 "avx512_clone, vector_width, interleave)",
-                 w, key);
+    size_t k = 0;
+    while (k < NUM_KNOBS && strcmp(key, kKnobs[k])) k++;
+    if (k < NUM_KNOBS) continue;
+    char known[128] = "";
+    for (k = 0; k < NUM_KNOBS; k++)
+      snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", k ? ", " : "", kKnobs[k]);
+    return BAD("%stune record: schedule knob '%s' is unknown (known: %s)", w, key, known);
   }
   const json_t *par = json_object_get(s, "parallel");
   if (!json_is_boolean(par)) return BAD("%stune record: 'schedule.parallel' must be true or false", w);
@@ -118,8 +130,8 @@ nimble_status_t nimble_tune_record_from_json(const json_t *j, const char *where,
   if (clone) {
     const char *name = json_is_string(clone) ? json_string_value(clone) : "";
     int i = 0;
-    while (i < 3 && strcmp(name, kCloneNames[i])) i++;
-    if (i == 3) return BAD("%stune record: 'schedule.avx512_clone' must be \"auto\", \"yes\" or \"no\"", w);
+    while (i < NUM_CLONE_NAMES && strcmp(name, kCloneNames[i])) i++;
+    if (i == NUM_CLONE_NAMES) return BAD("%stune record: 'schedule.avx512_clone' must be \"auto\", \"yes\" or \"no\"", w);
     out->schedule.avx512_clone = i;
   }
   if (json_object_get(s, "vector_width")) { /* absent: the target's */
@@ -146,15 +158,12 @@ json_t *nimble_tune_record_to_json(const nimble_tune_record_t *r) {
   json_t *s = json_pack("{s:b, s:I, s:I}", "parallel", (int)r->schedule.parallel, "min_task_work",
                         (json_int_t)r->schedule.min_task_work, "conv_block", (json_int_t)r->schedule.conv_block);
   if (!s) return NULL;
-  /* Written only when not auto, so records that do not use it read as
-   * before (older readers refuse knobs they do not know). */
+  /* The later knobs only when not their defaults, so records that do not
+   * use them read as before (older readers refuse knobs they do not know). */
   int32_t clone = r->schedule.avx512_clone;
-  if (clone > NIMBLE_TUNE_CLONE_AUTO && clone <= NIMBLE_TUNE_CLONE_NO &&
-      json_object_set_new(s, "avx512_clone", json_string(kCloneNames[clone])) != 0) {
-    json_decref(s);
-    return NULL;
-  }
-  if ((r->schedule.vector_width &&
+  if ((clone > NIMBLE_TUNE_CLONE_AUTO && clone <= NIMBLE_TUNE_CLONE_NO &&
+       json_object_set_new(s, "avx512_clone", json_string(nimble_tune_clone_name(clone))) != 0) ||
+      (r->schedule.vector_width &&
        json_object_set_new(s, "vector_width", json_integer(r->schedule.vector_width)) != 0) ||
       (r->schedule.interleave && json_object_set_new(s, "interleave", json_integer(r->schedule.interleave)) != 0)) {
     json_decref(s);

@@ -168,8 +168,9 @@ END_TEST
  * bit for bit alike: those whose vectorized loops carry no reduction. A
  * sum vectorized over its own axis adds lane by lane and the lanes at the
  * end (16 partial sums are not 8); an accumulator declared inside the
- * vectorized loop is one per lane, and an element-wise loop has none. */
-START_TEST(test_lane_exact_tells_vectorized_reductions_from_per_lane_sums) { /* and where interleaving may go */
+ * vectorized loop is one per lane, and an element-wise loop has none.
+ * Those are also the loops an interleave count may go on. */
+START_TEST(test_lane_exact_tells_vectorized_reductions_from_per_lane_sums) {
   nimble_ln_arena *A;
   NIMBLE_ASSERT_OK(nimble_ln_arena_create(&A));
   /* Element-wise: y[i] = x[i] * 2, vectorized. */
@@ -181,18 +182,10 @@ START_TEST(test_lane_exact_tells_vectorized_reductions_from_per_lane_sums) { /* 
   nimble_ln_kernel_set_body(ew, loop);
   ck_assert(nimble_ln_kernel_vectorized(ew));
   ck_assert(nimble_ln_kernel_lane_exact(ew));
-  /* y[0] = sum_i x[i], the sum's loop vectorized: not lane exact. */
-  nimble_ln_kernel *sum = nimble_ln_kernel_create(A, "sum");
-  nimble_ln_param *x = nimble_ln_kernel_add_param(sum, "x", NIMBLE_LN_F32, 1, 0);
-  nimble_ln_param *y = nimble_ln_kernel_add_param(sum, "y", NIMBLE_LN_F32, 0, 1);
-  nimble_ln_var *acc = nimble_ln_var_create(A, "acc", NIMBLE_LN_F32), *i = nimble_ln_var_create(A, "i", NIMBLE_LN_I64);
-  nimble_ln_stmt *add = nimble_ln_assign(
-      A, acc, nimble_ln_binary(A, NIMBLE_LN_ADD, nimble_ln_ref(A, acc), nimble_ln_load(A, x, nimble_ln_ref(A, i))));
-  nimble_ln_kernel_set_body(
-      sum, nimble_ln_decl(A, acc, nimble_ln_f32(A, 0),
-                          nimble_ln_seq2(A, nimble_ln_for(A, i, nimble_ln_i64(A, 0), nimble_ln_shape(A, x, 0),
-                                                          NIMBLE_LN_VECTORIZED, 8, add),
-                                         nimble_ln_store(A, y, nimble_ln_i64(A, 0), nimble_ln_ref(A, acc)))));
+  /* y[0] = sum_i x[i], the sum's loop vectorized (the reduce builder over
+   * its last axis): not lane exact. */
+  nimble_ln_kernel *sum = NULL;
+  NIMBLE_ASSERT_OK(nimble_codegen_build_reduce(A, "sum", 1, 0, NIMBLE_CODEGEN_REDUCE_SUM, &sum));
   NIMBLE_ASSERT_OK(nimble_ln_kernel_validate(sum));
   ck_assert(nimble_ln_kernel_vectorized(sum));
   ck_assert(!nimble_ln_kernel_lane_exact(sum));

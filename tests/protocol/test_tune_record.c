@@ -1,6 +1,7 @@
 /* Tuning records: a hand-written document parses to the values written in
  * it, writing and reading a file gives them back, and each malformed field
  * is refused with its name. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +42,31 @@ START_TEST(test_a_written_record_reads_as_written) {
 }
 END_TEST
 
+/* GOOD with `from` replaced by `to`, into text. */
+static void substitute(const char *from, const char *to, char *text, size_t size) {
+  const char *at = strstr(GOOD, from);
+  ck_assert_ptr_nonnull(at);
+  snprintf(text, size, "%.*s%s%s", (int)(at - GOOD), GOOD, to, at + strlen(from));
+}
+
+/* GOOD's schedule with `knob` added ("" for none), parsed into *r, then
+ * written as text (which must name `field` exactly when `written`) and
+ * read back into *again. */
+static void knob_round_trip(const char *knob, const char *field, bool written, nimble_tune_record_t *r,
+                            nimble_tune_record_t *again) {
+  char text[2048], to[96];
+  snprintf(to, sizeof to, "\"conv_block\":262144%s%s", *knob ? "," : "", knob);
+  substitute("\"conv_block\":262144", to, text, sizeof text);
+  json_t *j = parse(text);
+  NIMBLE_ASSERT_OK(nimble_tune_record_from_json(j, NULL, r));
+  json_decref(j);
+  char *back = nimble_tune_record_to_text(r);
+  ck_assert_ptr_nonnull(back);
+  ck_assert_msg((strstr(back, field) != NULL) == written, "'%s' written as %s", knob, back);
+  NIMBLE_ASSERT_OK(nimble_tune_record_from_text(back, "back", again));
+  free(back);
+}
+
 /* The AVX-512 clone choice: "yes" and "no" read and write back; "auto" is
  * the default and is not written (readers before the knob refuse knobs
  * they do not know); a choice differs from the default schedule. */
@@ -48,22 +74,12 @@ START_TEST(test_the_clone_choice_reads_and_writes) {
   const char *names[] = {"auto", "yes", "no"};
   const int32_t want[] = {NIMBLE_TUNE_CLONE_AUTO, NIMBLE_TUNE_CLONE_YES, NIMBLE_TUNE_CLONE_NO};
   for (int i = 0; i < 3; i++) {
-    char text[2048], knob[64];
-    snprintf(knob, sizeof knob, "\"conv_block\":262144,\"avx512_clone\":\"%s\"", names[i]);
-    const char *at = strstr(GOOD, "\"conv_block\":262144");
-    snprintf(text, sizeof text, "%.*s%s%s", (int)(at - GOOD), GOOD, knob, at + strlen("\"conv_block\":262144"));
-    json_t *j = parse(text);
-    nimble_tune_record_t r;
-    NIMBLE_ASSERT_OK(nimble_tune_record_from_json(j, NULL, &r));
-    json_decref(j);
+    char knob[64];
+    snprintf(knob, sizeof knob, "\"avx512_clone\":\"%s\"", names[i]);
+    nimble_tune_record_t r, again;
+    knob_round_trip(knob, "avx512_clone", i != 0, &r, &again);
     ck_assert_int_eq(r.schedule.avx512_clone, want[i]);
-    char *back = nimble_tune_record_to_text(&r);
-    ck_assert_ptr_nonnull(back);
-    ck_assert_msg((strstr(back, "avx512_clone") != NULL) == (i != 0), "%s written as %s", names[i], back);
-    nimble_tune_record_t again;
-    NIMBLE_ASSERT_OK(nimble_tune_record_from_text(back, "back", &again));
     ck_assert(nimble_tune_schedule_equal(&again.schedule, &r.schedule));
-    free(back);
     nimble_tune_schedule_t d = nimble_tune_schedule_default(), c = d;
     c.avx512_clone = want[i];
     ck_assert(nimble_tune_schedule_equal(&c, &d) == (i == 0));
@@ -76,22 +92,12 @@ END_TEST
 START_TEST(test_the_vector_width_reads_and_writes) {
   const int widths[] = {0, 4, 8, 16};
   for (int i = 0; i < 4; i++) {
-    char text[2048], knob[64] = "\"conv_block\":262144";
-    if (widths[i]) snprintf(knob, sizeof knob, "\"conv_block\":262144,\"vector_width\":%d", widths[i]);
-    const char *at = strstr(GOOD, "\"conv_block\":262144");
-    snprintf(text, sizeof text, "%.*s%s%s", (int)(at - GOOD), GOOD, knob, at + strlen("\"conv_block\":262144"));
-    json_t *j = parse(text);
-    nimble_tune_record_t r;
-    NIMBLE_ASSERT_OK(nimble_tune_record_from_json(j, NULL, &r));
-    json_decref(j);
+    char knob[64] = "";
+    if (widths[i]) snprintf(knob, sizeof knob, "\"vector_width\":%d", widths[i]);
+    nimble_tune_record_t r, again;
+    knob_round_trip(knob, "vector_width", widths[i] != 0, &r, &again);
     ck_assert_int_eq(r.schedule.vector_width, widths[i]);
-    char *back = nimble_tune_record_to_text(&r);
-    ck_assert_ptr_nonnull(back);
-    ck_assert_msg((strstr(back, "vector_width") != NULL) == (widths[i] != 0), "%d written as %s", widths[i], back);
-    nimble_tune_record_t again;
-    NIMBLE_ASSERT_OK(nimble_tune_record_from_text(back, "back", &again));
     ck_assert_int_eq(again.schedule.vector_width, widths[i]);
-    free(back);
     nimble_tune_schedule_t d = nimble_tune_schedule_default(), c = d;
     c.vector_width = widths[i];
     ck_assert(nimble_tune_schedule_equal(&c, &d) == (widths[i] == 0));
@@ -104,22 +110,12 @@ END_TEST
 START_TEST(test_the_interleave_count_reads_and_writes) {
   const int counts[] = {0, 1, 2, 4};
   for (int i = 0; i < 4; i++) {
-    char text[2048], knob[64] = "\"conv_block\":262144";
-    if (counts[i]) snprintf(knob, sizeof knob, "\"conv_block\":262144,\"interleave\":%d", counts[i]);
-    const char *at = strstr(GOOD, "\"conv_block\":262144");
-    snprintf(text, sizeof text, "%.*s%s%s", (int)(at - GOOD), GOOD, knob, at + strlen("\"conv_block\":262144"));
-    json_t *j = parse(text);
-    nimble_tune_record_t r;
-    NIMBLE_ASSERT_OK(nimble_tune_record_from_json(j, NULL, &r));
-    json_decref(j);
+    char knob[64] = "";
+    if (counts[i]) snprintf(knob, sizeof knob, "\"interleave\":%d", counts[i]);
+    nimble_tune_record_t r, again;
+    knob_round_trip(knob, "interleave", counts[i] != 0, &r, &again);
     ck_assert_int_eq(r.schedule.interleave, counts[i]);
-    char *back = nimble_tune_record_to_text(&r);
-    ck_assert_ptr_nonnull(back);
-    ck_assert_msg((strstr(back, "interleave") != NULL) == (counts[i] != 0), "%d written as %s", counts[i], back);
-    nimble_tune_record_t again;
-    NIMBLE_ASSERT_OK(nimble_tune_record_from_text(back, "back", &again));
     ck_assert_int_eq(again.schedule.interleave, counts[i]);
-    free(back);
     nimble_tune_schedule_t d = nimble_tune_schedule_default(), c = d;
     c.interleave = counts[i];
     ck_assert(nimble_tune_schedule_equal(&c, &d) == (counts[i] == 0));
@@ -163,9 +159,7 @@ END_TEST
 /* GOOD with `from` replaced by `to`, parsed: the error must hold `want`. */
 static void refused(const char *from, const char *to, const char *want) {
   char text[2048];
-  const char *at = strstr(GOOD, from);
-  ck_assert_ptr_nonnull(at);
-  snprintf(text, sizeof text, "%.*s%s%s", (int)(at - GOOD), GOOD, to, at + strlen(from));
+  substitute(from, to, text, sizeof text);
   json_t *j = parse(text);
   nimble_tune_record_t r;
   NIMBLE_ASSERT_ERROR(nimble_tune_record_from_json(j, "record 7", &r), NIMBLE_INVALID_ARGUMENT, want);

@@ -124,29 +124,29 @@ static nimble_status_t compute_scheduled(const nimble_module *m, const nimble_lo
   }
   w->from_record = pick != NULL;
   if (!pick) pick = o->schedule_override;
+  bool changed = false; /* the nest differs from the default one printed above */
   if (pick && !nimble_tune_schedule_equal(pick, &def)) {
     w->schedule = *pick;
     /* Another vector width only where the bits do not depend on it (no
      * vectorized reduction in the default nest). */
     int vw = pick->vector_width && nimble_ln_kernel_lane_exact(*out) ? pick->vector_width : base->vector_width;
-    /* The nest again unless only the clone choice differs. */
+    /* The nest again unless only the clone choice or interleave differs. */
     if (pick->parallel != def.parallel || pick->min_task_work != def.min_task_work ||
         pick->conv_block != def.conv_block || vw != base->vector_width) {
       co.parallel = pick->parallel && base->parallel;
       co.min_task_work = pick->min_task_work;
       co.conv_block = pick->conv_block;
       co.vector_width = vw;
-      free(text);
-      text = NULL;
       nimble_status_t s = nimble_compute_primitive(m, prim->name, &co, arena, out);
-      if (!s) s = nimble_ln_kernel_print_canonical(*out, &text);
+      if (s) free(text);
       NIMBLE_RETURN_IF_ERROR(s);
+      changed = true;
     }
   }
-  /* The interleave count on the loops it may change; the print again if
-   * it did (the nest's print is its variant and its cache key). */
+  /* The interleave count on the loops it may change. */
   *interleave = w->schedule.interleave;
-  if (*interleave && nimble_ln_kernel_set_interleave(*out, *interleave)) {
+  if (*interleave && nimble_ln_kernel_set_interleave(*out, *interleave)) changed = true;
+  if (changed) { /* the nest's print is its variant (and its cache key) */
     free(text);
     text = NULL;
     NIMBLE_RETURN_IF_ERROR(nimble_ln_kernel_print_canonical(*out, &text));

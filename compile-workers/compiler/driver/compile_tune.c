@@ -300,16 +300,38 @@ static void signature_times(const tune_point *p, int z, const nimble_compile_res
   }
 }
 
-/* The median of the rounds from `first` in steps of 2 (the even or the odd
- * ones) of x, or of x / y where `y` (paired: the same round's default). */
+/* The median of x / y (y: the same round's default) over the rounds from
+ * `first` in steps of 2 (the even or the odd ones) where y ran. */
 static double half_median(const double *x, const double *y, size_t rounds, size_t first) {
   double v[TUNE_MAX_ROUNDS];
   size_t n = 0;
-  for (size_t i = first; i < rounds; i += 2) {
-    if (y && !(y[i] > 0)) continue;
-    v[n++] = y ? x[i] / y[i] : x[i];
-  }
+  for (size_t i = first; i < rounds; i += 2)
+    if (y[i] > 0) v[n++] = x[i] / y[i];
   return median(v, n);
+}
+
+/* Point p's time over the default's for the kernels of workload w's
+ * signature, on the even (`first` 0) or the odd rounds (1), each round
+ * against the default's in the same round (dt[size], its medians def_z):
+ * the geometric mean over the sizes the kernels ran at (each counts
+ * alike), 0 if p has no time at one of them. *time (may be NULL): the
+ * default's medians times p's ratios, summed over those sizes. */
+static double point_ratio(const tune_point *p, const nimble_compile_result *r0, size_t w, size_t rounds,
+                          size_t first, const double dt[][TUNE_MAX_ROUNDS], const double *def_z, int sizes,
+                          double *time) {
+  double ct[TUNE_MAX_ROUNDS], lr = 0, sum = 0;
+  int ran = 0;
+  for (int z = 0; z < sizes; z++) {
+    if (!(def_z[z] > 0)) continue;
+    signature_times(p, z, r0, w, rounds, ct);
+    double q = half_median(ct, dt[z], rounds, first);
+    if (!(q > 0)) return 0;
+    lr += log(q);
+    sum += def_z[z] * q;
+    ran++;
+  }
+  if (time) *time = sum;
+  return ran ? exp(lr / ran) : 0;
 }
 
 /* Whether this process would run a kernel's AVX-512 clone (the runtime's
@@ -431,47 +453,24 @@ static nimble_status_t search_sizes(const char *path, const nimble_compile_optio
      * mobilenet_v2's 33 signatures "gained" 5-20 % and the model none). */
     double def = 0, best = 0, best_sel = 1;
     size_t bi = 0, alternatives = 0;
-    int sizes = *npts > 1 ? pts[0].sizes : 0;
-    double dt[TUNE_MAX_SIZES][TUNE_MAX_ROUNDS], ct[TUNE_MAX_ROUNDS], def_z[TUNE_MAX_SIZES] = {0};
-    for (int z = 0; z < sizes; z++) {
+    int timed = *npts > 1 ? sizes : 0; /* the sizes the points ran at (none when only the default compiled) */
+    double dt[TUNE_MAX_SIZES][TUNE_MAX_ROUNDS], def_z[TUNE_MAX_SIZES] = {0};
+    for (int z = 0; z < timed; z++) {
       signature_times(&pts[0], z, r0, w, round, dt[z]);
       def_z[z] = median(dt[z], round);
       def += def_z[z];
     }
-    /* With several input sizes, a point's ratio is the geometric mean of
-     * its ratios at each size the kernels ran at (each counts alike). */
-    int ran = 0;
-    for (int z = 0; z < sizes; z++) ran += def_z[z] > 0;
     for (size_t i = 1; i < *npts && def > 0; i++) {
       if (!strcmp(pts[i].r->workloads[w].variant, wl->variant)) continue;
       rep->measured++;
       alternatives++;
-      double sel = 0;
-      for (int z = 0; z < sizes; z++) {
-        if (!(def_z[z] > 0)) continue;
-        signature_times(&pts[i], z, r0, w, round, ct);
-        double q = half_median(ct, dt[z], round, 0);
-        sel += q > 0 ? log(q) : -INFINITY;
-      }
-      sel = exp(sel / ran);
+      double sel = point_ratio(&pts[i], r0, w, round, 0, dt, def_z, timed, NULL);
       if (sel > 0 && sel < best_sel) {
         best_sel = sel;
         bi = i;
       }
     }
-    double ratio = 1; /* the chosen one's, on the odd rounds */
-    if (bi) {
-      double lr = 0;
-      best = 0;
-      for (int z = 0; z < sizes; z++) {
-        if (!(def_z[z] > 0)) continue;
-        signature_times(&pts[bi], z, r0, w, round, ct);
-        double q = half_median(ct, dt[z], round, 1);
-        lr += q > 0 ? log(q) : -INFINITY;
-        best += def_z[z] * q;
-      }
-      ratio = exp(lr / ran);
-    }
+    double ratio = bi ? point_ratio(&pts[bi], r0, w, round, 1, dt, def_z, timed, &best) : 1;
     if (!all_points && alternatives == 0) continue;
     if (!bi || !(ratio > 0) || ratio > TUNE_MIN_GAIN || def - best < TUNE_MIN_GAIN_US) {
       best = def;

@@ -81,6 +81,9 @@ enum { NIMBLE_TUNE_CLONE_AUTO = 0, NIMBLE_TUNE_CLONE_YES = 1, NIMBLE_TUNE_CLONE_
 /* The schedule kernels get without a record. */
 nimble_tune_schedule_t nimble_tune_schedule_default(void);
 bool nimble_tune_schedule_equal(const nimble_tune_schedule_t *a, const nimble_tune_schedule_t *b);
+/* The record's name of an avx512_clone choice: "auto", "yes" or "no"
+ * ("auto" for a value out of range). */
+const char *nimble_tune_clone_name(int32_t clone);
 
 typedef struct nimble_tune_record_t {
   char signature[NIMBLE_TUNE_SIGNATURE_LEN + 1];
