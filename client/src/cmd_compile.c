@@ -111,29 +111,43 @@ static void report_new_entries(progress_sink *p, const nimble_codegen_stats_t *c
 
 static void on_tune_progress(void *user, int percent) { on_progress(user, "tune", percent); }
 
-/* One line always (what tuning did), and with -v each new record. */
+/* A schedule's knobs as `nimble compile -v` lists them. */
+static void format_schedule(const nimble_tune_schedule_t *sc, char *buf, size_t size) {
+  char vw[16] = "target", il[16] = "llvm";
+  if (sc->vector_width) snprintf(vw, sizeof vw, "%d", (int)sc->vector_width);
+  if (sc->interleave) snprintf(il, sizeof il, "%d", (int)sc->interleave);
+  snprintf(buf, size, "parallel=%d min_task_work=%-6lld conv_block=%-7lld avx512_clone=%-4s vector_width=%-6s "
+                      "interleave=%-4s",
+           (int)sc->parallel, (long long)sc->min_task_work, (long long)sc->conv_block,
+           nimble_tune_clone_name(sc->avx512_clone), vw, il);
+}
+
+/* One line always (what tuning did), and with -v each new record: its
+ * schedule (for outputs larger than its buckets') and under it those of
+ * its size buckets. */
 static void print_tune_report(const nimble_tune_report_t *t, bool verbose) {
   size_t picked = 0;
   nimble_tune_schedule_t d = nimble_tune_schedule_default();
-  for (size_t i = 0; i < t->num_records; i++) picked += !nimble_tune_schedule_equal(&t->records[i].schedule, &d);
-  char sizes[48] = "";
+  for (size_t i = 0; i < t->num_records; i++)
+    picked += !nimble_tune_schedule_equal(&t->records[i].schedule, &d) || t->records[i].num_buckets > 0;
+  char sizes[48] = "", bucketed[64] = "";
   if (t->sizes > 1) snprintf(sizes, sizeof sizes, " at %zu input sizes", t->sizes);
+  if (t->bucketed) snprintf(bucketed, sizeof bucketed, " (%zu of them one per output size)", t->bucketed);
   fprintf(stderr, "tuned: %zu kernels, %zu with records given, %zu new records (%zu points compiled, %zu kernel "
-                  "variants timed over %zu rounds%s, %.1f s), %zu took a schedule of their own%s%s\n",
+                  "variants timed over %zu rounds%s, %.1f s), %zu took a schedule of their own%s%s%s\n",
           t->kernels, t->kernels_recorded, t->num_records, t->points, t->measured, t->rounds, sizes, t->seconds,
-          picked, t->skipped[0] ? "; " : "", t->skipped);
+          picked, bucketed, t->skipped[0] ? "; " : "", t->skipped);
   for (size_t i = 0; verbose && i < t->num_records; i++) {
     const nimble_tune_record_t *r = &t->records[i];
-    char vw[16] = "target", il[16] = "llvm";
-    if (r->schedule.vector_width) snprintf(vw, sizeof vw, "%d", (int)r->schedule.vector_width);
-    if (r->schedule.interleave) snprintf(il, sizeof il, "%d", (int)r->schedule.interleave);
-    fprintf(stderr,
-            "  %-40s parallel=%d min_task_work=%-6lld conv_block=%-7lld avx512_clone=%-4s vector_width=%-6s "
-            "interleave=%-4s %9.1f -> %9.1f us\n",
-            r->kernel, (int)r->schedule.parallel, (long long)r->schedule.min_task_work,
-            (long long)r->schedule.conv_block,
-            nimble_tune_clone_name(r->schedule.avx512_clone), vw, il,
-            r->default_us, r->tuned_us);
+    char sc[192];
+    format_schedule(&r->schedule, sc, sizeof sc);
+    fprintf(stderr, "  %-40s %s %9.1f -> %9.1f us\n", r->kernel, sc, r->default_us, r->tuned_us);
+    for (int32_t b = 0; b < r->num_buckets; b++) {
+      char label[64];
+      snprintf(label, sizeof label, "outputs of <= %lld elements:", (long long)r->buckets[b].max_elements);
+      format_schedule(&r->buckets[b].schedule, sc, sizeof sc);
+      fprintf(stderr, "    %-38s %s\n", label, sc);
+    }
   }
 }
 
@@ -600,7 +614,9 @@ const nimble_cli_command nimble_cmd_compile = {
     "                     process may use), tune_inputs=NAME=DIMS[;NAME=DIMS]\n"
     "                     (the shapes measured at; symbolic dims not given: 1;\n"
     "                     up to 4 sizes separated by '|', each kernel's\n"
-    "                     schedule the best over all of them)\n"
+    "                     schedule the best over all of them, or one per\n"
+    "                     range of its output's size where their best ones\n"
+    "                     differ)\n"
     "  --tune-records F   with tune=true: records to reuse (kernels with one for\n"
     "                     this target and CPU are not measured again)\n"
     "  --tune-records-out F  with tune=true: write the records this compile\n"

@@ -97,9 +97,12 @@ static void print_table(const nimble_tune_record_t *r, size_t n) {
     char vw[16] = "", il[16] = "";
     if (r[i].schedule.vector_width) snprintf(vw, sizeof vw, "/vw%d", (int)r[i].schedule.vector_width);
     if (r[i].schedule.interleave) snprintf(il, sizeof il, "/il%d", (int)r[i].schedule.interleave);
-    snprintf(schedule, sizeof schedule, "%s/%lld/%lld%s%s%s", r[i].schedule.parallel ? "parallel" : "serial",
+    char buckets[24] = "";
+    if (r[i].num_buckets) snprintf(buckets, sizeof buckets, " +%d by size", (int)r[i].num_buckets);
+    snprintf(schedule, sizeof schedule, "%s/%lld/%lld%s%s%s%s", r[i].schedule.parallel ? "parallel" : "serial",
              (long long)r[i].schedule.min_task_work, (long long)r[i].schedule.conv_block,
-             clone == NIMBLE_TUNE_CLONE_YES ? "/avx512" : clone == NIMBLE_TUNE_CLONE_NO ? "/no-avx512" : "", vw, il);
+             clone == NIMBLE_TUNE_CLONE_YES ? "/avx512" : clone == NIMBLE_TUNE_CLONE_NO ? "/no-avx512" : "", vw, il,
+             buckets);
     if (r[i].tuned_us > 0)
       snprintf(speedup, sizeof speedup, "%.2fx", r[i].default_us / r[i].tuned_us);
     else
@@ -270,7 +273,9 @@ const nimble_cli_command nimble_cmd_tune_records = {
     "            (parallel|serial/MIN_TASK_WORK/CONV_BLOCK, then /avx512\n"
     "            or /no-avx512 where the record chose the kernel's AVX-512\n"
     "            clone or none, /vwN where it chose N vector lanes and\n"
-    "            /ilN where it chose LLVM's interleave count N),\n"
+    "            /ilN where it chose LLVM's interleave count N; then\n"
+    "            \"+N by size\" where it holds schedules of its own for N\n"
+    "            ranges of smaller outputs, which export shows),\n"
     "            default_us, tuned_us and speedup (default_us / tuned_us)\n"
     "  export    write the farm's records to FILE, a records file\n"
     "            ({\"format\": \"nimble.tune-records.v1\", \"records\": [...]})\n"

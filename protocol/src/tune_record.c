@@ -69,13 +69,14 @@ static nimble_status_t get_text(const json_t *j, const char *key, const char *w,
   return nimble_ok();
 }
 
-static nimble_status_t get_int(const json_t *j, const char *key, const char *w, int64_t lo, int64_t hi,
-                               int64_t *out) {
+/* j's integer `key` in [lo, hi]; `name` calls it in errors. */
+static nimble_status_t get_int(const json_t *j, const char *key, const char *name, const char *w, int64_t lo,
+                               int64_t hi, int64_t *out) {
   const json_t *v = json_object_get(j, key);
-  if (!json_is_integer(v)) return BAD("%stune record: '%s' must be an integer", w, key);
+  if (!json_is_integer(v)) return BAD("%stune record: '%s' must be an integer", w, name);
   json_int_t x = json_integer_value(v);
   if (x < lo || x > hi)
-    return BAD("%stune record: '%s' = %lld is outside [%lld, %lld]", w, key, (long long)x, (long long)lo,
+    return BAD("%stune record: '%s' = %lld is outside [%lld, %lld]", w, name, (long long)x, (long long)lo,
                (long long)hi);
   *out = x;
   return nimble_ok();
@@ -88,6 +89,59 @@ static nimble_status_t get_us(const json_t *j, const char *key, const char *w, d
   if (!isfinite(x) || x < 0 || x > 1e12)
     return BAD("%stune record: '%s' = %g is not a time in microseconds", w, key, x);
   *out = x;
+  return nimble_ok();
+}
+
+/* A schedule object (the record's, or a bucket's: `field` names it in
+ * errors). */
+static nimble_status_t schedule_from_json(const json_t *s, const char *w, const char *field,
+                                          nimble_tune_schedule_t *out) {
+  if (!json_is_object(s)) return BAD("%stune record: '%s' must be an object", w, field);
+  const char *key;
+  json_t *v;
+  json_object_foreach((json_t *)s, key, v) {
+    size_t k = 0;
+    while (k < NUM_KNOBS && strcmp(key, kKnobs[k])) k++;
+    if (k < NUM_KNOBS) continue;
+    char known[128] = "";
+    for (k = 0; k < NUM_KNOBS; k++)
+      snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", k ? ", " : "", kKnobs[k]);
+    return BAD("%stune record: %s knob '%s' is unknown (known: %s)", w, field, key, known);
+  }
+  const json_t *par = json_object_get(s, "parallel");
+  if (!json_is_boolean(par)) return BAD("%stune record: '%s.parallel' must be true or false", w, field);
+  out->parallel = json_is_true(par);
+  char key_w[64];
+  snprintf(key_w, sizeof key_w, "%s.min_task_work", field);
+  NIMBLE_RETURN_IF_ERROR(
+      get_int(s, "min_task_work", key_w, w, NIMBLE_TUNE_MIN_TASK_WORK_MIN, NIMBLE_TUNE_MIN_TASK_WORK_MAX,
+              &out->min_task_work));
+  snprintf(key_w, sizeof key_w, "%s.conv_block", field);
+  NIMBLE_RETURN_IF_ERROR(
+      get_int(s, "conv_block", key_w, w, NIMBLE_TUNE_CONV_BLOCK_MIN, NIMBLE_TUNE_CONV_BLOCK_MAX, &out->conv_block));
+  const json_t *clone = json_object_get(s, "avx512_clone"); /* absent in records before it: auto */
+  if (clone) {
+    const char *name = json_is_string(clone) ? json_string_value(clone) : "";
+    int i = 0;
+    while (i < NUM_CLONE_NAMES && strcmp(name, kCloneNames[i])) i++;
+    if (i == NUM_CLONE_NAMES)
+      return BAD("%stune record: '%s.avx512_clone' must be \"auto\", \"yes\" or \"no\"", w, field);
+    out->avx512_clone = i;
+  }
+  if (json_object_get(s, "vector_width")) { /* absent: the target's */
+    int64_t vw;
+    snprintf(key_w, sizeof key_w, "%s.vector_width", field);
+    NIMBLE_RETURN_IF_ERROR(get_int(s, "vector_width", key_w, w, 4, 16, &vw));
+    if (vw != 4 && vw != 8 && vw != 16) return BAD("%stune record: '%s' must be 4, 8 or 16", w, key_w);
+    out->vector_width = (int32_t)vw;
+  }
+  if (json_object_get(s, "interleave")) { /* absent: LLVM's choice */
+    int64_t il;
+    snprintf(key_w, sizeof key_w, "%s.interleave", field);
+    NIMBLE_RETURN_IF_ERROR(get_int(s, "interleave", key_w, w, 1, 4, &il));
+    if (il == 3) return BAD("%stune record: '%s' must be 1, 2 or 4", w, key_w);
+    out->interleave = (int32_t)il;
+  }
   return nimble_ok();
 }
 
@@ -106,69 +160,57 @@ nimble_status_t nimble_tune_record_from_json(const json_t *j, const char *where,
   NIMBLE_RETURN_IF_ERROR(get_text(j, "cpu", w, true, out->cpu, sizeof out->cpu));
   if (!out->cpu[0]) return BAD("%stune record: 'cpu' is empty", w);
   NIMBLE_RETURN_IF_ERROR(get_text(j, "kernel", w, false, out->kernel, sizeof out->kernel));
-  const json_t *s = json_object_get(j, "schedule");
-  if (!json_is_object(s)) return BAD("%stune record: 'schedule' must be an object", w);
-  const char *key;
-  json_t *v;
-  json_object_foreach((json_t *)s, key, v) {
-    size_t k = 0;
-    while (k < NUM_KNOBS && strcmp(key, kKnobs[k])) k++;
-    if (k < NUM_KNOBS) continue;
-    char known[128] = "";
-    for (k = 0; k < NUM_KNOBS; k++)
-      snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", k ? ", " : "", kKnobs[k]);
-    return BAD("%stune record: schedule knob '%s' is unknown (known: %s)", w, key, known);
-  }
-  const json_t *par = json_object_get(s, "parallel");
-  if (!json_is_boolean(par)) return BAD("%stune record: 'schedule.parallel' must be true or false", w);
-  out->schedule.parallel = json_is_true(par);
-  NIMBLE_RETURN_IF_ERROR(get_int(s, "min_task_work", w, NIMBLE_TUNE_MIN_TASK_WORK_MIN, NIMBLE_TUNE_MIN_TASK_WORK_MAX,
-                                 &out->schedule.min_task_work));
-  NIMBLE_RETURN_IF_ERROR(
-      get_int(s, "conv_block", w, NIMBLE_TUNE_CONV_BLOCK_MIN, NIMBLE_TUNE_CONV_BLOCK_MAX, &out->schedule.conv_block));
-  const json_t *clone = json_object_get(s, "avx512_clone"); /* absent in records before it: auto */
-  if (clone) {
-    const char *name = json_is_string(clone) ? json_string_value(clone) : "";
-    int i = 0;
-    while (i < NUM_CLONE_NAMES && strcmp(name, kCloneNames[i])) i++;
-    if (i == NUM_CLONE_NAMES) return BAD("%stune record: 'schedule.avx512_clone' must be \"auto\", \"yes\" or \"no\"", w);
-    out->schedule.avx512_clone = i;
-  }
-  if (json_object_get(s, "vector_width")) { /* absent: the target's */
-    int64_t vw;
-    NIMBLE_RETURN_IF_ERROR(get_int(s, "vector_width", w, 4, 16, &vw));
-    if (vw != 4 && vw != 8 && vw != 16) return BAD("%stune record: 'schedule.vector_width' must be 4, 8 or 16", w);
-    out->schedule.vector_width = (int32_t)vw;
-  }
-  if (json_object_get(s, "interleave")) { /* absent: LLVM's choice */
-    int64_t il;
-    NIMBLE_RETURN_IF_ERROR(get_int(s, "interleave", w, 1, 4, &il));
-    if (il == 3) return BAD("%stune record: 'schedule.interleave' must be 1, 2 or 4", w);
-    out->schedule.interleave = (int32_t)il;
+  NIMBLE_RETURN_IF_ERROR(schedule_from_json(json_object_get(j, "schedule"), w, "schedule", &out->schedule));
+  const json_t *b = json_object_get(j, "buckets"); /* absent: one schedule for every size */
+  if (b) {
+    if (!json_is_array(b) || json_array_size(b) < 1 || json_array_size(b) > NIMBLE_TUNE_MAX_BUCKETS)
+      return BAD("%stune record: 'buckets' must be an array of 1 to %d objects", w, NIMBLE_TUNE_MAX_BUCKETS);
+    for (size_t i = 0; i < json_array_size(b); i++) {
+      const json_t *bi = json_array_get(b, i);
+      char field[48];
+      snprintf(field, sizeof field, "buckets[%zu]", i);
+      if (!json_is_object(bi)) return BAD("%stune record: '%s' must be an object", w, field);
+      nimble_tune_bucket_t *o = &out->buckets[i];
+      const json_t *me = json_object_get(bi, "max_elements");
+      if (!json_is_integer(me) || json_integer_value(me) < 1)
+        return BAD("%stune record: '%s.max_elements' must be an integer of at least 1", w, field);
+      o->max_elements = json_integer_value(me);
+      if (i && o->max_elements <= out->buckets[i - 1].max_elements)
+        return BAD("%stune record: '%s.max_elements' (%lld) must exceed the bucket's before it (%lld)", w, field,
+                   (long long)o->max_elements, (long long)out->buckets[i - 1].max_elements);
+      snprintf(field + strlen(field), sizeof field - strlen(field), ".schedule");
+      NIMBLE_RETURN_IF_ERROR(schedule_from_json(json_object_get(bi, "schedule"), w, field, &o->schedule));
+    }
+    out->num_buckets = (int32_t)json_array_size(b);
   }
   NIMBLE_RETURN_IF_ERROR(get_us(j, "default_us", w, &out->default_us));
   NIMBLE_RETURN_IF_ERROR(get_us(j, "tuned_us", w, &out->tuned_us));
   int64_t threads;
-  NIMBLE_RETURN_IF_ERROR(get_int(j, "threads", w, 1, 1024, &threads));
+  NIMBLE_RETURN_IF_ERROR(get_int(j, "threads", "threads", w, 1, 1024, &threads));
   out->threads = (int32_t)threads;
   return nimble_ok();
 }
 
-json_t *nimble_tune_record_to_json(const nimble_tune_record_t *r) {
-  json_t *s = json_pack("{s:b, s:I, s:I}", "parallel", (int)r->schedule.parallel, "min_task_work",
-                        (json_int_t)r->schedule.min_task_work, "conv_block", (json_int_t)r->schedule.conv_block);
+static json_t *schedule_to_json(const nimble_tune_schedule_t *sc) {
+  json_t *s = json_pack("{s:b, s:I, s:I}", "parallel", (int)sc->parallel, "min_task_work",
+                        (json_int_t)sc->min_task_work, "conv_block", (json_int_t)sc->conv_block);
   if (!s) return NULL;
   /* The later knobs only when not their defaults, so records that do not
    * use them read as before (older readers refuse knobs they do not know). */
-  int32_t clone = r->schedule.avx512_clone;
+  int32_t clone = sc->avx512_clone;
   if ((clone > NIMBLE_TUNE_CLONE_AUTO && clone <= NIMBLE_TUNE_CLONE_NO &&
        json_object_set_new(s, "avx512_clone", json_string(nimble_tune_clone_name(clone))) != 0) ||
-      (r->schedule.vector_width &&
-       json_object_set_new(s, "vector_width", json_integer(r->schedule.vector_width)) != 0) ||
-      (r->schedule.interleave && json_object_set_new(s, "interleave", json_integer(r->schedule.interleave)) != 0)) {
+      (sc->vector_width && json_object_set_new(s, "vector_width", json_integer(sc->vector_width)) != 0) ||
+      (sc->interleave && json_object_set_new(s, "interleave", json_integer(sc->interleave)) != 0)) {
     json_decref(s);
     return NULL;
   }
+  return s;
+}
+
+json_t *nimble_tune_record_to_json(const nimble_tune_record_t *r) {
+  json_t *s = schedule_to_json(&r->schedule);
+  if (!s) return NULL;
   json_t *j = json_pack("{s:s, s:s, s:s, s:o, s:f, s:f, s:i}", "signature", r->signature, "target", r->target, "cpu",
                         r->cpu, "schedule", s, "default_us", r->default_us, "tuned_us", r->tuned_us, "threads",
                         (int)r->threads);
@@ -176,12 +218,35 @@ json_t *nimble_tune_record_to_json(const nimble_tune_record_t *r) {
     json_decref(j);
     return NULL;
   }
+  /* Buckets only when there are some: older readers ignore the field and
+   * run 'schedule' at every size, which is still correct. */
+  json_t *b = j && r->num_buckets > 0 ? json_array() : NULL;
+  for (int32_t i = 0; b && i < r->num_buckets && i < NIMBLE_TUNE_MAX_BUCKETS; i++) {
+    json_t *bs = schedule_to_json(&r->buckets[i].schedule);
+    json_t *bi = bs ? json_pack("{s:I, s:o}", "max_elements", (json_int_t)r->buckets[i].max_elements, "schedule", bs)
+                    : NULL;
+    if (!bi || json_array_append_new(b, bi) != 0) {
+      json_decref(b);
+      b = NULL;
+    }
+  }
+  if (j && r->num_buckets > 0 && (!b || json_object_set_new(j, "buckets", b) != 0)) {
+    json_decref(j);
+    return NULL;
+  }
   return j;
+}
+
+const nimble_tune_schedule_t *nimble_tune_record_schedule_for(const nimble_tune_record_t *r, int64_t elements) {
+  for (int32_t i = 0; i < r->num_buckets && i < NIMBLE_TUNE_MAX_BUCKETS; i++)
+    if (elements <= r->buckets[i].max_elements) return &r->buckets[i].schedule;
+  return &r->schedule;
 }
 
 /* Every field is bounded, so a record's text always fits a message's
  * member (the reals print in at most 24 characters each). */
-_Static_assert(NIMBLE_TUNE_SIGNATURE_LEN + 16 + NIMBLE_TUNE_CPU_MAX + NIMBLE_TUNE_KERNEL_MAX + 3 * 24 + 256 <
+_Static_assert(NIMBLE_TUNE_SIGNATURE_LEN + 16 + NIMBLE_TUNE_CPU_MAX + NIMBLE_TUNE_KERNEL_MAX + 3 * 24 + 256 +
+                       NIMBLE_TUNE_MAX_BUCKETS * (48 + 160) + 16 <
                    NIMBLE_TUNE_RECORD_TEXT_MAX,
                "a tune record's text must fit NIMBLE_TUNE_RECORD_TEXT_MAX");
 

@@ -228,7 +228,7 @@ START_TEST(test_an_import_with_a_bad_record_is_refused_naming_it_and_stores_noth
                                         "\"default_us\":33.1,\"tuned_us\":31.75,\"threads\":4}"));
   cli_result r = cli_run_on_farm(&f, "test-token", ARGS("tune-records", "import", file));
   ASSERT_EXIT(r, 3);
-  ASSERT_CONTAINS(r.err, "record 1: tune record: 'conv_block' = 0 is outside [1024, 67108864]");
+  ASSERT_CONTAINS(r.err, "record 1: tune record: 'schedule.conv_block' = 0 is outside [1024, 67108864]");
   ASSERT_CONTAINS(r.err, "nothing imported");
   ck_assert_str_eq(r.out, "");
   cli_result_free(&r);
@@ -452,7 +452,7 @@ START_TEST(test_many_records_go_in_parts_come_back_in_pages_and_a_task_carries_t
   all[2050].schedule.conv_block = 1024 + 8 * 2050;
   cli_result r = cli_run_on_farm(&f, "test-token", ARGS("tune-records", "import", bad));
   ASSERT_EXIT(r, 3);
-  ASSERT_CONTAINS(r.err, "record 2050: tune record: 'conv_block' = 0");
+  ASSERT_CONTAINS(r.err, "record 2050: tune record: 'schedule.conv_block' = 0");
   cli_result_free(&r);
   redisReply *rep = redisCommand(f.redis, "KEYS nimble:tune:*");
   ck_assert_uint_eq(rep->elements, 0);

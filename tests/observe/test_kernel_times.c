@@ -85,6 +85,7 @@ START_TEST(test_timing_is_off_by_default_and_reads_zero_counts_for_every_kernel)
   for (int i = 0; i < 3; i++) {
     ck_assert_uint_eq(t[i].calls, 0);
     ck_assert_uint_eq(t[i].total_ns, 0);
+    ck_assert_uint_eq(t[i].out_elements, 0);
   }
   nimble_vm_destroy(vm);
 }
@@ -104,6 +105,10 @@ START_TEST(test_timed_invokes_count_each_kernel_call_and_fit_in_the_wall_time) {
   ck_assert_uint_eq(t[2].calls, 0);
   ck_assert_uint_eq(t[2].total_ns, 0);
   ck_assert(t[0].total_ns > 0 && t[1].total_ns > 0);
+  /* Each writes an M x M matrix; the kernel that never ran reports none. */
+  ck_assert_uint_eq(t[0].out_elements, M * M);
+  ck_assert_uint_eq(t[1].out_elements, M * M);
+  ck_assert_uint_eq(t[2].out_elements, 0);
   ck_assert_msg(t[0].total_ns + t[1].total_ns <= wall, "kernels %llu + %llu ns > wall %llu ns",
                 (unsigned long long)t[0].total_ns, (unsigned long long)t[1].total_ns,
                 (unsigned long long)wall);

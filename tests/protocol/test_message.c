@@ -556,16 +556,16 @@ START_TEST(test_tuning_record_members_are_checked) {
                       NIMBLE_INVALID_ARGUMENT,
                       "body.tune_records[0]: expected a string (a tuning record's JSON), got an object");
   NIMBLE_ASSERT_ERROR(with_member(NIMBLE_MSG_TASK, "tune_records", "[\"x\",\"\"]"),
-                      NIMBLE_INVALID_ARGUMENT, "body.tune_records[1]: a record's text is 1 to 1024 bytes, got 0");
-  char long_text[1100];
+                      NIMBLE_INVALID_ARGUMENT, "body.tune_records[1]: a record's text is 1 to 1536 bytes, got 0");
+  char long_text[1600];
   memset(long_text, 'a', sizeof long_text);
   long_text[0] = '[';
   long_text[1] = '"';
-  long_text[1 + 1025 + 1] = '"'; /* 1025 characters between the quotes */
-  long_text[1 + 1025 + 2] = ']';
-  long_text[1 + 1025 + 3] = '\0';
+  long_text[1 + 1537 + 1] = '"'; /* 1537 characters between the quotes */
+  long_text[1 + 1537 + 2] = ']';
+  long_text[1 + 1537 + 3] = '\0';
   NIMBLE_ASSERT_ERROR(with_member(NIMBLE_MSG_TUNE_RECORDS_IMPORT, "records", long_text),
-                      NIMBLE_INVALID_ARGUMENT, "body.records[0]: a record's text is 1 to 1024 bytes, got 1025");
+                      NIMBLE_INVALID_ARGUMENT, "body.records[0]: a record's text is 1 to 1536 bytes, got 1537");
   /* At most 2048 per message. */
   json_t *many = json_array();
   for (int i = 0; i < 2049; i++) json_array_append_new(many, json_string("{}"));

@@ -17,6 +17,9 @@
   "\"schedule\":{\"parallel\":false,\"min_task_work\":4096,\"conv_block\":262144},"            \
   "\"default_us\":120.5,\"tuned_us\":98.25,\"threads\":2,\"kernel\":\"fused__conv2d__3\"}"
 
+/* A bucket's schedule, as JSON members. */
+#define SCHED "\"schedule\":{\"parallel\":true,\"min_task_work\":16384,\"conv_block\":65536,\"vector_width\":16}"
+
 static json_t *parse(const char *text) {
   json_error_t e;
   json_t *j = json_loads(text, 0, &e);
@@ -123,6 +126,53 @@ START_TEST(test_the_interleave_count_reads_and_writes) {
 }
 END_TEST
 
+/* Size buckets read and write back; a call picks the first bucket whose
+ * max_elements holds its output, else the record's schedule; a record
+ * without buckets writes none (older readers see what they know). */
+START_TEST(test_size_buckets_read_write_and_pick_by_elements) {
+  char text[2048];
+  substitute("\"default_us\":120.5",
+             "\"buckets\":[{\"max_elements\":2048," SCHED "},{\"max_elements\":16384,"
+             "\"schedule\":{\"parallel\":true,\"min_task_work\":4096,\"conv_block\":65536,\"interleave\":2}}],"
+             "\"default_us\":120.5",
+             text, sizeof text);
+  json_t *j = parse(text);
+  nimble_tune_record_t r, again;
+  NIMBLE_ASSERT_OK(nimble_tune_record_from_json(j, NULL, &r));
+  json_decref(j);
+  ck_assert_int_eq(r.num_buckets, 2);
+  ck_assert_int_eq(r.buckets[0].max_elements, 2048);
+  ck_assert_int_eq(r.buckets[0].schedule.vector_width, 16);
+  ck_assert_int_eq(r.buckets[1].max_elements, 16384);
+  ck_assert_int_eq(r.buckets[1].schedule.min_task_work, 4096);
+  ck_assert_int_eq(r.buckets[1].schedule.interleave, 2);
+  ck_assert_ptr_eq(nimble_tune_record_schedule_for(&r, 1), &r.buckets[0].schedule);
+  ck_assert_ptr_eq(nimble_tune_record_schedule_for(&r, 2048), &r.buckets[0].schedule);
+  ck_assert_ptr_eq(nimble_tune_record_schedule_for(&r, 2049), &r.buckets[1].schedule);
+  ck_assert_ptr_eq(nimble_tune_record_schedule_for(&r, 16384), &r.buckets[1].schedule);
+  ck_assert_ptr_eq(nimble_tune_record_schedule_for(&r, 16385), &r.schedule);
+  ck_assert(!r.schedule.parallel); /* the record's own, for sizes past the buckets */
+  char *back = nimble_tune_record_to_text(&r);
+  ck_assert_ptr_nonnull(back);
+  ck_assert_msg(strlen(back) < 1536, "%zu bytes", strlen(back));
+  NIMBLE_ASSERT_OK(nimble_tune_record_from_text(back, "back", &again));
+  free(back);
+  ck_assert_int_eq(again.num_buckets, 2);
+  for (int i = 0; i < 2; i++) {
+    ck_assert_int_eq(again.buckets[i].max_elements, r.buckets[i].max_elements);
+    ck_assert(nimble_tune_schedule_equal(&again.buckets[i].schedule, &r.buckets[i].schedule));
+  }
+  j = parse(GOOD);
+  NIMBLE_ASSERT_OK(nimble_tune_record_from_json(j, NULL, &r));
+  json_decref(j);
+  ck_assert_int_eq(r.num_buckets, 0);
+  ck_assert_ptr_eq(nimble_tune_record_schedule_for(&r, 1), &r.schedule);
+  back = nimble_tune_record_to_text(&r);
+  ck_assert_ptr_null(strstr(back, "buckets"));
+  free(back);
+}
+END_TEST
+
 START_TEST(test_a_file_round_trips) {
   json_t *j = parse(GOOD);
   nimble_tune_record_t r[2];
@@ -173,17 +223,34 @@ START_TEST(test_bad_fields_are_refused_by_name) {
           "record 7: tune record: 'target' is 'x86:cpu=znver4', not a target kind");
   refused("skylake-avx512/1a2b3c4d", "sky|lake", "'cpu' holds characters");
   refused("\"parallel\":false", "\"parallel\":1", "'schedule.parallel' must be true or false");
-  refused("\"min_task_work\":4096", "\"min_task_work\":0", "'min_task_work' = 0 is outside");
-  refused("\"conv_block\":262144", "\"conv_block\":99999999999", "'conv_block' = 99999999999 is outside");
+  refused("\"min_task_work\":4096", "\"min_task_work\":0", "'schedule.min_task_work' = 0 is outside");
+  refused("\"conv_block\":262144", "\"conv_block\":99999999999", "'schedule.conv_block' = 99999999999 is outside");
   refused("\"conv_block\":262144", "\"conv_block\":4096,\"unroll\":4", "schedule knob 'unroll' is unknown");
   refused("\"conv_block\":262144", "\"conv_block\":4096,\"avx512_clone\":\"always\"",
           "'schedule.avx512_clone' must be \"auto\", \"yes\" or \"no\"");
   refused("\"conv_block\":262144", "\"conv_block\":4096,\"avx512_clone\":true", "'schedule.avx512_clone' must be");
   refused("\"conv_block\":262144", "\"conv_block\":4096,\"vector_width\":12",
           "'schedule.vector_width' must be 4, 8 or 16");
-  refused("\"conv_block\":262144", "\"conv_block\":4096,\"vector_width\":64", "'vector_width' = 64 is outside");
+  refused("\"conv_block\":262144", "\"conv_block\":4096,\"vector_width\":64", "'schedule.vector_width' = 64 is outside");
   refused("\"conv_block\":262144", "\"conv_block\":4096,\"interleave\":3", "'schedule.interleave' must be 1, 2 or 4");
-  refused("\"conv_block\":262144", "\"conv_block\":4096,\"interleave\":0", "'interleave' = 0 is outside");
+  refused("\"conv_block\":262144", "\"conv_block\":4096,\"interleave\":0", "'schedule.interleave' = 0 is outside");
+  /* Size buckets: an array of 1 to 3, max_elements rising, each schedule
+   * checked as the record's, its errors naming the bucket. */
+  const char *at = "\"default_us\":120.5";
+  refused(at, "\"buckets\":{},\"default_us\":120.5", "'buckets' must be an array of 1 to 3 objects");
+  refused(at, "\"buckets\":[],\"default_us\":120.5", "'buckets' must be an array of 1 to 3 objects");
+  refused(at, "\"buckets\":[1],\"default_us\":120.5", "'buckets[0]' must be an object");
+  refused(at, "\"buckets\":[{\"max_elements\":0," SCHED "}],\"default_us\":120.5",
+          "'buckets[0].max_elements' must be an integer of at least 1");
+  refused(at, "\"buckets\":[{\"max_elements\":64," SCHED "},{\"max_elements\":64," SCHED "}],\"default_us\":120.5",
+          "'buckets[1].max_elements' (64) must exceed the bucket's before it (64)");
+  refused(at, "\"buckets\":[{\"max_elements\":64,\"schedule\":{\"parallel\":true}}],\"default_us\":120.5",
+          "'buckets[0].schedule.min_task_work' must be an integer");
+  refused(at, "\"buckets\":[{\"max_elements\":64}],\"default_us\":120.5", "'buckets[0].schedule' must be an object");
+  refused(at,
+          "\"buckets\":[{\"max_elements\":1," SCHED "},{\"max_elements\":2," SCHED "},{\"max_elements\":3," SCHED
+          "},{\"max_elements\":4," SCHED "}],\"default_us\":120.5",
+          "'buckets' must be an array of 1 to 3 objects");
   refused("\"tuned_us\":98.25", "\"tuned_us\":-1", "'tuned_us' = -1 is not a time");
   refused("\"threads\":2", "\"threads\":0", "'threads' = 0 is outside");
   refused("\"threads\":2", "\"threads\":2.5", "record 7: tune record: 'threads' must be an integer");
@@ -214,6 +281,7 @@ int main(void) {
   tcase_add_test(tc, test_the_clone_choice_reads_and_writes);
   tcase_add_test(tc, test_the_vector_width_reads_and_writes);
   tcase_add_test(tc, test_the_interleave_count_reads_and_writes);
+  tcase_add_test(tc, test_size_buckets_read_write_and_pick_by_elements);
   tcase_add_test(tc, test_a_file_round_trips);
   tcase_add_test(tc, test_bad_fields_are_refused_by_name);
   tcase_add_test(tc, test_bad_documents_are_refused);

@@ -89,18 +89,58 @@ static bool wants_clone(const nimble_ln_kernel *k, int32_t choice) {
   }
 }
 
+/* How a kernel was scheduled: the options and interleave count of each
+ * of its schedules by size (one without size buckets), the bounds between
+ * them, and whether it gets an AVX-512 clone; the clone is built the same
+ * way (avx512_clone). */
+typedef struct scheduled {
+  int n;
+  nimble_compute_options_t co[NIMBLE_LN_MAX_SIZE_SCHEDULES];
+  int interleave[NIMBLE_LN_MAX_SIZE_SCHEDULES];
+  int64_t bounds[NIMBLE_LN_MAX_SIZE_SCHEDULES - 1];
+  bool clone;
+} scheduled;
+
+/* The primitive's nest under schedule `pick` into *out, its options into
+ * *used and interleave count into *interleave; *out is left alone (and
+ * *rebuilt false) when the nest would be the default one already there.
+ * Another vector width applies only where the bits do not depend on it
+ * (`lane_exact`: no vectorized reduction in the default nest). */
+static nimble_status_t build_schedule(const nimble_module *m, const nimble_lower_primitive_t *prim,
+                                      const nimble_compute_options_t *base, const nimble_tune_schedule_t *pick,
+                                      bool lane_exact, nimble_ln_arena *arena, nimble_ln_kernel **out,
+                                      nimble_compute_options_t *used, int *interleave, bool *rebuilt) {
+  nimble_tune_schedule_t def = nimble_tune_schedule_default();
+  nimble_compute_options_t co = *base;
+  co.parallel = pick->parallel && base->parallel;
+  co.min_task_work = pick->min_task_work;
+  co.conv_block = pick->conv_block;
+  co.vector_width = pick->vector_width && lane_exact ? pick->vector_width : base->vector_width;
+  *rebuilt = false;
+  if (!*out || pick->parallel != def.parallel || pick->min_task_work != def.min_task_work ||
+      pick->conv_block != def.conv_block || co.vector_width != base->vector_width) {
+    NIMBLE_RETURN_IF_ERROR(nimble_compute_primitive(m, prim->name, &co, arena, out));
+    *rebuilt = true;
+  }
+  *used = co;
+  *interleave = pick->interleave;
+  if (*interleave && nimble_ln_kernel_set_interleave(*out, *interleave)) *rebuilt = true;
+  return nimble_ok();
+}
+
 /* A CPU compute kernel under tuning (docs/tuning.md): built with the
  * default schedule for its workload signature (the loop nest says
  * everything the kernel computes, with symbolic dims left symbolic), then
  * again with the record's schedule for (target kind, this CPU, signature)
- * or the override, when that differs. Lists the workload in r; *clone
- * says whether the kernel gets an AVX-512 clone (`clones`: the target
- * allows them), which its variant includes. */
+ * or the override, when that differs; a record with size buckets builds
+ * each bucket's schedule and joins them into one kernel that picks by its
+ * output's size (nimble_ln_kernel_by_size). Lists the workload in r; `sc`
+ * says how the kernel was scheduled and whether it gets an AVX-512 clone
+ * (`clones`: the target allows them), which its variant includes. */
 static nimble_status_t compute_scheduled(const nimble_module *m, const nimble_lower_primitive_t *prim,
                                          const nimble_compute_options_t *base, const nimble_compile_options_t *o,
                                          nimble_compile_result *r, const char *cpu_key, bool clones,
-                                         nimble_ln_arena *arena, nimble_ln_kernel **out,
-                                         nimble_compute_options_t *used, bool *clone, int *interleave) {
+                                         nimble_ln_arena *arena, nimble_ln_kernel **out, scheduled *sc) {
   nimble_compute_options_t co = *base;
   nimble_tune_schedule_t def = nimble_tune_schedule_default();
   co.parallel = def.parallel && base->parallel;
@@ -110,52 +150,69 @@ static nimble_status_t compute_scheduled(const nimble_module *m, const nimble_lo
   nimble_compile_workload_t *w = &r->workloads[r->num_workloads];
   w->symbol = prim->symbol;
   w->schedule = def;
+  sc->n = 1;
+  sc->co[0] = co;
+  sc->interleave[0] = 0;
   /* The default nest's print gives the signature and, when no other
    * schedule applies, the variant too. */
   char *text = NULL;
   NIMBLE_RETURN_IF_ERROR(nimble_ln_kernel_print_canonical(*out, &text));
   nest_digest(text, "nimble workload v1\n", w->signature);
   const char *kind = nimble_target_kind_name(r->target.kind);
-  const nimble_tune_schedule_t *pick = NULL;
-  for (size_t j = 0; j < o->num_tune_records && !pick; j++) {
-    const nimble_tune_record_t *rec = &o->tune_records[j];
-    if (!strcmp(rec->signature, w->signature) && !strcmp(rec->target, kind) && !strcmp(rec->cpu, cpu_key))
-      pick = &rec->schedule;
+  const nimble_tune_record_t *rec = NULL;
+  for (size_t j = 0; j < o->num_tune_records && !rec; j++) {
+    const nimble_tune_record_t *c = &o->tune_records[j];
+    if (!strcmp(c->signature, w->signature) && !strcmp(c->target, kind) && !strcmp(c->cpu, cpu_key)) rec = c;
   }
-  w->from_record = pick != NULL;
-  if (!pick) pick = o->schedule_override;
+  w->from_record = rec != NULL;
+  const nimble_tune_schedule_t *pick = rec ? &rec->schedule : o->schedule_override;
+  bool lane_exact = nimble_ln_kernel_lane_exact(*out);
   bool changed = false; /* the nest differs from the default one printed above */
-  if (pick && !nimble_tune_schedule_equal(pick, &def)) {
-    w->schedule = *pick;
-    /* Another vector width only where the bits do not depend on it (no
-     * vectorized reduction in the default nest). */
-    int vw = pick->vector_width && nimble_ln_kernel_lane_exact(*out) ? pick->vector_width : base->vector_width;
-    /* The nest again unless only the clone choice or interleave differs. */
-    if (pick->parallel != def.parallel || pick->min_task_work != def.min_task_work ||
-        pick->conv_block != def.conv_block || vw != base->vector_width) {
-      co.parallel = pick->parallel && base->parallel;
-      co.min_task_work = pick->min_task_work;
-      co.conv_block = pick->conv_block;
-      co.vector_width = vw;
-      nimble_status_t s = nimble_compute_primitive(m, prim->name, &co, arena, out);
-      if (s) free(text);
-      NIMBLE_RETURN_IF_ERROR(s);
-      changed = true;
+  nimble_status_t s = nimble_ok();
+  if (rec && rec->num_buckets > 0) {
+    /* One nest per bucket, then the record's own for larger calls. */
+    int n = rec->num_buckets + 1;
+    if (n > NIMBLE_LN_MAX_SIZE_SCHEDULES) n = NIMBLE_LN_MAX_SIZE_SCHEDULES;
+    nimble_ln_kernel *ks[NIMBLE_LN_MAX_SIZE_SCHEDULES] = {*out};
+    bool want_clone = true;
+    for (int j = 0; j < n && !s; j++) {
+      const nimble_tune_schedule_t *sj = j < n - 1 ? &rec->buckets[j].schedule : &rec->schedule;
+      bool rebuilt;
+      if (j) ks[j] = NULL;
+      if (j < n - 1) sc->bounds[j] = rec->buckets[j].max_elements;
+      s = build_schedule(m, prim, base, sj, lane_exact, arena, &ks[j], &sc->co[j], &sc->interleave[j], &rebuilt);
+      /* The clone is one for all sizes: the record's own choice decides. */
+      if (!s && j == n - 1) want_clone = wants_clone(ks[j], sj->avx512_clone);
     }
+    if (!s && !(*out = nimble_ln_kernel_by_size(ks, sc->bounds, n))) s = nimble_ln_arena_status(arena);
+    if (!s && !*out) s = NIMBLE_OOM();
+    sc->n = n;
+    w->schedule = rec->schedule;
+    w->num_buckets = n - 1;
+    sc->clone = clones && want_clone;
+    changed = true;
+  } else {
+    if (pick && !nimble_tune_schedule_equal(pick, &def)) {
+      w->schedule = *pick;
+      bool rebuilt;
+      s = build_schedule(m, prim, base, pick, lane_exact, arena, out, &sc->co[0], &sc->interleave[0], &rebuilt);
+      changed = rebuilt;
+    }
+    sc->clone = clones && wants_clone(*out, w->schedule.avx512_clone);
   }
-  /* The interleave count on the loops it may change. */
-  *interleave = w->schedule.interleave;
-  if (*interleave && nimble_ln_kernel_set_interleave(*out, *interleave)) changed = true;
-  if (changed) { /* the nest's print is its variant (and its cache key) */
+  if (!s && changed) { /* the nest's print is its variant (and its cache key) */
     free(text);
     text = NULL;
-    NIMBLE_RETURN_IF_ERROR(nimble_ln_kernel_print_canonical(*out, &text));
+    s = nimble_ln_kernel_print_canonical(*out, &text);
   }
-  *clone = clones && wants_clone(*out, w->schedule.avx512_clone);
-  nest_digest(text, *clone ? "with an x86-64-v4 clone\n" : "", w->variant);
+  if (s) {
+    free(text);
+    return s;
+  }
+  w->clone = sc->clone;
+  nest_digest(text, sc->clone ? "with an x86-64-v4 clone\n" : "", w->variant);
   free(text);
   r->num_workloads++;
-  *used = co;
   return nimble_ok();
 }
 
@@ -165,7 +222,7 @@ static bool wants_avx512_clones(const nimble_target_t *t) {
   return t->kind == NIMBLE_TARGET_X86 && strcmp(nimble_target_cpu(t), "x86-64-v3") == 0 && !t->features[0];
 }
 
-/* The primitive's kernel again, as `co` built it but 16 lanes wide,
+/* The primitive's kernel again, as `sc` built it but 16 lanes wide,
  * named sym + NIMBLE_KERNEL_AVX512_SUFFIX and built for x86-64-v4. By
  * default only for the kernels whose vector loops evaluate exp, tanh,
  * sigmoid or erf (tuning may choose otherwise per kernel, wants_clone):
@@ -173,16 +230,20 @@ static bool wants_avx512_clones(const nimble_target_t *t) {
  * 21.5 -> 17, an LSTM step's gates 0.47 -> 0.29 us (the same nest for
  * x86-64-v4 at 8 lanes: 29, 21.5 and 0.30); max pools on 8- and 16-pixel
  * rows were slower (cnn's 3.0 -> 6.4 us), products and convolutions are
- * the runtime's and unchanged. */
+ * the runtime's and unchanged. A kernel with size buckets gets a clone
+ * with the same buckets. */
 static nimble_status_t avx512_clone(const nimble_module *m, const nimble_lower_primitive_t *prim,
-                                    nimble_compute_options_t co, int interleave, nimble_ln_arena *arena,
-                                    const nimble_ln_kernel **out) {
-  co.vector_width = 16;
-  nimble_ln_kernel *w = NULL;
-  NIMBLE_RETURN_IF_ERROR(nimble_compute_primitive(m, prim->name, &co, arena, &w));
-  if (interleave) nimble_ln_kernel_set_interleave(w, interleave);
+                                    const scheduled *sc, nimble_ln_arena *arena, const nimble_ln_kernel **out) {
+  nimble_ln_kernel *ks[NIMBLE_LN_MAX_SIZE_SCHEDULES] = {NULL};
+  for (int j = 0; j < sc->n; j++) {
+    nimble_compute_options_t co = sc->co[j];
+    co.vector_width = 16;
+    NIMBLE_RETURN_IF_ERROR(nimble_compute_primitive(m, prim->name, &co, arena, &ks[j]));
+    if (sc->interleave[j]) nimble_ln_kernel_set_interleave(ks[j], sc->interleave[j]);
+  }
+  nimble_ln_kernel *w = sc->n > 1 ? nimble_ln_kernel_by_size(ks, sc->bounds, sc->n) : ks[0];
   size_t len = strlen(prim->symbol) + sizeof NIMBLE_KERNEL_AVX512_SUFFIX;
-  char *name = nimble_ln_arena_alloc(arena, len);
+  char *name = w ? nimble_ln_arena_alloc(arena, len) : NULL;
   if (!name) {
     nimble_status_t s = nimble_ln_arena_status(arena);
     return s ? s : NIMBLE_OOM();
@@ -230,15 +291,12 @@ static nimble_status_t compute_set(const nimble_module *m, const nimble_lower_re
     if (prim->device != ks->device) continue;
     nimble_ln_kernel *k = NULL;
     co.kernel_name = prim->symbol;
-    nimble_compute_options_t used = co;
-    bool clone = false;
-    int interleave = 0;
+    scheduled sc = {.n = 1, .co = {co}};
     if (prim->kind == NIMBLE_LOWER_KERNEL_COMPUTE && tuned) {
-      NIMBLE_RETURN_IF_ERROR(
-          compute_scheduled(m, prim, &co, o, r, cpu_key, clones, ks->arena, &k, &used, &clone, &interleave));
+      NIMBLE_RETURN_IF_ERROR(compute_scheduled(m, prim, &co, o, r, cpu_key, clones, ks->arena, &k, &sc));
     } else if (prim->kind == NIMBLE_LOWER_KERNEL_COMPUTE) {
       NIMBLE_RETURN_IF_ERROR(nimble_compute_primitive(m, prim->name, &co, ks->arena, &k));
-      clone = clones && wants_clone(k, NIMBLE_TUNE_CLONE_AUTO);
+      sc.clone = clones && wants_clone(k, NIMBLE_TUNE_CLONE_AUTO);
     } else if (gpu) {
       return nimble_status_make(NIMBLE_INTERNAL, "the shape function of '%s' was placed on the GPU", prim->name);
     } else if (prim->shape_mode &&
@@ -268,11 +326,11 @@ static nimble_status_t compute_set(const nimble_module *m, const nimble_lower_re
                                  prim->name);
     }
     ks->kernels[ks->n++] = k;
-    if (clones && clone) {
+    if (clones && sc.clone) {
       /* A clone is only speed: one that does not build leaves its kernel
        * and the rest without one (the runtime then calls the AVX2 kernels;
        * its arena may hold the failure). */
-      nimble_status_t cs = avx512_clone(m, prim, used, interleave, ks->clone_arena, &ks->kernels[ks->n]);
+      nimble_status_t cs = avx512_clone(m, prim, &sc, ks->clone_arena, &ks->kernels[ks->n]);
       if (!cs) ks->n++;
       else clones = false;
       nimble_status_free(cs);

@@ -78,6 +78,9 @@ typedef struct tune_point {
   void *data[TUNE_MAX_SIZES][TUNE_MAX_INPUTS];
   int64_t shapes[TUNE_MAX_SIZES][TUNE_MAX_INPUTS][16];
   double *us[TUNE_MAX_SIZES];
+  /* Per input size, each workload's first output's elements at its last
+   * call (the runtime's kernel timing): what size buckets split by. */
+  int64_t *elems[TUNE_MAX_SIZES];
   nimble_kernel_time_t *kt;
   uint32_t nk;
   int *workload_of; /* [nk]: the workload index of each bytecode kernel, or -1 */
@@ -87,6 +90,7 @@ static void point_deinit(tune_point *p) {
   for (int z = 0; z < TUNE_MAX_SIZES; z++) {
     for (int i = 0; i < TUNE_MAX_INPUTS; i++) free(p->data[z][i]);
     free(p->us[z]);
+    free(p->elems[z]);
   }
   nimble_vm_destroy(p->vm);
   nimble_executable_release(p->exe);
@@ -244,7 +248,9 @@ static nimble_status_t point_load(tune_point *p, uint32_t threads, const tune_in
     if (sizes > 1) NIMBLE_RETURN_IF_ERROR_CTX(make_inputs(p, z, in[z], nin[z]), "size %d of %d", z + 1, sizes);
     else NIMBLE_RETURN_IF_ERROR(make_inputs(p, z, in[z], nin[z]));
     NIMBLE_RETURN_IF_ERROR(run_once(p, z)); /* warm-up: the memory pool fills, pages fault in */
-    if (!(p->us[z] = calloc((nw ? nw : 1) * TUNE_MAX_ROUNDS, sizeof *p->us[z]))) return NIMBLE_OOM_IN("tuning");
+    if (!(p->us[z] = calloc((nw ? nw : 1) * TUNE_MAX_ROUNDS, sizeof *p->us[z])) ||
+        !(p->elems[z] = calloc(nw ? nw : 1, sizeof *p->elems[z])))
+      return NIMBLE_OOM_IN("tuning");
   }
   NIMBLE_RETURN_IF_ERROR(nimble_vm_kernel_times(p->vm, 1, NULL, 0, &p->nk));
   p->kt = calloc(p->nk ? p->nk : 1, sizeof *p->kt);
@@ -267,9 +273,12 @@ static nimble_status_t point_round(tune_point *p, size_t round) {
   for (int z = 0; z < p->sizes; z++) {
     NIMBLE_RETURN_IF_ERROR(run_once(p, z));
     NIMBLE_RETURN_IF_ERROR(nimble_vm_kernel_times(p->vm, 1, p->kt, p->nk, NULL));
-    for (uint32_t k = 0; k < p->nk; k++)
-      if (p->workload_of[k] >= 0)
-        p->us[z][(size_t)p->workload_of[k] * TUNE_MAX_ROUNDS + round] += p->kt[k].total_ns * 1e-3;
+    for (uint32_t k = 0; k < p->nk; k++) {
+      int w = p->workload_of[k];
+      if (w < 0) continue;
+      p->us[z][(size_t)w * TUNE_MAX_ROUNDS + round] += p->kt[k].total_ns * 1e-3;
+      if (p->kt[k].calls) p->elems[z][w] = (int64_t)p->kt[k].out_elements;
+    }
   }
   return nimble_ok();
 }
@@ -314,15 +323,16 @@ static double half_median(const double *x, const double *y, size_t rounds, size_
  * signature, on the even (`first` 0) or the odd rounds (1), each round
  * against the default's in the same round (dt[size], its medians def_z):
  * the geometric mean over the sizes the kernels ran at (each counts
- * alike), 0 if p has no time at one of them. *time (may be NULL): the
- * default's medians times p's ratios, summed over those sizes. */
+ * alike) of those in `mask` (bit z: size z), 0 if p has no time at one of
+ * them. *time (may be NULL): the default's medians times p's ratios,
+ * summed over those sizes. */
 static double point_ratio(const tune_point *p, const nimble_compile_result *r0, size_t w, size_t rounds,
                           size_t first, const double dt[][TUNE_MAX_ROUNDS], const double *def_z, int sizes,
-                          double *time) {
+                          unsigned mask, double *time) {
   double ct[TUNE_MAX_ROUNDS], lr = 0, sum = 0;
   int ran = 0;
   for (int z = 0; z < sizes; z++) {
-    if (!(def_z[z] > 0)) continue;
+    if (!(def_z[z] > 0) || !(mask >> z & 1)) continue;
     signature_times(p, z, r0, w, rounds, ct);
     double q = half_median(ct, dt[z], rounds, first);
     if (!(q > 0)) return 0;
@@ -332,6 +342,99 @@ static double point_ratio(const tune_point *p, const nimble_compile_result *r0, 
   }
   if (time) *time = sum;
   return ran ? exp(lr / ran) : 0;
+}
+
+/* The point chosen for workload w's signature over the sizes in `mask`:
+ * the fastest on the even rounds, taken when on the odd ones it beats the
+ * default by TUNE_MIN_GAIN and TUNE_MIN_GAIN_US, else 0 (the default).
+ * Each round's time is against the default's in the same round: the
+ * fastest of thirteen medians judged on the rounds that chose it beat the
+ * default by its noise alone (at 2 threads here, 25 of mobilenet_v2's 33
+ * signatures "gained" 5-20 % and the model none). *time: the chosen
+ * point's time over those sizes (the default's when 0); *alternatives:
+ * the points whose code for w differs from the default's. */
+static size_t choose(const tune_point *pts, size_t npts, size_t w, size_t rounds, const double dt[][TUNE_MAX_ROUNDS],
+                     const double *def_z, int sizes, unsigned mask, double *time, size_t *alternatives) {
+  const nimble_compile_result *r0 = pts[0].r;
+  double def = 0, best_sel = 1, best = 0;
+  for (int z = 0; z < sizes; z++)
+    if (mask >> z & 1) def += def_z[z];
+  *time = def;
+  *alternatives = 0;
+  size_t bi = 0;
+  for (size_t i = 1; i < npts && def > 0; i++) {
+    if (!strcmp(pts[i].r->workloads[w].variant, r0->workloads[w].variant)) continue;
+    ++*alternatives;
+    double sel = point_ratio(&pts[i], r0, w, rounds, 0, dt, def_z, sizes, mask, NULL);
+    if (sel > 0 && sel < best_sel) {
+      best_sel = sel;
+      bi = i;
+    }
+  }
+  if (!bi) return 0;
+  double ratio = point_ratio(&pts[bi], r0, w, rounds, 1, dt, def_z, sizes, mask, &best);
+  if (!(ratio > 0) || ratio > TUNE_MIN_GAIN || def - best < TUNE_MIN_GAIN_US) return 0;
+  *time = best;
+  return bi;
+}
+
+/* Size buckets (docs/tuning.md): where the sizes measured give workload
+ * w's kernels outputs of different sizes and the point chosen at each
+ * differs, rec gets a schedule per bucket of output elements, the bound
+ * between two measured sizes at their geometric mean, and the largest
+ * size's schedule as its own. Not where a signature's kernels differ in
+ * size at one input size (the bucket would be another per kernel), nor
+ * where the choices differ in the AVX-512 clone (one clone serves every
+ * size). Returns whether rec got buckets. */
+static bool size_buckets(const tune_point *pts, size_t npts, size_t w, size_t rounds,
+                         const double dt[][TUNE_MAX_ROUNDS], const double *def_z, int sizes,
+                         nimble_tune_record_t *rec) {
+  const nimble_compile_result *r0 = pts[0].r;
+  int64_t vals[TUNE_MAX_SIZES];
+  int ng = 0;
+  for (int z = 0; z < sizes; z++) {
+    int64_t e = pts[0].elems[z][w];
+    if (e <= 0) return false;
+    for (size_t v = w + 1; v < r0->num_workloads; v++)
+      if (!strcmp(r0->workloads[v].signature, r0->workloads[w].signature) && pts[0].elems[z][v] != e) return false;
+    int at = 0; /* vals rising, each once */
+    while (at < ng && vals[at] < e) at++;
+    if (at < ng && vals[at] == e) continue;
+    memmove(&vals[at + 1], &vals[at], (size_t)(ng - at) * sizeof *vals);
+    vals[at] = e;
+    ng++;
+  }
+  if (ng < 2) return false;
+  size_t choice[TUNE_MAX_SIZES], alternatives;
+  double total = 0;
+  bool differ = false;
+  for (int g = 0; g < ng; g++) {
+    unsigned mask = 0;
+    for (int z = 0; z < sizes; z++)
+      if (pts[0].elems[z][w] == vals[g]) mask |= 1u << z;
+    double t;
+    choice[g] = choose(pts, npts, w, rounds, dt, def_z, sizes, mask, &t, &alternatives);
+    total += t;
+    differ |= choice[g] != choice[0];
+    if (pts[choice[g]].r->workloads[w].clone != pts[choice[0]].r->workloads[w].clone) return false;
+  }
+  if (!differ) return false;
+  nimble_tune_schedule_t def = nimble_tune_schedule_default();
+  rec->num_buckets = 0;
+  for (int g = 0; g < ng; g++) {
+    if (g + 1 < ng && choice[g + 1] == choice[g]) continue; /* one bucket with the next */
+    const nimble_tune_schedule_t *sc = choice[g] ? &pts[choice[g]].schedule : &def;
+    if (g + 1 == ng) {
+      rec->schedule = *sc;
+    } else {
+      nimble_tune_bucket_t *b = &rec->buckets[rec->num_buckets++];
+      b->max_elements = (int64_t)floor(sqrt((double)vals[g] * (double)vals[g + 1]));
+      if (b->max_elements < vals[g]) b->max_elements = vals[g];
+      b->schedule = *sc;
+    }
+  }
+  rec->tuned_us = total;
+  return true;
 }
 
 /* Whether this process would run a kernel's AVX-512 clone (the runtime's
@@ -446,36 +549,17 @@ static nimble_status_t search_sizes(const char *path, const nimble_compile_optio
     bool seen = false; /* its signature's record made at an earlier kernel */
     for (size_t v = 0; v < w && !seen; v++) seen = !strcmp(r0->workloads[v].signature, wl->signature);
     if (seen) continue;
-    /* The candidate is chosen on the even rounds and judged on the odd
-     * ones, each round's time against the default's in the same round:
-     * the fastest of thirteen medians judged on the rounds that chose it
-     * beat the default by its noise alone (at 2 threads here, 25 of
-     * mobilenet_v2's 33 signatures "gained" 5-20 % and the model none). */
-    double def = 0, best = 0, best_sel = 1;
-    size_t bi = 0, alternatives = 0;
     int timed = *npts > 1 ? sizes : 0; /* the sizes the points ran at (none when only the default compiled) */
-    double dt[TUNE_MAX_SIZES][TUNE_MAX_ROUNDS], def_z[TUNE_MAX_SIZES] = {0};
+    double dt[TUNE_MAX_SIZES][TUNE_MAX_ROUNDS], def_z[TUNE_MAX_SIZES] = {0}, def = 0, best;
     for (int z = 0; z < timed; z++) {
       signature_times(&pts[0], z, r0, w, round, dt[z]);
       def_z[z] = median(dt[z], round);
       def += def_z[z];
     }
-    for (size_t i = 1; i < *npts && def > 0; i++) {
-      if (!strcmp(pts[i].r->workloads[w].variant, wl->variant)) continue;
-      rep->measured++;
-      alternatives++;
-      double sel = point_ratio(&pts[i], r0, w, round, 0, dt, def_z, timed, NULL);
-      if (sel > 0 && sel < best_sel) {
-        best_sel = sel;
-        bi = i;
-      }
-    }
-    double ratio = bi ? point_ratio(&pts[bi], r0, w, round, 1, dt, def_z, timed, &best) : 1;
+    size_t alternatives;
+    size_t bi = choose(pts, *npts, w, round, dt, def_z, timed, (1u << timed) - 1, &best, &alternatives);
+    rep->measured += alternatives;
     if (!all_points && alternatives == 0) continue;
-    if (!bi || !(ratio > 0) || ratio > TUNE_MIN_GAIN || def - best < TUNE_MIN_GAIN_US) {
-      best = def;
-      bi = 0;
-    }
     nimble_tune_record_t *rec = &rep->records[rep->num_records++];
     snprintf(rec->signature, sizeof rec->signature, "%s", wl->signature);
     snprintf(rec->target, sizeof rec->target, "%s", nimble_target_kind_name(r0->target.kind));
@@ -485,6 +569,7 @@ static nimble_status_t search_sizes(const char *path, const nimble_compile_optio
     rec->default_us = def;
     rec->tuned_us = best;
     rec->threads = (int32_t)threads;
+    if (alternatives && timed > 1 && size_buckets(pts, *npts, w, round, dt, def_z, timed, rec)) rep->bucketed++;
   }
   return nimble_ok();
 }
@@ -546,7 +631,7 @@ nimble_status_t nimble_compile_tune(const char *path, const nimble_compile_optio
   bool changed = false;
   for (size_t i = 0; !s && i < report->num_records; i++) {
     nimble_tune_schedule_t d = nimble_tune_schedule_default();
-    changed |= !nimble_tune_schedule_equal(&report->records[i].schedule, &d);
+    changed |= !nimble_tune_schedule_equal(&report->records[i].schedule, &d) || report->records[i].num_buckets > 0;
   }
   nimble_tune_record_t *all = NULL;
   if (!s && changed) {

@@ -118,6 +118,9 @@ typedef struct nimble_compile_workload {
   char variant[NIMBLE_TUNE_SIGNATURE_LEN + 1]; /* digest of the loop nest as built: two
                                                  compiles' kernels with equal variants are the same code */
   bool from_record; /* the schedule came from options->tune_records */
+  bool clone;       /* it has an AVX-512 clone */
+  int32_t num_buckets; /* the record's size buckets it was built with (then `schedule` is the
+                          one for sizes past them) */
 } nimble_compile_workload_t;
 size_t nimble_compile_result_num_workloads(const nimble_compile_result *r);
 const nimble_compile_workload_t *nimble_compile_result_workload_at(const nimble_compile_result *r, size_t i);
@@ -161,6 +164,7 @@ typedef struct nimble_tune_report {
   size_t measured;         /* (kernel, point) pairs timed against the default */
   size_t rounds;           /* interleaved measurement rounds run (each runs every input size) */
   size_t sizes;            /* input sizes measured at (tune_inputs' '|'-separated sets) */
+  size_t bucketed;         /* new records with a schedule per size bucket */
   double seconds;          /* the whole search */
   char skipped[256];       /* why nothing, or not every kernel, was measured, or "" */
 } nimble_tune_report_t;

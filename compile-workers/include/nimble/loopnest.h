@@ -294,6 +294,20 @@ int nimble_ln_kernel_set_interleave(nimble_ln_kernel *k, int n);
  * an order that depends on their number). */
 bool nimble_ln_kernel_lane_exact(const nimble_ln_kernel *k);
 
+/* One kernel from ks[0 .. n) (n <= NIMBLE_LN_MAX_SIZE_SCHEDULES), built in
+ * one arena for the same computation under different schedules (the same
+ * arguments: names, types, ranks, order): a call whose first output has
+ * at most bounds[i] elements (bounds rising, n - 1 of them) runs ks[i]'s
+ * body, the first such i; a larger one ks[n - 1]'s. Returns ks[0], which
+ * becomes that kernel: the others' bodies and scratch buffers move into
+ * it (their parameter references rewritten in place), so none of ks[1 ..
+ * n) may be used after. A scratch buffer at the same place and of the
+ * same type is shared (at the larger size); specialisations are united as
+ * far as NIMBLE_LN_MAX_SPECIALIZATIONS allows. NULL, the arena failed,
+ * when the arguments differ or the buffers do not fit. */
+#define NIMBLE_LN_MAX_SIZE_SCHEDULES 4
+nimble_ln_kernel *nimble_ln_kernel_by_size(nimble_ln_kernel *const *ks, const int64_t *bounds, int n);
+
 /* Arena. */
 nimble_status_t nimble_ln_arena_create(nimble_ln_arena **out);
 void nimble_ln_arena_destroy(nimble_ln_arena *arena);

@@ -54,7 +54,7 @@ extern "C" {
  * each 1 to NIMBLE_TUNE_RECORD_TEXT_MAX bytes: 2048 of them stay well under
  * NIMBLE_MESSAGE_MAX_SIZE. */
 #define NIMBLE_TUNE_MESSAGE_MAX 2048
-#define NIMBLE_TUNE_RECORD_TEXT_MAX 1024
+#define NIMBLE_TUNE_RECORD_TEXT_MAX 1536 /* three size buckets' schedules fit */
 
 typedef enum nimble_msg_type {
   NIMBLE_MSG_SUBMIT = 0, /* client: compile a model for targets */

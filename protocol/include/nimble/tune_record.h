@@ -20,7 +20,16 @@
  *                                    (avx512_clone, vector_width and
  *                                    interleave: optional, the default
  *                                    when absent, written only when not)
+ *    "buckets": [{"max_elements": 4096, "schedule": {...}}, ...],
+ *                                    optional, at most 3, max_elements
+ *                                    rising: a call whose first output
+ *                                    has at most max_elements elements
+ *                                    runs the first such bucket's
+ *                                    schedule, a larger one 'schedule'
+ *                                    (per-size variants, one kernel
+ *                                    dispatching on its arguments' shapes)
  *    "default_us": 120.5, "tuned_us": 98.2,   medians, microseconds
+ *                                    (with several tuning sizes, summed)
  *    "threads": 2,                   the VM threads they were measured at
  *    "kernel": "fused__conv2d_add_clip__3"}   informational
  *
@@ -85,15 +94,32 @@ bool nimble_tune_schedule_equal(const nimble_tune_schedule_t *a, const nimble_tu
  * ("auto" for a value out of range). */
 const char *nimble_tune_clone_name(int32_t clone);
 
+/* A record holds at most this many size buckets (tuning measures at up to
+ * four sizes: three boundaries). */
+#define NIMBLE_TUNE_MAX_BUCKETS 3
+
+/* The schedule for the calls of a kernel whose first output has at most
+ * max_elements elements (and more than the bucket before it). */
+typedef struct nimble_tune_bucket_t {
+  int64_t max_elements;
+  nimble_tune_schedule_t schedule;
+} nimble_tune_bucket_t;
+
 typedef struct nimble_tune_record_t {
   char signature[NIMBLE_TUNE_SIGNATURE_LEN + 1];
   char target[16];
   char cpu[NIMBLE_TUNE_CPU_MAX + 1];
   char kernel[NIMBLE_TUNE_KERNEL_MAX + 1]; /* may be empty */
-  nimble_tune_schedule_t schedule;
+  nimble_tune_schedule_t schedule; /* for calls larger than every bucket's max_elements */
+  int32_t num_buckets;
+  nimble_tune_bucket_t buckets[NIMBLE_TUNE_MAX_BUCKETS];
   double default_us, tuned_us;
   int32_t threads;
 } nimble_tune_record_t;
+
+/* The schedule of record r for a call whose first output has `elements`
+ * elements (the first bucket holding it, else r->schedule). */
+const nimble_tune_schedule_t *nimble_tune_record_schedule_for(const nimble_tune_record_t *r, int64_t elements);
 
 /* Reads one record object, checking every field ('target' must be a
  * target kind: x86, aarch64 or cuda); the error names the field (and

@@ -340,6 +340,7 @@ typedef struct nimble_kernel_time_t {
   const char *symbol; /* the kernel's symbol, borrowed from the executable */
   uint64_t calls;     /* InvokePacked instructions that ran it */
   uint64_t total_ns;  /* their wall-clock time, summed (CUDA: waited for) */
+  uint64_t out_elements; /* its first output's elements at the last timed call */
 } nimble_kernel_time_t;
 
 /* Per-kernel timing of InvokePacked, off by default (and then free: the

@@ -78,7 +78,7 @@ struct nimble_vm {
    * the bytecode while on, NULL while off (the interpreter tests only this
    * pointer, so timing costs nothing when off). */
   struct nimble_vm_kernel_time {
-    uint64_t calls, ns;
+    uint64_t calls, ns, out_elements;
   } *ktimes;
 
   /* Outputs of the last invoke; taken ones are NULL. */

@@ -276,8 +276,17 @@ static __attribute__((noinline)) nimble_status_t invoke_packed_timed(nimble_vm *
     nimble_vm_device *d = nimble_vm_device_find(vm, dev);
     if (d) s = nimble_vm_device_sync(d);
   }
-  vm->ktimes[o[0]].calls++;
-  vm->ktimes[o[0]].ns += now_ns() - t0;
+  struct nimble_vm_kernel_time *kt = &vm->ktimes[o[0]];
+  kt->calls++;
+  kt->ns += now_ns() - t0;
+  /* The first output's elements: tuning buckets a kernel's schedules by
+   * them (docs/tuning.md). */
+  if (!s && o[1] > 0) {
+    const DLTensor *out = vm->packed_args[n - 2 - o[1]];
+    uint64_t e = 1;
+    for (int32_t i = 0; i < out->ndim; i++) e *= (uint64_t)out->shape[i];
+    kt->out_elements = e;
+  }
   return s;
 }
 

@@ -415,6 +415,7 @@ nimble_status_t nimble_vm_kernel_times(nimble_vm *vm, int enable, nimble_kernel_
     out[i].symbol = code->kernels[i].symbol;
     out[i].calls = vm->ktimes ? vm->ktimes[i].calls : 0;
     out[i].total_ns = vm->ktimes ? vm->ktimes[i].ns : 0;
+    out[i].out_elements = vm->ktimes ? vm->ktimes[i].out_elements : 0;
   }
   if (!enable) {
     free(vm->ktimes);

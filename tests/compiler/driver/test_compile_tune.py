@@ -13,7 +13,10 @@ this machine, both run by nimble-run.
     not applied;
   * a model tuned at two input sizes (bert_tiny, seq 16 and 64) gives the
     untuned bits at other sizes, and a second model with the same kernels
-    (bert_tiny_emb after bert_tiny) measures only its own;
+    (bert_tiny_emb after bert_tiny) measures only its own; its records'
+    size buckets lie between the two sizes, and records forcing three
+    schedules by size on every kernel give the untuned bits at lengths in
+    each of them;
   * a budget that runs out before the schedule points are compiled
     records only the kernels it measured, and says so;
   * the AVX-512 clone choice (x86): records saying "yes" clone every
@@ -235,6 +238,51 @@ def main():
         want = np.load(os.path.join(MODELS, "bert_tiny.ref", str(case), "y.npy"))
         check(got[0].tobytes() == got[1].tobytes() and np.allclose(got[1], want, rtol=1e-4, atol=1e-5),
               "bert_tiny case %d: tuned at two sizes, the untuned bits and PyTorch's values" % case)
+    # Size buckets: a record tuned at two sizes holds at most one, its
+    # bound between the kernel's outputs at seq 16 and 64 (x 128 or 512
+    # or 16 x 16 ... elements: above 16 and below 64 * 512); the summary
+    # counts those records.
+    brecs = json.load(open(brec_out))["records"]
+    bucketed = [r for r in brecs if r.get("buckets")]
+    m = re.search(r"\((\d+) of them one per output size\)", err)
+    check((int(m.group(1)) if m else 0) == len(bucketed),
+          "the summary counts the %d records with size buckets" % len(bucketed))
+    check(all(len(r["buckets"]) == 1 and 16 <= r["buckets"][0]["max_elements"] < 64 * 512 for r in bucketed),
+          "each size bucket's bound lies between the two sizes: %s" %
+          [r["buckets"][0]["max_elements"] for r in bucketed])
+    # Records forcing three schedules by size on every kernel (buckets up
+    # to 640 and 8192 output elements, other knobs past them): the
+    # reference's lengths 1 to 128 fall in all three, and every output is
+    # the untuned bits.
+    knobs = [{"parallel": False, "min_task_work": 16384, "conv_block": 65536, "vector_width": 16, "interleave": 4},
+             {"parallel": True, "min_task_work": 4096, "conv_block": 16384, "vector_width": 4},
+             {"parallel": True, "min_task_work": 65536, "conv_block": 262144, "interleave": 1}]
+    if host_v4():
+        knobs[2]["avx512_clone"] = "yes"
+    fb = {"format": "nimble.tune-records.v1",
+          "records": [dict(r, schedule=knobs[2], buckets=[{"max_elements": 640, "schedule": knobs[0]},
+                                                          {"max_elements": 8192, "schedule": knobs[1]}])
+                      for r in brecs]}
+    fbrec, bforced = os.path.join(tmp, "bert-buckets.json"), os.path.join(tmp, "bert-buckets.nimble")
+    json.dump(fb, open(fbrec, "w"))
+    # (A budget that ran out above left a few kernels without a record:
+    # a second's budget measures none of them here.)
+    err = sh(NIMBLE, "compile", os.path.join(MODELS, "bert_tiny.onnx"), "-o", bforced, "--no-kernel-cache",
+             "--option", "tune=true", "--option", "tune_budget_s=1", "--tune-records", fbrec)
+    m = re.search(r"(\d+) with records given", err)
+    check(m and int(m.group(1)) >= len(brecs) and read(bforced) != read(bplain),
+          "forced size buckets build other kernels: " + err.strip().splitlines()[-1])
+    for case in range(5):  # sequence lengths 1, 5, 16, 50, 128
+        x = os.path.join(MODELS, "bert_tiny.ref", str(case), "x.npy")
+        got = []
+        for exe in (bplain, bforced):
+            od = os.path.join(tmp, "bkout-%s-%d" % (os.path.basename(exe), case))
+            os.makedirs(od, exist_ok=True)
+            sh(RUN, exe, "--input", "x=" + x, "--output-dir", od)
+            got.append(np.load(os.path.join(od, "y.npy")))
+        want = np.load(os.path.join(MODELS, "bert_tiny.ref", str(case), "y.npy"))
+        check(got[0].tobytes() == got[1].tobytes() and np.allclose(got[1], want, rtol=1e-4, atol=1e-5),
+              "bert_tiny case %d: three schedules by size, the untuned bits and PyTorch's values" % case)
     err = sh(NIMBLE, "compile", os.path.join(MODELS, "bert_tiny.onnx"), "-o", os.path.join(tmp, "x.nimble"),
              "--option", "tune=true", "--option", "tune_inputs=x=1x16x128||x=1x64x128", expect=1)
     check("an empty size between '|'" in err, "an empty size is named: " + err.strip())
