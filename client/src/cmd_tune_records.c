@@ -89,7 +89,7 @@ static nimble_status_t fetch_all(nimble_farm_conn *conn, const char *kind, nimbl
 }
 
 static void print_table(const nimble_tune_record_t *r, size_t n) {
-  printf("%-8s %-28s %-12s %-32s %-28s %12s %12s %8s\n", "TARGET", "CPU", "SIGNATURE", "KERNEL", "SCHEDULE",
+  printf("%-8s %-28s %-12s %-32s %-40s %12s %12s %8s\n", "TARGET", "CPU", "SIGNATURE", "KERNEL", "SCHEDULE",
          "DEFAULT_US", "TUNED_US", "SPEEDUP");
   for (size_t i = 0; i < n; i++) {
     char schedule[64], speedup[32];
@@ -107,7 +107,7 @@ static void print_table(const nimble_tune_record_t *r, size_t n) {
       snprintf(speedup, sizeof speedup, "%.2fx", r[i].default_us / r[i].tuned_us);
     else
       snprintf(speedup, sizeof speedup, "-");
-    printf("%-8s %-28s %-12.12s %-32s %-28s %12.2f %12.2f %8s\n", r[i].target, r[i].cpu, r[i].signature,
+    printf("%-8s %-28s %-12.12s %-32s %-40s %12.2f %12.2f %8s\n", r[i].target, r[i].cpu, r[i].signature,
            r[i].kernel[0] ? r[i].kernel : "-", schedule, r[i].default_us, r[i].tuned_us, speedup);
   }
 }

@@ -30,7 +30,8 @@
 #define CPU_A "skylake-avx512/1a2b3c4d"
 #define CPU_B "znver4/0badf00d"
 
-/* Two records for two CPUs, as a user would write them. */
+/* Two records for two CPUs, as a user would write them (B with a size
+ * bucket: its own schedule for outputs of at most 4096 elements). */
 #define REC_A                                                                                   \
   "{\"signature\":\"" SIG_A "\",\"target\":\"x86\",\"cpu\":\"" CPU_A "\","                      \
   "\"schedule\":{\"parallel\":false,\"min_task_work\":4096,\"conv_block\":262144,\"vector_width\":16}," \
@@ -38,7 +39,9 @@
 #define REC_B                                                                                   \
   "{\"signature\":\"" SIG_B "\",\"target\":\"x86\",\"cpu\":\"" CPU_B "\","                      \
   "\"schedule\":{\"parallel\":true,\"min_task_work\":65536,\"conv_block\":1024,"              \
-  "\"avx512_clone\":\"yes\"},\"default_us\":33.1,\"tuned_us\":31.75,\"threads\":4}"
+  "\"avx512_clone\":\"yes\"},\"buckets\":[{\"max_elements\":4096,\"schedule\":{\"parallel\":false,"         \
+  "\"min_task_work\":16384,\"conv_block\":65536,\"interleave\":2}}],"                                   \
+  "\"default_us\":33.1,\"tuned_us\":31.75,\"threads\":4}"
 #define DOC(...) "{\"format\":\"nimble.tune-records.v1\",\"records\":[" __VA_ARGS__ "]}"
 
 /* The values REC_A and REC_B hold, written out again for comparison. */
@@ -49,10 +52,12 @@ typedef struct expect {
   double default_us, tuned_us;
   int threads;
   int clone, vector_width;
+  long long bucket_max; /* its one bucket's max_elements, 0: no bucket */
+  int bucket_parallel, bucket_interleave;
 } expect;
 static const expect kA = {SIG_A, CPU_A, "fused__conv2d_add__3", 0, 4096, 262144, 120.5, 98.25, 2,
-                          NIMBLE_TUNE_CLONE_AUTO, 16};
-static const expect kB = {SIG_B, CPU_B, "", 1, 65536, 1024, 33.1, 31.75, 4, NIMBLE_TUNE_CLONE_YES, 0};
+                          NIMBLE_TUNE_CLONE_AUTO, 16, 0, 0, 0};
+static const expect kB = {SIG_B, CPU_B, "", 1, 65536, 1024, 33.1, 31.75, 4, NIMBLE_TUNE_CLONE_YES, 0, 4096, 0, 2};
 
 static void check_record(const nimble_tune_record_t *r, const expect *e) {
   ck_assert_str_eq(r->signature, e->sig);
@@ -67,6 +72,12 @@ static void check_record(const nimble_tune_record_t *r, const expect *e) {
   ck_assert_int_eq(r->threads, e->threads);
   ck_assert_int_eq(r->schedule.avx512_clone, e->clone);
   ck_assert_int_eq(r->schedule.vector_width, e->vector_width);
+  ck_assert_int_eq(r->num_buckets, e->bucket_max ? 1 : 0);
+  if (e->bucket_max) {
+    ck_assert_int_eq(r->buckets[0].max_elements, e->bucket_max);
+    ck_assert_int_eq(r->buckets[0].schedule.parallel, e->bucket_parallel);
+    ck_assert_int_eq(r->buckets[0].schedule.interleave, e->bucket_interleave);
+  }
 }
 
 /* Exactly the records in `want` (any order). */
@@ -177,9 +188,9 @@ START_TEST(test_imported_records_list_export_and_sit_in_redis_as_written) {
   ASSERT_CONTAINS(r.out, "1.23x");
   ASSERT_CONTAINS(r.out, "1.04x");
   ASSERT_CONTAINS(r.out, "\nx86      skylake-avx512/1a2b3c4d      0123456789ab fused__conv2d_add__3             "
-                         "serial/4096/262144/vw16            120.50        98.25    1.23x\n");
+                         "serial/4096/262144/vw16                        120.50        98.25    1.23x\n");
   ASSERT_CONTAINS(r.out, "\nx86      znver4/0badf00d              fedcba987654 -                                "
-                         "parallel/65536/1024/avx512          33.10        31.75    1.04x\n");
+                         "parallel/65536/1024/avx512 +1 by size           33.10        31.75    1.04x\n");
   ck_assert_ptr_null(strstr(r.out, "0123456789abc")); /* the signature is cut to 12 digits */
   cli_result_free(&r);
 
@@ -208,7 +219,7 @@ START_TEST(test_imported_records_list_export_and_sit_in_redis_as_written) {
   cli_result_free(&r);
   redis_fields(&f, "x86", fields, sizeof fields, stored, &n);
   ck_assert_str_eq(fields, CPU_A "|" SIG_A "," CPU_B "|" SIG_B);
-  const expect a2 = {SIG_A, CPU_A, "", 1, 256, 2048, 120.5, 60.125, 2};
+  const expect a2 = {SIG_A, CPU_A, "", 1, 256, 2048, 120.5, 60.125, 2, 0, 0, 0, 0, 0};
   const expect *after[] = {&a2, &kB};
   check_records(stored, n, after, 2);
 
