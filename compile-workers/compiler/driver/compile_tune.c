@@ -54,7 +54,7 @@ static const nimble_tune_schedule_t kPoints[] = {
 #define TUNE_MIN_GAIN 0.97
 #define TUNE_MIN_GAIN_US 0.5
 #define TUNE_MIN_ROUNDS 4 /* two to choose, two to judge */
-#define TUNE_MAX_ROUNDS 40
+#define TUNE_MAX_ROUNDS 200
 #define TUNE_MAX_INPUTS 64
 #define TUNE_MAX_SIZES 4 /* input sizes measured at: tune_inputs' '|'-separated sets */
 
@@ -352,7 +352,8 @@ static double point_ratio(const tune_point *p, const nimble_compile_result *r0, 
  * default by its noise alone (at 2 threads here, 25 of mobilenet_v2's 33
  * signatures "gained" 5-20 % and the model none). *time: the chosen
  * point's time over those sizes (the default's when 0); *alternatives:
- * the points whose code for w differs from the default's. */
+ * the points whose code for w differs from the default's and from every
+ * earlier point's. */
 static size_t choose(const tune_point *pts, size_t npts, size_t w, size_t rounds, const double dt[][TUNE_MAX_ROUNDS],
                      const double *def_z, int sizes, unsigned mask, double *time, size_t *alternatives) {
   const nimble_compile_result *r0 = pts[0].r;
@@ -363,7 +364,14 @@ static size_t choose(const tune_point *pts, size_t npts, size_t w, size_t rounds
   *alternatives = 0;
   size_t bi = 0;
   for (size_t i = 1; i < npts && def > 0; i++) {
-    if (!strcmp(pts[i].r->workloads[w].variant, r0->workloads[w].variant)) continue;
+    /* Only code that differs: from the default's, and from an earlier
+     * point's (min_task_work 4096 with two conv_blocks is one kernel
+     * outside convolutions, and two timings of it would pick a record by
+     * noise). */
+    const char *variant = pts[i].r->workloads[w].variant;
+    bool seen = !strcmp(variant, r0->workloads[w].variant);
+    for (size_t j = 1; j < i && !seen; j++) seen = !strcmp(variant, pts[j].r->workloads[w].variant);
+    if (seen) continue;
     ++*alternatives;
     double sel = point_ratio(&pts[i], r0, w, rounds, 0, dt, def_z, sizes, mask, NULL);
     if (sel > 0 && sel < best_sel) {
@@ -379,15 +387,17 @@ static size_t choose(const tune_point *pts, size_t npts, size_t w, size_t rounds
 }
 
 /* Size buckets (docs/tuning.md): where the sizes measured give workload
- * w's kernels outputs of different sizes and the point chosen at each
- * differs, rec gets a schedule per bucket of output elements, the bound
- * between two measured sizes at their geometric mean, and the largest
- * size's schedule as its own. Not where a signature's kernels differ in
- * size at one input size (the bucket would be another per kernel), nor
- * where the choices differ in the AVX-512 clone (one clone serves every
- * size). Returns whether rec got buckets. */
+ * w's kernels outputs of different sizes, the point chosen at each (on
+ * those sizes alone) replaces `all`, the one chosen for all sizes, where
+ * it beats that by TUNE_MIN_GAIN and TUNE_MIN_GAIN_US on the odd rounds;
+ * if that happens anywhere, rec gets a schedule per bucket of output
+ * elements, the bound between two measured sizes at their geometric mean,
+ * and the largest size's schedule as its own. Not where a signature's
+ * kernels differ in size at one input size (the bucket would be another
+ * per kernel), nor where the choices differ in the AVX-512 clone (one
+ * clone serves every size). Returns whether rec got buckets. */
 static bool size_buckets(const tune_point *pts, size_t npts, size_t w, size_t rounds,
-                         const double dt[][TUNE_MAX_ROUNDS], const double *def_z, int sizes,
+                         const double dt[][TUNE_MAX_ROUNDS], const double *def_z, int sizes, size_t all,
                          nimble_tune_record_t *rec) {
   const nimble_compile_result *r0 = pts[0].r;
   int64_t vals[TUNE_MAX_SIZES];
@@ -410,13 +420,26 @@ static bool size_buckets(const tune_point *pts, size_t npts, size_t w, size_t ro
   bool differ = false;
   for (int g = 0; g < ng; g++) {
     unsigned mask = 0;
+    double t_all = 0, t;
     for (int z = 0; z < sizes; z++)
-      if (pts[0].elems[z][w] == vals[g]) mask |= 1u << z;
-    double t;
-    choice[g] = choose(pts, npts, w, rounds, dt, def_z, sizes, mask, &t, &alternatives);
+      if (pts[0].elems[z][w] == vals[g]) {
+        mask |= 1u << z;
+        t_all += def_z[z];
+      }
+    /* The point chosen for all sizes, at these (odd rounds, as judged). */
+    if (all && !(point_ratio(&pts[all], r0, w, rounds, 1, dt, def_z, sizes, mask, &t_all) > 0)) return false;
+    size_t c = choose(pts, npts, w, rounds, dt, def_z, sizes, mask, &t, &alternatives);
+    /* A size keeps the all-sizes choice unless its own beats that one
+     * there as a choice must beat the default: noise alone would split
+     * records into buckets that gain nothing. */
+    if (c != all && (t > TUNE_MIN_GAIN * t_all || t_all - t < TUNE_MIN_GAIN_US)) {
+      c = all;
+      t = t_all;
+    }
+    choice[g] = c;
     total += t;
-    differ |= choice[g] != choice[0];
-    if (pts[choice[g]].r->workloads[w].clone != pts[choice[0]].r->workloads[w].clone) return false;
+    differ |= c != all;
+    if (pts[c].r->workloads[w].clone != pts[all].r->workloads[w].clone) return false;
   }
   if (!differ) return false;
   nimble_tune_schedule_t def = nimble_tune_schedule_default();
@@ -569,7 +592,7 @@ static nimble_status_t search_sizes(const char *path, const nimble_compile_optio
     rec->default_us = def;
     rec->tuned_us = best;
     rec->threads = (int32_t)threads;
-    if (alternatives && timed > 1 && size_buckets(pts, *npts, w, round, dt, def_z, timed, rec)) rep->bucketed++;
+    if (alternatives && timed > 1 && size_buckets(pts, *npts, w, round, dt, def_z, timed, bi, rec)) rep->bucketed++;
   }
   return nimble_ok();
 }
