@@ -11,7 +11,9 @@
  * the same round. A kernel's candidate point is the fastest on the even
  * rounds; it is taken only when, on the odd rounds, it beats the default
  * by TUNE_MIN_GAIN and TUNE_MIN_GAIN_US, so noise does not flip
- * schedules. */
+ * schedules. Measured at several input sizes, a kernel whose output size
+ * differs between them may get a schedule per range of it (size_buckets),
+ * which the compile joins into one kernel that picks per call. */
 #include <math.h>
 #include <sched.h>
 #include <stdio.h>

@@ -145,7 +145,9 @@ typedef struct nimble_tune_options {
    * input not listed is measured at 1. NULL: none listed. Up to 4 sizes
    * separated by '|' ("x=1x16x128|x=1x128x128"): every point runs at each,
    * and a kernel's schedule is the one whose speed-ups over the default,
-   * geometric mean over the sizes, is best. */
+   * geometric mean over the sizes, is best; where another beats it at
+   * some output size, the record holds one per range of output sizes
+   * (size buckets, docs/tuning.md). */
   const char *inputs;
   /* Progress 0..100 of the search; may be NULL. Gets options->progress_user. */
   void (*progress)(void *user, int percent);
