@@ -435,9 +435,14 @@ class Nimble:
         if r.returncode != 0 or not os.path.exists(out):
             return None, "tuned compile failed: %s" % (r.stderr.strip() or "no message").splitlines()[0]
         summary = [ln for ln in r.stderr.splitlines() if ln.startswith("tuned: ")]
-        m = re.search(r"(\d+) took a schedule of their own", summary[0] if summary else "")
-        return out, (secs, "%s of %s" % (m.group(1) if m else "?", re.search(r"tuned: (\d+)", summary[0]).group(1)
-                                             if summary else "?"))
+        # "17 new records (...), 12 took a schedule of their own (7 of them
+        # one per output size)": records are per workload signature.
+        line = summary[0] if summary else ""
+        m = re.search(r"(\d+) took a schedule of their own", line)
+        n = re.search(r"(\d+) new records", line)
+        b = re.search(r"\((\d+) of them one per output size\)", line)
+        return out, (secs, "%s of %s%s" % (m.group(1) if m else "?", n.group(1) if n else "?",
+                                          ", %s by size" % b.group(1) if b else ""))
 
     def run(self, exe, inputs, repeat, threads, outdir, warmup=0):
         """Returns ((median_ms, min_ms), None) or (None, reason). `warmup`
@@ -823,8 +828,9 @@ def main():
         lines.append("- **Nimble tuned**: `nimble compile --option tune=true` once per model on this machine, "
                      "measured at all of the model's configurations at once (tune_inputs = their shapes, "
                      "'|'-separated; tune_threads = %d, tune_budget_s = %d; docs/tuning.md), so one artifact serves "
-                     "every size of a model, as for a user; run like Nimble; its compile time (search included) and "
-                     "the kernels whose schedule the search changed are in the tuning column" %
+                     "every size of a model, as for a user; run like Nimble; its compile time (search included), "
+                     "the workload signatures whose schedule the search changed of those it recorded, and how many "
+                     "of them got a schedule per output size, are in the tuning column" %
                      (max(threads), a.tune_budget_s))
     lines.append("- method: %d rounds; in each, every configuration runs at every thread count on each framework in "
                  "turn (order rotating per round), 1 untimed run then up to %d timed runs or %.1f s (Nimble: "
@@ -855,7 +861,7 @@ def main():
            "runs " + "/".join({"ortc": "C", "ortnode": "node", "torch": "PT", "nimble": "Nimble",
                                "nimbletuned": "tuned"}[p] for p in PEERS), "first output vs PyTorch"]
     if tuning:
-        hdr[3:3] = ["Nimble tuned median", "**tuned/ORT-C**", "tuning s (kernels re-scheduled)"]
+        hdr[3:3] = ["Nimble tuned median", "**tuned/ORT-C**", "tuning s (signatures re-scheduled)"]
     summary = []
     for t in threads:
         lines.append("")
