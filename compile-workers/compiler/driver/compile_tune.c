@@ -5,7 +5,8 @@
  * arithmetic (nimble/tune_record.h), so the search is exhaustive over it
  * rather than random or model-guided: a model's kernels are measured all
  * at once, one compile per point, each kernel timed inside whole-model
- * runs (the caches and threads it really meets). The points' executables
+ * runs (the caches and threads it really meets in a loop: the run before
+ * a timed one warms them). The points' executables
  * run in interleaved rounds, so a slow spell of the machine hits every
  * point alike, and each round's time is compared with the default's in
  * the same round. A kernel's candidate point is the fastest on the even
@@ -269,10 +270,16 @@ static nimble_status_t point_load(tune_point *p, uint32_t threads, const tune_in
   return nimble_ok();
 }
 
-/* One timed run of p at each input size; each workload's time in it into
- * us[size][... + round]. */
+/* One timed run of p at each input size, each after an untimed one;
+ * each workload's time into us[size][... + round]. The untimed run brings
+ * p's weights and buffers back into the caches the other points' runs
+ * took them from: a model run in a loop, as users run one, finds them
+ * there (cnn's 2 MB dense layer took 59 us cold in a round and 17-22 in
+ * a loop, and a choice measured cold need not be the one for warm). */
 static nimble_status_t point_round(tune_point *p, size_t round) {
   for (int z = 0; z < p->sizes; z++) {
+    NIMBLE_RETURN_IF_ERROR(run_once(p, z));
+    NIMBLE_RETURN_IF_ERROR(nimble_vm_kernel_times(p->vm, 1, NULL, 0, NULL)); /* drops its times */
     NIMBLE_RETURN_IF_ERROR(run_once(p, z));
     NIMBLE_RETURN_IF_ERROR(nimble_vm_kernel_times(p->vm, 1, p->kt, p->nk, NULL));
     for (uint32_t k = 0; k < p->nk; k++) {
