@@ -127,9 +127,7 @@ static void format_schedule(const nimble_tune_schedule_t *sc, char *buf, size_t 
  * its size buckets. */
 static void print_tune_report(const nimble_tune_report_t *t, bool verbose) {
   size_t picked = 0;
-  nimble_tune_schedule_t d = nimble_tune_schedule_default();
-  for (size_t i = 0; i < t->num_records; i++)
-    picked += !nimble_tune_schedule_equal(&t->records[i].schedule, &d) || t->records[i].num_buckets > 0;
+  for (size_t i = 0; i < t->num_records; i++) picked += nimble_tune_record_rescheduled(&t->records[i]);
   char sizes[48] = "", bucketed[64] = "";
   if (t->sizes > 1) snprintf(sizes, sizeof sizes, " at %zu input sizes", t->sizes);
   if (t->bucketed) snprintf(bucketed, sizeof bucketed, " (%zu of them one per output size)", t->bucketed);

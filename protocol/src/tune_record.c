@@ -237,6 +237,11 @@ json_t *nimble_tune_record_to_json(const nimble_tune_record_t *r) {
   return j;
 }
 
+bool nimble_tune_record_rescheduled(const nimble_tune_record_t *r) {
+  nimble_tune_schedule_t d = nimble_tune_schedule_default();
+  return r->num_buckets > 0 || !nimble_tune_schedule_equal(&r->schedule, &d);
+}
+
 const nimble_tune_schedule_t *nimble_tune_record_schedule_for(const nimble_tune_record_t *r, int64_t elements) {
   for (int32_t i = 0; i < r->num_buckets && i < NIMBLE_TUNE_MAX_BUCKETS; i++)
     if (elements <= r->buckets[i].max_elements) return &r->buckets[i].schedule;

@@ -4,12 +4,11 @@
  * built apart, each with its own parameter objects; the later ones'
  * bodies move into the first, their parameter references rewritten to
  * its parameters in place. */
-#include <stdint.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "ln_internal.h"
+#include "nimble/ptr_map.h"
 
 /* The parameters of the kernel being moved, and what each becomes; the
  * nodes already rewritten (expressions and statements may be shared, and
@@ -18,8 +17,7 @@ typedef struct remap {
   const nimble_ln_param *from[NIMBLE_LN_MAX_PARAMS];
   nimble_ln_param *to[NIMBLE_LN_MAX_PARAMS];
   int n;
-  const void **seen; /* open addressing, power-of-two capacity */
-  size_t cap, count;
+  nimble_ptr_map seen; /* a set */
   int oom;
 } remap;
 
@@ -31,32 +29,9 @@ static nimble_ln_param *map_param(const remap *r, nimble_ln_param *p) {
 
 /* Whether node was seen before (then nothing to do); records it if not. */
 static int seen_before(remap *r, const void *node) {
-  if (r->oom) return 1;
-  if (2 * (r->count + 1) > r->cap) {
-    size_t cap = r->cap ? 2 * r->cap : 256;
-    const void **t = calloc(cap, sizeof *t);
-    if (!t) {
-      r->oom = 1;
-      return 1;
-    }
-    for (size_t i = 0; i < r->cap; i++) {
-      if (!r->seen[i]) continue;
-      size_t h = ((uintptr_t)r->seen[i] >> 4) & (cap - 1);
-      while (t[h]) h = (h + 1) & (cap - 1);
-      t[h] = r->seen[i];
-    }
-    free(r->seen);
-    r->seen = t;
-    r->cap = cap;
-  }
-  size_t h = ((uintptr_t)node >> 4) & (r->cap - 1);
-  while (r->seen[h]) {
-    if (r->seen[h] == node) return 1;
-    h = (h + 1) & (r->cap - 1);
-  }
-  r->seen[h] = node;
-  r->count++;
-  return 0;
+  int added = r->oom ? 0 : nimble_ptr_map_add(&r->seen, node, NULL);
+  if (added < 0) r->oom = 1;
+  return added != 1;
 }
 
 static void remap_expr(remap *r, nimble_ln_expr *e) {
@@ -179,13 +154,17 @@ nimble_ln_kernel *nimble_ln_kernel_by_size(nimble_ln_kernel *const *ks, const in
     }
     remap r;
     memset(&r, 0, sizeof r);
-    int ok = map_params(k, b, j, &r);
-    if (ok) remap_stmt(&r, b->body);
-    ok = ok && !r.oom;
-    free(r.seen);
-    if (!ok) {
+    /* (An arena allocation that fails has recorded its own error first.) */
+    if (!map_params(k, b, j, &r)) {
+      nimble_ptr_map_deinit(&r.seen);
       nimble_ln_arena_fail(a, "kernel '%s': the scratch buffers of %d schedules by size do not fit %d parameters",
                            k->name, n, NIMBLE_LN_MAX_PARAMS);
+      return NULL;
+    }
+    remap_stmt(&r, b->body);
+    nimble_ptr_map_deinit(&r.seen);
+    if (r.oom) {
+      nimble_ln_arena_fail(a, "kernel '%s': out of memory joining schedule %d by size", k->name, j);
       return NULL;
     }
     /* Specialisations: the union, as far as room allows (one left out only

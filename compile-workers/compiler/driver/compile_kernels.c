@@ -149,10 +149,6 @@ static nimble_status_t compute_scheduled(const nimble_module *m, const nimble_lo
   NIMBLE_RETURN_IF_ERROR(nimble_compute_primitive(m, prim->name, &co, arena, out));
   nimble_compile_workload_t *w = &r->workloads[r->num_workloads];
   w->symbol = prim->symbol;
-  w->schedule = def;
-  sc->n = 1;
-  sc->co[0] = co;
-  sc->interleave[0] = 0;
   /* The default nest's print gives the signature and, when no other
    * schedule applies, the variant too. */
   char *text = NULL;
@@ -165,41 +161,35 @@ static nimble_status_t compute_scheduled(const nimble_module *m, const nimble_lo
     if (!strcmp(c->signature, w->signature) && !strcmp(c->target, kind) && !strcmp(c->cpu, cpu_key)) rec = c;
   }
   w->from_record = rec != NULL;
-  const nimble_tune_schedule_t *pick = rec ? &rec->schedule : o->schedule_override;
-  bool lane_exact = nimble_ln_kernel_lane_exact(*out);
-  bool changed = false; /* the nest differs from the default one printed above */
-  nimble_status_t s = nimble_ok();
-  if (rec && rec->num_buckets > 0) {
-    /* One nest per bucket, then the record's own for larger calls. */
-    int n = rec->num_buckets + 1;
-    if (n > NIMBLE_LN_MAX_SIZE_SCHEDULES) n = NIMBLE_LN_MAX_SIZE_SCHEDULES;
-    nimble_ln_kernel *ks[NIMBLE_LN_MAX_SIZE_SCHEDULES] = {*out};
-    bool want_clone = true;
-    for (int j = 0; j < n && !s; j++) {
-      const nimble_tune_schedule_t *sj = j < n - 1 ? &rec->buckets[j].schedule : &rec->schedule;
-      bool rebuilt;
-      if (j) ks[j] = NULL;
-      if (j < n - 1) sc->bounds[j] = rec->buckets[j].max_elements;
-      s = build_schedule(m, prim, base, sj, lane_exact, arena, &ks[j], &sc->co[j], &sc->interleave[j], &rebuilt);
-      /* The clone is one for all sizes: the record's own choice decides. */
-      if (!s && j == n - 1) want_clone = wants_clone(ks[j], sj->avx512_clone);
-    }
-    if (!s && !(*out = nimble_ln_kernel_by_size(ks, sc->bounds, n))) s = nimble_ln_arena_status(arena);
-    if (!s && !*out) s = NIMBLE_OOM();
-    sc->n = n;
-    w->schedule = rec->schedule;
-    w->num_buckets = n - 1;
-    sc->clone = clones && want_clone;
-    changed = true;
-  } else {
-    if (pick && !nimble_tune_schedule_equal(pick, &def)) {
-      w->schedule = *pick;
-      bool rebuilt;
-      s = build_schedule(m, prim, base, pick, lane_exact, arena, out, &sc->co[0], &sc->interleave[0], &rebuilt);
-      changed = rebuilt;
-    }
-    sc->clone = clones && wants_clone(*out, w->schedule.avx512_clone);
+  /* The schedules by size: the record's buckets', then its own (or the
+   * override, or the default) for larger calls; one without buckets. */
+  const nimble_tune_schedule_t *scheds[NIMBLE_LN_MAX_SIZE_SCHEDULES];
+  int n = rec && rec->num_buckets > 0 ? rec->num_buckets + 1 : 1;
+  if (n > NIMBLE_LN_MAX_SIZE_SCHEDULES) n = NIMBLE_LN_MAX_SIZE_SCHEDULES;
+  for (int j = 0; j < n - 1; j++) {
+    scheds[j] = &rec->buckets[j].schedule;
+    sc->bounds[j] = rec->buckets[j].max_elements;
   }
+  scheds[n - 1] = rec ? &rec->schedule : o->schedule_override ? o->schedule_override : &def;
+  w->schedule = *scheds[n - 1];
+  bool lane_exact = nimble_ln_kernel_lane_exact(*out);
+  bool changed = n > 1; /* the nest differs from the default one printed above */
+  nimble_ln_kernel *ks[NIMBLE_LN_MAX_SIZE_SCHEDULES] = {*out};
+  nimble_status_t s = nimble_ok();
+  for (int j = 0; j < n && !s; j++) {
+    bool rebuilt;
+    s = build_schedule(m, prim, base, scheds[j], lane_exact, arena, &ks[j], &sc->co[j], &sc->interleave[j],
+                       &rebuilt);
+    changed |= rebuilt;
+  }
+  /* One clone serves every size: the largest size's schedule decides. */
+  if (!s) sc->clone = clones && wants_clone(ks[n - 1], scheds[n - 1]->avx512_clone);
+  if (!s && n > 1 && !nimble_ln_kernel_by_size(ks, sc->bounds, n)) {
+    s = nimble_ln_arena_status(arena);
+    if (!s) s = NIMBLE_OOM();
+  }
+  *out = ks[0];
+  sc->n = n;
   if (!s && changed) { /* the nest's print is its variant (and its cache key) */
     free(text);
     text = NULL;

@@ -661,10 +661,7 @@ nimble_status_t nimble_compile_tune(const char *path, const nimble_compile_optio
   /* The result: the first compile when no new record picks a schedule of
    * its own, else a compile with every record. */
   bool changed = false;
-  for (size_t i = 0; !s && i < report->num_records; i++) {
-    nimble_tune_schedule_t d = nimble_tune_schedule_default();
-    changed |= !nimble_tune_schedule_equal(&report->records[i].schedule, &d) || report->records[i].num_buckets > 0;
-  }
+  for (size_t i = 0; !s && i < report->num_records; i++) changed |= nimble_tune_record_rescheduled(&report->records[i]);
   nimble_tune_record_t *all = NULL;
   if (!s && changed) {
     all = calloc(o.num_tune_records + report->num_records, sizeof *all);

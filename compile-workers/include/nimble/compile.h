@@ -109,7 +109,8 @@ const nimble_compile_phase_time_t *nimble_compile_result_phase_at(const nimble_c
 
 /* The CPU kernels' workloads, in the bytecode's kernel order: the
  * exported symbol, the workload signature (what tuning records are keyed
- * by) and the schedule the kernel was built with. Borrowed from the
+ * by) and the schedule the kernel was built with (with size buckets, the
+ * one for outputs past them). Borrowed from the
  * result. Shape functions are not listed (they are not tuned). */
 typedef struct nimble_compile_workload {
   const char *symbol;
@@ -119,8 +120,6 @@ typedef struct nimble_compile_workload {
                                                  compiles' kernels with equal variants are the same code */
   bool from_record; /* the schedule came from options->tune_records */
   bool clone;       /* it has an AVX-512 clone */
-  int32_t num_buckets; /* the record's size buckets it was built with (then `schedule` is the
-                          one for sizes past them) */
 } nimble_compile_workload_t;
 size_t nimble_compile_result_num_workloads(const nimble_compile_result *r);
 const nimble_compile_workload_t *nimble_compile_result_workload_at(const nimble_compile_result *r, size_t i);

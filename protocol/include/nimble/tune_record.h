@@ -117,6 +117,10 @@ typedef struct nimble_tune_record_t {
   int32_t threads;
 } nimble_tune_record_t;
 
+/* Whether record r builds anything but the default schedule (its own
+ * schedule differs, or it has size buckets). */
+bool nimble_tune_record_rescheduled(const nimble_tune_record_t *r);
+
 /* The schedule of record r for a call whose first output has `elements`
  * elements (the first bucket holding it, else r->schedule). */
 const nimble_tune_schedule_t *nimble_tune_record_schedule_for(const nimble_tune_record_t *r, int64_t elements);

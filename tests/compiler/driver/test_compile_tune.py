@@ -73,6 +73,22 @@ def run(exe, tmp, case):
     return np.load(os.path.join(od, "y.npy"))
 
 
+def bert_like_plain(tmp, plain, other, cases, what):
+    """bert_tiny's reference cases through nimble-run: `other` gives
+    `plain`'s bits, and both PyTorch's values."""
+    for case in cases:
+        x = os.path.join(MODELS, "bert_tiny.ref", str(case), "x.npy")
+        got = []
+        for exe in (plain, other):
+            od = os.path.join(tmp, "bout-%s-%d" % (os.path.basename(exe), case))
+            os.makedirs(od, exist_ok=True)
+            sh(RUN, exe, "--input", "x=" + x, "--output-dir", od)
+            got.append(np.load(os.path.join(od, "y.npy")))
+        want = np.load(os.path.join(MODELS, "bert_tiny.ref", str(case), "y.npy"))
+        check(got[0].tobytes() == got[1].tobytes() and np.allclose(got[1], want, rtol=1e-4, atol=1e-5),
+              "bert_tiny case %d: %s, the untuned bits and PyTorch's values" % (case, what))
+
+
 def host_v4():
     """Whether this CPU runs x86-64-v4 code (the runtime's clone choice)."""
     try:
@@ -227,17 +243,7 @@ def main():
     check("rounds at 2 input sizes" in err, "two sizes measured: " + err.strip().splitlines()[-1])
     nbert = len(json.load(open(brec_out))["records"])
     check(nbert > 0, "bert_tiny's kernels measured: %d records" % nbert)
-    for case in (0, 1, 2):  # sequence lengths 1, 5, 16
-        x = os.path.join(MODELS, "bert_tiny.ref", str(case), "x.npy")
-        got = []
-        for exe in (bplain, btuned):
-            od = os.path.join(tmp, "bout-%s-%d" % (os.path.basename(exe), case))
-            os.makedirs(od, exist_ok=True)
-            sh(RUN, exe, "--input", "x=" + x, "--output-dir", od)
-            got.append(np.load(os.path.join(od, "y.npy")))
-        want = np.load(os.path.join(MODELS, "bert_tiny.ref", str(case), "y.npy"))
-        check(got[0].tobytes() == got[1].tobytes() and np.allclose(got[1], want, rtol=1e-4, atol=1e-5),
-              "bert_tiny case %d: tuned at two sizes, the untuned bits and PyTorch's values" % case)
+    bert_like_plain(tmp, bplain, btuned, (0, 1, 2), "tuned at two sizes")  # sequence lengths 1, 5, 16
     # Size buckets: a record tuned at two sizes holds at most one, its
     # bound between the kernel's outputs at seq 16 and 64 (x 128 or 512
     # or 16 x 16 ... elements: above 16 and below 64 * 512); the summary
@@ -272,17 +278,7 @@ def main():
     m = re.search(r"(\d+) with records given", err)
     check(m and int(m.group(1)) >= len(brecs) and read(bforced) != read(bplain),
           "forced size buckets build other kernels: " + err.strip().splitlines()[-1])
-    for case in range(5):  # sequence lengths 1, 5, 16, 50, 128
-        x = os.path.join(MODELS, "bert_tiny.ref", str(case), "x.npy")
-        got = []
-        for exe in (bplain, bforced):
-            od = os.path.join(tmp, "bkout-%s-%d" % (os.path.basename(exe), case))
-            os.makedirs(od, exist_ok=True)
-            sh(RUN, exe, "--input", "x=" + x, "--output-dir", od)
-            got.append(np.load(os.path.join(od, "y.npy")))
-        want = np.load(os.path.join(MODELS, "bert_tiny.ref", str(case), "y.npy"))
-        check(got[0].tobytes() == got[1].tobytes() and np.allclose(got[1], want, rtol=1e-4, atol=1e-5),
-              "bert_tiny case %d: three schedules by size, the untuned bits and PyTorch's values" % case)
+    bert_like_plain(tmp, bplain, bforced, range(5), "three schedules by size")  # lengths 1, 5, 16, 50, 128
     err = sh(NIMBLE, "compile", os.path.join(MODELS, "bert_tiny.onnx"), "-o", os.path.join(tmp, "x.nimble"),
              "--option", "tune=true", "--option", "tune_inputs=x=1x16x128||x=1x64x128", expect=1)
     check("an empty size between '|'" in err, "an empty size is named: " + err.strip())
