@@ -112,6 +112,7 @@ static void check_body(nimble_msg_type_t type, const json_t *body) {
       break;
     }
     case NIMBLE_MSG_STATUS: str(type, body, "job", 1); break;
+    case NIMBLE_MSG_ACK: str(type, body, "task", 1); break;
     case NIMBLE_MSG_CANCEL:
       if (!str(type, body, "job", 0) == !str(type, body, "task", 0))
         fail(type, "not exactly one of job and task", NULL);

@@ -14,7 +14,7 @@ static const char *const kTypeNames[NIMBLE_MSG_TYPE_COUNT_] = {
     "SUBMIT", "STATUS",  "CANCEL",   "READY",    "HEARTBEAT",  "PROGRESS",
     "RESULT", "FAILURE", "ACCEPTED", "JOB_STATUS", "TASK",     "ERROR",
     "PROFILE", "PROFILE_TASK", "PROFILE_RESULT", "TUNE_RECORDS_LIST", "TUNE_RECORDS_IMPORT",
-    "TUNE_RECORDS", "TUNE_RECORDS_IMPORTED",
+    "TUNE_RECORDS", "TUNE_RECORDS_IMPORTED", "ACK",
 };
 
 const char *nimble_message_type_name(nimble_msg_type_t type) {
@@ -179,12 +179,13 @@ static const field_spec kTuneRecords[] = {{"records", F_TUNE, 1, 0, NIMBLE_TUNE_
                                           {"total", F_INT, 1, 0, INT32_MAX},
                                           END};
 static const field_spec kTuneImported[] = {{"imported", F_INT, 1, 0, NIMBLE_TUNE_MESSAGE_MAX}, END};
+static const field_spec kAck[] = {{"task", F_ID, 1, 0, 0}, END};
 
 static const field_spec *const kSchemas[NIMBLE_MSG_TYPE_COUNT_] = {
     kSubmit, kStatus,  kCancel,   kReady,     kHeartbeat, kProgress,
     kResult, kFailure, kAccepted, kJobStatus, kTask,      kError,
     kProfile, kProfileTask, kProfileResult, kTuneList, kTuneImport,
-    kTuneRecords, kTuneImported,
+    kTuneRecords, kTuneImported, kAck,
 };
 
 static const char *const kStates[] = {"queued", "running", "done", "failed", "cancelled", NULL};

@@ -258,6 +258,27 @@ static void sender_id(nimble_scheduler *s, const sched_worker *w, const sched_en
   nimble_status_free(st);
 }
 
+/* ACK: the worker may forget task `tid`'s outcome, which it sends again on
+ * its heartbeats until then (a RESULT written into a connection that died
+ * is lost, and the task would wait out its lease and compile again). Sent
+ * once the outcome is settled (recorded, or of no more use: late, for a
+ * task that is gone), not when it could not be recorded: then it comes
+ * again. */
+static void send_ack(nimble_scheduler *s, const sched_envelope *env, const char *tid) {
+  json_t *b = json_pack("{s:s}", "task", tid);
+  if (b) sched_send(s, s->workers, env, NIMBLE_MSG_ACK, b);
+  json_decref(b);
+}
+
+/* The worker that held task `tid` is free again: the one on this
+ * connection or, when the outcome came over a connection not yet known
+ * (the worker reconnected; its next heartbeat says who it is), the task's
+ * holder. */
+static void free_holder(nimble_scheduler *s, sched_worker *w, const char *holder, const char *tid) {
+  if (!w && holder && holder[0]) w = sched_worker_find(s, holder);
+  if (w && !strcmp(w->task, tid)) w->task[0] = '\0';
+}
+
 /* A RESULT: the worker pushed the artifact's blobs and its manifest, by
  * digest and untagged, to the task's repository. A copy of a verified
  * build records what its worker built (verify.c compares and publishes);
@@ -269,12 +290,14 @@ static void handle_result(nimble_scheduler *s, sched_worker *w, const sched_enve
   nimble_status_t st = nimble_sched_task_load(s->redis, tid, &t);
   if (st) {
     sched_log(s, "RESULT for %s: %s", tid, nimble_status_message(st));
+    if (nimble_status_code(st) == NIMBLE_NOT_FOUND) send_ack(s, env, tid);
     nimble_status_free(st);
     return;
   }
   if (strcmp(t.kind, "compile") || (t.verify >= 2 && !t.group[0])) {
     sched_log(s, "RESULT for %s ignored: it is a %s task", tid,
               strcmp(t.kind, "compile") ? t.kind : "verified build's group (its copies are built)");
+    send_ack(s, env, tid);
     nimble_sched_task_deinit(&t);
     return;
   }
@@ -285,12 +308,17 @@ static void handle_result(nimble_scheduler *s, sched_worker *w, const sched_enve
   int late = strcmp(t.state, "queued") && strcmp(t.state, "running");
   char from[NIMBLE_SCHED_ID_MAX + 1];
   sender_id(s, w, env, from);
+  /* From a connection not yet known: no ACK, so that the worker sends it
+   * again once its heartbeat has said who it is. */
+  int unknown = 0;
   if (!late && t.group[0] && (!from[0] || strcmp(t.state, "running") || strcmp(t.worker, from))) {
     sched_log(s, "RESULT for copy %s from %s ignored: the copy is %s on '%s'", tid,
               from[0] ? from : "an unregistered worker", t.state, t.worker);
     late = 1;
+    unknown = !from[0];
   }
   if (late) {
+    if (!unknown) send_ack(s, env, tid);
     nimble_sched_task_deinit(&t);
     if (w && !strcmp(w->task, tid)) w->task[0] = '\0';
     return;
@@ -321,9 +349,10 @@ static void handle_result(nimble_scheduler *s, sched_worker *w, const sched_enve
       st = sched_task_retry_later(s, &t, nimble_status_message(pub));
       nimble_status_free(pub);
       if (st) sched_log(s, "RESULT for %s not recorded: %s", tid, nimble_status_message(st));
+      else send_ack(s, env, tid);
       nimble_status_free(st);
+      free_holder(s, w, t.worker, tid);
       nimble_sched_task_deinit(&t);
-      if (w && !strcmp(w->task, tid)) w->task[0] = '\0';
       return;
     }
     if (pub) {
@@ -345,25 +374,31 @@ static void handle_result(nimble_scheduler *s, sched_worker *w, const sched_enve
     sched_tune_record_result(s, &t, json_object_get(body, "tune_records"));
   if (!st) st = sched_task_finish(s, &t);
   if (st) sched_log(s, "RESULT for %s not recorded: %s", tid, nimble_status_message(st));
+  else send_ack(s, env, tid);
   nimble_status_free(st);
+  free_holder(s, w, t.worker, tid);
   nimble_sched_task_deinit(&t);
-  if (w && !strcmp(w->task, tid)) w->task[0] = '\0';
 }
 
 /* PROFILE_RESULT: the report (kept as canonical JSON text in the task)
  * and the manifest actually run. Only the worker holding the task is
  * heard: a profile measures one run on one machine. */
-static void handle_profile_result(nimble_scheduler *s, sched_worker *w, const json_t *body) {
+static void handle_profile_result(nimble_scheduler *s, sched_worker *w, const sched_envelope *env,
+                                  const json_t *body) {
   const char *tid = str_of(body, "task");
   nimble_sched_task_t t;
   nimble_status_t st = nimble_sched_task_load(s->redis, tid, &t);
   if (st) {
     sched_log(s, "PROFILE_RESULT for %s: %s", tid, nimble_status_message(st));
+    if (nimble_status_code(st) == NIMBLE_NOT_FOUND) send_ack(s, env, tid);
     nimble_status_free(st);
     return;
   }
   if (strcmp(t.kind, "profile") || strcmp(t.state, "running") || (w && strcmp(t.worker, w->id))) {
-    sched_log(s, "PROFILE_RESULT for %s ignored: a %s task, %s", tid, t.kind, t.state);
+    /* A copy sent again after the first was recorded lands here too. */
+    if (strcmp(t.kind, "profile") || strcmp(t.state, "done"))
+      sched_log(s, "PROFILE_RESULT for %s ignored: a %s task, %s", tid, t.kind, t.state);
+    send_ack(s, env, tid);
     nimble_sched_task_deinit(&t);
     if (w && !strcmp(w->task, tid)) w->task[0] = '\0';
     return;
@@ -376,9 +411,10 @@ static void handle_profile_result(nimble_scheduler *s, sched_worker *w, const js
   t.percent = 100;
   st = sched_task_finish(s, &t);
   if (st) sched_log(s, "PROFILE_RESULT for %s not recorded: %s", tid, nimble_status_message(st));
+  else send_ack(s, env, tid);
   nimble_status_free(st);
+  free_holder(s, w, t.worker, tid);
   nimble_sched_task_deinit(&t);
-  if (w && !strcmp(w->task, tid)) w->task[0] = '\0';
 }
 
 static void handle_failure(nimble_scheduler *s, sched_worker *w, const json_t *body) {
@@ -427,7 +463,7 @@ void sched_handle_worker(nimble_scheduler *s, const sched_envelope *env, const v
     case NIMBLE_MSG_PROGRESS: handle_progress(s, body); break;
     case NIMBLE_MSG_RESULT: handle_result(s, w, env, body); break;
     case NIMBLE_MSG_FAILURE: handle_failure(s, w, body); break;
-    case NIMBLE_MSG_PROFILE_RESULT: handle_profile_result(s, w, body); break;
+    case NIMBLE_MSG_PROFILE_RESULT: handle_profile_result(s, w, env, body); break;
     default:
       reply_error(s, env,
                   nimble_status_make(NIMBLE_INVALID_ARGUMENT,

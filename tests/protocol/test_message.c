@@ -111,6 +111,7 @@ static const example kExamples[] = {
      "{\"records\":[\"{}\"],\"offset\":2048,\"next\":2049,\"total\":2049}",
      {"records", "offset", "next", "total"}},
     {NIMBLE_MSG_TUNE_RECORDS_IMPORTED, "TUNE_RECORDS_IMPORTED", "{\"imported\":2}", {"imported"}},
+    {NIMBLE_MSG_ACK, "ACK", "{\"task\":\"j-2.x86\"}", {"task"}},
 };
 #define EXAMPLE_COUNT (sizeof(kExamples) / sizeof(kExamples[0]))
 

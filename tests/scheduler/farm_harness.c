@@ -407,7 +407,7 @@ int farm_start_worker_exe(farm *f, const char *exe, const char *id, const char *
   int a = 0;
   argv[a++] = bin;
   argv[a++] = "--scheduler";
-  argv[a++] = f->workers_ep;
+  argv[a++] = f->worker_sched_ep[0] ? f->worker_sched_ep : f->workers_ep;
   argv[a++] = "--store";
   argv[a++] = f->worker_store_url[0] ? f->worker_store_url : f->store_url;
   argv[a++] = "--store-token-file";
@@ -487,6 +487,19 @@ json_t *farm_submit(farm *f, const char *model, const char *name, const char *co
   return reply;
 }
 
+/* The last lines of the scheduler's and the workers' logs, on stderr (ctest
+ * shows them with the failure): a farm test that times out is otherwise
+ * silent about why, and its folder is gone once it ends. */
+void farm_print_logs(farm *f, const char *why) {
+  fprintf(stderr, "---- farm logs (%s), from %s ----\n", why, f->dir);
+  fflush(stderr);
+  char cmd[700];
+  snprintf(cmd, sizeof cmd, "for l in '%s'/scheduler.log '%s'/worker-*.log; do [ -f \"$l\" ] || continue; "
+           "echo \"== $l (last 40 lines)\"; tail -n 40 \"$l\"; done 1>&2", f->dir, f->dir);
+  if (system(cmd) != 0) fprintf(stderr, "(could not print the logs)\n");
+  fprintf(stderr, "---- end of farm logs ----\n");
+}
+
 json_t *farm_wait_job(farm *f, const char *job, const char *state, long timeout_ms,
                       const char *token) {
   long long end = now_ms() + timeout_ms;
@@ -502,7 +515,13 @@ json_t *farm_wait_job(farm *f, const char *job, const char *state, long timeout_
     } else if (r == 0) {
       json_decref(reply);
     }
-    if (now_ms() > end) return last;
+    if (now_ms() > end) {
+      if (timeout_ms < 1000) return last; /* a probe of the job's state now */
+      char why[200];
+      snprintf(why, sizeof why, "job %s not '%s' after %ld ms", job, state, timeout_ms);
+      farm_print_logs(f, why);
+      return last;
+    }
     farm_sleep_ms(100);
   }
 }
@@ -536,6 +555,15 @@ int farm_count_compiles(farm *f, const char *needle) {
     if (!needle || strstr(line, needle)) n++;
   free(t);
   return n;
+}
+
+int farm_worker_log_contains(farm *f, const char *id, const char *text) {
+  char path[400];
+  snprintf(path, sizeof path, "%s/worker-%s.log", f->dir, id);
+  char *t = read_text(path);
+  int found = t && strstr(t, text) != NULL;
+  free(t);
+  return found;
 }
 
 int farm_sched_log_contains(farm *f, const char *text) {
@@ -649,11 +677,13 @@ void farm_start_store(farm *f) {
 }
 
 /* The proxy: accepts on `lfd`, connects each client to the target, relays
- * both ways; a byte on `cmd` resets every pair and answers their count. */
+ * both ways. A byte on `cmd` acts on every pair and answers their count:
+ * 'c' resets them (and the held ones), 'h' holds them: open, relaying
+ * nothing (a peer gone silent, as behind a NAT that dropped the flow). */
 #define PROXY_MAX 64
 static void proxy_main(int lfd, int cmd, int reply, const char *host, int port) {
-  int cl[PROXY_MAX], up[PROXY_MAX];
-  int n = 0;
+  int cl[PROXY_MAX], up[PROXY_MAX], held[2 * PROXY_MAX];
+  int n = 0, nheld = 0;
   struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
   to.sin_addr.s_addr = htonl(0x7f000001);
   (void)host; /* loopback only */
@@ -670,14 +700,26 @@ static void proxy_main(int lfd, int cmd, int reply, const char *host, int port) 
     if (p[1].revents) {
       char c;
       if (read(cmd, &c, 1) != 1) _exit(0);
-      struct linger lg = {1, 0};
-      for (int i = 0; i < n; i++) {
-        setsockopt(cl[i], SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
-        setsockopt(up[i], SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
-        close(cl[i]);
-        close(up[i]);
-      }
       int cut = n;
+      if (c == 'h') {
+        for (int i = 0; i < n && nheld + 2 <= 2 * PROXY_MAX; i++) {
+          held[nheld++] = cl[i];
+          held[nheld++] = up[i];
+        }
+      } else {
+        struct linger lg = {1, 0};
+        for (int i = 0; i < n; i++) {
+          setsockopt(cl[i], SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+          setsockopt(up[i], SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+          close(cl[i]);
+          close(up[i]);
+        }
+        for (int i = 0; i < nheld; i++) {
+          setsockopt(held[i], SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+          close(held[i]);
+        }
+        nheld = 0;
+      }
       n = 0;
       if (write(reply, &cut, sizeof cut) != (ssize_t)sizeof cut) _exit(0);
       continue;
@@ -756,10 +798,13 @@ int farm_proxy_start(farm *f, const char *host, int port) {
   return ntohs(a.sin_port);
 }
 
-int farm_proxy_cut(farm *f) {
-  char c = 'c';
+static int proxy_command(farm *f, char c) {
   ck_assert(write(f->proxy_cmd, &c, 1) == 1);
-  int cut = 0;
-  ck_assert(read(f->proxy_reply, &cut, sizeof cut) == (ssize_t)sizeof cut);
-  return cut;
+  int count = 0;
+  ck_assert(read(f->proxy_reply, &count, sizeof count) == (ssize_t)sizeof count);
+  return count;
 }
+
+int farm_proxy_cut(farm *f) { return proxy_command(f, 'c'); }
+
+int farm_proxy_hold(farm *f) { return proxy_command(f, 'h'); }

@@ -50,6 +50,7 @@ typedef struct farm {
   char store_args[256];     /* the store's extra arguments, kept for a restart */
   pid_t store_pid;          /* a store farm_start_store started (our child), else 0 */
   char worker_store_url[128]; /* when set, workers use it instead of store_url (a proxy) */
+  char worker_sched_ep[128];  /* when set, workers use it instead of workers_ep (a proxy) */
   pid_t proxy_pid;
   int proxy_cmd, proxy_reply; /* pipes to and from the proxy */
 } farm;
@@ -89,11 +90,17 @@ void farm_kill_store(farm *f, int sig);
 void farm_start_store(farm *f);
 
 /* A TCP proxy (a child process) from a loopback port to host:port; returns
- * the port. Workers started afterwards reach the store through it when
- * the caller sets worker_store_url to it. */
+ * the port. Workers started afterwards reach the store (or the scheduler)
+ * through it when the caller sets worker_store_url (worker_sched_ep) to it.
+ * One proxy per farm. */
 int farm_proxy_start(farm *f, const char *host, int port);
-/* Resets (RST) every connection the proxy holds; returns how many. */
+/* Resets (RST) every connection the proxy has, held ones too; returns how
+ * many it relayed. */
 int farm_proxy_cut(farm *f);
+/* Holds every connection the proxy relays: both ends stay open and nothing
+ * passes any more, as when a peer's host vanished; new connections are
+ * relayed. Returns how many. */
+int farm_proxy_hold(farm *f);
 
 /* Starts a worker; returns its index (a slot freed by a kill is reused). extra: NULL-terminated extra args. */
 int farm_start_worker(farm *f, const char *id, const char *targets, const char *const *extra);
@@ -116,8 +123,13 @@ int farm_request(farm *f, nimble_msg_type_t type, json_t *body, const char *toke
 /* SUBMIT {model, format onnx, name, targets}; returns the ACCEPTED body. */
 json_t *farm_submit(farm *f, const char *model, const char *name, const char *const *targets,
                     const char *token);
+/* Prints the tails of the scheduler's and workers' logs to stderr, headed
+ * by `why` (farm_wait_job does when its wait times out). */
+void farm_print_logs(farm *f, const char *why);
 /* Polls STATUS until the job's state is `state` or timeout_ms passes;
- * returns the last JOB_STATUS body (caller's). */
+ * returns the last JOB_STATUS body (caller's). A wait of a second or more
+ * that times out prints the logs (farm_print_logs); a shorter one is a
+ * probe of the job's state. */
 json_t *farm_wait_job(farm *f, const char *job, const char *state, long timeout_ms,
                       const char *token);
 /* Waits until HGET key field equals value (value NULL: any non-empty). */
@@ -129,6 +141,8 @@ char *farm_redis_hget(farm *f, const char *key, const char *field);
 int farm_count_compiles(farm *f, const char *needle);
 /* 1 when the scheduler's log contains text. */
 int farm_sched_log_contains(farm *f, const char *text);
+/* Whether worker `id`'s log (stderr) holds `text`. */
+int farm_worker_log_contains(farm *f, const char *id, const char *text);
 void farm_sleep_ms(long ms);
 
 #endif

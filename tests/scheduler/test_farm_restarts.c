@@ -1,5 +1,6 @@
 /* Restarts lose no job: the scheduler killed mid-job and started again on
- * the same endpoints, and Redis (AOF on) stopped and started mid-job. */
+ * the same endpoints, Redis (AOF on) stopped and started mid-job, and a
+ * worker's connection to the scheduler gone silent mid-job. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -104,12 +105,52 @@ START_TEST(test_redis_restarted_with_aof_loses_no_job) {
 }
 END_TEST
 
+/* A worker whose connection to the scheduler goes silent mid-compile (the
+ * proxy between them holds it: open both ways, passing nothing, as when
+ * the scheduler's host vanished or a NAT dropped the flow) notices by its
+ * ZeroMQ heartbeats and connects again; its RESULT, written into the
+ * silent connection and lost there, goes again until the scheduler's ACK.
+ * The job completes with its one compile, well inside a lease that would
+ * otherwise have had to run out (and the task to compile again). */
+START_TEST(test_worker_connection_gone_silent_loses_no_result) {
+  farm f;
+  farm_config cfg = {.lease_ms = 120000};
+  farm_start(&f, &cfg);
+  const char *colon = strrchr(f.workers_ep, ':');
+  ck_assert(colon != NULL);
+  int port = farm_proxy_start(&f, "127.0.0.1", atoi(colon + 1));
+  snprintf(f.worker_sched_ep, sizeof f.worker_sched_ep, "tcp://127.0.0.1:%d", port);
+  farm_start_worker(&f, "w1", "x86", NULL);
+  char model[72];
+  farm_push_model(&f, "model S\nsleep 1500\n", model);
+  const char *x86[] = {"x86", NULL};
+  char *job = submit(&f, model, x86);
+  char tkey[200];
+  task_key(&f, job, 0, tkey);
+  ck_assert(farm_wait_redis_field(&f, tkey, "worker", "w1", 10000));
+  ck_assert_int_eq(farm_proxy_hold(&f), 1);
+  json_t *st = farm_wait_job(&f, job, "done", 40000, NULL);
+  ck_assert_msg(!strcmp(json_string_value(json_object_get(st, "state")), "done"), "%s",
+                json_dumps(st, 0));
+  char *attempts = farm_redis_hget(&f, tkey, "attempts");
+  ck_assert_str_eq(attempts, "1");
+  ck_assert_int_eq(farm_count_compiles(&f, "x86"), 1);
+  /* The first RESULT was lost: a copy made it, and was acknowledged. */
+  ck_assert(farm_worker_log_contains(&f, "w1", "the scheduler acknowledged its RESULT, sent "));
+  free(attempts);
+  json_decref(st);
+  free(job);
+  farm_stop(&f);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("farm_restarts");
   TCase *tc = tcase_create("restarts");
   tcase_set_timeout(tc, 60);
   tcase_add_test(tc, test_scheduler_killed_mid_job_and_restarted_completes_the_job);
   tcase_add_test(tc, test_redis_restarted_with_aof_loses_no_job);
+  tcase_add_test(tc, test_worker_connection_gone_silent_loses_no_result);
   suite_add_tcase(s, tc);
   return nimble_test_run(s);
 }

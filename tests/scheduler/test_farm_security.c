@@ -184,6 +184,20 @@ START_TEST(test_worker_socket_answers_bad_frames_and_ignores_unknown_tasks) {
       "{\"body\":{\"error\":\"boom\",\"task\":\"j-404.x86\"},\"type\":\"FAILURE\",\"v\":1}",
       "{\"body\":{\"percent\":5,\"phase\":\"import\",\"task\":\"j-404.x86\"},\"type\":\"PROGRESS\",\"v\":1}"};
   for (int i = 0; i < 3; i++) ck_assert(zmq_send(w, unknown[i], strlen(unknown[i]), 0) >= 0);
+  /* The RESULT is acknowledged all the same: a worker sending it again
+   * (docs/protocol.md, ACK) may forget a task that is gone. */
+  {
+    zmq_msg_t a;
+    zmq_msg_init(&a);
+    ck_assert_msg(zmq_msg_recv(&a, w, 0) >= 0, "no ACK for a RESULT of an unknown task");
+    nimble_msg_type_t at;
+    json_t *ab;
+    NIMBLE_ASSERT_OK(nimble_message_decode(zmq_msg_data(&a), zmq_msg_size(&a), &at, &ab));
+    zmq_msg_close(&a);
+    ck_assert_int_eq(at, NIMBLE_MSG_ACK);
+    ck_assert_str_eq(json_string_value(json_object_get(ab, "task")), "j-404.x86");
+    json_decref(ab);
+  }
   const char *ready = "{\"body\":{\"compiler_version\":\"" NIMBLE_VERSION_STRING
                       "\",\"targets\":[\"x86\"],\"worker\":\"raw\"},\"type\":\"READY\",\"v\":1}";
   ck_assert(zmq_send(w, ready, strlen(ready), 0) >= 0);

@@ -78,6 +78,15 @@ struct nimble_worker {
   size_t kc_nnew;
   int has_kernels;
   long k_done, k_total, k_cached;
+  /* The last task's RESULT or PROFILE_RESULT, as sent, until the
+   * scheduler's ACK (resend_outcome); NULL when none is pending. */
+  char *outcome;
+  size_t outcome_len;
+  char outcome_task[129];
+  nimble_msg_type_t outcome_type;
+  int outcome_sends;      /* sent again so many times */
+  int64_t outcome_due;    /* heartbeats from now until the next time */
+  int64_t outcome_wait;   /* and the wait after that (doubling) */
 };
 
 static int64_t now_ms(void) {
@@ -111,6 +120,66 @@ static void send_msg(nimble_worker *w, nimble_msg_type_t type, json_t *body /* s
   if (zmq_send(w->sock, out, n, 0) < 0 && errno != EINTR)
     wlog(w, "send failed: %s", zmq_strerror(errno));
   free(out);
+}
+
+/* A task's outcome is sent again until the scheduler ACKs it: once a
+ * heartbeat later, then after 2, 4, ... heartbeats, OUTCOME_MAX_SENDS
+ * times in all (about 17 minutes at the default heartbeat; a scheduler
+ * older than ACK never answers), and at once when a scheduler that
+ * restarted says it does not know us. A message written into a connection
+ * that then died is lost: without this, a task whose RESULT was lost so
+ * waits out its lease and compiles again. The scheduler takes a RESULT
+ * twice as a late one (the artifact is content-addressed). FAILUREs are
+ * not sent again: a copy could land on the task's next delivery, and a
+ * lost one costs the lease, then a retry. */
+#define OUTCOME_MAX_SENDS 10
+
+static void send_outcome(nimble_worker *w, nimble_msg_type_t type, json_t *body /* stolen */) {
+  char *out;
+  size_t n;
+  nimble_status_t st = body ? nimble_message_encode(type, body, &out, &n) : NIMBLE_OOM();
+  json_decref(body);
+  if (st) {
+    wlog(w, "cannot encode %s: %s", nimble_message_type_name(type), nimble_status_message(st));
+    nimble_status_free(st);
+    return;
+  }
+  if (zmq_send(w->sock, out, n, 0) < 0 && errno != EINTR)
+    wlog(w, "send failed: %s", zmq_strerror(errno));
+  if (w->outcome)
+    wlog(w, "task %s: its outcome was not acknowledged; the scheduler's lease decides", w->outcome_task);
+  free(w->outcome);
+  w->outcome = out;
+  w->outcome_len = n;
+  snprintf(w->outcome_task, sizeof w->outcome_task, "%s", w->task);
+  w->outcome_type = type;
+  w->outcome_sends = 0;
+  w->outcome_due = 1;
+  w->outcome_wait = 2;
+}
+
+static void drop_outcome(nimble_worker *w) {
+  free(w->outcome);
+  w->outcome = NULL;
+  w->outcome_task[0] = '\0';
+}
+
+/* Called once a heartbeat (now: 1 to send it at once). */
+static void resend_outcome(nimble_worker *w, int now) {
+  if (!w->outcome || (!now && --w->outcome_due > 0)) return;
+  if (w->outcome_sends == OUTCOME_MAX_SENDS) {
+    wlog(w, "task %s: no ACK for its outcome after %d copies; the scheduler's lease decides",
+         w->outcome_task, OUTCOME_MAX_SENDS);
+    drop_outcome(w);
+    return;
+  }
+  w->outcome_sends++;
+  if (!now) {
+    w->outcome_due = w->outcome_wait;
+    w->outcome_wait *= 2;
+  }
+  if (zmq_send(w->sock, w->outcome, w->outcome_len, 0) < 0 && errno != EINTR)
+    wlog(w, "send failed: %s", zmq_strerror(errno));
 }
 
 static void send_ready(nimble_worker *w) {
@@ -445,7 +514,7 @@ static void finish_profile(nimble_worker *w) {
     wlog(w, "task %s profiled: median %lld ns over %lld runs", w->task,
          (long long)json_integer_value(json_object_get(json_object_get(body, "report"), "median_ns")),
          (long long)json_integer_value(json_object_get(json_object_get(body, "report"), "runs")));
-    send_msg(w, NIMBLE_MSG_PROFILE_RESULT, body);
+    send_outcome(w, NIMBLE_MSG_PROFILE_RESULT, body);
   }
   end_task(w);
 }
@@ -669,7 +738,7 @@ static void finish_task(nimble_worker *w) {
                     json_array_size(tuned) == 1 ? "" : "s");
     if (res && tuned) json_object_set(res, "tune_records", tuned);
     json_decref(tuned);
-    send_msg(w, NIMBLE_MSG_RESULT, res);
+    send_outcome(w, NIMBLE_MSG_RESULT, res);
   }
   end_task(w);
 }
@@ -714,7 +783,15 @@ static void handle_message(nimble_worker *w, const void *data, size_t size) {
     }
     return;
   }
-  if (type == NIMBLE_MSG_CANCEL) {
+  if (type == NIMBLE_MSG_ACK) {
+    if (w->outcome && !strcmp(body_str(body, "task"), w->outcome_task)) {
+      /* Worth a line only when the first copy was lost (or late). */
+      if (w->outcome_sends)
+        wlog(w, "task %s: the scheduler acknowledged its %s, sent %d more time%s", w->outcome_task,
+             nimble_message_type_name(w->outcome_type), w->outcome_sends, w->outcome_sends == 1 ? "" : "s");
+      drop_outcome(w);
+    }
+  } else if (type == NIMBLE_MSG_CANCEL) {
     const char *t = body_str(body, "task");
     if (t && w->task[0] && !strcmp(t, w->task)) {
       wlog(w, "task %s cancelled", w->task);
@@ -729,6 +806,7 @@ static void handle_message(nimble_worker *w, const void *data, size_t size) {
       wlog(w, "scheduler: %s: %s", nimble_status_code_name(nimble_status_code(e)),
            nimble_status_message(e));
     if (not_registered) {
+      resend_outcome(w, 1); /* a scheduler that restarted may not have it */
       if (w->task[0])
         w->need_ready = 1; /* after this task: READY would drop its lease */
       else
@@ -790,7 +868,10 @@ nimble_status_t nimble_worker_run(nimble_worker *w) {
         }
       }
     }
-    if (now_ms() - w->last_beat_ms >= w->heartbeat_ms) send_heartbeat(w);
+    if (now_ms() - w->last_beat_ms >= w->heartbeat_ms) {
+      send_heartbeat(w);
+      resend_outcome(w, 0);
+    }
   }
   return nimble_ok();
 }
@@ -966,6 +1047,18 @@ static nimble_status_t create_inner(const nimble_worker_options_t *o, nimble_wor
   zmq_setsockopt(w->sock, ZMQ_MAXMSGSIZE, &max, sizeof max);
   int reconnect = 200;
   zmq_setsockopt(w->sock, ZMQ_RECONNECT_IVL, &reconnect, sizeof reconnect);
+  /* ZMTP heartbeats: a connection that goes silent (the scheduler's host
+   * gone without a reset, a NAT or firewall dropping the flow) is closed
+   * and made again after `timeout` with nothing heard, instead of taking
+   * our messages into a TCP buffer for the quarter of an hour TCP takes to
+   * give up. The PINGs are answered by the scheduler's ZeroMQ I/O thread,
+   * so a busy scheduler still answers; the TTL tells it to drop a
+   * connection of ours that went silent the same way. */
+  long hb = w->heartbeat_ms < 100 ? 100 : w->heartbeat_ms > 60000 ? 60000 : w->heartbeat_ms;
+  int ivl = (int)hb, timeout = (int)(5 * hb < 3000 ? 3000 : 5 * hb), ttl = timeout / 100 * 100;
+  zmq_setsockopt(w->sock, ZMQ_HEARTBEAT_IVL, &ivl, sizeof ivl);
+  zmq_setsockopt(w->sock, ZMQ_HEARTBEAT_TIMEOUT, &timeout, sizeof timeout);
+  zmq_setsockopt(w->sock, ZMQ_HEARTBEAT_TTL, &ttl, sizeof ttl);
   if (o->curve_secret_file || o->scheduler_key_file) {
     if (!o->curve_secret_file || !o->scheduler_key_file)
       return nimble_status_make(NIMBLE_INVALID_ARGUMENT,
@@ -1016,5 +1109,6 @@ void nimble_worker_destroy(nimble_worker *w) {
   worker_metrics_destroy(w->metrics);
   nimble_kernel_cache_destroy(w->kcache);
   free(w->kc_new);
+  free(w->outcome);
   free(w);
 }

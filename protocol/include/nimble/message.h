@@ -17,7 +17,7 @@
  *   scheduler → client     ACCEPTED, JOB_STATUS, TUNE_RECORDS, TUNE_RECORDS_IMPORTED,
  *                          ERROR (and PROGRESS events)
  *   worker → scheduler     READY, HEARTBEAT, PROGRESS, RESULT, PROFILE_RESULT, FAILURE
- *   scheduler → worker     TASK, PROFILE_TASK, CANCEL, ERROR
+ *   scheduler → worker     TASK, PROFILE_TASK, CANCEL, ACK, ERROR
  *
  * Bodies are jansson objects (json_t); protocol links jansson publicly.
  */
@@ -76,6 +76,7 @@ typedef enum nimble_msg_type {
   NIMBLE_MSG_TUNE_RECORDS_IMPORT,   /* client: keep these tuning records */
   NIMBLE_MSG_TUNE_RECORDS,          /* scheduler: a page of tuning records */
   NIMBLE_MSG_TUNE_RECORDS_IMPORTED, /* scheduler: the records imported */
+  NIMBLE_MSG_ACK, /* scheduler: worker, I have task T's RESULT or PROFILE_RESULT: stop sending it */
   NIMBLE_MSG_TYPE_COUNT_
 } nimble_msg_type_t;
 
