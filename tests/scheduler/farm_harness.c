@@ -566,6 +566,29 @@ int farm_worker_log_contains(farm *f, const char *id, const char *text) {
   return found;
 }
 
+long long farm_worker_metric(farm *f, const char *id, const char *series) {
+  char path[400];
+  snprintf(path, sizeof path, "%s/worker-%s.log", f->dir, id);
+  char *text = read_text(path);
+  ck_assert_msg(text != NULL, "no log for worker %s", id);
+  char url[200] = "";
+  const char *at = strstr(text, "metrics at ");
+  if (at) sscanf(at + 11, "%199s", url);
+  free(text);
+  ck_assert_msg(url[0], "worker %s printed no metrics URL (start it with --metrics)", id);
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "curl -sf '%s'", url);
+  FILE *p = popen(cmd, "r");
+  ck_assert_ptr_nonnull(p);
+  char line[1024];
+  long long v = -1;
+  size_t len = strlen(series);
+  while (fgets(line, sizeof line, p))
+    if (!strncmp(line, series, len) && line[len] == ' ') v = atoll(line + len + 1);
+  pclose(p);
+  return v;
+}
+
 int farm_sched_log_contains(farm *f, const char *text) {
   char *t = read_text(f->sched_log);
   int found = t && strstr(t, text) != NULL;

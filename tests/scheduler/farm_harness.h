@@ -141,6 +141,10 @@ char *farm_redis_hget(farm *f, const char *key, const char *field);
 int farm_count_compiles(farm *f, const char *needle);
 /* 1 when the scheduler's log contains text. */
 int farm_sched_log_contains(farm *f, const char *text);
+/* The value of metric line `series` (e.g. 'name{target="x86"}') on the
+ * /metrics port worker `id` printed in its log (started with --metrics),
+ * read with curl; -1 if the series is absent. */
+long long farm_worker_metric(farm *f, const char *id, const char *series);
 /* Whether worker `id`'s log (stderr) holds `text`. */
 int farm_worker_log_contains(farm *f, const char *id, const char *text);
 void farm_sleep_ms(long ms);

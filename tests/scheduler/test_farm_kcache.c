@@ -258,35 +258,6 @@ static int file_contains(const char *path, const char *text) {
   return found;
 }
 
-/* The value of metric line `series` (e.g. 'name{target="x86"}') on the
- * /metrics port worker `id` printed in its log, read with curl; -1 if none. */
-static long long worker_metric(farm *f, const char *id, const char *series) {
-  char log[500];
-  snprintf(log, sizeof log, "%s/worker-%s.log", f->dir, id);
-  size_t n = 0;
-  char *text = (char *)read_file(log, &n);
-  ck_assert_ptr_nonnull(text);
-  char url[200] = "";
-  for (size_t i = 0; i + 12 < n; i++)
-    if (!memcmp(text + i, "metrics at ", 11)) {
-      sscanf(text + i + 11, "%199s", url);
-      break;
-    }
-  free(text);
-  ck_assert_msg(url[0], "worker %s printed no metrics URL", id);
-  char cmd[600];
-  snprintf(cmd, sizeof cmd, "curl -sf '%s'", url);
-  FILE *p = popen(cmd, "r");
-  ck_assert_ptr_nonnull(p);
-  char line[1024];
-  long long v = -1;
-  size_t len = strlen(series);
-  while (fgets(line, sizeof line, p))
-    if (!strncmp(line, series, len) && line[len] == ' ') v = atoll(line + len + 1);
-  pclose(p);
-  return v;
-}
-
 typedef struct kc_farm {
   farm f;
   char dir_a[400], dir_b[400];
@@ -425,11 +396,11 @@ START_TEST(test_a_kernel_built_on_one_worker_is_a_cache_hit_on_another) {
     ck_assert_str_eq(in_b.digests[j], in_a.digests[i]);
   }
   /* B's /metrics say the same. */
-  ck_assert_int_eq(worker_metric(f, "w-b", "nimble_worker_kernel_cache_hits_total{target=\"x86\"}"), k.shared);
-  ck_assert_int_eq(worker_metric(f, "w-b", "nimble_worker_kernel_cache_misses_total{target=\"x86\"}"),
+  ck_assert_int_eq(farm_worker_metric(f, "w-b", "nimble_worker_kernel_cache_hits_total{target=\"x86\"}"), k.shared);
+  ck_assert_int_eq(farm_worker_metric(f, "w-b", "nimble_worker_kernel_cache_misses_total{target=\"x86\"}"),
                    k.local_b.n - k.shared);
-  ck_assert_int_eq(worker_metric(f, "w-b", "nimble_worker_kcache_fetched_total{target=\"x86\"}"), in_a.n);
-  ck_assert_int_eq(worker_metric(f, "w-b", "nimble_worker_kcache_shared_total{target=\"x86\"}"),
+  ck_assert_int_eq(farm_worker_metric(f, "w-b", "nimble_worker_kcache_fetched_total{target=\"x86\"}"), in_a.n);
+  ck_assert_int_eq(farm_worker_metric(f, "w-b", "nimble_worker_kcache_shared_total{target=\"x86\"}"),
                    k.local_b.n - k.shared);
   /* The index grew by B's new kernels only. */
   ck_assert_int_eq(redis_int(f, "HLEN nimble:kcache:%s", "x86"), in_a.n + k.local_b.n - k.shared);

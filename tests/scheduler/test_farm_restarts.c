@@ -120,7 +120,8 @@ START_TEST(test_worker_connection_gone_silent_loses_no_result) {
   ck_assert(colon != NULL);
   int port = farm_proxy_start(&f, "127.0.0.1", atoi(colon + 1));
   snprintf(f.worker_sched_ep, sizeof f.worker_sched_ep, "tcp://127.0.0.1:%d", port);
-  farm_start_worker(&f, "w1", "x86", NULL);
+  const char *metrics[] = {"--metrics", "127.0.0.1:0", NULL};
+  farm_start_worker(&f, "w1", "x86", metrics);
   char model[72];
   farm_push_model(&f, "model S\nsleep 1500\n", model);
   const char *x86[] = {"x86", NULL};
@@ -137,6 +138,8 @@ START_TEST(test_worker_connection_gone_silent_loses_no_result) {
   ck_assert_int_eq(farm_count_compiles(&f, "x86"), 1);
   /* The first RESULT was lost: a copy made it, and was acknowledged. */
   ck_assert(farm_worker_log_contains(&f, "w1", "the scheduler acknowledged its RESULT, sent "));
+  ck_assert_int_ge(farm_worker_metric(&f, "w1", "nimble_worker_outcomes_resent_total"), 1);
+  ck_assert_int_eq(farm_worker_metric(&f, "w1", "nimble_worker_outcomes_unacknowledged_total"), 0);
   free(attempts);
   json_decref(st);
   free(job);

@@ -146,8 +146,10 @@ static void send_outcome(nimble_worker *w, nimble_msg_type_t type, json_t *body 
   }
   if (zmq_send(w->sock, out, n, 0) < 0 && errno != EINTR)
     wlog(w, "send failed: %s", zmq_strerror(errno));
-  if (w->outcome)
+  if (w->outcome) {
     wlog(w, "task %s: its outcome was not acknowledged; the scheduler's lease decides", w->outcome_task);
+    worker_metrics_outcome(w->metrics, 1);
+  }
   free(w->outcome);
   w->outcome = out;
   w->outcome_len = n;
@@ -170,10 +172,12 @@ static void resend_outcome(nimble_worker *w, int now) {
   if (w->outcome_sends == OUTCOME_MAX_SENDS) {
     wlog(w, "task %s: no ACK for its outcome after %d copies; the scheduler's lease decides",
          w->outcome_task, OUTCOME_MAX_SENDS);
+    worker_metrics_outcome(w->metrics, 1);
     drop_outcome(w);
     return;
   }
   w->outcome_sends++;
+  worker_metrics_outcome(w->metrics, 0);
   if (!now) {
     w->outcome_due = w->outcome_wait;
     w->outcome_wait *= 2;

@@ -31,6 +31,7 @@ struct worker_metrics {
   wm_target t[WM_MAX_TARGETS + 1]; /* the last is "other" */
   size_t nt;
   int busy;
+  uint64_t resent, unacknowledged; /* RESULT / PROFILE_RESULT copies (worker_loop.c) */
   struct MHD_Daemon *daemon;
 };
 
@@ -106,6 +107,14 @@ void worker_metrics_kcache(worker_metrics *m, const char *target, long hits, lon
   pthread_mutex_unlock(&m->mu);
 }
 
+void worker_metrics_outcome(worker_metrics *m, int given_up) {
+  if (!m) return;
+  pthread_mutex_lock(&m->mu);
+  if (given_up) m->unacknowledged++;
+  else m->resent++;
+  pthread_mutex_unlock(&m->mu);
+}
+
 void worker_metrics_set_busy(worker_metrics *m, int busy) {
   if (!m) return;
   pthread_mutex_lock(&m->mu);
@@ -134,6 +143,12 @@ static void write_all(worker_metrics *m, nimble_metrics_buf *b) {
   nimble_metrics_sample_u64(b, "nimble_worker_info", info, 1);
   nimble_metrics_family(b, "nimble_worker_busy", "gauge", "1 while the worker holds a task.");
   nimble_metrics_sample_u64(b, "nimble_worker_busy", NULL, (uint64_t)m->busy);
+  nimble_metrics_family(b, "nimble_worker_outcomes_resent_total", "counter",
+                        "RESULT or PROFILE_RESULT copies sent again before the scheduler's ACK.");
+  nimble_metrics_sample_u64(b, "nimble_worker_outcomes_resent_total", NULL, m->resent);
+  nimble_metrics_family(b, "nimble_worker_outcomes_unacknowledged_total", "counter",
+                        "Task outcomes given up on after their last copy went unacknowledged.");
+  nimble_metrics_sample_u64(b, "nimble_worker_outcomes_unacknowledged_total", NULL, m->unacknowledged);
   nimble_metrics_family(b, "nimble_worker_tasks_received_total", "counter",
                         "Tasks received: compile (TASK) and profile (PROFILE_TASK).");
   for (size_t i = 0; i < nt; i++)

@@ -30,6 +30,8 @@ void worker_metrics_kcache(worker_metrics *m, const char *target, long hits, lon
                            long refused, long shared);
 /* 1 while the worker holds a task. */
 void worker_metrics_set_busy(worker_metrics *m, int busy);
+/* A task's outcome sent again (given_up 0), or given up on unacknowledged (1). */
+void worker_metrics_outcome(worker_metrics *m, int given_up);
 
 /* Serves GET /metrics on `address` ("HOST:PORT", port 0: any) from its own
  * thread; *out_url (may be NULL) receives "http://HOST:PORT" bound. */
