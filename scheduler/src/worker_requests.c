@@ -270,10 +270,11 @@ static void send_ack(nimble_scheduler *s, const sched_envelope *env, const char 
   json_decref(b);
 }
 
-/* The worker that held task `tid` is free again: the one on this
- * connection or, when the outcome came over a connection not yet known
- * (the worker reconnected; its next heartbeat says who it is), the task's
- * holder. */
+/* The worker that held task `tid` is free again once its outcome is
+ * recorded: the one on this connection or, when the outcome came over a
+ * connection not yet known (the worker reconnected; its next heartbeat
+ * says who it is), the task's holder. Not for an outcome ignored: the
+ * holder may still run the task. */
 static void free_holder(nimble_scheduler *s, sched_worker *w, const char *holder, const char *tid) {
   if (!w && holder && holder[0]) w = sched_worker_find(s, holder);
   if (w && !strcmp(w->task, tid)) w->task[0] = '\0';
@@ -319,8 +320,10 @@ static void handle_result(nimble_scheduler *s, sched_worker *w, const sched_enve
   }
   if (late) {
     if (!unknown) send_ack(s, env, tid);
-    nimble_sched_task_deinit(&t);
+    /* Only this connection's worker: the task's holder may still run it
+     * (a verified build's copy). */
     if (w && !strcmp(w->task, tid)) w->task[0] = '\0';
+    nimble_sched_task_deinit(&t);
     return;
   }
   if (from[0]) snprintf(t.last_worker, sizeof t.last_worker, "%s", from);
@@ -399,8 +402,8 @@ static void handle_profile_result(nimble_scheduler *s, sched_worker *w, const sc
     if (strcmp(t.kind, "profile") || strcmp(t.state, "done"))
       sched_log(s, "PROFILE_RESULT for %s ignored: a %s task, %s", tid, t.kind, t.state);
     send_ack(s, env, tid);
-    nimble_sched_task_deinit(&t);
     if (w && !strcmp(w->task, tid)) w->task[0] = '\0';
+    nimble_sched_task_deinit(&t);
     return;
   }
   free(t.report);
@@ -442,8 +445,8 @@ static void handle_failure(nimble_scheduler *s, sched_worker *w, const json_t *b
   }
   if (st) sched_log(s, "FAILURE for %s not recorded: %s", tid, nimble_status_message(st));
   nimble_status_free(st);
+  free_holder(s, w, t.worker, tid);
   nimble_sched_task_deinit(&t);
-  if (w && !strcmp(w->task, tid)) w->task[0] = '\0';
 }
 
 void sched_handle_worker(nimble_scheduler *s, const sched_envelope *env, const void *data,

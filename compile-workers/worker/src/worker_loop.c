@@ -85,8 +85,7 @@ struct nimble_worker {
   char outcome_task[129];
   nimble_msg_type_t outcome_type;
   int outcome_sends;      /* sent again so many times */
-  int64_t outcome_due;    /* heartbeats from now until the next time */
-  int64_t outcome_wait;   /* and the wait after that (doubling) */
+  int64_t outcome_due;    /* heartbeats from now until the next time: 1, then 2^sends */
 };
 
 static int64_t now_ms(void) {
@@ -106,19 +105,30 @@ static void wlog(nimble_worker *w, const char *fmt, ...) {
   va_end(ap);
 }
 
-static void send_msg(nimble_worker *w, nimble_msg_type_t type, json_t *body /* stolen */) {
-  char *out;
-  size_t n;
-  nimble_status_t st = body ? nimble_message_encode(type, body, &out, &n)
-                            : NIMBLE_OOM();
+/* The frame of a message, or NULL (said in the log) when it cannot be
+ * encoded; the caller frees it. */
+static char *encode_msg(nimble_worker *w, nimble_msg_type_t type, json_t *body /* stolen */, size_t *n) {
+  char *out = NULL;
+  nimble_status_t st = body ? nimble_message_encode(type, body, &out, n) : NIMBLE_OOM();
   json_decref(body);
   if (st) {
     wlog(w, "cannot encode %s: %s", nimble_message_type_name(type), nimble_status_message(st));
     nimble_status_free(st);
-    return;
+    return NULL;
   }
-  if (zmq_send(w->sock, out, n, 0) < 0 && errno != EINTR)
+  return out;
+}
+
+static void send_frame(nimble_worker *w, const char *frame, size_t n) {
+  if (zmq_send(w->sock, frame, n, 0) < 0 && errno != EINTR)
     wlog(w, "send failed: %s", zmq_strerror(errno));
+}
+
+static void send_msg(nimble_worker *w, nimble_msg_type_t type, json_t *body /* stolen */) {
+  size_t n;
+  char *out = encode_msg(w, type, body, &n);
+  if (!out) return;
+  send_frame(w, out, n);
   free(out);
 }
 
@@ -135,17 +145,10 @@ static void send_msg(nimble_worker *w, nimble_msg_type_t type, json_t *body /* s
 #define OUTCOME_MAX_SENDS 10
 
 static void send_outcome(nimble_worker *w, nimble_msg_type_t type, json_t *body /* stolen */) {
-  char *out;
   size_t n;
-  nimble_status_t st = body ? nimble_message_encode(type, body, &out, &n) : NIMBLE_OOM();
-  json_decref(body);
-  if (st) {
-    wlog(w, "cannot encode %s: %s", nimble_message_type_name(type), nimble_status_message(st));
-    nimble_status_free(st);
-    return;
-  }
-  if (zmq_send(w->sock, out, n, 0) < 0 && errno != EINTR)
-    wlog(w, "send failed: %s", zmq_strerror(errno));
+  char *out = encode_msg(w, type, body, &n);
+  if (!out) return;
+  send_frame(w, out, n);
   if (w->outcome) {
     wlog(w, "task %s: its outcome was not acknowledged; the scheduler's lease decides", w->outcome_task);
     worker_metrics_outcome(w->metrics, 1);
@@ -157,7 +160,6 @@ static void send_outcome(nimble_worker *w, nimble_msg_type_t type, json_t *body 
   w->outcome_type = type;
   w->outcome_sends = 0;
   w->outcome_due = 1;
-  w->outcome_wait = 2;
 }
 
 static void drop_outcome(nimble_worker *w) {
@@ -178,12 +180,8 @@ static void resend_outcome(nimble_worker *w, int now) {
   }
   w->outcome_sends++;
   worker_metrics_outcome(w->metrics, 0);
-  if (!now) {
-    w->outcome_due = w->outcome_wait;
-    w->outcome_wait *= 2;
-  }
-  if (zmq_send(w->sock, w->outcome, w->outcome_len, 0) < 0 && errno != EINTR)
-    wlog(w, "send failed: %s", zmq_strerror(errno));
+  if (!now) w->outcome_due = (int64_t)1 << w->outcome_sends;
+  send_frame(w, w->outcome, w->outcome_len);
 }
 
 static void send_ready(nimble_worker *w) {
