@@ -254,6 +254,8 @@ extern const cp_def cp_defs_pool_indices[]; /* pool_indices.c */
 extern const int cp_defs_pool_indices_count;
 extern const cp_def cp_defs_dropout[]; /* dropout.c */
 extern const int cp_defs_dropout_count;
+extern const cp_def cp_defs_recurrent[]; /* recurrent.c */
+extern const int cp_defs_recurrent_count;
 
 const cp_def *cp_find_def(const char *op);
 

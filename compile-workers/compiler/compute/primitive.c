@@ -54,6 +54,7 @@ const cp_def *cp_find_def(const char *op) {
       {cp_defs_linalg, &cp_defs_linalg_count},
       {cp_defs_pool_indices, &cp_defs_pool_indices_count},
       {cp_defs_dropout, &cp_defs_dropout_count},
+      {cp_defs_recurrent, &cp_defs_recurrent_count},
   };
   for (size_t f = 0; f < sizeof families / sizeof families[0]; f++)
     for (int i = 0; i < *families[f].count; i++)

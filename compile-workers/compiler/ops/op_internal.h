@@ -35,6 +35,9 @@ extern const nimble_op nimble_ops_math_extra[];
 extern const size_t nimble_ops_math_extra_count;
 extern const nimble_op nimble_ops_random[];
 extern const size_t nimble_ops_random_count;
+/* recurrent.c: lstm_scan, a whole LSTM recurrence (the importer's fast path). */
+extern const nimble_op nimble_ops_recurrent[];
+extern const size_t nimble_ops_recurrent_count;
 
 /* Attribute spec initializers. */
 #define ATTR_INT(n, def, d) {n, NIMBLE_ATTR_INT, false, {NIMBLE_ATTR_INT, (def), 0, NULL, 0, NULL}, d}

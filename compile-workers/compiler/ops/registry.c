@@ -22,6 +22,7 @@ static const family kFamilies[] = {
     {nimble_ops_dyn_layout, &nimble_ops_dyn_layout_count},
     {nimble_ops_math_extra, &nimble_ops_math_extra_count},
     {nimble_ops_random, &nimble_ops_random_count},
+    {nimble_ops_recurrent, &nimble_ops_recurrent_count},
 };
 #define NUM_FAMILIES (sizeof kFamilies / sizeof kFamilies[0])
 

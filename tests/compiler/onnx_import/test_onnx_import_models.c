@@ -123,7 +123,7 @@ START_TEST(test_mlp_maps_to_dense_and_relu_with_a_symbolic_batch) {
 }
 END_TEST
 
-START_TEST(test_lstm_becomes_a_recursive_loop_over_time_with_run_time_trip_count) {
+START_TEST(test_lstm_becomes_one_lstm_scan_over_a_run_time_number_of_steps) {
   char path[1024], buf[512];
   nimble_arena *arena;
   NIMBLE_ASSERT_OK(nimble_arena_create(&arena));
@@ -137,13 +137,15 @@ START_TEST(test_lstm_becomes_a_recursive_loop_over_time_with_run_time_trip_count
   const nimble_type *ft = nimble_typing_global_type(t, "main");
   ck_assert_uint_eq(ft->u.func.params[0]->u.tensor.dims[0].var_id,
                     ft->u.func.ret->u.tuple.fields[0]->u.tensor.dims[0].var_id);
-  ck_assert_uint_eq(nimble_module_num_funcs(m), 2);
-  const nimble_global_func_t *f = nimble_module_func_at(m, 0);
-  ck_assert_str_eq(f->name, "lstm_0");
+  /* No step function: the recurrence is one operator (its steps run in
+   * one kernel), after the projection of every step as one dense. */
+  ck_assert_uint_eq(nimble_module_num_funcs(m), 1);
   char *text;
-  NIMBLE_ASSERT_OK(nimble_ir_print_expr(f->func, &text));
-  ck_assert_ptr_nonnull(strstr(text, "@lstm_0(add(%t, 1)"));
-  ck_assert_ptr_nonnull(strstr(text, "less(%t, %T)"));
+  NIMBLE_ASSERT_OK(nimble_ir_print_module(m, &text));
+  const char *scan = strstr(text, "lstm_scan(");
+  ck_assert_ptr_nonnull(scan);
+  ck_assert_ptr_null(strstr(scan + 1, "lstm_scan("));
+  ck_assert_ptr_nonnull(strstr(text, "dense("));
   free(text);
   nimble_arena_destroy(arena);
 }
@@ -318,7 +320,7 @@ static Suite *suite(void) {
                       (int)(sizeof kModels / sizeof kModels[0]));
   tcase_add_test(tc, test_bert_tiny_keeps_the_sequence_dim_symbolic_from_input_to_output);
   tcase_add_test(tc, test_mlp_maps_to_dense_and_relu_with_a_symbolic_batch);
-  tcase_add_test(tc, test_lstm_becomes_a_recursive_loop_over_time_with_run_time_trip_count);
+  tcase_add_test(tc, test_lstm_becomes_one_lstm_scan_over_a_run_time_number_of_steps);
   tcase_add_test(tc, test_loop_if_keeps_the_batch_dim_through_the_loop);
   tcase_add_test(tc, test_imported_models_print_and_parse_back_to_the_same_module);
   tcase_add_loop_test(tc, test_every_reference_model_prints_text_that_parses_back_and_type_checks, 0,

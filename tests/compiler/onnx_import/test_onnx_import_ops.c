@@ -1,6 +1,8 @@
 /* Shape functions of the registry operators added for the importer
  * (compile-workers/compiler/ops/{indexing,vision,dyn_layout,math_extra}.c),
  * against shapes computed by hand from the ONNX operator specification. */
+#include <string.h>
+
 #include "nimble_test.h"
 #include "ops_test_util.h"
 
@@ -151,6 +153,27 @@ START_TEST(test_random_ops_and_bit_shift_keep_their_input_shapes) {
 }
 END_TEST
 
+START_TEST(test_lstm_scan_gives_every_step_s_h_and_the_last_state) {
+  /* xw [T, B, 4H], r [H, 4H], h0 and c0 [B, H] -> y [T, B, H], h, c [B, H]. */
+  ck_assert_str_eq(shapes("lstm_scan", "", 4, IN(in_shape("5x2x32"), in_shape("8x32"), in_shape("2x8"), in_shape("2x8"))),
+                   "(5, 2, 8) (2, 8) (2, 8)");
+  ck_assert_str_eq(shapes("lstm_scan", "reverse=1", 4,
+                          IN(in_shape("0x1x4"), in_shape("1x4"), in_shape("1x1"), in_shape("1x1"))),
+                   "(0, 1, 1) (1, 1) (1, 1)");
+  /* r must be [H, 4H], xw's columns 4H, the states [B, H]. */
+  ck_assert_ptr_nonnull(strstr(shapes("lstm_scan", "", 4, IN(in_shape("5x2x32"), in_shape("8x24"), in_shape("2x8"), in_shape("2x8"))),
+                               "4 x hidden size"));
+  ck_assert_ptr_nonnull(strstr(shapes("lstm_scan", "", 4, IN(in_shape("5x2x36"), in_shape("8x32"), in_shape("2x8"), in_shape("2x8"))),
+                               "the gate columns"));
+  ck_assert_ptr_nonnull(strstr(shapes("lstm_scan", "", 4, IN(in_shape("5x2x32"), in_shape("8x32"), in_shape("3x8"), in_shape("2x8"))),
+                               "the batch"));
+  ck_assert_ptr_nonnull(strstr(shapes("lstm_scan", "", 4, IN(in_shape("5x2x32"), in_shape("8x32"), in_shape("2x8"), in_shape("2x7"))),
+                               "the hidden size"));
+  ck_assert_ptr_nonnull(strstr(shapes("lstm_scan", "", 4, IN(in_shape("5x2x32"), in_shape("8x32x1"), in_shape("2x8"), in_shape("2x8"))),
+                               "error"));
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("onnx_import_ops");
   TCase *tc = tcase_create("shapes");
@@ -165,6 +188,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_einsum_follows_the_equation);
   tcase_add_test(tc, test_max_pool_with_indices_matches_the_pool_extent);
   tcase_add_test(tc, test_random_ops_and_bit_shift_keep_their_input_shapes);
+  tcase_add_test(tc, test_lstm_scan_gives_every_step_s_h_and_the_last_state);
   suite_add_tcase(s, tc);
   return s;
 }

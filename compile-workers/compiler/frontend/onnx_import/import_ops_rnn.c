@@ -321,6 +321,33 @@ static nimble_status_t input_projection(imp_ctx *c, imp_val *X, imp_val *W, imp_
   return imp_emit(c, "dyn_reshape", 2, r, NULL, 0, out);
 }
 
+/* X W^T + Wb + Rb for every step, for LSTM and RNN, whose both biases add
+ * to every gate. Bd: direction d's [2 * gates * H] biases. */
+static nimble_status_t gated_projection(imp_ctx *c, imp_val *X, imp_val *Wd, imp_val *Bd, int64_t gates, int64_t H,
+                                        imp_val **out) {
+  imp_val *wb, *rb, *b;
+  const nimble_expr *be = Bd->expr;
+  if (be->kind == NIMBLE_EXPR_CONSTANT && be->u.constant.dtype == NIMBLE_DTYPE_FLOAT32 && be->u.constant.rank == 1 &&
+      be->u.constant.dims[0] == 2 * gates * H) {
+    /* Wb + Rb of an initializer, summed here (in float, as the add
+     * would). */
+    float *sum = malloc((size_t)(gates * H) * sizeof *sum);
+    if (!sum) return NIMBLE_OOM_IN("importing");
+    const float *bv = be->u.constant.data;
+    for (int64_t j = 0; j < gates * H; j++) sum[j] = bv[j] + bv[gates * H + j];
+    int64_t n = gates * H;
+    nimble_status_t st = imp_const(c, NIMBLE_DTYPE_FLOAT32, 1, &n, sum, &b);
+    free(sum);
+    NIMBLE_RETURN_IF_ERROR(st);
+  } else {
+    NIMBLE_RETURN_IF_ERROR(slice_rows(c, Bd, 0, gates * H, &wb));
+    NIMBLE_RETURN_IF_ERROR(slice_rows(c, Bd, gates * H, 2 * gates * H, &rb));
+    imp_val *pair[2] = {wb, rb};
+    NIMBLE_RETURN_IF_ERROR(imp_emit(c, "add", 2, pair, NULL, 0, &b));
+  }
+  return input_projection(c, X, Wd, b, gates * H, out);
+}
+
 static nimble_status_t convert_rnn(imp_ctx *c, const nimble_onnx_node *n, cell_kind k) {
   imp_val *X, *W, *R, *B, *seqlens, *h0in, *c0in = NULL, *P = NULL;
   NIMBLE_RETURN_IF_ERROR(imp_input_req(c, n, 0, &X));
@@ -386,6 +413,9 @@ static nimble_status_t convert_rnn(imp_ctx *c, const nimble_onnx_node *n, cell_k
    * one [gates*H, H]. */
   bool rt = transpose_recurrent(k == CELL_GRU ? H : gates * H, H, nimble_dtype_size(X->sig.dtype));
   imp_val *Ys[2], *Hs[2], *Cs[2];
+  /* An LSTM without peepholes and sequence lengths is one lstm_scan per
+   * direction (ops/recurrent.c): its steps run inside one kernel. */
+  bool scan = k == CELL_LSTM && !P && !seqlens && X->sig.dtype == NIMBLE_DTYPE_FLOAT32;
   for (int64_t d = 0; d < dirs; d++) {
     bool reverse = rev_only || d == 1;
     imp_val *Wd, *Bd = NULL, *hi, *ci = NULL, *Y0;
@@ -397,17 +427,30 @@ static nimble_status_t convert_rnn(imp_ctx *c, const nimble_onnx_node *n, cell_k
       if (c0in) NIMBLE_RETURN_IF_ERROR(take_dir(c, c0in, d, &ci));
       else NIMBLE_RETURN_IF_ERROR(zeros_state(c, X, H, &ci));
     }
+    if (!Bd) {
+      int64_t shape = 2 * gates * H;
+      nimble_named_attr_t at[2] = {imp_attr_ints("shape", &shape, 1), imp_attr_str("dtype", dt)};
+      NIMBLE_RETURN_IF_ERROR(imp_emit(c, "zeros", 0, NULL, at, 2, &Bd));
+    }
+    if (scan) {
+      imp_val *XW, *Rt, *outs[3];
+      NIMBLE_RETURN_IF_ERROR(gated_projection(c, X, Wd, Bd, gates, H, &XW));
+      NIMBLE_RETURN_IF_ERROR(recurrent_weights(c, R, d, 0, gates * H, true, &Rt));
+      nimble_named_attr_t ra = imp_attr_int("reverse", reverse ? 1 : 0);
+      imp_val *sargs[4] = {XW, Rt, hi, ci};
+      size_t nout;
+      NIMBLE_RETURN_IF_ERROR(imp_emit_multi(c, "lstm_scan", 4, sargs, &ra, 1, outs, &nout));
+      Ys[d] = outs[0];
+      Hs[d] = outs[1];
+      Cs[d] = outs[2];
+      continue;
+    }
     {
       /* Y, written row by row by the steps: zeros [T, batch, H]. */
       imp_val *shape;
       NIMBLE_RETURN_IF_ERROR(seq_shape(c, X, H, &shape));
       nimble_named_attr_t at[2] = {imp_attr_str("dtype", nimble_dtype_name(X->sig.dtype)), imp_attr_float("value", 0.0)};
       NIMBLE_RETURN_IF_ERROR(imp_emit(c, "constant_of_shape", 1, &shape, at, 2, &Y0));
-    }
-    if (!Bd) {
-      int64_t shape = 2 * gates * H;
-      nimble_named_attr_t at[2] = {imp_attr_ints("shape", &shape, 1), imp_attr_str("dtype", dt)};
-      NIMBLE_RETURN_IF_ERROR(imp_emit(c, "zeros", 0, NULL, at, 2, &Bd));
     }
     const char *name = imp_fresh_global(c, k == CELL_LSTM ? "lstm" : k == CELL_GRU ? "gru" : "rnn");
     if (!name) return NIMBLE_OOM_IN("importing");
@@ -435,27 +478,8 @@ static nimble_status_t convert_rnn(imp_ctx *c, const nimble_onnx_node *n, cell_k
       for (int i = 0; i < 7; i++) args[na++] = v[i]->expr;
     } else {
       /* Both biases add to every gate: both go into the projection. */
-      imp_val *wb, *rb, *b, *XW;
-      const nimble_expr *be = Bd->expr;
-      if (be->kind == NIMBLE_EXPR_CONSTANT && be->u.constant.dtype == NIMBLE_DTYPE_FLOAT32 &&
-          be->u.constant.rank == 1 && be->u.constant.dims[0] == 2 * gates * H) {
-        /* Wb + Rb of an initializer, summed here (in float, as the add
-         * would). */
-        float *sum = malloc((size_t)(gates * H) * sizeof *sum);
-        if (!sum) return NIMBLE_OOM_IN("importing");
-        const float *bv = be->u.constant.data;
-        for (int64_t j = 0; j < gates * H; j++) sum[j] = bv[j] + bv[gates * H + j];
-        int64_t n = gates * H;
-        nimble_status_t st = imp_const(c, NIMBLE_DTYPE_FLOAT32, 1, &n, sum, &b);
-        free(sum);
-        NIMBLE_RETURN_IF_ERROR(st);
-      } else {
-        NIMBLE_RETURN_IF_ERROR(slice_rows(c, Bd, 0, gates * H, &wb));
-        NIMBLE_RETURN_IF_ERROR(slice_rows(c, Bd, gates * H, 2 * gates * H, &rb));
-        imp_val *pair[2] = {wb, rb};
-        NIMBLE_RETURN_IF_ERROR(imp_emit(c, "add", 2, pair, NULL, 0, &b));
-      }
-      NIMBLE_RETURN_IF_ERROR(input_projection(c, X, Wd, b, gates * H, &XW));
+      imp_val *XW;
+      NIMBLE_RETURN_IF_ERROR(gated_projection(c, X, Wd, Bd, gates, H, &XW));
       imp_val *Rt;
       NIMBLE_RETURN_IF_ERROR(recurrent_weights(c, R, d, 0, gates * H, rt, &Rt));
       args[na++] = XW->expr;

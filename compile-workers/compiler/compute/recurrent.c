@@ -1,0 +1,265 @@
+/* lstm_scan (ops/recurrent.c): a whole LSTM recurrence in one kernel.
+ *
+ * Each step is g = h r (B x 4H from B x H and H x 4H), through env->sgemm
+ * where the runtime has it (every CPU runtime: the packed matrix-vector
+ * product for a batch of 1, split over the VM's threads by the runtime
+ * when r is large), then per hidden unit the gates from xw[t] + g: c = f
+ * * c + i * u, h = o * tanh(c), one vectorized loop over the units. Where
+ * the importer's recursion over steps cost a VM call per step, its
+ * allocations, the row's take and scatter and a kernel for the gates, a
+ * step is now one product and one loop (lstm seq 128 at 1 thread: 0.51 ->
+ * 0.38 ms, docs/benchmarks.md).
+ *
+ * The steps are not split over threads by hidden units: tasks owning a
+ * contiguous run of r's columns for their units' four gates (r's columns
+ * reordered by blocks of 16 units) exchange only h per step, but on the
+ * build machine a fork-join per step (cache lines crossing cores in
+ * 0.2-0.25 us each way) cost more than the half product saved: lstm seq
+ * 128's kernel took 361 us at 2 threads against 285 at 1.
+ *
+ * State lives in the outputs: y[t] holds step t's h, which the next
+ * step's product reads (a step writes y[t] while reading y[t - 1]: no
+ * double buffer); the c output holds c, updated in place. h0 goes to a
+ * scratch row after the gates' [B, 4H] for the first product (h0 itself
+ * may be an inlined constant).
+ *
+ * Without sgemm (GPUs, runtimes without BLAS, use_sgemm off) the same
+ * steps run as serial loops with the products as dot products: correct,
+ * not fast, no scratch. */
+#include <string.h>
+
+#include "compute_internal.h"
+
+#define A_ c->A
+
+static nimble_ln_expr *ref(cp_ctx *c, nimble_ln_var *v) { return nimble_ln_ref(A_, v); }
+static nimble_ln_expr *bin(cp_ctx *c, nimble_ln_op_t op, nimble_ln_expr *a, nimble_ln_expr *b) {
+  return nimble_ln_binary(A_, op, a, b);
+}
+static nimble_ln_expr *un(cp_ctx *c, nimble_ln_op_t op, nimble_ln_expr *a) { return nimble_ln_unary(A_, op, a); }
+
+static nimble_status_t shape_lstm_scan(cp_ctx *c, cp_node *n) {
+  if (n->n_in != 4) return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "lstm_scan takes 4 inputs, got %d", n->n_in);
+  cp_node *xw = n->in[0], *r = n->in[1];
+  static const int ranks[4] = {3, 2, 2, 2};
+  for (int i = 0; i < 4; i++) {
+    if (n->in[i]->type != NIMBLE_LN_F32)
+      return nimble_status_make(NIMBLE_UNIMPLEMENTED, "lstm_scan of %s (only float32 is computed)",
+                                nimble_ln_type_name(n->in[i]->type));
+    if (n->in[i]->rank != ranks[i])
+      return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "lstm_scan: input %d has rank %d, expected %d", i,
+                                n->in[i]->rank, ranks[i]);
+  }
+  int64_t H;
+  if (!cp_const_i(r->ext[0], &H) || H < 1)
+    return nimble_status_make(NIMBLE_UNIMPLEMENTED, "lstm_scan: the hidden size must be a known constant");
+  nimble_ln_expr *G = cp_i(c, 4 * H), *Hx = cp_i(c, H), *B = xw->ext[1];
+  cp_check(c, cp_eq(c, r->ext[1], G), "lstm_scan: r is not [H, 4H]");
+  cp_check(c, cp_eq(c, xw->ext[2], G), "lstm_scan: xw's last axis is not 4H");
+  for (int i = 2; i < 4; i++) {
+    cp_check(c, cp_eq(c, n->in[i]->ext[0], B), "lstm_scan: input %d's batch differs from xw's", i);
+    cp_check(c, cp_eq(c, n->in[i]->ext[1], Hx), "lstm_scan: input %d is not [batch, H]", i);
+  }
+  n->type = NIMBLE_LN_F32;
+  n->dtype = xw->dtype;
+  n->rank = 3;
+  n->ext[0] = xw->ext[0];
+  n->ext[1] = B;
+  n->ext[2] = Hx;
+  return nimble_ok();
+}
+
+static bool outputs_lstm_scan(cp_ctx *c, cp_node *n, cp_outputs *o) {
+  (void)c;
+  o->n = 3;
+  for (int k = 0; k < 3; k++) {
+    o->type[k] = NIMBLE_LN_F32;
+    o->rank[k] = k ? 2 : 3;
+    for (int a = 0; a < o->rank[k]; a++) o->ext[k][a] = n->ext[k ? a + 1 : a];
+  }
+  return true;
+}
+
+/* What one step needs to know, shared by both ways of computing it. */
+typedef struct scan {
+  cp_node *n;
+  nimble_ln_param *y, *hy, *cy, *xw, *r;
+  int64_t H; /* hidden size */
+  nimble_ln_expr *T, *B, *G;
+  nimble_ln_expr *t, *ti; /* step and its time index */
+} scan;
+
+/* The new c and h of unit j of batch entry b from its four
+ * gate pre-activations (xw's and the product's sums), stored into the c
+ * output and y[ti]. */
+static nimble_ln_stmt *unit_update(cp_ctx *c, const scan *s, nimble_ln_expr *b, nimble_ln_expr *j,
+                                   nimble_ln_expr *const *pre) {
+  nimble_ln_expr *ci = cp_add(c, cp_mul(c, b, cp_i(c, s->H)), j);
+  nimble_ln_expr *gi = un(c, NIMBLE_LN_SIGMOID, pre[0]), *go = un(c, NIMBLE_LN_SIGMOID, pre[1]),
+                 *gf = un(c, NIMBLE_LN_SIGMOID, pre[2]), *gu = un(c, NIMBLE_LN_TANH, pre[3]);
+  nimble_ln_var *c2 = cp_var(c, "c2", NIMBLE_LN_F32);
+  nimble_ln_expr *cn = bin(c, NIMBLE_LN_ADD, bin(c, NIMBLE_LN_MUL, gf, nimble_ln_load(A_, s->cy, ci)),
+                           bin(c, NIMBLE_LN_MUL, gi, gu));
+  nimble_ln_expr *yi = cp_add(c, cp_mul(c, cp_add(c, cp_mul(c, s->ti, s->B), b), cp_i(c, s->H)), j);
+  nimble_ln_stmt *st[2] = {nimble_ln_store(A_, s->cy, ci, ref(c, c2)),
+                           nimble_ln_store(A_, s->y, yi, bin(c, NIMBLE_LN_MUL, go, un(c, NIMBLE_LN_TANH, ref(c, c2))))};
+  return nimble_ln_let(A_, c2, cn, nimble_ln_seq(A_, st, 2));
+}
+
+/* Column of gate `gate` (ONNX's order: i, o, f, c) of unit j. */
+static nimble_ln_expr *gate_col(cp_ctx *c, const scan *s, nimble_ln_expr *j, int gate) {
+  return cp_add(c, cp_i(c, gate * s->H), j);
+}
+
+/* The sgemm path's step: the product of h (A at a_off of a) with r into
+ * the gates' scratch g, then every unit's update. */
+static nimble_ln_stmt *fast_step(cp_ctx *c, const scan *s, nimble_ln_param *g, nimble_ln_param *a,
+                                 nimble_ln_expr *a_off) {
+  nimble_ln_sgemm_desc_t d;
+  memset(&d, 0, sizeof d);
+  d.m = s->B;
+  d.n = s->G;
+  d.k = cp_i(c, s->H);
+  d.alpha = 1.0f;
+  d.beta = 0.0f;
+  d.a = a;
+  d.a_offset = a_off;
+  d.lda = cp_i(c, s->H);
+  d.b = s->r;
+  d.b_offset = cp_i(c, 0);
+  d.ldb = s->G;
+  d.c = g;
+  d.c_offset = cp_i(c, 0);
+  d.ldc = s->G;
+  nimble_ln_var *bv = cp_var(c, "b", NIMBLE_LN_I64), *jv = cp_var(c, "j", NIMBLE_LN_I64);
+  nimble_ln_expr *b = ref(c, bv), *j = ref(c, jv);
+  nimble_ln_expr *pre[4];
+  for (int q = 0; q < 4; q++) {
+    nimble_ln_expr *col = gate_col(c, s, j, q);
+    nimble_ln_expr *xi = cp_add(c, cp_mul(c, cp_add(c, cp_mul(c, s->ti, s->B), b), s->G), col);
+    pre[q] = bin(c, NIMBLE_LN_ADD, nimble_ln_load(A_, s->xw, xi), nimble_ln_load(A_, g, cp_add(c, cp_mul(c, b, s->G), col)));
+  }
+  int vw = c->opt.vector_width > 1 ? c->opt.vector_width : 0;
+  nimble_ln_stmt *units =
+      cp_for(c, jv, cp_i(c, s->H), vw ? NIMBLE_LN_VECTORIZED : NIMBLE_LN_SERIAL, vw, unit_update(c, s, b, j, pre));
+  units = cp_for(c, bv, s->B, NIMBLE_LN_SERIAL, 0, units);
+  return nimble_ln_seq2(A_, nimble_ln_sgemm(A_, &d), units);
+}
+
+/* The own step (no sgemm): per unit, four dot products of h with r's
+ * columns, h read by hval(b, p). */
+typedef nimble_ln_expr *(*h_at_fn)(cp_ctx *c, const scan *s, nimble_ln_expr *b, nimble_ln_expr *p);
+
+static nimble_ln_stmt *own_step(cp_ctx *c, const scan *s, h_at_fn h_at) {
+  nimble_ln_var *bv = cp_var(c, "b", NIMBLE_LN_I64), *jv = cp_var(c, "j", NIMBLE_LN_I64),
+                *pv = cp_var(c, "p", NIMBLE_LN_I64);
+  nimble_ln_expr *b = ref(c, bv), *j = ref(c, jv), *p = ref(c, pv);
+  nimble_ln_var *acc[4];
+  nimble_ln_stmt *adds[4];
+  nimble_ln_expr *pre[4];
+  nimble_ln_expr *hp = h_at(c, s, b, p);
+  for (int q = 0; q < 4; q++) {
+    acc[q] = cp_var(c, "acc", NIMBLE_LN_F32);
+    nimble_ln_expr *col = gate_col(c, s, j, q);
+    nimble_ln_expr *w = nimble_ln_load(A_, s->r, cp_add(c, cp_mul(c, p, s->G), col));
+    adds[q] = nimble_ln_assign(A_, acc[q], bin(c, NIMBLE_LN_ADD, ref(c, acc[q]), bin(c, NIMBLE_LN_MUL, hp, w)));
+    nimble_ln_expr *xi = cp_add(c, cp_mul(c, cp_add(c, cp_mul(c, s->ti, s->B), b), s->G), col);
+    pre[q] = bin(c, NIMBLE_LN_ADD, nimble_ln_load(A_, s->xw, xi), ref(c, acc[q]));
+  }
+  nimble_ln_stmt *dots = cp_for(c, pv, cp_i(c, s->H), NIMBLE_LN_SERIAL, 0, nimble_ln_seq(A_, adds, 4));
+  nimble_ln_stmt *body = nimble_ln_seq2(A_, dots, unit_update(c, s, b, j, pre));
+  for (int q = 3; q >= 0; q--) body = nimble_ln_decl(A_, acc[q], nimble_ln_f32(A_, 0), body);
+  body = cp_for(c, jv, cp_i(c, s->H), NIMBLE_LN_SERIAL, 0, body);
+  return cp_for(c, bv, s->B, NIMBLE_LN_SERIAL, 0, body);
+}
+
+static nimble_ln_expr *h_initial(cp_ctx *c, const scan *s, nimble_ln_expr *b, nimble_ln_expr *p) {
+  nimble_ln_expr *idx[2] = {b, p};
+  return cp_value(c, s->n->in[2], idx);
+}
+
+/* Step t's previous h: y at the time index before ti (after it, reversed). */
+static nimble_ln_expr *prev_row(cp_ctx *c, const scan *s) {
+  return cp_attr_int(s->n, "reverse") ? cp_add(c, s->ti, cp_i(c, 1)) : cp_sub(c, s->ti, cp_i(c, 1));
+}
+
+static nimble_ln_expr *h_previous(cp_ctx *c, const scan *s, nimble_ln_expr *b, nimble_ln_expr *p) {
+  nimble_ln_expr *row = cp_add(c, cp_mul(c, prev_row(c, s), s->B), b);
+  return nimble_ln_load(A_, s->y, cp_add(c, cp_mul(c, row, cp_i(c, s->H)), p));
+}
+
+/* out[b * H + j] = value(b, j) over [B, H]. */
+static nimble_ln_stmt *fill_bh(cp_ctx *c, const scan *s, nimble_ln_param *out, nimble_ln_expr *off, h_at_fn value) {
+  nimble_ln_var *bv = cp_var(c, "b", NIMBLE_LN_I64), *jv = cp_var(c, "j", NIMBLE_LN_I64);
+  nimble_ln_expr *b = ref(c, bv), *j = ref(c, jv);
+  nimble_ln_expr *at = cp_add(c, off, cp_add(c, cp_mul(c, b, cp_i(c, s->H)), j));
+  nimble_ln_stmt *st = cp_for(c, jv, cp_i(c, s->H), NIMBLE_LN_SERIAL, 0, nimble_ln_store(A_, out, at, value(c, s, b, j)));
+  return cp_for(c, bv, s->B, NIMBLE_LN_SERIAL, 0, st);
+}
+
+static nimble_ln_expr *c_initial(cp_ctx *c, const scan *s, nimble_ln_expr *b, nimble_ln_expr *p) {
+  nimble_ln_expr *idx[2] = {b, p};
+  return cp_value(c, s->n->in[3], idx);
+}
+
+/* The last step's h: y at its time index (0 reversed, else T - 1). */
+static nimble_ln_expr *h_last(cp_ctx *c, const scan *s, nimble_ln_expr *b, nimble_ln_expr *p) {
+  nimble_ln_expr *last = cp_attr_int(s->n, "reverse") ? cp_i(c, 0) : cp_sub(c, s->T, cp_i(c, 1));
+  nimble_ln_expr *row = cp_add(c, cp_mul(c, last, s->B), b);
+  return nimble_ln_load(A_, s->y, cp_add(c, cp_mul(c, row, cp_i(c, s->H)), p));
+}
+
+static nimble_ln_stmt *emit_lstm_scan(cp_ctx *c, cp_node *n, nimble_ln_param *const *outs,
+                                      nimble_ln_param *const *shapes) {
+  (void)shapes;
+  cp_node *xw = n->in[0], *r = n->in[1];
+  if (xw->kind != CP_PARAM || !xw->param || r->kind != CP_PARAM || !r->param)
+    return cp_fail(c, NIMBLE_UNIMPLEMENTED, "%s: lstm_scan's xw and r must be tensors", c->prim);
+  scan s;
+  memset(&s, 0, sizeof s);
+  s.n = n;
+  s.y = outs[0];
+  s.hy = outs[1];
+  s.cy = outs[2];
+  s.xw = xw->param;
+  s.r = r->param;
+  cp_const_i(n->ext[2], &s.H);
+  s.T = xw->ext[0];
+  s.B = n->ext[1];
+  s.G = cp_i(c, 4 * s.H);
+  bool reverse = cp_attr_int(n, "reverse") != 0;
+  nimble_ln_var *tv = cp_var(c, "t", NIMBLE_LN_I64), *tiv = cp_var(c, "ti", NIMBLE_LN_I64);
+  s.t = ref(c, tv);
+  s.ti = ref(c, tiv);
+  nimble_ln_expr *ti_val = reverse ? cp_sub(c, cp_sub(c, s.T, cp_i(c, 1)), s.t) : s.t;
+  nimble_ln_expr *first = bin(c, NIMBLE_LN_EQ, s.t, cp_i(c, 0));
+
+  /* The own loops: step 0 reads h0, the others y's previous row. */
+  nimble_ln_stmt *own = nimble_ln_if(A_, first, own_step(c, &s, h_initial), own_step(c, &s, h_previous));
+  own = cp_for(c, tv, s.T, NIMBLE_LN_SERIAL, 0, nimble_ln_let(A_, tiv, ti_val, own));
+  nimble_ln_stmt *steps = own;
+
+  if (c->opt.use_sgemm) {
+    /* scratch: the gates [B, 4H], then h0 [B, H] */
+    nimble_ln_expr *gsize = cp_mul(c, s.B, s.G);
+    nimble_ln_param *g = nimble_ln_kernel_add_scratch(c->k, "gates", NIMBLE_LN_F32, cp_mul(c, s.B, cp_i(c, 5 * s.H)));
+    if (!g) return NULL;
+    nimble_ln_expr *prev = cp_mul(c, cp_mul(c, prev_row(c, &s), s.B), cp_i(c, s.H));
+    nimble_ln_stmt *step = nimble_ln_if(A_, first, fast_step(c, &s, g, g, gsize), fast_step(c, &s, g, s.y, prev));
+    nimble_ln_stmt *fast = cp_for(c, tv, s.T, NIMBLE_LN_SERIAL, 0, nimble_ln_let(A_, tiv, ti_val, step));
+    fast = nimble_ln_seq2(A_, fill_bh(c, &s, g, gsize, h_initial), fast);
+    nimble_ln_expr *cond = bin(c, NIMBLE_LN_AND, nimble_ln_has_sgemm(A_), bin(c, NIMBLE_LN_GT, s.B, cp_i(c, 0)));
+    steps = nimble_ln_if(A_, cond, fast, own);
+  }
+  /* c0 into the c output, the steps, then the last h (h0 when T is 0). */
+  nimble_ln_stmt *hT = nimble_ln_if(A_, bin(c, NIMBLE_LN_GT, s.T, cp_i(c, 0)), fill_bh(c, &s, s.hy, cp_i(c, 0), h_last),
+                                    fill_bh(c, &s, s.hy, cp_i(c, 0), h_initial));
+  nimble_ln_stmt *all[3] = {fill_bh(c, &s, s.cy, cp_i(c, 0), c_initial), steps, hT};
+  if (c->err) return NULL;
+  return nimble_ln_seq(A_, all, 3);
+}
+
+const cp_def cp_defs_recurrent[] = {
+    {"lstm_scan", CP_ANCHOR_ROW, shape_lstm_scan, NULL, NULL, NULL, outputs_lstm_scan, emit_lstm_scan},
+};
+const int cp_defs_recurrent_count = (int)(sizeof cp_defs_recurrent / sizeof cp_defs_recurrent[0]);

@@ -1,0 +1,76 @@
+/* Recurrent operators: lstm_scan, a whole LSTM layer's recurrence (one
+ * direction) as one operator, so that its steps run inside one kernel
+ * instead of one VM call per step (the ONNX importer's recursive step
+ * function remains for what lstm_scan does not cover: peepholes,
+ * sequence lengths, GRU and RNN; docs/onnx-import.md).
+ *
+ *   lstm_scan(xw [T, B, 4H], r [H, 4H], h0 [B, H], c0 [B, H]; reverse)
+ *     -> (y [T, B, H], h [B, H], c [B, H])
+ *
+ * xw holds every step's input projection with both biases (X W^T + Wb +
+ * Rb), r the recurrent weights transposed (h r is a step's [B, 4H]
+ * product); their 4H columns are the gates in ONNX's order i, o, f, c.
+ * y[t] is the h of time index t; h and c are the last step's (h0 and c0
+ * when T is 0). With reverse the steps run from T - 1 down to 0. */
+#include <string.h>
+
+#include "ops/op_internal.h"
+
+/* dims a and b must agree; the error names what and both types. */
+static nimble_status_t unify_sig(const nimble_rel_call_t *call, nimble_dim_t a, nimble_dim_t b, const char *what,
+                                 size_t i, size_t j, nimble_dim_t *out) {
+  nimble_status_t s = nimble_dim_unify(call->ctx, a, b, out);
+  if (!s) return nimble_ok();
+  char bx[160], by[160];
+  nimble_status_t r = nimble_status_make(NIMBLE_INVALID_ARGUMENT, "%s of %s and %s: %s", what,
+                                         SIG_STR(&call->inputs[i], bx), SIG_STR(&call->inputs[j], by),
+                                         nimble_status_message(s));
+  nimble_status_free(s);
+  return r;
+}
+
+static nimble_status_t rel_lstm_scan(const nimble_rel_call_t *call, nimble_tensor_sig_t *out, size_t *num_out) {
+  const nimble_tensor_sig_t *xw = &call->inputs[0], *r = &call->inputs[1];
+  NIMBLE_RETURN_IF_ERROR(nimble_rel_expect_rank(call, 0, 3, 3));
+  for (size_t i = 1; i < 4; i++) NIMBLE_RETURN_IF_ERROR(nimble_rel_expect_rank(call, i, 2, 2));
+  NIMBLE_RETURN_IF_ERROR(nimble_rel_expect_dtype_float(call, 0));
+  for (size_t i = 1; i < 4; i++) NIMBLE_RETURN_IF_ERROR(nimble_rel_expect_same_dtype(call, 0, i));
+  char buf[160];
+  nimble_dim_t h = nimble_dim_resolve(call->ctx, r->dims[0]);
+  if (h.kind != NIMBLE_DIM_CONST || h.value < 1)
+    return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "the hidden size (r's first dim) must be known and positive, got %s",
+                              SIG_STR(r, buf));
+  nimble_dim_t g4, b, hh;
+  NIMBLE_RETURN_IF_ERROR(nimble_dim_mul(call->ctx, h, nimble_dim_const(4), &g4));
+  NIMBLE_RETURN_IF_ERROR(unify_sig(call, r->dims[1], g4, "4 x hidden size", 1, 1, &g4));
+  NIMBLE_RETURN_IF_ERROR(unify_sig(call, xw->dims[2], g4, "the gate columns", 0, 1, &g4));
+  NIMBLE_RETURN_IF_ERROR(unify_sig(call, xw->dims[1], call->inputs[2].dims[0], "the batch", 0, 2, &b));
+  NIMBLE_RETURN_IF_ERROR(unify_sig(call, b, call->inputs[3].dims[0], "the batch", 0, 3, &b));
+  NIMBLE_RETURN_IF_ERROR(unify_sig(call, call->inputs[2].dims[1], h, "the hidden size", 2, 1, &hh));
+  NIMBLE_RETURN_IF_ERROR(unify_sig(call, call->inputs[3].dims[1], h, "the hidden size", 3, 1, &hh));
+  memset(out, 0, 3 * sizeof *out);
+  out[0].dtype = xw->dtype;
+  out[0].rank = 3;
+  out[0].dims[0] = xw->dims[0];
+  out[0].dims[1] = b;
+  out[0].dims[2] = h;
+  for (int k = 1; k < 3; k++) {
+    out[k].dtype = xw->dtype;
+    out[k].rank = 2;
+    out[k].dims[0] = b;
+    out[k].dims[1] = h;
+  }
+  *num_out = 3;
+  return nimble_ok();
+}
+
+static const nimble_attr_spec_t kLstmScanAttrs[] = {
+    ATTR_INT("reverse", 0, "1: the steps run from the last time index to the first"),
+};
+
+const nimble_op nimble_ops_recurrent[] = {
+    {"lstm_scan",
+     "an LSTM layer's recurrence: (xw [T,B,4H], r [H,4H], h0, c0 [B,H]) -> (y [T,B,H], h, c [B,H]); gates i, o, f, c",
+     4, 4, ATTRS(kLstmScanAttrs), rel_lstm_scan, NIMBLE_SHAPE_DATA_INDEPENDENT, NULL, 0, NIMBLE_FUSE_OPAQUE, true},
+};
+const size_t nimble_ops_recurrent_count = sizeof nimble_ops_recurrent / sizeof nimble_ops_recurrent[0];

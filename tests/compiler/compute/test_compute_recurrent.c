@@ -1,0 +1,174 @@
+/* lstm_scan's kernel (compute/recurrent.c) against the LSTM equations
+ * written here in double (ONNX's LSTM: gates i, o, f, c; c' = f c + i
+ * tanh(u), h' = o tanh(c')), forward and reversed, for batches of 1 and 3,
+ * no steps, and each way the kernel computes a step: through env->sgemm
+ * (OpenBLAS here) and through its own loops (no sgemm: GPUs, runtimes
+ * without BLAS). Also its shape function, and the run-time check that the
+ * states' batch is xw's. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compute_harness.h"
+#include "nimble_test.h"
+
+static double sig(double x) { return 1.0 / (1.0 + exp(-x)); }
+
+/* y [T, B, H], h and c [B, H] from xw [T, B, 4H], r [H, 4H], h0, c0. */
+static void reference(int T, int B, int H, int reverse, const float *xw, const float *r, const float *h0,
+                      const float *c0, float *y, float *hT, float *cT) {
+  double *h = malloc(sizeof(double) * (size_t)(B * H)), *c = malloc(sizeof(double) * (size_t)(B * H));
+  double *g = malloc(sizeof(double) * (size_t)(4 * H));
+  for (int i = 0; i < B * H; i++) h[i] = h0[i], c[i] = c0[i];
+  for (int s = 0; s < T; s++) {
+    int t = reverse ? T - 1 - s : s;
+    for (int b = 0; b < B; b++) {
+      for (int q = 0; q < 4 * H; q++) {
+        double acc = xw[((size_t)t * B + b) * 4 * H + q];
+        for (int p = 0; p < H; p++) acc += h[b * H + p] * r[p * 4 * H + q];
+        g[q] = acc;
+      }
+      for (int j = 0; j < H; j++) {
+        c[b * H + j] = sig(g[2 * H + j]) * c[b * H + j] + sig(g[j]) * tanh(g[3 * H + j]);
+        h[b * H + j] = sig(g[H + j]) * tanh(c[b * H + j]);
+        y[((size_t)t * B + b) * H + j] = (float)h[b * H + j];
+      }
+    }
+  }
+  for (int i = 0; i < B * H; i++) hT[i] = (float)h[i], cT[i] = (float)c[i];
+  free(h);
+  free(c);
+  free(g);
+}
+
+typedef struct prog {
+  nimble_arena *arena;
+  ch_kernel k;
+} prog;
+
+/* h0's batch dim is `hb` ("b" as xw's, or "?"). */
+static void prog_open_h(prog *p, int H, int reverse, bool shape_func, const char *hb) {
+  char text[512];
+  snprintf(text, sizeof text,
+           "def @main(%%xw: Tensor[(?, b, %d), float32], %%r: Tensor[(%d, %d), float32], %%h0: Tensor[(%s, %d), "
+           "float32], %%c0: Tensor[(b, %d), float32]) { lstm_scan(%%xw, %%r, %%h0, %%c0, reverse=%d) }\n",
+           4 * H, H, 4 * H, hb, H, H, reverse);
+  NIMBLE_ASSERT_OK(nimble_arena_create(&p->arena));
+  nimble_module *m = ch_compile_module(p->arena, text);
+  ch_kernel_build(m, ch_find_primitive(m, "fused.lstm_scan"), shape_func, NULL, &p->k);
+}
+
+static void prog_open(prog *p, int H, int reverse, bool shape_func) { prog_open_h(p, H, reverse, shape_func, "b"); }
+
+static void prog_close(prog *p) {
+  ch_kernel_free(&p->k);
+  nimble_arena_destroy(p->arena);
+}
+
+/* One case: the kernel with sgemm and without, against the reference. */
+static void check_case(int T, int B, int H, int reverse, unsigned seed) {
+  prog p;
+  prog_open(&p, H, reverse, false);
+  ch_tensor xw, r, h0, c0, y, hT, cT;
+  ch_tensor_f32(&xw, 3, (int64_t[]){T, B, 4 * H}, &seed, -2, 2);
+  ch_tensor_f32(&r, 2, (int64_t[]){H, 4 * H}, &seed, -0.4f, 0.4f);
+  ch_tensor_f32(&h0, 2, (int64_t[]){B, H}, &seed, -1, 1);
+  ch_tensor_f32(&c0, 2, (int64_t[]){B, H}, &seed, -1, 1);
+  float *wy = calloc((size_t)(T * B * H) + 1, sizeof(float)), *wh = calloc((size_t)(B * H), sizeof(float)),
+        *wc = calloc((size_t)(B * H), sizeof(float));
+  reference(T, B, H, reverse, ch_f(&xw), ch_f(&r), ch_f(&h0), ch_f(&c0), wy, wh, wc);
+  for (int with_sgemm = 0; with_sgemm < 2; with_sgemm++) {
+    ch_tensor_f32(&y, 3, (int64_t[]){T, B, H}, &seed, 9, 10); /* garbage the kernel must overwrite */
+    ch_tensor_f32(&hT, 2, (int64_t[]){B, H}, &seed, 9, 10);
+    ch_tensor_f32(&cT, 2, (int64_t[]){B, H}, &seed, 9, 10);
+    ch_env e;
+    ch_env_init(&e, with_sgemm);
+    ch_tensor *a[] = {&xw, &r, &h0, &c0, &y, &hT, &cT};
+    ck_assert_msg(ch_call(&p.k, &e, a, 7) == 0, "T=%d B=%d H=%d: %s", T, B, H, e.error);
+    char what[96];
+    snprintf(what, sizeof what, "y (T=%d B=%d H=%d reverse=%d sgemm=%d)", T, B, H, reverse, with_sgemm);
+    ch_assert_close(what, ch_f(&y), wy, (size_t)(T * B * H), 2e-6f, 2e-5f);
+    ch_assert_close("h", ch_f(&hT), wh, (size_t)(B * H), 2e-6f, 2e-5f);
+    ch_assert_close("c", ch_f(&cT), wc, (size_t)(B * H), 2e-6f, 2e-5f);
+    ch_tensor_free(&y);
+    ch_tensor_free(&hT);
+    ch_tensor_free(&cT);
+  }
+  free(wy);
+  free(wh);
+  free(wc);
+  ch_tensor *ins[] = {&xw, &r, &h0, &c0};
+  for (int i = 0; i < 4; i++) ch_tensor_free(ins[i]);
+  prog_close(&p);
+}
+
+START_TEST(test_lstm_scan_follows_the_lstm_equations_step_by_step) {
+  check_case(7, 1, 32, 0, 11);   /* the matrix-vector product, 2 vectors of units */
+  check_case(5, 3, 20, 0, 12);   /* a batch; H not a multiple of the vector */
+  check_case(6, 2, 16, 1, 13);   /* reversed: y[T-1] is the first step's h, h the last's (y[0]) */
+  check_case(130, 1, 64, 0, 14); /* long enough for c and h to saturate if they were wrong */
+}
+END_TEST
+
+START_TEST(test_lstm_scan_without_steps_returns_the_initial_state) {
+  check_case(0, 2, 8, 0, 21);
+  check_case(0, 1, 8, 1, 22);
+}
+END_TEST
+
+START_TEST(test_lstm_scan_shape_function_and_its_run_time_checks) {
+  prog sf;
+  prog_open(&sf, 8, 0, true);
+  ch_tensor xw, r, h0, c0, s[3];
+  unsigned seed = 5;
+  ch_tensor_f32(&xw, 3, (int64_t[]){9, 2, 32}, &seed, -1, 1);
+  ch_tensor_f32(&r, 2, (int64_t[]){8, 32}, &seed, -1, 1);
+  ch_tensor_f32(&h0, 2, (int64_t[]){2, 8}, &seed, -1, 1);
+  ch_tensor_f32(&c0, 2, (int64_t[]){2, 8}, &seed, -1, 1);
+  ch_tensor_i64(&s[0], 1, (int64_t[]){3}, NULL);
+  ch_tensor_i64(&s[1], 1, (int64_t[]){2}, NULL);
+  ch_tensor_i64(&s[2], 1, (int64_t[]){2}, NULL);
+  /* A data-independent shape function takes its inputs' shapes. */
+  ch_tensor shx, shr, shh, shc;
+  ch_tensor_i64(&shx, 1, (int64_t[]){3}, (int64_t[]){9, 2, 32});
+  ch_tensor_i64(&shr, 1, (int64_t[]){2}, (int64_t[]){8, 32});
+  ch_tensor_i64(&shh, 1, (int64_t[]){2}, (int64_t[]){2, 8});
+  ch_tensor_i64(&shc, 1, (int64_t[]){2}, (int64_t[]){2, 8});
+  ch_env e;
+  ch_env_init(&e, false);
+  ch_tensor *a[] = {&shx, &shr, &shh, &shc, &s[0], &s[1], &s[2]};
+  ck_assert_msg(ch_call(&sf.k, &e, a, 7) == 0, "%s", e.error);
+  int64_t want[3][3] = {{9, 2, 8}, {2, 8, 0}, {2, 8, 0}};
+  for (int k = 0; k < 3; k++)
+    for (int i = 0; i < (k ? 2 : 3); i++) ck_assert_int_eq(ch_i(&s[k])[i], want[k][i]);
+  prog_close(&sf);
+  /* The kernel checks the states against xw's batch at run time (h0's
+   * batch is `?` in its type, so nothing else does). */
+  prog p;
+  prog_open_h(&p, 8, 0, false, "?");
+  ch_tensor bad, y, hT, cT;
+  ch_tensor_f32(&bad, 2, (int64_t[]){3, 8}, &seed, -1, 1);
+  ch_tensor_f32(&y, 3, (int64_t[]){9, 2, 8}, &seed, -1, 1);
+  ch_tensor_f32(&hT, 2, (int64_t[]){2, 8}, &seed, -1, 1);
+  ch_tensor_f32(&cT, 2, (int64_t[]){2, 8}, &seed, -1, 1);
+  ch_tensor *b[] = {&xw, &r, &bad, &c0, &y, &hT, &cT};
+  ch_env_init(&e, true);
+  ck_assert_int_ne(ch_call(&p.k, &e, b, 7), 0);
+  ck_assert_msg(strstr(e.error, "lstm_scan: input 2's batch differs from xw's"), "message: %s", e.error);
+  prog_close(&p);
+  ch_tensor *all[] = {&xw, &r, &h0, &c0, &s[0], &s[1], &s[2], &bad, &y, &hT, &cT, &shx, &shr, &shh, &shc};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) ch_tensor_free(all[i]);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("compute_recurrent");
+  TCase *tc = tcase_create("lstm_scan");
+  tcase_set_timeout(tc, 300);
+  tcase_add_test(tc, test_lstm_scan_follows_the_lstm_equations_step_by_step);
+  tcase_add_test(tc, test_lstm_scan_without_steps_returns_the_initial_state);
+  tcase_add_test(tc, test_lstm_scan_shape_function_and_its_run_time_checks);
+  suite_add_tcase(s, tc);
+  return nimble_test_run(s);
+}
