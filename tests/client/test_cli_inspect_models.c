@@ -160,7 +160,7 @@ START_TEST(test_op_counts_follow_the_onnx_graph) {
 }
 END_TEST
 
-START_TEST(test_loops_ifs_and_rnns_show_as_control_flow) {
+START_TEST(test_loops_and_ifs_show_as_control_flow_and_an_lstm_as_one_scan) {
   json_t *s = summary_of("loop_if");
   json_t *cf = json_object_get(s, "control_flow");
   ck_assert(json_is_true(json_object_get(cf, "present")));
@@ -169,11 +169,14 @@ START_TEST(test_loops_ifs_and_rnns_show_as_control_flow) {
   ck_assert_int_eq(json_array_size(json_object_get(cf, "recursive_functions")), 1);
   json_decref(s);
 
-  /* An LSTM over a run-time sequence length is a recursion over steps. */
+  /* An LSTM over a run-time sequence length is one lstm_scan operator
+   * (its steps run inside one kernel), not a recursion; its sequence dim
+   * stays dynamic. */
   s = summary_of("lstm");
   cf = json_object_get(s, "control_flow");
-  ck_assert(json_is_true(json_object_get(cf, "present")));
-  ck_assert_int_ge(json_array_size(json_object_get(cf, "recursive_functions")), 1);
+  ck_assert(json_is_false(json_object_get(cf, "present")));
+  ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(s, "op_counts"), "lstm_scan")), 1);
+  ck_assert(json_is_true(json_object_get(s, "dynamic")));
   json_decref(s);
 
   s = summary_of("mlp");
@@ -343,7 +346,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_interfaces_of_static_flow_models_match_the_export_exactly);
   tcase_add_test(tc, test_interfaces_of_dynamic_models_agree_with_the_export);
   tcase_add_test(tc, test_op_counts_follow_the_onnx_graph);
-  tcase_add_test(tc, test_loops_ifs_and_rnns_show_as_control_flow);
+  tcase_add_test(tc, test_loops_and_ifs_show_as_control_flow_and_an_lstm_as_one_scan);
   tcase_add_test(tc, test_typed_ir_of_mlp_shows_the_batch_dim);
   tcase_add_test(tc, test_typed_ir_of_imported_models_reads_back_to_itself);
   tcase_add_test(tc, test_truncated_onnx_model_is_an_input_error_naming_it);

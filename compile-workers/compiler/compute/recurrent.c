@@ -25,7 +25,10 @@
  *
  * Without sgemm (GPUs, runtimes without BLAS, use_sgemm off) the same
  * steps run as serial loops with the products as dot products: correct,
- * not fast, no scratch. */
+ * not fast, no scratch. The steps depend on each other, so no GPU thread
+ * may take one: the body is several statements (c0's copy, the steps, the
+ * last h), which the GPU thread mapping (codegen/cg_ptx_map.c, a lone
+ * top-level nest only) leaves serial. */
 #include <string.h>
 
 #include "compute_internal.h"
@@ -53,6 +56,8 @@ static nimble_status_t shape_lstm_scan(cp_ctx *c, cp_node *n) {
   int64_t H;
   if (!cp_const_i(r->ext[0], &H) || H < 1)
     return nimble_status_make(NIMBLE_UNIMPLEMENTED, "lstm_scan: the hidden size must be a known constant");
+  if (H > ((int64_t)1 << 32)) /* 4H and 5H below stay far from overflowing */
+    return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "lstm_scan: hidden size %lld is too large", (long long)H);
   nimble_ln_expr *G = cp_i(c, 4 * H), *Hx = cp_i(c, H), *B = xw->ext[1];
   cp_check(c, cp_eq(c, r->ext[1], G), "lstm_scan: r is not [H, 4H]");
   cp_check(c, cp_eq(c, xw->ext[2], G), "lstm_scan: xw's last axis is not 4H");
@@ -89,9 +94,9 @@ typedef struct scan {
   nimble_ln_expr *t, *ti; /* step and its time index */
 } scan;
 
-/* The new c and h of unit j of batch entry b from its four
- * gate pre-activations (xw's and the product's sums), stored into the c
- * output and y[ti]. */
+/* The new c and h of unit j of batch entry b from its four gates'
+ * pre-activations (xw's plus the product's), stored into the c output and
+ * y[ti]. */
 static nimble_ln_stmt *unit_update(cp_ctx *c, const scan *s, nimble_ln_expr *b, nimble_ln_expr *j,
                                    nimble_ln_expr *const *pre) {
   nimble_ln_expr *ci = cp_add(c, cp_mul(c, b, cp_i(c, s->H)), j);
@@ -147,7 +152,7 @@ static nimble_ln_stmt *fast_step(cp_ctx *c, const scan *s, nimble_ln_param *g, n
 }
 
 /* The own step (no sgemm): per unit, four dot products of h with r's
- * columns, h read by hval(b, p). */
+ * columns, h's element p of batch entry b read by h_at(b, p). */
 typedef nimble_ln_expr *(*h_at_fn)(cp_ctx *c, const scan *s, nimble_ln_expr *b, nimble_ln_expr *p);
 
 static nimble_ln_stmt *own_step(cp_ctx *c, const scan *s, h_at_fn h_at) {
