@@ -42,10 +42,11 @@ static nimble_ln_expr *bin(cp_ctx *c, nimble_ln_op_t op, nimble_ln_expr *a, nimb
 static nimble_ln_expr *un(cp_ctx *c, nimble_ln_op_t op, nimble_ln_expr *a) { return nimble_ln_unary(A_, op, a); }
 
 static nimble_status_t shape_lstm_scan(cp_ctx *c, cp_node *n) {
-  if (n->n_in != 4) return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "lstm_scan takes 4 inputs, got %d", n->n_in);
+  if (n->n_in != 4 && n->n_in != 5)
+    return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "lstm_scan takes 4 or 5 inputs, got %d", n->n_in);
   cp_node *xw = n->in[0], *r = n->in[1];
-  static const int ranks[4] = {3, 2, 2, 2};
-  for (int i = 0; i < 4; i++) {
+  static const int ranks[5] = {3, 2, 2, 2, 1};
+  for (int i = 0; i < n->n_in; i++) {
     if (n->in[i]->type != NIMBLE_LN_F32)
       return nimble_status_make(NIMBLE_UNIMPLEMENTED, "lstm_scan of %s (only float32 is computed)",
                                 nimble_ln_type_name(n->in[i]->type));
@@ -65,6 +66,7 @@ static nimble_status_t shape_lstm_scan(cp_ctx *c, cp_node *n) {
     cp_check(c, cp_eq(c, n->in[i]->ext[0], B), "lstm_scan: input %d's batch differs from xw's", i);
     cp_check(c, cp_eq(c, n->in[i]->ext[1], Hx), "lstm_scan: input %d is not [batch, H]", i);
   }
+  if (n->n_in == 5) cp_check(c, cp_eq(c, n->in[4]->ext[0], cp_i(c, 3 * H)), "lstm_scan: the peepholes are not [3H]");
   n->type = NIMBLE_LN_F32;
   n->dtype = xw->dtype;
   n->rank = 3;
@@ -96,19 +98,24 @@ typedef struct scan {
 
 /* The new c and h of unit j of batch entry b from its four gates'
  * pre-activations (xw's plus the product's), stored into the c output and
- * y[ti]. */
+ * y[ti]; with peepholes, i and f see the previous c, o the new one. */
 static nimble_ln_stmt *unit_update(cp_ctx *c, const scan *s, nimble_ln_expr *b, nimble_ln_expr *j,
                                    nimble_ln_expr *const *pre) {
   nimble_ln_expr *ci = cp_add(c, cp_mul(c, b, cp_i(c, s->H)), j);
-  nimble_ln_expr *gi = un(c, NIMBLE_LN_SIGMOID, pre[0]), *go = un(c, NIMBLE_LN_SIGMOID, pre[1]),
-                 *gf = un(c, NIMBLE_LN_SIGMOID, pre[2]), *gu = un(c, NIMBLE_LN_TANH, pre[3]);
-  nimble_ln_var *c2 = cp_var(c, "c2", NIMBLE_LN_F32);
-  nimble_ln_expr *cn = bin(c, NIMBLE_LN_ADD, bin(c, NIMBLE_LN_MUL, gf, nimble_ln_load(A_, s->cy, ci)),
-                           bin(c, NIMBLE_LN_MUL, gi, gu));
+  nimble_ln_var *c1 = cp_var(c, "c1", NIMBLE_LN_F32), *c2 = cp_var(c, "c2", NIMBLE_LN_F32);
+  nimble_ln_expr *g[3] = {pre[0], pre[1], pre[2]}; /* i, o, f */
+  if (s->n->n_in == 5)
+    for (int q = 0; q < 3; q++) {
+      nimble_ln_expr *idx[1] = {cp_add(c, cp_i(c, q * s->H), j)};
+      g[q] = bin(c, NIMBLE_LN_ADD, g[q], bin(c, NIMBLE_LN_MUL, cp_value(c, s->n->in[4], idx), ref(c, q == 1 ? c2 : c1)));
+    }
+  nimble_ln_expr *gi = un(c, NIMBLE_LN_SIGMOID, g[0]), *go = un(c, NIMBLE_LN_SIGMOID, g[1]),
+                 *gf = un(c, NIMBLE_LN_SIGMOID, g[2]), *gu = un(c, NIMBLE_LN_TANH, pre[3]);
+  nimble_ln_expr *cn = bin(c, NIMBLE_LN_ADD, bin(c, NIMBLE_LN_MUL, gf, ref(c, c1)), bin(c, NIMBLE_LN_MUL, gi, gu));
   nimble_ln_expr *yi = cp_add(c, cp_mul(c, cp_add(c, cp_mul(c, s->ti, s->B), b), cp_i(c, s->H)), j);
   nimble_ln_stmt *st[2] = {nimble_ln_store(A_, s->cy, ci, ref(c, c2)),
                            nimble_ln_store(A_, s->y, yi, bin(c, NIMBLE_LN_MUL, go, un(c, NIMBLE_LN_TANH, ref(c, c2))))};
-  return nimble_ln_let(A_, c2, cn, nimble_ln_seq(A_, st, 2));
+  return nimble_ln_let(A_, c1, nimble_ln_load(A_, s->cy, ci), nimble_ln_let(A_, c2, cn, nimble_ln_seq(A_, st, 2)));
 }
 
 /* Column of gate `gate` (ONNX's order: i, o, f, c) of unit j. */

@@ -1,6 +1,7 @@
 /* lstm_scan's kernel (compute/recurrent.c) against the LSTM equations
  * written here in double (ONNX's LSTM: gates i, o, f, c; c' = f c + i
- * tanh(u), h' = o tanh(c')), forward and reversed, for batches of 1 and 3,
+ * tanh(u), h' = o tanh(c'); with peepholes i and f add p_i c and p_f c,
+ * o adds p_o c'), forward and reversed, for batches of 1 and 3,
  * no steps, and each way the kernel computes a step: through env->sgemm
  * (OpenBLAS here) and through its own loops (no sgemm: GPUs, runtimes
  * without BLAS). Also its shape function, and the run-time check that the
@@ -15,9 +16,10 @@
 
 static double sig(double x) { return 1.0 / (1.0 + exp(-x)); }
 
-/* y [T, B, H], h and c [B, H] from xw [T, B, 4H], r [H, 4H], h0, c0. */
+/* y [T, B, H], h and c [B, H] from xw [T, B, 4H], r [H, 4H], h0, c0 and
+ * the peepholes p [3H] (NULL: none). */
 static void reference(int T, int B, int H, int reverse, const float *xw, const float *r, const float *h0,
-                      const float *c0, float *y, float *hT, float *cT) {
+                      const float *c0, const float *pp, float *y, float *hT, float *cT) {
   double *h = malloc(sizeof(double) * (size_t)(B * H)), *c = malloc(sizeof(double) * (size_t)(B * H));
   double *g = malloc(sizeof(double) * (size_t)(4 * H));
   for (int i = 0; i < B * H; i++) h[i] = h0[i], c[i] = c0[i];
@@ -30,8 +32,10 @@ static void reference(int T, int B, int H, int reverse, const float *xw, const f
         g[q] = acc;
       }
       for (int j = 0; j < H; j++) {
-        c[b * H + j] = sig(g[2 * H + j]) * c[b * H + j] + sig(g[j]) * tanh(g[3 * H + j]);
-        h[b * H + j] = sig(g[H + j]) * tanh(c[b * H + j]);
+        double cp = c[b * H + j];
+        double i = sig(g[j] + (pp ? pp[j] * cp : 0)), f = sig(g[2 * H + j] + (pp ? pp[2 * H + j] * cp : 0));
+        c[b * H + j] = f * cp + i * tanh(g[3 * H + j]);
+        h[b * H + j] = sig(g[H + j] + (pp ? pp[H + j] * c[b * H + j] : 0)) * tanh(c[b * H + j]);
         y[((size_t)t * B + b) * H + j] = (float)h[b * H + j];
       }
     }
@@ -47,19 +51,23 @@ typedef struct prog {
   ch_kernel k;
 } prog;
 
-/* h0's batch dim is `hb` ("b" as xw's, or "?"). */
-static void prog_open_h(prog *p, int H, int reverse, bool shape_func, const char *hb) {
-  char text[512];
+/* h0's batch dim is `hb` ("b" as xw's, or "?"); with `peep` a fifth
+ * input, the peepholes [3H]. */
+static void prog_open_h(prog *p, int H, int reverse, bool shape_func, const char *hb, bool peep) {
+  char text[640], pdecl[64];
+  snprintf(pdecl, sizeof pdecl, ", %%p: Tensor[(%d,), float32]", 3 * H);
   snprintf(text, sizeof text,
            "def @main(%%xw: Tensor[(?, b, %d), float32], %%r: Tensor[(%d, %d), float32], %%h0: Tensor[(%s, %d), "
-           "float32], %%c0: Tensor[(b, %d), float32]) { lstm_scan(%%xw, %%r, %%h0, %%c0, reverse=%d) }\n",
-           4 * H, H, 4 * H, hb, H, H, reverse);
+           "float32], %%c0: Tensor[(b, %d), float32]%s) { lstm_scan(%%xw, %%r, %%h0, %%c0%s, reverse=%d) }\n",
+           4 * H, H, 4 * H, hb, H, H, peep ? pdecl : "", peep ? ", %p" : "", reverse);
   NIMBLE_ASSERT_OK(nimble_arena_create(&p->arena));
   nimble_module *m = ch_compile_module(p->arena, text);
   ch_kernel_build(m, ch_find_primitive(m, "fused.lstm_scan"), shape_func, NULL, &p->k);
 }
 
-static void prog_open(prog *p, int H, int reverse, bool shape_func) { prog_open_h(p, H, reverse, shape_func, "b"); }
+static void prog_open(prog *p, int H, int reverse, bool shape_func) {
+  prog_open_h(p, H, reverse, shape_func, "b", false);
+}
 
 static void prog_close(prog *p) {
   ch_kernel_free(&p->k);
@@ -67,27 +75,29 @@ static void prog_close(prog *p) {
 }
 
 /* One case: the kernel with sgemm and without, against the reference. */
-static void check_case(int T, int B, int H, int reverse, unsigned seed) {
+static void check_case_p(int T, int B, int H, int reverse, bool peep, unsigned seed) {
   prog p;
-  prog_open(&p, H, reverse, false);
-  ch_tensor xw, r, h0, c0, y, hT, cT;
+  prog_open_h(&p, H, reverse, false, "b", peep);
+  ch_tensor xw, r, h0, c0, pp, y, hT, cT;
   ch_tensor_f32(&xw, 3, (int64_t[]){T, B, 4 * H}, &seed, -2, 2);
   ch_tensor_f32(&r, 2, (int64_t[]){H, 4 * H}, &seed, -0.4f, 0.4f);
   ch_tensor_f32(&h0, 2, (int64_t[]){B, H}, &seed, -1, 1);
   ch_tensor_f32(&c0, 2, (int64_t[]){B, H}, &seed, -1, 1);
+  ch_tensor_f32(&pp, 1, (int64_t[]){3 * H}, &seed, -1, 1);
   float *wy = calloc((size_t)(T * B * H) + 1, sizeof(float)), *wh = calloc((size_t)(B * H), sizeof(float)),
         *wc = calloc((size_t)(B * H), sizeof(float));
-  reference(T, B, H, reverse, ch_f(&xw), ch_f(&r), ch_f(&h0), ch_f(&c0), wy, wh, wc);
+  reference(T, B, H, reverse, ch_f(&xw), ch_f(&r), ch_f(&h0), ch_f(&c0), peep ? ch_f(&pp) : NULL, wy, wh, wc);
   for (int with_sgemm = 0; with_sgemm < 2; with_sgemm++) {
     ch_tensor_f32(&y, 3, (int64_t[]){T, B, H}, &seed, 9, 10); /* garbage the kernel must overwrite */
     ch_tensor_f32(&hT, 2, (int64_t[]){B, H}, &seed, 9, 10);
     ch_tensor_f32(&cT, 2, (int64_t[]){B, H}, &seed, 9, 10);
     ch_env e;
     ch_env_init(&e, with_sgemm);
-    ch_tensor *a[] = {&xw, &r, &h0, &c0, &y, &hT, &cT};
-    ck_assert_msg(ch_call(&p.k, &e, a, 7) == 0, "T=%d B=%d H=%d: %s", T, B, H, e.error);
+    ch_tensor *a[] = {&xw, &r, &h0, &c0, &y, &hT, &cT}, *ap[] = {&xw, &r, &h0, &c0, &pp, &y, &hT, &cT};
+    ck_assert_msg(ch_call(&p.k, &e, peep ? ap : a, peep ? 8 : 7) == 0, "T=%d B=%d H=%d: %s", T, B, H, e.error);
     char what[96];
-    snprintf(what, sizeof what, "y (T=%d B=%d H=%d reverse=%d sgemm=%d)", T, B, H, reverse, with_sgemm);
+    snprintf(what, sizeof what, "y (T=%d B=%d H=%d reverse=%d peep=%d sgemm=%d)", T, B, H, reverse, peep,
+             with_sgemm);
     ch_assert_close(what, ch_f(&y), wy, (size_t)(T * B * H), 2e-6f, 2e-5f);
     ch_assert_close("h", ch_f(&hT), wh, (size_t)(B * H), 2e-6f, 2e-5f);
     ch_assert_close("c", ch_f(&cT), wc, (size_t)(B * H), 2e-6f, 2e-5f);
@@ -98,16 +108,24 @@ static void check_case(int T, int B, int H, int reverse, unsigned seed) {
   free(wy);
   free(wh);
   free(wc);
-  ch_tensor *ins[] = {&xw, &r, &h0, &c0};
-  for (int i = 0; i < 4; i++) ch_tensor_free(ins[i]);
+  ch_tensor *ins[] = {&xw, &r, &h0, &c0, &pp};
+  for (int i = 0; i < 5; i++) ch_tensor_free(ins[i]);
   prog_close(&p);
 }
+
+static void check_case(int T, int B, int H, int reverse, unsigned seed) { check_case_p(T, B, H, reverse, false, seed); }
 
 START_TEST(test_lstm_scan_follows_the_lstm_equations_step_by_step) {
   check_case(7, 1, 32, 0, 11);   /* the matrix-vector product, 2 vectors of units */
   check_case(5, 3, 20, 0, 12);   /* a batch; H not a multiple of the vector */
   check_case(6, 2, 16, 1, 13);   /* reversed: y[T-1] is the first step's h, h the last's (y[0]) */
   check_case(130, 1, 64, 0, 14); /* long enough for c and h to saturate if they were wrong */
+}
+END_TEST
+
+START_TEST(test_lstm_scan_peepholes_see_the_previous_and_the_new_cell) {
+  check_case_p(6, 2, 24, 0, true, 31);
+  check_case_p(5, 1, 32, 1, true, 32);
 }
 END_TEST
 
@@ -146,7 +164,7 @@ START_TEST(test_lstm_scan_shape_function_and_its_run_time_checks) {
   /* The kernel checks the states against xw's batch at run time (h0's
    * batch is `?` in its type, so nothing else does). */
   prog p;
-  prog_open_h(&p, 8, 0, false, "?");
+  prog_open_h(&p, 8, 0, false, "?", false);
   ch_tensor bad, y, hT, cT;
   ch_tensor_f32(&bad, 2, (int64_t[]){3, 8}, &seed, -1, 1);
   ch_tensor_f32(&y, 3, (int64_t[]){9, 2, 8}, &seed, -1, 1);
@@ -167,6 +185,7 @@ int main(void) {
   TCase *tc = tcase_create("lstm_scan");
   tcase_set_timeout(tc, 300);
   tcase_add_test(tc, test_lstm_scan_follows_the_lstm_equations_step_by_step);
+  tcase_add_test(tc, test_lstm_scan_peepholes_see_the_previous_and_the_new_cell);
   tcase_add_test(tc, test_lstm_scan_without_steps_returns_the_initial_state);
   tcase_add_test(tc, test_lstm_scan_shape_function_and_its_run_time_checks);
   suite_add_tcase(s, tc);

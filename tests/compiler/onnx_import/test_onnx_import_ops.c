@@ -160,6 +160,13 @@ START_TEST(test_lstm_scan_gives_every_step_s_h_and_the_last_state) {
   ck_assert_str_eq(shapes("lstm_scan", "reverse=1", 4,
                           IN(in_shape("0x1x4"), in_shape("1x4"), in_shape("1x1"), in_shape("1x1"))),
                    "(0, 1, 1) (1, 1) (1, 1)");
+  /* The peepholes, when given, are [3H]. */
+  ck_assert_str_eq(shapes("lstm_scan", "", 5,
+                          IN(in_shape("5x2x32"), in_shape("8x32"), in_shape("2x8"), in_shape("2x8"), in_shape("24"))),
+                   "(5, 2, 8) (2, 8) (2, 8)");
+  ck_assert_ptr_nonnull(strstr(shapes("lstm_scan", "", 5, IN(in_shape("5x2x32"), in_shape("8x32"), in_shape("2x8"),
+                                                             in_shape("2x8"), in_shape("32"))),
+                               "the peepholes"));
   /* r must be [H, 4H], xw's columns 4H, the states [B, H]. */
   ck_assert_ptr_nonnull(strstr(shapes("lstm_scan", "", 4, IN(in_shape("5x2x32"), in_shape("8x24"), in_shape("2x8"), in_shape("2x8"))),
                                "4 x hidden size"));
