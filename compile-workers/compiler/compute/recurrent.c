@@ -3,8 +3,9 @@
  * Each step is g = h r (B x 4H from B x H and H x 4H), through env->sgemm
  * where the runtime has it (every CPU runtime: the packed matrix-vector
  * product for a batch of 1, split over the VM's threads by the runtime
- * when r is large), then per hidden unit the gates from xw[t] + g: c = f
- * * c + i * u, h = o * tanh(c), one vectorized loop over the units. Where
+ * when r is large), then per hidden unit the gates from xw[t] + g (plus
+ * the peepholes' terms when given): c = f * c + i * u, h = o * tanh(c),
+ * one vectorized loop over the units. Where
  * the importer's recursion over steps cost a VM call per step, its
  * allocations, the row's take and scatter and a kernel for the gates, a
  * step is now one product and one loop (lstm seq 128 at 1 thread: 0.51 ->
