@@ -43,12 +43,12 @@ static nimble_ln_expr *bin(cp_ctx *c, nimble_ln_op_t op, nimble_ln_expr *a, nimb
 static nimble_ln_expr *un(cp_ctx *c, nimble_ln_op_t op, nimble_ln_expr *a) { return nimble_ln_unary(A_, op, a); }
 
 static nimble_status_t shape_lstm_scan(cp_ctx *c, cp_node *n) {
-  if (n->n_in != 4 && n->n_in != 5)
-    return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "lstm_scan takes 4 or 5 inputs, got %d", n->n_in);
+  if (n->n_in < 4 || n->n_in > 6)
+    return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "lstm_scan takes 4 to 6 inputs, got %d", n->n_in);
   cp_node *xw = n->in[0], *r = n->in[1];
-  static const int ranks[5] = {3, 2, 2, 2, 1};
+  static const int ranks[6] = {3, 2, 2, 2, 1, 1};
   for (int i = 0; i < n->n_in; i++) {
-    if (n->in[i]->type != NIMBLE_LN_F32)
+    if (i == 5 ? n->in[i]->type != NIMBLE_LN_I64 : n->in[i]->type != NIMBLE_LN_F32)
       return nimble_status_make(NIMBLE_UNIMPLEMENTED, "lstm_scan of %s (only float32 is computed)",
                                 nimble_ln_type_name(n->in[i]->type));
     if (n->in[i]->rank != ranks[i])
@@ -67,7 +67,12 @@ static nimble_status_t shape_lstm_scan(cp_ctx *c, cp_node *n) {
     cp_check(c, cp_eq(c, n->in[i]->ext[0], B), "lstm_scan: input %d's batch differs from xw's", i);
     cp_check(c, cp_eq(c, n->in[i]->ext[1], Hx), "lstm_scan: input %d is not [batch, H]", i);
   }
-  if (n->n_in == 5) cp_check(c, cp_eq(c, n->in[4]->ext[0], cp_i(c, 3 * H)), "lstm_scan: the peepholes are not [3H]");
+  if (n->n_in >= 5) cp_check(c, cp_eq(c, n->in[4]->ext[0], cp_i(c, 3 * H)), "lstm_scan: the peepholes are not [3H]");
+  if (n->n_in == 6) {
+    if (cp_attr_int(n, "reverse"))
+      return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "lstm_scan: sequence lengths go with the forward direction only");
+    cp_check(c, cp_eq(c, n->in[5]->ext[0], B), "lstm_scan: the sequence lengths' batch differs from xw's");
+  }
   n->type = NIMBLE_LN_F32;
   n->dtype = xw->dtype;
   n->rank = 3;
@@ -97,15 +102,24 @@ typedef struct scan {
   nimble_ln_expr *t, *ti; /* step and its time index */
 } scan;
 
+/* Whether batch entry b takes step t: t < lens[b] (NULL: no lengths,
+ * every entry takes every step). */
+static nimble_ln_expr *active(cp_ctx *c, const scan *s, nimble_ln_expr *b) {
+  if (s->n->n_in < 6) return NULL;
+  nimble_ln_expr *idx[1] = {b};
+  return bin(c, NIMBLE_LN_LT, s->t, cp_value(c, s->n->in[5], idx));
+}
+
 /* The new c and h of unit j of batch entry b from its four gates'
  * pre-activations (xw's plus the product's), stored into the c output and
- * y[ti]; with peepholes, i and f see the previous c, o the new one. */
+ * y[ti]; with peepholes, i and f see the previous c, o the new one. An
+ * entry past its length keeps its c and gets 0 in y. */
 static nimble_ln_stmt *unit_update(cp_ctx *c, const scan *s, nimble_ln_expr *b, nimble_ln_expr *j,
                                    nimble_ln_expr *const *pre) {
   nimble_ln_expr *ci = cp_add(c, cp_mul(c, b, cp_i(c, s->H)), j);
   nimble_ln_var *c1 = cp_var(c, "c1", NIMBLE_LN_F32), *c2 = cp_var(c, "c2", NIMBLE_LN_F32);
   nimble_ln_expr *g[3] = {pre[0], pre[1], pre[2]}; /* i, o, f */
-  if (s->n->n_in == 5)
+  if (s->n->n_in >= 5)
     for (int q = 0; q < 3; q++) {
       nimble_ln_expr *idx[1] = {cp_add(c, cp_i(c, q * s->H), j)};
       g[q] = bin(c, NIMBLE_LN_ADD, g[q], bin(c, NIMBLE_LN_MUL, cp_value(c, s->n->in[4], idx), ref(c, q == 1 ? c2 : c1)));
@@ -114,8 +128,13 @@ static nimble_ln_stmt *unit_update(cp_ctx *c, const scan *s, nimble_ln_expr *b, 
                  *gf = un(c, NIMBLE_LN_SIGMOID, g[2]), *gu = un(c, NIMBLE_LN_TANH, pre[3]);
   nimble_ln_expr *cn = bin(c, NIMBLE_LN_ADD, bin(c, NIMBLE_LN_MUL, gf, ref(c, c1)), bin(c, NIMBLE_LN_MUL, gi, gu));
   nimble_ln_expr *yi = cp_add(c, cp_mul(c, cp_add(c, cp_mul(c, s->ti, s->B), b), cp_i(c, s->H)), j);
-  nimble_ln_stmt *st[2] = {nimble_ln_store(A_, s->cy, ci, ref(c, c2)),
-                           nimble_ln_store(A_, s->y, yi, bin(c, NIMBLE_LN_MUL, go, un(c, NIMBLE_LN_TANH, ref(c, c2))))};
+  nimble_ln_expr *cv = ref(c, c2), *hv = bin(c, NIMBLE_LN_MUL, go, un(c, NIMBLE_LN_TANH, ref(c, c2)));
+  nimble_ln_expr *on = active(c, s, b);
+  if (on) {
+    cv = nimble_ln_select(A_, on, cv, ref(c, c1));
+    hv = nimble_ln_select(A_, on, hv, nimble_ln_f32(A_, 0));
+  }
+  nimble_ln_stmt *st[2] = {nimble_ln_store(A_, s->cy, ci, cv), nimble_ln_store(A_, s->y, yi, hv)};
   return nimble_ln_let(A_, c1, nimble_ln_load(A_, s->cy, ci), nimble_ln_let(A_, c2, cn, nimble_ln_seq(A_, st, 2)));
 }
 
@@ -215,11 +234,20 @@ static nimble_ln_expr *c_initial(cp_ctx *c, const scan *s, nimble_ln_expr *b, ni
   return cp_value(c, s->n->in[3], idx);
 }
 
-/* The last step's h: y at its time index (0 reversed, else T - 1). */
+/* The last step's h: y at its time index (0 reversed, else T - 1; with
+ * lengths, entry b's last, min(lens[b], T) - 1, or h0 when it took no
+ * step). Only when T > 0. */
 static nimble_ln_expr *h_last(cp_ctx *c, const scan *s, nimble_ln_expr *b, nimble_ln_expr *p) {
   nimble_ln_expr *last = cp_attr_int(s->n, "reverse") ? cp_i(c, 0) : cp_sub(c, s->T, cp_i(c, 1));
-  nimble_ln_expr *row = cp_add(c, cp_mul(c, last, s->B), b);
-  return nimble_ln_load(A_, s->y, cp_add(c, cp_mul(c, row, cp_i(c, s->H)), p));
+  if (s->n->n_in < 6) {
+    nimble_ln_expr *row = cp_add(c, cp_mul(c, last, s->B), b);
+    return nimble_ln_load(A_, s->y, cp_add(c, cp_mul(c, row, cp_i(c, s->H)), p));
+  }
+  nimble_ln_expr *idx[1] = {b};
+  nimble_ln_expr *t = cp_min(c, cp_sub(c, cp_value(c, s->n->in[5], idx), cp_i(c, 1)), last);
+  nimble_ln_expr *row = cp_add(c, cp_mul(c, cp_max(c, t, cp_i(c, 0)), s->B), b);
+  return nimble_ln_select(A_, bin(c, NIMBLE_LN_GE, t, cp_i(c, 0)),
+                          nimble_ln_load(A_, s->y, cp_add(c, cp_mul(c, row, cp_i(c, s->H)), p)), h_initial(c, s, b, p));
 }
 
 static nimble_ln_stmt *emit_lstm_scan(cp_ctx *c, cp_node *n, nimble_ln_param *const *outs,

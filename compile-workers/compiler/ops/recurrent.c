@@ -1,19 +1,22 @@
 /* Recurrent operators: lstm_scan, a whole LSTM layer's recurrence (one
  * direction) as one operator, so that its steps run inside one kernel
  * instead of one VM call per step (the ONNX importer's recursive step
- * function remains for what lstm_scan does not cover: sequence lengths,
- * GRU and RNN; docs/onnx-import.md).
+ * function remains for GRU and RNN; docs/onnx-import.md).
  *
- *   lstm_scan(xw [T, B, 4H], r [H, 4H], h0 [B, H], c0 [B, H][, p [3H]];
- *             reverse) -> (y [T, B, H], h [B, H], c [B, H])
+ *   lstm_scan(xw [T, B, 4H], r [H, 4H], h0 [B, H], c0 [B, H]
+ *             [, p [3H] [, lens int64 [B]]]; reverse)
+ *     -> (y [T, B, H], h [B, H], c [B, H])
  *
  * xw holds every step's input projection with both biases (X W^T + Wb +
  * Rb), r the recurrent weights transposed (h r is a step's [B, 4H]
  * product); their 4H columns are the gates in ONNX's order i, o, f, c.
  * p, when given, holds ONNX's peepholes (i, o, f): i and f add p_i * c
- * and p_f * c of the previous c, o adds p_o * c of the new one. y[t] is
- * the h of time index t; h and c are the last step's (h0 and c0 when T is
- * 0). With reverse the steps run from T - 1 down to 0. */
+ * and p_f * c of the previous c, o adds p_o * c of the new one (zeros are
+ * no peepholes, as ONNX defines them). y[t] is the h of time index t; h
+ * and c are the last step's (h0 and c0 when T is 0). With reverse the
+ * steps run from T - 1 down to 0. With lens (ONNX's sequence_lens; not
+ * with reverse) batch entry b takes steps t < lens[b] only: later ones
+ * keep its h and c and give zeros in y. */
 #include <string.h>
 
 #include "ops/op_internal.h"
@@ -36,7 +39,7 @@ static nimble_status_t rel_lstm_scan(const nimble_rel_call_t *call, nimble_tenso
   NIMBLE_RETURN_IF_ERROR(nimble_rel_expect_rank(call, 0, 3, 3));
   for (size_t i = 1; i < 4; i++) NIMBLE_RETURN_IF_ERROR(nimble_rel_expect_rank(call, i, 2, 2));
   NIMBLE_RETURN_IF_ERROR(nimble_rel_expect_dtype_float(call, 0));
-  for (size_t i = 1; i < call->num_inputs; i++) NIMBLE_RETURN_IF_ERROR(nimble_rel_expect_same_dtype(call, 0, i));
+  for (size_t i = 1; i < call->num_inputs && i < 5; i++) NIMBLE_RETURN_IF_ERROR(nimble_rel_expect_same_dtype(call, 0, i));
   char buf[160];
   nimble_dim_t h = nimble_dim_resolve(call->ctx, r->dims[0]);
   if (h.kind != NIMBLE_DIM_CONST || h.value < 1)
@@ -55,6 +58,15 @@ static nimble_status_t rel_lstm_scan(const nimble_rel_call_t *call, nimble_tenso
     NIMBLE_RETURN_IF_ERROR(nimble_rel_expect_rank(call, 4, 1, 1));
     NIMBLE_RETURN_IF_ERROR(nimble_dim_mul(call->ctx, h, nimble_dim_const(3), &g3));
     NIMBLE_RETURN_IF_ERROR(unify_sig(call, call->inputs[4].dims[0], g3, "3 x hidden size (the peepholes)", 4, 1, &g3));
+  }
+  if (call->num_inputs == 6) {
+    NIMBLE_RETURN_IF_ERROR(nimble_rel_expect_rank(call, 5, 1, 1));
+    if (call->inputs[5].dtype != NIMBLE_DTYPE_INT64)
+      return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "the sequence lengths must be int64, got %s",
+                                SIG_STR(&call->inputs[5], buf));
+    if (A_INT(call, "reverse"))
+      return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "sequence lengths go with the forward direction only");
+    NIMBLE_RETURN_IF_ERROR(unify_sig(call, call->inputs[5].dims[0], b, "the batch (the sequence lengths)", 5, 0, &b));
   }
   memset(out, 0, 3 * sizeof *out);
   out[0].dtype = xw->dtype;
@@ -78,8 +90,8 @@ static const nimble_attr_spec_t kLstmScanAttrs[] = {
 
 const nimble_op nimble_ops_recurrent[] = {
     {"lstm_scan",
-     "an LSTM layer's recurrence: (xw [T,B,4H], r [H,4H], h0, c0 [B,H], [peepholes [3H]]) -> (y [T,B,H], h, c "
-     "[B,H]); gates i, o, f, c",
-     4, 5, ATTRS(kLstmScanAttrs), rel_lstm_scan, NIMBLE_SHAPE_DATA_INDEPENDENT, NULL, 0, NIMBLE_FUSE_OPAQUE, true},
+     "an LSTM layer's recurrence: (xw [T,B,4H], r [H,4H], h0, c0 [B,H], [peepholes [3H], [lens int64 [B]]]) -> "
+     "(y [T,B,H], h, c [B,H]); gates i, o, f, c",
+     4, 6, ATTRS(kLstmScanAttrs), rel_lstm_scan, NIMBLE_SHAPE_DATA_INDEPENDENT, NULL, 0, NIMBLE_FUSE_OPAQUE, true},
 };
 const size_t nimble_ops_recurrent_count = sizeof nimble_ops_recurrent / sizeof nimble_ops_recurrent[0];

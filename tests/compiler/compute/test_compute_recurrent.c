@@ -16,16 +16,21 @@
 
 static double sig(double x) { return 1.0 / (1.0 + exp(-x)); }
 
-/* y [T, B, H], h and c [B, H] from xw [T, B, 4H], r [H, 4H], h0, c0 and
- * the peepholes p [3H] (NULL: none). */
+/* y [T, B, H], h and c [B, H] from xw [T, B, 4H], r [H, 4H], h0, c0, the
+ * peepholes p [3H] (NULL: none) and the sequence lengths (NULL: none; an
+ * entry past its length keeps h and c, and its y is 0). */
 static void reference(int T, int B, int H, int reverse, const float *xw, const float *r, const float *h0,
-                      const float *c0, const float *pp, float *y, float *hT, float *cT) {
+                      const float *c0, const float *pp, const int64_t *lens, float *y, float *hT, float *cT) {
   double *h = malloc(sizeof(double) * (size_t)(B * H)), *c = malloc(sizeof(double) * (size_t)(B * H));
   double *g = malloc(sizeof(double) * (size_t)(4 * H));
   for (int i = 0; i < B * H; i++) h[i] = h0[i], c[i] = c0[i];
   for (int s = 0; s < T; s++) {
     int t = reverse ? T - 1 - s : s;
     for (int b = 0; b < B; b++) {
+      if (lens && s >= lens[b]) {
+        for (int j = 0; j < H; j++) y[((size_t)t * B + b) * H + j] = 0.0f;
+        continue;
+      }
       for (int q = 0; q < 4 * H; q++) {
         double acc = xw[((size_t)t * B + b) * 4 * H + q];
         for (int p = 0; p < H; p++) acc += h[b * H + p] * r[p * 4 * H + q];
@@ -52,21 +57,21 @@ typedef struct prog {
 } prog;
 
 /* h0's batch dim is `hb` ("b" as xw's, or "?"); with `peep` a fifth
- * input, the peepholes [3H]. */
-static void prog_open_h(prog *p, int H, int reverse, bool shape_func, const char *hb, bool peep) {
-  char text[640], pdecl[64];
-  snprintf(pdecl, sizeof pdecl, ", %%p: Tensor[(%d,), float32]", 3 * H);
+ * input, the peepholes [3H], with `lens` then a sixth, the lengths. */
+static void prog_open_h(prog *p, int H, int reverse, bool shape_func, const char *hb, bool peep, bool lens) {
+  char text[768], pdecl[96];
+  snprintf(pdecl, sizeof pdecl, ", %%p: Tensor[(%d,), float32]%s", 3 * H, lens ? ", %l: Tensor[(b,), int64]" : "");
   snprintf(text, sizeof text,
            "def @main(%%xw: Tensor[(?, b, %d), float32], %%r: Tensor[(%d, %d), float32], %%h0: Tensor[(%s, %d), "
            "float32], %%c0: Tensor[(b, %d), float32]%s) { lstm_scan(%%xw, %%r, %%h0, %%c0%s, reverse=%d) }\n",
-           4 * H, H, 4 * H, hb, H, H, peep ? pdecl : "", peep ? ", %p" : "", reverse);
+           4 * H, H, 4 * H, hb, H, H, peep ? pdecl : "", peep ? (lens ? ", %p, %l" : ", %p") : "", reverse);
   NIMBLE_ASSERT_OK(nimble_arena_create(&p->arena));
   nimble_module *m = ch_compile_module(p->arena, text);
   ch_kernel_build(m, ch_find_primitive(m, "fused.lstm_scan"), shape_func, NULL, &p->k);
 }
 
 static void prog_open(prog *p, int H, int reverse, bool shape_func) {
-  prog_open_h(p, H, reverse, shape_func, "b", false);
+  prog_open_h(p, H, reverse, shape_func, "b", false, false);
 }
 
 static void prog_close(prog *p) {
@@ -75,29 +80,33 @@ static void prog_close(prog *p) {
 }
 
 /* One case: the kernel with sgemm and without, against the reference. */
-static void check_case_p(int T, int B, int H, int reverse, bool peep, unsigned seed) {
+static void check_case_l(int T, int B, int H, int reverse, bool peep, const int64_t *lens, unsigned seed) {
   prog p;
-  prog_open_h(&p, H, reverse, false, "b", peep);
-  ch_tensor xw, r, h0, c0, pp, y, hT, cT;
+  prog_open_h(&p, H, reverse, false, "b", peep || lens, lens != NULL);
+  ch_tensor xw, r, h0, c0, pp, ln, y, hT, cT;
   ch_tensor_f32(&xw, 3, (int64_t[]){T, B, 4 * H}, &seed, -2, 2);
   ch_tensor_f32(&r, 2, (int64_t[]){H, 4 * H}, &seed, -0.4f, 0.4f);
   ch_tensor_f32(&h0, 2, (int64_t[]){B, H}, &seed, -1, 1);
   ch_tensor_f32(&c0, 2, (int64_t[]){B, H}, &seed, -1, 1);
   ch_tensor_f32(&pp, 1, (int64_t[]){3 * H}, &seed, -1, 1);
+  if (lens && !peep) memset(pp.data, 0, pp.n * sizeof(float)); /* zeros: no peepholes, as the importer passes */
+  ch_tensor_i64(&ln, 1, (int64_t[]){B}, lens);
   float *wy = calloc((size_t)(T * B * H) + 1, sizeof(float)), *wh = calloc((size_t)(B * H), sizeof(float)),
         *wc = calloc((size_t)(B * H), sizeof(float));
-  reference(T, B, H, reverse, ch_f(&xw), ch_f(&r), ch_f(&h0), ch_f(&c0), peep ? ch_f(&pp) : NULL, wy, wh, wc);
+  reference(T, B, H, reverse, ch_f(&xw), ch_f(&r), ch_f(&h0), ch_f(&c0), peep ? ch_f(&pp) : NULL, lens, wy, wh, wc);
   for (int with_sgemm = 0; with_sgemm < 2; with_sgemm++) {
     ch_tensor_f32(&y, 3, (int64_t[]){T, B, H}, &seed, 9, 10); /* garbage the kernel must overwrite */
     ch_tensor_f32(&hT, 2, (int64_t[]){B, H}, &seed, 9, 10);
     ch_tensor_f32(&cT, 2, (int64_t[]){B, H}, &seed, 9, 10);
     ch_env e;
     ch_env_init(&e, with_sgemm);
-    ch_tensor *a[] = {&xw, &r, &h0, &c0, &y, &hT, &cT}, *ap[] = {&xw, &r, &h0, &c0, &pp, &y, &hT, &cT};
-    ck_assert_msg(ch_call(&p.k, &e, peep ? ap : a, peep ? 8 : 7) == 0, "T=%d B=%d H=%d: %s", T, B, H, e.error);
+    ch_tensor *a[] = {&xw, &r, &h0, &c0, &y, &hT, &cT}, *ap[] = {&xw, &r, &h0, &c0, &pp, &y, &hT, &cT},
+              *al[] = {&xw, &r, &h0, &c0, &pp, &ln, &y, &hT, &cT};
+    int rc = lens ? ch_call(&p.k, &e, al, 9) : peep ? ch_call(&p.k, &e, ap, 8) : ch_call(&p.k, &e, a, 7);
+    ck_assert_msg(rc == 0, "T=%d B=%d H=%d: %s", T, B, H, e.error);
     char what[96];
-    snprintf(what, sizeof what, "y (T=%d B=%d H=%d reverse=%d peep=%d sgemm=%d)", T, B, H, reverse, peep,
-             with_sgemm);
+    snprintf(what, sizeof what, "y (T=%d B=%d H=%d reverse=%d peep=%d lens=%d sgemm=%d)", T, B, H, reverse, peep,
+             lens != NULL, with_sgemm);
     ch_assert_close(what, ch_f(&y), wy, (size_t)(T * B * H), 2e-6f, 2e-5f);
     ch_assert_close("h", ch_f(&hT), wh, (size_t)(B * H), 2e-6f, 2e-5f);
     ch_assert_close("c", ch_f(&cT), wc, (size_t)(B * H), 2e-6f, 2e-5f);
@@ -108,9 +117,13 @@ static void check_case_p(int T, int B, int H, int reverse, bool peep, unsigned s
   free(wy);
   free(wh);
   free(wc);
-  ch_tensor *ins[] = {&xw, &r, &h0, &c0, &pp};
-  for (int i = 0; i < 5; i++) ch_tensor_free(ins[i]);
+  ch_tensor *ins[] = {&xw, &r, &h0, &c0, &pp, &ln};
+  for (int i = 0; i < 6; i++) ch_tensor_free(ins[i]);
   prog_close(&p);
+}
+
+static void check_case_p(int T, int B, int H, int reverse, bool peep, unsigned seed) {
+  check_case_l(T, B, H, reverse, peep, NULL, seed);
 }
 
 static void check_case(int T, int B, int H, int reverse, unsigned seed) { check_case_p(T, B, H, reverse, false, seed); }
@@ -126,6 +139,16 @@ END_TEST
 START_TEST(test_lstm_scan_peepholes_see_the_previous_and_the_new_cell) {
   check_case_p(6, 2, 24, 0, true, 31);
   check_case_p(5, 1, 32, 1, true, 32);
+}
+END_TEST
+
+START_TEST(test_lstm_scan_sequence_lengths_stop_each_entry_at_its_own) {
+  /* Entries ending at 0 (h0 and c0 come back), in the middle, at T and
+   * past it, with peepholes and without (zeros). */
+  static const int64_t lens4[4] = {0, 3, 7, 9}, lens2[2] = {5, 1};
+  check_case_l(7, 4, 16, 0, false, lens4, 41);
+  check_case_l(6, 2, 24, 0, true, lens2, 42);
+  check_case_l(0, 2, 24, 0, true, lens2, 43);
 }
 END_TEST
 
@@ -164,7 +187,7 @@ START_TEST(test_lstm_scan_shape_function_and_its_run_time_checks) {
   /* The kernel checks the states against xw's batch at run time (h0's
    * batch is `?` in its type, so nothing else does). */
   prog p;
-  prog_open_h(&p, 8, 0, false, "?", false);
+  prog_open_h(&p, 8, 0, false, "?", false, false);
   ch_tensor bad, y, hT, cT;
   ch_tensor_f32(&bad, 2, (int64_t[]){3, 8}, &seed, -1, 1);
   ch_tensor_f32(&y, 3, (int64_t[]){9, 2, 8}, &seed, -1, 1);
@@ -186,6 +209,7 @@ int main(void) {
   tcase_set_timeout(tc, 300);
   tcase_add_test(tc, test_lstm_scan_follows_the_lstm_equations_step_by_step);
   tcase_add_test(tc, test_lstm_scan_peepholes_see_the_previous_and_the_new_cell);
+  tcase_add_test(tc, test_lstm_scan_sequence_lengths_stop_each_entry_at_its_own);
   tcase_add_test(tc, test_lstm_scan_without_steps_returns_the_initial_state);
   tcase_add_test(tc, test_lstm_scan_shape_function_and_its_run_time_checks);
   suite_add_tcase(s, tc);

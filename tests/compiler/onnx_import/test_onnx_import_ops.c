@@ -167,6 +167,24 @@ START_TEST(test_lstm_scan_gives_every_step_s_h_and_the_last_state) {
   ck_assert_ptr_nonnull(strstr(shapes("lstm_scan", "", 5, IN(in_shape("5x2x32"), in_shape("8x32"), in_shape("2x8"),
                                                              in_shape("2x8"), in_shape("32"))),
                                "the peepholes"));
+  /* Sequence lengths: int64 [B], forward only. */
+  static const int64_t lens[2] = {3, 5};
+  ck_assert_str_eq(shapes("lstm_scan", "", 6,
+                          IN(in_shape("5x2x32"), in_shape("8x32"), in_shape("2x8"), in_shape("2x8"), in_shape("24"),
+                             in_values(NIMBLE_DTYPE_INT64, "2", lens))),
+                   "(5, 2, 8) (2, 8) (2, 8)");
+  ck_assert_ptr_nonnull(strstr(shapes("lstm_scan", "reverse=1", 6,
+                                      IN(in_shape("5x2x32"), in_shape("8x32"), in_shape("2x8"), in_shape("2x8"),
+                                         in_shape("24"), in_values(NIMBLE_DTYPE_INT64, "2", lens))),
+                               "forward direction only"));
+  ck_assert_ptr_nonnull(strstr(shapes("lstm_scan", "", 6,
+                                      IN(in_shape("5x2x32"), in_shape("8x32"), in_shape("2x8"), in_shape("2x8"),
+                                         in_shape("24"), in_values(NIMBLE_DTYPE_INT64, "3", lens))),
+                               "the batch (the sequence lengths)"));
+  ck_assert_ptr_nonnull(strstr(shapes("lstm_scan", "", 6,
+                                      IN(in_shape("5x2x32"), in_shape("8x32"), in_shape("2x8"), in_shape("2x8"),
+                                         in_shape("24"), in_shape("2"))),
+                               "must be int64"));
   /* r must be [H, 4H], xw's columns 4H, the states [B, H]. */
   ck_assert_ptr_nonnull(strstr(shapes("lstm_scan", "", 4, IN(in_shape("5x2x32"), in_shape("8x24"), in_shape("2x8"), in_shape("2x8"))),
                                "4 x hidden size"));

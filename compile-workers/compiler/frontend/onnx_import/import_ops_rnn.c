@@ -1,6 +1,6 @@
-/* LSTM, GRU and RNN as IR. A float32 LSTM without sequence lengths is one
- * lstm_scan per direction (ops/recurrent.c), whose kernel runs every step.
- * The others are one recursive global function per direction that walks
+/* LSTM, GRU and RNN as IR. A float32 LSTM is one lstm_scan per direction
+ * (ops/recurrent.c), whose kernel runs every step. The others are one
+ * recursive global function per direction that walks
  * the time steps (the trip count is the sequence length read at run time
  * with shape_of), with the gates as dense (matrix products) and
  * element-wise operators, so later passes can fuse and plan them. The step
@@ -416,9 +416,9 @@ static nimble_status_t convert_rnn(imp_ctx *c, const nimble_onnx_node *n, cell_k
    * one [gates*H, H]. */
   bool rt = transpose_recurrent(k == CELL_GRU ? H : gates * H, H, nimble_dtype_size(X->sig.dtype));
   imp_val *Ys[2], *Hs[2], *Cs[2];
-  /* An LSTM without sequence lengths is one lstm_scan per direction
-   * (ops/recurrent.c): its steps run inside one kernel. */
-  bool scan = k == CELL_LSTM && !seqlens && X->sig.dtype == NIMBLE_DTYPE_FLOAT32;
+  /* A float32 LSTM is one lstm_scan per direction (ops/recurrent.c): its
+   * steps run inside one kernel. */
+  bool scan = k == CELL_LSTM && X->sig.dtype == NIMBLE_DTYPE_FLOAT32;
   for (int64_t d = 0; d < dirs; d++) {
     bool reverse = rev_only || d == 1;
     imp_val *Wd, *Bd = NULL, *hi, *ci = NULL, *Y0;
@@ -440,10 +440,17 @@ static nimble_status_t convert_rnn(imp_ctx *c, const nimble_onnx_node *n, cell_k
       NIMBLE_RETURN_IF_ERROR(gated_projection(c, X, Wd, Bd, gates, H, &XW));
       NIMBLE_RETURN_IF_ERROR(recurrent_weights(c, R, d, 0, gates * H, true, &Rt));
       nimble_named_attr_t ra = imp_attr_int("reverse", reverse ? 1 : 0);
-      imp_val *sargs[5] = {XW, Rt, hi, ci, NULL};
-      if (P) NIMBLE_RETURN_IF_ERROR(dir_of(c, P, d, &sargs[4]));
+      imp_val *sargs[6] = {XW, Rt, hi, ci, NULL, seqlens};
+      if (P) {
+        NIMBLE_RETURN_IF_ERROR(dir_of(c, P, d, &sargs[4]));
+      } else if (seqlens) { /* zeros: no peepholes, as ONNX defines them */
+        int64_t shape = 3 * H;
+        nimble_named_attr_t at[2] = {imp_attr_ints("shape", &shape, 1), imp_attr_str("dtype", dt)};
+        NIMBLE_RETURN_IF_ERROR(imp_emit(c, "zeros", 0, NULL, at, 2, &sargs[4]));
+      }
       size_t nout;
-      NIMBLE_RETURN_IF_ERROR(imp_emit_multi(c, "lstm_scan", P ? 5 : 4, sargs, &ra, 1, outs, &nout));
+      NIMBLE_RETURN_IF_ERROR(
+          imp_emit_multi(c, "lstm_scan", seqlens ? 6 : P ? 5 : 4, sargs, &ra, 1, outs, &nout));
       Ys[d] = outs[0];
       Hs[d] = outs[1];
       Cs[d] = outs[2];
