@@ -22,7 +22,10 @@
  * step's product reads (a step writes y[t] while reading y[t - 1]: no
  * double buffer); the c output holds c, updated in place. h0 goes to a
  * scratch row after the gates' [B, 4H] for the first product (h0 itself
- * may be an inlined constant).
+ * may be an inlined constant). With sequence lengths an entry past its
+ * own keeps c and writes zeros to y; the product still runs over its
+ * (now zero) h, whose results it discards, and its last h is read back
+ * from y's row at its length.
  *
  * Without sgemm (GPUs, runtimes without BLAS, use_sgemm off) the same
  * steps run as serial loops with the products as dot products: correct,
