@@ -179,6 +179,18 @@ char *nimble_tensor_sig_format(const nimble_tensor_sig_t *sig, char *buf, size_t
   return buf;
 }
 
+nimble_status_t nimble_rel_unify_named(const nimble_rel_call_t *call, nimble_dim_t a, nimble_dim_t b,
+                                       const char *what, const nimble_tensor_sig_t *x, const nimble_tensor_sig_t *y,
+                                       nimble_dim_t *out) {
+  nimble_status_t s = nimble_dim_unify(call->ctx, a, b, out);
+  if (!s) return nimble_ok();
+  char bx[160], by[160];
+  nimble_status_t r = nimble_status_make(NIMBLE_INVALID_ARGUMENT, "%s of %s and %s: %s", what,
+                                         SIG_STR(x, bx), SIG_STR(y, by), nimble_status_message(s));
+  nimble_status_free(s);
+  return r;
+}
+
 nimble_status_t nimble_rel_expect_rank(const nimble_rel_call_t *call, size_t i, size_t lo,
                                        size_t hi) {
   const nimble_tensor_sig_t *s = &call->inputs[i];

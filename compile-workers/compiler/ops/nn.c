@@ -5,20 +5,6 @@
 
 #include "ops/op_internal.h"
 
-/* The dims of two operands that must agree (inner dims of a product,
- * channels); the error names both types. */
-static nimble_status_t unify_named(const nimble_rel_call_t *call, nimble_dim_t a, nimble_dim_t b,
-                                   const char *what, const nimble_tensor_sig_t *x,
-                                   const nimble_tensor_sig_t *y, nimble_dim_t *out) {
-  nimble_status_t s = nimble_dim_unify(call->ctx, a, b, out);
-  if (!s) return nimble_ok();
-  char bx[160], by[160];
-  nimble_status_t r = nimble_status_make(NIMBLE_INVALID_ARGUMENT, "%s of %s and %s: %s", what,
-                                         SIG_STR(x, bx), SIG_STR(y, by), nimble_status_message(s));
-  nimble_status_free(s);
-  return r;
-}
-
 static nimble_status_t rel_dense(const nimble_rel_call_t *call, nimble_tensor_sig_t *out,
                                  size_t *num_out) {
   const nimble_tensor_sig_t *a = &call->inputs[0], *b = &call->inputs[1];
@@ -28,7 +14,7 @@ static nimble_status_t rel_dense(const nimble_rel_call_t *call, nimble_tensor_si
   bool ta = A_INT(call, "transA") != 0, tb = A_INT(call, "transB") != 0;
   nimble_dim_t m = a->dims[ta ? 1 : 0], ka = a->dims[ta ? 0 : 1];
   nimble_dim_t kb = b->dims[tb ? 1 : 0], n = b->dims[tb ? 0 : 1], k;
-  NIMBLE_RETURN_IF_ERROR(unify_named(call, ka, kb, "inner dimensions", a, b, &k));
+  NIMBLE_RETURN_IF_ERROR(nimble_rel_unify_named(call, ka, kb, "inner dimensions", a, b, &k));
   nimble_tensor_sig_t r;
   memset(&r, 0, sizeof r);
   r.dtype = a->dtype;
@@ -66,7 +52,7 @@ static nimble_status_t rel_matmul(const nimble_rel_call_t *call, nimble_tensor_s
     b.rank = 2;
   }
   nimble_dim_t k;
-  NIMBLE_RETURN_IF_ERROR(unify_named(call, a.dims[a.rank - 1], b.dims[b.rank - 2],
+  NIMBLE_RETURN_IF_ERROR(nimble_rel_unify_named(call, a.dims[a.rank - 1], b.dims[b.rank - 2],
                                      "inner dimensions", &call->inputs[0], &call->inputs[1], &k));
   nimble_tensor_sig_t ba = a, bb = b, batch;
   ba.rank = a.rank - 2;
@@ -148,7 +134,7 @@ static nimble_status_t rel_conv2d(const nimble_rel_call_t *call, nimble_tensor_s
   /* Input channels = weight's channels per group * groups. */
   nimble_dim_t cin_w, c;
   NIMBLE_RETURN_IF_ERROR(nimble_dim_mul(call->ctx, w->dims[1], nimble_dim_const(groups), &cin_w));
-  NIMBLE_RETURN_IF_ERROR(unify_named(call, x->dims[1], cin_w, "input channels (x dim 1 vs weight dim 1 * groups)", x, w, &c));
+  NIMBLE_RETURN_IF_ERROR(nimble_rel_unify_named(call, x->dims[1], cin_w, "input channels (x dim 1 vs weight dim 1 * groups)", x, w, &c));
   nimble_dim_t o = nimble_dim_resolve(call->ctx, w->dims[0]);
   if (o.kind == NIMBLE_DIM_CONST && o.value % groups != 0)
     return nimble_status_make(NIMBLE_INVALID_ARGUMENT,
@@ -166,7 +152,7 @@ static nimble_status_t rel_conv2d(const nimble_rel_call_t *call, nimble_tensor_s
   if (call->num_inputs == 3) {
     NIMBLE_RETURN_IF_ERROR(nimble_rel_expect_rank(call, 2, 1, 1));
     nimble_dim_t ob;
-    NIMBLE_RETURN_IF_ERROR(unify_named(call, o, call->inputs[2].dims[0], "bias length",
+    NIMBLE_RETURN_IF_ERROR(nimble_rel_unify_named(call, o, call->inputs[2].dims[0], "bias length",
                                        w, &call->inputs[2], &ob));
   }
   return nimble_rel_one(out, num_out, &r);
@@ -228,7 +214,7 @@ static nimble_status_t rel_layer_norm(const nimble_rel_call_t *call, nimble_tens
     }
     for (size_t d = 0; d < p->rank; d++) {
       nimble_dim_t u;
-      NIMBLE_RETURN_IF_ERROR(unify_named(call, x->dims[axis + d], p->dims[d], "normalized dims", x, p, &u));
+      NIMBLE_RETURN_IF_ERROR(nimble_rel_unify_named(call, x->dims[axis + d], p->dims[d], "normalized dims", x, p, &u));
     }
   }
   return nimble_rel_one(out, num_out, x);
@@ -243,7 +229,7 @@ static nimble_status_t rel_batch_norm(const nimble_rel_call_t *call, nimble_tens
   for (size_t i = 1; i < 5; i++) {
     nimble_dim_t u;
     NIMBLE_RETURN_IF_ERROR(nimble_rel_expect_rank(call, i, 1, 1));
-    NIMBLE_RETURN_IF_ERROR(unify_named(call, x->dims[axis], call->inputs[i].dims[0], "channels",
+    NIMBLE_RETURN_IF_ERROR(nimble_rel_unify_named(call, x->dims[axis], call->inputs[i].dims[0], "channels",
                                        x, &call->inputs[i], &u));
   }
   return nimble_rel_one(out, num_out, x);

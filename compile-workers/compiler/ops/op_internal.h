@@ -60,6 +60,11 @@ extern const size_t nimble_ops_recurrent_count;
 /* "Tensor[...]" of input i into a local buffer, for messages. */
 #define SIG_STR(sig, buf) nimble_tensor_sig_format((sig), (buf), sizeof(buf))
 
+/* Unifies dims a and b of operands x and y that must agree (inner dims of
+ * a product, channels); the error names `what` and both types. */
+nimble_status_t nimble_rel_unify_named(const nimble_rel_call_t *call, nimble_dim_t a, nimble_dim_t b,
+                                       const char *what, const nimble_tensor_sig_t *x, const nimble_tensor_sig_t *y,
+                                       nimble_dim_t *out);
 /* Fails unless input i has a rank in [lo, hi]. */
 nimble_status_t nimble_rel_expect_rank(const nimble_rel_call_t *call, size_t i, size_t lo,
                                        size_t hi);

@@ -21,18 +21,9 @@
 
 #include "ops/op_internal.h"
 
-/* dims a and b must agree; the error names what and both types. */
-static nimble_status_t unify_sig(const nimble_rel_call_t *call, nimble_dim_t a, nimble_dim_t b, const char *what,
-                                 size_t i, size_t j, nimble_dim_t *out) {
-  nimble_status_t s = nimble_dim_unify(call->ctx, a, b, out);
-  if (!s) return nimble_ok();
-  char bx[160], by[160];
-  nimble_status_t r = nimble_status_make(NIMBLE_INVALID_ARGUMENT, "%s of %s and %s: %s", what,
-                                         SIG_STR(&call->inputs[i], bx), SIG_STR(&call->inputs[j], by),
-                                         nimble_status_message(s));
-  nimble_status_free(s);
-  return r;
-}
+/* Dims a and b of inputs i and j must agree; the error names both. */
+#define UNIFY(a, b, what, i, j, out) \
+  nimble_rel_unify_named(call, (a), (b), (what), &call->inputs[i], &call->inputs[j], (out))
 
 static nimble_status_t rel_lstm_scan(const nimble_rel_call_t *call, nimble_tensor_sig_t *out, size_t *num_out) {
   const nimble_tensor_sig_t *xw = &call->inputs[0], *r = &call->inputs[1];
@@ -47,17 +38,17 @@ static nimble_status_t rel_lstm_scan(const nimble_rel_call_t *call, nimble_tenso
                               SIG_STR(r, buf));
   nimble_dim_t g4, b, hh;
   NIMBLE_RETURN_IF_ERROR(nimble_dim_mul(call->ctx, h, nimble_dim_const(4), &g4));
-  NIMBLE_RETURN_IF_ERROR(unify_sig(call, r->dims[1], g4, "4 x hidden size", 1, 1, &g4));
-  NIMBLE_RETURN_IF_ERROR(unify_sig(call, xw->dims[2], g4, "the gate columns", 0, 1, &g4));
-  NIMBLE_RETURN_IF_ERROR(unify_sig(call, xw->dims[1], call->inputs[2].dims[0], "the batch", 0, 2, &b));
-  NIMBLE_RETURN_IF_ERROR(unify_sig(call, b, call->inputs[3].dims[0], "the batch", 0, 3, &b));
-  NIMBLE_RETURN_IF_ERROR(unify_sig(call, call->inputs[2].dims[1], h, "the hidden size", 2, 1, &hh));
-  NIMBLE_RETURN_IF_ERROR(unify_sig(call, call->inputs[3].dims[1], h, "the hidden size", 3, 1, &hh));
-  if (call->num_inputs == 5) {
+  NIMBLE_RETURN_IF_ERROR(UNIFY(r->dims[1], g4, "4 x hidden size", 1, 1, &g4));
+  NIMBLE_RETURN_IF_ERROR(UNIFY(xw->dims[2], g4, "the gate columns", 0, 1, &g4));
+  NIMBLE_RETURN_IF_ERROR(UNIFY(xw->dims[1], call->inputs[2].dims[0], "the batch", 0, 2, &b));
+  NIMBLE_RETURN_IF_ERROR(UNIFY(b, call->inputs[3].dims[0], "the batch", 0, 3, &b));
+  NIMBLE_RETURN_IF_ERROR(UNIFY(call->inputs[2].dims[1], h, "the hidden size", 2, 1, &hh));
+  NIMBLE_RETURN_IF_ERROR(UNIFY(call->inputs[3].dims[1], h, "the hidden size", 3, 1, &hh));
+  if (call->num_inputs >= 5) { /* the peepholes */
     nimble_dim_t g3;
     NIMBLE_RETURN_IF_ERROR(nimble_rel_expect_rank(call, 4, 1, 1));
     NIMBLE_RETURN_IF_ERROR(nimble_dim_mul(call->ctx, h, nimble_dim_const(3), &g3));
-    NIMBLE_RETURN_IF_ERROR(unify_sig(call, call->inputs[4].dims[0], g3, "3 x hidden size (the peepholes)", 4, 1, &g3));
+    NIMBLE_RETURN_IF_ERROR(UNIFY(call->inputs[4].dims[0], g3, "3 x hidden size (the peepholes)", 4, 1, &g3));
   }
   if (call->num_inputs == 6) {
     NIMBLE_RETURN_IF_ERROR(nimble_rel_expect_rank(call, 5, 1, 1));
@@ -66,7 +57,7 @@ static nimble_status_t rel_lstm_scan(const nimble_rel_call_t *call, nimble_tenso
                                 SIG_STR(&call->inputs[5], buf));
     if (A_INT(call, "reverse"))
       return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "sequence lengths go with the forward direction only");
-    NIMBLE_RETURN_IF_ERROR(unify_sig(call, call->inputs[5].dims[0], b, "the batch (the sequence lengths)", 5, 0, &b));
+    NIMBLE_RETURN_IF_ERROR(UNIFY(call->inputs[5].dims[0], b, "the batch (the sequence lengths)", 5, 0, &b));
   }
   memset(out, 0, 3 * sizeof *out);
   out[0].dtype = xw->dtype;

@@ -185,6 +185,11 @@ START_TEST(test_lstm_scan_gives_every_step_s_h_and_the_last_state) {
                                       IN(in_shape("5x2x32"), in_shape("8x32"), in_shape("2x8"), in_shape("2x8"),
                                          in_shape("24"), in_shape("2"))),
                                "must be int64"));
+  /* The peepholes are checked with the lengths after them too. */
+  ck_assert_ptr_nonnull(strstr(shapes("lstm_scan", "", 6,
+                                      IN(in_shape("5x2x32"), in_shape("8x32"), in_shape("2x8"), in_shape("2x8"),
+                                         in_shape("32"), in_values(NIMBLE_DTYPE_INT64, "2", lens))),
+                               "the peepholes"));
   /* r must be [H, 4H], xw's columns 4H, the states [B, H]. */
   ck_assert_ptr_nonnull(strstr(shapes("lstm_scan", "", 4, IN(in_shape("5x2x32"), in_shape("8x24"), in_shape("2x8"), in_shape("2x8"))),
                                "4 x hidden size"));

@@ -403,11 +403,14 @@ static nimble_status_t convert_rnn(imp_ctx *c, const nimble_onnx_node *n, cell_k
   dim_text(c, X->sig.dims[1], Bt, sizeof Bt);
   dim_text(c, X->sig.dims[2], It, sizeof It);
   const char *dt = nimble_dtype_name(X->sig.dtype);
-  /* T = shape_of(X)[0] */
-  imp_val *sh, *zero, *T;
-  NIMBLE_RETURN_IF_ERROR(imp_emit(c, "shape_of", 1, &X, NULL, 0, &sh));
-  NIMBLE_RETURN_IF_ERROR(imp_scalar(c, NIMBLE_DTYPE_INT64, 0, &zero));
-  {
+  /* A float32 LSTM is one lstm_scan per direction (ops/recurrent.c): its
+   * steps run inside one kernel. */
+  bool scan = k == CELL_LSTM && X->sig.dtype == NIMBLE_DTYPE_FLOAT32;
+  /* The recursion's trip count T = shape_of(X)[0], from step 0. */
+  imp_val *sh, *zero = NULL, *T = NULL;
+  if (!scan) {
+    NIMBLE_RETURN_IF_ERROR(imp_emit(c, "shape_of", 1, &X, NULL, 0, &sh));
+    NIMBLE_RETURN_IF_ERROR(imp_scalar(c, NIMBLE_DTYPE_INT64, 0, &zero));
     nimble_named_attr_t a = imp_attr_int("axis", 0);
     imp_val *args[2] = {sh, zero};
     NIMBLE_RETURN_IF_ERROR(imp_emit(c, "take", 2, args, &a, 1, &T));
@@ -416,9 +419,6 @@ static nimble_status_t convert_rnn(imp_ctx *c, const nimble_onnx_node *n, cell_k
    * one [gates*H, H]. */
   bool rt = transpose_recurrent(k == CELL_GRU ? H : gates * H, H, nimble_dtype_size(X->sig.dtype));
   imp_val *Ys[2], *Hs[2], *Cs[2];
-  /* A float32 LSTM is one lstm_scan per direction (ops/recurrent.c): its
-   * steps run inside one kernel. */
-  bool scan = k == CELL_LSTM && X->sig.dtype == NIMBLE_DTYPE_FLOAT32;
   for (int64_t d = 0; d < dirs; d++) {
     bool reverse = rev_only || d == 1;
     imp_val *Wd, *Bd = NULL, *hi, *ci = NULL, *Y0;
