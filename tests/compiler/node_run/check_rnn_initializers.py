@@ -9,12 +9,16 @@ and, up to 1 MiB, transposed, W's direction sliced and the biases summed
 at import); the reference models
 reach it for one forward LSTM only. These cases cover the directions, GRU
 with and without linear_before_reset, RNN, peepholes and a missing bias.
+Each LSTM and GRU must import as one lstm_scan or gru_scan per direction
+(`nimble inspect --json`'s op counts): the recursion over steps they
+replace computes the same values, several times slower.
 
     /usr/bin/python3 check_rnn_initializers.py NIMBLE NIMBLE_RUN
 
 Needs onnx and numpy (Debian's python3-onnx, python3-numpy: /usr/bin/python3).
 Exits 1 naming every case that differs.
 """
+import json
 import os
 import subprocess
 import sys
@@ -137,6 +141,7 @@ CASES = [
     ("lstm_peepholes", "LSTM", "forward", 4, {"peep": True}),
     ("gru_forward", "GRU", "forward", 3, {}),
     ("gru_bidirectional_lbr", "GRU", "bidirectional", 3, {"lbr": 1}),
+    ("gru_reverse_no_bias_lbr", "GRU", "reverse", 3, {"bias": False, "lbr": 1}),
     ("rnn_bidirectional", "RNN", "bidirectional", 1, {}),
     ("rnn_forward_no_bias", "RNN", "forward", 1, {"bias": False}),
     # Recurrent matrices over 1 MiB stay untransposed (dot products over
@@ -159,6 +164,16 @@ def main():
             mpath, exe, xpath = (os.path.join(d, f) for f in ("model.onnx", "model.nimble", "x.npy"))
             onnx.save(model, mpath)
             np.save(xpath, x)
+            p = subprocess.run([nimble, "inspect", "--json", mpath], capture_output=True, text=True)
+            ops = json.loads(p.stdout).get("op_counts", {}) if p.returncode == 0 else {}
+            scan_op = {"LSTM": "lstm_scan", "GRU": "gru_scan"}.get(op)
+            dirs = 2 if direction == "bidirectional" else 1
+            if p.returncode != 0:
+                failed.append("%s: nimble inspect failed: %s" % (name, p.stderr.strip()))
+            elif scan_op and ops.get(scan_op) != dirs:
+                failed.append("%s: %d %s expected, op counts %s" % (name, dirs, scan_op, ops))
+            elif not scan_op and (ops.get("lstm_scan") or ops.get("gru_scan")):
+                failed.append("%s: an RNN imported as a scan: %s" % (name, ops))
             for cmd in ([nimble, "compile", mpath, "--target=x86", "-o", exe],
                         [nimble_run, exe, "--input", "X=" + xpath, "--output-dir", d]):
                 p = subprocess.run(cmd, capture_output=True, text=True)

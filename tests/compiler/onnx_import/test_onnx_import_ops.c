@@ -204,6 +204,47 @@ START_TEST(test_lstm_scan_gives_every_step_s_h_and_the_last_state) {
 }
 END_TEST
 
+START_TEST(test_gru_scan_gives_every_step_s_h_and_the_last_h) {
+  /* xw [T, B, 3H], r [H, 3H], h0 [B, H], rbh [H] -> y [T, B, H], h [B, H]. */
+  ck_assert_str_eq(shapes("gru_scan", "", 4, IN(in_shape("5x2x24"), in_shape("8x24"), in_shape("2x8"), in_shape("8"))),
+                   "(5, 2, 8) (2, 8)");
+  ck_assert_str_eq(shapes("gru_scan", "reverse=1, linear_before_reset=1", 4,
+                          IN(in_shape("0x1x3"), in_shape("1x3"), in_shape("1x1"), in_shape("1"))),
+                   "(0, 1, 1) (1, 1)");
+  /* Sequence lengths: int64 [B], forward only. */
+  static const int64_t lens[2] = {3, 5};
+  ck_assert_str_eq(shapes("gru_scan", "", 5,
+                          IN(in_shape("5x2x24"), in_shape("8x24"), in_shape("2x8"), in_shape("8"),
+                             in_values(NIMBLE_DTYPE_INT64, "2", lens))),
+                   "(5, 2, 8) (2, 8)");
+  ck_assert_ptr_nonnull(strstr(shapes("gru_scan", "reverse=1", 5,
+                                      IN(in_shape("5x2x24"), in_shape("8x24"), in_shape("2x8"), in_shape("8"),
+                                         in_values(NIMBLE_DTYPE_INT64, "2", lens))),
+                               "forward direction only"));
+  ck_assert_ptr_nonnull(strstr(shapes("gru_scan", "", 5,
+                                      IN(in_shape("5x2x24"), in_shape("8x24"), in_shape("2x8"), in_shape("8"),
+                                         in_values(NIMBLE_DTYPE_INT64, "3", lens))),
+                               "the batch (the sequence lengths)"));
+  ck_assert_ptr_nonnull(strstr(shapes("gru_scan", "", 5,
+                                      IN(in_shape("5x2x24"), in_shape("8x24"), in_shape("2x8"), in_shape("8"),
+                                         in_shape("2"))),
+                               "must be int64"));
+  /* r must be [H, 3H], xw's columns 3H, h0 [B, H], rbh [H]. */
+  ck_assert_ptr_nonnull(strstr(shapes("gru_scan", "", 4, IN(in_shape("5x2x24"), in_shape("8x32"), in_shape("2x8"), in_shape("8"))),
+                               "3 x hidden size"));
+  ck_assert_ptr_nonnull(strstr(shapes("gru_scan", "", 4, IN(in_shape("5x2x32"), in_shape("8x24"), in_shape("2x8"), in_shape("8"))),
+                               "the gate columns"));
+  ck_assert_ptr_nonnull(strstr(shapes("gru_scan", "", 4, IN(in_shape("5x2x24"), in_shape("8x24"), in_shape("3x8"), in_shape("8"))),
+                               "the batch"));
+  ck_assert_ptr_nonnull(strstr(shapes("gru_scan", "", 4, IN(in_shape("5x2x24"), in_shape("8x24"), in_shape("2x7"), in_shape("8"))),
+                               "the hidden size"));
+  ck_assert_ptr_nonnull(strstr(shapes("gru_scan", "", 4, IN(in_shape("5x2x24"), in_shape("8x24"), in_shape("2x8"), in_shape("24"))),
+                               "the h gate's recurrent bias"));
+  ck_assert_ptr_nonnull(strstr(shapes("gru_scan", "", 4, IN(in_shape("5x2x24"), in_shape("8x24"), in_shape("2x8"), in_shape("8x1"))),
+                               "error"));
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("onnx_import_ops");
   TCase *tc = tcase_create("shapes");
@@ -219,6 +260,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_max_pool_with_indices_matches_the_pool_extent);
   tcase_add_test(tc, test_random_ops_and_bit_shift_keep_their_input_shapes);
   tcase_add_test(tc, test_lstm_scan_gives_every_step_s_h_and_the_last_state);
+  tcase_add_test(tc, test_gru_scan_gives_every_step_s_h_and_the_last_h);
   suite_add_tcase(s, tc);
   return s;
 }

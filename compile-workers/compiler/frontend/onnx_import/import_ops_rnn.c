@@ -1,5 +1,6 @@
-/* LSTM, GRU and RNN as IR. A float32 LSTM is one lstm_scan per direction
- * (ops/recurrent.c), whose kernel runs every step. The others are one
+/* LSTM, GRU and RNN as IR. A float32 LSTM or GRU is one lstm_scan or
+ * gru_scan per direction (ops/recurrent.c), whose kernel runs every step.
+ * The others are one
  * recursive global function per direction that walks
  * the time steps (the trip count is the sequence length read at run time
  * with shape_of), with the gates as dense (matrix products) and
@@ -351,6 +352,43 @@ static nimble_status_t gated_projection(imp_ctx *c, imp_val *X, imp_val *Wd, imp
   return input_projection(c, X, Wd, b, gates * H, out);
 }
 
+/* A GRU's input projection for gru_scan, X W^T + Wb + [Rb_z, Rb_r, 0]
+ * (R's biases of z and r add to their gates; R's h bias goes inside the
+ * reset gate when linear_before_reset is set, so gru_scan adds it), and
+ * that h bias, Rb_h [H]. Bd: direction d's [6H] biases; an initializer's
+ * are summed and sliced here. */
+static nimble_status_t gru_projection(imp_ctx *c, imp_val *X, imp_val *Wd, imp_val *Bd, int64_t H, imp_val **xw,
+                                      imp_val **rbh) {
+  const nimble_expr *be = Bd->expr;
+  imp_val *b;
+  if (be->kind == NIMBLE_EXPR_CONSTANT && be->u.constant.dtype == NIMBLE_DTYPE_FLOAT32 && be->u.constant.rank == 1 &&
+      be->u.constant.dims[0] == 6 * H) {
+    float *sum = malloc((size_t)(3 * H) * sizeof *sum);
+    if (!sum) return NIMBLE_OOM_IN("importing");
+    const float *bv = be->u.constant.data;
+    for (int64_t j = 0; j < 3 * H; j++) sum[j] = bv[j] + (j < 2 * H ? bv[3 * H + j] : 0.0f);
+    int64_t n3 = 3 * H;
+    nimble_status_t st = imp_const(c, NIMBLE_DTYPE_FLOAT32, 1, &n3, sum, &b);
+    free(sum);
+    NIMBLE_RETURN_IF_ERROR(st);
+    NIMBLE_RETURN_IF_ERROR(imp_const(c, NIMBLE_DTYPE_FLOAT32, 1, &H, bv + 5 * H, rbh));
+  } else {
+    imp_val *wb, *rzr, *zh, *rb;
+    NIMBLE_RETURN_IF_ERROR(slice_rows(c, Bd, 0, 3 * H, &wb));
+    NIMBLE_RETURN_IF_ERROR(slice_rows(c, Bd, 3 * H, 5 * H, &rzr));
+    int64_t hs = H;
+    nimble_named_attr_t at[2] = {imp_attr_ints("shape", &hs, 1), imp_attr_str("dtype", nimble_dtype_name(Bd->sig.dtype))};
+    NIMBLE_RETURN_IF_ERROR(imp_emit(c, "zeros", 0, NULL, at, 2, &zh));
+    imp_val *parts[2] = {rzr, zh};
+    nimble_named_attr_t a0 = imp_attr_int("axis", 0);
+    NIMBLE_RETURN_IF_ERROR(imp_emit(c, "concatenate", 2, parts, &a0, 1, &rb));
+    imp_val *pair[2] = {wb, rb};
+    NIMBLE_RETURN_IF_ERROR(imp_emit(c, "add", 2, pair, NULL, 0, &b));
+    NIMBLE_RETURN_IF_ERROR(slice_rows(c, Bd, 5 * H, 6 * H, rbh));
+  }
+  return input_projection(c, X, Wd, b, 3 * H, xw);
+}
+
 static nimble_status_t convert_rnn(imp_ctx *c, const nimble_onnx_node *n, cell_kind k) {
   imp_val *X, *W, *R, *B, *seqlens, *h0in, *c0in = NULL, *P = NULL;
   NIMBLE_RETURN_IF_ERROR(imp_input_req(c, n, 0, &X));
@@ -403,9 +441,9 @@ static nimble_status_t convert_rnn(imp_ctx *c, const nimble_onnx_node *n, cell_k
   dim_text(c, X->sig.dims[1], Bt, sizeof Bt);
   dim_text(c, X->sig.dims[2], It, sizeof It);
   const char *dt = nimble_dtype_name(X->sig.dtype);
-  /* A float32 LSTM is one lstm_scan per direction (ops/recurrent.c): its
-   * steps run inside one kernel. */
-  bool scan = k == CELL_LSTM && X->sig.dtype == NIMBLE_DTYPE_FLOAT32;
+  /* A float32 LSTM or GRU is one lstm_scan or gru_scan per direction
+   * (ops/recurrent.c): its steps run inside one kernel. */
+  bool scan = k != CELL_RNN && X->sig.dtype == NIMBLE_DTYPE_FLOAT32;
   /* The recursion's trip count T = shape_of(X)[0], from step 0. */
   imp_val *sh, *zero = NULL, *T = NULL;
   if (!scan) {
@@ -434,6 +472,19 @@ static nimble_status_t convert_rnn(imp_ctx *c, const nimble_onnx_node *n, cell_k
       int64_t shape = 2 * gates * H;
       nimble_named_attr_t at[2] = {imp_attr_ints("shape", &shape, 1), imp_attr_str("dtype", dt)};
       NIMBLE_RETURN_IF_ERROR(imp_emit(c, "zeros", 0, NULL, at, 2, &Bd));
+    }
+    if (scan && k == CELL_GRU) {
+      imp_val *XW, *Rt, *rbh, *outs[2];
+      NIMBLE_RETURN_IF_ERROR(gru_projection(c, X, Wd, Bd, H, &XW, &rbh));
+      NIMBLE_RETURN_IF_ERROR(recurrent_weights(c, R, d, 0, 3 * H, true, &Rt));
+      nimble_named_attr_t ga[2] = {imp_attr_int("reverse", reverse ? 1 : 0),
+                                   imp_attr_int("linear_before_reset", lbr ? 1 : 0)};
+      imp_val *gargs[5] = {XW, Rt, hi, rbh, seqlens};
+      size_t nout;
+      NIMBLE_RETURN_IF_ERROR(imp_emit_multi(c, "gru_scan", seqlens ? 5 : 4, gargs, ga, 2, outs, &nout));
+      Ys[d] = outs[0];
+      Hs[d] = outs[1];
+      continue;
     }
     if (scan) {
       imp_val *XW, *Rt, *outs[3];
