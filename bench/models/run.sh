@@ -18,7 +18,7 @@
 #               stops after --max-batch-s seconds (default 1.0), with at
 #               least 3 runs
 #   --rounds    interleaved rounds (default 5): A B C D, B C D A, ...
-#   --models    subset of lstm,lstm2,bert_tiny,mlp,cnn,squeezenet1_0,
+#   --models    subset of lstm,lstm2,gru,bert_tiny,mlp,cnn,squeezenet1_0,
 #               mobilenet_v2,loop_if,treelstm (default: all)
 #   --out       also write the Markdown report to FILE.md
 #   --openblas-coretype NAME

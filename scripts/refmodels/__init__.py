@@ -7,5 +7,5 @@ with scripts/gen_real_models.py."""
 
 # The set, in generation order. Kept here, free of imports, so that a run
 # that finds everything up to date never loads torch.
-MODEL_NAMES = ("mlp", "cnn", "squeezenet1_0", "mobilenet_v2", "lstm", "lstm2", "bert_tiny",
+MODEL_NAMES = ("mlp", "cnn", "squeezenet1_0", "mobilenet_v2", "lstm", "lstm2", "gru", "bert_tiny",
                "bert_tiny_emb", "loop_if", "while_loop", "dyn_ops", "treelstm")

@@ -61,6 +61,17 @@ def lstm2():
                  "outputs y [seq,1,512], h_n/c_n [2,1,512]; zero initial state")
 
 
+def gru():
+    r = np.random.RandomState(112)
+    example = (_f32(r.randn(8, 1, 128)),)
+    cases = [(_f32(r.randn(s, 1, 128)),) for s in (1, 7, 32, 128)]
+    return OnnxModel("gru", "1-layer GRU (ONNX GRU op, linear_before_reset 1 as PyTorch exports it), input 128, "
+                     "hidden 128, batch 1, seq-first [seq,1,128]; outputs y [seq,1,128], h_n [1,1,128]; zero "
+                     "initial state",
+                     nets.make_gru(12, 128, 128), example, ["x"], ["y", "h"], {"x": {0: "seq"}, "y": {0: "seq"}},
+                     cases, 1e-4, 1e-5, EAGER, _dim_note("seq", 0))
+
+
 def bert_tiny():
     r = np.random.RandomState(103)
     example = (_f32(r.randn(1, 16, 128)),)

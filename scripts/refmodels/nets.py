@@ -37,6 +37,23 @@ def make_lstm(seed, input_size, hidden, layers):
     return SeqLSTM(input_size, hidden, layers).eval()
 
 
+class SeqGRU(nn.Module):
+    """nn.GRU over a seq-first input [seq, 1, input]; returns y, h_n."""
+
+    def __init__(self, input_size, hidden):
+        super().__init__()
+        self.gru = nn.GRU(input_size, hidden)
+
+    def forward(self, x):
+        y, h = self.gru(x)
+        return y, h
+
+
+def make_gru(seed, input_size, hidden):
+    torch.manual_seed(seed)
+    return SeqGRU(input_size, hidden).eval()
+
+
 # --- Transformer encoder ---------------------------------------------------
 
 class EncoderBlock(nn.Module):

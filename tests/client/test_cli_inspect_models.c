@@ -132,7 +132,7 @@ START_TEST(test_interfaces_of_static_flow_models_match_the_export_exactly) {
 END_TEST
 
 START_TEST(test_interfaces_of_dynamic_models_agree_with_the_export) {
-  static const char *const kModels[] = {"lstm", "lstm2", "loop_if", "while_loop", "dyn_ops"};
+  static const char *const kModels[] = {"lstm", "lstm2", "gru", "loop_if", "while_loop", "dyn_ops"};
   for (size_t i = 0; i < sizeof kModels / sizeof kModels[0]; i++)
     check_model_interface(kModels[i], false);
 }

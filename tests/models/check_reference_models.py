@@ -40,7 +40,7 @@ sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import onnx_numpy  # noqa: E402
 
-EXPECTED = ("mlp", "cnn", "squeezenet1_0", "mobilenet_v2", "lstm", "lstm2", "bert_tiny", "bert_tiny_emb",
+EXPECTED = ("mlp", "cnn", "squeezenet1_0", "mobilenet_v2", "lstm", "lstm2", "gru", "bert_tiny", "bert_tiny_emb",
             "loop_if", "while_loop", "dyn_ops", "treelstm")
 NPY_DESCR = {"<f4": "float32", "<i8": "int64", "|b1": "bool", "<i4": "int32"}
 
@@ -338,7 +338,7 @@ def check_coverage(results, problems):
     def dims(name, tensor, axis):
         return {c[1][tensor].shape[axis] for c in results[name][1]}
 
-    for name, tensor, axis, need in (("lstm", "x", 0, {1, 128}), ("lstm2", "x", 0, {1, 128}),
+    for name, tensor, axis, need in (("lstm", "x", 0, {1, 128}), ("lstm2", "x", 0, {1, 128}), ("gru", "x", 0, {1, 128}),
                                      ("bert_tiny", "x", 1, {1, 128}), ("bert_tiny_emb", "ids", 1, {1, 128}),
                                      ("mlp", "x", 0, {1, 64}), ("cnn", "x", 0, {1, 4}),
                                      ("squeezenet1_0", "x", 0, {1, 2}), ("mobilenet_v2", "x", 0, {1, 2}),

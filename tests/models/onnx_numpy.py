@@ -211,6 +211,35 @@ def _lstm(ins, at, scope):
     return [ys, h[None], c[None]]
 
 
+def _gru(ins, at, scope):
+    """ONNX GRU, forward direction, default activations (sigmoid, tanh),
+    gate order z, r, h, layout 0, either linear_before_reset."""
+    x, w, r = ins[0], ins[1], ins[2]
+    b = ins[3] if len(ins) > 3 and ins[3] is not None else None
+    if len(ins) > 4 and ins[4] is not None:
+        raise OnnxEvalError("GRU: sequence_lens is not supported")
+    if at.get("direction", "forward") != "forward" or at.get("layout", 0) or "activations" in at or "clip" in at:
+        raise OnnxEvalError("GRU: only forward, layout 0, default activations, no clip")
+    hid, lbr = at["hidden_size"], at.get("linear_before_reset", 0)
+    seq, batch, _ = x.shape
+    h = ins[5][0] if len(ins) > 5 and ins[5] is not None else np.zeros((batch, hid), x.dtype)
+    wb, rb = (b[0, :3 * hid], b[0, 3 * hid:]) if b is not None else (np.zeros(3 * hid, x.dtype),) * 2
+    xw = x @ w[0].T + wb  # [seq, batch, 3H], all steps at once
+    rz, rr, rh = (r[0][k * hid:(k + 1) * hid] for k in range(3))
+    ys = np.zeros((seq, 1, batch, hid), x.dtype)
+    for t in range(seq):
+        xz, xr, xh = (xw[t][:, k * hid:(k + 1) * hid] for k in range(3))
+        z = _sigmoid(xz + h @ rz.T + rb[:hid])
+        rg = _sigmoid(xr + h @ rr.T + rb[hid:2 * hid])
+        if lbr:
+            hh = np.tanh(xh + rg * (h @ rh.T + rb[2 * hid:]))
+        else:
+            hh = np.tanh(xh + (rg * h) @ rh.T + rb[2 * hid:])
+        h = (1 - z) * hh + z * h
+        ys[t, 0] = h
+    return [ys, h[None]]
+
+
 # --- shapes and indexing ------------------------------------------------------
 
 def _reshape(ins, at, scope):
@@ -366,7 +395,7 @@ OPS = {
     "Where": lambda ins, at, scope: [np.where(ins[0], ins[1], ins[2])],
     "Identity": _unary(lambda x: x), "Clip": _clip, "Cast": _cast,
     "MatMul": _binary(np.matmul), "Gemm": _gemm, "Conv": _conv, "MaxPool": _maxpool,
-    "GlobalAveragePool": _global_avg_pool, "Softmax": _softmax, "LSTM": _lstm,
+    "GlobalAveragePool": _global_avg_pool, "Softmax": _softmax, "LSTM": _lstm, "GRU": _gru,
     "Reshape": _reshape, "Flatten": _flatten, "Unsqueeze": _unsqueeze, "Squeeze": _squeeze,
     "Transpose": lambda ins, at, scope: [np.transpose(ins[0], at.get("perm"))],
     "Concat": lambda ins, at, scope: [np.concatenate(ins, axis=at["axis"])],

@@ -226,6 +226,7 @@ MODEL_TEST(cnn)
 MODEL_TEST(bert_tiny)
 MODEL_TEST(bert_tiny_emb)
 MODEL_TEST(lstm)
+MODEL_TEST(gru)
 MODEL_TEST(loop_if)
 MODEL_TEST(while_loop)
 MODEL_TEST(dyn_ops)
@@ -255,6 +256,7 @@ int main(int argc, char **argv) {
   tcase_add_test(tc, test_mlp_compiles_for_cuda_and_its_ptx_assembles);
   tcase_add_test(tc, test_cnn_compiles_for_cuda_and_its_ptx_assembles);
   tcase_add_test(tc, test_lstm_compiles_for_cuda_and_its_ptx_assembles);
+  tcase_add_test(tc, test_gru_compiles_for_cuda_and_its_ptx_assembles);
   tcase_add_test(tc, test_loop_if_compiles_for_cuda_and_its_ptx_assembles);
   tcase_add_test(tc, test_while_loop_compiles_for_cuda_and_its_ptx_assembles);
   tcase_add_test(tc, test_dyn_ops_compiles_for_cuda_and_its_ptx_assembles);

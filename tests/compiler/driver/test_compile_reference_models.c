@@ -66,6 +66,7 @@ MODEL_TEST(cnn)
 MODEL_TEST(bert_tiny)
 MODEL_TEST(bert_tiny_emb)
 MODEL_TEST(lstm)
+MODEL_TEST(gru)
 MODEL_TEST(loop_if)
 MODEL_TEST(while_loop)
 MODEL_TEST(dyn_ops)
@@ -80,6 +81,7 @@ int main(void) {
   tcase_add_test(tc, test_mlp_compiles_and_matches_pytorch_on_every_case);
   tcase_add_test(tc, test_cnn_compiles_and_matches_pytorch_on_every_case);
   tcase_add_test(tc, test_lstm_compiles_and_matches_pytorch_on_every_case);
+  tcase_add_test(tc, test_gru_compiles_and_matches_pytorch_on_every_case);
   tcase_add_test(tc, test_loop_if_compiles_and_matches_pytorch_on_every_case);
   tcase_add_test(tc, test_while_loop_compiles_and_matches_pytorch_on_every_case);
   tcase_add_test(tc, test_dyn_ops_compiles_and_matches_pytorch_on_every_case);

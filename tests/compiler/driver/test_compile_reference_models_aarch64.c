@@ -251,6 +251,7 @@ MODEL_TEST(cnn, 2)
 MODEL_TEST(bert_tiny, 5)
 MODEL_TEST(bert_tiny_emb, 4)
 MODEL_TEST(lstm, 4)
+MODEL_TEST(gru, 4)
 MODEL_TEST(loop_if, 5)
 MODEL_TEST(while_loop, 3)
 MODEL_TEST(dyn_ops, 5)
@@ -388,6 +389,7 @@ int main(void) {
   tcase_add_test(tc, test_mlp_compiled_for_aarch64_matches_pytorch_under_qemu);
   tcase_add_test(tc, test_cnn_compiled_for_aarch64_matches_pytorch_under_qemu);
   tcase_add_test(tc, test_lstm_compiled_for_aarch64_matches_pytorch_under_qemu);
+  tcase_add_test(tc, test_gru_compiled_for_aarch64_matches_pytorch_under_qemu);
   tcase_add_test(tc, test_loop_if_compiled_for_aarch64_matches_pytorch_under_qemu);
   tcase_add_test(tc, test_while_loop_compiled_for_aarch64_matches_pytorch_under_qemu);
   tcase_add_test(tc, test_dyn_ops_compiled_for_aarch64_matches_pytorch_under_qemu);

@@ -11,7 +11,7 @@
 #include "nimble_test.h"
 #include "nimble/nir.h"
 
-static const char *const kModels[] = {"mlp", "cnn", "squeezenet1_0", "mobilenet_v2", "lstm", "lstm2",
+static const char *const kModels[] = {"mlp", "cnn", "squeezenet1_0", "mobilenet_v2", "lstm", "lstm2", "gru",
                                       "bert_tiny", "bert_tiny_emb", "loop_if", "while_loop", "dyn_ops"};
 
 static const char *model_path(const char *name, const char *ext, char *buf, size_t size) {
@@ -145,6 +145,30 @@ START_TEST(test_lstm_becomes_one_lstm_scan_over_a_run_time_number_of_steps) {
   const char *scan = strstr(text, "lstm_scan(");
   ck_assert_ptr_nonnull(scan);
   ck_assert_ptr_null(strstr(scan + 1, "lstm_scan("));
+  ck_assert_ptr_nonnull(strstr(text, "dense("));
+  free(text);
+  nimble_arena_destroy(arena);
+}
+END_TEST
+
+START_TEST(test_gru_becomes_one_gru_scan_over_a_run_time_number_of_steps) {
+  char path[1024], buf[512];
+  nimble_arena *arena;
+  NIMBLE_ASSERT_OK(nimble_arena_create(&arena));
+  nimble_module *m;
+  nimble_typing *t;
+  NIMBLE_ASSERT_OK(import_test_check_file(arena, model_path("gru", "onnx", path, sizeof path), &m, &t));
+  ck_assert_str_eq(import_test_main_result(t, buf, sizeof buf),
+                   "(Tensor[(seq, 1, 128), float32], Tensor[(1, 1, 128), float32])");
+  /* No step function: one gru_scan (PyTorch's export resets after the
+   * product: linear_before_reset=1), after the projection as one dense. */
+  ck_assert_uint_eq(nimble_module_num_funcs(m), 1);
+  char *text;
+  NIMBLE_ASSERT_OK(nimble_ir_print_module(m, &text));
+  const char *scan = strstr(text, "gru_scan(");
+  ck_assert_ptr_nonnull(scan);
+  ck_assert_ptr_null(strstr(scan + 1, "gru_scan("));
+  ck_assert_ptr_nonnull(strstr(scan, "linear_before_reset=1"));
   ck_assert_ptr_nonnull(strstr(text, "dense("));
   free(text);
   nimble_arena_destroy(arena);
@@ -321,6 +345,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_bert_tiny_keeps_the_sequence_dim_symbolic_from_input_to_output);
   tcase_add_test(tc, test_mlp_maps_to_dense_and_relu_with_a_symbolic_batch);
   tcase_add_test(tc, test_lstm_becomes_one_lstm_scan_over_a_run_time_number_of_steps);
+  tcase_add_test(tc, test_gru_becomes_one_gru_scan_over_a_run_time_number_of_steps);
   tcase_add_test(tc, test_loop_if_keeps_the_batch_dim_through_the_loop);
   tcase_add_test(tc, test_imported_models_print_and_parse_back_to_the_same_module);
   tcase_add_loop_test(tc, test_every_reference_model_prints_text_that_parses_back_and_type_checks, 0,
