@@ -1,6 +1,7 @@
-/* lstm_scan and gru_scan (ops/recurrent.c): a whole LSTM or GRU
- * recurrence in one kernel. What follows is said of lstm_scan; gru_scan
- * (at the end) runs its steps the same way with three gates and no c.
+/* lstm_scan, gru_scan and rnn_scan (ops/recurrent.c): a whole LSTM, GRU
+ * or RNN recurrence in one kernel. What follows is said of lstm_scan;
+ * gru_scan and rnn_scan (at the end) run their steps the same way with
+ * three gates or one and no c.
  *
  * Each step is g = h r (B x 4H from B x H and H x 4H), through env->sgemm
  * where the runtime has it (every CPU runtime: the packed matrix-vector
@@ -307,7 +308,7 @@ static nimble_ln_stmt *emit_lstm_scan(cp_ctx *c, cp_node *n, nimble_ln_param *co
   return nimble_ln_seq(A_, all, 3);
 }
 
-/* ---- gru_scan --------------------------------------------------------------- */
+/* ---- gru_scan and rnn_scan ----------------------------------------------------- */
 
 static nimble_status_t shape_gru_scan(cp_ctx *c, cp_node *n) {
   if (n->n_in < 4 || n->n_in > 5)
@@ -347,7 +348,45 @@ static nimble_status_t shape_gru_scan(cp_ctx *c, cp_node *n) {
   return nimble_ok();
 }
 
-static bool outputs_gru_scan(cp_ctx *c, cp_node *n, cp_outputs *o) {
+static nimble_status_t shape_rnn_scan(cp_ctx *c, cp_node *n) {
+  if (n->n_in < 3 || n->n_in > 4)
+    return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "rnn_scan takes 3 or 4 inputs, got %d", n->n_in);
+  cp_node *xw = n->in[0], *r = n->in[1];
+  static const int ranks[4] = {3, 2, 2, 1};
+  for (int i = 0; i < n->n_in; i++) {
+    if (i == 3 ? n->in[i]->type != NIMBLE_LN_I64 : n->in[i]->type != NIMBLE_LN_F32)
+      return nimble_status_make(NIMBLE_UNIMPLEMENTED, "rnn_scan of %s (only float32 is computed)",
+                                nimble_ln_type_name(n->in[i]->type));
+    if (n->in[i]->rank != ranks[i])
+      return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "rnn_scan: input %d has rank %d, expected %d", i,
+                                n->in[i]->rank, ranks[i]);
+  }
+  int64_t H;
+  if (!cp_const_i(r->ext[0], &H) || H < 1)
+    return nimble_status_make(NIMBLE_UNIMPLEMENTED, "rnn_scan: the hidden size must be a known constant");
+  if (H > ((int64_t)1 << 32))
+    return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "rnn_scan: hidden size %lld is too large", (long long)H);
+  nimble_ln_expr *Hx = cp_i(c, H), *B = xw->ext[1];
+  cp_check(c, cp_eq(c, r->ext[1], Hx), "rnn_scan: r is not [H, H]");
+  cp_check(c, cp_eq(c, xw->ext[2], Hx), "rnn_scan: xw's last axis is not H");
+  cp_check(c, cp_eq(c, n->in[2]->ext[0], B), "rnn_scan: h0's batch differs from xw's");
+  cp_check(c, cp_eq(c, n->in[2]->ext[1], Hx), "rnn_scan: h0 is not [batch, H]");
+  if (n->n_in == 4) {
+    if (cp_attr_int(n, "reverse"))
+      return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "rnn_scan: sequence lengths go with the forward direction only");
+    cp_check(c, cp_eq(c, n->in[3]->ext[0], B), "rnn_scan: the sequence lengths' batch differs from xw's");
+  }
+  n->type = NIMBLE_LN_F32;
+  n->dtype = xw->dtype;
+  n->rank = 3;
+  n->ext[0] = xw->ext[0];
+  n->ext[1] = B;
+  n->ext[2] = Hx;
+  return nimble_ok();
+}
+
+/* gru_scan's and rnn_scan's outputs: y [T, B, H] and h [B, H]. */
+static bool outputs_y_h(cp_ctx *c, cp_node *n, cp_outputs *o) {
   (void)c;
   o->n = 2;
   for (int k = 0; k < 2; k++) {
@@ -368,21 +407,26 @@ static nimble_ln_expr *rbh_at(cp_ctx *c, const scan *s, nimble_ln_expr *j) {
   return cp_value(c, s->n->in[3], idx);
 }
 
-/* y[ti, b, j] = the new h (1 - z) * hh + z * hp, or 0 for an entry past
- * its length (which keeps its h: its last is read back from y). */
+/* y[ti, b, j] = hn, or 0 for an entry past its length (which keeps its
+ * h: its last is read back from y). */
+static nimble_ln_stmt *h_store(cp_ctx *c, const scan *s, nimble_ln_expr *b, nimble_ln_expr *j, nimble_ln_expr *hn) {
+  nimble_ln_expr *on = active(c, s, b);
+  if (on) hn = nimble_ln_select(A_, on, hn, nimble_ln_f32(A_, 0));
+  nimble_ln_expr *yi = cp_add(c, cp_mul(c, cp_add(c, cp_mul(c, s->ti, s->B), b), cp_i(c, s->H)), j);
+  return nimble_ln_store(A_, s->y, yi, hn);
+}
+
+/* The GRU's new h, (1 - z) * hh + z * hp, stored by h_store. */
 static nimble_ln_stmt *gru_store(cp_ctx *c, const scan *s, nimble_ln_expr *b, nimble_ln_expr *j, nimble_ln_expr *z,
                                  nimble_ln_expr *hh, nimble_ln_expr *hp) {
   nimble_ln_var *hv = cp_var(c, "hh", NIMBLE_LN_F32);
   nimble_ln_expr *hn = bin(c, NIMBLE_LN_ADD, ref(c, hv), bin(c, NIMBLE_LN_MUL, z, bin(c, NIMBLE_LN_SUB, hp, ref(c, hv))));
-  nimble_ln_expr *on = active(c, s, b);
-  if (on) hn = nimble_ln_select(A_, on, hn, nimble_ln_f32(A_, 0));
-  nimble_ln_expr *yi = cp_add(c, cp_mul(c, cp_add(c, cp_mul(c, s->ti, s->B), b), cp_i(c, s->H)), j);
-  return nimble_ln_let(A_, hv, hh, nimble_ln_store(A_, s->y, yi, hn));
+  return nimble_ln_let(A_, hv, hh, h_store(c, s, b, j, hn));
 }
 
 /* C[:, c0 : c0 + n] (C = g, [B, 3H]) = A (m x H at a + a_off) times r's
  * columns [c0, c0 + n). */
-static nimble_ln_stmt *gru_product(cp_ctx *c, const scan *s, nimble_ln_param *g, nimble_ln_param *a,
+static nimble_ln_stmt *step_product(cp_ctx *c, const scan *s, nimble_ln_param *g, nimble_ln_param *a,
                                    nimble_ln_expr *a_off, int64_t c0, int64_t n) {
   nimble_ln_sgemm_desc_t d;
   memset(&d, 0, sizeof d);
@@ -432,7 +476,7 @@ static nimble_ln_stmt *gru_fast_step(cp_ctx *c, const scan *s, nimble_ln_param *
   if (lbr) {
     nimble_ln_expr *hh = un(c, NIMBLE_LN_TANH, bin(c, NIMBLE_LN_ADD, xw_at(c, s, b, j, 2),
                                                    bin(c, NIMBLE_LN_MUL, rr, bin(c, NIMBLE_LN_ADD, gq[2], rbh_at(c, s, j)))));
-    return nimble_ln_seq2(A_, gru_product(c, s, g, a, a_off, 0, 3 * H), units_loop(c, s, bv, jv, gru_store(c, s, b, j, z, hh, hp)));
+    return nimble_ln_seq2(A_, step_product(c, s, g, a, a_off, 0, 3 * H), units_loop(c, s, bv, jv, gru_store(c, s, b, j, z, hh, hp)));
   }
   nimble_ln_expr *rh_at = cp_add(c, cp_mul(c, s->B, cp_i(c, 4 * H)), hrow);
   nimble_ln_stmt *gates[2] = {nimble_ln_store(A_, g, cp_add(c, grow, j), z),
@@ -446,9 +490,9 @@ static nimble_ln_stmt *gru_fast_step(cp_ctx *c, const scan *s, nimble_ln_param *
                               bin(c, NIMBLE_LN_ADD, nimble_ln_load(A_, g, cp_add(c, grow2, gate_col(c, s, j2, 2))),
                                   rbh_at(c, s, j2))));
   nimble_ln_expr *z2 = nimble_ln_load(A_, g, cp_add(c, grow2, j2));
-  nimble_ln_stmt *st[4] = {gru_product(c, s, g, a, a_off, 0, 2 * H),
+  nimble_ln_stmt *st[4] = {step_product(c, s, g, a, a_off, 0, 2 * H),
                            units_loop(c, s, bv, jv, nimble_ln_seq(A_, gates, 2)),
-                           gru_product(c, s, g, g, cp_mul(c, s->B, cp_i(c, 4 * H)), 2 * H, H),
+                           step_product(c, s, g, g, cp_mul(c, s->B, cp_i(c, 4 * H)), 2 * H, H),
                            units_loop(c, s, bv2, jv2, gru_store(c, s, b2, j2, z2, hh, hp2))};
   return nimble_ln_seq(A_, st, 4);
 }
@@ -508,12 +552,39 @@ static nimble_ln_stmt *gru_own_step(cp_ctx *c, const scan *s, h_at_fn h_at) {
   return nimble_ln_seq2(A_, pass1, pass2);
 }
 
-static nimble_ln_stmt *emit_gru_scan(cp_ctx *c, cp_node *n, nimble_ln_param *const *outs,
-                                     nimble_ln_param *const *shapes) {
-  (void)shapes;
+/* rnn_scan's steps: h' = tanh(xw + h r), one product a step (fast) or a
+ * dot product per unit (own). */
+static nimble_ln_stmt *rnn_fast_step(cp_ctx *c, const scan *s, nimble_ln_param *g, nimble_ln_param *a,
+                                     nimble_ln_expr *a_off) {
+  nimble_ln_var *bv = cp_var(c, "b", NIMBLE_LN_I64), *jv = cp_var(c, "j", NIMBLE_LN_I64);
+  nimble_ln_expr *b = ref(c, bv), *j = ref(c, jv);
+  nimble_ln_expr *gv = nimble_ln_load(A_, g, cp_add(c, cp_mul(c, b, s->G), j));
+  nimble_ln_expr *hn = un(c, NIMBLE_LN_TANH, bin(c, NIMBLE_LN_ADD, xw_at(c, s, b, j, 0), gv));
+  return nimble_ln_seq2(A_, step_product(c, s, g, a, a_off, 0, s->H), units_loop(c, s, bv, jv, h_store(c, s, b, j, hn)));
+}
+
+static nimble_ln_stmt *rnn_own_step(cp_ctx *c, const scan *s, h_at_fn h_at) {
+  nimble_ln_var *bv = cp_var(c, "b", NIMBLE_LN_I64), *jv = cp_var(c, "j", NIMBLE_LN_I64), *acc = cp_var(c, "acc", NIMBLE_LN_F32);
+  nimble_ln_expr *b = ref(c, bv), *j = ref(c, jv);
+  nimble_ln_expr *hn = un(c, NIMBLE_LN_TANH, bin(c, NIMBLE_LN_ADD, xw_at(c, s, b, j, 0), ref(c, acc)));
+  nimble_ln_stmt *body = nimble_ln_seq2(A_, dot_into(c, s, acc, b, j, h_at, NULL), h_store(c, s, b, j, hn));
+  body = nimble_ln_decl(A_, acc, nimble_ln_f32(A_, 0), body);
+  return cp_for(c, bv, s->B, NIMBLE_LN_SERIAL, 0, cp_for(c, jv, cp_i(c, s->H), NIMBLE_LN_SERIAL, 0, body));
+}
+
+typedef nimble_ln_stmt *(*fast_step_fn)(cp_ctx *c, const scan *s, nimble_ln_param *g, nimble_ln_param *a,
+                                        nimble_ln_expr *a_off);
+typedef nimble_ln_stmt *(*own_step_fn)(cp_ctx *c, const scan *s, h_at_fn h_at);
+
+/* gru_scan's and rnn_scan's kernel: `gates` columns of H a step, the
+ * lengths at input lens_in when there are that many, the steps by
+ * fast_step (with sgemm; scratch: the products [B, gates*H], h0 [B, H],
+ * and a row [B, H] gru_scan's r * h uses) or own_step. */
+static nimble_ln_stmt *emit_h_scan(cp_ctx *c, cp_node *n, nimble_ln_param *const *outs, const char *op, int gates,
+                                   int lens_in, fast_step_fn fast_step, own_step_fn own_step) {
   cp_node *xw = n->in[0], *r = n->in[1];
   if (xw->kind != CP_PARAM || !xw->param || r->kind != CP_PARAM || !r->param)
-    return cp_fail(c, NIMBLE_UNIMPLEMENTED, "%s: gru_scan's xw and r must be tensors", c->prim);
+    return cp_fail(c, NIMBLE_UNIMPLEMENTED, "%s: %s's xw and r must be tensors", c->prim, op);
   scan s;
   memset(&s, 0, sizeof s);
   s.n = n;
@@ -524,8 +595,8 @@ static nimble_ln_stmt *emit_gru_scan(cp_ctx *c, cp_node *n, nimble_ln_param *con
   cp_const_i(n->ext[2], &s.H);
   s.T = xw->ext[0];
   s.B = n->ext[1];
-  s.G = cp_i(c, 3 * s.H);
-  s.lens = n->n_in == 5 ? n->in[4] : NULL;
+  s.G = cp_i(c, gates * s.H);
+  s.lens = n->n_in > lens_in ? n->in[lens_in] : NULL;
   bool reverse = cp_attr_int(n, "reverse") != 0;
   nimble_ln_var *tv = cp_var(c, "t", NIMBLE_LN_I64), *tiv = cp_var(c, "ti", NIMBLE_LN_I64);
   s.t = ref(c, tv);
@@ -533,17 +604,17 @@ static nimble_ln_stmt *emit_gru_scan(cp_ctx *c, cp_node *n, nimble_ln_param *con
   nimble_ln_expr *ti_val = reverse ? cp_sub(c, cp_sub(c, s.T, cp_i(c, 1)), s.t) : s.t;
   nimble_ln_expr *first = bin(c, NIMBLE_LN_EQ, s.t, cp_i(c, 0));
 
-  nimble_ln_stmt *own = nimble_ln_if(A_, first, gru_own_step(c, &s, h_initial), gru_own_step(c, &s, h_previous));
+  nimble_ln_stmt *own = nimble_ln_if(A_, first, own_step(c, &s, h_initial), own_step(c, &s, h_previous));
   own = cp_for(c, tv, s.T, NIMBLE_LN_SERIAL, 0, nimble_ln_let(A_, tiv, ti_val, own));
   nimble_ln_stmt *steps = own;
 
   if (c->opt.use_sgemm) {
-    /* scratch: the products [B, 3H], h0 [B, H], r * h [B, H] */
     nimble_ln_expr *h0at = cp_mul(c, s.B, s.G);
-    nimble_ln_param *g = nimble_ln_kernel_add_scratch(c->k, "gates", NIMBLE_LN_F32, cp_mul(c, s.B, cp_i(c, 5 * s.H)));
+    nimble_ln_param *g =
+        nimble_ln_kernel_add_scratch(c->k, "gates", NIMBLE_LN_F32, cp_mul(c, s.B, cp_i(c, (gates + 2) * s.H)));
     if (!g) return NULL;
     nimble_ln_expr *prev = cp_mul(c, cp_mul(c, prev_row(c, &s), s.B), cp_i(c, s.H));
-    nimble_ln_stmt *step = nimble_ln_if(A_, first, gru_fast_step(c, &s, g, g, h0at), gru_fast_step(c, &s, g, s.y, prev));
+    nimble_ln_stmt *step = nimble_ln_if(A_, first, fast_step(c, &s, g, g, h0at), fast_step(c, &s, g, s.y, prev));
     nimble_ln_stmt *fast = cp_for(c, tv, s.T, NIMBLE_LN_SERIAL, 0, nimble_ln_let(A_, tiv, ti_val, step));
     fast = nimble_ln_seq2(A_, fill_bh(c, &s, g, h0at, h_initial), fast);
     nimble_ln_expr *cond = bin(c, NIMBLE_LN_AND, nimble_ln_has_sgemm(A_), bin(c, NIMBLE_LN_GT, s.B, cp_i(c, 0)));
@@ -556,8 +627,21 @@ static nimble_ln_stmt *emit_gru_scan(cp_ctx *c, cp_node *n, nimble_ln_param *con
   return nimble_ln_seq2(A_, steps, hT);
 }
 
+static nimble_ln_stmt *emit_gru_scan(cp_ctx *c, cp_node *n, nimble_ln_param *const *outs,
+                                     nimble_ln_param *const *shapes) {
+  (void)shapes;
+  return emit_h_scan(c, n, outs, "gru_scan", 3, 4, gru_fast_step, gru_own_step);
+}
+
+static nimble_ln_stmt *emit_rnn_scan(cp_ctx *c, cp_node *n, nimble_ln_param *const *outs,
+                                     nimble_ln_param *const *shapes) {
+  (void)shapes;
+  return emit_h_scan(c, n, outs, "rnn_scan", 1, 3, rnn_fast_step, rnn_own_step);
+}
+
 const cp_def cp_defs_recurrent[] = {
     {"lstm_scan", CP_ANCHOR_ROW, shape_lstm_scan, NULL, NULL, NULL, outputs_lstm_scan, emit_lstm_scan},
-    {"gru_scan", CP_ANCHOR_ROW, shape_gru_scan, NULL, NULL, NULL, outputs_gru_scan, emit_gru_scan},
+    {"gru_scan", CP_ANCHOR_ROW, shape_gru_scan, NULL, NULL, NULL, outputs_y_h, emit_gru_scan},
+    {"rnn_scan", CP_ANCHOR_ROW, shape_rnn_scan, NULL, NULL, NULL, outputs_y_h, emit_rnn_scan},
 };
 const int cp_defs_recurrent_count = (int)(sizeof cp_defs_recurrent / sizeof cp_defs_recurrent[0]);

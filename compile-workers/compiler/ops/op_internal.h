@@ -35,8 +35,8 @@ extern const nimble_op nimble_ops_math_extra[];
 extern const size_t nimble_ops_math_extra_count;
 extern const nimble_op nimble_ops_random[];
 extern const size_t nimble_ops_random_count;
-/* recurrent.c: lstm_scan and gru_scan, a whole LSTM or GRU recurrence (the
- * importer's fast path). */
+/* recurrent.c: lstm_scan, gru_scan and rnn_scan, a whole LSTM, GRU or RNN
+ * recurrence (the importer's fast path). */
 extern const nimble_op nimble_ops_recurrent[];
 extern const size_t nimble_ops_recurrent_count;
 

@@ -1,5 +1,5 @@
-/* lstm_scan's and gru_scan's kernels (compute/recurrent.c) against the
- * LSTM and GRU equations
+/* lstm_scan's, gru_scan's and rnn_scan's kernels (compute/recurrent.c)
+ * against the LSTM, GRU and RNN equations
  * written here in double (ONNX's LSTM: gates i, o, f, c; c' = f c + i
  * tanh(u), h' = o tanh(c'); with peepholes i and f add p_i c and p_f c,
  * o adds p_o c'), forward and reversed, for batches of 1 and 3,
@@ -9,7 +9,7 @@
  * states' batch is xw's. gru_scan likewise (ONNX's GRU: gates z, r, h;
  * h~ = tanh(x_h + r (h R_h + rbh)) with linear_before_reset, else
  * tanh(x_h + (r h) R_h + rbh); h' = (1 - z) h~ + z h), each way of
- * linear_before_reset. */
+ * linear_before_reset; rnn_scan (h' = tanh(x + h R)) too. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -361,6 +361,134 @@ START_TEST(test_gru_scan_shape_function_and_its_run_time_checks) {
 }
 END_TEST
 
+/* ---- rnn_scan ------------------------------------------------------------------ */
+
+/* y [T, B, H] and h [B, H] of h' = tanh(xw + h r), in double. */
+static void rnn_reference(int T, int B, int H, int reverse, const float *xw, const float *r, const float *h0,
+                          const int64_t *lens, float *y, float *hT) {
+  double *h = malloc(sizeof(double) * (size_t)(B * H)), *hn = malloc(sizeof(double) * (size_t)H);
+  for (int i = 0; i < B * H; i++) h[i] = h0[i];
+  for (int s = 0; s < T; s++) {
+    int t = reverse ? T - 1 - s : s;
+    for (int b = 0; b < B; b++) {
+      if (lens && s >= lens[b]) {
+        for (int j = 0; j < H; j++) y[((size_t)t * B + b) * H + j] = 0.0f;
+        continue;
+      }
+      for (int j = 0; j < H; j++) {
+        double acc = xw[((size_t)t * B + b) * H + j];
+        for (int p = 0; p < H; p++) acc += h[b * H + p] * r[p * H + j];
+        hn[j] = tanh(acc);
+      }
+      for (int j = 0; j < H; j++) {
+        h[b * H + j] = hn[j];
+        y[((size_t)t * B + b) * H + j] = (float)hn[j];
+      }
+    }
+  }
+  for (int i = 0; i < B * H; i++) hT[i] = (float)h[i];
+  free(h);
+  free(hn);
+}
+
+static void rnn_open(prog *p, int H, int reverse, bool shape_func, const char *hb, bool lens) {
+  char text[768];
+  snprintf(text, sizeof text,
+           "def @main(%%xw: Tensor[(?, b, %d), float32], %%r: Tensor[(%d, %d), float32], %%h0: Tensor[(%s, %d), "
+           "float32]%s) { rnn_scan(%%xw, %%r, %%h0%s, reverse=%d) }\n",
+           H, H, H, hb, H, lens ? ", %l: Tensor[(b,), int64]" : "", lens ? ", %l" : "", reverse);
+  NIMBLE_ASSERT_OK(nimble_arena_create(&p->arena));
+  nimble_module *m = ch_compile_module(p->arena, text);
+  ch_kernel_build(m, ch_find_primitive(m, "fused.rnn_scan"), shape_func, NULL, &p->k);
+}
+
+static void rnn_case(int T, int B, int H, int reverse, const int64_t *lens, unsigned seed) {
+  prog p;
+  rnn_open(&p, H, reverse, false, "b", lens != NULL);
+  ch_tensor xw, r, h0, ln, y, hT;
+  ch_tensor_f32(&xw, 3, (int64_t[]){T, B, H}, &seed, -2, 2);
+  /* r's spectral radius under 1 (about 0.8 / sqrt(3)): with nothing
+   * gating it, a larger one amplifies the rounding of every step (130
+   * steps drifted 1e-4 apart from the double reference). */
+  float ra = 0.8f / sqrtf((float)H);
+  ch_tensor_f32(&r, 2, (int64_t[]){H, H}, &seed, -ra, ra);
+  ch_tensor_f32(&h0, 2, (int64_t[]){B, H}, &seed, -1, 1);
+  ch_tensor_i64(&ln, 1, (int64_t[]){B}, lens);
+  float *wy = calloc((size_t)(T * B * H) + 1, sizeof(float)), *wh = calloc((size_t)(B * H), sizeof(float));
+  rnn_reference(T, B, H, reverse, ch_f(&xw), ch_f(&r), ch_f(&h0), lens, wy, wh);
+  for (int with_sgemm = 0; with_sgemm < 2; with_sgemm++) {
+    ch_tensor_f32(&y, 3, (int64_t[]){T, B, H}, &seed, 9, 10); /* garbage the kernel must overwrite */
+    ch_tensor_f32(&hT, 2, (int64_t[]){B, H}, &seed, 9, 10);
+    ch_env e;
+    ch_env_init(&e, with_sgemm);
+    ch_tensor *a[] = {&xw, &r, &h0, &y, &hT}, *al[] = {&xw, &r, &h0, &ln, &y, &hT};
+    int rc = lens ? ch_call(&p.k, &e, al, 6) : ch_call(&p.k, &e, a, 5);
+    ck_assert_msg(rc == 0, "T=%d B=%d H=%d: %s", T, B, H, e.error);
+    char what[112];
+    snprintf(what, sizeof what, "y (T=%d B=%d H=%d reverse=%d lens=%d sgemm=%d)", T, B, H, reverse, lens != NULL,
+             with_sgemm);
+    ch_assert_close(what, ch_f(&y), wy, (size_t)(T * B * H), 2e-6f, 2e-5f);
+    snprintf(what, sizeof what, "h (T=%d B=%d H=%d reverse=%d lens=%d sgemm=%d)", T, B, H, reverse, lens != NULL,
+             with_sgemm);
+    ch_assert_close(what, ch_f(&hT), wh, (size_t)(B * H), 2e-6f, 2e-5f);
+    ch_tensor_free(&y);
+    ch_tensor_free(&hT);
+  }
+  free(wy);
+  free(wh);
+  ch_tensor *ins[] = {&xw, &r, &h0, &ln};
+  for (int i = 0; i < 4; i++) ch_tensor_free(ins[i]);
+  prog_close(&p);
+}
+
+START_TEST(test_rnn_scan_follows_the_rnn_equation) {
+  static const int64_t lens4[4] = {0, 3, 7, 9};
+  rnn_case(7, 1, 32, 0, NULL, 71);   /* the matrix-vector product */
+  rnn_case(5, 3, 20, 0, NULL, 72);   /* a batch; H not a multiple of the vector */
+  rnn_case(6, 2, 16, 1, NULL, 73);   /* reversed */
+  rnn_case(130, 1, 64, 0, NULL, 74); /* many steps */
+  rnn_case(7, 4, 16, 0, lens4, 75);  /* lengths 0, in the middle, T, past T */
+  rnn_case(0, 2, 8, 0, lens4, 76);   /* no steps: h is h0 */
+  rnn_case(0, 1, 8, 1, NULL, 77);
+}
+END_TEST
+
+START_TEST(test_rnn_scan_shape_function_and_its_run_time_checks) {
+  prog sf;
+  rnn_open(&sf, 8, 0, true, "b", false);
+  ch_tensor s[2], shx, shr, shh;
+  ch_tensor_i64(&s[0], 1, (int64_t[]){3}, NULL);
+  ch_tensor_i64(&s[1], 1, (int64_t[]){2}, NULL);
+  ch_tensor_i64(&shx, 1, (int64_t[]){3}, (int64_t[]){9, 2, 8});
+  ch_tensor_i64(&shr, 1, (int64_t[]){2}, (int64_t[]){8, 8});
+  ch_tensor_i64(&shh, 1, (int64_t[]){2}, (int64_t[]){2, 8});
+  ch_env e;
+  ch_env_init(&e, false);
+  ch_tensor *a[] = {&shx, &shr, &shh, &s[0], &s[1]};
+  ck_assert_msg(ch_call(&sf.k, &e, a, 5) == 0, "%s", e.error);
+  int64_t want[2][3] = {{9, 2, 8}, {2, 8, 0}};
+  for (int k = 0; k < 2; k++)
+    for (int i = 0; i < (k ? 2 : 3); i++) ck_assert_int_eq(ch_i(&s[k])[i], want[k][i]);
+  prog_close(&sf);
+  prog p;
+  rnn_open(&p, 8, 0, false, "?", false);
+  unsigned seed = 9;
+  ch_tensor xw, r, bad, y, hT;
+  ch_tensor_f32(&xw, 3, (int64_t[]){9, 2, 8}, &seed, -1, 1);
+  ch_tensor_f32(&r, 2, (int64_t[]){8, 8}, &seed, -1, 1);
+  ch_tensor_f32(&bad, 2, (int64_t[]){3, 8}, &seed, -1, 1);
+  ch_tensor_f32(&y, 3, (int64_t[]){9, 2, 8}, &seed, -1, 1);
+  ch_tensor_f32(&hT, 2, (int64_t[]){2, 8}, &seed, -1, 1);
+  ch_tensor *b[] = {&xw, &r, &bad, &y, &hT};
+  ch_env_init(&e, true);
+  ck_assert_int_ne(ch_call(&p.k, &e, b, 5), 0);
+  ck_assert_msg(strstr(e.error, "rnn_scan: h0's batch differs from xw's"), "message: %s", e.error);
+  prog_close(&p);
+  ch_tensor *all[] = {&s[0], &s[1], &shx, &shr, &shh, &xw, &r, &bad, &y, &hT};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) ch_tensor_free(all[i]);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("compute_recurrent");
   TCase *tc = tcase_create("lstm_scan");
@@ -377,5 +505,10 @@ int main(void) {
   tcase_add_test(tg, test_gru_scan_sequence_lengths_and_no_steps);
   tcase_add_test(tg, test_gru_scan_shape_function_and_its_run_time_checks);
   suite_add_tcase(s, tg);
+  TCase *tr = tcase_create("rnn_scan");
+  tcase_set_timeout(tr, 300);
+  tcase_add_test(tr, test_rnn_scan_follows_the_rnn_equation);
+  tcase_add_test(tr, test_rnn_scan_shape_function_and_its_run_time_checks);
+  suite_add_tcase(s, tr);
   return nimble_test_run(s);
 }

@@ -245,6 +245,30 @@ START_TEST(test_gru_scan_gives_every_step_s_h_and_the_last_h) {
 }
 END_TEST
 
+START_TEST(test_rnn_scan_gives_every_step_s_h_and_the_last_h) {
+  /* xw [T, B, H], r [H, H], h0 [B, H] -> y [T, B, H], h [B, H]. */
+  ck_assert_str_eq(shapes("rnn_scan", "", 3, IN(in_shape("5x2x8"), in_shape("8x8"), in_shape("2x8"))), "(5, 2, 8) (2, 8)");
+  static const int64_t lens[2] = {3, 5};
+  ck_assert_str_eq(shapes("rnn_scan", "", 4,
+                          IN(in_shape("5x2x8"), in_shape("8x8"), in_shape("2x8"), in_values(NIMBLE_DTYPE_INT64, "2", lens))),
+                   "(5, 2, 8) (2, 8)");
+  ck_assert_ptr_nonnull(strstr(shapes("rnn_scan", "reverse=1", 4,
+                                      IN(in_shape("5x2x8"), in_shape("8x8"), in_shape("2x8"),
+                                         in_values(NIMBLE_DTYPE_INT64, "2", lens))),
+                               "forward direction only"));
+  ck_assert_ptr_nonnull(strstr(shapes("rnn_scan", "", 4, IN(in_shape("5x2x8"), in_shape("8x8"), in_shape("2x8"), in_shape("2"))),
+                               "must be int64"));
+  ck_assert_ptr_nonnull(strstr(shapes("rnn_scan", "", 3, IN(in_shape("5x2x8"), in_shape("8x16"), in_shape("2x8"))),
+                               "r is [H, H]"));
+  ck_assert_ptr_nonnull(strstr(shapes("rnn_scan", "", 3, IN(in_shape("5x2x16"), in_shape("8x8"), in_shape("2x8"))),
+                               "the gate columns"));
+  ck_assert_ptr_nonnull(strstr(shapes("rnn_scan", "", 3, IN(in_shape("5x2x8"), in_shape("8x8"), in_shape("3x8"))),
+                               "the batch"));
+  ck_assert_ptr_nonnull(strstr(shapes("rnn_scan", "", 3, IN(in_shape("5x2x8"), in_shape("8x8"), in_shape("2x7"))),
+                               "the hidden size"));
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("onnx_import_ops");
   TCase *tc = tcase_create("shapes");
@@ -261,6 +285,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_random_ops_and_bit_shift_keep_their_input_shapes);
   tcase_add_test(tc, test_lstm_scan_gives_every_step_s_h_and_the_last_state);
   tcase_add_test(tc, test_gru_scan_gives_every_step_s_h_and_the_last_h);
+  tcase_add_test(tc, test_rnn_scan_gives_every_step_s_h_and_the_last_h);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -1,6 +1,6 @@
-/* LSTM, GRU and RNN as IR. A float32 LSTM or GRU is one lstm_scan or
- * gru_scan per direction (ops/recurrent.c), whose kernel runs every step.
- * The others are one
+/* LSTM, GRU and RNN as IR. A float32 LSTM, GRU or RNN is one lstm_scan,
+ * gru_scan or rnn_scan per direction (ops/recurrent.c), whose kernel runs
+ * every step. Other float types are one
  * recursive global function per direction that walks
  * the time steps (the trip count is the sequence length read at run time
  * with shape_of), with the gates as dense (matrix products) and
@@ -441,9 +441,9 @@ static nimble_status_t convert_rnn(imp_ctx *c, const nimble_onnx_node *n, cell_k
   dim_text(c, X->sig.dims[1], Bt, sizeof Bt);
   dim_text(c, X->sig.dims[2], It, sizeof It);
   const char *dt = nimble_dtype_name(X->sig.dtype);
-  /* A float32 LSTM or GRU is one lstm_scan or gru_scan per direction
-   * (ops/recurrent.c): its steps run inside one kernel. */
-  bool scan = k != CELL_RNN && X->sig.dtype == NIMBLE_DTYPE_FLOAT32;
+  /* A float32 LSTM, GRU or RNN is one lstm_scan, gru_scan or rnn_scan per
+   * direction (ops/recurrent.c): its steps run inside one kernel. */
+  bool scan = X->sig.dtype == NIMBLE_DTYPE_FLOAT32;
   /* The recursion's trip count T = shape_of(X)[0], from step 0. */
   imp_val *sh, *zero = NULL, *T = NULL;
   if (!scan) {
@@ -472,6 +472,18 @@ static nimble_status_t convert_rnn(imp_ctx *c, const nimble_onnx_node *n, cell_k
       int64_t shape = 2 * gates * H;
       nimble_named_attr_t at[2] = {imp_attr_ints("shape", &shape, 1), imp_attr_str("dtype", dt)};
       NIMBLE_RETURN_IF_ERROR(imp_emit(c, "zeros", 0, NULL, at, 2, &Bd));
+    }
+    if (scan && k == CELL_RNN) {
+      imp_val *XW, *Rt, *outs[2];
+      NIMBLE_RETURN_IF_ERROR(gated_projection(c, X, Wd, Bd, 1, H, &XW));
+      NIMBLE_RETURN_IF_ERROR(recurrent_weights(c, R, d, 0, H, true, &Rt));
+      nimble_named_attr_t ra = imp_attr_int("reverse", reverse ? 1 : 0);
+      imp_val *rargs[4] = {XW, Rt, hi, seqlens};
+      size_t nout;
+      NIMBLE_RETURN_IF_ERROR(imp_emit_multi(c, "rnn_scan", seqlens ? 4 : 3, rargs, &ra, 1, outs, &nout));
+      Ys[d] = outs[0];
+      Hs[d] = outs[1];
+      continue;
     }
     if (scan && k == CELL_GRU) {
       imp_val *XW, *Rt, *rbh, *outs[2];
