@@ -154,118 +154,133 @@ START_TEST(test_random_ops_and_bit_shift_keep_their_input_shapes) {
 END_TEST
 
 START_TEST(test_lstm_scan_gives_every_step_s_h_and_the_last_state) {
-  /* xw [T, B, 4H], r [H, 4H], h0 and c0 [B, H] -> y [T, B, H], h, c [B, H]. */
-  ck_assert_str_eq(shapes("lstm_scan", "", 4, IN(in_shape("5x2x32"), in_shape("8x32"), in_shape("2x8"), in_shape("2x8"))),
-                   "(5, 2, 8) (2, 8) (2, 8)");
+  /* xw [T, B, D, 4H], r [D, H, 4H], h0 and c0 [D, B, H] -> y [T, D, B, H],
+   * h, c [D, B, H]. */
+  ck_assert_str_eq(shapes("lstm_scan", "", 4,
+                          IN(in_shape("5x2x1x32"), in_shape("1x8x32"), in_shape("1x2x8"), in_shape("1x2x8"))),
+                   "(5, 1, 2, 8) (1, 2, 8) (1, 2, 8)");
   ck_assert_str_eq(shapes("lstm_scan", "reverse=1", 4,
-                          IN(in_shape("0x1x4"), in_shape("1x4"), in_shape("1x1"), in_shape("1x1"))),
-                   "(0, 1, 1) (1, 1) (1, 1)");
-  /* The peepholes, when given, are [3H]. */
+                          IN(in_shape("0x1x1x4"), in_shape("1x1x4"), in_shape("1x1x1"), in_shape("1x1x1"))),
+                   "(0, 1, 1, 1) (1, 1, 1) (1, 1, 1)");
+  /* Both directions at once; reverse=1 with two is an error. */
+  ck_assert_str_eq(shapes("lstm_scan", "", 4,
+                          IN(in_shape("5x2x2x32"), in_shape("2x8x32"), in_shape("2x2x8"), in_shape("2x2x8"))),
+                   "(5, 2, 2, 8) (2, 2, 8) (2, 2, 8)");
+  ck_assert_ptr_nonnull(strstr(shapes("lstm_scan", "reverse=1", 4,
+                                      IN(in_shape("5x2x2x32"), in_shape("2x8x32"), in_shape("2x2x8"), in_shape("2x2x8"))),
+                               "forward and reversed already"));
+  ck_assert_ptr_nonnull(strstr(shapes("lstm_scan", "", 4,
+                                      IN(in_shape("5x2x3x32"), in_shape("3x8x32"), in_shape("3x2x8"), in_shape("3x2x8"))),
+                               "must be 1 or 2"));
+  ck_assert_ptr_nonnull(strstr(shapes("lstm_scan", "", 4,
+                                      IN(in_shape("5x2x1x32"), in_shape("2x8x32"), in_shape("2x2x8"), in_shape("2x2x8"))),
+                               "the directions"));
+  /* The peepholes, when given, are [D, 3H]. */
   ck_assert_str_eq(shapes("lstm_scan", "", 5,
-                          IN(in_shape("5x2x32"), in_shape("8x32"), in_shape("2x8"), in_shape("2x8"), in_shape("24"))),
-                   "(5, 2, 8) (2, 8) (2, 8)");
-  ck_assert_ptr_nonnull(strstr(shapes("lstm_scan", "", 5, IN(in_shape("5x2x32"), in_shape("8x32"), in_shape("2x8"),
-                                                             in_shape("2x8"), in_shape("32"))),
+                          IN(in_shape("5x2x1x32"), in_shape("1x8x32"), in_shape("1x2x8"), in_shape("1x2x8"),
+                             in_shape("1x24"))),
+                   "(5, 1, 2, 8) (1, 2, 8) (1, 2, 8)");
+  ck_assert_ptr_nonnull(strstr(shapes("lstm_scan", "", 5, IN(in_shape("5x2x1x32"), in_shape("1x8x32"), in_shape("1x2x8"),
+                                                             in_shape("1x2x8"), in_shape("1x32"))),
                                "the peepholes"));
   /* Sequence lengths: int64 [B], forward only. */
   static const int64_t lens[2] = {3, 5};
   ck_assert_str_eq(shapes("lstm_scan", "", 6,
-                          IN(in_shape("5x2x32"), in_shape("8x32"), in_shape("2x8"), in_shape("2x8"), in_shape("24"),
-                             in_values(NIMBLE_DTYPE_INT64, "2", lens))),
-                   "(5, 2, 8) (2, 8) (2, 8)");
+                          IN(in_shape("5x2x1x32"), in_shape("1x8x32"), in_shape("1x2x8"), in_shape("1x2x8"),
+                             in_shape("1x24"), in_values(NIMBLE_DTYPE_INT64, "2", lens))),
+                   "(5, 1, 2, 8) (1, 2, 8) (1, 2, 8)");
   ck_assert_ptr_nonnull(strstr(shapes("lstm_scan", "reverse=1", 6,
-                                      IN(in_shape("5x2x32"), in_shape("8x32"), in_shape("2x8"), in_shape("2x8"),
-                                         in_shape("24"), in_values(NIMBLE_DTYPE_INT64, "2", lens))),
+                                      IN(in_shape("5x2x1x32"), in_shape("1x8x32"), in_shape("1x2x8"), in_shape("1x2x8"),
+                                         in_shape("1x24"), in_values(NIMBLE_DTYPE_INT64, "2", lens))),
                                "forward direction only"));
   ck_assert_ptr_nonnull(strstr(shapes("lstm_scan", "", 6,
-                                      IN(in_shape("5x2x32"), in_shape("8x32"), in_shape("2x8"), in_shape("2x8"),
-                                         in_shape("24"), in_values(NIMBLE_DTYPE_INT64, "3", lens))),
+                                      IN(in_shape("5x2x1x32"), in_shape("1x8x32"), in_shape("1x2x8"), in_shape("1x2x8"),
+                                         in_shape("1x24"), in_values(NIMBLE_DTYPE_INT64, "3", lens))),
                                "the batch (the sequence lengths)"));
   ck_assert_ptr_nonnull(strstr(shapes("lstm_scan", "", 6,
-                                      IN(in_shape("5x2x32"), in_shape("8x32"), in_shape("2x8"), in_shape("2x8"),
-                                         in_shape("24"), in_shape("2"))),
+                                      IN(in_shape("5x2x1x32"), in_shape("1x8x32"), in_shape("1x2x8"), in_shape("1x2x8"),
+                                         in_shape("1x24"), in_shape("2"))),
                                "must be int64"));
   /* The peepholes are checked with the lengths after them too. */
   ck_assert_ptr_nonnull(strstr(shapes("lstm_scan", "", 6,
-                                      IN(in_shape("5x2x32"), in_shape("8x32"), in_shape("2x8"), in_shape("2x8"),
-                                         in_shape("32"), in_values(NIMBLE_DTYPE_INT64, "2", lens))),
+                                      IN(in_shape("5x2x1x32"), in_shape("1x8x32"), in_shape("1x2x8"), in_shape("1x2x8"),
+                                         in_shape("1x32"), in_values(NIMBLE_DTYPE_INT64, "2", lens))),
                                "the peepholes"));
-  /* r must be [H, 4H], xw's columns 4H, the states [B, H]. */
-  ck_assert_ptr_nonnull(strstr(shapes("lstm_scan", "", 4, IN(in_shape("5x2x32"), in_shape("8x24"), in_shape("2x8"), in_shape("2x8"))),
+  /* r must be [D, H, 4H], xw's columns 4H, the states [D, B, H]. */
+  ck_assert_ptr_nonnull(strstr(shapes("lstm_scan", "", 4,
+                                      IN(in_shape("5x2x1x32"), in_shape("1x8x24"), in_shape("1x2x8"), in_shape("1x2x8"))),
                                "4 x hidden size"));
-  ck_assert_ptr_nonnull(strstr(shapes("lstm_scan", "", 4, IN(in_shape("5x2x36"), in_shape("8x32"), in_shape("2x8"), in_shape("2x8"))),
+  ck_assert_ptr_nonnull(strstr(shapes("lstm_scan", "", 4,
+                                      IN(in_shape("5x2x1x36"), in_shape("1x8x32"), in_shape("1x2x8"), in_shape("1x2x8"))),
                                "the gate columns"));
-  ck_assert_ptr_nonnull(strstr(shapes("lstm_scan", "", 4, IN(in_shape("5x2x32"), in_shape("8x32"), in_shape("3x8"), in_shape("2x8"))),
+  ck_assert_ptr_nonnull(strstr(shapes("lstm_scan", "", 4,
+                                      IN(in_shape("5x2x1x32"), in_shape("1x8x32"), in_shape("1x3x8"), in_shape("1x2x8"))),
                                "the batch"));
-  ck_assert_ptr_nonnull(strstr(shapes("lstm_scan", "", 4, IN(in_shape("5x2x32"), in_shape("8x32"), in_shape("2x8"), in_shape("2x7"))),
+  ck_assert_ptr_nonnull(strstr(shapes("lstm_scan", "", 4,
+                                      IN(in_shape("5x2x1x32"), in_shape("1x8x32"), in_shape("1x2x8"), in_shape("1x2x7"))),
                                "the hidden size"));
-  ck_assert_ptr_nonnull(strstr(shapes("lstm_scan", "", 4, IN(in_shape("5x2x32"), in_shape("8x32x1"), in_shape("2x8"), in_shape("2x8"))),
+  ck_assert_ptr_nonnull(strstr(shapes("lstm_scan", "", 4,
+                                      IN(in_shape("5x2x32"), in_shape("1x8x32"), in_shape("1x2x8"), in_shape("1x2x8"))),
                                "error"));
 }
 END_TEST
 
 START_TEST(test_gru_scan_gives_every_step_s_h_and_the_last_h) {
-  /* xw [T, B, 3H], r [H, 3H], h0 [B, H], rbh [H] -> y [T, B, H], h [B, H]. */
-  ck_assert_str_eq(shapes("gru_scan", "", 4, IN(in_shape("5x2x24"), in_shape("8x24"), in_shape("2x8"), in_shape("8"))),
-                   "(5, 2, 8) (2, 8)");
-  ck_assert_str_eq(shapes("gru_scan", "reverse=1, linear_before_reset=1", 4,
-                          IN(in_shape("0x1x3"), in_shape("1x3"), in_shape("1x1"), in_shape("1"))),
-                   "(0, 1, 1) (1, 1)");
-  /* Sequence lengths: int64 [B], forward only. */
+  /* xw [T, B, D, 3H], r [D, H, 3H], h0 [D, B, H], rbh [D, H] -> y [T, D, B,
+   * H], h [D, B, H]. */
+  ck_assert_str_eq(shapes("gru_scan", "", 4,
+                          IN(in_shape("5x2x1x24"), in_shape("1x8x24"), in_shape("1x2x8"), in_shape("1x8"))),
+                   "(5, 1, 2, 8) (1, 2, 8)");
+  ck_assert_str_eq(shapes("gru_scan", "linear_before_reset=1", 4,
+                          IN(in_shape("0x1x2x3"), in_shape("2x1x3"), in_shape("2x1x1"), in_shape("2x1"))),
+                   "(0, 2, 1, 1) (2, 1, 1)");
   static const int64_t lens[2] = {3, 5};
   ck_assert_str_eq(shapes("gru_scan", "", 5,
-                          IN(in_shape("5x2x24"), in_shape("8x24"), in_shape("2x8"), in_shape("8"),
+                          IN(in_shape("5x2x1x24"), in_shape("1x8x24"), in_shape("1x2x8"), in_shape("1x8"),
                              in_values(NIMBLE_DTYPE_INT64, "2", lens))),
-                   "(5, 2, 8) (2, 8)");
+                   "(5, 1, 2, 8) (1, 2, 8)");
+  /* Lengths go with one forward direction only. */
   ck_assert_ptr_nonnull(strstr(shapes("gru_scan", "reverse=1", 5,
-                                      IN(in_shape("5x2x24"), in_shape("8x24"), in_shape("2x8"), in_shape("8"),
+                                      IN(in_shape("5x2x1x24"), in_shape("1x8x24"), in_shape("1x2x8"), in_shape("1x8"),
                                          in_values(NIMBLE_DTYPE_INT64, "2", lens))),
                                "forward direction only"));
   ck_assert_ptr_nonnull(strstr(shapes("gru_scan", "", 5,
-                                      IN(in_shape("5x2x24"), in_shape("8x24"), in_shape("2x8"), in_shape("8"),
-                                         in_values(NIMBLE_DTYPE_INT64, "3", lens))),
-                               "the batch (the sequence lengths)"));
+                                      IN(in_shape("5x2x2x24"), in_shape("2x8x24"), in_shape("2x2x8"), in_shape("2x8"),
+                                         in_values(NIMBLE_DTYPE_INT64, "2", lens))),
+                               "forward direction only"));
   ck_assert_ptr_nonnull(strstr(shapes("gru_scan", "", 5,
-                                      IN(in_shape("5x2x24"), in_shape("8x24"), in_shape("2x8"), in_shape("8"),
+                                      IN(in_shape("5x2x1x24"), in_shape("1x8x24"), in_shape("1x2x8"), in_shape("1x8"),
                                          in_shape("2"))),
                                "must be int64"));
-  /* r must be [H, 3H], xw's columns 3H, h0 [B, H], rbh [H]. */
-  ck_assert_ptr_nonnull(strstr(shapes("gru_scan", "", 4, IN(in_shape("5x2x24"), in_shape("8x32"), in_shape("2x8"), in_shape("8"))),
+  ck_assert_ptr_nonnull(strstr(shapes("gru_scan", "", 4,
+                                      IN(in_shape("5x2x1x24"), in_shape("1x8x32"), in_shape("1x2x8"), in_shape("1x8"))),
                                "3 x hidden size"));
-  ck_assert_ptr_nonnull(strstr(shapes("gru_scan", "", 4, IN(in_shape("5x2x32"), in_shape("8x24"), in_shape("2x8"), in_shape("8"))),
-                               "the gate columns"));
-  ck_assert_ptr_nonnull(strstr(shapes("gru_scan", "", 4, IN(in_shape("5x2x24"), in_shape("8x24"), in_shape("3x8"), in_shape("8"))),
-                               "the batch"));
-  ck_assert_ptr_nonnull(strstr(shapes("gru_scan", "", 4, IN(in_shape("5x2x24"), in_shape("8x24"), in_shape("2x7"), in_shape("8"))),
-                               "the hidden size"));
-  ck_assert_ptr_nonnull(strstr(shapes("gru_scan", "", 4, IN(in_shape("5x2x24"), in_shape("8x24"), in_shape("2x8"), in_shape("24"))),
+  ck_assert_ptr_nonnull(strstr(shapes("gru_scan", "", 4,
+                                      IN(in_shape("5x2x1x24"), in_shape("1x8x24"), in_shape("1x2x8"), in_shape("1x24"))),
                                "the h gate's recurrent bias"));
-  ck_assert_ptr_nonnull(strstr(shapes("gru_scan", "", 4, IN(in_shape("5x2x24"), in_shape("8x24"), in_shape("2x8"), in_shape("8x1"))),
-                               "error"));
+  ck_assert_ptr_nonnull(strstr(shapes("gru_scan", "", 4,
+                                      IN(in_shape("5x2x1x24"), in_shape("1x8x24"), in_shape("1x2x8"), in_shape("2x8"))),
+                               "the directions (the h gate's recurrent bias)"));
 }
 END_TEST
 
 START_TEST(test_rnn_scan_gives_every_step_s_h_and_the_last_h) {
-  /* xw [T, B, H], r [H, H], h0 [B, H] -> y [T, B, H], h [B, H]. */
-  ck_assert_str_eq(shapes("rnn_scan", "", 3, IN(in_shape("5x2x8"), in_shape("8x8"), in_shape("2x8"))), "(5, 2, 8) (2, 8)");
+  /* xw [T, B, D, H], r [D, H, H], h0 [D, B, H] -> y [T, D, B, H], h [D, B, H]. */
+  ck_assert_str_eq(shapes("rnn_scan", "", 3, IN(in_shape("5x2x2x8"), in_shape("2x8x8"), in_shape("2x2x8"))),
+                   "(5, 2, 2, 8) (2, 2, 8)");
   static const int64_t lens[2] = {3, 5};
   ck_assert_str_eq(shapes("rnn_scan", "", 4,
-                          IN(in_shape("5x2x8"), in_shape("8x8"), in_shape("2x8"), in_values(NIMBLE_DTYPE_INT64, "2", lens))),
-                   "(5, 2, 8) (2, 8)");
-  ck_assert_ptr_nonnull(strstr(shapes("rnn_scan", "reverse=1", 4,
-                                      IN(in_shape("5x2x8"), in_shape("8x8"), in_shape("2x8"),
-                                         in_values(NIMBLE_DTYPE_INT64, "2", lens))),
-                               "forward direction only"));
-  ck_assert_ptr_nonnull(strstr(shapes("rnn_scan", "", 4, IN(in_shape("5x2x8"), in_shape("8x8"), in_shape("2x8"), in_shape("2"))),
-                               "must be int64"));
-  ck_assert_ptr_nonnull(strstr(shapes("rnn_scan", "", 3, IN(in_shape("5x2x8"), in_shape("8x16"), in_shape("2x8"))),
-                               "r is [H, H]"));
-  ck_assert_ptr_nonnull(strstr(shapes("rnn_scan", "", 3, IN(in_shape("5x2x16"), in_shape("8x8"), in_shape("2x8"))),
+                          IN(in_shape("5x2x1x8"), in_shape("1x8x8"), in_shape("1x2x8"),
+                             in_values(NIMBLE_DTYPE_INT64, "2", lens))),
+                   "(5, 1, 2, 8) (1, 2, 8)");
+  ck_assert_ptr_nonnull(strstr(shapes("rnn_scan", "", 3, IN(in_shape("5x2x1x8"), in_shape("1x8x16"), in_shape("1x2x8"))),
+                               "1 x hidden size"));
+  ck_assert_ptr_nonnull(strstr(shapes("rnn_scan", "", 3, IN(in_shape("5x2x1x16"), in_shape("1x8x8"), in_shape("1x2x8"))),
                                "the gate columns"));
-  ck_assert_ptr_nonnull(strstr(shapes("rnn_scan", "", 3, IN(in_shape("5x2x8"), in_shape("8x8"), in_shape("3x8"))),
+  ck_assert_ptr_nonnull(strstr(shapes("rnn_scan", "", 3, IN(in_shape("5x2x1x8"), in_shape("1x8x8"), in_shape("1x3x8"))),
                                "the batch"));
-  ck_assert_ptr_nonnull(strstr(shapes("rnn_scan", "", 3, IN(in_shape("5x2x8"), in_shape("8x8"), in_shape("2x7"))),
-                               "the hidden size"));
+  ck_assert_ptr_nonnull(strstr(shapes("rnn_scan", "", 3, IN(in_shape("5x2x1x8"), in_shape("1x8x8"), in_shape("2x2x8"))),
+                               "the directions"));
 }
 END_TEST
 

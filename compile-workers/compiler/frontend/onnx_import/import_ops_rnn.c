@@ -1,6 +1,6 @@
 /* LSTM, GRU and RNN as IR. A float32 LSTM, GRU or RNN is one lstm_scan,
- * gru_scan or rnn_scan per direction (ops/recurrent.c), whose kernel runs
- * every step. Other float types are one
+ * gru_scan or rnn_scan (ops/recurrent.c) for all its directions, whose
+ * kernel runs every step. Other float types are one
  * recursive global function per direction that walks
  * the time steps (the trip count is the sequence length read at run time
  * with shape_of), with the gates as dense (matrix products) and
@@ -352,41 +352,204 @@ static nimble_status_t gated_projection(imp_ctx *c, imp_val *X, imp_val *Wd, imp
   return input_projection(c, X, Wd, b, gates * H, out);
 }
 
-/* A GRU's input projection for gru_scan, X W^T + Wb + [Rb_z, Rb_r, 0]
- * (R's biases of z and r add to their gates; R's h bias goes inside the
- * reset gate when linear_before_reset is set, so gru_scan adds it), and
- * that h bias, Rb_h [H]. Bd: direction d's [6H] biases; an initializer's
- * are summed and sliced here. */
-static nimble_status_t gru_projection(imp_ctx *c, imp_val *X, imp_val *Wd, imp_val *Bd, int64_t H, imp_val **xw,
-                                      imp_val **rbh) {
-  const nimble_expr *be = Bd->expr;
-  imp_val *b;
-  if (be->kind == NIMBLE_EXPR_CONSTANT && be->u.constant.dtype == NIMBLE_DTYPE_FLOAT32 && be->u.constant.rank == 1 &&
-      be->u.constant.dims[0] == 6 * H) {
-    float *sum = malloc((size_t)(3 * H) * sizeof *sum);
-    if (!sum) return NIMBLE_OOM_IN("importing");
-    const float *bv = be->u.constant.data;
-    for (int64_t j = 0; j < 3 * H; j++) sum[j] = bv[j] + (j < 2 * H ? bv[3 * H + j] : 0.0f);
-    int64_t n3 = 3 * H;
-    nimble_status_t st = imp_const(c, NIMBLE_DTYPE_FLOAT32, 1, &n3, sum, &b);
-    free(sum);
-    NIMBLE_RETURN_IF_ERROR(st);
-    NIMBLE_RETURN_IF_ERROR(imp_const(c, NIMBLE_DTYPE_FLOAT32, 1, &H, bv + 5 * H, rbh));
-  } else {
-    imp_val *wb, *rzr, *zh, *rb;
-    NIMBLE_RETURN_IF_ERROR(slice_rows(c, Bd, 0, 3 * H, &wb));
-    NIMBLE_RETURN_IF_ERROR(slice_rows(c, Bd, 3 * H, 5 * H, &rzr));
-    int64_t hs = H;
-    nimble_named_attr_t at[2] = {imp_attr_ints("shape", &hs, 1), imp_attr_str("dtype", nimble_dtype_name(Bd->sig.dtype))};
-    NIMBLE_RETURN_IF_ERROR(imp_emit(c, "zeros", 0, NULL, at, 2, &zh));
-    imp_val *parts[2] = {rzr, zh};
-    nimble_named_attr_t a0 = imp_attr_int("axis", 0);
-    NIMBLE_RETURN_IF_ERROR(imp_emit(c, "concatenate", 2, parts, &a0, 1, &rb));
-    imp_val *pair[2] = {wb, rb};
-    NIMBLE_RETURN_IF_ERROR(imp_emit(c, "add", 2, pair, NULL, 0, &b));
-    NIMBLE_RETURN_IF_ERROR(slice_rows(c, Bd, 5 * H, 6 * H, rbh));
+/* ---- The scans: every float32 LSTM, GRU and RNN -------------------------------- */
+
+/* Zeros [D, batch, H], batch X's dim 1 (maybe known only at run time). */
+static nimble_status_t zeros_states(imp_ctx *c, imp_val *X, int64_t D, int64_t H, imp_val **out) {
+  nimble_dim_t b = imp_resolve(c, X->sig.dims[1]);
+  nimble_dtype_t dt = X->sig.dtype;
+  if (b.kind == NIMBLE_DIM_CONST) {
+    int64_t shape[3] = {D, b.value, H};
+    nimble_named_attr_t at[2] = {imp_attr_ints("shape", shape, 3), imp_attr_str("dtype", nimble_dtype_name(dt))};
+    return imp_emit(c, "zeros", 0, NULL, at, 2, out);
   }
-  return input_projection(c, X, Wd, b, 3 * H, xw);
+  imp_val *sh, *bd, *dv, *hv, *shape;
+  NIMBLE_RETURN_IF_ERROR(imp_emit(c, "shape_of", 1, &X, NULL, 0, &sh));
+  NIMBLE_RETURN_IF_ERROR(slice_rows(c, sh, 1, 2, &bd));
+  NIMBLE_RETURN_IF_ERROR(imp_const_i64(c, 1, &D, false, &dv));
+  NIMBLE_RETURN_IF_ERROR(imp_const_i64(c, 1, &H, false, &hv));
+  imp_val *parts[3] = {dv, bd, hv};
+  nimble_named_attr_t a0 = imp_attr_int("axis", 0);
+  NIMBLE_RETURN_IF_ERROR(imp_emit(c, "concatenate", 3, parts, &a0, 1, &shape));
+  nimble_named_attr_t at[2] = {imp_attr_str("dtype", nimble_dtype_name(dt)), imp_attr_float("value", 0.0)};
+  NIMBLE_RETURN_IF_ERROR(imp_emit(c, "constant_of_shape", 1, &shape, at, 2, out));
+  (*out)->sig.dims[1] = b;
+  return nimble_ok();
+}
+
+static bool f32_const(const imp_val *v, size_t rank, int64_t d0, int64_t d1) {
+  const nimble_expr *e = v->expr;
+  return e->kind == NIMBLE_EXPR_CONSTANT && e->u.constant.dtype == NIMBLE_DTYPE_FLOAT32 &&
+         e->u.constant.rank == rank && e->u.constant.dims[0] == d0 && (rank < 2 || e->u.constant.dims[1] == d1);
+}
+
+/* The projections' bias [D * G] and, for a GRU, rbh [D, H] from B [D, 2G]:
+ * LSTM and RNN add Wb + Rb to every gate; a GRU adds R's biases of z and
+ * r only (R's h bias goes inside the reset gate when linear_before_reset
+ * is set, so gru_scan adds it). An initializer's are summed here. */
+static nimble_status_t scan_biases(imp_ctx *c, imp_val *B, cell_kind k, int64_t D, int64_t G, int64_t H,
+                                   imp_val **bias, imp_val **rbh) {
+  int64_t zr = k == CELL_GRU ? 2 * H : G; /* R's bias columns added to the projection */
+  if (f32_const(B, 2, D, 2 * G)) {
+    const float *bv = B->expr->u.constant.data;
+    float *sum = malloc((size_t)(D * G) * sizeof *sum), *rh = malloc((size_t)(D * H) * sizeof *rh);
+    if (!sum || !rh) {
+      free(sum);
+      free(rh);
+      return NIMBLE_OOM_IN("importing");
+    }
+    for (int64_t d = 0; d < D; d++) {
+      const float *row = bv + d * 2 * G;
+      for (int64_t j = 0; j < G; j++) sum[d * G + j] = row[j] + (j < zr ? row[G + j] : 0.0f);
+      for (int64_t j = 0; j < H && k == CELL_GRU; j++) rh[d * H + j] = row[G + 2 * H + j];
+    }
+    int64_t n = D * G, dims[2] = {D, H};
+    nimble_status_t st = imp_const(c, NIMBLE_DTYPE_FLOAT32, 1, &n, sum, bias);
+    if (!st && k == CELL_GRU) st = imp_const(c, NIMBLE_DTYPE_FLOAT32, 2, dims, rh, rbh);
+    free(sum);
+    free(rh);
+    return st;
+  }
+  /* Wb + [Rb's first zr columns, zeros], then flattened. */
+  int64_t one = 1, b0 = 0, e0 = G, b1 = G, e1 = G + zr, flat = -1;
+  nimble_named_attr_t s0[3] = {imp_attr_ints("begin", &b0, 1), imp_attr_ints("end", &e0, 1), imp_attr_ints("axes", &one, 1)};
+  nimble_named_attr_t s1[3] = {imp_attr_ints("begin", &b1, 1), imp_attr_ints("end", &e1, 1), imp_attr_ints("axes", &one, 1)};
+  imp_val *wb, *rb, *sum;
+  NIMBLE_RETURN_IF_ERROR(emit1a(c, "strided_slice", B, s0, 3, &wb));
+  NIMBLE_RETURN_IF_ERROR(emit1a(c, "strided_slice", B, s1, 3, &rb));
+  if (zr < G) {
+    imp_val *zs;
+    int64_t shape[2] = {D, G - zr};
+    nimble_named_attr_t at[2] = {imp_attr_ints("shape", shape, 2), imp_attr_str("dtype", nimble_dtype_name(B->sig.dtype))};
+    NIMBLE_RETURN_IF_ERROR(imp_emit(c, "zeros", 0, NULL, at, 2, &zs));
+    imp_val *parts[2] = {rb, zs};
+    nimble_named_attr_t a1 = imp_attr_int("axis", 1);
+    NIMBLE_RETURN_IF_ERROR(imp_emit(c, "concatenate", 2, parts, &a1, 1, &rb));
+  }
+  imp_val *pair[2] = {wb, rb};
+  NIMBLE_RETURN_IF_ERROR(imp_emit(c, "add", 2, pair, NULL, 0, &sum));
+  nimble_named_attr_t fa = imp_attr_ints("newshape", &flat, 1);
+  NIMBLE_RETURN_IF_ERROR(emit1a(c, "reshape", sum, &fa, 1, bias));
+  if (k == CELL_GRU) {
+    int64_t b2 = G + 2 * H, e2 = 2 * G;
+    nimble_named_attr_t s2[3] = {imp_attr_ints("begin", &b2, 1), imp_attr_ints("end", &e2, 1), imp_attr_ints("axes", &one, 1)};
+    NIMBLE_RETURN_IF_ERROR(emit1a(c, "strided_slice", B, s2, 3, rbh));
+  }
+  return nimble_ok();
+}
+
+/* R [D, G, H] transposed to [D, H, G] (h r[d] is a step's product): at
+ * import for an initializer, else a transpose before the scan. */
+static nimble_status_t scan_recurrent(imp_ctx *c, imp_val *R, int64_t D, int64_t G, int64_t H, imp_val **out) {
+  if (!f32_const(R, 3, D, G) || R->expr->u.constant.dims[2] != H) {
+    int64_t perm[3] = {0, 2, 1};
+    nimble_named_attr_t pa = imp_attr_ints("axes", perm, 3);
+    return emit1a(c, "transpose", R, &pa, 1, out);
+  }
+  const float *src = R->expr->u.constant.data;
+  float *t = malloc((size_t)(D * G * H) * sizeof *t);
+  if (!t) return NIMBLE_OOM_IN("importing");
+  for (int64_t d = 0; d < D; d++)
+    for (int64_t j = 0; j < G; j++)
+      for (int64_t p = 0; p < H; p++) t[(d * H + p) * G + j] = src[(d * G + j) * H + p];
+  int64_t dims[3] = {D, H, G};
+  nimble_status_t st = imp_const(c, NIMBLE_DTYPE_FLOAT32, 3, dims, t, out);
+  free(t);
+  return st;
+}
+
+/* xw [T, batch, D, G] = X W^T + bias for every step and direction, one
+ * product over the T * batch rows with W [D, G, I] as [D * G, I]. */
+static nimble_status_t scan_projection(imp_ctx *c, imp_val *X, imp_val *W, imp_val *bias, int64_t D, int64_t G,
+                                       imp_val **out) {
+  nimble_dim_t I = imp_resolve(c, X->sig.dims[2]);
+  if (I.kind != NIMBLE_DIM_CONST) return imp_err(NIMBLE_UNIMPLEMENTED, "X's input size must be known");
+  imp_val *w2, *x2, *p;
+  int64_t wflat[2] = {D * G, I.value};
+  if (f32_const(W, 3, D, G) && W->expr->u.constant.dims[2] == I.value) {
+    NIMBLE_RETURN_IF_ERROR(imp_const(c, NIMBLE_DTYPE_FLOAT32, 2, wflat, W->expr->u.constant.data, &w2));
+  } else {
+    nimble_named_attr_t wa = imp_attr_ints("newshape", wflat, 2);
+    NIMBLE_RETURN_IF_ERROR(emit1a(c, "reshape", W, &wa, 1, &w2));
+  }
+  int64_t flat[2] = {-1, I.value};
+  nimble_named_attr_t fa = imp_attr_ints("newshape", flat, 2);
+  NIMBLE_RETURN_IF_ERROR(emit1a(c, "reshape", X, &fa, 1, &x2));
+  nimble_named_attr_t tb = imp_attr_int("transB", 1);
+  imp_val *args[3] = {x2, w2, bias};
+  NIMBLE_RETURN_IF_ERROR(imp_emit(c, "dense", 3, args, &tb, 1, &p));
+  nimble_dim_t bd = imp_resolve(c, X->sig.dims[1]);
+  if (bd.kind == NIMBLE_DIM_CONST) {
+    int64_t back[4] = {-1, bd.value, D, G};
+    nimble_named_attr_t ba = imp_attr_ints("newshape", back, 4);
+    return emit1a(c, "reshape", p, &ba, 1, out);
+  }
+  imp_val *sh, *lead, *tail, *shape;
+  int64_t dg[2] = {D, G};
+  NIMBLE_RETURN_IF_ERROR(imp_emit(c, "shape_of", 1, &X, NULL, 0, &sh));
+  NIMBLE_RETURN_IF_ERROR(slice_rows(c, sh, 0, 2, &lead));
+  NIMBLE_RETURN_IF_ERROR(imp_const_i64(c, 2, dg, false, &tail));
+  imp_val *parts[2] = {lead, tail};
+  nimble_named_attr_t a0 = imp_attr_int("axis", 0);
+  NIMBLE_RETURN_IF_ERROR(imp_emit(c, "concatenate", 2, parts, &a0, 1, &shape));
+  imp_val *r[2] = {p, shape};
+  return imp_emit(c, "dyn_reshape", 2, r, NULL, 0, out);
+}
+
+/* A float32 LSTM, GRU or RNN as one lstm_scan, gru_scan or rnn_scan for
+ * all its directions: Y [T, D, batch, H], Y_h (and Y_c) [D, batch, H] as
+ * ONNX lays them out (layout 0; X, h0 and c0 already transposed for 1). */
+static nimble_status_t convert_scan(imp_ctx *c, cell_kind k, imp_val *X, imp_val *W, imp_val *R, imp_val *B,
+                                    imp_val *seqlens, imp_val *h0, imp_val *c0, imp_val *P, int64_t D, bool rev_only,
+                                    bool lbr, int64_t H, imp_val **Y, imp_val **Yh, imp_val **Yc) {
+  int64_t gates = k == CELL_LSTM ? 4 : k == CELL_GRU ? 3 : 1, G = gates * H;
+  const char *dt = nimble_dtype_name(X->sig.dtype);
+  if (!B) {
+    int64_t shape[2] = {D, 2 * G};
+    nimble_named_attr_t at[2] = {imp_attr_ints("shape", shape, 2), imp_attr_str("dtype", dt)};
+    NIMBLE_RETURN_IF_ERROR(imp_emit(c, "zeros", 0, NULL, at, 2, &B));
+  }
+  imp_val *bias, *rbh = NULL, *xw, *rt;
+  NIMBLE_RETURN_IF_ERROR(scan_biases(c, B, k, D, G, H, &bias, &rbh));
+  NIMBLE_RETURN_IF_ERROR(scan_projection(c, X, W, bias, D, G, &xw));
+  NIMBLE_RETURN_IF_ERROR(scan_recurrent(c, R, D, G, H, &rt));
+  if (!h0) NIMBLE_RETURN_IF_ERROR(zeros_states(c, X, D, H, &h0));
+  if (k == CELL_LSTM && !c0) NIMBLE_RETURN_IF_ERROR(zeros_states(c, X, D, H, &c0));
+  if (k == CELL_LSTM && !P && seqlens) { /* zeros: no peepholes, as ONNX defines them */
+    int64_t shape[2] = {D, 3 * H};
+    nimble_named_attr_t at[2] = {imp_attr_ints("shape", shape, 2), imp_attr_str("dtype", dt)};
+    NIMBLE_RETURN_IF_ERROR(imp_emit(c, "zeros", 0, NULL, at, 2, &P));
+  }
+  imp_val *args[6];
+  size_t na = 0;
+  args[na++] = xw;
+  args[na++] = rt;
+  args[na++] = h0;
+  if (k == CELL_LSTM) {
+    args[na++] = c0;
+    if (P) args[na++] = P;
+  }
+  if (k == CELL_GRU) args[na++] = rbh;
+  if (seqlens) args[na++] = seqlens;
+  nimble_named_attr_t at[2] = {imp_attr_int("reverse", rev_only ? 1 : 0), imp_attr_int("linear_before_reset", lbr)};
+  imp_val *outs[3];
+  size_t nout;
+  const char *op = k == CELL_LSTM ? "lstm_scan" : k == CELL_GRU ? "gru_scan" : "rnn_scan";
+  NIMBLE_RETURN_IF_ERROR(imp_emit_multi(c, op, na, args, at, k == CELL_GRU ? 2 : 1, outs, &nout));
+  /* where(true, Y, X[:, :1, :1] as [T, 1, 1, 1]) is Y with X's time dim
+   * in its type (a symbolic `seq` stays `seq`). */
+  imp_val *yes, *probe;
+  int64_t b[2] = {0, 0}, e[2] = {1, 1}, ax[2] = {1, 2};
+  nimble_named_attr_t sl[3] = {imp_attr_ints("begin", b, 2), imp_attr_ints("end", e, 2), imp_attr_ints("axes", ax, 2)};
+  NIMBLE_RETURN_IF_ERROR(imp_emit(c, "strided_slice", 1, &X, sl, 3, &probe));
+  nimble_named_attr_t a1 = imp_attr_int("axis", 1);
+  NIMBLE_RETURN_IF_ERROR(emit1a(c, "expand_dims", probe, &a1, 1, &probe));
+  NIMBLE_RETURN_IF_ERROR(imp_scalar(c, NIMBLE_DTYPE_BOOL, 1, &yes));
+  imp_val *wargs[3] = {yes, outs[0], probe};
+  NIMBLE_RETURN_IF_ERROR(imp_emit(c, "where", 3, wargs, NULL, 0, Y));
+  *Yh = outs[1];
+  *Yc = k == CELL_LSTM ? outs[2] : NULL;
+  return nimble_ok();
 }
 
 static nimble_status_t convert_rnn(imp_ctx *c, const nimble_onnx_node *n, cell_kind k) {
@@ -441,14 +604,29 @@ static nimble_status_t convert_rnn(imp_ctx *c, const nimble_onnx_node *n, cell_k
   dim_text(c, X->sig.dims[1], Bt, sizeof Bt);
   dim_text(c, X->sig.dims[2], It, sizeof It);
   const char *dt = nimble_dtype_name(X->sig.dtype);
-  /* A float32 LSTM, GRU or RNN is one lstm_scan, gru_scan or rnn_scan per
-   * direction (ops/recurrent.c): its steps run inside one kernel. */
-  bool scan = X->sig.dtype == NIMBLE_DTYPE_FLOAT32;
+  /* A float32 LSTM, GRU or RNN is one lstm_scan, gru_scan or rnn_scan for
+   * all its directions (ops/recurrent.c): its steps run inside one
+   * kernel, each direction a parallel task. */
+  if (X->sig.dtype == NIMBLE_DTYPE_FLOAT32) {
+    imp_val *Y, *Yh, *Yc;
+    NIMBLE_RETURN_IF_ERROR(convert_scan(c, k, X, W, R, B, seqlens, h0in, c0in, P, dirs, rev_only, lbr != 0, H, &Y, &Yh, &Yc));
+    if (layout) {
+      int64_t py[4] = {2, 0, 1, 3}, ph[3] = {1, 0, 2};
+      nimble_named_attr_t ay = imp_attr_ints("axes", py, 4), ah = imp_attr_ints("axes", ph, 3);
+      NIMBLE_RETURN_IF_ERROR(emit1a(c, "transpose", Y, &ay, 1, &Y));
+      NIMBLE_RETURN_IF_ERROR(emit1a(c, "transpose", Yh, &ah, 1, &Yh));
+      if (Yc) NIMBLE_RETURN_IF_ERROR(emit1a(c, "transpose", Yc, &ah, 1, &Yc));
+    }
+    NIMBLE_RETURN_IF_ERROR(imp_define(c, n, 0, Y));
+    NIMBLE_RETURN_IF_ERROR(imp_define(c, n, 1, Yh));
+    if (Yc) NIMBLE_RETURN_IF_ERROR(imp_define(c, n, 2, Yc));
+    return nimble_ok();
+  }
   /* The recursion's trip count T = shape_of(X)[0], from step 0. */
   imp_val *sh, *zero = NULL, *T = NULL;
-  if (!scan) {
-    NIMBLE_RETURN_IF_ERROR(imp_emit(c, "shape_of", 1, &X, NULL, 0, &sh));
-    NIMBLE_RETURN_IF_ERROR(imp_scalar(c, NIMBLE_DTYPE_INT64, 0, &zero));
+  NIMBLE_RETURN_IF_ERROR(imp_emit(c, "shape_of", 1, &X, NULL, 0, &sh));
+  NIMBLE_RETURN_IF_ERROR(imp_scalar(c, NIMBLE_DTYPE_INT64, 0, &zero));
+  {
     nimble_named_attr_t a = imp_attr_int("axis", 0);
     imp_val *args[2] = {sh, zero};
     NIMBLE_RETURN_IF_ERROR(imp_emit(c, "take", 2, args, &a, 1, &T));
@@ -472,52 +650,6 @@ static nimble_status_t convert_rnn(imp_ctx *c, const nimble_onnx_node *n, cell_k
       int64_t shape = 2 * gates * H;
       nimble_named_attr_t at[2] = {imp_attr_ints("shape", &shape, 1), imp_attr_str("dtype", dt)};
       NIMBLE_RETURN_IF_ERROR(imp_emit(c, "zeros", 0, NULL, at, 2, &Bd));
-    }
-    if (scan && k == CELL_RNN) {
-      imp_val *XW, *Rt, *outs[2];
-      NIMBLE_RETURN_IF_ERROR(gated_projection(c, X, Wd, Bd, 1, H, &XW));
-      NIMBLE_RETURN_IF_ERROR(recurrent_weights(c, R, d, 0, H, true, &Rt));
-      nimble_named_attr_t ra = imp_attr_int("reverse", reverse ? 1 : 0);
-      imp_val *rargs[4] = {XW, Rt, hi, seqlens};
-      size_t nout;
-      NIMBLE_RETURN_IF_ERROR(imp_emit_multi(c, "rnn_scan", seqlens ? 4 : 3, rargs, &ra, 1, outs, &nout));
-      Ys[d] = outs[0];
-      Hs[d] = outs[1];
-      continue;
-    }
-    if (scan && k == CELL_GRU) {
-      imp_val *XW, *Rt, *rbh, *outs[2];
-      NIMBLE_RETURN_IF_ERROR(gru_projection(c, X, Wd, Bd, H, &XW, &rbh));
-      NIMBLE_RETURN_IF_ERROR(recurrent_weights(c, R, d, 0, 3 * H, true, &Rt));
-      nimble_named_attr_t ga[2] = {imp_attr_int("reverse", reverse ? 1 : 0),
-                                   imp_attr_int("linear_before_reset", lbr ? 1 : 0)};
-      imp_val *gargs[5] = {XW, Rt, hi, rbh, seqlens};
-      size_t nout;
-      NIMBLE_RETURN_IF_ERROR(imp_emit_multi(c, "gru_scan", seqlens ? 5 : 4, gargs, ga, 2, outs, &nout));
-      Ys[d] = outs[0];
-      Hs[d] = outs[1];
-      continue;
-    }
-    if (scan) {
-      imp_val *XW, *Rt, *outs[3];
-      NIMBLE_RETURN_IF_ERROR(gated_projection(c, X, Wd, Bd, gates, H, &XW));
-      NIMBLE_RETURN_IF_ERROR(recurrent_weights(c, R, d, 0, gates * H, true, &Rt));
-      nimble_named_attr_t ra = imp_attr_int("reverse", reverse ? 1 : 0);
-      imp_val *sargs[6] = {XW, Rt, hi, ci, NULL, seqlens};
-      if (P) {
-        NIMBLE_RETURN_IF_ERROR(dir_of(c, P, d, &sargs[4]));
-      } else if (seqlens) { /* zeros: no peepholes, as ONNX defines them */
-        int64_t shape = 3 * H;
-        nimble_named_attr_t at[2] = {imp_attr_ints("shape", &shape, 1), imp_attr_str("dtype", dt)};
-        NIMBLE_RETURN_IF_ERROR(imp_emit(c, "zeros", 0, NULL, at, 2, &sargs[4]));
-      }
-      size_t nout;
-      NIMBLE_RETURN_IF_ERROR(
-          imp_emit_multi(c, "lstm_scan", seqlens ? 6 : P ? 5 : 4, sargs, &ra, 1, outs, &nout));
-      Ys[d] = outs[0];
-      Hs[d] = outs[1];
-      Cs[d] = outs[2];
-      continue;
     }
     {
       /* Y, written row by row by the steps: zeros [T, batch, H]. */
