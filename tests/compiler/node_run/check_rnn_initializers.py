@@ -172,18 +172,25 @@ def main():
                 failed.append("%s: nimble inspect failed: %s" % (name, p.stderr.strip()))
             elif ops.get(scan_op) != 1:
                 failed.append("%s: one %s expected, op counts %s" % (name, scan_op, ops))
-            for cmd in ([nimble, "compile", mpath, "--target=x86", "-o", exe],
-                        [nimble_run, exe, "--input", "X=" + xpath, "--output-dir", d]):
+            # Two directions run as two tasks: at 2 threads on two cores.
+            runs = [("1", d)] + ([("2", os.path.join(d, "t2"))] if direction == "bidirectional" else [])
+            cmds = [[nimble, "compile", mpath, "--target=x86", "-o", exe]]
+            for threads, out in runs:
+                os.makedirs(out, exist_ok=True)
+                cmds.append([nimble_run, exe, "--input", "X=" + xpath, "--output-dir", out, "--threads", threads])
+            for cmd in cmds:
                 p = subprocess.run(cmd, capture_output=True, text=True)
                 if p.returncode != 0:
                     failed.append("%s: %s failed: %s" % (name, os.path.basename(cmd[0]), p.stderr.strip()))
                     break
             else:
-                for n, v in want.items():
-                    got = np.load(os.path.join(d, n + ".npy"))
-                    err = np.abs(got.astype(np.float64) - v).max() if got.shape == v.shape else None
-                    if err is None or err > 1e-5:
-                        failed.append("%s: %s %s, max difference %s" % (name, n, got.shape, err))
+                for threads, out in runs:
+                    for n, v in want.items():
+                        got = np.load(os.path.join(out, n + ".npy"))
+                        err = np.abs(got.astype(np.float64) - v).max() if got.shape == v.shape else None
+                        if err is None or err > 1e-5:
+                            failed.append("%s: %s %s at %s thread(s), max difference %s"
+                                          % (name, n, got.shape, threads, err))
             print("%s: %s" % (name, "ok" if not failed or not failed[-1].startswith(name + ":") else "FAILED"))
     for f in failed:
         print(f, file=sys.stderr)
