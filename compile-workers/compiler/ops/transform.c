@@ -107,11 +107,23 @@ nimble_status_t nimble_reshape_infer(nimble_dim_ctx *ctx, const nimble_tensor_si
     }
     r.dims[infer_at] = d;
   } else if (in_known && out_known && in_prod != out_prod) {
+    /* The counts above leave out the dims both shapes share; the message
+     * gives whole counts when those are known too. */
+    int64_t shared = 1;
+    for (size_t i = 0; i < x->rank && shared > 0; i++)
+      if (used_in[i]) {
+        if (in[i].kind != NIMBLE_DIM_CONST || (in[i].value > 0 && shared > INT64_MAX / in[i].value)) shared = -1;
+        else shared *= in[i].value;
+      }
     char want[160];
     nimble_tensor_sig_t shown = r;
-    return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "cannot reshape %s (%" PRId64
-                              " elements) to %s (%" PRId64 " elements)",
-                              SIG_STR(x, buf), in_prod, SIG_STR(&shown, want), out_prod);
+    if (shared > 0 && (in_prod == 0 || shared <= INT64_MAX / in_prod) && (out_prod == 0 || shared <= INT64_MAX / out_prod))
+      return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "cannot reshape %s (%" PRId64
+                                " elements) to %s (%" PRId64 " elements)",
+                                SIG_STR(x, buf), in_prod * shared, SIG_STR(&shown, want), out_prod * shared);
+    return nimble_status_make(NIMBLE_INVALID_ARGUMENT, "cannot reshape %s to %s (%" PRId64 " against %" PRId64
+                              " elements besides the dims they share)",
+                              SIG_STR(x, buf), SIG_STR(&shown, want), in_prod, out_prod);
   }
   *out = r;
   return nimble_ok();

@@ -570,6 +570,45 @@ START_TEST(test_a_type_error_names_the_node_and_both_types) {
 }
 END_TEST
 
+START_TEST(test_recurrent_weights_of_the_wrong_shape_name_the_input_and_the_expected_shape) {
+  /* X [seq 5, batch 2, input 3]; hidden 4: W [D, gates*4, 3], R [D,
+   * gates*4, 4], B [D, 2*gates*4]. Each mistake names the input, its
+   * shape, the one expected and why (where a later reshape or product
+   * had failed with its own shapes). */
+  static const char *const X[] = {"5", "2", "3"}, *const W12[] = {"1", "12", "3"}, *const W37[] = {"1", "4", "7"},
+                           *const R12[] = {"1", "12", "4"}, *const R4[] = {"1", "4", "4"}, *const B20[] = {"1", "20"},
+                           *const W3D[] = {"3", "16", "3"}, *const R3D[] = {"3", "16", "4"};
+  static const struct {
+    const char *op;
+    const char *const *w, *const *r, *const *b;
+    int64_t hidden;
+    const char *want;
+  } kCases[] = {
+      {"GRU", W12, R12, NULL, 5, "input 'W' has shape (1, 12, 3), expected (1, 15, 3) for hidden_size 5 and 1 direction(s)"},
+      {"GRU", W12, R12, B20, 4, "input 'B' has shape (1, 20), expected (1, 24) for hidden_size 4"},
+      {"RNN", W37, R4, NULL, 4, "input 'W' has shape (1, 4, 7), expected (1, 4, 3) for hidden_size 4 and 1 direction(s) (X's input size 3)"},
+      {"LSTM", W3D, R3D, NULL, 4, "input 'W' has shape (3, 16, 3), expected (1, 16, 3)"},
+  };
+  for (size_t i = 0; i < sizeof kCases / sizeof kCases[0]; i++) {
+    mb b = {{0}, 14};
+    input(&b, "X", 1, 3, X);
+    input(&b, "W", 1, 3, kCases[i].w);
+    input(&b, "R", 1, 3, kCases[i].r);
+    if (kCases[i].b) input(&b, "B", 1, 2, kCases[i].b);
+    attr a = {"hidden_size", 2, kCases[i].hidden, NULL, 0, 0, NULL};
+    node(&b, "rec", kCases[i].op, (const char *[]){"X", "W", "R", "B"}, kCases[i].b ? 4 : 3,
+         (const char *[]){"Y", "Y_h"}, 2, &a, 1);
+    output(&b, "Y");
+    output(&b, "Y_h");
+    nimble_status_t s = import_status(&b);
+    ck_assert_msg(s != NULL, "%s case %zu imported", kCases[i].op, i);
+    ck_assert_msg(strstr(nimble_status_message(s), kCases[i].want) && strstr(nimble_status_message(s), "node 'rec'"),
+                  "%s case %zu: %s", kCases[i].op, i, nimble_status_message(s));
+    nimble_status_free(s);
+  }
+}
+END_TEST
+
 START_TEST(test_a_dangling_tensor_name_and_a_cycle_are_errors_naming_the_node) {
   mb b = {{0}, 13};
   input(&b, "x", 1, 3, D234);
@@ -670,6 +709,7 @@ static Suite *suite(void) {
   tcase_add_test(te, test_a_bad_attribute_value_names_the_node);
   tcase_add_test(te, test_an_attribute_of_the_wrong_type_names_the_node_once);
   tcase_add_test(te, test_a_type_error_names_the_node_and_both_types);
+  tcase_add_test(te, test_recurrent_weights_of_the_wrong_shape_name_the_input_and_the_expected_shape);
   tcase_add_test(te, test_a_dangling_tensor_name_and_a_cycle_are_errors_naming_the_node);
   tcase_add_test(te, test_an_input_of_unknown_rank_is_an_error_naming_it);
   tcase_add_test(te, test_a_static_only_form_on_dynamic_dims_is_an_error_naming_the_node);

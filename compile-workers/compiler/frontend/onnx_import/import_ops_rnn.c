@@ -552,6 +552,31 @@ static nimble_status_t convert_scan(imp_ctx *c, cell_kind k, imp_val *X, imp_val
   return nimble_ok();
 }
 
+/* Whether input v (named `name`) has the shape `want` (rank n) where its
+ * dims are known; an error naming both shapes otherwise. */
+static nimble_status_t expect_dims(imp_ctx *c, const imp_val *v, const char *name, size_t n, const int64_t *want,
+                                   const char *why) {
+  if (!v) return nimble_ok();
+  bool bad = v->sig.rank != n;
+  for (size_t i = 0; i < n && !bad; i++) {
+    nimble_dim_t d = imp_resolve(c, v->sig.dims[i]);
+    bad = d.kind == NIMBLE_DIM_CONST && want[i] >= 0 && d.value != want[i];
+  }
+  if (!bad) return nimble_ok();
+  char got[96] = "", exp[96] = "";
+  size_t gl = 0, el = 0;
+  for (size_t i = 0; i < v->sig.rank && gl < sizeof got; i++) {
+    nimble_dim_t d = imp_resolve(c, v->sig.dims[i]);
+    if (d.kind == NIMBLE_DIM_CONST) gl += (size_t)snprintf(got + gl, sizeof got - gl, "%s%" PRId64, i ? ", " : "", d.value);
+    else gl += (size_t)snprintf(got + gl, sizeof got - gl, "%s?", i ? ", " : "");
+  }
+  for (size_t i = 0; i < n && el < sizeof exp; i++) {
+    if (want[i] >= 0) el += (size_t)snprintf(exp + el, sizeof exp - el, "%s%" PRId64, i ? ", " : "", want[i]);
+    else el += (size_t)snprintf(exp + el, sizeof exp - el, "%s?", i ? ", " : "");
+  }
+  return imp_err(NIMBLE_INVALID_ARGUMENT, "input '%s' has shape (%s), expected (%s) %s", name, got, exp, why);
+}
+
 static nimble_status_t convert_rnn(imp_ctx *c, const nimble_onnx_node *n, cell_kind k) {
   imp_val *X, *W, *R, *B, *seqlens, *h0in, *c0in = NULL, *P = NULL;
   NIMBLE_RETURN_IF_ERROR(imp_input_req(c, n, 0, &X));
@@ -593,6 +618,21 @@ static nimble_status_t convert_rnn(imp_ctx *c, const nimble_onnx_node *n, cell_k
   NIMBLE_RETURN_IF_ERROR(nimble_onnx_node_get_int(n, "hidden_size", hd.kind == NIMBLE_DIM_CONST ? hd.value : -1, &H));
   if (H <= 0 || H > (1 << 24)) return imp_err(NIMBLE_INVALID_ARGUMENT, "hidden_size is unknown or out of range");
   int64_t gates = k == CELL_LSTM ? 4 : k == CELL_GRU ? 3 : 1;
+  {
+    /* The weights' shapes against hidden_size, the directions and X's
+     * input size, named here: a mismatch found later reads as a failed
+     * reshape or product. */
+    nimble_dim_t Id = imp_resolve(c, X->sig.dims[2]);
+    int64_t I = Id.kind == NIMBLE_DIM_CONST ? Id.value : -1, G = gates * H;
+    char why[128];
+    int wl = snprintf(why, sizeof why, "for hidden_size %" PRId64 " and %" PRId64 " direction(s)", H, dirs);
+    if (I >= 0 && wl > 0) snprintf(why + wl, sizeof why - (size_t)wl, " (X's input size %" PRId64 ")", I);
+    int64_t w[3] = {dirs, G, I}, r[3] = {dirs, G, H}, b[2] = {dirs, 2 * G}, p[2] = {dirs, 3 * H};
+    NIMBLE_RETURN_IF_ERROR(expect_dims(c, W, "W", 3, w, why));
+    NIMBLE_RETURN_IF_ERROR(expect_dims(c, R, "R", 3, r, why));
+    NIMBLE_RETURN_IF_ERROR(expect_dims(c, B, "B", 2, b, why));
+    if (P) NIMBLE_RETURN_IF_ERROR(expect_dims(c, P, "P", 2, p, why));
+  }
   if (layout) {
     int64_t perm[3] = {1, 0, 2};
     nimble_named_attr_t pa = imp_attr_ints("axes", perm, 3);
