@@ -343,7 +343,6 @@ static nimble_ln_stmt *lstm_update(cp_ctx *c, const scan *s, nimble_ln_expr *b, 
  * g_off), then every unit's update. */
 static nimble_ln_stmt *lstm_fast_step(cp_ctx *c, const scan *s, nimble_ln_param *g, nimble_ln_expr *g_off,
                                       nimble_ln_param *a, nimble_ln_expr *a_off) {
-  (void)a;
   nimble_ln_var *bv = cp_var(c, "b", NIMBLE_LN_I64), *jv = cp_var(c, "j", NIMBLE_LN_I64);
   nimble_ln_expr *b = ref(c, bv), *j = ref(c, jv);
   nimble_ln_expr *pre[4];

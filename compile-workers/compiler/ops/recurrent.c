@@ -63,8 +63,8 @@ static nimble_status_t rel_scan(const nimble_rel_call_t *call, const scan_shape 
     NIMBLE_RETURN_IF_ERROR(nimble_rel_expect_rank(call, i, rank, rank));
   }
   NIMBLE_RETURN_IF_ERROR(nimble_rel_expect_dtype_float(call, 0));
-  for (size_t i = 1; i < call->num_inputs && (int)i != ss->lens_in; i++)
-    NIMBLE_RETURN_IF_ERROR(nimble_rel_expect_same_dtype(call, 0, i));
+  for (size_t i = 1; i < call->num_inputs; i++)
+    if ((int)i != ss->lens_in) NIMBLE_RETURN_IF_ERROR(nimble_rel_expect_same_dtype(call, 0, i));
   char buf[160], what[64];
   nimble_dim_t h = nimble_dim_resolve(call->ctx, r->dims[1]);
   if (h.kind != NIMBLE_DIM_CONST || h.value < 1)

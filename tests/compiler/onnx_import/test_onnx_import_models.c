@@ -123,55 +123,46 @@ START_TEST(test_mlp_maps_to_dense_and_relu_with_a_symbolic_batch) {
 }
 END_TEST
 
-START_TEST(test_lstm_becomes_one_lstm_scan_over_a_run_time_number_of_steps) {
+/* The recurrent model imports as one `call` operator (its steps run in one
+ * kernel, no step function), after the projection of every step as one
+ * dense; its result type is `want`, y's step count X's run-time seq, and
+ * the call's text holds `attr` (NULL: nothing asked). */
+static void check_one_scan(const char *model, const char *want, const char *call, const char *attr) {
   char path[1024], buf[512];
   nimble_arena *arena;
   NIMBLE_ASSERT_OK(nimble_arena_create(&arena));
   nimble_module *m;
   nimble_typing *t;
-  NIMBLE_ASSERT_OK(import_test_check_file(arena, model_path("lstm", "onnx", path, sizeof path), &m, &t));
-  /* y [seq, 1, 128] (the step count is seq, known only at run time), h
-   * and c [1, 1, 128]: as the exporter declared them. */
-  ck_assert_str_eq(import_test_main_result(t, buf, sizeof buf),
-                   "(Tensor[(seq, 1, 128), float32], Tensor[(1, 1, 128), float32], Tensor[(1, 1, 128), float32])");
+  NIMBLE_ASSERT_OK(import_test_check_file(arena, model_path(model, "onnx", path, sizeof path), &m, &t));
+  ck_assert_str_eq(import_test_main_result(t, buf, sizeof buf), want);
   const nimble_type *ft = nimble_typing_global_type(t, "main");
   ck_assert_uint_eq(ft->u.func.params[0]->u.tensor.dims[0].var_id,
                     ft->u.func.ret->u.tuple.fields[0]->u.tensor.dims[0].var_id);
-  /* No step function: the recurrence is one operator (its steps run in
-   * one kernel), after the projection of every step as one dense. */
   ck_assert_uint_eq(nimble_module_num_funcs(m), 1);
   char *text;
   NIMBLE_ASSERT_OK(nimble_ir_print_module(m, &text));
-  const char *scan = strstr(text, "lstm_scan(");
+  const char *scan = strstr(text, call);
   ck_assert_ptr_nonnull(scan);
-  ck_assert_ptr_null(strstr(scan + 1, "lstm_scan("));
+  ck_assert_ptr_null(strstr(scan + 1, call));
+  if (attr) ck_assert_ptr_nonnull(strstr(scan, attr));
   ck_assert_ptr_nonnull(strstr(text, "dense("));
   free(text);
   nimble_arena_destroy(arena);
 }
+
+START_TEST(test_lstm_becomes_one_lstm_scan_over_a_run_time_number_of_steps) {
+  /* y [seq, 1, 128] (the step count is seq, known only at run time), h
+   * and c [1, 1, 128]: as the exporter declared them. */
+  check_one_scan("lstm",
+                 "(Tensor[(seq, 1, 128), float32], Tensor[(1, 1, 128), float32], Tensor[(1, 1, 128), float32])",
+                 "lstm_scan(", NULL);
+}
 END_TEST
 
 START_TEST(test_gru_becomes_one_gru_scan_over_a_run_time_number_of_steps) {
-  char path[1024], buf[512];
-  nimble_arena *arena;
-  NIMBLE_ASSERT_OK(nimble_arena_create(&arena));
-  nimble_module *m;
-  nimble_typing *t;
-  NIMBLE_ASSERT_OK(import_test_check_file(arena, model_path("gru", "onnx", path, sizeof path), &m, &t));
-  ck_assert_str_eq(import_test_main_result(t, buf, sizeof buf),
-                   "(Tensor[(seq, 1, 128), float32], Tensor[(1, 1, 128), float32])");
-  /* No step function: one gru_scan (PyTorch's export resets after the
-   * product: linear_before_reset=1), after the projection as one dense. */
-  ck_assert_uint_eq(nimble_module_num_funcs(m), 1);
-  char *text;
-  NIMBLE_ASSERT_OK(nimble_ir_print_module(m, &text));
-  const char *scan = strstr(text, "gru_scan(");
-  ck_assert_ptr_nonnull(scan);
-  ck_assert_ptr_null(strstr(scan + 1, "gru_scan("));
-  ck_assert_ptr_nonnull(strstr(scan, "linear_before_reset=1"));
-  ck_assert_ptr_nonnull(strstr(text, "dense("));
-  free(text);
-  nimble_arena_destroy(arena);
+  /* PyTorch's export resets after the product: linear_before_reset=1. */
+  check_one_scan("gru", "(Tensor[(seq, 1, 128), float32], Tensor[(1, 1, 128), float32])", "gru_scan(",
+                 "linear_before_reset=1");
 }
 END_TEST
 

@@ -392,8 +392,8 @@ static nimble_status_t scan_biases(imp_ctx *c, imp_val *B, cell_kind k, int64_t 
   int64_t zr = k == CELL_GRU ? 2 * H : G; /* R's bias columns added to the projection */
   if (f32_const(B, 2, D, 2 * G)) {
     const float *bv = B->expr->u.constant.data;
-    float *sum = malloc((size_t)(D * G) * sizeof *sum), *rh = malloc((size_t)(D * H) * sizeof *rh);
-    if (!sum || !rh) {
+    float *sum = malloc((size_t)(D * G) * sizeof *sum), *rh = k == CELL_GRU ? malloc((size_t)(D * H) * sizeof *rh) : NULL;
+    if (!sum || (k == CELL_GRU && !rh)) {
       free(sum);
       free(rh);
       return NIMBLE_OOM_IN("importing");
@@ -552,6 +552,23 @@ static nimble_status_t convert_scan(imp_ctx *c, cell_kind k, imp_val *X, imp_val
   return nimble_ok();
 }
 
+/* The node's outputs: Y [T, D, batch, H], Y_h (and Y_c) [D, batch, H],
+ * transposed to ONNX's layout 1 (batch first) when asked. */
+static nimble_status_t define_outputs(imp_ctx *c, const nimble_onnx_node *n, bool layout, imp_val *Y, imp_val *Yh,
+                                      imp_val *Yc) {
+  if (layout) {
+    int64_t py[4] = {2, 0, 1, 3}, ph[3] = {1, 0, 2};
+    nimble_named_attr_t ay = imp_attr_ints("axes", py, 4), ah = imp_attr_ints("axes", ph, 3);
+    NIMBLE_RETURN_IF_ERROR(emit1a(c, "transpose", Y, &ay, 1, &Y));
+    NIMBLE_RETURN_IF_ERROR(emit1a(c, "transpose", Yh, &ah, 1, &Yh));
+    if (Yc) NIMBLE_RETURN_IF_ERROR(emit1a(c, "transpose", Yc, &ah, 1, &Yc));
+  }
+  NIMBLE_RETURN_IF_ERROR(imp_define(c, n, 0, Y));
+  NIMBLE_RETURN_IF_ERROR(imp_define(c, n, 1, Yh));
+  if (Yc) NIMBLE_RETURN_IF_ERROR(imp_define(c, n, 2, Yc));
+  return nimble_ok();
+}
+
 /* Whether input v (named `name`) has the shape `want` (rank n) where its
  * dims are known; an error naming both shapes otherwise. */
 static nimble_status_t expect_dims(imp_ctx *c, const imp_val *v, const char *name, size_t n, const int64_t *want,
@@ -640,28 +657,17 @@ static nimble_status_t convert_rnn(imp_ctx *c, const nimble_onnx_node *n, cell_k
     if (h0in) NIMBLE_RETURN_IF_ERROR(emit1a(c, "transpose", h0in, &pa, 1, &h0in));
     if (c0in) NIMBLE_RETURN_IF_ERROR(emit1a(c, "transpose", c0in, &pa, 1, &c0in));
   }
-  char Bt[32], It[32];
-  dim_text(c, X->sig.dims[1], Bt, sizeof Bt);
-  dim_text(c, X->sig.dims[2], It, sizeof It);
-  const char *dt = nimble_dtype_name(X->sig.dtype);
   /* A float32 LSTM, GRU or RNN is one lstm_scan, gru_scan or rnn_scan for
    * all its directions (ops/recurrent.c): its steps run inside one
    * kernel, each direction a parallel task. */
   if (X->sig.dtype == NIMBLE_DTYPE_FLOAT32) {
     imp_val *Y, *Yh, *Yc;
     NIMBLE_RETURN_IF_ERROR(convert_scan(c, k, X, W, R, B, seqlens, h0in, c0in, P, dirs, rev_only, lbr != 0, H, &Y, &Yh, &Yc));
-    if (layout) {
-      int64_t py[4] = {2, 0, 1, 3}, ph[3] = {1, 0, 2};
-      nimble_named_attr_t ay = imp_attr_ints("axes", py, 4), ah = imp_attr_ints("axes", ph, 3);
-      NIMBLE_RETURN_IF_ERROR(emit1a(c, "transpose", Y, &ay, 1, &Y));
-      NIMBLE_RETURN_IF_ERROR(emit1a(c, "transpose", Yh, &ah, 1, &Yh));
-      if (Yc) NIMBLE_RETURN_IF_ERROR(emit1a(c, "transpose", Yc, &ah, 1, &Yc));
-    }
-    NIMBLE_RETURN_IF_ERROR(imp_define(c, n, 0, Y));
-    NIMBLE_RETURN_IF_ERROR(imp_define(c, n, 1, Yh));
-    if (Yc) NIMBLE_RETURN_IF_ERROR(imp_define(c, n, 2, Yc));
-    return nimble_ok();
+    return define_outputs(c, n, layout != 0, Y, Yh, Yc);
   }
+  char Bt[32];
+  dim_text(c, X->sig.dims[1], Bt, sizeof Bt);
+  const char *dt = nimble_dtype_name(X->sig.dtype);
   /* The recursion's trip count T = shape_of(X)[0], from step 0. */
   imp_val *sh, *zero = NULL, *T = NULL;
   NIMBLE_RETURN_IF_ERROR(imp_emit(c, "shape_of", 1, &X, NULL, 0, &sh));
@@ -805,17 +811,7 @@ static nimble_status_t convert_rnn(imp_ctx *c, const nimble_onnx_node *n, cell_k
     Yh = Hs[0];
     if (k == CELL_LSTM) Yc = Cs[0];
   }
-  if (layout) {
-    int64_t py[4] = {2, 0, 1, 3}, ph[3] = {1, 0, 2};
-    nimble_named_attr_t ay = imp_attr_ints("axes", py, 4), ah = imp_attr_ints("axes", ph, 3);
-    NIMBLE_RETURN_IF_ERROR(emit1a(c, "transpose", Y, &ay, 1, &Y));
-    NIMBLE_RETURN_IF_ERROR(emit1a(c, "transpose", Yh, &ah, 1, &Yh));
-    if (Yc) NIMBLE_RETURN_IF_ERROR(emit1a(c, "transpose", Yc, &ah, 1, &Yc));
-  }
-  NIMBLE_RETURN_IF_ERROR(imp_define(c, n, 0, Y));
-  NIMBLE_RETURN_IF_ERROR(imp_define(c, n, 1, Yh));
-  if (k == CELL_LSTM) NIMBLE_RETURN_IF_ERROR(imp_define(c, n, 2, Yc));
-  return nimble_ok();
+  return define_outputs(c, n, layout != 0, Y, Yh, Yc);
 }
 
 static nimble_status_t cv_lstm(imp_ctx *c, const nimble_onnx_node *n) { return convert_rnn(c, n, CELL_LSTM); }
