@@ -57,24 +57,89 @@ static char *read_text(const char *path) {
   return buf;
 }
 
-/* fork+exec with output to log; the child dies with the test process. */
-static pid_t spawn(char *const argv[], const char *log) {
+/* What the kernel says of a process that has not exec'd in time: its
+ * state and where it sleeps (to stderr, shown with the failure). */
+static void print_stuck_child(pid_t pid, const char *exe) {
+  char path[64], stat[512] = "", wchan[128] = "";
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  FILE *f = fopen(path, "r");
+  if (f) {
+    if (!fgets(stat, sizeof stat, f)) stat[0] = '\0';
+    fclose(f);
+  }
+  snprintf(path, sizeof path, "/proc/%d/wchan", (int)pid);
+  f = fopen(path, "r");
+  if (f) {
+    if (!fgets(wchan, sizeof wchan, f)) wchan[0] = '\0';
+    fclose(f);
+  }
+  fprintf(stderr, "farm harness: child %d had not exec'd %s after 5 s (stat: %.200s; wchan: %s); started again\n",
+          (int)pid, exe, stat, wchan);
+}
+
+/* Whether pid has exec'd exe (its /proc/PID/exe is exe's file). */
+static int has_execd(pid_t pid, const struct stat *exe) {
+  char path[64];
+  struct stat st;
+  snprintf(path, sizeof path, "/proc/%d/exe", (int)pid);
+  return stat(path, &st) == 0 && st.st_dev == exe->st_dev && st.st_ino == exe->st_ino;
+}
+
+static pid_t fork_exec(char *const argv[], int fd, int nul) {
   pid_t parent = getpid();
   pid_t pid = fork();
   ck_assert_msg(pid >= 0, "fork: %s", strerror(errno));
   if (pid == 0) {
+    /* Only async-signal-safe calls until execv: the test process has
+     * threads (ZeroMQ's, the sanitizers'). */
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(127);
-    int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-    int nul = open("/dev/null", O_RDONLY);
-    if (fd >= 0) {
-      dup2(fd, 1);
-      dup2(fd, 2);
-    }
-    if (nul >= 0) dup2(nul, 0);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    dup2(nul, 0);
     execv(argv[0], argv);
+    static const char msg[] = "farm harness: execv failed\n";
+    ssize_t w = write(2, msg, sizeof msg - 1);
+    (void)w;
     _exit(127);
   }
+  return pid;
+}
+
+/* fork+exec with output to log; the child dies with the test process.
+ * The log is opened here, so it exists (maybe empty) even for a child
+ * that never ran. A CI run once saw a worker whose log was never created
+ * and that never registered (ASan stage, cause unknown): a child that has
+ * not exec'd within 5 s is reported, killed and started once more, so a
+ * stuck fork in the harness says so instead of failing the test it
+ * serves as a timeout of the product. */
+static pid_t spawn(char *const argv[], const char *log) {
+  int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  ck_assert_msg(fd >= 0, "cannot open %s: %s", log, strerror(errno));
+  int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  ck_assert_msg(nul >= 0, "cannot open /dev/null: %s", strerror(errno));
+  struct stat exe;
+  ck_assert_msg(stat(argv[0], &exe) == 0, "%s: %s", argv[0], strerror(errno));
+  pid_t pid = 0;
+  for (int attempt = 0; attempt < 2; attempt++) {
+    pid = fork_exec(argv, fd, nul);
+    long long end = now_ms() + 5000;
+    int ran = 0;
+    while (!ran && now_ms() < end) {
+      /* Exited (not reaped: callers wait for it) or exec'd. */
+      siginfo_t si = {0};
+      ran = (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == pid) ||
+            has_execd(pid, &exe);
+      if (!ran) farm_sleep_ms(2);
+    }
+    if (ran || attempt == 1) break;
+    print_stuck_child(pid, argv[0]);
+    int status;
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+  }
+  close(fd);
+  close(nul);
   return pid;
 }
 
