@@ -74,7 +74,7 @@ class EntryInfoC(Structure):
 
 class VMOptions(Structure):
     _fields_ = [("struct_size", c_size_t), ("memory_cap_bytes", c_uint64),
-                ("num_threads", c_uint32), ("max_call_depth", c_uint32)]
+                ("num_threads", c_uint32), ("max_call_depth", c_uint32), ("fixed_threads", c_uint32)]
 
 
 class MemoryStats(Structure):

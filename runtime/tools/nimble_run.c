@@ -70,7 +70,11 @@ static const char HELP[] =
     "                     touched, constants checked on first use, threads\n"
     "                     settled on their cores)\n"
     "  --threads N        threads for the kernels' parallel loops (default 1:\n"
-    "                     the calling thread only)\n"
+    "                     the calling thread only). With N > 1 the first 21\n"
+    "                     runs after 40 ms measure whether each kernel gains\n"
+    "                     from them, and keep the fastest way (docs/vm.md,\n"
+    "                     \"Threads by measurement\"; NIMBLE_ADAPTIVE_THREADS=0:\n"
+    "                     always all N)\n"
     "  --entry NAME       the entry to run (default: main)\n"
 #ifdef NIMBLE_RUN_WITH_FETCH
     "  MODEL may also be a store reference, http://HOST:PORT/NAME:TAG or\n"

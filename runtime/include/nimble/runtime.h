@@ -198,6 +198,11 @@ typedef struct nimble_vm_options_t {
   uint64_t memory_cap_bytes;   /* per device pool; 0 = no cap */
   uint32_t num_threads;        /* kernel parallel_for threads; 0 or 1 = caller only */
   uint32_t max_call_depth;     /* frames; 0 = default (100000) */
+  /* Nonzero: every kernel on all num_threads, never measured. 0 (the
+   * default): with num_threads > 1 the VM's first invokes measure whether
+   * its kernels gain from the threads (docs/vm.md, "Threads by
+   * measurement"). */
+  uint32_t fixed_threads;
 } nimble_vm_options_t;
 
 /* Fills the defaults. */

@@ -81,10 +81,39 @@ struct nimble_vm {
     uint64_t calls, ns, out_elements;
   } *ktimes;
 
+  /* Threads by measurement (docs/vm.md, "Threads"; vm_adapt.c): whether
+   * an invoke's kernels run their parallel loops on the pool, on the
+   * calling thread alone, or each as it ran faster. NULL kpar (one
+   * thread, NIMBLE_ADAPTIVE_THREADS=0): always the pool. */
+  struct nimble_vm_kpar { /* per kernel, up to 4 sizes (first output's elements, by powers of two) */
+    int8_t log2[4];        /* -1: slot unused */
+    uint32_t best[4][2];   /* fastest call while probing, ns: [0] on the pool, [1] alone */
+  } *kpar;
+  struct nimble_vm_adapt {
+    uint64_t sig;          /* the entry and input shapes measured */
+    uint32_t invokes;      /* invokes with them so far */
+    uint32_t restarts;     /* probes restarted by new shapes */
+    int mode;              /* this invoke's (NIMBLE_KPAR_POOL, _ALONE, _MIXED) */
+    int chosen;            /* the mode once measured; -1 while probing */
+    uint64_t best[3];      /* fastest invoke of each mode, ns */
+    uint64_t settled_ns;   /* no probe before (the pool's threads are still being placed) */
+  } adapt;
+
   /* Outputs of the last invoke; taken ones are NULL. */
   nimble_tensor_obj **outputs;
   uint32_t num_outputs, outputs_cap;
 };
+
+enum { NIMBLE_KPAR_POOL, NIMBLE_KPAR_ALONE, NIMBLE_KPAR_MIXED };
+
+/* vm_adapt.c: the state (kpar NULL when not adapting), an invoke's start
+ * (picks adapt.mode; returns the start time, 0 when untimed) and end
+ * (after a successful run), and a CPU kernel's call in that mode. */
+nimble_status_t nimble_vm_adapt_init(nimble_vm *vm);
+uint64_t nimble_vm_adapt_begin(nimble_vm *vm, uint32_t entry);
+void nimble_vm_adapt_end(nimble_vm *vm, uint64_t t0);
+int32_t nimble_vm_call_kernel(nimble_vm *vm, const nimble_kernel_ref_t *k, int64_t ki, int32_t arity,
+                              int32_t first_output);
 
 /* Fills vm->env for this VM. */
 void nimble_kernel_env_init(nimble_vm *vm);

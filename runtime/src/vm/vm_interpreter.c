@@ -239,9 +239,7 @@ static inline __attribute__((always_inline)) nimble_status_t invoke_packed(nimbl
     return rt_wrap(vm, s);
   }
   vm->has_kernel_error = 0;
-  nimble_thread_pool *outer = nimble_sgemm_threads_swap(vm->threads);
-  int32_t rc = k->fn(vm->packed_args, arity, &vm->env);
-  nimble_sgemm_threads_swap(outer);
+  int32_t rc = nimble_vm_call_kernel(vm, k, o[0], arity, first_output);
   if (rc != 0) {
     pthread_mutex_lock(&vm->error_mu);
     nimble_status_t s = rt_error(vm, NIMBLE_INTERNAL, "kernel '%s' failed with code %d%s%s",

@@ -61,6 +61,7 @@ nimble_status_t nimble_vm_create(nimble_executable *exe, const nimble_vm_options
   if (!s) s = nimble_pool_create(cpu, vm->opts.memory_cap_bytes, &vm->cpu_pool);
   if (!s) s = nimble_thread_pool_create(vm->opts.num_threads, &vm->threads);
   if (!s) vm->env.num_threads = nimble_thread_pool_size(vm->threads);
+  if (!s) s = nimble_vm_adapt_init(vm);
   if (!s && exe->device_kernels.module) {
     char why[64];
     nimble_vm_device *d;
@@ -98,6 +99,7 @@ void nimble_vm_destroy(nimble_vm *vm) {
   free(vm->frames);
   free(vm->packed_args);
   free(vm->ktimes);
+  free(vm->kpar);
   nimble_thread_pool_destroy(vm->threads);
   nimble_vm_device_deinit_all(vm);
   if (vm->cpu_pool) nimble_pool_release(vm->cpu_pool);
@@ -332,6 +334,7 @@ nimble_status_t nimble_vm_invoke(nimble_vm *vm, const char *entry) {
                                 entry, info->inputs[i].name, i);
   nimble_status_t s = check_symbols(vm, info);
   nimble_object *result = NULL;
+  uint64_t t0 = s ? 0 : nimble_vm_adapt_begin(vm, e);
   if (!s)
     s = nimble_vm_run(vm, vm->exe->meta.entry_functions[e], vm->inputs, info->num_inputs, &result);
   /* Device work still queued finishes (and reports its errors) within the
@@ -341,6 +344,7 @@ nimble_status_t nimble_vm_invoke(nimble_vm *vm, const char *entry) {
   else nimble_status_free(device_status);
   if (!s) s = collect_outputs(vm, info, result);
   nimble_object_release(result);
+  if (!s) nimble_vm_adapt_end(vm, t0);
   /* Inputs are used once: the caller's buffers are not held past the call. */
   for (uint32_t i = 0; i < vm->inputs_cap; i++) {
     nimble_object_release(vm->inputs[i]);

@@ -152,3 +152,15 @@ EXPORT int32_t nbytes_i64(DLTensor *const *args, int32_t num_args, const nimble_
   *(int64_t *)args[2]->data = n;
   return 0;
 }
+
+/* y = x, float32 of any shape, with y[0] set to env->num_threads: what a
+ * kernel was told it may use (test_vm_adapt). */
+EXPORT int32_t note_threads_f32(DLTensor *const *args, int32_t num_args, const nimble_kernel_env_t *env) {
+  if (num_args != 2 || !is_f32(args[0]) || !is_f32(args[1]) || !same_shape(args[0], args[1]) || !numel(args[0])) {
+    env->set_error(env, "note_threads_f32 takes a non-empty float32 x and y of its shape");
+    return 1;
+  }
+  memcpy(args[1]->data, args[0]->data, (size_t)numel(args[0]) * sizeof(float));
+  ((float *)args[1]->data)[0] = (float)env->num_threads;
+  return 0;
+}
