@@ -474,11 +474,21 @@ class Nimble:
 # is moved within 10-20 ms (cnn at 2 threads measured 0.12-0.13 or
 # 0.18-0.23 ms per batch with one warm-up run, 0.12-0.13 with 20 ms of them).
 WARMUP_MS = 25.0
+# At more than one thread the VM measures its first invokes to choose how
+# its kernels use the pool (docs/vm.md, "Threads"): from 40 ms after it is
+# created, 21 invokes. The warm-up covers them, as a long-lived process
+# has them behind it.
+PROBE_AFTER_MS = 45.0
+PROBE_INVOKES = 22
 
 
-def warmup_runs(median_ms):
+def warmup_runs(median_ms, threads=1):
     """nimble-run --warmup for a batch whose runs take about median_ms
-    (None before the first batch: 5)."""
+    (None before the first batch: 5, or enough for the probe) at `threads`."""
+    if threads > 1:
+        if not median_ms:
+            return 5 + PROBE_INVOKES
+        return min(100000, int(math.ceil(PROBE_AFTER_MS / max(median_ms, 1e-3))) + PROBE_INVOKES)
     if not median_ms:
         return 5
     return max(1, min(1000, int(math.ceil(WARMUP_MS / max(median_ms, 1e-3)))))
@@ -740,7 +750,7 @@ def main():
                         for i, tree_inputs in enumerate(trees):
                             res, why = nimble.run(cell.exe, tree_inputs, n, t,
                                                   os.path.join(out_dir("nimble", t, label), "tree%02d" % i),
-                                                  warmup_runs(med))
+                                                  warmup_runs(med, t))
                             if why:
                                 cell.reason = "tree %d: %s" % (i, why)
                                 break
@@ -751,7 +761,12 @@ def main():
                         med = cell.median()
                         if med:  # nimble-run cannot stop on time; size the batch from earlier ones
                             n = max(3, min(runs, int(a.max_batch_s * 1000 / max(med, 1e-3))))
-                        res, why = nimble.run(cell.exe, inputs[label], n, t, out_dir(peer, t, label), warmup_runs(med))
+                        # Before a first batch at this thread count, the
+                        # latency at another one sizes the warm-up.
+                        est = med or next((cells[(label, u)][peer].median() for u in threads
+                                           if u != t and cells[(label, u)][peer].median()), None)
+                        res, why = nimble.run(cell.exe, inputs[label], n, t, out_dir(peer, t, label),
+                                              warmup_runs(est, t))
                         if why:
                             cell.reason = why
                         else:

@@ -244,6 +244,9 @@ static nimble_status_t point_load(tune_point *p, uint32_t threads, const tune_in
   nimble_vm_options_t vo;
   nimble_vm_options_init(&vo);
   vo.num_threads = threads;
+  /* Each point's kernels timed on all the threads, as the schedules were
+   * made for: a VM left to choose would time some rounds alone. */
+  vo.fixed_threads = 1;
   NIMBLE_RETURN_IF_ERROR(nimble_vm_create(p->exe, &vo, &p->vm));
   p->sizes = sizes;
   size_t nw = p->r->num_workloads;
