@@ -16,7 +16,8 @@ Run through bench/models/run.sh (see there for the options). This driver
      --serve, ort_worker.js, torch_worker.py: one JSON line each way) and,
      when the build has a `nimble` that can compile, compiles each model
      (timed) and runs it with nimble-run --threads N (a fresh process per
-     batch, with about WARMUP_MS of untimed runs first),
+     batch, with about WARMUP_MS of untimed runs first; at more than one
+     thread PROBE_AFTER_MS plus PROBE_INVOKES runs, past the VM's probe),
   5. measures in rounds, interleaved: every round runs every configuration
      at every thread count on every framework in turn (A B C D, B C D A,
      ...: the order rotates each round), so the machine's noise falls on all
@@ -852,12 +853,13 @@ def main():
     lines.append("- method: %d rounds; in each, every configuration runs at every thread count on each framework in "
                  "turn (order rotating per round), 1 untimed run then up to %d timed runs or %.1f s (Nimble: "
                  "a fresh nimble-run per turn, about %d ms of untimed runs first, for its pool's threads to "
-                 "settle as the peers' long-lived workers' have); "
+                 "settle as the peers' long-lived workers' have; at more than one thread %d ms plus %d runs, "
+                 "past the VM's probe of how its kernels use the threads, docs/vm.md); "
                  "median and min over all timed runs (Nimble: median of nimble-run's per-round medians, "
                  "min of its minimums). Before each turn the harness waits until the CPUs are idle (at most "
                  "0.3 s; here median %.0f ms, max %.0f ms): ONNX Runtime's threads spin on after a Run, and the next "
                  "framework would share its cores with them. Latency in ms."
-                 % (a.rounds, per_round, a.max_batch_s, WARMUP_MS,
+                 % (a.rounds, per_round, a.max_batch_s, WARMUP_MS, PROBE_AFTER_MS, PROBE_INVOKES,
                     1000 * (sorted(settle_s)[len(settle_s) // 2] if settle_s else 0),
                     1000 * max(settle_s or [0])))
     core = t_info.get("openblas_core", "")
