@@ -17,7 +17,7 @@ static nimble_executable *build(void) {
   nimble_executable_builder *b = rt_builder();
   int64_t k = rt_kernel(b, "note_threads_f32");
   for (int i = 0; i < ENTRIES; i++) {
-    char name[8];
+    char name[16];
     snprintf(name, sizeof name, "s%d", i);
     int64_t dims[1] = {16 * (i + 1)};
     uint32_t f = rt_function(b, name, 1, 5);
@@ -48,7 +48,7 @@ static int threads_seen(nimble_vm *vm, int i) {
   float x[16 * ENTRIES];
   int64_t n[1] = {16 * (i + 1)};
   for (int j = 0; j < n[0]; j++) x[j] = (float)j + 0.5f;
-  char name[8];
+  char name[16];
   snprintf(name, sizeof name, "s%d", i);
   DLTensor t = rt_tensor(x, RT_F32, 1, n);
   NIMBLE_ASSERT_OK(nimble_vm_set_input(vm, name, 0, &t));
