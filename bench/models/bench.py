@@ -476,9 +476,9 @@ class Nimble:
 # 0.18-0.23 ms per batch with one warm-up run, 0.12-0.13 with 20 ms of them).
 WARMUP_MS = 25.0
 # At more than one thread the VM measures its first invokes to choose how
-# its kernels use the pool (docs/vm.md, "Threads"): from 40 ms after it is
-# created, 21 invokes. The warm-up covers them, as a long-lived process
-# has them behind it.
+# its kernels use the pool (docs/vm.md, "Threads by measurement"): from
+# 40 ms after it is created, 21 invokes. The warm-up covers them, as a
+# long-lived process has them behind it.
 PROBE_AFTER_MS = 45.0
 PROBE_INVOKES = 22
 

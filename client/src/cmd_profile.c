@@ -383,17 +383,13 @@ static nimble_status_t profile_here(profile_args *a, json_t **out_report) {
   nimble_vm_options_t opts;
   nimble_vm_options_init(&opts);
   opts.num_threads = (uint32_t)a->threads;
-  uint64_t created = now_ns();
   if (!s) s = nimble_vm_create(lr.exe, &opts, &lr.vm);
   if (!s) s = make_inputs(&lr, a);
   for (long i = 0; !s && i < a->warmup; i++) s = run_once(&lr, NULL);
-  /* With more than one thread, also past the VM's measuring runs (21
-   * invokes from 40 ms after it is made: docs/vm.md, "Threads by
-   * measurement"), so that the timed runs are the mode it keeps. */
-  for (long after = 0; !s && a->threads > 1 && after < 22;) {
-    if (now_ns() - created > 45000000u) after++;
-    s = run_once(&lr, NULL);
-  }
+  /* With more than one thread, also past the VM's measuring runs
+   * (docs/vm.md, "Threads by measurement"), so that the timed runs are the
+   * mode it keeps. */
+  while (!s && !nimble_vm_threads_settled(lr.vm)) s = run_once(&lr, NULL);
   int64_t *times = s ? NULL : calloc((size_t)a->runs, sizeof *times);
   if (!s && !times) s = NIMBLE_OOM();
   progress(a->progress_fd, "run", 0);
@@ -671,8 +667,8 @@ const nimble_cli_command nimble_cmd_profile = {
     "  --target T         profile on a farm worker of target T\n"
     "  --runs N           timed runs (default 20)\n"
     "  --warmup N         untimed runs first (default 1; here only); with\n"
-    "                     --threads above 1 also the VM's 21 runs that\n"
-    "                     choose how its kernels use the threads\n"
+    "                     --threads above 1 also the VM's runs that choose\n"
+    "                     how its kernels use the threads\n"
     "  --threads N        kernel threads (default 1; here only)\n"
     "  --entry NAME       the entry to run (default main, else the first)\n"
     "  --json             print the report as JSON (integers: ns, bytes)\n"

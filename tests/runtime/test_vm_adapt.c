@@ -34,10 +34,11 @@ static nimble_executable *build(void) {
   return exe;
 }
 
-static nimble_vm *vm_of(nimble_executable *exe, uint32_t threads) {
+static nimble_vm *vm_of(nimble_executable *exe, uint32_t threads, uint32_t fixed) {
   nimble_vm_options_t o;
   nimble_vm_options_init(&o);
   o.num_threads = threads;
+  o.fixed_threads = fixed;
   nimble_vm *vm = NULL;
   NIMBLE_ASSERT_OK(nimble_vm_create(exe, &o, &vm));
   return vm;
@@ -69,15 +70,26 @@ static void settle(void) {
   nanosleep(&ts, NULL);
 }
 
+/* A VM that never probes: once settled, 24 invokes all tell the kernel
+ * `want` threads, and the VM says it has settled. Destroys vm. */
+static void expect_no_probe(nimble_vm *vm, int want) {
+  settle();
+  for (int r = 0; r < 24; r++) ck_assert_msg(threads_seen(vm, 0) == want, "invoke %d", r);
+  ck_assert(nimble_vm_threads_settled(vm));
+  nimble_vm_destroy(vm);
+}
+
 /* The probe's first four blocks: pool, alone, pool, alone. */
 static const int kProbe[12] = {2, 2, 2, 1, 1, 1, 2, 2, 2, 1, 1, 1};
 
 START_TEST(test_the_probe_tries_both_then_keeps_one) {
   unsetenv("NIMBLE_ADAPTIVE_THREADS");
   nimble_executable *exe = build();
-  nimble_vm *vm = vm_of(exe, 2);
-  /* Before the pool has settled: the pool, unmeasured. */
+  nimble_vm *vm = vm_of(exe, 2, 0);
+  /* Before the pool has settled: the pool, unmeasured, and not settled. */
+  ck_assert(!nimble_vm_threads_settled(vm));
   for (int r = 0; r < 5; r++) ck_assert_int_eq(threads_seen(vm, 0), 2);
+  ck_assert(!nimble_vm_threads_settled(vm));
   settle();
   for (int r = 0; r < 12; r++) ck_assert_msg(threads_seen(vm, 0) == kProbe[r], "invoke %d of the probe", r);
   /* Mixed and pool blocks: each invoke's kernel on 1 or 2. */
@@ -86,6 +98,7 @@ START_TEST(test_the_probe_tries_both_then_keeps_one) {
     ck_assert_msg(t == 1 || t == 2, "invoke %d: %d threads", r, t);
   }
   /* Then one choice, kept. */
+  ck_assert(nimble_vm_threads_settled(vm));
   int kept = threads_seen(vm, 0);
   for (int r = 0; r < 20; r++) ck_assert_int_eq(threads_seen(vm, 0), kept);
   /* New shapes: the probe starts over. */
@@ -98,7 +111,7 @@ END_TEST
 START_TEST(test_shapes_that_keep_changing_end_the_probe_on_the_pool) {
   unsetenv("NIMBLE_ADAPTIVE_THREADS");
   nimble_executable *exe = build();
-  nimble_vm *vm = vm_of(exe, 2);
+  nimble_vm *vm = vm_of(exe, 2, 0);
   settle();
   /* The first shapes, then eight new ones: each starts a probe (its first
    * invoke on the pool) ... */
@@ -115,10 +128,7 @@ END_TEST
 START_TEST(test_nimble_adaptive_threads_0_keeps_the_pool) {
   setenv("NIMBLE_ADAPTIVE_THREADS", "0", 1);
   nimble_executable *exe = build();
-  nimble_vm *vm = vm_of(exe, 2);
-  settle();
-  for (int r = 0; r < 24; r++) ck_assert_msg(threads_seen(vm, 0) == 2, "invoke %d", r);
-  nimble_vm_destroy(vm);
+  expect_no_probe(vm_of(exe, 2, 0), 2);
   unsetenv("NIMBLE_ADAPTIVE_THREADS");
   nimble_executable_release(exe);
 }
@@ -127,15 +137,7 @@ END_TEST
 START_TEST(test_the_fixed_threads_option_keeps_the_pool) {
   unsetenv("NIMBLE_ADAPTIVE_THREADS");
   nimble_executable *exe = build();
-  nimble_vm_options_t o;
-  nimble_vm_options_init(&o);
-  o.num_threads = 2;
-  o.fixed_threads = 1;
-  nimble_vm *vm = NULL;
-  NIMBLE_ASSERT_OK(nimble_vm_create(exe, &o, &vm));
-  settle();
-  for (int r = 0; r < 24; r++) ck_assert_msg(threads_seen(vm, 0) == 2, "invoke %d", r);
-  nimble_vm_destroy(vm);
+  expect_no_probe(vm_of(exe, 2, 1), 2);
   nimble_executable_release(exe);
 }
 END_TEST
@@ -143,10 +145,7 @@ END_TEST
 START_TEST(test_one_thread_is_never_probed) {
   unsetenv("NIMBLE_ADAPTIVE_THREADS");
   nimble_executable *exe = build();
-  nimble_vm *vm = vm_of(exe, 1);
-  settle();
-  for (int r = 0; r < 24; r++) ck_assert_int_eq(threads_seen(vm, 0), 1);
-  nimble_vm_destroy(vm);
+  expect_no_probe(vm_of(exe, 1, 0), 1);
   nimble_executable_release(exe);
 }
 END_TEST

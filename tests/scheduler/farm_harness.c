@@ -60,21 +60,16 @@ static char *read_text(const char *path) {
 /* What the kernel says of a process that has not exec'd in time: its
  * state and where it sleeps (to stderr, shown with the failure). */
 static void print_stuck_child(pid_t pid, const char *exe) {
-  char path[64], stat[512] = "", wchan[128] = "";
+  char path[64];
   snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-  FILE *f = fopen(path, "r");
-  if (f) {
-    if (!fgets(stat, sizeof stat, f)) stat[0] = '\0';
-    fclose(f);
-  }
+  char *stat = read_text(path);
   snprintf(path, sizeof path, "/proc/%d/wchan", (int)pid);
-  f = fopen(path, "r");
-  if (f) {
-    if (!fgets(wchan, sizeof wchan, f)) wchan[0] = '\0';
-    fclose(f);
-  }
+  char *wchan = read_text(path);
+  if (stat) stat[strcspn(stat, "\n")] = '\0';
   fprintf(stderr, "farm harness: child %d had not exec'd %s after 5 s (stat: %.200s; wchan: %s); started again\n",
-          (int)pid, exe, stat, wchan);
+          (int)pid, exe, stat ? stat : "?", wchan ? wchan : "?");
+  free(stat);
+  free(wchan);
 }
 
 /* Whether pid has exec'd exe (its /proc/PID/exe is exe's file). */

@@ -242,6 +242,11 @@ NIMBLE_API nimble_status_t nimble_vm_invoke(nimble_vm *vm, const char *entry);
 
 /* The number of outputs the last successful invoke produced. */
 NIMBLE_API uint32_t nimble_vm_num_outputs(const nimble_vm *vm);
+/* 1 when the VM runs its kernels the way it keeps (one thread,
+ * fixed_threads, or its probe of the threads over at the last invoke's
+ * shapes: docs/vm.md, "Threads by measurement"); 0 while it still
+ * measures. A benchmark warms up until it is 1. */
+NIMBLE_API int nimble_vm_threads_settled(const nimble_vm *vm);
 
 /* Hands output `index` of the last invoke to the caller as a DLPack managed
  * tensor, without copying: the caller calls (*out)->deleter(*out) when done,

@@ -81,10 +81,11 @@ struct nimble_vm {
     uint64_t calls, ns, out_elements;
   } *ktimes;
 
-  /* Threads by measurement (docs/vm.md, "Threads"; vm_adapt.c): whether
-   * an invoke's kernels run their parallel loops on the pool, on the
-   * calling thread alone, or each as it ran faster. NULL kpar (one
-   * thread, NIMBLE_ADAPTIVE_THREADS=0): always the pool. */
+  /* Threads by measurement (docs/vm.md, "Threads by measurement";
+   * vm_adapt.c): whether an invoke's kernels run their parallel loops on
+   * the pool, on the calling thread alone, or each as it ran faster. NULL
+   * kpar (one thread, options.fixed_threads, NIMBLE_ADAPTIVE_THREADS=0, or
+   * shapes that kept changing): always the pool. */
   struct nimble_vm_kpar { /* per kernel, up to 4 sizes (first output's elements, by powers of two) */
     int8_t log2[4];        /* -1: slot unused */
     uint32_t best[4][2];   /* fastest call while probing, ns: [0] on the pool, [1] alone */
@@ -105,6 +106,14 @@ struct nimble_vm {
 };
 
 enum { NIMBLE_KPAR_POOL, NIMBLE_KPAR_ALONE, NIMBLE_KPAR_MIXED };
+
+/* A tensor's elements (a kernel's first output's: what kernel timing and
+ * the threads' probe key a kernel's sizes by). */
+static inline uint64_t nimble_dl_elements(const DLTensor *t) {
+  uint64_t e = 1;
+  for (int32_t i = 0; i < t->ndim; i++) e *= (uint64_t)t->shape[i];
+  return e;
+}
 
 /* vm_adapt.c: the state (kpar NULL when not adapting), an invoke's start
  * (picks adapt.mode; returns the start time, 0 when untimed) and end

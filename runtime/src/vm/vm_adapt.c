@@ -1,11 +1,12 @@
 /* Threads by measurement: with a pool of more than one thread, a VM times
  * its first invokes at each set of input shapes and keeps the fastest of
- * three ways to run them (docs/vm.md, "Threads"):
+ * three ways to run them (docs/vm.md, "Threads by measurement"):
  *
  *   pool   every kernel's parallel loops (and the runtime's sgemm and
  *          Winograd calls) on the pool, as without this;
  *   alone  every kernel on the calling thread;
- *   mixed  each kernel as it ran faster in the first two.
+ *   mixed  each kernel alone where that was at least 10 % faster in the
+ *          pool and alone blocks.
  *
  * Work split over two cores and then read by the other one moves cache
  * lines between them, and writing a line the other core has read costs
@@ -14,12 +15,13 @@
  * threads: 0.120 ms, alone 0.111, mixed 0.105). Kernels compute the same
  * bits at any thread count, so the choice changes only the time.
  *
- * Invokes 0 and 1 warm up (pool, alone); 2-7 alternate pool and alone,
- * timing each invoke and each kernel call (per kernel and output size);
- * 8-11 alternate mixed and pool; the fastest invoke's mode wins, the pool
- * unless another is clearly faster. New shapes start over; after
- * KPAR_RESTARTS of them the VM keeps the pool, so that inputs whose shapes
- * change on every call do not keep it probing. */
+ * From KPAR_SETTLE_NS after the VM is made, the probe runs KPAR_BLOCKS
+ * blocks of KPAR_BLOCK invokes (kBlockMode), timing every invoke but each
+ * block's first, and each kernel call in the pool and alone blocks (per
+ * kernel and power of two of its first output's elements); the fastest
+ * invoke's mode wins, the pool unless another is 3 % faster. New shapes
+ * start over; after KPAR_RESTARTS of them the VM keeps the pool, so that
+ * inputs whose shapes change on every call do not keep it probing. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -46,22 +48,27 @@ static uint64_t now_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+static size_t kpar_bytes(const nimble_vm *vm) {
+  return (vm->exe->code.num_kernels ? vm->exe->code.num_kernels : 1) * sizeof *vm->kpar;
+}
+
 static void restart(nimble_vm *vm, uint64_t sig) {
   struct nimble_vm_adapt *a = &vm->adapt;
   a->sig = sig;
   a->invokes = 0;
   a->chosen = -1;
   for (int m = 0; m < 3; m++) a->best[m] = UINT64_MAX;
-  memset(vm->kpar, 0xff, (vm->exe->code.num_kernels ? vm->exe->code.num_kernels : 1) * sizeof *vm->kpar);
+  memset(vm->kpar, 0xff, kpar_bytes(vm)); /* every slot unused (log2 -1) */
 }
 
 nimble_status_t nimble_vm_adapt_init(nimble_vm *vm) {
   const char *v = getenv("NIMBLE_ADAPTIVE_THREADS");
   vm->adapt.sig = ~(uint64_t)0; /* no invoke yet: the first one starts the probe */
   if (vm->env.num_threads < 2 || vm->opts.fixed_threads || (v && !strcmp(v, "0"))) return nimble_ok();
-  vm->kpar = malloc((vm->exe->code.num_kernels ? vm->exe->code.num_kernels : 1) * sizeof *vm->kpar);
-  if (!vm->kpar) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "vm_create: out of memory");
+  vm->kpar = malloc(kpar_bytes(vm));
+  if (!vm->kpar) return nimble_status_make(NIMBLE_RESOURCE_EXHAUSTED, "out of memory creating a VM");
   vm->adapt.settled_ns = now_ns() + KPAR_SETTLE_NS;
+  vm->adapt.chosen = -1; /* not settled until the probe has run */
   return nimble_ok();
 }
 
@@ -121,6 +128,8 @@ void nimble_vm_adapt_end(nimble_vm *vm, uint64_t t0) {
     if (a->best[m] < pool - pool / 32 && a->best[m] < a->best[a->chosen]) a->chosen = m;
 }
 
+int nimble_vm_threads_settled(const nimble_vm *vm) { return !vm->kpar || vm->adapt.chosen >= 0; }
+
 /* A CPU kernel's call, its parallel loops (and the runtime's sgemm and
  * Winograd calls) on `pool`, or on the calling thread for NULL. */
 static __attribute__((noinline)) int32_t call_on(nimble_vm *vm, const nimble_kernel_ref_t *k, int32_t arity,
@@ -146,11 +155,7 @@ int32_t nimble_vm_call_kernel(nimble_vm *vm, const nimble_kernel_ref_t *k, int64
    * or mixed: this kernel's slot for its first output's size. */
   int probe = a->chosen < 0 && a->invokes < 4 * KPAR_BLOCK && a->invokes % KPAR_BLOCK;
   if (a->mode != NIMBLE_KPAR_MIXED && !probe) return call_on(vm, k, arity, alone ? NULL : pool);
-  uint64_t e = 1;
-  if (first_output < arity) {
-    const DLTensor *out = vm->packed_args[first_output];
-    for (int32_t i = 0; i < out->ndim; i++) e *= (uint64_t)out->shape[i];
-  }
+  uint64_t e = first_output < arity ? nimble_dl_elements(vm->packed_args[first_output]) : 1;
   int8_t lg = (int8_t)(e ? 63 - __builtin_clzll(e) : 0);
   struct nimble_vm_kpar *kp = &vm->kpar[ki];
   uint32_t *best = kp->best[lg & 3];

@@ -279,12 +279,7 @@ static __attribute__((noinline)) nimble_status_t invoke_packed_timed(nimble_vm *
   kt->ns += now_ns() - t0;
   /* The first output's elements: tuning buckets a kernel's schedules by
    * them (docs/tuning.md). */
-  if (!s && o[1] > 0) {
-    const DLTensor *out = vm->packed_args[n - 2 - o[1]];
-    uint64_t e = 1;
-    for (int32_t i = 0; i < out->ndim; i++) e *= (uint64_t)out->shape[i];
-    kt->out_elements = e;
-  }
+  if (!s && o[1] > 0) kt->out_elements = nimble_dl_elements(vm->packed_args[n - 2 - o[1]]);
   return s;
 }
 

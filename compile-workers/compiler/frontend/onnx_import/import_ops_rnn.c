@@ -569,29 +569,32 @@ static nimble_status_t define_outputs(imp_ctx *c, const nimble_onnx_node *n, boo
   return nimble_ok();
 }
 
-/* Whether input v (named `name`) has the shape `want` (rank n) where its
- * dims are known; an error naming both shapes otherwise. */
+/* "3, ?, 5" for n dims (-1: not known) into buf (always terminated). */
+static void dims_text(const int64_t *v, size_t n, char *buf, size_t size) {
+  size_t l = 0;
+  buf[0] = '\0';
+  for (size_t i = 0; i < n && l < size; i++)
+    l += (size_t)(v[i] >= 0 ? snprintf(buf + l, size - l, "%s%" PRId64, i ? ", " : "", v[i])
+                            : snprintf(buf + l, size - l, "%s?", i ? ", " : ""));
+}
+
+/* Whether input v (named `name`) has the shape `want` (rank n; -1: any)
+ * where its dims are known; an error naming both shapes otherwise. */
 static nimble_status_t expect_dims(imp_ctx *c, const imp_val *v, const char *name, size_t n, const int64_t *want,
                                    const char *why) {
   if (!v) return nimble_ok();
+  int64_t got[NIMBLE_MAX_RANK];
   bool bad = v->sig.rank != n;
-  for (size_t i = 0; i < n && !bad; i++) {
+  for (size_t i = 0; i < v->sig.rank; i++) {
     nimble_dim_t d = imp_resolve(c, v->sig.dims[i]);
-    bad = d.kind == NIMBLE_DIM_CONST && want[i] >= 0 && d.value != want[i];
+    got[i] = d.kind == NIMBLE_DIM_CONST ? d.value : -1;
+    if (i < n && got[i] >= 0 && want[i] >= 0 && got[i] != want[i]) bad = true;
   }
   if (!bad) return nimble_ok();
-  char got[96] = "", exp[96] = "";
-  size_t gl = 0, el = 0;
-  for (size_t i = 0; i < v->sig.rank && gl < sizeof got; i++) {
-    nimble_dim_t d = imp_resolve(c, v->sig.dims[i]);
-    if (d.kind == NIMBLE_DIM_CONST) gl += (size_t)snprintf(got + gl, sizeof got - gl, "%s%" PRId64, i ? ", " : "", d.value);
-    else gl += (size_t)snprintf(got + gl, sizeof got - gl, "%s?", i ? ", " : "");
-  }
-  for (size_t i = 0; i < n && el < sizeof exp; i++) {
-    if (want[i] >= 0) el += (size_t)snprintf(exp + el, sizeof exp - el, "%s%" PRId64, i ? ", " : "", want[i]);
-    else el += (size_t)snprintf(exp + el, sizeof exp - el, "%s?", i ? ", " : "");
-  }
-  return imp_err(NIMBLE_INVALID_ARGUMENT, "input '%s' has shape (%s), expected (%s) %s", name, got, exp, why);
+  char gt[96], et[96];
+  dims_text(got, v->sig.rank, gt, sizeof gt);
+  dims_text(want, n, et, sizeof et);
+  return imp_err(NIMBLE_INVALID_ARGUMENT, "input '%s' has shape (%s), expected (%s) %s", name, gt, et, why);
 }
 
 static nimble_status_t convert_rnn(imp_ctx *c, const nimble_onnx_node *n, cell_kind k) {
