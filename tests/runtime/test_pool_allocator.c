@@ -1,5 +1,6 @@
 /* The pooling allocator keeps a VM's footprint bounded while shapes change
  * from call to call, and honours its cap. */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,6 +8,7 @@
 #include <sys/mman.h>
 
 #include "device/device_registry.h"
+#include "memory/pool_allocator.h"
 #include "rt_test_util.h"
 
 enum { WIDTH = 64, MAX_SEQ = 512, CALLS = 10000 };
@@ -223,6 +225,128 @@ START_TEST(test_workspace_counts_against_the_cap) {
 }
 END_TEST
 
+/* ---- The owner's cache (pool_allocator.h "Owned") ----------------------- */
+
+enum { HANDOFFS = 4000, RING = 64 };
+
+/* Blocks the owner hands to the freeing thread, as outputs go to an
+ * application that frees them on a thread of its own. */
+typedef struct handoff {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  void *blocks[RING];
+  uint64_t sizes[RING];
+  int head, tail, done;
+  nimble_pool *pool;
+} handoff;
+
+static void *free_elsewhere(void *arg) {
+  handoff *h = arg;
+  for (;;) {
+    pthread_mutex_lock(&h->mu);
+    while (h->head == h->tail && !h->done) pthread_cond_wait(&h->cv, &h->mu);
+    if (h->head == h->tail) {
+      pthread_mutex_unlock(&h->mu);
+      return NULL;
+    }
+    void *b = h->blocks[h->tail % RING];
+    uint64_t size = h->sizes[h->tail % RING];
+    h->tail++;
+    pthread_cond_broadcast(&h->cv);
+    pthread_mutex_unlock(&h->mu);
+    nimble_pool_free(h->pool, b, size);
+    nimble_pool_release(h->pool); /* the storage's reference */
+  }
+}
+
+/* The owning thread allocates, frees and takes references without the
+ * lock while another thread frees half of its blocks and drops their
+ * references: the counts add up once the owner gives the pool up, and
+ * the last reference frees it exactly once (the asan stage's leak and
+ * use-after-free checks, the tsan stage's race check). */
+START_TEST(test_an_owner_and_a_freeing_thread_share_the_pool) {
+  nimble_pool *p;
+  NIMBLE_ASSERT_OK(nimble_pool_create(nimble_cpu_device(), 0, &p));
+  handoff h = {.pool = p};
+  pthread_mutex_init(&h.mu, NULL);
+  pthread_cond_init(&h.cv, NULL);
+  pthread_t other;
+  ck_assert_int_eq(pthread_create(&other, NULL, free_elsewhere, &h), 0);
+  nimble_pool_own(p, 1);
+  for (int i = 0; i < HANDOFFS; i++) {
+    void *b;
+    uint64_t size;
+    NIMBLE_ASSERT_OK(nimble_pool_alloc(p, 64u << (i % 5), 64, &b, &size));
+    /* Its class, or a cached block up to four times larger. */
+    ck_assert(size >= (64u << (i % 5)) && size <= (256u << (i % 5)));
+    memset(b, i & 0xff, size); /* the whole block is the caller's */
+    nimble_pool_retain(p);
+    if (i % 2) {
+      nimble_pool_free(p, b, size);
+      nimble_pool_release(p);
+      continue;
+    }
+    pthread_mutex_lock(&h.mu);
+    while (h.head - h.tail == RING) pthread_cond_wait(&h.cv, &h.mu);
+    h.blocks[h.head % RING] = b;
+    h.sizes[h.head % RING] = size;
+    h.head++;
+    pthread_cond_broadcast(&h.cv);
+    pthread_mutex_unlock(&h.mu);
+  }
+  pthread_mutex_lock(&h.mu);
+  h.done = 1;
+  pthread_cond_broadcast(&h.cv);
+  pthread_mutex_unlock(&h.mu);
+  ck_assert_int_eq(pthread_join(other, NULL), 0);
+  nimble_memory_stats_t mid, st;
+  nimble_pool_stats(p, &mid);
+  nimble_pool_own(p, 0);
+  nimble_pool_stats(p, &st);
+  /* Every block came back; each allocation was a hit or a new block, and
+   * the owner's hits count once it gave the pool up. */
+  ck_assert_uint_eq(st.bytes_in_use, 0);
+  ck_assert_uint_eq(st.pool_hits + st.system_allocations, HANDOFFS);
+  ck_assert_uint_gt(st.pool_hits, mid.pool_hits);
+  ck_assert_uint_lt(st.system_allocations, 100);
+  nimble_pool_trim(p);
+  nimble_pool_stats(p, &st);
+  ck_assert_uint_eq(st.bytes_reserved, 0);
+  nimble_pool_release(p); /* the last reference: the pool goes */
+  pthread_cond_destroy(&h.cv);
+  pthread_mutex_destroy(&h.mu);
+}
+END_TEST
+
+/* Under a cap, a block in the owner's cache is given back to the device
+ * when a request of another size would not fit beside it. */
+START_TEST(test_an_owners_cached_blocks_yield_to_the_cap) {
+  nimble_pool *p;
+  NIMBLE_ASSERT_OK(nimble_pool_create(nimble_cpu_device(), 16384 + 4096, &p));
+  nimble_pool_own(p, 1);
+  void *a, *b;
+  uint64_t sa, sb;
+  NIMBLE_ASSERT_OK(nimble_pool_alloc(p, 4096, 64, &a, &sa));
+  ck_assert_uint_eq(sa, 4096u);
+  nimble_pool_free(p, a, sa); /* cached: 4 KiB reserved */
+  NIMBLE_ASSERT_OK(nimble_pool_alloc(p, 8192, 64, &a, &sa)); /* beside it: 12 KiB */
+  ck_assert_uint_eq(sa, 8192u);
+  nimble_pool_free(p, a, sa);
+  /* 16 KiB fits only once both cached blocks are gone. */
+  NIMBLE_ASSERT_OK(nimble_pool_alloc(p, 8192 + 1, 64, &b, &sb));
+  ck_assert_uint_eq(sb, 16384u);
+  nimble_pool_free(p, b, sb);
+  nimble_pool_own(p, 0);
+  nimble_memory_stats_t st;
+  nimble_pool_stats(p, &st);
+  ck_assert_uint_eq(st.system_allocations, 3);
+  ck_assert_uint_eq(st.bytes_reserved, 16384u); /* the two cached blocks went back */
+  ck_assert_uint_le(st.peak_bytes_reserved, 16384u + 4096u);
+  ck_assert_uint_eq(st.bytes_in_use, 0);
+  nimble_pool_release(p);
+}
+END_TEST
+
 Suite *pool_suite(void) {
   Suite *s = suite_create("pool_allocator");
   TCase *tc = tcase_create("pool");
@@ -231,6 +355,8 @@ Suite *pool_suite(void) {
   tcase_add_test(tc, test_a_tight_cap_is_respected_by_trimming_the_pool);
   tcase_add_test(tc, test_workspace_counts_against_the_cap);
   tcase_add_test(tc, test_large_cpu_blocks_are_aligned_and_marked_for_huge_pages);
+  tcase_add_test(tc, test_an_owner_and_a_freeing_thread_share_the_pool);
+  tcase_add_test(tc, test_an_owners_cached_blocks_yield_to_the_cap);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -7,6 +7,7 @@
 #include "vm/thread_buffer.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -157,6 +158,9 @@ typedef struct packed_entry {
 #define PACKED_CAP_BYTES ((size_t)512 << 20)
 
 static pthread_mutex_t const_mu = PTHREAD_MUTEX_INITIALIZER;
+/* Bumped (under const_mu) by every change to the ranges: answers a thread
+ * remembered (seen below) hold while it is unchanged. */
+static atomic_uint const_gen = 1;
 static const_range *ranges;
 static size_t num_ranges, cap_ranges;
 static packed_entry *entries;
@@ -176,6 +180,7 @@ void nimble_sgemm_own_constants_add(const void *base, size_t bytes) {
     cap_ranges = cap;
   }
   ranges[num_ranges++] = (const_range){base, bytes};
+  atomic_fetch_add_explicit(&const_gen, 1, memory_order_release);
   pthread_mutex_unlock(&const_mu);
 }
 
@@ -199,8 +204,44 @@ void nimble_sgemm_own_constants_remove(const void *base, size_t bytes) {
       i++;
     }
   }
+  atomic_fetch_add_explicit(&const_gen, 1, memory_order_release);
   pthread_mutex_unlock(&const_mu);
 }
+
+/* A thread's last answers of packed_constant and is_constant: a small
+ * model in a loop asks the same few every iteration, and the lock (an
+ * atomic instruction pair once the VM has workers) and the scans cost
+ * more than its products. */
+typedef struct seen_entry {
+  unsigned gen; /* const_gen when answered; 0: empty */
+  int side;     /* packed_constant's, or 'C' for is_constant */
+  int32_t t;
+  nimble_sgemm_isa isa;
+  const float *x, *out;
+  int64_t ld, k, n;
+} seen_entry;
+enum { SEEN = 4 };
+static _Thread_local seen_entry seen[SEEN];
+static _Thread_local unsigned seen_next;
+
+static const seen_entry *seen_find(const seen_entry *key) {
+  for (int i = 0; i < SEEN; i++) {
+    const seen_entry *e = &seen[i];
+    if (e->gen == key->gen && e->x == key->x && e->side == key->side && e->t == key->t && e->ld == key->ld &&
+        e->k == key->k && e->n == key->n && e->isa == key->isa)
+      return e;
+  }
+  return NULL;
+}
+
+/* key->gen was read before the answer: a change since leaves it unused. */
+static void seen_note(const seen_entry *key, const float *out) {
+  seen_entry *e = &seen[seen_next++ % SEEN];
+  *e = *key;
+  e->out = out;
+}
+
+static unsigned gen_now(void) { return atomic_load_explicit(&const_gen, memory_order_acquire); }
 
 /* Whether op(B) (k x n, stored transposed or not) lies wholly inside one
  * registered range. Caller holds const_mu. */
@@ -213,9 +254,13 @@ static int in_constants(int32_t tb, const float *b, int64_t ldb, int64_t k, int6
 }
 
 int nimble_sgemm_own_is_constant(int32_t trans_b, const float *b, int64_t ldb, int64_t k, int64_t n) {
+  seen_entry key = {gen_now(), 'C', trans_b, NIMBLE_SGEMM_ISA_PORTABLE, b, NULL, ldb, k, n};
+  const seen_entry *e = seen_find(&key);
+  if (e) return e->out != NULL;
   pthread_mutex_lock(&const_mu);
   int r = num_ranges && in_constants(trans_b, b, ldb, k, n);
   pthread_mutex_unlock(&const_mu);
+  seen_note(&key, r ? b : NULL);
   return r;
 }
 
@@ -224,11 +269,12 @@ int nimble_sgemm_own_is_constant(int32_t trans_b, const float *b, int64_t ldb, i
  * side 'B': op(B), k x n, stored transposed when t. side 'A': op(A), m x
  * k, passed as (t = trans_a, x = a, ld = lda, k, n = m); op(A)^T lies in
  * memory as a B of the same transposition would, so one range test serves.
- * side 'V': op(B) as side 'B', for products of one row (pack_gemv). */
-static const float *packed_constant(nimble_sgemm_isa isa, int side, int32_t t, const float *x, int64_t ld,
-                                    int64_t k, int64_t n) {
+ * side 'V': op(B) as side 'B', for products of one row (pack_gemv).
+ * With const_mu held; packed_constant below asks the thread's answers
+ * first, so this runs a few times per operand and thread: for size. */
+static __attribute__((optimize("Os"))) const float *packed_constant_locked(nimble_sgemm_isa isa, int side, int32_t t, const float *x, int64_t ld,
+                                           int64_t k, int64_t n) {
   const float *out = NULL;
-  pthread_mutex_lock(&const_mu);
   if (!num_ranges || !in_constants(side == 'A' ? !t : t, x, ld, k, n)) goto done;
   for (size_t i = 0; i < num_entries; i++) {
     packed_entry *e = &entries[i];
@@ -281,7 +327,18 @@ static const float *packed_constant(nimble_sgemm_isa isa, int side, int32_t t, c
   packed_bytes += floats * sizeof(float);
   out = panels;
 done:
+  return out;
+}
+
+static const float *packed_constant(nimble_sgemm_isa isa, int side, int32_t t, const float *x, int64_t ld,
+                                    int64_t k, int64_t n) {
+  seen_entry key = {gen_now(), side, t, isa, x, NULL, ld, k, n};
+  const seen_entry *e = seen_find(&key);
+  if (e) return e->out;
+  pthread_mutex_lock(&const_mu);
+  const float *out = packed_constant_locked(isa, side, t, x, ld, k, n);
   pthread_mutex_unlock(&const_mu);
+  seen_note(&key, out);
   return out;
 }
 
