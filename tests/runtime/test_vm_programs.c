@@ -1,6 +1,7 @@
 /* The VM runs real programs: arithmetic through kernels, recursion,
  * closures, ADTs, dynamic shapes, loops, views and copies. Every result is
  * checked against a value computed by hand. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -698,6 +699,54 @@ START_TEST(test_a_constant_output_outlives_its_executable) {
 }
 END_TEST
 
+/* The constant an entry returns, loaded through the VM's own view of it
+ * (docs/vm.md "Objects"), handed out on every call: outputs freed on
+ * another thread while the VM goes on loading the same constant keep
+ * their values (the tsan stage checks the counts' races). */
+static void *free_outputs(void *arg) {
+  DLManagedTensor **outs = arg;
+  for (int i = 0; outs[i]; i++) outs[i]->deleter(outs[i]);
+  return NULL;
+}
+
+START_TEST(test_constant_outputs_freed_on_another_thread_while_the_vm_loads_it) {
+  enum { CALLS = 200 };
+  nimble_executable_builder *b = rt_builder();
+  float w[3] = {0.25f, -1.5f, 8.0f};
+  int64_t s3[1] = {3};
+  DLTensor cw = rt_tensor(w, RT_F32, 1, s3);
+  uint32_t kw;
+  NIMBLE_ASSERT_OK(nimble_builder_add_constant(b, &cw, &kw));
+  uint32_t f = rt_function(b, "weights", 0, 1);
+  RT_EMIT(b, f, NIMBLE_OP_LOAD_CONST, 0, kw);
+  RT_EMIT(b, f, NIMBLE_OP_RET, 0);
+  nimble_tensor_info_t out = rt_info("w", RT_F32, 1, s3, NULL);
+  NIMBLE_ASSERT_OK(nimble_builder_add_entry(b, "weights", f, NULL, 0, &out, 1));
+  rt_info_free(&out);
+  nimble_executable *exe = rt_load(b);
+  nimble_builder_destroy(b);
+  nimble_vm *vm;
+  NIMBLE_ASSERT_OK(nimble_vm_create(exe, NULL, &vm));
+  DLManagedTensor *first[CALLS + 1] = {NULL}, *second[CALLS + 1] = {NULL};
+  for (int i = 0; i < CALLS; i++) {
+    NIMBLE_ASSERT_OK(nimble_vm_invoke(vm, "weights"));
+    NIMBLE_ASSERT_OK(nimble_vm_take_output(vm, 0, &first[i]));
+  }
+  pthread_t other;
+  ck_assert_int_eq(pthread_create(&other, NULL, free_outputs, first), 0);
+  for (int i = 0; i < CALLS; i++) {
+    NIMBLE_ASSERT_OK(nimble_vm_invoke(vm, "weights"));
+    NIMBLE_ASSERT_OK(nimble_vm_take_output(vm, 0, &second[i]));
+    ck_assert_int_eq(memcmp(second[i]->dl_tensor.data, w, sizeof w), 0);
+  }
+  ck_assert_int_eq(pthread_join(other, NULL), 0);
+  nimble_vm_destroy(vm);
+  nimble_executable_release(exe);
+  for (int i = 0; i < CALLS; i++) ck_assert_int_eq(memcmp(second[i]->dl_tensor.data, w, sizeof w), 0);
+  free_outputs(second);
+}
+END_TEST
+
 Suite *vm_programs_suite(void) {
   Suite *s = suite_create("vm_programs");
   TCase *tc = tcase_create("programs");
@@ -719,6 +768,7 @@ Suite *vm_programs_suite(void) {
   tcase_add_test(tc, test_kill_register_releases_storage_for_reuse);
   tcase_add_test(tc, test_reshape_makes_a_view_and_device_copy_makes_a_copy);
   tcase_add_test(tc, test_a_constant_output_outlives_its_executable);
+  tcase_add_test(tc, test_constant_outputs_freed_on_another_thread_while_the_vm_loads_it);
   suite_add_tcase(s, tc);
   return s;
 }

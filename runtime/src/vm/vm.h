@@ -67,6 +67,13 @@ struct nimble_vm {
   nimble_frame_t *frames;
   uint32_t frames_cap, depth;
   DLTensor **packed_args; /* max_kernel_args slots */
+  /* LoadConst's tensors: per constant, this VM's own view of it (owner:
+   * the constants' backing storage), made on first load. The executable's
+   * are shared by every VM over it and counted atomically; a loop loading
+   * its weights every step paid two atomic instructions a load. A view
+   * handed out as an output becomes shared, and stays correct. NULL until
+   * the first load; num_constants entries. */
+  nimble_tensor_obj **const_views;
 
   /* Inputs set for `input_entry` (-1: none yet): tensors, or ADT values
    * for ADT inputs. */

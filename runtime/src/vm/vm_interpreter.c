@@ -152,6 +152,22 @@ static nimble_status_t new_storage(const nimble_vm *vm, nimble_pool *pool, uint6
   return nimble_ok();
 }
 
+/* A new reference to constant i for a register: this VM's view of it
+ * (vm.h const_views), or the shared constant itself when memory for the
+ * view is short. */
+static nimble_tensor_obj *const_view(nimble_vm *vm, uint32_t i) {
+  const nimble_constants_t *cs = &vm->exe->consts;
+  nimble_tensor_obj *c = cs->tensors[i];
+  if (!vm->const_views) vm->const_views = calloc(cs->num_constants, sizeof *vm->const_views);
+  nimble_tensor_obj *v = vm->const_views ? vm->const_views[i] : NULL;
+  if (!v && vm->const_views)
+    v = vm->const_views[i] = nimble_tensor_obj_view(c->owner, c->dl.data, c->dl.ndim, c->shape, c->dl.dtype,
+                                                    c->dl.device);
+  if (!v) v = c;
+  nimble_object_retain(&v->base);
+  return v;
+}
+
 /* Pushes a frame for `func`; the caller then fills its parameters. */
 static nimble_status_t push_frame(nimble_vm *vm, uint32_t func, uint32_t ret_dst) {
   const nimble_function_t *fn = &vm->exe->code.functions[func];
@@ -551,9 +567,7 @@ nimble_status_t nimble_vm_run(nimble_vm *vm, uint32_t func, nimble_object *const
           s = rt_wrap(vm, s);
           goto fail;
         }
-        nimble_tensor_obj *c = vm->exe->consts.tensors[o[1]];
-        nimble_object_retain(&c->base);
-        set_reg(R, o[0], &c->base);
+        set_reg(R, o[0], &const_view(vm, (uint32_t)o[1])->base);
         f->pc++;
         break;
       }

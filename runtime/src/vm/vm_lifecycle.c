@@ -98,6 +98,10 @@ void nimble_vm_destroy(nimble_vm *vm) {
   free(vm->regs);
   free(vm->frames);
   free(vm->packed_args);
+  if (vm->const_views)
+    for (uint32_t i = 0; i < vm->exe->consts.num_constants; i++)
+      if (vm->const_views[i]) nimble_object_release(&vm->const_views[i]->base);
+  free(vm->const_views);
   free(vm->ktimes);
   free(vm->kpar);
   nimble_thread_pool_destroy(vm->threads);
