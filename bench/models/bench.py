@@ -302,17 +302,35 @@ def loadavg():
 
 # --- peers -------------------------------------------------------------------
 
+def cpus_for(threads):
+    """The CPUs a framework at `threads` threads runs on: the first `threads`
+    of the harness's own (all of them when it has no more). On this
+    machine's two vCPUs the same binary ran squeezenet1_0 8.5-8.9 ms on
+    one and 10.9-11.2 on the other in the same minutes (ORT-C 8.9 and
+    9.9): a long-lived peer and a fresh nimble-run landing on different
+    cores made ratios that measured the cores. At one thread every
+    framework now runs on the same core, interleaved as before."""
+    allowed = sorted(os.sched_getaffinity(0))
+    return set(allowed[:threads]) if 0 < threads < len(allowed) else set(allowed)
+
+
+def pinned(threads):
+    """A preexec_fn for subprocess: the child runs on cpus_for(threads)."""
+    cpus = cpus_for(threads)
+    return lambda: os.sched_setaffinity(0, cpus)
+
+
 class Worker:
     """A peer in its own process, speaking one JSON line each way."""
 
-    def __init__(self, name, argv, log_path):
+    def __init__(self, name, argv, log_path, threads):
         self.name = name
         self.dead = None
         self.log_path = log_path
         self.errlog = open(log_path, "w")
         try:
             self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                         stderr=self.errlog, text=True, bufsize=1)
+                                         stderr=self.errlog, text=True, bufsize=1, preexec_fn=pinned(threads))
         except OSError as e:
             self.proc = None
             self.dead = "cannot start %s: %s" % (argv[0], e)
@@ -456,7 +474,8 @@ class Nimble:
             cmd += ["--input", "%s=%s" % (name, path)]
         cmd += ["--repeat", str(repeat), "--warmup", str(warmup), "--threads", str(threads), "--output-dir", outdir]
         try:
-            r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=600)
+            r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=600,
+                               preexec_fn=pinned(threads))
         except subprocess.TimeoutExpired:
             return None, "nimble-run ran over 600 s"
         if r.returncode != 0:
@@ -637,16 +656,16 @@ def main():
     for t in threads:
         if ort_mod:
             workers[("ortnode", t)] = Worker("ort-node", ["node", os.path.join(HERE, "ort_worker.js"), ort_mod, str(t)],
-                                             os.path.join(cache, "ort_worker.t%d.log" % t))
+                                             os.path.join(cache, "ort_worker.t%d.log" % t), t)
         else:
             why_none["ortnode"] = ort_reason
         if capi:
             workers[("ortc", t)] = Worker("ort-c", [capi, "--lib", ort_lib, "--threads", str(t), "--serve"],
-                                          os.path.join(cache, "ort_capi.t%d.log" % t))
+                                          os.path.join(cache, "ort_capi.t%d.log" % t), t)
         else:
             why_none["ortc"] = capi_reason
         workers[("torch", t)] = Worker("torch", [sys.executable, os.path.join(HERE, "torch_worker.py"), REPO, str(t)],
-                                       os.path.join(cache, "torch_worker.t%d.log" % t))
+                                       os.path.join(cache, "torch_worker.t%d.log" % t), t)
     nimble = Nimble(os.path.abspath(a.build), cache)
 
     t0 = threads[0]
@@ -826,7 +845,11 @@ def main():
                  % (mi.get("cpu"), mi.get("cores"), mi.get("memory", "?"), mi.get("kernel"), load_start, loadavg()))
     lines.append("- threads: %s, interleaved in one run. At N threads: both ORT columns intra-op N / inter-op 1, "
                  "sequential execution; PyTorch set_num_threads(N), OMP/MKL/OPENBLAS_NUM_THREADS=N; "
-                 "nimble-run --threads N" % ", ".join(str(t) for t in threads))
+                 "nimble-run --threads N; every framework's process at N threads runs on the same CPUs: %s"
+                 % (", ".join(str(t) for t in threads),
+                    "; ".join("%d thread%s: CPU %s" % (t, "" if t == 1 else "s",
+                                                        ",".join(str(c) for c in sorted(cpus_for(t))))
+                              for t in threads)))
     lines.append("- OpenBLAS (PyTorch's BLAS): OPENBLAS_CORETYPE=%s, OPENBLAS_L2_SIZE=%s, kernels in use: %s; "
                  "OMP_WAIT_POLICY=%s"
                  % (os.environ.get("OPENBLAS_CORETYPE", "(unset)"), os.environ.get("OPENBLAS_L2_SIZE", "(unset)"),
