@@ -308,7 +308,9 @@ START_TEST(test_an_owner_and_a_freeing_thread_share_the_pool) {
   ck_assert_uint_eq(st.bytes_in_use, 0);
   ck_assert_uint_eq(st.pool_hits + st.system_allocations, HANDOFFS);
   ck_assert_uint_gt(st.pool_hits, mid.pool_hits);
-  ck_assert_uint_lt(st.system_allocations, 100);
+  /* At most RING + 2 blocks are in use at once, so no size class ever
+   * needs more blocks than that: 4000 allocations, the rest reused. */
+  ck_assert_uint_le(st.system_allocations, 5 * (RING + 2));
   nimble_pool_trim(p);
   nimble_pool_stats(p, &st);
   ck_assert_uint_eq(st.bytes_reserved, 0);
