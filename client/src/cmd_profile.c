@@ -207,6 +207,25 @@ static void print_bytes(uint64_t n) {
 }
 
 /* The text report: latency, memory, then kernels by total time. */
+
+/* The kernel table's names: whole up to LABEL_MAX characters, else the
+ * start and the end around "..." (fused kernels of one kind differ only in
+ * their last characters: _2, _6). */
+enum { LABEL_MAX = 72 };
+
+static void kernel_label(const char *sym, char out[LABEL_MAX + 1]) {
+  if (!sym) sym = "?";
+  size_t len = strlen(sym);
+  if (len <= LABEL_MAX) {
+    memcpy(out, sym, len + 1);
+    return;
+  }
+  size_t tail = (LABEL_MAX - 3) / 2, head = LABEL_MAX - 3 - tail;
+  memcpy(out, sym, head);
+  memcpy(out + head, "...", 3);
+  memcpy(out + head + 3, sym + len - tail, tail + 1);
+}
+
 static void print_report(const char *what, const json_t *r) {
   long long runs = json_integer_value(json_object_get(r, "runs"));
   const char *entry = json_string_value(json_object_get(r, "entry"));
@@ -234,13 +253,21 @@ static void print_report(const char *what, const json_t *r) {
     all += json_integer_value(json_object_get(sorted[i], "total_ns"));
   }
   qsort(sorted, n, sizeof *sorted, cmp_kernel_time);
-  printf("%-40s %8s %12s %12s %7s\n", "kernel", "calls", "ms/run", "us/call", "share");
+  /* The name column fits the longest name, up to LABEL_MAX. */
+  int width = 40;
+  for (size_t i = 0; i < n; i++) {
+    const char *sym = json_string_value(json_object_get(sorted[i], "symbol"));
+    size_t len = sym ? strlen(sym) : 0;
+    if ((int)len > width) width = len < LABEL_MAX ? (int)len : LABEL_MAX;
+  }
+  printf("%-*s %8s %12s %12s %7s\n", width, "kernel", "calls", "ms/run", "us/call", "share");
   for (size_t i = 0; i < n; i++) {
     json_int_t calls = json_integer_value(json_object_get(sorted[i], "calls"));
     json_int_t ns = json_integer_value(json_object_get(sorted[i], "total_ns"));
     if (!calls) continue;
-    printf("%-40.40s %8lld %12.4f %12.2f %6.1f%%\n",
-           json_string_value(json_object_get(sorted[i], "symbol")), (long long)calls,
+    char label[LABEL_MAX + 1];
+    kernel_label(json_string_value(json_object_get(sorted[i], "symbol")), label);
+    printf("%-*s %8lld %12.4f %12.2f %6.1f%%\n", width, label, (long long)calls,
            runs ? (double)ns / 1e6 / (double)runs : 0.0, calls ? (double)ns / 1e3 / (double)calls : 0.0,
            all ? 100.0 * (double)ns / (double)all : 0.0);
   }
