@@ -272,8 +272,9 @@ int nimble_sgemm_own_is_constant(int32_t trans_b, const float *b, int64_t ldb, i
  * side 'V': op(B) as side 'B', for products of one row (pack_gemv).
  * With const_mu held; packed_constant below asks the thread's answers
  * first, so this runs a few times per operand and thread: for size. */
-static __attribute__((optimize("Os"))) const float *packed_constant_locked(nimble_sgemm_isa isa, int side, int32_t t, const float *x, int64_t ld,
-                                           int64_t k, int64_t n) {
+static __attribute__((optimize("Os"))) const float *packed_constant_locked(nimble_sgemm_isa isa, int side,
+                                                                          int32_t t, const float *x, int64_t ld,
+                                                                          int64_t k, int64_t n) {
   const float *out = NULL;
   if (!num_ranges || !in_constants(side == 'A' ? !t : t, x, ld, k, n)) goto done;
   for (size_t i = 0; i < num_entries; i++) {
