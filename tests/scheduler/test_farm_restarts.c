@@ -45,6 +45,14 @@ START_TEST(test_scheduler_killed_mid_job_and_restarted_completes_the_job) {
   char tkey[200];
   task_key(&f, job, 0, tkey);
   ck_assert(farm_wait_redis_field(&f, tkey, "worker", "w1", 10000));
+  /* The worker has the task, not only the scheduler's record of sending
+   * it: killed between the two (once under ASan), the scheduler leaves a
+   * lease no compile renews, and the task waits it out before its second
+   * delivery, which is not what this test is about. */
+  char compiling[220];
+  snprintf(compiling, sizeof compiling, "compiling task %s", tkey + strlen("nimble:task:"));
+  for (int i = 0; i < 200 && !farm_worker_log_contains(&f, "w1", compiling); i++) farm_sleep_ms(50);
+  ck_assert_msg(farm_worker_log_contains(&f, "w1", compiling), "w1's log never said '%s'", compiling);
   farm_stop_scheduler(&f, SIGKILL);
   farm_sleep_ms(300);
   farm_start_scheduler(&f);
