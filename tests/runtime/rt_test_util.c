@@ -157,3 +157,50 @@ void rt_add_scalar_entry(nimble_executable_builder *b, const char *name, uint32_
   rt_info_free(&out);
 }
 
+
+/* ---- A queue to a thread of its own ----------------------------------- */
+
+static void *handoff_main(void *arg) {
+  rt_handoff *h = arg;
+  pthread_mutex_lock(&h->mu);
+  for (;;) {
+    while (h->head == h->tail && !h->done) pthread_cond_wait(&h->cv, &h->mu);
+    if (h->head == h->tail) break;
+    void *item = h->items[h->tail % RT_HANDOFF_RING];
+    h->tail++;
+    pthread_cond_broadcast(&h->cv);
+    pthread_mutex_unlock(&h->mu);
+    h->take(item, h->ctx);
+    pthread_mutex_lock(&h->mu);
+  }
+  pthread_mutex_unlock(&h->mu);
+  return NULL;
+}
+
+void rt_handoff_start(rt_handoff *h, void (*take)(void *item, void *ctx), void *ctx) {
+  memset(h, 0, sizeof *h);
+  pthread_mutex_init(&h->mu, NULL);
+  pthread_cond_init(&h->cv, NULL);
+  h->take = take;
+  h->ctx = ctx;
+  ck_assert_int_eq(pthread_create(&h->thread, NULL, handoff_main, h), 0);
+}
+
+void rt_handoff_push(rt_handoff *h, void *item) {
+  pthread_mutex_lock(&h->mu);
+  while (h->head - h->tail == RT_HANDOFF_RING) pthread_cond_wait(&h->cv, &h->mu);
+  h->items[h->head % RT_HANDOFF_RING] = item;
+  h->head++;
+  pthread_cond_broadcast(&h->cv);
+  pthread_mutex_unlock(&h->mu);
+}
+
+void rt_handoff_finish(rt_handoff *h) {
+  pthread_mutex_lock(&h->mu);
+  h->done = 1;
+  pthread_cond_broadcast(&h->cv);
+  pthread_mutex_unlock(&h->mu);
+  ck_assert_int_eq(pthread_join(h->thread, NULL), 0);
+  pthread_cond_destroy(&h->cv);
+  pthread_mutex_destroy(&h->mu);
+}

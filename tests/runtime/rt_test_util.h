@@ -4,6 +4,7 @@
 #ifndef NIMBLE_RT_TEST_UTIL_H
 #define NIMBLE_RT_TEST_UTIL_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -61,5 +62,24 @@ int64_t rt_run_i64(nimble_vm *vm, const char *entry, const int64_t *inputs, uint
 
 /* Scalar int64 entry signatures: n inputs named a0.., one output "out". */
 void rt_add_scalar_entry(nimble_executable_builder *b, const char *name, uint32_t func, uint32_t n);
+
+/* Items handed to a thread of their own, which takes each in turn, in
+ * order (outputs or blocks an application frees on another thread while
+ * the VM goes on): rt_handoff_start starts it, rt_handoff_push queues an
+ * item (waiting while RT_HANDOFF_RING are queued), rt_handoff_finish
+ * returns once every item is taken and the thread has ended. */
+enum { RT_HANDOFF_RING = 64 };
+typedef struct rt_handoff {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  void *items[RT_HANDOFF_RING];
+  int head, tail, done;
+  void (*take)(void *item, void *ctx);
+  void *ctx;
+  pthread_t thread;
+} rt_handoff;
+void rt_handoff_start(rt_handoff *h, void (*take)(void *item, void *ctx), void *ctx);
+void rt_handoff_push(rt_handoff *h, void *item);
+void rt_handoff_finish(rt_handoff *h);
 
 #endif

@@ -1,6 +1,5 @@
 /* The pooling allocator keeps a VM's footprint bounded while shapes change
  * from call to call, and honours its cap. */
-#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -227,36 +226,17 @@ END_TEST
 
 /* ---- The owner's cache (pool_allocator.h "Owned") ----------------------- */
 
-enum { HANDOFFS = 4000, RING = 64 };
+enum { HANDOFFS = 4000 };
 
-/* Blocks the owner hands to the freeing thread, as outputs go to an
- * application that frees them on a thread of its own. */
-typedef struct handoff {
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  void *blocks[RING];
-  uint64_t sizes[RING];
-  int head, tail, done;
-  nimble_pool *pool;
-} handoff;
-
-static void *free_elsewhere(void *arg) {
-  handoff *h = arg;
-  for (;;) {
-    pthread_mutex_lock(&h->mu);
-    while (h->head == h->tail && !h->done) pthread_cond_wait(&h->cv, &h->mu);
-    if (h->head == h->tail) {
-      pthread_mutex_unlock(&h->mu);
-      return NULL;
-    }
-    void *b = h->blocks[h->tail % RING];
-    uint64_t size = h->sizes[h->tail % RING];
-    h->tail++;
-    pthread_cond_broadcast(&h->cv);
-    pthread_mutex_unlock(&h->mu);
-    nimble_pool_free(h->pool, b, size);
-    nimble_pool_release(h->pool); /* the storage's reference */
-  }
+/* A block the owner handed to the freeing thread, as outputs go to an
+ * application that frees them on a thread of its own: its size is in its
+ * first bytes. */
+static void free_elsewhere(void *item, void *ctx) {
+  nimble_pool *p = ctx;
+  uint64_t size;
+  memcpy(&size, item, sizeof size);
+  nimble_pool_free(p, item, size);
+  nimble_pool_release(p); /* the storage's reference */
 }
 
 /* The owning thread allocates, frees and takes references without the
@@ -267,11 +247,8 @@ static void *free_elsewhere(void *arg) {
 START_TEST(test_an_owner_and_a_freeing_thread_share_the_pool) {
   nimble_pool *p;
   NIMBLE_ASSERT_OK(nimble_pool_create(nimble_cpu_device(), 0, &p));
-  handoff h = {.pool = p};
-  pthread_mutex_init(&h.mu, NULL);
-  pthread_cond_init(&h.cv, NULL);
-  pthread_t other;
-  ck_assert_int_eq(pthread_create(&other, NULL, free_elsewhere, &h), 0);
+  rt_handoff h;
+  rt_handoff_start(&h, free_elsewhere, p);
   nimble_pool_own(p, 1);
   for (int i = 0; i < HANDOFFS; i++) {
     void *b;
@@ -286,19 +263,10 @@ START_TEST(test_an_owner_and_a_freeing_thread_share_the_pool) {
       nimble_pool_release(p);
       continue;
     }
-    pthread_mutex_lock(&h.mu);
-    while (h.head - h.tail == RING) pthread_cond_wait(&h.cv, &h.mu);
-    h.blocks[h.head % RING] = b;
-    h.sizes[h.head % RING] = size;
-    h.head++;
-    pthread_cond_broadcast(&h.cv);
-    pthread_mutex_unlock(&h.mu);
+    memcpy(b, &size, sizeof size);
+    rt_handoff_push(&h, b);
   }
-  pthread_mutex_lock(&h.mu);
-  h.done = 1;
-  pthread_cond_broadcast(&h.cv);
-  pthread_mutex_unlock(&h.mu);
-  ck_assert_int_eq(pthread_join(other, NULL), 0);
+  rt_handoff_finish(&h);
   nimble_memory_stats_t mid, st;
   nimble_pool_stats(p, &mid);
   nimble_pool_own(p, 0);
@@ -308,15 +276,14 @@ START_TEST(test_an_owner_and_a_freeing_thread_share_the_pool) {
   ck_assert_uint_eq(st.bytes_in_use, 0);
   ck_assert_uint_eq(st.pool_hits + st.system_allocations, HANDOFFS);
   ck_assert_uint_gt(st.pool_hits, mid.pool_hits);
-  /* At most RING + 2 blocks are in use at once, so no size class ever
-   * needs more blocks than that: 4000 allocations, the rest reused. */
-  ck_assert_uint_le(st.system_allocations, 5 * (RING + 2));
+  /* At most RT_HANDOFF_RING + 2 blocks are in use at once, so no size
+   * class ever needs more blocks than that: 4000 allocations, the rest
+   * reused. */
+  ck_assert_uint_le(st.system_allocations, 5 * (RT_HANDOFF_RING + 2));
   nimble_pool_trim(p);
   nimble_pool_stats(p, &st);
   ck_assert_uint_eq(st.bytes_reserved, 0);
   nimble_pool_release(p); /* the last reference: the pool goes */
-  pthread_cond_destroy(&h.cv);
-  pthread_mutex_destroy(&h.mu);
 }
 END_TEST
 

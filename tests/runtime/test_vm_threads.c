@@ -161,43 +161,27 @@ END_TEST
 
 /* Outputs released on another thread while their VM keeps running: the
  * releaser frees storage into the pool that the VM's next call allocates
- * from. */
-typedef struct handoff {
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  DLManagedTensor *items[64];
-  float expect_last[64];
-  int head, tail, done, wrong;
-} handoff;
+ * from. The outputs are taken in order: the r-th is call r's, y[N-1] =
+ * (r + N - 1) + weights[N-1]. */
+typedef struct released {
+  int taken, wrong;
+} released;
 
-static void *releaser_main(void *arg) {
-  handoff *h = arg;
-  pthread_mutex_lock(&h->mu);
-  for (;;) {
-    while (h->head == h->tail && !h->done) pthread_cond_wait(&h->cv, &h->mu);
-    if (h->head == h->tail && h->done) break;
-    DLManagedTensor *o = h->items[h->tail % 64];
-    float want = h->expect_last[h->tail % 64];
-    h->tail++;
-    pthread_cond_broadcast(&h->cv);
-    pthread_mutex_unlock(&h->mu);
-    if (((const float *)o->dl_tensor.data)[N - 1] != want) h->wrong++;
-    o->deleter(o);
-    pthread_mutex_lock(&h->mu);
-  }
-  pthread_mutex_unlock(&h->mu);
-  return NULL;
+static void release_output(void *item, void *ctx) {
+  DLManagedTensor *o = item;
+  released *r = ctx;
+  if (((const float *)o->dl_tensor.data)[N - 1] != (float)(r->taken + N - 1) + weights[N - 1]) r->wrong++;
+  r->taken++;
+  o->deleter(o);
 }
 
 START_TEST(test_outputs_released_on_another_thread_while_the_vm_runs) {
   nimble_executable *exe = build_shared();
   nimble_vm *vm;
   NIMBLE_ASSERT_OK(nimble_vm_create(exe, NULL, &vm));
-  handoff h = {.head = 0};
-  pthread_mutex_init(&h.mu, NULL);
-  pthread_cond_init(&h.cv, NULL);
-  pthread_t rel;
-  ck_assert_int_eq(pthread_create(&rel, NULL, releaser_main, &h), 0);
+  released rel = {0, 0};
+  rt_handoff h;
+  rt_handoff_start(&h, release_output, &rel);
   float *x = malloc(N * sizeof(float));
   int64_t sn[1] = {N};
   for (int r = 0; r < 400; r++) {
@@ -207,28 +191,17 @@ START_TEST(test_outputs_released_on_another_thread_while_the_vm_runs) {
     NIMBLE_ASSERT_OK(nimble_vm_set_input(vm, "addw", 0, &tx));
     NIMBLE_ASSERT_OK(nimble_vm_invoke(vm, "addw"));
     NIMBLE_ASSERT_OK(nimble_vm_take_output(vm, 0, &o));
-    pthread_mutex_lock(&h.mu);
-    while (h.head - h.tail == 64) pthread_cond_wait(&h.cv, &h.mu);
-    h.items[h.head % 64] = o;
-    h.expect_last[h.head % 64] = (float)(r + N - 1) + weights[N - 1];
-    h.head++;
-    pthread_cond_broadcast(&h.cv);
-    pthread_mutex_unlock(&h.mu);
+    rt_handoff_push(&h, o);
   }
-  pthread_mutex_lock(&h.mu);
-  h.done = 1;
-  pthread_cond_broadcast(&h.cv);
-  pthread_mutex_unlock(&h.mu);
-  ck_assert_int_eq(pthread_join(rel, NULL), 0);
-  ck_assert_int_eq(h.wrong, 0);
+  rt_handoff_finish(&h);
+  ck_assert_int_eq(rel.taken, 400);
+  ck_assert_int_eq(rel.wrong, 0);
   nimble_memory_stats_t st;
   NIMBLE_ASSERT_OK(nimble_vm_memory_stats(vm, kDLCPU, &st));
   ck_assert_uint_eq(st.bytes_in_use, 0);
   /* At most 64 outputs in flight plus one being built: the pool reuses. */
   ck_assert_uint_le(st.system_allocations, 2 * 66);
   free(x);
-  pthread_cond_destroy(&h.cv);
-  pthread_mutex_destroy(&h.mu);
   nimble_vm_destroy(vm);
   nimble_executable_release(exe);
 }

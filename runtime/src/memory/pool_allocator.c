@@ -76,28 +76,24 @@ void nimble_pool_retain(nimble_pool *p) {
   atomic_fetch_add_explicit(&p->refs, 1, memory_order_relaxed);
 }
 
-static void trim_locked(nimble_pool *p) {
-  for (int c = 0; c <= NUM_CLASSES; c++) {
-    free_list *fl = &p->classes[c];
-    for (uint32_t i = 0; i < fl->count; i++) {
-      p->dev->free(p->dev, fl->blocks[i]);
-      p->stats.bytes_reserved -= (uint64_t)1 << c;
-    }
-    fl->count = 0;
+/* Gives `*count` cached blocks of class c back to the device. With the
+ * lock held. */
+static void give_back(nimble_pool *p, void **blocks, uint32_t *count, int c) {
+  for (uint32_t i = 0; i < *count; i++) {
+    p->dev->free(p->dev, blocks[i]);
+    p->stats.bytes_reserved -= (uint64_t)1 << c;
   }
+  *count = 0;
 }
 
-/* Gives the owner's cached blocks back to the device (the owner, or any
- * thread while none owns the pool). With the lock held. */
+static void trim_locked(nimble_pool *p) {
+  for (int c = 0; c <= NUM_CLASSES; c++) give_back(p, p->classes[c].blocks, &p->classes[c].count, c);
+}
+
+/* The owner's cached blocks too: by the owner, or by any thread while
+ * none owns the pool. With the lock held. */
 static void trim_own_locked(nimble_pool *p) {
-  for (int c = 0; c <= OWN_MAX_CLASS; c++) {
-    own_list *ol = &p->own[c];
-    for (uint32_t i = 0; i < ol->count; i++) {
-      p->dev->free(p->dev, ol->blocks[i]);
-      p->stats.bytes_reserved -= (uint64_t)1 << c;
-    }
-    ol->count = 0;
-  }
+  for (int c = 0; c <= OWN_MAX_CLASS; c++) give_back(p, p->own[c].blocks, &p->own[c].count, c);
 }
 
 static void drop_refs(nimble_pool *p, uint32_t n) {

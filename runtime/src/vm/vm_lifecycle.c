@@ -331,16 +331,13 @@ nimble_status_t nimble_vm_invoke(nimble_vm *vm, const char *entry) {
   uint32_t e;
   NIMBLE_RETURN_IF_ERROR(nimble_vm_find_entry(vm, entry, &e));
   const nimble_entry_info_t *info = &vm->exe->meta.entries[e];
-  /* This thread owns the pool for the call (pool_allocator.h); the last
-   * call's outputs go to its cache. */
-  nimble_pool_own(vm->cpu_pool, 1);
   clear_outputs(vm);
   for (uint32_t i = 0; i < info->num_inputs; i++)
-    if (vm->input_entry != (int64_t)e || !vm->inputs[i]) {
-      nimble_pool_own(vm->cpu_pool, 0);
+    if (vm->input_entry != (int64_t)e || !vm->inputs[i])
       return nimble_status_make(NIMBLE_FAILED_PRECONDITION, "entry '%s': input '%s' (%u) was not set",
                                 entry, info->inputs[i].name, i);
-    }
+  /* This thread owns the pool for the call (pool_allocator.h). */
+  nimble_pool_own(vm->cpu_pool, 1);
   nimble_status_t s = check_symbols(vm, info);
   nimble_object *result = NULL;
   uint64_t t0 = s ? 0 : nimble_vm_adapt_begin(vm, e);
