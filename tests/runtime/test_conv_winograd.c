@@ -103,6 +103,9 @@ static const wcase kCases[] = {
     {7, 10, 6, 9, 2, 0, 1, 2},    {12, 8, 8, 24, 0, 0, 0, 0},    {2, 6, 17, 3, 0, 2, 2, 0},
     {70, 14, 14, 18, 1, 1, 1, 1}, {32, 27, 27, 64, 1, 1, 1, 1},  {9, 3, 40, 20, 1, 1, 1, 1},
     {6, 33, 5, 7, 1, 0, 1, 0},    {16, 55, 55, 32, 1, 1, 1, 1},
+    /* Several blocks on one thread (of up to 3 MB): three of 8 tile rows
+     * but the last of 4; blocks of unequal heights with pads. */
+    {8, 40, 40, 200, 1, 1, 1, 1}, {5, 45, 38, 120, 0, 1, 2, 1},
 };
 
 /* Every case with each epilogue; weights not registered (transformed per

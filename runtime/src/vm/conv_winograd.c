@@ -16,7 +16,11 @@
  * blocks of 0.4, 0.8, 1.3 and 2 MB took 407, 331, 260 and 250 us for
  * 64->256 channels on 13x13 and 1124, 1008, 869, 869 us on 27x27 (the
  * products' panels are wider). Blocks are cut into one band per thread of
- * the calling VM's pool. */
+ * the calling VM's pool. On one thread blocks go up to 3 MB, of a height
+ * whose tiles fill the products' vectors (block_rows): squeezenet1_0's
+ * 32->128 on 55x55 890 -> 775 us, 64->256 on 27x27 815 -> 705; at two
+ * threads the same choice gained on those layers and lost as much on the
+ * others in the model, and is not made. */
 #include "vm/conv_winograd.h"
 
 #include <math.h>
@@ -31,7 +35,8 @@
 
 enum { XI = 16 };                    /* positions of a 4x4 block */
 enum { WINO_MAX_PARTS = 8 };         /* tasks by output channels, at most */
-#define BLOCK_FLOATS ((int64_t)393216) /* a block's V and M: 1.5 MB */
+#define BLOCK_FLOATS ((int64_t)393216)     /* a block's V and M: 1.5 MB */
+#define ONE_THREAD_FLOATS ((int64_t)786432) /* on one thread, at most 3 MB */
 
 /* ---- Transformed weights ----------------------------------------------------- */
 
@@ -48,7 +53,7 @@ typedef struct wino_weights {
 } wino_weights;
 
 /* U = G g G^T for every (output, input) channel pair. */
-static void transform_weights(const float *wt, int64_t k, int64_t c, float *u) {
+__attribute__((cold)) static void transform_weights(const float *wt, int64_t k, int64_t c, float *u) {
   size_t kc = (size_t)(k * c);
   for (int64_t kk = 0; kk < k; kk++)
     for (int64_t cc = 0; cc < c; cc++) {
@@ -166,7 +171,7 @@ static float epilogue_at(const nimble_sgemm_epilogue_t *epi, int64_t kk, int64_t
   return v;
 }
 
-static void direct_conv(int64_t c, int64_t h, int64_t w, int64_t k, int64_t pad_t, int64_t pad_l, int64_t oh,
+__attribute__((cold)) static void direct_conv(int64_t c, int64_t h, int64_t w, int64_t k, int64_t pad_t, int64_t pad_l, int64_t oh,
                         int64_t ow, const float *x, const float *wt, float *y, const nimble_sgemm_epilogue_t *epi) {
   for (int64_t kk = 0; kk < k; kk++)
     for (int64_t i = 0; i < oh; i++)
@@ -393,6 +398,24 @@ static int32_t band_task(int64_t s, int64_t n_tasks, void *closure) {
   return 0;
 }
 
+/* Tile rows per block on one thread, at most max_rows: the least
+ * estimated time, counting a block's tiles 5 each, 6 where they are not a
+ * multiple of 16 (the products' vectors run along the tiles: blocks of
+ * 140 tiles took 20 % longer than of 112 or 224 on squeezenet1_0's 55x55
+ * layers), and 40 a block, over the fewest blocks max_rows allows and one
+ * more; ties to the higher block. */
+static int64_t block_cost(int64_t tiles) { return tiles * (tiles % 16 ? 6 : 5) + 40; }
+
+static int64_t block_rows(int64_t th, int64_t tw, int64_t max_rows) {
+  int64_t best = max_rows, best_cost = INT64_MAX, nb_min = (th + max_rows - 1) / max_rows;
+  for (int64_t r = max_rows; r >= 1 && (th + r - 1) / r <= nb_min + 1; r--) {
+    int64_t nb = (th + r - 1) / r;
+    int64_t cost = (nb - 1) * block_cost(r * tw) + block_cost((th - (nb - 1) * r) * tw);
+    if (cost < best_cost) best = r, best_cost = cost;
+  }
+  return best;
+}
+
 /* ---- The entry point ----------------------------------------------------------- */
 
 void nimble_conv3x3_winograd(int64_t c, int64_t h, int64_t w, int64_t k, int64_t pad_t, int64_t pad_l, int64_t oh,
@@ -424,6 +447,10 @@ void nimble_conv3x3_winograd(int64_t c, int64_t h, int64_t w, int64_t k, int64_t
     if (parts > k / 128) parts = k / 128;
   }
   if (threads > by_tiles) threads = by_tiles;
+  if (threads == 1) {
+    int64_t most = ONE_THREAD_FLOATS / (XI * (c + k)) / tw;
+    rows = block_rows(th, tw, most < 1 ? 1 : most > th ? th : most);
+  }
   nimble_sgemm_isa isa = nimble_sgemm_own_best_isa();
   wino_weights *own = NULL, *ww = NULL;
   if (nimble_sgemm_own_is_constant(0, wt, c * 9, k, c * 9)) ww = cached_weights(wt, k, c, isa, parts);
