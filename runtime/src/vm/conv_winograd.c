@@ -18,7 +18,7 @@
  * products' panels are wider). Blocks are cut into one band per thread of
  * the calling VM's pool. On one thread blocks go up to 3 MB, of a height
  * whose tiles fill the products' vectors (block_rows): squeezenet1_0's
- * 32->128 on 55x55 890 -> 775 us, 64->256 on 27x27 815 -> 705; at two
+ * 32->128 on 55x55 890 -> 785 us, 64->256 on 27x27 815 -> 705; at two
  * threads the same choice gained on those layers and lost as much on the
  * others in the model, and is not made. */
 #include "vm/conv_winograd.h"
