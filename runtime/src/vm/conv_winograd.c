@@ -171,8 +171,9 @@ static float epilogue_at(const nimble_sgemm_epilogue_t *epi, int64_t kk, int64_t
   return v;
 }
 
-__attribute__((cold)) static void direct_conv(int64_t c, int64_t h, int64_t w, int64_t k, int64_t pad_t, int64_t pad_l, int64_t oh,
-                        int64_t ow, const float *x, const float *wt, float *y, const nimble_sgemm_epilogue_t *epi) {
+__attribute__((cold)) static void direct_conv(int64_t c, int64_t h, int64_t w, int64_t k, int64_t pad_t,
+                                              int64_t pad_l, int64_t oh, int64_t ow, const float *x, const float *wt,
+                                              float *y, const nimble_sgemm_epilogue_t *epi) {
   for (int64_t kk = 0; kk < k; kk++)
     for (int64_t i = 0; i < oh; i++)
       for (int64_t j = 0; j < ow; j++) {
