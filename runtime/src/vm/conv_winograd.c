@@ -399,6 +399,12 @@ static int32_t band_task(int64_t s, int64_t n_tasks, void *closure) {
   return 0;
 }
 
+/* The most tile rows (1 to th) whose V and M fit in `floats`. */
+static int64_t rows_within(int64_t floats, int64_t c, int64_t k, int64_t tw, int64_t th) {
+  int64_t rows = floats / (XI * (c + k)) / tw;
+  return rows < 1 ? 1 : rows > th ? th : rows;
+}
+
 /* Tile rows per block on one thread, at most max_rows: the least
  * estimated time, counting a block's tiles 5 each, 6 where they are not a
  * multiple of 16 (the products' vectors run along the tiles: blocks of
@@ -427,9 +433,6 @@ void nimble_conv3x3_winograd(int64_t c, int64_t h, int64_t w, int64_t k, int64_t
     return;
   }
   const int64_t tw = (ow + 1) / 2, th = (oh + 1) / 2;
-  int64_t rows = BLOCK_FLOATS / (XI * (c + k)) / tw;
-  if (rows < 1) rows = 1;
-  if (rows > th) rows = th;
   nimble_thread_pool *pool = nimble_sgemm_threads_pool();
   int64_t threads = pool && !nimble_thread_pool_in_task() ? (int64_t)nimble_thread_pool_size(pool) : 1;
   /* At least 64 tiles a thread: cnn's 16x16 layer (64 tiles) took 35 us
@@ -448,10 +451,8 @@ void nimble_conv3x3_winograd(int64_t c, int64_t h, int64_t w, int64_t k, int64_t
     if (parts > k / 128) parts = k / 128;
   }
   if (threads > by_tiles) threads = by_tiles;
-  if (threads == 1) {
-    int64_t most = ONE_THREAD_FLOATS / (XI * (c + k)) / tw;
-    rows = block_rows(th, tw, most < 1 ? 1 : most > th ? th : most);
-  }
+  int64_t rows = rows_within(threads == 1 ? ONE_THREAD_FLOATS : BLOCK_FLOATS, c, k, tw, th);
+  if (threads == 1) rows = block_rows(th, tw, rows);
   nimble_sgemm_isa isa = nimble_sgemm_own_best_isa();
   wino_weights *own = NULL, *ww = NULL;
   if (nimble_sgemm_own_is_constant(0, wt, c * 9, k, c * 9)) ww = cached_weights(wt, k, c, isa, parts);
